@@ -1,0 +1,121 @@
+"""tilescope: write tile kernels in Python, compile them to C++, run them as a task graph on a
+simulated many-core accelerator, and debug every failure down to a task, an op and a line.
+"""
+
+from tilescope._version import __version__
+from tilescope.errors import (
+    ArgumentError,
+    ConfigError,
+    DSLError,
+    RuntimeFailure,
+    TilescopeError,
+    ToolchainError,
+    UnsupportedSyntaxError,
+    VerifyError,
+)
+from tilescope.ir.types import Direction as ArgDirection
+from tilescope.language.annotations import InOut, Out, Scalar, Tensor
+from tilescope.language.decorators import inline, jit, kernel
+from tilescope.language.dtypes import bf16, bool_, f16, f32, f64, i8, i32, i64, u8
+from tilescope.language.ops import (
+    abs,
+    cast,
+    col_max,
+    col_sum,
+    create_tensor,
+    dump_tag,
+    exp,
+    full,
+    load,
+    log,
+    logical_and,
+    logical_not,
+    logical_or,
+    matmul,
+    maximum,
+    minimum,
+    neg,
+    range,
+    row_max,
+    row_min,
+    row_sum,
+    rsqrt,
+    sigmoid,
+    silu,
+    sqrt,
+    store,
+    submit,
+    tanh,
+    transpose,
+    where,
+    zeros,
+)
+
+__all__ = [
+    "__version__",
+    "ArgDirection",
+    "ArgumentError",
+    "ConfigError",
+    "DSLError",
+    "InOut",
+    "Out",
+    "RuntimeFailure",
+    "Scalar",
+    "Tensor",
+    "TilescopeError",
+    "ToolchainError",
+    "UnsupportedSyntaxError",
+    "VerifyError",
+    "abs",
+    "bf16",
+    "bool_",
+    "cast",
+    "col_max",
+    "col_sum",
+    "create_tensor",
+    "dump_tag",
+    "exp",
+    "f16",
+    "f32",
+    "f64",
+    "full",
+    "i8",
+    "i32",
+    "i64",
+    "inline",
+    "jit",
+    "kernel",
+    "load",
+    "log",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "matmul",
+    "maximum",
+    "minimum",
+    "neg",
+    "range",
+    "row_max",
+    "row_min",
+    "row_sum",
+    "rsqrt",
+    "sigmoid",
+    "silu",
+    "sqrt",
+    "store",
+    "submit",
+    "tanh",
+    "transpose",
+    "u8",
+    "where",
+    "zeros",
+]
+
+
+def __getattr__(name: str):
+    # CompiledProgram pulls in the runtime binding; import it on first use.
+    if name == "CompiledProgram":
+        from tilescope.program import CompiledProgram
+
+        return CompiledProgram
+    raise AttributeError(f"module 'tilescope' has no attribute {name!r}")

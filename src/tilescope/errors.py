@@ -1,0 +1,74 @@
+"""User-facing error types.
+
+Every error a kernel author can cause derives from TilescopeError and carries a message that
+names the thing, what was expected, and what to do. Errors tied to DSL source carry a
+``SourceLoc`` and render as ``file:line: message`` followed by the offending source line.
+"""
+
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLoc:
+    file: str
+    line: int
+    col: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def source_line(self) -> str:
+        return linecache.getline(self.file, self.line).rstrip("\n")
+
+
+class TilescopeError(Exception):
+    """Base class of every error tilescope reports to users."""
+
+
+class DSLError(TilescopeError):
+    """An error at a location in the user's DSL source (front-end or verifier)."""
+
+    def __init__(self, message: str, loc: SourceLoc | None = None, hint: str | None = None):
+        self.message = message
+        self.loc = loc
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = []
+        head = f"{self.loc}: " if self.loc else ""
+        parts.append(f"{head}{self.message}")
+        if self.loc is not None:
+            src = self.loc.source_line()
+            if src.strip():
+                parts.append(f"    {src.strip()}")
+        if self.hint:
+            parts.append(f"  hint: {self.hint}")
+        return "\n".join(parts)
+
+
+class UnsupportedSyntaxError(DSLError):
+    """A Python construct the DSL front-end does not accept."""
+
+
+class VerifyError(DSLError):
+    """The IR verifier rejected a program (shape, dtype, bounds, memory, direction)."""
+
+
+class ArgumentError(TilescopeError):
+    """Arguments passed to a compiled program or kernel do not match its parameters."""
+
+
+class ConfigError(TilescopeError):
+    """Unknown or invalid compile_cfg / runtime_cfg keys or values."""
+
+
+class ToolchainError(TilescopeError):
+    """The C++ toolchain is missing or failed."""
+
+
+class RuntimeFailure(TilescopeError):
+    """The task-graph runtime reported a failure while running a program."""

@@ -1,0 +1,364 @@
+"""IR nodes shared by kernels and orchestrations.
+
+Invariants:
+- Nodes are frozen, slotted dataclasses; ``dataclasses.replace`` makes a changed copy.
+  Equality and hashing are structural and ignore source locations.
+- Every expression carries its type, computed once by ``ir.typing`` when it is built.
+- Variables are named and may be reassigned (a loop-carried value is a variable assigned
+  before a ``For`` and reassigned in its body); a reassignment keeps the variable's type.
+- Kernels contain Assign/Store/For/Evaluate; orchestrations contain Assign/For/If/Evaluate
+  with CreateTensor/Slice/Submit/DumpTag. The verifier enforces the split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tilescope.errors import SourceLoc
+from tilescope.ir.types import Direction, IndexType, ScalarType, TaskType, TensorType, TileType, Type
+from tilescope.language.dtypes import DType
+
+_LOC = field(default=None, compare=False, repr=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Expressions
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A literal. ``type`` is IndexType for integers used as indices, else a ScalarType."""
+
+    value: int | float | bool
+    type: ScalarType | IndexType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    name: str
+    type: Type
+    loc: SourceLoc | None = _LOC
+
+
+BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum")
+COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+LOGICAL_OPS = ("logical_and", "logical_or")
+UNARY_OPS = ("neg", "exp", "log", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "silu", "logical_not")
+REDUCE_OPS = ("row_sum", "row_max", "row_min", "col_sum", "col_max")
+CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
+
+
+@dataclass(frozen=True, slots=True)
+class BinOp:
+    op: str  # one of BINARY_OPS, COMPARE_OPS, LOGICAL_OPS
+    lhs: Expr
+    rhs: Expr
+    type: Type
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class UnOp:
+    op: str  # one of UNARY_OPS
+    operand: Expr
+    type: Type
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """Read a tile from a tensor param: ``ts.load(tensor, offsets, sizes)``."""
+
+    tensor: Var
+    offsets: tuple[Expr, ...]
+    sizes: tuple[int, ...]
+    type: TileType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Full:
+    """``ts.zeros(shape, dtype)`` (value 0) or ``ts.full(shape, value, dtype)``."""
+
+    value: Expr
+    type: TileType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Cast:
+    value: Expr
+    mode: str  # one of CAST_MODES
+    type: TileType | ScalarType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce:
+    op: str  # one of REDUCE_OPS
+    value: Expr
+    type: TileType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class MatMul:
+    """``ts.matmul(lhs, rhs, acc=None)``: fp32-accumulated ``lhs @ rhs`` (+ ``acc``)."""
+
+    lhs: Expr
+    rhs: Expr
+    acc: Expr | None
+    type: TileType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Transpose:
+    value: Expr
+    type: TileType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    cond: Expr
+    lhs: Expr
+    rhs: Expr
+    type: TileType
+    loc: SourceLoc | None = _LOC
+
+
+# Orchestration expressions
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTensor:
+    type: TensorType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class SliceRange:
+    """``start:stop`` of one dim; ``squeeze`` marks an integer index (the dim is dropped)."""
+
+    start: Expr
+    stop: Expr
+    squeeze: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """A region of a tensor: ``x[r:r + 64, :]``. ``type.shape`` is the static region shape;
+    a dim whose extent is only known at run time is -1 (checked when the task is submitted)."""
+
+    tensor: Var
+    ranges: tuple[SliceRange, ...]
+    type: TensorType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Submit:
+    """One task: a kernel applied to regions and scalars. Its value is the task handle."""
+
+    kernel: str
+    args: tuple[Expr, ...]
+    name: str | None
+    deps: tuple[Expr, ...]
+    dumps: tuple[Expr, ...]
+    type: TaskType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class DumpTag:
+    tensor: Expr
+    type: TensorType
+    loc: SourceLoc | None = _LOC
+
+
+Expr = (
+    Const
+    | Var
+    | BinOp
+    | UnOp
+    | Load
+    | Full
+    | Cast
+    | Reduce
+    | MatMul
+    | Transpose
+    | Where
+    | CreateTensor
+    | Slice
+    | Submit
+    | DumpTag
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Statements
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    target: str
+    value: Expr
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    tensor: Var
+    offsets: tuple[Expr, ...]
+    value: Expr
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluate:
+    """An expression evaluated for its effect (a task submission, a dump tag)."""
+
+    value: Expr
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class For:
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: tuple[Stmt, ...]
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    """A run-time branch on an index condition (orchestration only)."""
+
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+    loc: SourceLoc | None = _LOC
+
+
+Stmt = Assign | Store | Evaluate | For | If
+
+
+# ---------------------------------------------------------------------------------------------
+# Functions
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    direction: Direction
+    type: TensorType | ScalarType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    name: str
+    params: tuple[Param, ...]
+    body: tuple[Stmt, ...]
+    loc: SourceLoc | None = _LOC
+
+    @property
+    def core(self) -> str:
+        """``cube`` if the kernel uses the matrix unit (matmul), else ``vec``."""
+        return "cube" if any(isinstance(e, MatMul) for e in walk_exprs(self.body)) else "vec"
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """An orchestration function and every kernel it submits (in first-use order)."""
+
+    name: str
+    params: tuple[Param, ...]
+    body: tuple[Stmt, ...]
+    kernels: tuple[Kernel, ...]
+    loc: SourceLoc | None = _LOC
+
+    def kernel(self, name: str) -> Kernel:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    def func_id(self, name: str) -> int:
+        return [k.name for k in self.kernels].index(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Traversal
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    """Direct sub-expressions of ``e`` in evaluation order."""
+    match e:
+        case Const() | Var() | CreateTensor():
+            return ()
+        case BinOp(lhs=a, rhs=b):
+            return (a, b)
+        case UnOp(operand=a) | Cast(value=a) | Reduce(value=a) | Transpose(value=a) | Full(value=a):
+            return (a,)
+        case Load(tensor=t, offsets=offs):
+            return (t, *offs)
+        case MatMul(lhs=a, rhs=b, acc=c):
+            return (a, b) if c is None else (a, b, c)
+        case Where(cond=c, lhs=a, rhs=b):
+            return (c, a, b)
+        case Slice(tensor=t, ranges=rs):
+            return (t, *(x for r in rs for x in (r.start, r.stop)))
+        case Submit(args=args, deps=deps, dumps=dumps):
+            return (*args, *deps, *dumps)
+        case DumpTag(tensor=t):
+            return (t,)
+    raise TypeError(f"not an IR expression: {e!r}")
+
+
+def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
+    """Expressions a statement evaluates itself (not those of nested statements)."""
+    match s:
+        case Assign(value=v) | Evaluate(value=v):
+            return (v,)
+        case Store(tensor=t, offsets=offs, value=v):
+            return (t, *offs, v)
+        case For(start=a, stop=b, step=c):
+            return (a, b, c)
+        case If(cond=c):
+            return (c,)
+    raise TypeError(f"not an IR statement: {s!r}")
+
+
+def walk_stmts(body: tuple[Stmt, ...]):
+    """Every statement, pre-order, including nested bodies."""
+    for s in body:
+        yield s
+        if isinstance(s, For):
+            yield from walk_stmts(s.body)
+        elif isinstance(s, If):
+            yield from walk_stmts(s.then)
+            yield from walk_stmts(s.orelse)
+
+
+def walk_expr(e: Expr):
+    yield e
+    for c in children(e):
+        yield from walk_expr(c)
+
+
+def walk_exprs(body: tuple[Stmt, ...]):
+    for s in walk_stmts(body):
+        for e in stmt_exprs(s):
+            yield from walk_expr(e)
+
+
+def dtype_of(t: Type) -> DType | None:
+    return getattr(t, "dtype", None)

@@ -1,0 +1,207 @@
+"""IR -> DSL Python source.
+
+Invariant: the output is valid DSL source that the front-end parses back to the same IR, so
+printing is stable under print -> parse -> print. Parentheses follow the tree, not Python's
+associativity, so ``a - (b - c)`` survives the round trip.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tilescope.ir.nodes import (
+    Assign,
+    BinOp,
+    Cast,
+    Const,
+    CreateTensor,
+    DumpTag,
+    Evaluate,
+    Expr,
+    For,
+    Full,
+    If,
+    Kernel,
+    Load,
+    MatMul,
+    Param,
+    Program,
+    Reduce,
+    Slice,
+    Stmt,
+    Store,
+    Submit,
+    Transpose,
+    UnOp,
+    Var,
+    Where,
+)
+from tilescope.ir.types import Direction, IndexType, ScalarType
+from tilescope.language.dtypes import DType
+
+_INFIX = {
+    "add": ("+", 2),
+    "sub": ("-", 2),
+    "mul": ("*", 3),
+    "div": ("/", 3),
+    "floordiv": ("//", 3),
+    "mod": ("%", 3),
+    "eq": ("==", 1),
+    "ne": ("!=", 1),
+    "lt": ("<", 1),
+    "le": ("<=", 1),
+    "gt": (">", 1),
+    "ge": (">=", 1),
+}
+_ATOM = 5
+
+
+def dtype_str(d: DType) -> str:
+    return "ts.bool_" if d.name == "bool" else f"ts.{d.name}"
+
+
+def _const(c: Const) -> str:
+    v = c.value
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return f"float('{v}')"
+        return repr(v)
+    return repr(v)
+
+
+def _prec(e: Expr) -> int:
+    if isinstance(e, BinOp) and e.op in _INFIX:
+        return _INFIX[e.op][1]
+    if isinstance(e, UnOp) and e.op == "neg":
+        return 4
+    if isinstance(e, Const) and isinstance(e.value, int | float) and e.value < 0:
+        return 4
+    return _ATOM
+
+
+def _wrap(e: Expr, min_prec: int) -> str:
+    s = expr_str(e)
+    return f"({s})" if _prec(e) < min_prec else s
+
+
+def _list(items) -> str:
+    return "[" + ", ".join(items) + "]"
+
+
+def expr_str(e: Expr) -> str:
+    match e:
+        case Const():
+            return _const(e)
+        case Var(name=n):
+            return n
+        case BinOp(op=op, lhs=a, rhs=b) if op in _INFIX:
+            sym, p = _INFIX[op]
+            return f"{_wrap(a, p + (1 if p == 1 else 0))} {sym} {_wrap(b, p + 1)}"
+        case BinOp(op=op, lhs=a, rhs=b):
+            return f"ts.{op}({expr_str(a)}, {expr_str(b)})"
+        case UnOp(op="neg", operand=a):
+            return f"-{_wrap(a, 4)}"
+        case UnOp(op=op, operand=a):
+            return f"ts.{op}({expr_str(a)})"
+        case Load(tensor=t, offsets=offs, sizes=sizes):
+            return f"ts.load({t.name}, {_list(map(expr_str, offs))}, {_list(map(str, sizes))})"
+        case Full(value=v, type=t):
+            shape = _list(map(str, t.shape))
+            if isinstance(v, Const) and v.value == 0 and not isinstance(v.value, bool):
+                return f"ts.zeros({shape}, {dtype_str(t.dtype)})"
+            return f"ts.full({shape}, {expr_str(v)}, {dtype_str(t.dtype)})"
+        case Cast(value=v, mode=mode, type=t):
+            extra = "" if mode == "rint" else f", mode={mode!r}"
+            return f"ts.cast({expr_str(v)}, {dtype_str(t.dtype)}{extra})"
+        case Reduce(op=op, value=v):
+            return f"ts.{op}({expr_str(v)})"
+        case MatMul(lhs=a, rhs=b, acc=c):
+            extra = "" if c is None else f", acc={expr_str(c)}"
+            return f"ts.matmul({expr_str(a)}, {expr_str(b)}{extra})"
+        case Transpose(value=v):
+            return f"ts.transpose({expr_str(v)})"
+        case Where(cond=c, lhs=a, rhs=b):
+            return f"ts.where({expr_str(c)}, {expr_str(a)}, {expr_str(b)})"
+        case CreateTensor(type=t):
+            return f"ts.create_tensor({_list(map(str, t.shape))}, {dtype_str(t.dtype)})"
+        case Slice(tensor=t, ranges=ranges):
+            parts = []
+            for dim, r in enumerate(ranges):
+                size = t.type.shape[dim]
+                if r.squeeze:
+                    parts.append(expr_str(r.start))
+                elif _is_const(r.start, 0) and _is_const(r.stop, size):
+                    parts.append(":")
+                else:
+                    parts.append(f"{expr_str(r.start)}:{expr_str(r.stop)}")
+            return f"{t.name}[{', '.join(parts)}]"
+        case Submit(kernel=k, args=args, name=name, deps=deps, dumps=dumps):
+            arg_s = [expr_str(a) for a in args]
+            if name is None and not deps and not dumps:
+                return f"{k}({', '.join(arg_s)})"
+            opts = []
+            if name is not None:
+                opts.append(f"name={name!r}")
+            if deps:
+                opts.append(f"deps={_list(map(expr_str, deps))}")
+            if dumps:
+                opts.append(f"dumps={_list(map(expr_str, dumps))}")
+            return f"ts.submit({', '.join([k, *arg_s, *opts])})"
+        case DumpTag(tensor=t):
+            return f"ts.dump_tag({expr_str(t)})"
+    raise TypeError(f"cannot print {e!r}")
+
+
+def _is_const(e: Expr, value: int) -> bool:
+    return isinstance(e, Const) and isinstance(e.type, IndexType | ScalarType) and e.value == value
+
+
+def stmt_lines(s: Stmt, indent: str) -> list[str]:
+    match s:
+        case Assign(target=t, value=v):
+            return [f"{indent}{t} = {expr_str(v)}"]
+        case Store(tensor=t, offsets=offs, value=v):
+            return [f"{indent}ts.store({t.name}, {_list(map(expr_str, offs))}, {expr_str(v)})"]
+        case Evaluate(value=v):
+            return [f"{indent}{expr_str(v)}"]
+        case For(var=v, start=a, stop=b, step=c, body=body):
+            return [f"{indent}for {v} in ts.range({expr_str(a)}, {expr_str(b)}, {expr_str(c)}):", *block(body, indent)]
+        case If(cond=c, then=then, orelse=orelse):
+            lines = [f"{indent}if {expr_str(c)}:", *block(then, indent)]
+            if orelse:
+                lines += [f"{indent}else:", *block(orelse, indent)]
+            return lines
+    raise TypeError(f"cannot print {s!r}")
+
+
+def block(body: tuple[Stmt, ...], indent: str) -> list[str]:
+    inner = indent + "    "
+    lines = [line for s in body for line in stmt_lines(s, inner)]
+    return lines or [f"{inner}pass"]
+
+
+def param_str(p: Param) -> str:
+    if p.direction is Direction.SCALAR:
+        return f"{p.name}: ts.Scalar[{dtype_str(p.type.dtype)}]"
+    return f"{p.name}: {p.direction.annotation}[{_list(map(str, p.type.shape))}, {dtype_str(p.type.dtype)}]"
+
+
+def function_lines(decorator: str, name: str, params: tuple[Param, ...], body: tuple[Stmt, ...]) -> list[str]:
+    head = f"def {name}({', '.join(param_str(p) for p in params)}):"
+    return [decorator, head, *block(body, "")]
+
+
+def kernel_str(k: Kernel) -> str:
+    return "\n".join(function_lines("@ts.kernel", k.name, k.params, k.body)) + "\n"
+
+
+def program_str(p: Program, header: str | None = None) -> str:
+    """The whole program as one DSL module: kernels first, then the orchestration."""
+    lines = []
+    if header:
+        lines += [f"# {line}" for line in header.splitlines()]
+    lines += ["import tilescope as ts", ""]
+    for k in p.kernels:
+        lines += ["", *function_lines("@ts.kernel", k.name, k.params, k.body), ""]
+    lines += ["", *function_lines("@ts.jit", p.name, p.params, p.body)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,283 @@
+"""Typing rules of the DSL, shared by the front-end (which types nodes as it builds them) and
+the verifier (which re-derives every type and compares).
+
+Rules: numpy broadcasting between tiles; no implicit promotion between dtypes (an explicit
+``ts.cast`` is required); scalars and literals adopt the tile's dtype; integer scalars act as
+indices; true division is for floats (``//`` for indices).
+"""
+
+from __future__ import annotations
+
+from tilescope.errors import SourceLoc, VerifyError
+from tilescope.ir.nodes import (
+    BINARY_OPS,
+    COMPARE_OPS,
+    LOGICAL_OPS,
+    REDUCE_OPS,
+    Const,
+    Expr,
+)
+from tilescope.ir.types import (
+    INDEX,
+    MAX_TILE_DIMS,
+    IndexType,
+    ScalarType,
+    TensorType,
+    TileType,
+    Type,
+)
+from tilescope.language import dtypes as dt
+
+_SYMBOL = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "eq": "==",
+    "ne": "!=",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+}
+
+
+def op_label(op: str) -> str:
+    return f"'{_SYMBOL[op]}'" if op in _SYMBOL else f"ts.{op}"
+
+
+def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    """numpy broadcasting of two shapes, or None if they do not broadcast."""
+    n = max(len(a), len(b))
+    pa = (1,) * (n - len(a)) + a
+    pb = (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(pa, pb):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            return None
+    return tuple(out)
+
+
+def _is_int_scalar(t: Type) -> bool:
+    return isinstance(t, IndexType) or (isinstance(t, ScalarType) and t.dtype.is_int)
+
+
+def _fail(msg: str, loc: SourceLoc | None, hint: str | None = None) -> VerifyError:
+    return VerifyError(msg, loc, hint)
+
+
+def _scalar_fits_tile(e: Expr, tile: TileType, op: str, loc: SourceLoc | None) -> None:
+    """A scalar operand adopts the tile's dtype; reject float scalars with integer tiles."""
+    t = e.type
+    if isinstance(e, Const):
+        if isinstance(e.value, float) and not tile.dtype.is_float:
+            raise _fail(
+                f"{op_label(op)}: float literal {e.value!r} with a {tile} operand",
+                loc,
+                "cast the tile to a float dtype first (ts.cast(t, ts.f32))",
+            )
+        return
+    if isinstance(t, ScalarType) and t.dtype.is_float and not tile.dtype.is_float:
+        raise _fail(
+            f"{op_label(op)}: float scalar ({t}) with a {tile} operand",
+            loc,
+            "cast the tile to a float dtype first (ts.cast(t, ts.f32))",
+        )
+    if not isinstance(t, ScalarType | IndexType):
+        raise _fail(f"{op_label(op)}: operand of type {t} cannot combine with a {tile}", loc)
+
+
+def binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Type:
+    lt, rt = lhs.type, rhs.type
+    if op not in BINARY_OPS + COMPARE_OPS + LOGICAL_OPS:
+        raise _fail(f"unknown binary op {op!r}", loc)
+    for t in (lt, rt):
+        if isinstance(t, TensorType):
+            raise _fail(
+                f"{op_label(op)}: tensors cannot be used in arithmetic ({t})",
+                loc,
+                "load a tile first: ts.load(tensor, offsets, sizes)",
+            )
+    if isinstance(lt, TileType) or isinstance(rt, TileType):
+        return _tile_binop_type(op, lhs, rhs, loc)
+    # scalar / index arithmetic
+    if op in LOGICAL_OPS:
+        raise _fail(f"{op_label(op)} needs bool tiles, got {lt} and {rt}", loc)
+    if _is_int_scalar(lt) and _is_int_scalar(rt):
+        if op == "div":
+            raise _fail("'/' on integers (indices)", loc, "use '//' for integer division")
+        if op in COMPARE_OPS:
+            return ScalarType(dt.bool_)
+        if isinstance(lt, ScalarType) and isinstance(rt, ScalarType) and lt == rt:
+            return lt
+        return INDEX
+    if isinstance(lt, ScalarType) and isinstance(rt, ScalarType) and lt.dtype != rt.dtype:
+        if not (isinstance(lhs, Const) or isinstance(rhs, Const)):
+            raise _fail(
+                f"{op_label(op)}: dtype mismatch {lt.dtype.name} vs {rt.dtype.name}",
+                loc,
+                "insert an explicit ts.cast",
+            )
+    scalar = next(
+        (t for e, t in ((lhs, lt), (rhs, rt)) if isinstance(t, ScalarType) and not isinstance(e, Const)),
+        lt if isinstance(lt, ScalarType) else rt,
+    )
+    if isinstance(scalar, IndexType):
+        scalar = ScalarType(dt.f32)
+    if op in ("floordiv", "mod") and scalar.dtype.is_float:
+        raise _fail(f"{op_label(op)} on float scalars", loc, "use '/' for float division")
+    if op in COMPARE_OPS:
+        return ScalarType(dt.bool_)
+    return scalar
+
+
+def _tile_binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> TileType:
+    lt, rt = lhs.type, rhs.type
+    if isinstance(lt, TileType) and isinstance(rt, TileType):
+        if lt.dtype != rt.dtype:
+            raise _fail(
+                f"{op_label(op)}: dtype mismatch {lt} vs {rt}",
+                loc,
+                f"no implicit promotion; insert an explicit cast, e.g. ts.cast(x, ts.{lt.dtype.name})",
+            )
+        shape = broadcast_shapes(lt.shape, rt.shape)
+        if shape is None:
+            raise _fail(
+                f"{op_label(op)}: shape mismatch {list(lt.shape)} vs {list(rt.shape)} (not broadcastable)",
+                loc,
+                "dims must be equal or 1 (numpy broadcasting)",
+            )
+        tile = TileType(shape, lt.dtype)
+    else:
+        tile = lt if isinstance(lt, TileType) else rt
+        other = rhs if isinstance(lt, TileType) else lhs
+        _scalar_fits_tile(other, tile, op, loc)
+    d = tile.dtype
+    if op in LOGICAL_OPS:
+        if d != dt.bool_:
+            raise _fail(f"{op_label(op)} needs bool tiles, got {tile}", loc)
+        return tile
+    if op in COMPARE_OPS:
+        return TileType(tile.shape, dt.bool_)
+    if d == dt.bool_:
+        raise _fail(
+            f"{op_label(op)} on a bool tile", loc, "use ts.logical_and/or or cast to a number type"
+        )
+    if op == "div" and not d.is_float:
+        raise _fail(
+            f"'/' on an integer tile ({tile})", loc, "cast to a float dtype first (ts.cast(t, ts.f32))"
+        )
+    if op in ("floordiv", "mod"):
+        raise _fail(f"{op_label(op)} is not supported on tiles ({tile})", loc)
+    return tile
+
+
+def unop_type(op: str, operand: Expr, loc: SourceLoc | None) -> Type:
+    t = operand.type
+    if isinstance(t, IndexType | ScalarType) and op == "neg":
+        return t
+    if not isinstance(t, TileType):
+        raise _fail(f"ts.{op} needs a tile operand, got {t}", loc)
+    if op == "logical_not":
+        if t.dtype != dt.bool_:
+            raise _fail(f"ts.logical_not needs a bool tile, got {t}", loc)
+        return t
+    if op in ("neg", "abs"):
+        if t.dtype == dt.bool_:
+            raise _fail(f"ts.{op} on a bool tile", loc)
+        return t
+    if not t.dtype.is_float:
+        raise _fail(f"ts.{op} needs a float tile, got {t}", loc, "cast first: ts.cast(t, ts.f32)")
+    return t
+
+
+def reduce_type(op: str, operand: Expr, loc: SourceLoc | None) -> TileType:
+    t = operand.type
+    if op not in REDUCE_OPS:
+        raise _fail(f"unknown reduction {op!r}", loc)
+    if not isinstance(t, TileType) or len(t.shape) != 2:
+        raise _fail(f"ts.{op} needs a 2-D tile, got {t}", loc)
+    if t.dtype == dt.bool_:
+        raise _fail(f"ts.{op} on a bool tile", loc, "cast to a number type first")
+    r, c = t.shape
+    return TileType((r, 1) if op.startswith("row") else (1, c), t.dtype)
+
+
+def matmul_type(lhs: Expr, rhs: Expr, acc: Expr | None, loc: SourceLoc | None) -> TileType:
+    a, b = lhs.type, rhs.type
+    if not (isinstance(a, TileType) and isinstance(b, TileType)) or len(a.shape) != 2 or len(b.shape) != 2:
+        raise _fail(f"ts.matmul needs two 2-D tiles, got {a} and {b}", loc)
+    if a.dtype != b.dtype:
+        raise _fail(f"ts.matmul: dtype mismatch {a} vs {b}", loc, "cast one operand explicitly")
+    if a.dtype not in (dt.f32, dt.bf16, dt.f16):
+        raise _fail(f"ts.matmul supports f32, bf16 and f16 inputs, got {a.dtype.name}", loc)
+    if a.shape[1] != b.shape[0]:
+        raise _fail(
+            f"ts.matmul: inner dims differ: {list(a.shape)} @ {list(b.shape)}",
+            loc,
+            "lhs is [M, K] and rhs is [K, N]",
+        )
+    out = TileType((a.shape[0], b.shape[1]), dt.f32)
+    if acc is not None and acc.type != out:
+        raise _fail(f"ts.matmul: acc must be a {out}, got {acc.type}", loc)
+    return out
+
+
+def cast_type(value: Expr, dtype: dt.DType, mode: str, loc: SourceLoc | None) -> TileType | ScalarType:
+    from tilescope.ir.nodes import CAST_MODES
+
+    if mode not in CAST_MODES:
+        raise _fail(f"ts.cast: unknown mode {mode!r}; expected one of {', '.join(CAST_MODES)}", loc)
+    t = value.type
+    if isinstance(t, TileType):
+        return TileType(t.shape, dtype)
+    if isinstance(t, ScalarType | IndexType):
+        return ScalarType(dtype)
+    raise _fail(f"ts.cast needs a tile or scalar, got {t}", loc)
+
+
+def where_type(cond: Expr, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> TileType:
+    ct = cond.type
+    if not (isinstance(ct, TileType) and ct.dtype == dt.bool_):
+        raise _fail(f"ts.where: condition must be a bool tile, got {ct}", loc, "compare tiles: a > b")
+    tiles = [e.type for e in (lhs, rhs) if isinstance(e.type, TileType)]
+    if len(tiles) == 2 and tiles[0].dtype != tiles[1].dtype:
+        raise _fail(f"ts.where: dtype mismatch {tiles[0]} vs {tiles[1]}", loc, "insert an explicit cast")
+    if not tiles:
+        raise _fail("ts.where: at least one of the two values must be a tile", loc)
+    shape = ct.shape
+    for t in tiles:
+        s = broadcast_shapes(shape, t.shape)
+        if s is None:
+            raise _fail(f"ts.where: shapes {list(ct.shape)} and {list(t.shape)} do not broadcast", loc)
+        shape = s
+    tile = TileType(shape, tiles[0].dtype)
+    for e in (lhs, rhs):
+        if not isinstance(e.type, TileType):
+            _scalar_fits_tile(e, tile, "where", loc)
+    return tile
+
+
+def load_tile_shape(tensor: TensorType, sizes: tuple[int, ...], what: str, loc: SourceLoc | None) -> tuple[int, ...]:
+    """The tile shape of a load/store region: the last two dims; leading dims must be 1."""
+    if len(sizes) != len(tensor.shape):
+        raise _fail(
+            f"{what}: {len(sizes)} sizes for a {len(tensor.shape)}-D tensor {tensor}",
+            loc,
+            "give one size per tensor dim",
+        )
+    lead = sizes[: max(0, len(sizes) - MAX_TILE_DIMS)]
+    if any(s != 1 for s in lead):
+        raise _fail(
+            f"{what}: sizes {list(sizes)}: a tile covers the last {MAX_TILE_DIMS} dims; leading sizes must be 1",
+            loc,
+        )
+    if any(s <= 0 for s in sizes):
+        raise _fail(f"{what}: sizes must be positive, got {list(sizes)}", loc)
+    return tuple(sizes[-MAX_TILE_DIMS:])

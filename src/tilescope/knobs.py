@@ -1,0 +1,116 @@
+"""One typed registry of every compile and runtime option.
+
+Invariants: ``compile_cfg`` and ``runtime_cfg`` accept only registered keys; an unknown key is
+a ConfigError listing the known ones. An option that exists in the flag surface but is not
+available yet is registered with ``available=False`` and rejected when set to anything but
+its default, so it never silently does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tilescope.errors import ConfigError
+
+LOG_LEVELS = ("debug", *(f"v{i}" for i in range(10)), "info", "warn", "error", "null")
+PLATFORMS = ("sim", "interp")
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    default: Any
+    help: str
+    check: Callable[[Any], bool] = lambda v: True
+    expect: str = ""
+    env: str | None = None
+    available: bool = True
+
+    def value(self, given: Any = None) -> Any:
+        if given is not None:
+            return given
+        if self.env and os.environ.get(self.env):
+            return type(self.default)(os.environ[self.env]) if self.default is not None else os.environ[self.env]
+        return self.default
+
+
+def _is_int(lo: int, hi: int | None = None) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
+
+
+def _is_bool(v: Any) -> bool:
+    return isinstance(v, bool) or v in (0, 1)
+
+
+COMPILE_KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        Knob("dump_passes", False, "write passes_dump/NN_after_<Pass>.py after every pass", _is_bool, "a bool"),
+        Knob(
+            "local_memory_bytes",
+            256 * 1024,
+            "per-core local memory capacity: a kernel whose live tiles exceed it is a compile error",
+            _is_int(1),
+            "a positive int (bytes)",
+        ),
+        Knob("build_dir", None, "base directory for build directories (env TILESCOPE_BUILD_DIR)", lambda v: True, ""),
+        Knob("verify", True, "run the IR verifier after every pass", _is_bool, "a bool"),
+    )
+}
+
+RUNTIME_KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        Knob("platform", "sim", "where to run: sim (compiled kernels on threads) or interp", PLATFORMS.__contains__,
+             f"one of {', '.join(PLATFORMS)}"),
+        Knob("device_id", 0, "device index (sim and interp have one device, 0)", _is_int(0, 0), "0"),
+        Knob("num_workers", 0, "worker threads running tasks; 0 = one per CPU", _is_int(0), "an int >= 0"),
+        Knob("log_level", None, "log level: debug, v0..v9 (v0 most verbose, v5 = info), info, warn, error, null",
+             LOG_LEVELS.__contains__, f"one of {', '.join(LOG_LEVELS)}"),
+        Knob("float64", False, "interp only: compute every float op in float64 (a reference for precision work)",
+             _is_bool, "a bool"),
+        Knob("enable_dump_tensor", 0, "tensor/scalar dump level 0-3", _is_int(0, 3), "0..3", available=False),
+        Knob("enable_dep_gen", False, "write dfx_outputs/deps.json and deps_graph.html", _is_bool, "a bool",
+             available=False),
+        Knob("enable_trace", False, "write dfx_outputs/trace.json", _is_bool, "a bool", available=False),
+    )
+}
+
+
+def _validate(cfg: dict[str, Any] | None, knobs: dict[str, Knob], what: str) -> dict[str, Any]:
+    cfg = dict(cfg or {})
+    unknown = sorted(set(cfg) - set(knobs))
+    if unknown:
+        raise ConfigError(
+            f"unknown {what} key(s): {', '.join(unknown)}; known keys: {', '.join(sorted(knobs))}"
+        )
+    out = {}
+    for name, knob in knobs.items():
+        value = cfg.get(name)
+        if value is not None and not knob.check(value):
+            raise ConfigError(f"{what}[{name!r}] = {value!r}: expected {knob.expect}")
+        if value is not None and not knob.available and value != knob.default:
+            raise ConfigError(
+                f"{what}[{name!r}] ({knob.help}) is not implemented yet in this version of tilescope; "
+                "remove it to run without it"
+            )
+        out[name] = knob.value(value)
+    return out
+
+
+def compile_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
+    """Validated compile options with defaults filled in."""
+    return _validate(cfg, COMPILE_KNOBS, "compile_cfg")
+
+
+def runtime_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
+    """Validated runtime options with defaults filled in."""
+    return _validate(cfg, RUNTIME_KNOBS, "runtime_cfg")
+
+
+def freeze(cfg: dict[str, Any]) -> tuple:
+    """A hashable, order-independent form of an options dict."""
+    return tuple(sorted((k, repr(v)) for k, v in cfg.items()))

@@ -1,0 +1,62 @@
+"""Parameter annotations: ``ts.Tensor[[64, 512], ts.f32]``, ``ts.Out[...]``, ``ts.InOut[...]``,
+``ts.Scalar[ts.f32]``. Subscripting returns a ParamSpec the front-end reads; the classes are
+never instantiated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilescope.ir.types import MAX_TENSOR_DIMS, Direction
+from tilescope.language.dtypes import DType
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    direction: Direction
+    shape: tuple[int, ...] | None  # None for scalars
+    dtype: DType
+
+
+def _tensor_spec(direction: Direction, item) -> ParamSpec:
+    what = direction.annotation
+    if not (isinstance(item, tuple) and len(item) == 2):
+        raise TypeError(f"{what}[...] takes a shape and a dtype, e.g. {what}[[64, 128], ts.f32]")
+    shape, dtype = item
+    if not isinstance(dtype, DType):
+        raise TypeError(f"{what}[shape, dtype]: dtype must be a tilescope dtype such as ts.f32, got {dtype!r}")
+    if not isinstance(shape, list | tuple) or not shape or not all(isinstance(s, int) and s > 0 for s in shape):
+        raise TypeError(f"{what}[shape, dtype]: shape must be a list of positive ints, got {shape!r}")
+    if len(shape) > MAX_TENSOR_DIMS:
+        raise TypeError(f"{what}: at most {MAX_TENSOR_DIMS} dims are supported, got {len(shape)}")
+    return ParamSpec(direction, tuple(int(s) for s in shape), dtype)
+
+
+class Tensor:
+    """An input tensor parameter (read only): ``ts.Tensor[[rows, cols], ts.f32]``."""
+
+    def __class_getitem__(cls, item) -> ParamSpec:
+        return _tensor_spec(Direction.IN, item)
+
+
+class Out:
+    """An output tensor parameter (written, never read): ``ts.Out[[rows, cols], ts.f32]``."""
+
+    def __class_getitem__(cls, item) -> ParamSpec:
+        return _tensor_spec(Direction.OUT, item)
+
+
+class InOut:
+    """A read-write tensor parameter: ``ts.InOut[[rows, cols], ts.f32]``."""
+
+    def __class_getitem__(cls, item) -> ParamSpec:
+        return _tensor_spec(Direction.INOUT, item)
+
+
+class Scalar:
+    """A scalar parameter: ``ts.Scalar[ts.f32]``."""
+
+    def __class_getitem__(cls, item) -> ParamSpec:
+        if not isinstance(item, DType):
+            raise TypeError(f"ts.Scalar[dtype]: dtype must be a tilescope dtype such as ts.f32, got {item!r}")
+        return ParamSpec(Direction.SCALAR, None, item)

@@ -1,0 +1,1006 @@
+"""AST front-end: the source of a ``@ts.kernel`` / ``@ts.jit`` function -> IR.
+
+Invariants:
+- The front-end reads source, never executes the function. Names resolve first to DSL
+  variables, then to the function's closure, globals and builtins (compile-time values).
+- Python values (ints, floats, tuples, dtypes, kernels) are folded at compile time; only
+  tile, scalar, index and tensor values become IR. ``if`` on a compile-time value picks a
+  branch; ``for v in ts.range(...)`` is always a real loop.
+- A variable assigned inside a real loop (or run-time ``if``) that held a compile-time value
+  before it is materialised as an IR variable first, so loop-carried values are real.
+- Every error is a DSLError at the user's file:line that says what to write instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import math
+import operator
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilescope.errors import DSLError, SourceLoc, UnsupportedSyntaxError, VerifyError
+from tilescope.ir import typing as rules
+from tilescope.ir.affine import affine
+from tilescope.ir.nodes import (
+    Assign,
+    BinOp,
+    Cast,
+    Const,
+    CreateTensor,
+    DumpTag,
+    Evaluate,
+    For,
+    Full,
+    If,
+    Kernel,
+    Load,
+    MatMul,
+    Param,
+    Program,
+    Reduce,
+    Slice,
+    SliceRange,
+    Stmt,
+    Store,
+    Submit,
+    Transpose,
+    UnOp,
+    Var,
+    Where,
+)
+from tilescope.ir.types import (
+    INDEX,
+    MAX_TILE_DIMS,
+    TASK,
+    Direction,
+    IndexType,
+    ScalarType,
+    TaskType,
+    TensorType,
+    TileType,
+)
+from tilescope.language import dtypes as dt
+from tilescope.language import ops
+from tilescope.language.annotations import ParamSpec
+
+IR_EXPRS = (Const, Var, BinOp, UnOp, Load, Full, Cast, Reduce, MatMul, Transpose, Where, CreateTensor, Slice, Submit)
+
+_AST_BINOPS = {
+    ast.Add: ("add", operator.add),
+    ast.Sub: ("sub", operator.sub),
+    ast.Mult: ("mul", operator.mul),
+    ast.Div: ("div", operator.truediv),
+    ast.FloorDiv: ("floordiv", operator.floordiv),
+    ast.Mod: ("mod", operator.mod),
+}
+_AST_CMPOPS = {
+    ast.Eq: ("eq", operator.eq),
+    ast.NotEq: ("ne", operator.ne),
+    ast.Lt: ("lt", operator.lt),
+    ast.LtE: ("le", operator.le),
+    ast.Gt: ("gt", operator.gt),
+    ast.GtE: ("ge", operator.ge),
+}
+_SAFE_BUILTINS = {builtins.min, builtins.max, builtins.abs, builtins.int, builtins.float, builtins.len, builtins.bool}
+
+
+def is_ir(v: object) -> bool:
+    return isinstance(v, IR_EXPRS)
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) or isinstance(v, bool)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a function's source
+
+
+@dataclass(frozen=True)
+class FunctionSource:
+    tree: ast.FunctionDef
+    file: str
+    namespace: dict[str, Any]
+
+
+def function_source(fn: Callable) -> FunctionSource:
+    """Parse ``fn``'s source; line numbers are those of its file."""
+    try:
+        lines, start = inspect.getsourcelines(fn)
+        file = inspect.getsourcefile(fn) or inspect.getfile(fn)
+    except (OSError, TypeError):
+        raise DSLError(
+            f"cannot read the source of {fn.__qualname__}",
+            None,
+            "tilescope compiles DSL functions from their source: define them in a .py file",
+        ) from None
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    ast.increment_lineno(tree, start - 1)
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        raise DSLError(f"{fn.__qualname__} is not a plain function definition", SourceLoc(file, start))
+    ns: dict[str, Any] = dict(vars(builtins))
+    ns.update(fn.__globals__)
+    if fn.__closure__:
+        ns.update(inspect.getclosurevars(fn).nonlocals)
+    return FunctionSource(fdef, file, ns)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering
+
+
+@dataclass
+class _Frame:
+    """One function being lowered: the top-level DSL function or an inlined helper."""
+
+    name: str
+    file: str
+    namespace: dict[str, Any]
+    scopes: list[dict[str, Any]] = field(default_factory=lambda: [{}])
+    returned: Any = None
+
+
+class _Lowering:
+    def __init__(self, mode: str, src: FunctionSource, kernel_ir: Callable | None = None):
+        self.mode = mode  # "kernel" | "orch"
+        self.tree = src.tree
+        self.frames = [_Frame(src.tree.name, src.file, src.namespace)]
+        self.blocks: list[list[Stmt]] = [[]]
+        self.params: dict[str, Param] = {}
+        self.kernels: dict[str, Kernel] = {}
+        self.kernel_ir = kernel_ir
+        self.inline_depth = 0
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    @property
+    def frame(self) -> _Frame:
+        return self.frames[-1]
+
+    def loc(self, node: ast.AST) -> SourceLoc:
+        return SourceLoc(self.frame.file, getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+    def error(self, node: ast.AST, msg: str, hint: str | None = None) -> DSLError:
+        return UnsupportedSyntaxError(msg, self.loc(node), hint)
+
+    def emit(self, stmt: Stmt) -> None:
+        self.blocks[-1].append(stmt)
+
+    def what(self) -> str:
+        return "a @ts.kernel" if self.mode == "kernel" else "a @ts.jit orchestration"
+
+    # -- names ---------------------------------------------------------------------------------
+
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        for scope in reversed(self.frame.scopes):
+            if name in scope:
+                return scope[name]
+        if name in self.frame.namespace:
+            return self.frame.namespace[name]
+        raise DSLError(f"name {name!r} is not defined here", self.loc(node), self._undefined_hint(name))
+
+    def _undefined_hint(self, name: str) -> str:
+        return (
+            "a variable first assigned inside a loop or branch exists only there; "
+            "assign it before the loop to use it after"
+        )
+
+    def _binding_scope(self, name: str) -> dict[str, Any] | None:
+        for scope in reversed(self.frame.scopes):
+            if name in scope:
+                return scope
+        return None
+
+    def _visible_cpp_names(self) -> set[str]:
+        names = set(self.params)
+        for frame in self.frames:
+            for scope in frame.scopes:
+                names.update(v.name for v in scope.values() if isinstance(v, Var))
+        return names
+
+    def _fresh(self, name: str) -> str:
+        taken = self._visible_cpp_names()
+        if name not in taken:
+            return name
+        i = 1
+        while f"{name}_{i}" in taken:
+            i += 1
+        return f"{name}_{i}"
+
+    def assign(self, name: str, value: Any, node: ast.AST) -> None:
+        loc = self.loc(node)
+        if name in self.params and self.inline_depth == 0:
+            raise DSLError(
+                f"cannot assign to parameter {name!r}",
+                loc,
+                "tensor params are written with ts.store (kernels) or by the tasks they are passed to",
+            )
+        scope = self._binding_scope(name)
+        existing = scope[name] if scope is not None else None
+        if value is None:
+            raise DSLError(f"the value assigned to {name!r} has no value (did you assign ts.store?)", loc)
+        if isinstance(existing, Var) and not isinstance(existing.type, TensorType | TaskType):
+            if not is_ir(value):
+                value = self.as_expr(value, node, like=existing.type)
+            if value.type == existing.type:
+                self.emit(Assign(existing.name, value, loc))
+                return
+            if scope is not self.frame.scopes[-1]:
+                raise VerifyError(
+                    f"{name!r} changes type from {existing.type} to {value.type} inside a loop or branch",
+                    loc,
+                    "a value carried across iterations must keep its shape and dtype; use a new name",
+                )
+        if not is_ir(value):
+            self.frame.scopes[-1][name] = value
+            return
+        if isinstance(value, Var) and isinstance(value.type, TensorType):
+            self.frame.scopes[-1][name] = value  # a tensor alias
+            return
+        if isinstance(value, Slice):
+            raise DSLError(
+                f"a tensor region cannot be stored in a variable ({name!r})",
+                loc,
+                "write the slice directly in the kernel call",
+            )
+        cpp = self._fresh(name)
+        self.emit(Assign(cpp, value, loc))
+        self.frame.scopes[-1][name] = Var(cpp, value.type, loc)
+
+    def materialize(self, body: list[ast.stmt], node: ast.AST) -> None:
+        """Give compile-time variables reassigned in a real loop/branch an IR variable."""
+        for name in sorted(_assigned_names(body)):
+            scope = self._binding_scope(name)
+            if scope is None:
+                continue
+            v = scope[name]
+            if _is_number(v):
+                expr = self.as_expr(v, node)
+                cpp = self._fresh(name)
+                self.emit(Assign(cpp, expr, self.loc(node)))
+                scope[name] = Var(cpp, expr.type, self.loc(node))
+
+    # -- conversions ---------------------------------------------------------------------------
+
+    def as_expr(self, v: Any, node: ast.AST, like: Any = None) -> Any:
+        """A Python number as an IR constant (typed like ``like`` when given)."""
+        if is_ir(v):
+            return v
+        loc = self.loc(node)
+        if isinstance(v, bool):
+            return Const(v, ScalarType(dt.bool_), loc)
+        if isinstance(like, ScalarType):
+            if like.dtype.is_int and not float(v).is_integer():
+                raise VerifyError(f"{v!r} is not an integer for a {like}", loc)
+            return Const(int(v) if not like.dtype.is_float else float(v), like, loc)
+        if isinstance(v, int):
+            return Const(v, INDEX, loc)
+        if isinstance(v, float):
+            return Const(v, ScalarType(dt.f32), loc)
+        raise DSLError(f"{v!r} ({type(v).__name__}) cannot be used as a value here", loc)
+
+    def index(self, v: Any, node: ast.AST, what: str) -> Any:
+        if isinstance(v, bool) or not (isinstance(v, int) or is_ir(v)):
+            raise VerifyError(f"{what} must be an integer index, got {v!r}", self.loc(node))
+        if isinstance(v, int):
+            return Const(v, INDEX, self.loc(node))
+        t = v.type
+        if isinstance(t, IndexType) or (isinstance(t, ScalarType) and t.dtype.is_int):
+            return v
+        raise VerifyError(f"{what} must be an integer index, got a {t}", self.loc(node))
+
+    def static_ints(self, v: Any, node: ast.AST, what: str) -> tuple[int, ...]:
+        if not isinstance(v, list | tuple) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            raise VerifyError(f"{what} must be a list of compile-time ints, got {v!r}", self.loc(node))
+        return tuple(v)
+
+    def dtype_arg(self, v: Any, node: ast.AST, what: str) -> dt.DType:
+        if not isinstance(v, dt.DType):
+            raise VerifyError(f"{what} must be a dtype such as ts.f32, got {v!r}", self.loc(node))
+        return v
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def body(self, stmts: list[ast.stmt]) -> None:
+        for i, s in enumerate(stmts):
+            if self.frame.returned is not None:
+                raise self.error(s, "code after 'return' in an @ts.inline helper")
+            self.stmt(s, last=i == len(stmts) - 1)
+
+    def stmt(self, node: ast.stmt, last: bool = False) -> None:
+        match node:
+            case ast.Assign(targets=[ast.Name(id=name)], value=value):
+                self.assign(name, self.expr(value), node)
+            case ast.Assign(targets=[ast.Tuple(elts=elts)], value=value) if all(
+                isinstance(e, ast.Name) for e in elts
+            ):
+                v = self.expr(value)
+                if not isinstance(v, tuple | list) or len(v) != len(elts):
+                    raise self.error(node, f"cannot unpack {v!r} into {len(elts)} names")
+                for e, x in zip(elts, v):
+                    self.assign(e.id, x, node)
+            case ast.Assign():
+                raise self.error(node, "only 'name = value' assignments are supported", "assign one name at a time")
+            case ast.AugAssign(target=ast.Name(id=name), op=op, value=value):
+                cur = self.lookup(name, node)
+                self.assign(name, self.binop(op, cur, self.expr(value), node), node)
+            case ast.AnnAssign():
+                raise self.error(node, "annotated assignments are not supported", "write 'x = value'; types are inferred")
+            case ast.Expr(value=ast.Constant(value=str())):
+                pass  # docstring
+            case ast.Expr(value=ast.Call() as call):
+                v = self.expr(call)
+                if isinstance(v, Submit):
+                    self.emit(Evaluate(v, self.loc(node)))
+                elif v is not None and not (isinstance(v, Var) and isinstance(v.type, TensorType)):
+                    raise self.error(node, "the value of this expression is unused", "assign it to a name")
+            case ast.Expr():
+                raise self.error(node, "the value of this expression is unused", "assign it to a name")
+            case ast.For():
+                self.for_loop(node)
+            case ast.If():
+                self.if_stmt(node)
+            case ast.Pass():
+                pass
+            case ast.Return(value=value) if self.inline_depth > 0 and len(self.frame.scopes) == 1 and last:
+                if value is None:
+                    raise self.error(node, "an @ts.inline helper must return a value")
+                self.frame.returned = self.expr(value)
+            case ast.Return():
+                hint = (
+                    "kernels write results with ts.store(out, offsets, tile)"
+                    if self.mode == "kernel" and self.inline_depth == 0
+                    else "return once, as the last statement of the helper"
+                    if self.inline_depth > 0
+                    else "orchestrations write results through the Out tensors they pass to tasks"
+                )
+                raise self.error(node, f"'return' is not supported here in {self.what()}", hint)
+            case ast.While():
+                raise self.error(node, "'while' loops are not supported", "use 'for i in ts.range(start, stop, step)'")
+            case ast.With() | ast.Try() | ast.Raise() | ast.Assert() | ast.Delete() | ast.Global() | ast.Nonlocal():
+                raise self.error(node, f"'{type(node).__name__.lower()}' statements are not supported in {self.what()}")
+            case ast.FunctionDef() | ast.Lambda() | ast.ClassDef():
+                raise self.error(
+                    node, "nested definitions are not supported", "define helpers at module level with @ts.inline"
+                )
+            case _:
+                raise self.error(node, f"{type(node).__name__} statements are not supported in {self.what()}")
+
+    def for_loop(self, node: ast.For) -> None:
+        it = node.iter
+        func = self.expr(it.func) if isinstance(it, ast.Call) else None
+        if func is not ops.range:
+            hint = "write 'for i in ts.range(start, stop, step)': it becomes a real loop in the generated code"
+            raise self.error(node, "only 'for v in ts.range(...)' loops are supported", hint)
+        if node.orelse:
+            raise self.error(node, "'for ... else' is not supported")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node, "the loop variable must be a single name")
+        if it.keywords:
+            raise self.error(it, "ts.range takes positional arguments: ts.range([start,] stop[, step])")
+        args = [self.expr(a) for a in it.args]
+        if not 1 <= len(args) <= 3:
+            raise self.error(it, "ts.range takes 1 to 3 arguments: ts.range([start,] stop[, step])")
+        start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3] if len(args) == 2 else args
+        if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
+            raise VerifyError(
+                f"ts.range step must be a positive compile-time int, got {step!r}",
+                self.loc(it),
+                "loops count upwards; compute a descending index from the loop variable",
+            )
+        start_e = self.index(start, it, "ts.range start")
+        stop_e = self.index(stop, it, "ts.range stop")
+        self.materialize(node.body, node)
+        self.blocks.append([])
+        var = node.target.id
+        self.frame.scopes.append({var: Var(var, INDEX, self.loc(node))})
+        self.body(node.body)
+        self.frame.scopes.pop()
+        body = tuple(self.blocks.pop())
+        self.emit(For(var, start_e, stop_e, Const(step, INDEX), body, self.loc(node)))
+
+    def if_stmt(self, node: ast.If) -> None:
+        cond = self.expr(node.test)
+        if not is_ir(cond):
+            self.body(node.body if cond else node.orelse)
+            return
+        if self.mode == "kernel" or not (isinstance(cond.type, ScalarType) and cond.type.dtype == dt.bool_):
+            raise self.error(
+                node,
+                f"'if' on a run-time value ({cond.type}) is not supported in {self.what()}",
+                "use ts.where(cond, a, b) to select tile elements"
+                if self.mode == "kernel"
+                else "branch on index comparisons (e.g. 'if r == 0:')",
+            )
+        self.materialize(node.body + node.orelse, node)
+        branches = []
+        for stmts in (node.body, node.orelse):
+            self.blocks.append([])
+            self.frame.scopes.append({})
+            self.body(stmts)
+            self.frame.scopes.pop()
+            branches.append(tuple(self.blocks.pop()))
+        self.emit(If(cond, branches[0], branches[1], self.loc(node)))
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def expr(self, node: ast.expr) -> Any:
+        match node:
+            case ast.Constant(value=v):
+                return v
+            case ast.Name(id=name):
+                return self.lookup(name, node)
+            case ast.Attribute(value=base, attr=attr):
+                return self.attribute(self.expr(base), attr, node)
+            case ast.BinOp(left=l, op=ast.MatMult(), right=r):
+                return self.matmul(self.expr(l), self.expr(r), None, node)
+            case ast.BinOp(left=l, op=op, right=r):
+                return self.binop(op, self.expr(l), self.expr(r), node)
+            case ast.UnaryOp(op=op, operand=a):
+                return self.unary(op, self.expr(a), node)
+            case ast.Compare(left=l, ops=[op], comparators=[r]):
+                return self.compare(op, self.expr(l), self.expr(r), node)
+            case ast.Compare():
+                raise self.error(node, "chained comparisons are not supported", "compare two values at a time")
+            case ast.BoolOp(op=op, values=values):
+                vals = [self.expr(v) for v in values]
+                if any(is_ir(v) for v in vals):
+                    raise self.error(
+                        node, "'and'/'or' need compile-time values", "use ts.logical_and / ts.logical_or on bool tiles"
+                    )
+                return all(vals) if isinstance(op, ast.And) else any(vals)
+            case ast.IfExp(test=t, body=b, orelse=o):
+                cond = self.expr(t)
+                if is_ir(cond):
+                    raise self.error(node, "'x if c else y' needs a compile-time condition", "use ts.where(c, x, y)")
+                return self.expr(b if cond else o)
+            case ast.Call():
+                return self.call(node)
+            case ast.Subscript(value=base, slice=sl):
+                return self.subscript(self.expr(base), sl, node)
+            case ast.List(elts=elts) | ast.Tuple(elts=elts):
+                return [self.expr(e) for e in elts]
+            case ast.Starred():
+                raise self.error(node, "'*' unpacking is not supported here")
+            case ast.Lambda():
+                raise self.error(node, "lambdas are not supported", "define a helper with @ts.inline")
+            case ast.ListComp() | ast.GeneratorExp() | ast.DictComp() | ast.SetComp():
+                raise self.error(node, "comprehensions are not supported", "use a for loop over ts.range")
+            case _:
+                raise self.error(node, f"{type(node).__name__} expressions are not supported in {self.what()}")
+
+    def attribute(self, base: Any, attr: str, node: ast.AST) -> Any:
+        if is_ir(base):
+            t = base.type
+            if attr == "shape" and hasattr(t, "shape"):
+                if -1 in t.shape:
+                    raise VerifyError(f"the shape of {t} is only known at run time", self.loc(node))
+                return tuple(t.shape)
+            if attr == "dtype" and hasattr(t, "dtype"):
+                return t.dtype
+            if attr == "ndim" and hasattr(t, "shape"):
+                return len(t.shape)
+            raise self.error(node, f"a {t} has no attribute {attr!r} in the DSL", "available: shape, dtype, ndim")
+        try:
+            return getattr(base, attr)
+        except AttributeError:
+            raise DSLError(f"{base!r} has no attribute {attr!r}", self.loc(node)) from None
+
+    def binop(self, op: ast.operator | str, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        if isinstance(op, str):
+            name, fold = op, None
+        else:
+            if type(op) not in _AST_BINOPS:
+                hint = "write x * x" if isinstance(op, ast.Pow) else None
+                raise self.error(node, f"operator {type(op).__name__} is not supported in {self.what()}", hint)
+            name, fold = _AST_BINOPS[type(op)]
+        if not is_ir(lhs) and not is_ir(rhs):
+            if fold is None or not (_is_number(lhs) and _is_number(rhs)):
+                raise self.error(node, f"cannot apply {name} to {lhs!r} and {rhs!r}")
+            try:
+                return fold(lhs, rhs)
+            except ZeroDivisionError:
+                raise VerifyError("division by zero in a compile-time expression", self.loc(node)) from None
+        loc = self.loc(node)
+        lhs, rhs = self.operands(lhs, rhs, node)
+        return BinOp(name, lhs, rhs, rules.binop_type(name, lhs, rhs, loc), loc)
+
+    def operands(self, lhs: Any, rhs: Any, node: ast.AST) -> tuple[Any, Any]:
+        for v in (lhs, rhs):
+            if not is_ir(v) and not _is_number(v):
+                raise self.error(node, f"{v!r} cannot be used as an operand")
+        return self.as_expr(lhs, node), self.as_expr(rhs, node)
+
+    def compare(self, op: ast.cmpop, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        if type(op) not in _AST_CMPOPS:
+            raise self.error(node, f"comparison {type(op).__name__} is not supported", "use == != < <= > >=")
+        name, fold = _AST_CMPOPS[type(op)]
+        if not is_ir(lhs) and not is_ir(rhs):
+            return fold(lhs, rhs)
+        loc = self.loc(node)
+        lhs, rhs = self.operands(lhs, rhs, node)
+        return BinOp(name, lhs, rhs, rules.binop_type(name, lhs, rhs, loc), loc)
+
+    def unary(self, op: ast.unaryop, v: Any, node: ast.AST) -> Any:
+        if not is_ir(v):
+            match op:
+                case ast.USub():
+                    return -v
+                case ast.UAdd():
+                    return +v
+                case ast.Not():
+                    return not v
+            raise self.error(node, f"operator {type(op).__name__} is not supported")
+        match op:
+            case ast.USub():
+                return self.unop("neg", v, node)
+            case ast.UAdd():
+                return v
+            case ast.Not():
+                raise self.error(node, "'not' needs a compile-time value", "use ts.logical_not on bool tiles")
+        raise self.error(node, f"operator {type(op).__name__} is not supported in {self.what()}")
+
+    def unop(self, name: str, v: Any, node: ast.AST) -> UnOp:
+        loc = self.loc(node)
+        if not is_ir(v):
+            raise VerifyError(f"ts.{name} needs a tile operand, got {v!r}", loc)
+        return UnOp(name, v, rules.unop_type(name, v, loc), loc)
+
+    def matmul(self, a: Any, b: Any, acc: Any, node: ast.AST) -> MatMul:
+        loc = self.loc(node)
+        for v in (a, b):
+            if not is_ir(v):
+                raise VerifyError(f"ts.matmul needs tiles, got {v!r}", loc)
+        return MatMul(a, b, acc, rules.matmul_type(a, b, acc, loc), loc)
+
+    def subscript(self, base: Any, sl: ast.expr, node: ast.AST) -> Any:
+        if isinstance(base, list | tuple):
+            i = self.expr(sl)
+            if not isinstance(i, int):
+                raise self.error(node, "compile-time lists are indexed with compile-time ints")
+            return base[i]
+        if isinstance(base, Var) and isinstance(base.type, TensorType):
+            if self.mode != "orch":
+                raise self.error(
+                    node, "tensors are not sliced inside kernels", "read a tile with ts.load(tensor, offsets, sizes)"
+                )
+            return self.slice(base, sl, node)
+        if isinstance(base, Slice):
+            raise self.error(node, "a region cannot be sliced again", "slice the tensor once: x[a:b, c:d]")
+        if is_ir(base):
+            raise self.error(node, f"a {base.type} cannot be indexed", "tiles are read and written whole")
+        raise self.error(node, f"{base!r} cannot be indexed in {self.what()}")
+
+    def slice(self, base: Var, sl: ast.expr, node: ast.AST) -> Slice:
+        loc = self.loc(node)
+        t: TensorType = base.type
+        elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        if len(elts) > len(t.shape):
+            raise VerifyError(f"{len(elts)} indices for a {len(t.shape)}-D tensor {base.name}: {t}", loc)
+        ranges, shape = [], []
+        for dim, size in enumerate(t.shape):
+            e = elts[dim] if dim < len(elts) else ast.Slice()
+            if isinstance(e, ast.Slice):
+                if e.step is not None and self.expr(e.step) != 1:
+                    raise self.error(e, "slices with a step are not supported", "use step 1 (x[a:b])")
+                start = self.expr(e.lower) if e.lower is not None else 0
+                stop = self.expr(e.upper) if e.upper is not None else size
+                squeeze = False
+            else:
+                start = self.expr(e)
+                stop = start + 1 if isinstance(start, int) else None
+                squeeze = True
+            if isinstance(start, int) and start < 0:
+                start += size
+            if isinstance(stop, int) and stop < 0:
+                stop += size
+            start_e = self.index(start, node, f"slice start of dim {dim}")
+            if stop is None:
+                stop_e = BinOp("add", start_e, Const(1, INDEX), INDEX, loc)
+            else:
+                stop_e = self.index(stop, node, f"slice stop of dim {dim}")
+            if isinstance(start, int) and isinstance(stop, int) and not (0 <= start < stop <= size):
+                raise VerifyError(
+                    f"slice of {base.name} dim {dim}: [{start}, {stop}) is outside the tensor's shape {list(t.shape)}",
+                    loc,
+                )
+            ranges.append(SliceRange(start_e, stop_e, squeeze))
+            if not squeeze:
+                fa, fb = affine(start_e), affine(stop_e)
+                ext = (fb - fa) if fa is not None and fb is not None else None
+                shape.append(ext.const if ext is not None and ext.is_const else -1)
+        if not shape:
+            raise VerifyError(f"indexing every dim of {base.name} leaves no region", loc, "use a slice a:a+1")
+        return Slice(base, tuple(ranges), TensorType(tuple(shape), t.dtype), loc)
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def call(self, node: ast.Call) -> Any:
+        from tilescope.language.decorators import InlineFunction, JitFunction, KernelFunction
+
+        func = self.expr(node.func)
+        if isinstance(func, ops.DSLOp):
+            if func is ops.range:
+                raise self.error(node, "ts.range is only used as 'for v in ts.range(...)'")
+            if func.kind != "both" and func.kind != self.mode:
+                where = "@ts.kernel" if func.kind == "kernel" else "@ts.jit orchestration"
+                raise self.error(node, f"ts.{func.name} can only be used in a {where}, not in {self.what()}")
+            return getattr(self, f"op_{func.name}")(node)
+        if isinstance(func, KernelFunction):
+            if self.mode != "orch":
+                raise self.error(node, "kernels cannot call kernels", "factor shared code into an @ts.inline helper")
+            return self.submit_call(func, node.args, node.keywords, node)
+        if isinstance(func, InlineFunction):
+            return self.inline(func, node)
+        if isinstance(func, JitFunction):
+            raise self.error(node, "a @ts.jit function cannot be called from DSL code", "call its kernels directly")
+        if func in _SAFE_BUILTINS:
+            args = [self.expr(a) for a in node.args]
+            if any(is_ir(a) for a in args) or node.keywords:
+                raise self.error(
+                    node, f"{func.__name__}() works on compile-time values only", "use ts.maximum / ts.minimum on tiles"
+                )
+            return func(*args)
+        if func is builtins.range:
+            raise self.error(node, "Python's range() is not supported", "use ts.range(...): a real loop")
+        if isinstance(func, type(math.sqrt)) and getattr(func, "__module__", None) == "math":
+            args = [self.expr(a) for a in node.args]
+            if any(is_ir(a) for a in args):
+                raise self.error(node, f"math.{func.__name__} works on compile-time values only", "use the ts.* op")
+            return func(*args)
+        name = ast.unparse(node.func)
+        raise self.error(
+            node,
+            f"calls to {name} are not supported in {self.what()}",
+            "use ts.* operations, kernels, or helpers decorated with @ts.inline",
+        )
+
+    def bind(self, node: ast.Call, names: list[str], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Bind a DSL op call's arguments by name (positional or keyword)."""
+        defaults = defaults or {}
+        op = ast.unparse(node.func)
+        if len(node.args) > len(names):
+            raise self.error(node, f"{op} takes at most {len(names)} arguments ({', '.join(names)})")
+        out = {n: self.expr(a) for n, a in zip(names, node.args)}
+        for kw in node.keywords:
+            if kw.arg is None or kw.arg not in names:
+                raise self.error(node, f"{op} has no argument {kw.arg!r}; arguments: {', '.join(names)}")
+            if kw.arg in out:
+                raise self.error(node, f"{op} got argument {kw.arg!r} twice")
+            out[kw.arg] = self.expr(kw.value)
+        for n in names:
+            if n not in out:
+                if n not in defaults:
+                    raise self.error(node, f"{op} is missing argument {n!r}")
+                out[n] = defaults[n]
+        return out
+
+    def tensor_param(self, v: Any, node: ast.AST, what: str) -> Var:
+        if not (isinstance(v, Var) and isinstance(v.type, TensorType)):
+            raise VerifyError(f"{what} must be a tensor parameter of the kernel, got {v!r}", self.loc(node))
+        return v
+
+    def tile_arg(self, v: Any, node: ast.AST, what: str) -> Any:
+        if not (is_ir(v) and isinstance(v.type, TileType)):
+            got = v.type if is_ir(v) else repr(v)
+            raise VerifyError(f"{what} must be a tile, got {got}", self.loc(node))
+        return v
+
+    # kernel ops
+
+    def op_load(self, node: ast.Call) -> Load:
+        a = self.bind(node, ["tensor", "offsets", "sizes"])
+        loc = self.loc(node)
+        tensor = self.tensor_param(a["tensor"], node, "ts.load's tensor")
+        sizes = self.static_ints(a["sizes"], node, "ts.load sizes")
+        offsets = self._offsets(a["offsets"], tensor, node, "ts.load")
+        shape = rules.load_tile_shape(tensor.type, sizes, "ts.load", loc)
+        return Load(tensor, offsets, sizes, TileType(shape, tensor.type.dtype), loc)
+
+    def _offsets(self, offs: Any, tensor: Var, node: ast.AST, what: str) -> tuple:
+        if not isinstance(offs, list | tuple) or len(offs) != len(tensor.type.shape):
+            raise VerifyError(
+                f"{what}: give one offset per dim of {tensor.name} ({len(tensor.type.shape)}-D), got {offs!r}",
+                self.loc(node),
+            )
+        return tuple(self.index(o, node, f"{what} offset") for o in offs)
+
+    def op_store(self, node: ast.Call) -> None:
+        a = self.bind(node, ["tensor", "offsets", "tile"])
+        loc = self.loc(node)
+        tensor = self.tensor_param(a["tensor"], node, "ts.store's tensor")
+        value = a["tile"]
+        if _is_number(value):
+            raise VerifyError("ts.store needs a tile", loc, "make one with ts.full(shape, value, dtype)")
+        value = self.tile_arg(value, node, "ts.store's value")
+        if value.type.dtype != tensor.type.dtype:
+            raise VerifyError(
+                f"ts.store: dtype mismatch: storing a {value.type} into {tensor.name}: {tensor.type}",
+                loc,
+                f"cast first: ts.cast(value, ts.{tensor.type.dtype.name})",
+            )
+        if len(value.type.shape) > len(tensor.type.shape):
+            raise VerifyError(f"ts.store: a {value.type} does not fit the {tensor.type} {tensor.name}", loc)
+        offsets = self._offsets(a["offsets"], tensor, node, "ts.store")
+        self.emit(Store(tensor, offsets, value, loc))
+        return None
+
+    def _fill(self, node: ast.Call, shape: Any, value: Any, dtype: Any) -> Full:
+        loc = self.loc(node)
+        shape = self.static_ints(shape, node, "tile shape")
+        if not 1 <= len(shape) <= MAX_TILE_DIMS or any(s <= 0 for s in shape):
+            raise VerifyError(f"tile shape must have 1 or 2 positive dims, got {list(shape)}", loc)
+        dtype = self.dtype_arg(dtype, node, "dtype")
+        tile = TileType(shape, dtype)
+        if is_ir(value):
+            if not isinstance(value.type, ScalarType | IndexType):
+                raise VerifyError(f"ts.full value must be a scalar, got {value.type}", loc)
+        else:
+            value = self.as_expr(value, node, like=ScalarType(dtype))
+        return Full(value, tile, loc)
+
+    def op_zeros(self, node: ast.Call) -> Full:
+        a = self.bind(node, ["shape", "dtype"], {"dtype": dt.f32})
+        return self._fill(node, a["shape"], 0, a["dtype"])
+
+    def op_full(self, node: ast.Call) -> Full:
+        a = self.bind(node, ["shape", "value", "dtype"], {"dtype": dt.f32})
+        return self._fill(node, a["shape"], a["value"], a["dtype"])
+
+    def _unary(self, node: ast.Call) -> UnOp:
+        name = self.expr(node.func).name
+        return self.unop(name, self.bind(node, ["x"])["x"], node)
+
+    op_exp = op_log = op_sqrt = op_rsqrt = op_abs = op_neg = op_tanh = op_sigmoid = op_silu = _unary
+    op_logical_not = _unary
+
+    def _binary(self, node: ast.Call) -> BinOp:
+        name = self.expr(node.func).name
+        a = self.bind(node, ["a", "b"])
+        return self.binop(name, a["a"], a["b"], node)
+
+    op_maximum = op_minimum = op_logical_and = op_logical_or = _binary
+
+    def op_where(self, node: ast.Call) -> Where:
+        a = self.bind(node, ["cond", "a", "b"])
+        loc = self.loc(node)
+        cond = self.tile_arg(a["cond"], node, "ts.where's condition")
+        for k in ("a", "b"):
+            if not is_ir(a[k]) and not _is_number(a[k]):
+                raise VerifyError(f"ts.where's {k} must be a tile or number, got {a[k]!r}", loc)
+        lhs, rhs = self.as_expr(a["a"], node), self.as_expr(a["b"], node)
+        return Where(cond, lhs, rhs, rules.where_type(cond, lhs, rhs, loc), loc)
+
+    def op_cast(self, node: ast.Call) -> Cast:
+        a = self.bind(node, ["x", "dtype", "mode"], {"mode": "rint"})
+        loc = self.loc(node)
+        dtype = self.dtype_arg(a["dtype"], node, "ts.cast dtype")
+        x = a["x"]
+        if not is_ir(x):
+            raise VerifyError(f"ts.cast needs a tile or scalar, got {x!r}", loc)
+        return Cast(x, a["mode"], rules.cast_type(x, dtype, a["mode"], loc), loc)
+
+    def _reduce(self, node: ast.Call) -> Reduce:
+        name = self.expr(node.func).name
+        loc = self.loc(node)
+        x = self.tile_arg(self.bind(node, ["x"])["x"], node, f"ts.{name}'s operand")
+        return Reduce(name, x, rules.reduce_type(name, x, loc), loc)
+
+    op_row_sum = op_row_max = op_row_min = op_col_sum = op_col_max = _reduce
+
+    def op_matmul(self, node: ast.Call) -> MatMul:
+        a = self.bind(node, ["a", "b", "acc"], {"acc": None})
+        return self.matmul(a["a"], a["b"], a["acc"], node)
+
+    def op_transpose(self, node: ast.Call) -> Transpose:
+        loc = self.loc(node)
+        x = self.tile_arg(self.bind(node, ["x"])["x"], node, "ts.transpose's operand")
+        if len(x.type.shape) != 2:
+            raise VerifyError(f"ts.transpose needs a 2-D tile, got {x.type}", loc)
+        r, c = x.type.shape
+        return Transpose(x, TileType((c, r), x.type.dtype), loc)
+
+    # orchestration ops
+
+    def op_create_tensor(self, node: ast.Call) -> CreateTensor:
+        a = self.bind(node, ["shape", "dtype"])
+        loc = self.loc(node)
+        shape = self.static_ints(a["shape"], node, "ts.create_tensor shape")
+        if not 1 <= len(shape) <= 4 or any(s <= 0 for s in shape):
+            raise VerifyError(f"ts.create_tensor shape must have 1 to 4 positive dims, got {list(shape)}", loc)
+        return CreateTensor(TensorType(shape, self.dtype_arg(a["dtype"], node, "ts.create_tensor dtype")), loc)
+
+    def op_dump_tag(self, node: ast.Call) -> Var:
+        t = self.bind(node, ["tensor"])["tensor"]
+        if not (isinstance(t, Var) and isinstance(t.type, TensorType)):
+            raise VerifyError(f"ts.dump_tag needs a tensor, got {t!r}", self.loc(node))
+        self.emit(Evaluate(DumpTag(t, t.type, self.loc(node)), self.loc(node)))
+        return t
+
+    def op_submit(self, node: ast.Call) -> Submit:
+        from tilescope.language.decorators import KernelFunction
+
+        if not node.args:
+            raise self.error(node, "ts.submit(kernel, *args, name=None, deps=(), dumps=()) needs a kernel")
+        kfn = self.expr(node.args[0])
+        if not isinstance(kfn, KernelFunction):
+            raise VerifyError(f"ts.submit's first argument must be a @ts.kernel, got {kfn!r}", self.loc(node))
+        return self.submit_call(kfn, node.args[1:], node.keywords, node)
+
+    def submit_call(self, kfn, arg_nodes: list[ast.expr], keywords: list[ast.keyword], node: ast.AST) -> Submit:
+        loc = self.loc(node)
+        kernel = self.kernel_ir(kfn)
+        known = self.kernels.get(kernel.name)
+        if known is not None and known != kernel:
+            raise VerifyError(f"two different kernels are named {kernel.name!r}", loc, "rename one of them")
+        self.kernels[kernel.name] = kernel
+        opts: dict[str, Any] = {"name": None, "deps": [], "dumps": []}
+        for kw in keywords:
+            if kw.arg not in opts:
+                if kw.arg in [p.name for p in kernel.params]:
+                    raise self.error(node, "kernel arguments are passed by position", "pass every argument in order")
+                raise self.error(node, f"unknown option {kw.arg!r}; options: name=, deps=, dumps= (via ts.submit)")
+            opts[kw.arg] = self.expr(kw.value)
+        args = [self.expr(a) for a in arg_nodes]
+        params = kernel.params
+        if len(args) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise VerifyError(f"kernel {kernel.name}({names}) takes {len(params)} arguments, got {len(args)}", loc)
+        lowered = tuple(self.kernel_arg(kernel, p, a, node) for p, a in zip(params, args))
+        name = opts["name"]
+        if name is not None and not isinstance(name, str):
+            raise VerifyError(f"ts.submit name= must be a string, got {name!r}", loc)
+        deps = opts["deps"] if isinstance(opts["deps"], list | tuple) else [opts["deps"]]
+        for d in deps:
+            if not (isinstance(d, Var) and isinstance(d.type, TaskType)):
+                raise VerifyError(f"deps= takes tasks returned by ts.submit / kernel calls, got {d!r}", loc)
+        dumps = opts["dumps"] if isinstance(opts["dumps"], list | tuple) else [opts["dumps"]]
+        for d in dumps:
+            if not (is_ir(d) and isinstance(d.type, TensorType)):
+                raise VerifyError(f"dumps= takes tensors, got {d!r}", loc)
+        return Submit(kernel.name, lowered, name, tuple(deps), tuple(dumps), TASK, loc)
+
+    def kernel_arg(self, kernel: Kernel, p: Param, a: Any, node: ast.AST) -> Any:
+        loc = self.loc(node)
+        where = f"kernel {kernel.name} parameter {p.name!r}"
+        if p.direction is Direction.SCALAR:
+            if _is_number(a):
+                return self.as_expr(a, node, like=p.type)
+            if is_ir(a) and isinstance(a.type, ScalarType | IndexType):
+                if isinstance(a.type, ScalarType) and a.type.dtype != p.type.dtype:
+                    raise VerifyError(f"{where} expects a {p.type}, got a {a.type}", loc, "cast it explicitly")
+                if isinstance(a.type, IndexType) and not p.type.dtype.is_int:
+                    raise VerifyError(f"{where} expects a {p.type}, got an index", loc)
+                return a
+            raise VerifyError(f"{where} expects a {p.type}, got {a!r}", loc)
+        if not (is_ir(a) and isinstance(a.type, TensorType)):
+            got = a.type if is_ir(a) else repr(a)
+            raise VerifyError(f"{where} expects a tensor region {p.type}, got {got}", loc)
+        t: TensorType = a.type
+        if t.dtype != p.type.dtype:
+            raise VerifyError(f"{where} expects {p.type}, got a {t.dtype.name} region", loc)
+        if len(t.shape) != len(p.type.shape) or any(s not in (-1, e) for s, e in zip(t.shape, p.type.shape)):
+            raise VerifyError(
+                f"{where} expects a region of shape {list(p.type.shape)}, got {list(t.shape)}",
+                loc,
+                "slice the tensor to the kernel's parameter shape",
+            )
+        return a
+
+    # -- inline helpers ------------------------------------------------------------------------
+
+    def inline(self, ifn, node: ast.Call) -> Any:
+        src = function_source(ifn.fn)
+        fargs = src.tree.args
+        if fargs.vararg or fargs.kwarg or fargs.kwonlyargs or fargs.posonlyargs:
+            raise DSLError(f"@ts.inline helper {ifn.__name__} must take plain positional parameters", self.loc(node))
+        names = [a.arg for a in fargs.args]
+        values: dict[str, Any] = {}
+        for n, a in zip(names, node.args):
+            values[n] = self.expr(a)
+        for kw in node.keywords:
+            if kw.arg not in names or kw.arg in values:
+                raise self.error(node, f"{ifn.__name__}() got an unexpected or repeated argument {kw.arg!r}")
+            values[kw.arg] = self.expr(kw.value)
+        defaults = dict(zip(names[len(names) - len(fargs.defaults) :], fargs.defaults))
+        for n in names:
+            if n not in values:
+                if n not in defaults:
+                    raise self.error(node, f"{ifn.__name__}() is missing argument {n!r}")
+                values[n] = self.expr(defaults[n])
+        if len(self.frames) > 32:
+            raise self.error(node, f"@ts.inline helpers nest too deeply (recursion in {ifn.__name__}?)")
+        self.frames.append(_Frame(src.tree.name, src.file, src.namespace, [values]))
+        self.inline_depth += 1
+        try:
+            self.body(src.tree.body)
+            return self.frame.returned
+        finally:
+            self.inline_depth -= 1
+            self.frames.pop()
+
+    # -- entry ---------------------------------------------------------------------------------
+
+    def signature(self, tree: ast.FunctionDef) -> tuple[Param, ...]:
+        fargs = tree.args
+        if fargs.vararg or fargs.kwarg or fargs.kwonlyargs or fargs.posonlyargs or fargs.defaults:
+            raise self.error(tree, "DSL functions take plain annotated parameters (no defaults, *args or **kwargs)")
+        params = []
+        for a in fargs.args:
+            if a.annotation is None:
+                raise DSLError(
+                    f"parameter {a.arg!r} needs an annotation",
+                    self.loc(a),
+                    "e.g. ts.Tensor[[64, 128], ts.f32], ts.Out[...], ts.InOut[...] or ts.Scalar[ts.f32]",
+                )
+            try:
+                spec = eval(compile(ast.Expression(a.annotation), self.frame.file, "eval"), self.frame.namespace)
+            except Exception as e:  # noqa: BLE001 - any failure is the user's annotation
+                raise DSLError(f"parameter {a.arg!r}: cannot evaluate its annotation: {e}", self.loc(a)) from None
+            if not isinstance(spec, ParamSpec):
+                raise DSLError(
+                    f"parameter {a.arg!r}: annotation {ast.unparse(a.annotation)} is not a tilescope parameter type",
+                    self.loc(a),
+                    "use ts.Tensor[[shape], dtype], ts.Out[...], ts.InOut[...] or ts.Scalar[dtype]",
+                )
+            ptype = ScalarType(spec.dtype) if spec.shape is None else TensorType(spec.shape, spec.dtype)
+            params.append(Param(a.arg, spec.direction, ptype, self.loc(a)))
+        return tuple(params)
+
+    def lower_function(self) -> tuple[tuple[Param, ...], tuple[Stmt, ...]]:
+        params = self.signature(self.tree)
+        self.params = {p.name: p for p in params}
+        self.frame.scopes[0].update({p.name: Var(p.name, p.type, p.loc) for p in params})
+        self.body(self.tree.body)
+        return params, tuple(self.blocks[0])
+
+
+def _assigned_names(stmts: list[ast.stmt]) -> set[str]:
+    names: set[str] = set()
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                names.add(n.id)
+    return names
+
+
+def parse_kernel(fn: Callable) -> Kernel:
+    """Lower a ``@ts.kernel`` function's source to a Kernel."""
+    src = function_source(fn)
+    low = _Lowering("kernel", src)
+    params, body = low.lower_function()
+    return Kernel(src.tree.name, params, body, SourceLoc(src.file, src.tree.lineno))
+
+
+def parse_program(fn: Callable, kernel_ir: Callable) -> Program:
+    """Lower a ``@ts.jit`` function's source and every kernel it calls to a Program."""
+    src = function_source(fn)
+    low = _Lowering("orch", src, kernel_ir)
+    params, body = low.lower_function()
+    return Program(src.tree.name, params, body, tuple(low.kernels.values()), SourceLoc(src.file, src.tree.lineno))
+
+
+def load_source(text: str, filename: str):
+    """Define the kernels and the one ``@ts.jit`` orchestration of a DSL module's source (such
+    as a printed IR dump) and return that orchestration's JitFunction."""
+    import linecache
+
+    from tilescope.language.decorators import JitFunction
+
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    namespace: dict[str, Any] = {"__name__": f"tilescope_source_{abs(hash(filename))}", "__file__": filename}
+    try:
+        code = compile(text, filename, "exec")
+    except SyntaxError as e:
+        raise DSLError(f"invalid Python: {e.msg}", SourceLoc(filename, e.lineno or 0)) from None
+    exec(code, namespace)  # defines decorated functions only; their bodies are never run
+    jits = [v for v in namespace.values() if isinstance(v, JitFunction)]
+    if len(jits) != 1:
+        raise DSLError(f"{filename} must define exactly one @ts.jit function, found {len(jits)}")
+    return jits[0]

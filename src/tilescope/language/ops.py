@@ -1,0 +1,75 @@
+"""The DSL's operations. These are markers the front-end recognises by identity; calling one
+from ordinary Python raises, because kernels and orchestrations are compiled, not executed.
+"""
+
+from __future__ import annotations
+
+from tilescope.errors import TilescopeError
+
+
+class DSLOp:
+    """A DSL operation: ``kind`` says where it may appear ("kernel", "orch" or "both")."""
+
+    def __init__(self, name: str, kind: str, signature: str, doc: str):
+        self.name = name
+        self.kind = kind
+        self.signature = signature
+        self.__doc__ = doc
+
+    def __repr__(self) -> str:
+        return f"ts.{self.name}"
+
+    def __call__(self, *args, **kwargs):
+        where = {"kernel": "a @ts.kernel", "orch": "a @ts.jit function", "both": "@ts.kernel / @ts.jit code"}
+        raise TilescopeError(
+            f"ts.{self.name}{self.signature} can only be used inside {where[self.kind]}; "
+            "DSL functions are compiled from their source, not called as Python"
+        )
+
+
+def _op(name: str, kind: str, signature: str, doc: str) -> DSLOp:
+    return DSLOp(name, kind, signature, doc)
+
+
+# kernel ops
+load = _op("load", "kernel", "(tensor, offsets, sizes)", "Read a tile of `sizes` at `offsets` from a tensor param.")
+store = _op("store", "kernel", "(tensor, offsets, tile)", "Write a tile into an Out/InOut tensor param at `offsets`.")
+zeros = _op("zeros", "kernel", "(shape, dtype)", "A tile of zeros.")
+full = _op("full", "kernel", "(shape, value, dtype)", "A tile filled with `value`.")
+exp = _op("exp", "kernel", "(x)", "Elementwise e**x.")
+log = _op("log", "kernel", "(x)", "Elementwise natural logarithm.")
+sqrt = _op("sqrt", "kernel", "(x)", "Elementwise square root.")
+rsqrt = _op("rsqrt", "kernel", "(x)", "Elementwise 1 / sqrt(x).")
+abs = _op("abs", "kernel", "(x)", "Elementwise absolute value.")  # noqa: A001
+neg = _op("neg", "kernel", "(x)", "Elementwise negation.")
+tanh = _op("tanh", "kernel", "(x)", "Elementwise hyperbolic tangent.")
+sigmoid = _op("sigmoid", "kernel", "(x)", "Elementwise 1 / (1 + exp(-x)).")
+silu = _op("silu", "kernel", "(x)", "Elementwise x * sigmoid(x).")
+maximum = _op("maximum", "kernel", "(a, b)", "Elementwise maximum (broadcasting).")
+minimum = _op("minimum", "kernel", "(a, b)", "Elementwise minimum (broadcasting).")
+where = _op("where", "kernel", "(cond, a, b)", "Elementwise select: a where cond else b.")
+logical_and = _op("logical_and", "kernel", "(a, b)", "Elementwise and of bool tiles.")
+logical_or = _op("logical_or", "kernel", "(a, b)", "Elementwise or of bool tiles.")
+logical_not = _op("logical_not", "kernel", "(a)", "Elementwise not of a bool tile.")
+cast = _op("cast", "kernel", '(x, dtype, mode="rint")', "Convert to `dtype`; float->int rounds by `mode`.")
+row_sum = _op("row_sum", "kernel", "(x)", "Sum over columns: [R, C] -> [R, 1].")
+row_max = _op("row_max", "kernel", "(x)", "Max over columns: [R, C] -> [R, 1].")
+row_min = _op("row_min", "kernel", "(x)", "Min over columns: [R, C] -> [R, 1].")
+col_sum = _op("col_sum", "kernel", "(x)", "Sum over rows: [R, C] -> [1, C].")
+col_max = _op("col_max", "kernel", "(x)", "Max over rows: [R, C] -> [1, C].")
+matmul = _op("matmul", "kernel", "(a, b, acc=None)", "[M, K] @ [K, N] with fp32 accumulation (+ acc).")
+transpose = _op("transpose", "kernel", "(x)", "[R, C] -> [C, R].")
+
+# orchestration ops
+create_tensor = _op("create_tensor", "orch", "(shape, dtype)", "Allocate an intermediate tensor for this run.")
+submit = _op(
+    "submit", "orch", "(kernel, *args, name=None, deps=(), dumps=())", "Submit one task (long form of a kernel call)."
+)
+dump_tag = _op("dump_tag", "orch", "(tensor)", "Mark a tensor for partial (level 1) tensor dumps.")
+
+# both
+range = _op("range", "both", "([start,] stop[, step])", "A real loop (not unrolled) in the generated code.")  # noqa: A001
+
+UNARY = {op.name: op for op in (exp, log, sqrt, rsqrt, abs, neg, tanh, sigmoid, silu, logical_not)}
+BINARY = {op.name: op for op in (maximum, minimum, logical_and, logical_or)}
+REDUCE = {op.name: op for op in (row_sum, row_max, row_min, col_sum, col_max)}
