@@ -90,7 +90,7 @@ class Full:
 class Cast:
     value: Expr
     mode: str  # one of CAST_MODES
-    type: TileType | ScalarType
+    type: TileType
     loc: SourceLoc | None = _LOC
 
 

@@ -229,7 +229,7 @@ def matmul_type(lhs: Expr, rhs: Expr, acc: Expr | None, loc: SourceLoc | None) -
     return out
 
 
-def cast_type(value: Expr, dtype: dt.DType, mode: str, loc: SourceLoc | None) -> TileType | ScalarType:
+def cast_type(value: Expr, dtype: dt.DType, mode: str, loc: SourceLoc | None) -> TileType:
     from tilescope.ir.nodes import CAST_MODES
 
     if mode not in CAST_MODES:
@@ -237,9 +237,7 @@ def cast_type(value: Expr, dtype: dt.DType, mode: str, loc: SourceLoc | None) ->
     t = value.type
     if isinstance(t, TileType):
         return TileType(t.shape, dtype)
-    if isinstance(t, ScalarType | IndexType):
-        return ScalarType(dtype)
-    raise _fail(f"ts.cast needs a tile or scalar, got {t}", loc)
+    raise _fail(f"ts.cast needs a tile, got {t}", loc, "scalars adopt the tile's dtype; no cast is needed")
 
 
 def where_type(cond: Expr, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> TileType:

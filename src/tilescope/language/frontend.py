@@ -106,6 +106,7 @@ class FunctionSource:
     tree: ast.FunctionDef
     file: str
     namespace: dict[str, Any]
+    annotations: dict[str, Any]
 
 
 def function_source(fn: Callable) -> FunctionSource:
@@ -128,7 +129,7 @@ def function_source(fn: Callable) -> FunctionSource:
     ns.update(fn.__globals__)
     if fn.__closure__:
         ns.update(inspect.getclosurevars(fn).nonlocals)
-    return FunctionSource(fdef, file, ns)
+    return FunctionSource(fdef, file, ns, dict(getattr(fn, "__annotations__", {})))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,6 +151,7 @@ class _Lowering:
     def __init__(self, mode: str, src: FunctionSource, kernel_ir: Callable | None = None):
         self.mode = mode  # "kernel" | "orch"
         self.tree = src.tree
+        self.annotations = src.annotations
         self.frames = [_Frame(src.tree.name, src.file, src.namespace)]
         self.blocks: list[list[Stmt]] = [[]]
         self.params: dict[str, Param] = {}
@@ -939,10 +941,17 @@ class _Lowering:
                     self.loc(a),
                     "e.g. ts.Tensor[[64, 128], ts.f32], ts.Out[...], ts.InOut[...] or ts.Scalar[ts.f32]",
                 )
-            try:
-                spec = eval(compile(ast.Expression(a.annotation), self.frame.file, "eval"), self.frame.namespace)
-            except Exception as e:  # noqa: BLE001 - any failure is the user's annotation
-                raise DSLError(f"parameter {a.arg!r}: cannot evaluate its annotation: {e}", self.loc(a)) from None
+            # Annotations evaluated at definition time see the enclosing function's locals; string
+            # annotations (``from __future__ import annotations``) are evaluated here.
+            spec = self.annotations.get(a.arg)
+            if not isinstance(spec, ParamSpec):
+                try:
+                    code = compile(ast.Expression(a.annotation), self.frame.file, "eval")
+                    spec = eval(code, self.frame.namespace)
+                except Exception as e:  # noqa: BLE001 - any failure is the user's annotation
+                    raise DSLError(
+                        f"parameter {a.arg!r}: cannot evaluate its annotation: {e}", self.loc(a)
+                    ) from None
             if not isinstance(spec, ParamSpec):
                 raise DSLError(
                     f"parameter {a.arg!r}: annotation {ast.unparse(a.annotation)} is not a tilescope parameter type",

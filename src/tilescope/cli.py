@@ -1,0 +1,60 @@
+"""The ``tilescope`` command.
+
+    tilescope doctor      check g++ (version, C++17), torch and the cache directory
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tilescope._version import __version__
+
+
+def _check_torch() -> tuple[str, bool, str]:
+    try:
+        import torch
+    except ImportError:
+        return ("torch", False, "not installed: pip install torch==2.13.0 (the CPU build)")
+    return ("torch", True, f"{torch.__version__} ({torch.get_num_threads()} threads)")
+
+
+def _check_runtime() -> tuple[str, bool, str]:
+    try:
+        from tilescope.runtime import core
+
+        path = core.library_path()
+    except Exception as e:  # noqa: BLE001 - doctor reports whatever failed
+        return ("runtime core", False, f"cannot build or load: {e}")
+    return ("runtime core", True, f"built and loaded ({path})")
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tilescope.toolchain import compiler
+
+    checks = [*compiler.check(), _check_torch()]
+    if all(ok for _, ok, _ in checks):
+        checks.append(_check_runtime())
+    width = max(len(name) for name, _, _ in checks)
+    for name, ok, detail in checks:
+        print(f"{'ok  ' if ok else 'FAIL'} {name:<{width}}  {detail}")
+    failed = [name for name, ok, _ in checks if not ok]
+    if failed:
+        print(f"\n{len(failed)} problem(s): {', '.join(failed)}. Fix them, then run `tilescope doctor` again.")
+        return 1
+    print("\neverything tilescope needs is here; next: python models/rms_norm.py -p sim")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tilescope", description="tile kernels: compile, run, debug")
+    parser.add_argument("--version", action="version", version=f"tilescope {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("doctor", help="check g++, torch and the cache directory")
+    p.set_defaults(fn=cmd_doctor)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

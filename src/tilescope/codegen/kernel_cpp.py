@@ -1,0 +1,129 @@
+"""Kernel IR -> one readable C++ file against the tile library (``tilescope/kernel.hpp``)."""
+
+from __future__ import annotations
+
+from tilescope._version import __version__
+from tilescope.codegen.cpp_common import (
+    ExprEmitter,
+    context_dtype,
+    cpp_name,
+    header_comment,
+    marker,
+    tile_dims,
+    value_type,
+)
+from tilescope.ir.nodes import (
+    Assign,
+    BinOp,
+    Cast,
+    Expr,
+    For,
+    Full,
+    Kernel,
+    Load,
+    MatMul,
+    Reduce,
+    Stmt,
+    Store,
+    Transpose,
+    UnOp,
+    Var,
+    Where,
+)
+from tilescope.ir.types import Direction
+
+_TILE_FN = {"maximum": "maximum", "minimum": "minimum", "logical_and": "logical_and", "logical_or": "logical_or"}
+_CMP_FN = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+
+
+class _KernelEmitter(ExprEmitter):
+    def emit_other(self, e: Expr, ctx) -> str:
+        match e:
+            case BinOp(op=op, lhs=a, rhs=b) if op in _TILE_FN or op in _CMP_FN:
+                sub = self.operand_ctx(e)
+                fn = _TILE_FN.get(op) or _CMP_FN[op]
+                return f"{fn}({self.emit(a, sub)}, {self.emit(b, sub)})"
+            case UnOp(op=op, operand=a):
+                return f"{op}({self.emit(a)})"
+            case Load(tensor=t, offsets=offs, type=tt):
+                r, c = tile_dims(tt)
+                return f"load<{r}, {c}>({cpp_name(t.name)}, {{{', '.join(self.emit(o) for o in offs)}}})"
+            case Full(value=v, type=tt):
+                r, c = tile_dims(tt)
+                return f"full<{tt.dtype.cpp}, {r}, {c}>({self.emit(v, tt.dtype)})"
+            case Cast(value=v, mode=mode, type=tt):
+                m = "" if mode == "rint" else f", RoundMode::{mode}"
+                return f"cast<{tt.dtype.cpp}>({self.emit(v)}{m})"
+            case Reduce(op=op, value=v):
+                return f"{op}({self.emit(v)})"
+            case MatMul(lhs=a, rhs=b, acc=c):
+                extra = "" if c is None else f", {self.emit(c)}"
+                return f"matmul({self.emit(a)}, {self.emit(b)}{extra})"
+            case Transpose(value=v):
+                return f"transpose({self.emit(v)})"
+            case Where(cond=c, lhs=a, rhs=b):
+                d = e.type.dtype
+                return f"where({self.emit(c)}, {self.emit(a, d)}, {self.emit(b, d)})"
+        raise TypeError(f"cannot emit {type(e).__name__} in a kernel")
+
+
+def _zeros(e: Full) -> bool:
+    from tilescope.ir.nodes import Const
+
+    return isinstance(e.value, Const) and e.value.value == 0 and not isinstance(e.value.value, bool)
+
+
+def kernel_cpp(k: Kernel) -> str:
+    """The C++ source of one kernel: ``extern "C" void kernel_entry(const ts_arg *args)``."""
+    em = _KernelEmitter()
+    lines = header_comment(f"kernel {k.name} ({k.core})", k.loc, __version__)
+    lines += ["#include <tilescope/kernel.hpp>", "", "using namespace ts;", ""]
+    lines.append('extern "C" void kernel_entry(const ts_arg *args) {')
+    for i, p in enumerate(k.params):
+        name = cpp_name(p.name)
+        if p.direction is Direction.SCALAR:
+            lines.append(f"    const {p.type.dtype.cpp} {name} = scalar_arg<{p.type.dtype.cpp}>(args[{i}]);")
+        else:
+            view = f"TensorView<{p.type.dtype.cpp}> {name}(args[{i}]);"
+            lines.append(f"    {view:<44}// {p.direction.value} {list(p.type.shape)}")
+    declared: list[set[str]] = [set()]
+
+    def stmt(s: Stmt, ind: str) -> None:
+        m = marker(s.loc)
+        match s:
+            case Assign(target=t, value=v):
+                name = cpp_name(t)
+                if isinstance(v, MatMul) and v.acc is not None and isinstance(v.acc, Var) and v.acc.name == t:
+                    lines.append(f"{ind}matmul_acc({name}, {em.emit(v.lhs)}, {em.emit(v.rhs)});{m}")
+                    return
+                if isinstance(v, Full) and _zeros(v):
+                    r, c = tile_dims(v.type)
+                    rhs = f"zeros<{v.type.dtype.cpp}, {r}, {c}>()"
+                else:
+                    rhs = em.emit(v, context_dtype(v))
+                if any(t in d for d in declared):
+                    lines.append(f"{ind}{name} = {rhs};{m}")
+                else:
+                    declared[-1].add(t)
+                    lines.append(f"{ind}{value_type(v.type)} {name} = {rhs};{m}")
+            case Store(tensor=t, offsets=offs, value=v):
+                off = ", ".join(em.emit(o) for o in offs)
+                lines.append(f"{ind}store({cpp_name(t.name)}, {{{off}}}, {em.emit(v)});{m}")
+            case For(var=v, start=a, stop=b, step=c, body=body):
+                var = cpp_name(v)
+                lines.append(
+                    f"{ind}for (int64_t {var} = {em.emit(a)}; {var} < {em.emit(b)}; {var} += {em.emit(c)}) {{{m}"
+                )
+                declared.append({v})
+                for x in body:
+                    stmt(x, ind + "    ")
+                declared.pop()
+                lines.append(f"{ind}}}")
+            case _:
+                raise TypeError(f"cannot emit {type(s).__name__} in a kernel")
+
+    for s in k.body:
+        stmt(s, "    ")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+

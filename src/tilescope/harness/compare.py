@@ -1,0 +1,109 @@
+"""Comparing outputs with their golden: per output pass/fail, mismatch count, max abs and rel
+diff with their N-d coordinates, the first mismatches, NaN/Inf counts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+FIRST_MISMATCHES = 8
+
+
+@dataclass
+class CompareReport:
+    name: str
+    passed: bool
+    numel: int
+    mismatches: int = 0
+    max_abs_diff: float = 0.0
+    max_abs_at: tuple[int, ...] = ()
+    max_rel_diff: float = 0.0
+    max_rel_at: tuple[int, ...] = ()
+    nan_actual: int = 0
+    nan_expected: int = 0
+    inf_actual: int = 0
+    inf_expected: int = 0
+    first: list[tuple[tuple[int, ...], float, float]] = field(default_factory=list)
+    message: str = ""
+
+    def lines(self, rtol: float, atol: float) -> list[str]:
+        status = "PASS" if self.passed else "FAIL"
+        if self.message:
+            return [f"[COMPARE] {self.name}: {status}  {self.message}"]
+        head = f"[COMPARE] {self.name}: {status}  "
+        if self.mismatches:
+            pct = 100.0 * self.mismatches / max(1, self.numel)
+            head += f"{self.mismatches} of {self.numel} elements mismatch ({pct:.3g}%)"
+        else:
+            head += f"{self.numel} elements match"
+        head += f" (rtol={rtol:g}, atol={atol:g})"
+        out = [
+            head,
+            f"    max abs diff {self.max_abs_diff:.4g} at {list(self.max_abs_at)}; "
+            f"max rel diff {self.max_rel_diff:.4g} at {list(self.max_rel_at)}",
+        ]
+        if self.nan_actual or self.nan_expected or self.inf_actual or self.inf_expected:
+            out.append(
+                f"    NaN: {self.nan_actual} got / {self.nan_expected} expected; "
+                f"Inf: {self.inf_actual} got / {self.inf_expected} expected"
+            )
+        if self.first:
+            out.append("    first mismatches:")
+            out += [f"      {list(i)}: got {a:.6g}, expected {e:.6g}" for i, a, e in self.first]
+        return out
+
+
+def _coords(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if len(shape) else ()
+
+
+def compare_tensor(name: str, actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> CompareReport:
+    if actual.shape != expected.shape:
+        return CompareReport(
+            name, False, actual.numel(), message=f"shape {list(actual.shape)} vs golden {list(expected.shape)}"
+        )
+    a = actual.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+    diff = (a - e).abs()
+    both_nan = torch.isnan(a) & torch.isnan(e)
+    diff = torch.where(both_nan, torch.zeros_like(diff), diff)
+    diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+    rel = diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
+    rep = CompareReport(name, bool(close.all()), a.numel())
+    rep.mismatches = int((~close).sum())
+    if a.numel():
+        i = int(diff.reshape(-1).argmax())
+        rep.max_abs_diff, rep.max_abs_at = float(diff.reshape(-1)[i]), _coords(i, a.shape)
+        j = int(rel.reshape(-1).argmax())
+        rep.max_rel_diff, rep.max_rel_at = float(rel.reshape(-1)[j]), _coords(j, a.shape)
+    rep.nan_actual, rep.nan_expected = int(torch.isnan(a).sum()), int(torch.isnan(e).sum())
+    rep.inf_actual, rep.inf_expected = int(torch.isinf(a).sum()), int(torch.isinf(e).sum())
+    bad = (~close).reshape(-1).nonzero().reshape(-1)[:FIRST_MISMATCHES]
+    flat_a, flat_e = a.reshape(-1), e.reshape(-1)
+    rep.first = [(_coords(int(k), a.shape), float(flat_a[k]), float(flat_e[k])) for k in bad]
+    return rep
+
+
+def compare_outputs(
+    actual: dict[str, torch.Tensor],
+    expected: dict[str, torch.Tensor],
+    names: list[str],
+    rtol: float,
+    atol: float,
+    compare_fn: Callable[..., Any] | None = None,
+) -> list[CompareReport]:
+    """Compare every named output. ``compare_fn(actual, expected)`` (optional) returns a bool or
+    ``(bool, message)`` and replaces the rtol/atol check."""
+    reports = []
+    for n in names:
+        if compare_fn is None:
+            reports.append(compare_tensor(n, actual[n], expected[n], rtol, atol))
+            continue
+        out = compare_fn(actual[n], expected[n])
+        ok, msg = (out if isinstance(out, tuple) else (out, ""))
+        reports.append(CompareReport(n, bool(ok), actual[n].numel(), message=msg or "custom compare_fn"))
+    return reports

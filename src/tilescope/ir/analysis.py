@@ -1,0 +1,111 @@
+"""Analyses over kernel bodies: variable uses, liveness and local-memory peak.
+
+Invariant: liveness is computed on the structured body (no CFG): a loop's body is iterated to
+a fixed point so values carried across iterations stay live through the whole loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilescope.errors import SourceLoc
+from tilescope.ir.nodes import (
+    Assign,
+    Evaluate,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Stmt,
+    Store,
+    Var,
+    children,
+    stmt_exprs,
+    walk_expr,
+    walk_stmts,
+)
+from tilescope.ir.types import TileType
+
+
+def uses(e: Expr) -> set[str]:
+    return {x.name for x in walk_expr(e) if isinstance(x, Var)}
+
+
+def stmt_uses(s: Stmt) -> set[str]:
+    out: set[str] = set()
+    for e in stmt_exprs(s):
+        out |= uses(e)
+    return out
+
+
+def live_before(body: tuple[Stmt, ...], live_after: set[str], visit=None) -> set[str]:
+    """Variables live before ``body`` given those live after it. ``visit(stmt, live_after_stmt)``
+    is called for every statement (innermost loops possibly several times)."""
+    live = set(live_after)
+    for s in reversed(body):
+        if visit is not None:
+            visit(s, live)
+        match s:
+            case Assign(target=t, value=v):
+                live = (live - {t}) | uses(v)
+            case Store() | Evaluate():
+                live = live | stmt_uses(s)
+            case For(var=var, body=inner):
+                carried = set(live)
+                while True:
+                    entry = live_before(inner, carried, visit) - {var}
+                    if entry <= carried:
+                        break
+                    carried |= entry
+                live = carried | stmt_uses(s)
+            case If(then=a, orelse=b):
+                live = live_before(a, live, visit) | live_before(b, live, visit) | stmt_uses(s)
+    return live
+
+
+def expr_peak(e: Expr) -> int:
+    """Peak bytes of tile temporaries while evaluating ``e`` (its own result included; variables
+    it reads are already counted as live)."""
+    if isinstance(e, Var) or not isinstance(e.type, TileType):
+        return 0
+    held = peak = 0
+    for c in children(e):
+        peak = max(peak, held + expr_peak(c))
+        if not isinstance(c, Var) and isinstance(c.type, TileType):
+            held += c.type.nbytes
+    return max(peak, held + e.type.nbytes)
+
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    bytes: int
+    loc: SourceLoc | None
+    live: tuple[tuple[str, TileType], ...]  # named tiles live at the peak
+    temporaries: int  # bytes of unnamed temporaries at the peak
+
+
+def local_memory_peak(kernel: Kernel) -> MemoryPeak:
+    """The largest local-memory footprint of ``kernel``: live named tiles plus the temporaries
+    of the statement being evaluated, over every program point."""
+    types: dict[str, TileType] = {}
+    for s in walk_stmts(kernel.body):
+        if isinstance(s, Assign) and isinstance(s.value.type, TileType):
+            types[s.target] = s.value.type
+    best = MemoryPeak(0, kernel.loc, (), 0)
+
+    def visit(s: Stmt, live_after: set[str]) -> None:
+        nonlocal best
+        if isinstance(s, For | If):
+            return
+        named = set(live_after)
+        if isinstance(s, Assign):
+            named.discard(s.target)
+        named |= stmt_uses(s)
+        tiles = tuple(sorted((n, types[n]) for n in named if n in types))
+        temps = max((expr_peak(e) for e in stmt_exprs(s)), default=0)
+        total = sum(t.nbytes for _, t in tiles) + temps
+        if total > best.bytes:
+            best = MemoryPeak(total, s.loc, tiles, temps)
+
+    live_before(kernel.body, set(), visit)
+    return best

@@ -1,0 +1,288 @@
+"""The IR verifier, run after the front-end and after every pass.
+
+It re-derives every type with ``ir.typing`` and checks what types alone cannot: variables
+defined before use and never retyped, tensor directions (no writes to In params, no reads of
+Out params), statically known load/store/slice regions inside their tensors, kernel-vs-
+orchestration node placement, and local memory against the per-core capacity. Errors name
+the op, the shapes/dtypes and the user's source line.
+"""
+
+from __future__ import annotations
+
+from tilescope.errors import SourceLoc, VerifyError
+from tilescope.ir import typing as rules
+from tilescope.ir.affine import affine, bounds
+from tilescope.ir.analysis import local_memory_peak
+from tilescope.ir.nodes import (
+    Assign,
+    BinOp,
+    Cast,
+    Const,
+    CreateTensor,
+    DumpTag,
+    Evaluate,
+    Expr,
+    For,
+    Full,
+    If,
+    Kernel,
+    Load,
+    MatMul,
+    Program,
+    Reduce,
+    Slice,
+    Stmt,
+    Store,
+    Submit,
+    Transpose,
+    UnOp,
+    Var,
+    Where,
+    children,
+)
+from tilescope.ir.types import Direction, TaskType, TensorType, TileType
+
+_KERNEL_ONLY = (Load, Full, Cast, Reduce, MatMul, Transpose, Where)
+_ORCH_ONLY = (CreateTensor, Slice, Submit, DumpTag)
+
+
+def _kib(n: int) -> str:
+    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
+
+
+class _Verifier:
+    def __init__(self, where: str, kind: str, params, loc: SourceLoc | None, kernels=()):
+        self.kernels = {k.name: k for k in kernels}
+        self.where = where  # "kernel rms_rows" / "orchestration rms_norm"
+        self.kind = kind
+        self.params = {p.name: p for p in params}
+        self.scopes: list[dict[str, object]] = [{p.name: p.type for p in params}]
+        self.ranges: dict[str, tuple[int, int]] = {}
+        self.loc = loc
+
+    def fail(self, msg: str, loc: SourceLoc | None, hint: str | None = None) -> VerifyError:
+        return VerifyError(f"{self.where}: {msg}", loc or self.loc, hint)
+
+    def lookup(self, name: str):
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def expr(self, e: Expr) -> None:
+        for c in children(e):
+            self.expr(c)
+        loc = e.loc
+        if self.kind == "kernel" and isinstance(e, _ORCH_ONLY):
+            raise self.fail(f"{type(e).__name__} is an orchestration op and cannot appear in a kernel", loc)
+        if self.kind == "orch" and isinstance(e, _KERNEL_ONLY):
+            raise self.fail(f"{type(e).__name__} is a kernel op and cannot appear in an orchestration", loc)
+        expected = self.derive(e)
+        if expected is not None and expected != e.type:
+            raise self.fail(f"{type(e).__name__} is typed {e.type} but its operands give {expected}", loc)
+
+    def derive(self, e: Expr):
+        loc = e.loc
+        match e:
+            case Var(name=n):
+                t = self.lookup(n)
+                if t is None:
+                    raise self.fail(f"{n!r} is used before it is defined", loc)
+                return t
+            case Const():
+                return None
+            case BinOp(op=op, lhs=a, rhs=b):
+                return rules.binop_type(op, a, b, loc)
+            case UnOp(op=op, operand=a):
+                return rules.unop_type(op, a, loc)
+            case Reduce(op=op, value=a):
+                return rules.reduce_type(op, a, loc)
+            case MatMul(lhs=a, rhs=b, acc=c):
+                return rules.matmul_type(a, b, c, loc)
+            case Cast(value=a, mode=mode, type=t):
+                return rules.cast_type(a, t.dtype, mode, loc)
+            case Where(cond=c, lhs=a, rhs=b):
+                return rules.where_type(c, a, b, loc)
+            case Transpose(value=a):
+                r, c = a.type.shape
+                return TileType((c, r), a.type.dtype)
+            case Load():
+                self.load(e)
+                return None
+            case Full() | CreateTensor() | Slice() | Submit() | DumpTag():
+                if isinstance(e, Submit):
+                    self.submit(e)
+                if isinstance(e, Slice):
+                    self.slice(e)
+                return None
+        raise self.fail(f"unknown expression {type(e).__name__}", loc)
+
+    def param_of(self, v: Var, op: str, loc):
+        p = self.params.get(v.name)
+        if p is None or p.direction is Direction.SCALAR:
+            raise self.fail(f"{op}: {v.name!r} is not a tensor parameter of this kernel", loc)
+        return p
+
+    def region_bounds(self, op: str, name: str, shape, offsets, sizes, loc) -> None:
+        for dim, (off, size, extent) in enumerate(zip(offsets, sizes, shape)):
+            form = affine(off)
+            rng = bounds(form, self.ranges) if form is not None else None
+            if rng is None:
+                continue
+            lo, hi = rng
+            if lo < 0 or hi + size > extent:
+                raise self.fail(
+                    f"{op}: region out of bounds of {name}{list(shape)} in dim {dim}: "
+                    f"offset in [{lo}, {hi}] + size {size} reaches {hi + size} (dim size {extent})",
+                    loc,
+                    "keep offset + size within the tensor's shape",
+                )
+
+    def load(self, e: Load) -> None:
+        p = self.param_of(e.tensor, "ts.load", e.loc)
+        if p.direction is Direction.OUT:
+            raise self.fail(
+                f"ts.load reads the Out param {p.name!r}",
+                e.loc,
+                f"declare {p.name} as ts.InOut[...] if the kernel reads it",
+            )
+        self.region_bounds("ts.load", p.name, p.type.shape, e.offsets, e.sizes, e.loc)
+
+    def store(self, s: Store) -> None:
+        p = self.param_of(s.tensor, "ts.store", s.loc)
+        if p.direction is Direction.IN:
+            raise self.fail(
+                f"ts.store writes the In param {p.name!r}",
+                s.loc,
+                f"declare {p.name} as ts.Out[...] or ts.InOut[...]",
+            )
+        t = s.value.type
+        if not isinstance(t, TileType) or t.dtype != p.type.dtype:
+            raise self.fail(f"ts.store: storing a {t} into {p.name}: {p.type}", s.loc)
+        shape = p.type.shape
+        sizes = (1,) * (len(shape) - len(t.shape)) + t.shape
+        self.region_bounds("ts.store", p.name, shape, s.offsets, sizes, s.loc)
+
+    def slice(self, e: Slice) -> None:
+        base = e.tensor.type
+        for dim, r in enumerate(e.ranges):
+            fa, fb = affine(r.start), affine(r.stop)
+            if fa is None or fb is None:
+                continue
+            ra, rb = bounds(fa, self.ranges), bounds(fb, self.ranges)
+            if ra is None or rb is None:
+                continue
+            if ra[0] < 0 or rb[1] > base.shape[dim]:
+                raise self.fail(
+                    f"slice of {e.tensor.name}{list(base.shape)} dim {dim} reaches [{ra[0]}, {rb[1]}), "
+                    "outside the tensor",
+                    e.loc,
+                )
+
+    def submit(self, e: Submit) -> None:
+        kernel = self.kernels.get(e.kernel)
+        if kernel is None:
+            raise self.fail(f"submits unknown kernel {e.kernel!r}", e.loc)
+        if len(e.args) != len(kernel.params):
+            raise self.fail(f"kernel {e.kernel} takes {len(kernel.params)} arguments, got {len(e.args)}", e.loc)
+        for p, a in zip(kernel.params, e.args):
+            if p.direction is Direction.SCALAR:
+                continue
+            if not isinstance(a.type, TensorType):
+                raise self.fail(f"kernel {e.kernel} parameter {p.name!r} needs a tensor, got {a.type}", e.loc)
+            root = a.tensor if isinstance(a, Slice) else a
+            prog_param = self.params.get(root.name) if isinstance(root, Var) else None
+            if p.direction.writes and prog_param is not None and prog_param.direction is Direction.IN:
+                raise self.fail(
+                    f"kernel {e.kernel} writes its {p.direction.value} param {p.name!r}, "
+                    f"but it is given the In param {root.name!r}",
+                    e.loc,
+                    f"declare {root.name} as ts.Out[...] or ts.InOut[...] in the orchestration",
+                )
+            shape_ok = len(a.type.shape) == len(p.type.shape) and all(
+                s in (-1, x) for s, x in zip(a.type.shape, p.type.shape)
+            )
+            if a.type.dtype != p.type.dtype or not shape_ok:
+                raise self.fail(
+                    f"kernel {e.kernel} parameter {p.name!r} expects {p.type}, got a region {a.type}", e.loc
+                )
+        for d in e.deps:
+            if not isinstance(d.type, TaskType):
+                raise self.fail(f"deps= takes tasks, got {d.type}", e.loc)
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def body(self, body: tuple[Stmt, ...]) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def stmt(self, s: Stmt) -> None:
+        match s:
+            case Assign(target=t, value=v):
+                self.expr(v)
+                if t in self.params:
+                    raise self.fail(f"assigns to parameter {t!r}", s.loc)
+                prev = self.lookup(t)
+                if prev is not None and prev != v.type:
+                    raise self.fail(f"{t!r} changes type from {prev} to {v.type}", s.loc)
+                if prev is None:
+                    self.scopes[-1][t] = v.type
+            case Store():
+                if self.kind != "kernel":
+                    raise self.fail("ts.store is a kernel op", s.loc)
+                for e in (*s.offsets, s.value):
+                    self.expr(e)
+                self.store(s)
+            case Evaluate(value=v):
+                self.expr(v)
+            case For(var=var, start=a, stop=b, step=c, body=inner):
+                for e in (a, b, c):
+                    self.expr(e)
+                if not (isinstance(c, Const) and isinstance(c.value, int) and c.value > 0):
+                    raise self.fail("a loop step must be a positive constant", s.loc)
+                if isinstance(a, Const) and isinstance(b, Const) and b.value > a.value:
+                    last = a.value + (b.value - 1 - a.value) // c.value * c.value
+                    self.ranges[var] = (a.value, last)
+                self.scopes.append({var: a.type})
+                self.body(inner)
+                self.scopes.pop()
+                self.ranges.pop(var, None)
+            case If(cond=c, then=a, orelse=b):
+                if self.kind != "orch":
+                    raise self.fail("run-time 'if' is only allowed in orchestrations", s.loc)
+                self.expr(c)
+                for branch in (a, b):
+                    self.scopes.append({})
+                    self.body(branch)
+                    self.scopes.pop()
+            case _:
+                raise self.fail(f"unknown statement {type(s).__name__}", s.loc)
+
+
+def verify_kernel(k: Kernel, local_memory_bytes: int) -> None:
+    v = _Verifier(f"kernel {k.name}", "kernel", k.params, k.loc)
+    v.body(k.body)
+    peak = local_memory_peak(k)
+    if peak.bytes > local_memory_bytes:
+        tiles = ", ".join(f"{n} {t} ({_kib(t.nbytes)})" for n, t in sorted(peak.live, key=lambda x: -x[1].nbytes))
+        temps = f" + {_kib(peak.temporaries)} of temporaries" if peak.temporaries else ""
+        raise VerifyError(
+            f"kernel {k.name}: local memory {_kib(peak.bytes)} exceeds the per-core capacity of "
+            f"{_kib(local_memory_bytes)}; live tiles here: {tiles or 'none'}{temps}",
+            peak.loc or k.loc,
+            "use smaller tiles (load/process in chunks), or raise compile_cfg local_memory_bytes",
+        )
+
+
+def verify_program(p: Program, local_memory_bytes: int = 256 * 1024) -> None:
+    """Raise VerifyError for the first problem in ``p`` (its kernels first)."""
+    names = [k.name for k in p.kernels]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise VerifyError(f"program {p.name}: kernel names must be unique, repeated: {', '.join(sorted(dup))}", p.loc)
+    for k in p.kernels:
+        verify_kernel(k, local_memory_bytes)
+    v = _Verifier(f"orchestration {p.name}", "orch", p.params, p.loc, p.kernels)
+    v.body(p.body)

@@ -1,0 +1,39 @@
+"""Log levels shared by the harness and the runtime binding.
+
+Levels: ``debug``, ``v0``..``v9`` (v0 most verbose, v5 = info, the default), ``info``, ``warn``,
+``error``, ``null`` (silent). They map onto Python logging levels of the ``tilescope`` logger:
+v0 = 10 (DEBUG) ... v5 = 20 (INFO) ... v9 = 28; warn = 30; error = 40; null disables output.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+_LOGGER = logging.getLogger("tilescope")
+DEFAULT_LEVEL = "v5"
+
+
+def level_number(name: str) -> int:
+    if name == "debug":
+        return logging.DEBUG
+    if name.startswith("v") and name[1:].isdigit() and 0 <= int(name[1:]) <= 9:
+        return logging.DEBUG + 2 * int(name[1:])
+    table = {"info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR, "null": logging.CRITICAL + 10}
+    if name not in table:
+        raise ValueError(f"unknown log level {name!r}; known: debug, v0..v9, info, warn, error, null")
+    return table[name]
+
+
+def configure(level: str | None = None) -> None:
+    """Set the tilescope log level (None keeps the current one) and attach a stderr handler once."""
+    if not any(getattr(h, "_tilescope", False) for h in _LOGGER.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
+        handler._tilescope = True  # type: ignore[attr-defined]
+        _LOGGER.addHandler(handler)
+        _LOGGER.propagate = False
+        if level is None:
+            _LOGGER.setLevel(level_number(DEFAULT_LEVEL))
+    if level is not None:
+        _LOGGER.setLevel(level_number(level))

@@ -1,0 +1,297 @@
+"""Compiling a Program into a build directory, and running a build.
+
+Invariants:
+- A build directory is created exclusively (``os.mkdir``), so two compiles started in the
+  same second never share one; ``kernel_config.py`` is written last and atomically, so a
+  directory without it is an interrupted build.
+- ``CompiledProgram`` needs only the build directory: ``kernel_config.py`` for signatures and
+  argument specs, the ``.so`` files for ``sim``, and ``ir/<program>.py`` (the final IR as DSL
+  source) for ``interp``.
+- Every call checks its arguments against the recorded specs and lists every mismatch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime as _dt
+import logging
+import os
+import runpy
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tilescope import knobs
+from tilescope.codegen.kernel_config import BUILD_FORMAT, kernel_config_source
+from tilescope.codegen.kernel_cpp import kernel_cpp
+from tilescope.codegen.orchestration_cpp import orchestration_cpp
+from tilescope.errors import ArgumentError, TilescopeError
+from tilescope.ir.nodes import Program
+from tilescope.ir.printer import program_str
+from tilescope.language import dtypes as dt
+from tilescope.passes.manager import PassManager
+from tilescope.passes.pipeline import DEFAULT_PIPELINE
+from tilescope.report import write_report
+from tilescope.toolchain import compiler as toolchain
+
+log = logging.getLogger("tilescope")
+
+INCLUDE_DIR = Path(__file__).parent / "runtime" / "include"
+
+
+def build_base_dir(option: str | os.PathLike | None = None) -> Path:
+    return Path(option or os.environ.get("TILESCOPE_BUILD_DIR") or "build_output")
+
+
+def new_build_dir(base: Path, name: str) -> Path:
+    """``<base>/_jit_<name>_<YYYYMMDD_HHMMSS>[_n]``, created exclusively."""
+    base.mkdir(parents=True, exist_ok=True)
+    stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
+    stem = f"_jit_{name}_{stamp}"
+    for n in range(10_000):
+        path = base / (stem if n == 0 else f"{stem}_{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise TilescopeError(f"cannot create a build directory under {base}: too many builds named {stem}_*")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None) -> CompiledProgram:
+    """Front-end IR -> passes -> C++ -> g++ -> a build directory, returned loaded."""
+    opts = knobs.compile_options(compile_cfg)
+    work = new_build_dir(build_base_dir(opts["build_dir"]), program.name)
+    t0 = time.perf_counter()
+    manager = PassManager(
+        DEFAULT_PIPELINE,
+        verify=bool(opts["verify"]),
+        local_memory_bytes=opts["local_memory_bytes"],
+        dump_dir=work / "passes_dump" if opts["dump_passes"] else None,
+    )
+    final, pass_report = manager.run(program)
+    _write_atomic(work / "ir" / f"{final.name}.py", program_str(final, f"final IR of {final.name}"))
+    t_passes = time.perf_counter() - t0
+
+    jobs = []
+    for k in final.kernels:
+        src = work / "kernels" / k.core / f"{k.name}.cpp"
+        _write_atomic(src, kernel_cpp(k))
+        jobs.append(toolchain.BuildJob(src, src.with_suffix(".so"), (INCLUDE_DIR,)))
+    orch_src = work / "orchestration" / f"{final.name}.cpp"
+    _write_atomic(orch_src, orchestration_cpp(final))
+    jobs.append(toolchain.BuildJob(orch_src, orch_src.with_suffix(".so"), (INCLUDE_DIR,)))
+    t1 = time.perf_counter()
+    results = toolchain.build(jobs)
+    t_build = time.perf_counter() - t1
+
+    write_report(work / "report", final, pass_report, results, opts)
+    runtime_config = {"platforms": list(knobs.PLATFORMS), "local_memory_bytes": opts["local_memory_bytes"]}
+    _write_atomic(work / "kernel_config.py", kernel_config_source(final, runtime_config))
+    hits = sum(r.cache_hit for r in results)
+    log.info(
+        "[compile] %s: %d kernels, passes %.2fs, g++ %.2fs (%d of %d from cache) -> %s",
+        final.name, len(final.kernels), t_passes, t_build, hits, len(results), work,
+    )
+    compiled = CompiledProgram(work, program=final)
+    compiled.timings = {"passes": t_passes, "build": t_build}
+    return compiled
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    direction: str  # in | out | inout | scalar
+    shape: tuple[int, ...] | None
+    dtype: dt.DType
+
+    def describe(self) -> str:
+        if self.shape is None:
+            return f"scalar {self.dtype.name}"
+        return f"{self.direction} tensor {list(self.shape)} {self.dtype.name}"
+
+
+@dataclass
+class RunInfo:
+    platform: str
+    wall_s: float
+    num_tasks: int
+
+
+@dataclass
+class _Loaded:
+    libs: list[ctypes.CDLL] = field(default_factory=list)
+    orch: int = 0
+    kernels: list[int] = field(default_factory=list)
+
+
+class CompiledProgram:
+    """A build directory, ready to run on ``sim`` (compiled) or ``interp`` (reference)."""
+
+    def __init__(self, work_dir: str | os.PathLike, program: Program | None = None):
+        self.work_dir = Path(work_dir)
+        self.config = _load_config(self.work_dir)
+        self.name: str = self.config["PROGRAM"]
+        self.args = [
+            ArgSpec(a["name"], a["direction"], None if a["shape"] is None else tuple(a["shape"]), dt.by_name(a["dtype"]))
+            for a in self.config["ARGS"]
+        ]
+        self.kernels: list[dict] = self.config["KERNELS"]
+        self._program = program
+        self._loaded: _Loaded | None = None
+        self._lock = threading.Lock()
+        self.timings: dict[str, float] = {}
+
+    @classmethod
+    def from_dir(cls, path: str | os.PathLike) -> CompiledProgram:
+        """Load a build directory written by ``compile``."""
+        return cls(path)
+
+    def __repr__(self) -> str:
+        return f"<CompiledProgram {self.name} at {self.work_dir}>"
+
+    # -- arguments -----------------------------------------------------------------------------
+
+    def check_args(self, args: tuple | list) -> None:
+        """Raise ArgumentError listing every argument that does not match the program."""
+        import torch
+
+        problems = []
+        if len(args) != len(self.args):
+            names = ", ".join(a.name for a in self.args)
+            raise ArgumentError(f"{self.name}({names}) takes {len(self.args)} arguments, got {len(args)}")
+        for spec, a in zip(self.args, args):
+            where = f"argument {spec.name!r}"
+            if spec.shape is None:
+                ok = isinstance(a, int | float | bool) if spec.dtype.is_float else isinstance(a, int | bool)
+                if torch.is_tensor(a) and a.dim() == 0:
+                    ok = True
+                if not ok:
+                    problems.append(f"{where}: expected a Python number ({spec.describe()}), got {type(a).__name__}")
+                continue
+            if not torch.is_tensor(a):
+                problems.append(f"{where}: expected a torch.Tensor ({spec.describe()}), got {type(a).__name__}")
+                continue
+            got = []
+            if tuple(a.shape) != spec.shape:
+                got.append(f"shape {list(a.shape)} (expected {list(spec.shape)})")
+            if a.dtype != spec.dtype.torch:
+                got.append(f"dtype {a.dtype} (expected {spec.dtype.torch})")
+            if a.device.type != "cpu":
+                got.append(f"device {a.device} (expected cpu: move it with .cpu())")
+            if not a.is_contiguous():
+                got.append("a non-contiguous tensor (expected contiguous: pass .contiguous())")
+            if got:
+                problems.append(f"{where}: " + "; ".join(got))
+        if problems:
+            raise ArgumentError(
+                f"{len(problems)} argument(s) of {self.name} do not match the compiled program:\n  "
+                + "\n  ".join(problems)
+            )
+
+    # -- running -------------------------------------------------------------------------------
+
+    def program(self) -> Program:
+        """The final IR (read back from ``ir/<program>.py`` for a loaded build)."""
+        if self._program is None:
+            from tilescope.language.frontend import load_source
+
+            path = self.work_dir / "ir" / f"{self.name}.py"
+            if not path.is_file():
+                raise TilescopeError(f"{path} is missing: the interp platform needs the build's final IR")
+            self._program = load_source(path.read_text(), str(path)).program()
+        return self._program
+
+    def _load(self) -> _Loaded:
+        with self._lock:
+            if self._loaded is None:
+                loaded = _Loaded()
+                orch = self.config["ORCHESTRATION"]
+                lib = _open(self.work_dir / orch["binary"])
+                loaded.libs.append(lib)
+                loaded.orch = ctypes.cast(getattr(lib, orch["function_name"]), ctypes.c_void_p).value
+                for k in self.kernels:
+                    klib = _open(self.work_dir / k["binary"])
+                    loaded.libs.append(klib)
+                    loaded.kernels.append(ctypes.cast(getattr(klib, k["function_name"]), ctypes.c_void_p).value)
+                self._loaded = loaded
+            return self._loaded
+
+    def run(self, *args: Any, **runtime_cfg: Any) -> RunInfo:
+        """Run on ``args`` (outputs are written into the Out/InOut tensors passed in)."""
+        from tilescope.log import configure
+
+        opts = knobs.runtime_options(runtime_cfg)
+        configure(opts["log_level"])
+        self.check_args(args)
+        t0 = time.perf_counter()
+        if opts["platform"] == "interp":
+            from tilescope.runtime.interp import run_program
+
+            n = run_program(self.program(), list(args), float64=bool(opts["float64"]))
+            return RunInfo("interp", time.perf_counter() - t0, n)
+        if opts["float64"]:
+            raise knobs.ConfigError("runtime_cfg['float64'] applies to the interp platform only")
+        from tilescope.runtime import core
+
+        loaded = self._load()
+        cargs = [
+            core.scalar_arg(a, spec.dtype) if spec.shape is None else core.tensor_arg(a, spec.direction)
+            for spec, a in zip(self.args, args)
+        ]
+        report = core.run_graph(
+            loaded.orch,
+            loaded.kernels,
+            [k["name"] for k in self.kernels],
+            cargs,
+            num_workers=opts["num_workers"],
+        )
+        return RunInfo("sim", report.wall_s, report.num_tasks)
+
+    __call__ = run
+
+
+def _open(path: Path) -> ctypes.CDLL:
+    if not path.is_file():
+        raise TilescopeError(f"{path} is missing: the build is incomplete; recompile it (run without --runtime-dir)")
+    return ctypes.CDLL(str(path.resolve()), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+
+
+def _load_config(work: Path) -> dict[str, Any]:
+    path = work / "kernel_config.py"
+    if not work.is_dir():
+        raise TilescopeError(f"build directory {work} does not exist")
+    if not path.is_file():
+        raise TilescopeError(
+            f"{work} has no kernel_config.py: it is not a tilescope build directory, or its compile was "
+            "interrupted; compile again"
+        )
+    try:
+        cfg = runpy.run_path(str(path))
+    except Exception as e:  # noqa: BLE001 - a corrupt config is reported, whatever broke
+        raise TilescopeError(f"{path} cannot be loaded: {type(e).__name__}: {e}") from None
+    fmt = cfg.get("BUILD_FORMAT")
+    if fmt != BUILD_FORMAT:
+        raise TilescopeError(
+            f"{work} was written by tilescope {cfg.get('TILESCOPE_VERSION', '?')} (build format {fmt}); this "
+            f"version reads format {BUILD_FORMAT}: compile the program again"
+        )
+    missing = [k for k in ("PROGRAM", "ORCHESTRATION", "KERNELS", "ARGS") if k not in cfg]
+    if missing:
+        raise TilescopeError(f"{path} lacks {', '.join(missing)}: compile the program again")
+    return cfg
+
+
+__all__ = ["CompiledProgram", "RunInfo", "compile_program"]

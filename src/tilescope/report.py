@@ -1,0 +1,103 @@
+"""The build's ``report/``: per-kernel local-memory and tile use, task counts, pass and
+compile timings — as ``report.json`` and a readable ``summary.txt``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from tilescope.ir.analysis import local_memory_peak
+from tilescope.ir.nodes import Assign, Const, Evaluate, For, If, Program, Stmt, Submit, walk_stmts
+from tilescope.ir.types import TileType
+
+
+def _static_trips(loop: For) -> int | None:
+    a, b, c = loop.start, loop.stop, loop.step
+    if all(isinstance(x, Const) for x in (a, b, c)):
+        return max(0, math.ceil((b.value - a.value) / c.value))
+    return None
+
+
+def task_counts(body: tuple[Stmt, ...]) -> tuple[dict[str, int], bool]:
+    """Tasks per kernel for one run, and whether the count is exact (loops with static bounds,
+    no run-time branches)."""
+    counts: dict[str, int] = {}
+    exact = True
+
+    def visit(stmts: tuple[Stmt, ...], mult: int) -> None:
+        nonlocal exact
+        for s in stmts:
+            if isinstance(s, Assign | Evaluate) and isinstance(s.value, Submit):
+                counts[s.value.kernel] = counts.get(s.value.kernel, 0) + mult
+            elif isinstance(s, For):
+                trips = _static_trips(s)
+                if trips is None:
+                    exact = False
+                visit(s.body, mult * (trips if trips is not None else 1))
+            elif isinstance(s, If):
+                exact = False
+                visit(s.then, mult)
+                visit(s.orelse, mult)
+
+    visit(body, 1)
+    return counts, exact
+
+
+def build_report(program: Program, pass_timings, build_results, opts: dict[str, Any]) -> dict[str, Any]:
+    capacity = opts["local_memory_bytes"]
+    counts, exact = task_counts(program.body)
+    kernels = []
+    for k in program.kernels:
+        peak = local_memory_peak(k)
+        tiles = [s for s in walk_stmts(k.body) if isinstance(s, Assign) and isinstance(s.value.type, TileType)]
+        kernels.append(
+            {
+                "name": k.name,
+                "core": k.core,
+                "local_memory_peak_bytes": peak.bytes,
+                "local_memory_capacity_bytes": capacity,
+                "local_memory_use": round(peak.bytes / capacity, 4),
+                "peak_at": f"{peak.loc}" if peak.loc else None,
+                "live_tiles_at_peak": [{"name": n, "type": str(t), "bytes": t.nbytes} for n, t in peak.live],
+                "tile_values": len(tiles),
+                "tasks_per_run": counts.get(k.name, 0),
+            }
+        )
+    return {
+        "program": program.name,
+        "tasks_per_run": sum(counts.values()),
+        "tasks_per_run_exact": exact,
+        "kernels": kernels,
+        "pass_seconds": {name: round(t, 6) for name, t in pass_timings},
+        "compile": [
+            {"source": str(r.job.source.name), "cache_hit": r.cache_hit, "seconds": round(r.seconds, 4)}
+            for r in build_results
+        ],
+    }
+
+
+def summary_text(rep: dict[str, Any]) -> str:
+    approx = "" if rep["tasks_per_run_exact"] else " (estimate: run-time loop bounds or branches)"
+    lines = [f"program {rep['program']}: {rep['tasks_per_run']} tasks per run{approx}", ""]
+    lines.append(f"{'kernel':<24}{'core':<6}{'tasks':>8}{'local mem peak':>18}{'use':>8}  peak at")
+    for k in rep["kernels"]:
+        peak = f"{k['local_memory_peak_bytes'] / 1024:.1f} KiB"
+        lines.append(
+            f"{k['name']:<24}{k['core']:<6}{k['tasks_per_run']:>8}{peak:>18}{k['local_memory_use']:>8.1%}  "
+            f"{k['peak_at'] or '-'}"
+        )
+    lines += ["", "pass timings:"]
+    lines += [f"  {name:<24}{t * 1000:8.2f} ms" for name, t in rep["pass_seconds"].items()]
+    hits = sum(c["cache_hit"] for c in rep["compile"])
+    lines += ["", f"compile: {len(rep['compile'])} files, {hits} from cache"]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out: Path, program: Program, pass_report, build_results, opts: dict[str, Any]) -> dict[str, Any]:
+    rep = build_report(program, pass_report.timings, build_results, opts)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(rep, indent=2) + "\n")
+    (out / "summary.txt").write_text(summary_text(rep))
+    return rep

@@ -1,0 +1,21 @@
+// What generated kernels include: the tile library plus the few helpers generated code
+// needs beyond it (Python-style integer division of indices, value-returning matmul with an
+// accumulator).
+#ifndef TILESCOPE_KERNEL_HPP
+#define TILESCOPE_KERNEL_HPP
+
+#include <tilescope/index.hpp>
+#include <tilescope/tile.hpp>
+
+namespace ts {
+
+// ts.matmul(a, b, acc=acc) as a value: acc + a @ b, accumulated in fp32.
+template <class T, int M, int K, int N>
+inline Tile<float, M, N> matmul(const Tile<T, M, K> &a, const Tile<T, K, N> &b, Tile<float, M, N> acc) {
+    matmul_acc(acc, a, b);
+    return acc;
+}
+
+}  // namespace ts
+
+#endif  // TILESCOPE_KERNEL_HPP

@@ -1,0 +1,302 @@
+"""The ``interp`` platform: a reference interpreter of the IR in Python/torch.
+
+Invariants:
+- It runs the same IR the C++ is generated from (the final IR of a build), one task at a
+  time in submission order — a valid schedule of every dependency.
+- Tiles are torch tensors of their dtype, so each op rounds like torch eager; scalars adopt
+  the tile's dtype as in the tile library.
+- ``float64=True`` computes every float tile in float64 and casts only when storing, giving
+  a reference free of intermediate rounding for precision work.
+- Region shape mismatches and out-of-bounds regions raise RuntimeFailure naming the task,
+  kernel and argument, as the sim runtime does.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+from tilescope.errors import RuntimeFailure
+from tilescope.ir.nodes import (
+    Assign,
+    BinOp,
+    Cast,
+    Const,
+    CreateTensor,
+    DumpTag,
+    Evaluate,
+    Expr,
+    For,
+    Full,
+    If,
+    Kernel,
+    Load,
+    MatMul,
+    Program,
+    Reduce,
+    Slice,
+    Stmt,
+    Store,
+    Submit,
+    Transpose,
+    UnOp,
+    Var,
+    Where,
+)
+from tilescope.ir.types import Direction, IndexType, ScalarType, TileType
+from tilescope.language import dtypes as dt
+
+_SCALAR_OPS = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "maximum": max,
+    "minimum": min,
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+}
+_TILE_OPS = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "eq": torch.eq,
+    "ne": torch.ne,
+    "lt": torch.lt,
+    "le": torch.le,
+    "gt": torch.gt,
+    "ge": torch.ge,
+    "logical_and": torch.logical_and,
+    "logical_or": torch.logical_or,
+}
+_UNARY = {
+    "neg": torch.neg,
+    "exp": torch.exp,
+    "log": torch.log,
+    "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt,
+    "abs": torch.abs,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "silu": torch.nn.functional.silu,
+    "logical_not": torch.logical_not,
+}
+
+
+def _round_scalar(v: Any, dtype: dt.DType, float64: bool) -> Any:
+    """A Python scalar rounded to ``dtype`` (as the C++ scalar of that type holds it)."""
+    if isinstance(v, bool) or dtype == dt.bool_:
+        return bool(v)
+    if dtype.is_int:
+        return int(v)
+    if float64:
+        return float(v)
+    return torch.tensor(float(v), dtype=dtype.torch).item()
+
+
+class _KernelInterp:
+    def __init__(self, kernel: Kernel, float64: bool):
+        self.k = kernel
+        self.float64 = float64
+
+    def tile_dtype(self, d: dt.DType) -> torch.dtype:
+        return torch.float64 if self.float64 and d.is_float else d.torch
+
+    def run(self, args: list[Any]) -> None:
+        env: dict[str, Any] = {}
+        for p, a in zip(self.k.params, args):
+            env[p.name] = _round_scalar(a, p.type.dtype, self.float64) if p.direction is Direction.SCALAR else a
+        self.body(self.k.body, env)
+
+    def body(self, body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
+        for s in body:
+            match s:
+                case Assign(target=t, value=v):
+                    env[t] = self.expr(v, env)
+                case Store(tensor=t, offsets=offs, value=v):
+                    tile = self.expr(v, env)
+                    view = env[t.name]
+                    region = _region(view, [self.expr(o, env) for o in offs], _store_sizes(view, tile))
+                    region.copy_(tile.reshape(region.shape).to(view.dtype))
+                case For(var=var, start=a, stop=b, step=c, body=inner):
+                    for i in range(self.expr(a, env), self.expr(b, env), self.expr(c, env)):
+                        env[var] = i
+                        self.body(inner, env)
+                case _:
+                    raise TypeError(f"interp: unexpected statement {type(s).__name__} in a kernel")
+
+    def expr(self, e: Expr, env: dict[str, Any]) -> Any:
+        match e:
+            case Const(value=v):
+                return v
+            case Var(name=n):
+                return env[n]
+            case BinOp(op=op, lhs=a, rhs=b):
+                x, y = self.expr(a, env), self.expr(b, env)
+                if isinstance(e.type, TileType):
+                    if op in ("maximum", "minimum"):
+                        fn = torch.maximum if op == "maximum" else torch.minimum
+                        x, y = (v if torch.is_tensor(v) else torch.tensor(v, dtype=self.tile_dtype(e.type.dtype))
+                                for v in (x, y))
+                        return fn(x, y)
+                    return _TILE_OPS[op](x, y)
+                r = _SCALAR_OPS[op](x, y)
+                return r if isinstance(e.type, IndexType) else _round_scalar(r, e.type.dtype, self.float64)
+            case UnOp(op=op, operand=a):
+                x = self.expr(a, env)
+                if not torch.is_tensor(x):
+                    return -x
+                return _UNARY[op](x)
+            case Load(tensor=t, offsets=offs, sizes=sizes, type=tt):
+                region = _region(env[t.name], [self.expr(o, env) for o in offs], sizes)
+                return region.reshape(tt.shape).to(self.tile_dtype(tt.dtype), copy=True)
+            case Full(value=v, type=tt):
+                return torch.full(tt.shape, self.expr(v, env), dtype=self.tile_dtype(tt.dtype))
+            case Cast(value=v, mode=mode, type=tt):
+                return self.cast(self.expr(v, env), tt.dtype, mode)
+            case Reduce(op=op, value=v):
+                x = self.expr(v, env)
+                dim = -1 if op.startswith("row") else 0
+                kind = op.split("_")[1]
+                if kind == "sum":
+                    return x.sum(dim=dim, keepdim=True, dtype=x.dtype)
+                fn = torch.amax if kind == "max" else torch.amin
+                return fn(x, dim=dim, keepdim=True)
+            case MatMul(lhs=a, rhs=b, acc=c):
+                acc_dtype = torch.float64 if self.float64 else torch.float32
+                out = self.expr(a, env).to(acc_dtype) @ self.expr(b, env).to(acc_dtype)
+                return out if c is None else self.expr(c, env) + out
+            case Transpose(value=v):
+                return self.expr(v, env).transpose(0, 1).contiguous()
+            case Where(cond=c, lhs=a, rhs=b, type=tt):
+                d = self.tile_dtype(tt.dtype)
+                x, y = (v if torch.is_tensor(v) else torch.tensor(v, dtype=d) for v in
+                        (self.expr(a, env), self.expr(b, env)))
+                return torch.where(self.expr(c, env), x, y)
+        raise TypeError(f"interp: unexpected expression {type(e).__name__} in a kernel")
+
+    def cast(self, x: torch.Tensor, to: dt.DType, mode: str) -> torch.Tensor:
+        if to.is_float:
+            return x.to(self.tile_dtype(to))
+        if x.is_floating_point() and to != dt.bool_:
+            x = {
+                "rint": torch.round,
+                "round": lambda v: torch.sign(v) * torch.floor(torch.abs(v) + 0.5),
+                "floor": torch.floor,
+                "ceil": torch.ceil,
+                "trunc": torch.trunc,
+            }[mode](x)
+            info = torch.iinfo(to.torch)
+            x = torch.nan_to_num(x, nan=0.0).clamp(info.min, info.max)
+        return x.to(to.torch)
+
+
+def _store_sizes(view: torch.Tensor, tile: torch.Tensor) -> tuple[int, ...]:
+    return (1,) * (view.dim() - tile.dim()) + tuple(tile.shape)
+
+
+def _region(view: torch.Tensor, offsets: list[int], sizes) -> torch.Tensor:
+    index = []
+    for dim, (o, s) in enumerate(zip(offsets, sizes)):
+        if o < 0 or o + s > view.shape[dim]:
+            raise IndexError(
+                f"region [{o}, {o + s}) of dim {dim} is outside the tensor's shape {list(view.shape)}"
+            )
+        index.append(slice(o, o + s))
+    return view[tuple(index)]
+
+
+class _OrchInterp:
+    def __init__(self, program: Program, float64: bool):
+        self.p = program
+        self.float64 = float64
+        self.kernels = {k.name: _KernelInterp(k, float64) for k in program.kernels}
+        self.by_name = {k.name: k for k in program.kernels}
+        self.tasks = 0
+
+    def run(self, args: list[Any]) -> int:
+        env: dict[str, Any] = {}
+        for p, a in zip(self.p.params, args):
+            env[p.name] = _round_scalar(a, p.type.dtype, self.float64) if p.direction is Direction.SCALAR else a
+        self.body(self.p.body, env)
+        return self.tasks
+
+    def body(self, body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
+        for s in body:
+            match s:
+                case Assign(target=t, value=v):
+                    env[t] = self.expr(v, env)
+                case Evaluate(value=v):
+                    self.expr(v, env)
+                case For(var=var, start=a, stop=b, step=c, body=inner):
+                    for i in range(self.expr(a, env), self.expr(b, env), self.expr(c, env)):
+                        env[var] = i
+                        self.body(inner, env)
+                case If(cond=c, then=a, orelse=b):
+                    self.body(a if self.expr(c, env) else b, env)
+                case _:
+                    raise TypeError(f"interp: unexpected statement {type(s).__name__} in an orchestration")
+
+    def expr(self, e: Expr, env: dict[str, Any]) -> Any:
+        match e:
+            case Const(value=v):
+                return v
+            case Var(name=n):
+                return env[n]
+            case BinOp(op=op, lhs=a, rhs=b):
+                r = _SCALAR_OPS[op](self.expr(a, env), self.expr(b, env))
+                return r if not isinstance(e.type, ScalarType) else _round_scalar(r, e.type.dtype, self.float64)
+            case UnOp(op="neg", operand=a):
+                return -self.expr(a, env)
+            case CreateTensor(type=tt):
+                wide = self.float64 and tt.dtype.is_float
+                return torch.zeros(tt.shape, dtype=torch.float64 if wide else tt.dtype.torch)
+            case Slice(tensor=t, ranges=ranges):
+                base = env[t.name]
+                index: list[Any] = []
+                for dim, r in enumerate(ranges):
+                    a, b = self.expr(r.start, env), self.expr(r.stop, env)
+                    if not 0 <= a < b <= base.shape[dim]:
+                        raise RuntimeFailure(
+                            f"orchestration {self.p.name}: slice {t.name}[{a}:{b}] of dim {dim} is outside "
+                            f"the tensor's shape {list(base.shape)} (task {self.tasks})"
+                        )
+                    index.append(a if r.squeeze else slice(a, b))
+                return base[tuple(index)]
+            case DumpTag():
+                return None
+            case Submit():
+                return self.submit(e, env)
+        raise TypeError(f"interp: unexpected expression {type(e).__name__} in an orchestration")
+
+    def submit(self, e: Submit, env: dict[str, Any]) -> int:
+        kernel = self.by_name[e.kernel]
+        args = [self.expr(a, env) for a in e.args]
+        task = self.tasks
+        for i, (p, a) in enumerate(zip(kernel.params, args)):
+            if p.direction is not Direction.SCALAR and tuple(a.shape) != p.type.shape:
+                raise RuntimeFailure(
+                    f"task {task} ({e.name or e.kernel}): argument {i} ({p.name!r}) has shape {list(a.shape)}, "
+                    f"but kernel {kernel.name} expects {list(p.type.shape)}"
+                )
+        try:
+            self.kernels[e.kernel].run(args)
+        except IndexError as err:
+            raise RuntimeFailure(f"task {task} ({e.name or e.kernel}): {err}") from None
+        self.tasks += 1
+        return task
+
+
+def run_program(program: Program, args: list[Any], *, float64: bool = False) -> int:
+    """Run ``program`` on ``args`` (torch tensors written in place, Python scalars); returns
+    the number of tasks run."""
+    return _OrchInterp(program, float64).run(args)

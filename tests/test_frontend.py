@@ -1,0 +1,289 @@
+"""Front-end: DSL source -> IR, and every unsupported construct reported at its line."""
+
+import inspect
+
+import pytest
+
+import tilescope as ts
+from tilescope.ir.nodes import Assign, BinOp, For, Load, MatMul, Reduce, Store, Submit, Evaluate, Var
+from tilescope.ir.types import Direction, IndexType, TileType
+
+F = ts.f32
+
+
+def line_of(fn, text: str) -> int:
+    lines, start = inspect.getsourcelines(fn.fn if hasattr(fn, "fn") else fn)
+    for i, line in enumerate(lines):
+        if text in line:
+            return start + i
+    raise AssertionError(f"{text!r} not in source")
+
+
+@ts.kernel
+def scale_rows(x: ts.Tensor[[8, 16], F], y: ts.Out[[8, 16], F], s: ts.Scalar[F]):
+    acc = ts.zeros([8, 1], F)
+    for c in ts.range(0, 16, 8):
+        t = ts.load(x, [0, c], [8, 8])
+        acc = acc + ts.row_sum(t)
+    for c in ts.range(0, 16, 8):
+        ts.store(y, [0, c], ts.load(x, [0, c], [8, 8]) * acc * s)
+
+
+def test_kernel_ir_structure():
+    k = scale_rows.ir()
+    assert [p.direction for p in k.params] == [Direction.IN, Direction.OUT, Direction.SCALAR]
+    assert isinstance(k.body[0], Assign) and k.body[0].value.type == TileType((8, 1), F)
+    loop = k.body[1]
+    assert isinstance(loop, For) and loop.var == "c"
+    load = loop.body[0].value
+    assert isinstance(load, Load) and load.sizes == (8, 8) and load.type == TileType((8, 8), F)
+    carried = loop.body[1]
+    assert carried.target == "acc" and isinstance(carried.value, BinOp)
+    assert isinstance(carried.value.rhs, Reduce) and carried.value.rhs.type == TileType((8, 1), F)
+    store = k.body[2].body[0]
+    assert isinstance(store, Store) and store.value.type == TileType((8, 8), F)
+    assert k.body[0].loc.line == line_of(scale_rows, "acc = ts.zeros")
+    assert k.core == "vec"
+
+
+@ts.kernel
+def mm(a: ts.Tensor[[16, 32], F], b: ts.Tensor[[32, 8], F], c: ts.Out[[16, 8], F]):
+    acc = ts.zeros([16, 8], F)
+    for k in ts.range(0, 32, 16):
+        acc = acc + ts.load(a, [0, k], [16, 16]) @ ts.load(b, [k, 0], [16, 8])
+    ts.store(c, [0, 0], acc)
+
+
+@ts.jit
+def tiles(a: ts.Tensor[[32, 32], F], b: ts.Tensor[[32, 8], F], c: ts.Out[[32, 8], F]):
+    for i in ts.range(0, 32, 16):
+        mm(a[i : i + 16, :], b, c[i : i + 16, :])
+
+
+def test_orchestration_ir_and_cube_kernel():
+    p = tiles.program()
+    assert [k.name for k in p.kernels] == ["mm"] and p.kernels[0].core == "cube"
+    loop = p.body[0]
+    sub = loop.body[0]
+    assert isinstance(sub, Evaluate) and isinstance(sub.value, Submit)
+    a_region = sub.value.args[0]
+    assert a_region.type.shape == (16, 32)
+    assert isinstance(p.kernels[0].body[1].body[0].value.rhs, MatMul)
+
+
+N = 4
+
+
+@ts.inline
+def twice(t):
+    u = t + t
+    return u
+
+
+@ts.kernel
+def compile_time(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+    n = N * 2  # folded
+    t = ts.load(x, [0, 0], [4, 4])
+    if n > 4:
+        t = twice(t)
+    else:
+        t = t * 3.0
+    ts.store(y, [0, 0], t)
+
+
+def test_compile_time_values_and_inline_helpers():
+    k = compile_time.ir()
+    assigns = [s for s in k.body if isinstance(s, Assign)]
+    assert [s.target for s in assigns] == ["t", "u", "t"]  # the helper's local keeps its name
+    assert isinstance(assigns[1].value, BinOp) and assigns[1].value.op == "add"
+
+
+@ts.kernel
+def counter(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+    k = 0
+    acc = ts.zeros([4, 4], F)
+    for i in ts.range(0, 4):
+        k = k + 1
+        acc = acc + ts.load(x, [0, 0], [4, 4]) * k
+    ts.store(y, [0, 0], acc)
+
+
+def test_compile_time_variable_reassigned_in_loop_becomes_a_loop_carried_value():
+    k = counter.ir()
+    assert [getattr(s, "target", None) for s in k.body[:2]] == ["acc", "k"]  # k materialised before the loop
+    assert isinstance(k.body[1].value.type, IndexType)
+    inner = k.body[2].body
+    assert inner[0].target == "k" and isinstance(inner[0].value, BinOp)
+    assert isinstance(inner[0].value.lhs, Var) and inner[0].value.lhs.name == "k"
+
+
+# -- unsupported constructs: each error names the user's file:line and says what to write ----
+
+
+def _expect(fn, fragment: str, hint: str, getter=lambda f: f.ir()):
+    with pytest.raises(ts.DSLError) as info:
+        getter(fn)
+    err = info.value
+    assert fragment in err.message
+    assert err.loc is not None and err.loc.file == __file__
+    assert err.loc.line == line_of(fn, err.loc.source_line().strip()[:20])
+    assert hint in (err.hint or "")
+    assert f"{__file__}:{err.loc.line}" in str(err)
+    return err
+
+
+def test_while_loop():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        while True:
+            pass
+
+    err = _expect(k, "'while' loops are not supported", "ts.range")
+    assert err.loc.line == line_of(k, "while True")
+
+
+def test_python_range():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        for i in range(4):
+            pass
+
+    _expect(k, "only 'for v in ts.range(...)' loops", "ts.range(start, stop, step)")
+
+
+def test_runtime_if_in_kernel():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        t = ts.load(x, [0, 0], [4, 4])
+        if t > 0.0:
+            ts.store(y, [0, 0], t)
+
+    _expect(k, "'if' on a run-time value", "ts.where")
+
+
+def test_return_in_kernel():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        return ts.load(x, [0, 0], [4, 4])
+
+    _expect(k, "'return' is not supported", "ts.store")
+
+
+def test_unknown_call():
+    import math
+
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        t = ts.load(x, [0, 0], [4, 4])
+        ts.store(y, [0, 0], print(t))
+
+    _expect(k, "calls to print are not supported", "@ts.inline")
+    del math
+
+
+def test_power_operator():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        t = ts.load(x, [0, 0], [4, 4])
+        ts.store(y, [0, 0], t**2)
+
+    _expect(k, "operator Pow is not supported", "x * x")
+
+
+def test_lambda_and_comprehension():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        offs = [i for i in (0, 0)]
+        ts.store(y, offs, ts.load(x, [0, 0], [4, 4]))
+
+    _expect(k, "comprehensions are not supported", "ts.range")
+
+
+def test_missing_annotation():
+    @ts.kernel
+    def k(x, y: ts.Out[[4, 4], F]):
+        pass
+
+    _expect(k, "parameter 'x' needs an annotation", "ts.Tensor[[64, 128], ts.f32]")
+
+
+def test_slicing_inside_kernel():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        ts.store(y, [0, 0], x[0:4, :])
+
+    _expect(k, "tensors are not sliced inside kernels", "ts.load")
+
+
+def test_variable_defined_in_loop_used_after():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        for i in ts.range(0, 4):
+            t = ts.load(x, [0, 0], [4, 4])
+        ts.store(y, [0, 0], t)
+
+    _expect(k, "name 't' is not defined here", "assign it before the loop")
+
+
+def test_loop_carried_value_changing_shape():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        acc = ts.zeros([4, 1], F)
+        for i in ts.range(0, 4):
+            acc = ts.load(x, [0, 0], [4, 4])
+        ts.store(y, [0, 0], acc)
+
+    _expect(k, "'acc' changes type from tile[4, 1] f32 to tile[4, 4] f32", "keep its shape and dtype")
+
+
+def test_dtype_mismatch_without_cast():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], w: ts.Tensor[[4, 4], ts.bf16], y: ts.Out[[4, 4], F]):
+        ts.store(y, [0, 0], ts.load(x, [0, 0], [4, 4]) + ts.load(w, [0, 0], [4, 4]))
+
+    err = _expect(k, "dtype mismatch tile[4, 4] f32 vs tile[4, 4] bf16", "ts.cast")
+    assert isinstance(err, ts.VerifyError)
+
+
+def test_shape_mismatch():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F]):
+        a = ts.load(x, [0, 0], [4, 8])
+        b = ts.load(x, [0, 0], [4, 4])
+        ts.store(y, [0, 0], a * b)
+
+    _expect(k, "shape mismatch [4, 8] vs [4, 4]", "broadcasting")
+
+
+def test_kernel_called_with_wrong_region_shape():
+    @ts.jit
+    def prog(x: ts.Tensor[[32, 32], F], c: ts.Out[[32, 8], F]):
+        for i in ts.range(0, 32, 16):
+            mm(x[i : i + 8, :], x[:, 0:8], c[i : i + 16, :])
+
+    err = _expect(prog, "kernel mm parameter 'a' expects a region of shape [16, 32], got [8, 32]",
+                  "slice the tensor", getter=lambda f: f.program())
+    assert err.loc.line == line_of(prog, "mm(x[i")
+
+
+def test_kernel_called_with_wrong_arg_count():
+    @ts.jit
+    def prog(a: ts.Tensor[[16, 32], F], b: ts.Tensor[[32, 8], F]):
+        mm(a, b)
+
+    with pytest.raises(ts.VerifyError, match=r"kernel mm\(a, b, c\) takes 3 arguments, got 2"):
+        prog.program()
+
+
+def test_calling_dsl_functions_from_python():
+    with pytest.raises(ts.TilescopeError, match="runs as a task: call it from a @ts.jit"):
+        mm(1, 2, 3)
+    with pytest.raises(ts.TilescopeError, match=r"ts.exp\(x\) can only be used inside a @ts.kernel"):
+        ts.exp(1.0)
+
+
+def test_annotation_errors_are_clear():
+    with pytest.raises(TypeError, match=r"ts.Tensor\[shape, dtype\]: shape must be a list of positive ints"):
+        ts.Tensor[[0, 4], F]
+    with pytest.raises(TypeError, match="dtype must be a tilescope dtype"):
+        ts.Scalar[float]
