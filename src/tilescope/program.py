@@ -98,7 +98,7 @@ def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None)
     runtime_config = {"platforms": list(knobs.PLATFORMS), "local_memory_bytes": opts["local_memory_bytes"]}
     _write_atomic(work / "kernel_config.py", kernel_config_source(final, runtime_config))
     hits = sum(r.cache_hit for r in results)
-    log.info(
+    log.debug(
         "[compile] %s: %d kernels, passes %.2fs, g++ %.2fs (%d of %d from cache) -> %s",
         final.name, len(final.kernels), t_passes, t_build, hits, len(results), work,
     )

@@ -1,0 +1,110 @@
+"""Performance ratios, all measured in one run on this machine (medians of repeated runs).
+
+    python benchmarks/run_all.py [--quick]
+
+- rms_norm and softmax at several sizes: sim vs torch eager, same thread count
+  (target: not slower than torch at 4096 x 4096, i.e. ratio torch/sim >= 1).
+- matmul 1024^3 fp32: sim vs torch (target: >= 0.3x torch).
+- runtime overhead: us per task for 100k empty tasks as a chain and as a wide fan-out, vs a
+  plain Python loop calling the same compiled no-op kernel through ctypes (target: <= 5 us).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "models"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def median_time(fn, reps: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_rows(name: str, sizes, reps: int, threads: int) -> list[tuple]:
+    import rms_norm
+    import softmax
+
+    rows_out = []
+    for rows, cols in sizes:
+        if name == "rms_norm":
+            fn = rms_norm.build(rows, cols, block=32, chunk=min(cols, 512))
+            x = torch.randn(rows, cols)
+            gamma = torch.rand(1, cols)
+            y = torch.empty(rows, cols)
+            args = (x, gamma, y, 1e-6)
+
+            def eager():
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * gamma
+        else:
+            fn = softmax.build(rows, cols, block=32, chunk=min(cols, 512))
+            x = torch.randn(rows, cols)
+            y = torch.empty(rows, cols)
+            args = (x, y)
+
+            def eager():
+                return torch.softmax(x, dim=-1)
+
+        prog = fn.compile()
+        t_sim = median_time(lambda: prog.run(*args, num_workers=threads), reps)
+        t_torch = median_time(eager, reps)
+        rows_out.append((f"{name} {rows}x{cols}", t_sim, t_torch))
+    return rows_out
+
+
+def bench_matmul(reps: int, threads: int) -> tuple:
+    import matmul
+
+    n = 1024
+    fn = matmul.build(n, n, n, tm=64, tn=64, tk=64)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    c = torch.empty(n, n)
+    prog = fn.compile()
+    t_sim = median_time(lambda: prog.run(a, b, c, num_workers=threads), reps)
+    t_torch = median_time(lambda: a @ b, reps)
+    return ("matmul 1024^3 f32", t_sim, t_torch)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
+    args = parser.parse_args()
+    threads = os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    reps = 5 if args.quick else 15
+    os.environ.setdefault("TILESCOPE_BUILD_DIR", tempfile.mkdtemp(prefix="tilescope-bench-"))
+    sizes = [(1024, 1024), (4096, 4096)] if args.quick else [(512, 512), (1024, 1024), (2048, 2048), (4096, 4096)]
+
+    print(f"threads: {threads} (sim workers = torch threads)\n")
+    print(f"{'case':<28}{'sim ms':>10}{'torch ms':>10}{'torch/sim':>11}")
+    results = bench_rows("rms_norm", sizes, reps, threads) + bench_rows("softmax", sizes, reps, threads)
+    results.append(bench_matmul(reps, threads))
+    for label, t_sim, t_torch in results:
+        print(f"{label:<28}{t_sim * 1e3:>10.2f}{t_torch * 1e3:>10.2f}{t_torch / t_sim:>10.2f}x")
+
+    import runtime_overhead
+
+    print("\nruntime overhead (100k empty tasks):")
+    for label, us in runtime_overhead.measure(20_000 if args.quick else 100_000).items():
+        print(f"  {label:<40}{us:>8.2f} us/task")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

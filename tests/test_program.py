@@ -1,0 +1,159 @@
+"""Compiling, loading and calling programs: build directories, the build cache, kernel_config.py,
+and every bad input a caller can make."""
+
+import re
+
+import pytest
+import torch
+
+import rms_norm
+import tilescope as ts
+from tilescope.harness import run_jit
+from tilescope.toolchain import compiler as toolchain
+
+F = ts.f32
+
+
+def args_for_rms(rows=512, cols=512):
+    return torch.randn(rows, cols), torch.rand(1, cols), torch.zeros(rows, cols), 1e-6
+
+
+def test_call_compiles_once_and_writes_outputs_in_place(tmp_path):
+    x, g, y, eps = args_for_rms()
+    fn = rms_norm.build()
+    fn(x, g, y, eps)
+    expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g
+    torch.testing.assert_close(y, expected, rtol=1e-5, atol=1e-5)
+    builds = list((tmp_path / "build_output").iterdir())
+    y2 = torch.zeros_like(y)
+    fn(x, g, y2, eps)
+    assert list((tmp_path / "build_output").iterdir()) == builds  # cached in memory
+    torch.testing.assert_close(y2, y, rtol=0, atol=0)
+
+
+def test_build_directory_layout_and_kernel_config(tmp_path):
+    prog = rms_norm.build().compile(dump_passes=True)
+    w = prog.work_dir
+    assert re.fullmatch(r"_jit_rms_norm_\d{8}_\d{6}(_\d+)?", w.name)
+    for rel in ["kernels/vec/rms_rows.cpp", "kernels/vec/rms_rows.so", "orchestration/rms_norm.cpp",
+                "orchestration/rms_norm.so", "kernel_config.py", "ir/rms_norm.py", "report/summary.txt",
+                "report/report.json", "passes_dump/00_after_FrontEnd.py", "passes_dump/03_after_EliminateDeadCode.py"]:
+        assert (w / rel).is_file(), rel
+    import runpy
+
+    cfg = runpy.run_path(str(w / "kernel_config.py"))
+    D = ts.ArgDirection
+    assert cfg["ORCHESTRATION"]["signature"] == [D.IN, D.IN, D.OUT, D.SCALAR]
+    assert cfg["KERNELS"][0]["signature"] == [D.IN, D.IN, D.OUT, D.SCALAR]
+    assert cfg["KERNELS"][0]["name"] == "rms_rows" and cfg["KERNELS"][0]["core"] == "vec"
+    assert cfg["CALLABLE"] == {"orchestration": cfg["ORCHESTRATION"], "incores": cfg["KERNELS"]}
+    assert cfg["ARGS"][0] == {"name": "x", "direction": "in", "shape": [512, 512], "dtype": "f32"}
+    assert cfg["ARGS"][3] == {"name": "eps", "direction": "scalar", "shape": None, "dtype": "f32"}
+    orch = (w / "orchestration/rms_norm.cpp").read_text()
+    assert "task.add_input(x.slice({{r, r + 64}, {0, 512}}), {64, 512});" in orch
+    assert "task.add_output(y.slice({{r, r + 64}, {0, 512}}), {64, 512});" in orch
+    assert "task.add_scalar(TS_F32, eps);" in orch and "orch.submit(task);" in orch
+    kernel = (w / "kernels/vec/rms_rows.cpp").read_text()
+    assert re.search(r"acc = acc \+ row_sum\(t \* t\);  // @ .*rms_norm\.py:\d+", kernel)
+    summary = (w / "report/summary.txt").read_text()
+    assert "program rms_norm: 8 tasks per run" in summary and "rms_rows" in summary
+
+
+def test_loaded_build_runs_on_both_platforms():
+    prog = rms_norm.build().compile()
+    loaded = ts.CompiledProgram.from_dir(prog.work_dir)
+    x, g, _, eps = args_for_rms()
+    outs = []
+    for platform in ("sim", "interp"):
+        y = torch.zeros(512, 512)
+        info = loaded.run(x, g, y, eps, platform=platform)
+        assert info.platform == platform and info.num_tasks == 8
+        outs.append(y)
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+
+
+def test_second_compile_runs_no_compiler():
+    fn = rms_norm.build(rows=128, cols=256, block=32, chunk=128)
+    fn.compile()
+    toolchain.reset_stats()
+    second = fn.compile()
+    assert toolchain.stats()["compiles"] == 0
+    assert toolchain.stats()["cache_hits"] == 2
+    assert (second.work_dir / "kernels/vec/rms_rows.so").is_file()
+
+
+def test_builds_started_in_the_same_second_get_distinct_directories():
+    fn = rms_norm.build(rows=128, cols=256, block=32, chunk=128)
+    dirs = {fn.compile().work_dir for _ in range(3)}
+    assert len(dirs) == 3
+
+
+def test_wrong_arguments_are_all_listed_by_name():
+    prog = rms_norm.build().compile()
+    x = torch.randn(512, 256)                     # wrong shape
+    g = torch.rand(1, 512, dtype=torch.float64)   # wrong dtype
+    y = torch.zeros(512, 1024)[:, ::2]            # non-contiguous
+    with pytest.raises(ts.ArgumentError) as info:
+        prog.run(x, g, y, 1e-6)
+    msg = str(info.value)
+    assert "3 argument(s) of rms_norm do not match" in msg
+    assert "argument 'x': shape [512, 256] (expected [512, 512])" in msg
+    assert "argument 'gamma': dtype torch.float64 (expected torch.float32)" in msg
+    assert "argument 'y': a non-contiguous tensor (expected contiguous: pass .contiguous())" in msg
+    with pytest.raises(ts.ArgumentError, match=r"argument 'x': .*device meta \(expected cpu"):
+        prog.run(torch.empty(512, 512, device="meta"), torch.rand(1, 512), torch.zeros(512, 512), 1e-6)
+    with pytest.raises(ts.ArgumentError, match=r"rms_norm\(x, gamma, y, eps\) takes 4 arguments, got 2"):
+        prog.run(x, g)
+    with pytest.raises(ts.ArgumentError, match=r"argument 'eps': expected a Python number"):
+        prog.run(*args_for_rms()[:3], "small")
+
+
+def test_unknown_runtime_and_compile_keys_list_the_known_ones():
+    prog = rms_norm.build().compile()
+    with pytest.raises(ts.ConfigError, match=r"unknown runtime_cfg key\(s\): workers; known keys: .*num_workers"):
+        prog.run(*args_for_rms(), workers=2)
+    with pytest.raises(ts.ConfigError, match=r"unknown compile_cfg key\(s\): opt; known keys: .*dump_passes"):
+        rms_norm.build().compile(opt=3)
+    with pytest.raises(ts.ConfigError, match=r"runtime_cfg\['platform'\] = 'npu': expected one of sim, interp"):
+        prog.run(*args_for_rms(), platform="npu")
+
+
+def test_flags_of_later_features_say_they_are_not_implemented(capsys):
+    with pytest.raises(ts.ConfigError, match=r"enable_dump_tensor.*is not implemented yet"):
+        rms_norm.build().compile().run(*args_for_rms(), enable_dump_tensor=2)
+    result = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden, save_data=True)
+    assert not result.passed
+    assert "--save-data (snapshot inputs and golden) is not implemented yet" in result.error
+
+
+@ts.kernel
+def copy_rows(x: ts.Tensor[[16, 8], F], y: ts.Out[[16, 8], F]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [16, 8]))
+
+
+@ts.jit
+def ragged(x: ts.Tensor[[64, 8], F], y: ts.Out[[64, 8], F], n: ts.Scalar[ts.i32]):
+    for r in ts.range(0, 64, 16):
+        copy_rows(x[r : r + n, :], y[r : r + 16, :])
+
+
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_region_shape_mismatch_at_run_time_names_task_kernel_and_argument(platform):
+    prog = ragged.compile()
+    x, y = torch.randn(64, 8), torch.zeros(64, 8)
+    prog.run(x, y, 16, platform=platform)
+    torch.testing.assert_close(y, x)
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.run(x, y, 12, platform=platform)
+    msg = str(info.value)
+    assert "copy_rows" in msg and "[12, 8]" in msg and "[16, 8]" in msg
+    assert "argument 0" in msg or "arg 0" in msg
+
+
+def test_missing_compiler_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    monkeypatch.setenv("TILESCOPE_CACHE_DIR", str(tmp_path / "empty-cache"))
+    with pytest.raises(ts.ToolchainError) as info:
+        rms_norm.build(rows=64, cols=128, block=32, chunk=128).compile()
+    msg = str(info.value)
+    assert "/nonexistent/g++" in msg and "apt-get install g++" in msg
