@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -37,32 +38,29 @@ def median_time(fn, reps: int, warmup: int = 2) -> float:
     return statistics.median(times)
 
 
+def _rms_eager(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * gamma
+
+
 def bench_rows(name: str, sizes, reps: int, threads: int) -> list[tuple]:
     import rms_norm
     import softmax
 
     rows_out = []
     for rows, cols in sizes:
+        x = torch.randn(rows, cols)
+        y = torch.empty(rows, cols)
         if name == "rms_norm":
             fn = rms_norm.build(rows, cols, block=32, chunk=min(cols, 512))
-            x = torch.randn(rows, cols)
             gamma = torch.rand(1, cols)
-            y = torch.empty(rows, cols)
             args = (x, gamma, y, 1e-6)
-
-            def eager():
-                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * gamma
+            eager = functools.partial(_rms_eager, x, gamma)
         else:
             fn = softmax.build(rows, cols, block=32, chunk=min(cols, 512))
-            x = torch.randn(rows, cols)
-            y = torch.empty(rows, cols)
             args = (x, y)
-
-            def eager():
-                return torch.softmax(x, dim=-1)
-
+            eager = functools.partial(torch.softmax, x, dim=-1)
         prog = fn.compile()
-        t_sim = median_time(lambda: prog.run(*args, num_workers=threads), reps)
+        t_sim = median_time(functools.partial(prog.run, *args, num_workers=threads), reps)
         t_torch = median_time(eager, reps)
         rows_out.append((f"{name} {rows}x{cols}", t_sim, t_torch))
     return rows_out
@@ -82,14 +80,18 @@ def bench_matmul(reps: int, threads: int) -> tuple:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     args = parser.parse_args()
     threads = os.cpu_count() or 1
     torch.set_num_threads(threads)
     reps = 5 if args.quick else 15
     os.environ.setdefault("TILESCOPE_BUILD_DIR", tempfile.mkdtemp(prefix="tilescope-bench-"))
-    sizes = [(1024, 1024), (4096, 4096)] if args.quick else [(512, 512), (1024, 1024), (2048, 2048), (4096, 4096)]
+    sizes = (
+        [(1024, 1024), (4096, 4096)] if args.quick else [(512, 512), (1024, 1024), (2048, 2048), (4096, 4096)]
+    )
 
     print(f"threads: {threads} (sim workers = torch threads)\n")
     print(f"{'case':<28}{'sim ms':>10}{'torch ms':>10}{'torch/sim':>11}")

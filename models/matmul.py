@@ -15,7 +15,9 @@ from tilescope.harness import TensorSpec, add_harness_args, harness_kwargs, run_
 DTYPES = {"f32": (ts.f32, torch.float32), "bf16": (ts.bf16, torch.bfloat16)}
 
 
-def build(m: int = 256, n: int = 256, k: int = 256, dtype: str = "f32", tm: int = 64, tn: int = 64, tk: int = 64):
+def build(
+    m: int = 256, n: int = 256, k: int = 256, dtype: str = "f32", tm: int = 64, tn: int = 64, tk: int = 64
+):
     """The matmul program for [m, k] @ [k, n] inputs of ``dtype`` (f32 or bf16)."""
     dt = DTYPES[dtype][0]
 
@@ -57,12 +59,16 @@ matmul_bf16 = build(dtype="bf16")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="f32", help="input dtype (default: f32)")
     add_harness_args(parser)
     args = parser.parse_args(argv)
     fn = matmul if args.dtype == "f32" else matmul_bf16
-    result = run_jit(fn, specs(dtype=args.dtype), golden_fn=golden, rtol=1e-4, atol=1e-3, **harness_kwargs(args))
+    result = run_jit(
+        fn, specs(dtype=args.dtype), golden_fn=golden, rtol=1e-4, atol=1e-3, **harness_kwargs(args)
+    )
     return 0 if result.passed else 1
 
 

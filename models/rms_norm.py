@@ -1,6 +1,6 @@
 """RMS norm over rows: y = x * rsqrt(mean(x^2) + eps) * gamma, one task per block of rows.
 
-    python models/rms_norm.py -p sim      # or -p interp
+python models/rms_norm.py -p sim      # or -p interp
 """
 
 import argparse
@@ -62,7 +62,9 @@ rms_norm = build()
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_harness_args(parser)
     args = parser.parse_args(argv)
     result = run_jit(rms_norm, specs(), golden_fn=golden, rtol=1e-5, atol=1e-5, **harness_kwargs(args))

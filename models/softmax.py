@@ -43,7 +43,12 @@ def golden(t: dict) -> None:
 
 def specs(rows: int = 512, cols: int = 1024) -> list:
     return [
-        TensorSpec("x", [rows, cols], torch.float32, init_value=lambda shape, dtype: 4 * torch.randn(shape, dtype=dtype)),
+        TensorSpec(
+            "x",
+            [rows, cols],
+            torch.float32,
+            init_value=lambda shape, dtype: 4 * torch.randn(shape, dtype=dtype),
+        ),
         TensorSpec("y", [rows, cols], torch.float32, is_output=True),
     ]
 
@@ -52,7 +57,9 @@ softmax = build()
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_harness_args(parser)
     args = parser.parse_args(argv)
     result = run_jit(softmax, specs(), golden_fn=golden, rtol=1e-5, atol=1e-6, **harness_kwargs(args))

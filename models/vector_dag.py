@@ -1,12 +1,12 @@
 """A 5-task vector DAG through intermediate tensors:
 
-    a = x + y          (task 0)
-    b = x * y          (task 1)
-    c = silu(a)        (task 2, after 0)
-    d = max(b, c)      (task 3, after 1 and 2)
-    out = d * 0.5 + tanh(a)   (task 4, after 3 and 0)
+a = x + y          (task 0)
+b = x * y          (task 1)
+c = silu(a)        (task 2, after 0)
+d = max(b, c)      (task 3, after 1 and 2)
+out = d * 0.5 + tanh(a)   (task 4, after 3 and 0)
 
-    python models/vector_dag.py -p sim      # or -p interp
+python models/vector_dag.py -p sim      # or -p interp
 """
 
 import argparse
@@ -17,8 +17,8 @@ import tilescope as ts
 from tilescope.harness import TensorSpec, add_harness_args, harness_kwargs, run_jit
 
 R, C = 64, 128
-T = ts.Tensor[[R, C], ts.f32]
-O = ts.Out[[R, C], ts.f32]
+IN_T = ts.Tensor[[R, C], ts.f32]
+OUT_T = ts.Out[[R, C], ts.f32]
 
 
 @ts.inline
@@ -27,32 +27,32 @@ def tile_of(t):
 
 
 @ts.kernel
-def add(a: T, b: T, out: O):
+def add(a: IN_T, b: IN_T, out: OUT_T):
     ts.store(out, [0, 0], tile_of(a) + tile_of(b))
 
 
 @ts.kernel
-def mul(a: T, b: T, out: O):
+def mul(a: IN_T, b: IN_T, out: OUT_T):
     ts.store(out, [0, 0], tile_of(a) * tile_of(b))
 
 
 @ts.kernel
-def silu(a: T, out: O):
+def silu(a: IN_T, out: OUT_T):
     ts.store(out, [0, 0], ts.silu(tile_of(a)))
 
 
 @ts.kernel
-def maximum(a: T, b: T, out: O):
+def maximum(a: IN_T, b: IN_T, out: OUT_T):
     ts.store(out, [0, 0], ts.maximum(tile_of(a), tile_of(b)))
 
 
 @ts.kernel
-def combine(d: T, a: T, out: O):
+def combine(d: IN_T, a: IN_T, out: OUT_T):
     ts.store(out, [0, 0], tile_of(d) * 0.5 + ts.tanh(tile_of(a)))
 
 
 @ts.jit
-def vector_dag(x: T, y: T, out: O):
+def vector_dag(x: IN_T, y: IN_T, out: OUT_T):
     a = ts.create_tensor([R, C], ts.f32)
     b = ts.create_tensor([R, C], ts.f32)
     c = ts.create_tensor([R, C], ts.f32)
@@ -78,7 +78,9 @@ SPECS = [
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_harness_args(parser)
     args = parser.parse_args(argv)
     result = run_jit(vector_dag, SPECS, golden_fn=golden, rtol=1e-5, atol=1e-6, **harness_kwargs(args))

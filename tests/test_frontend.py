@@ -5,7 +5,7 @@ import inspect
 import pytest
 
 import tilescope as ts
-from tilescope.ir.nodes import Assign, BinOp, For, Load, MatMul, Reduce, Store, Submit, Evaluate, Var
+from tilescope.ir.nodes import Assign, BinOp, Evaluate, For, Load, MatMul, Reduce, Store, Submit, Var
 from tilescope.ir.types import Direction, IndexType, TileType
 
 F = ts.f32
@@ -102,7 +102,7 @@ def test_compile_time_values_and_inline_helpers():
 def counter(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
     k = 0
     acc = ts.zeros([4, 4], F)
-    for i in ts.range(0, 4):
+    for _ in ts.range(0, 4):
         k = k + 1
         acc = acc + ts.load(x, [0, 0], [4, 4]) * k
     ts.store(y, [0, 0], acc)
@@ -145,7 +145,7 @@ def test_while_loop():
 def test_python_range():
     @ts.kernel
     def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
-        for i in range(4):
+        for _ in range(4):
             pass
 
     _expect(k, "only 'for v in ts.range(...)' loops", "ts.range(start, stop, step)")
@@ -218,7 +218,7 @@ def test_slicing_inside_kernel():
 def test_variable_defined_in_loop_used_after():
     @ts.kernel
     def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
-        for i in ts.range(0, 4):
+        for _ in ts.range(0, 4):
             t = ts.load(x, [0, 0], [4, 4])
         ts.store(y, [0, 0], t)
 
@@ -229,7 +229,7 @@ def test_loop_carried_value_changing_shape():
     @ts.kernel
     def k(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
         acc = ts.zeros([4, 1], F)
-        for i in ts.range(0, 4):
+        for _ in ts.range(0, 4):
             acc = ts.load(x, [0, 0], [4, 4])
         ts.store(y, [0, 0], acc)
 
@@ -261,8 +261,12 @@ def test_kernel_called_with_wrong_region_shape():
         for i in ts.range(0, 32, 16):
             mm(x[i : i + 8, :], x[:, 0:8], c[i : i + 16, :])
 
-    err = _expect(prog, "kernel mm parameter 'a' expects a region of shape [16, 32], got [8, 32]",
-                  "slice the tensor", getter=lambda f: f.program())
+    err = _expect(
+        prog,
+        "kernel mm parameter 'a' expects a region of shape [16, 32], got [8, 32]",
+        "slice the tensor",
+        getter=lambda f: f.program(),
+    )
     assert err.loc.line == line_of(prog, "mm(x[i")
 
 

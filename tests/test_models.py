@@ -2,11 +2,12 @@
 
 import pytest
 
+from tilescope.harness import run_jit
+
 import matmul
 import rms_norm
 import softmax
 import vector_dag
-from tilescope.harness import run_jit
 
 CASES = {
     "vector_dag": (vector_dag.vector_dag, vector_dag.SPECS, vector_dag.golden, 1e-5, 1e-6),

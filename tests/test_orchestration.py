@@ -79,5 +79,7 @@ def bad_slice(x: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F], n: ts.Scalar[ts.i32
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_out_of_bounds_dynamic_slice_is_a_clear_runtime_error(platform):
     prog = bad_slice.compile()
-    with pytest.raises(ts.RuntimeFailure, match=r"(outside|out of bounds).*\[4, 8\]|\[4, 8\].*(outside|out of)"):
+    with pytest.raises(
+        ts.RuntimeFailure, match=r"(outside|out of bounds).*\[4, 8\]|\[4, 8\].*(outside|out of)"
+    ):
         prog.run(torch.randn(4, 8), torch.zeros(4, 8), 1, platform=platform)

@@ -10,18 +10,24 @@ HEAD = "import tilescope as ts\n\n"
 
 
 def program(body: str, orch: str = "    k(x, y)\n", params: str = ""):
-    src = HEAD + textwrap.dedent(
-        f"""
+    src = (
+        HEAD
+        + textwrap.dedent(
+            f"""
         @ts.kernel
         def k(x: ts.Tensor[[16, 16], ts.f32], y: ts.Out[[16, 16], ts.f32]{params}):
         """
-    ) + textwrap.indent(textwrap.dedent(body), "    ") + textwrap.dedent(
-        """
+        )
+        + textwrap.indent(textwrap.dedent(body), "    ")
+        + textwrap.dedent(
+            """
 
         @ts.jit
         def p(x: ts.Tensor[[16, 16], ts.f32], y: ts.Out[[16, 16], ts.f32]):
         """
-    ) + orch
+        )
+        + orch
+    )
     return load_source(src, f"<pass test {abs(hash(src))}>").program()
 
 

@@ -5,14 +5,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import matmul
-import rms_norm
-import softmax
-import vector_dag
 from tilescope.ir.printer import program_str
 from tilescope.language.frontend import load_source
 from tilescope.passes.manager import PassManager
 from tilescope.passes.pipeline import DEFAULT_PIPELINE
+
+import matmul
+import rms_norm
+import softmax
+import vector_dag
 
 MODELS = {
     "rms_norm": rms_norm.rms_norm,

@@ -6,10 +6,11 @@ import re
 import pytest
 import torch
 
-import rms_norm
 import tilescope as ts
 from tilescope.harness import run_jit
 from tilescope.toolchain import compiler as toolchain
+
+import rms_norm
 
 F = ts.f32
 
@@ -35,9 +36,18 @@ def test_build_directory_layout_and_kernel_config(tmp_path):
     prog = rms_norm.build().compile(dump_passes=True)
     w = prog.work_dir
     assert re.fullmatch(r"_jit_rms_norm_\d{8}_\d{6}(_\d+)?", w.name)
-    for rel in ["kernels/vec/rms_rows.cpp", "kernels/vec/rms_rows.so", "orchestration/rms_norm.cpp",
-                "orchestration/rms_norm.so", "kernel_config.py", "ir/rms_norm.py", "report/summary.txt",
-                "report/report.json", "passes_dump/00_after_FrontEnd.py", "passes_dump/03_after_EliminateDeadCode.py"]:
+    for rel in [
+        "kernels/vec/rms_rows.cpp",
+        "kernels/vec/rms_rows.so",
+        "orchestration/rms_norm.cpp",
+        "orchestration/rms_norm.so",
+        "kernel_config.py",
+        "ir/rms_norm.py",
+        "report/summary.txt",
+        "report/report.json",
+        "passes_dump/00_after_FrontEnd.py",
+        "passes_dump/03_after_EliminateDeadCode.py",
+    ]:
         assert (w / rel).is_file(), rel
     import runpy
 
@@ -90,9 +100,9 @@ def test_builds_started_in_the_same_second_get_distinct_directories():
 
 def test_wrong_arguments_are_all_listed_by_name():
     prog = rms_norm.build().compile()
-    x = torch.randn(512, 256)                     # wrong shape
-    g = torch.rand(1, 512, dtype=torch.float64)   # wrong dtype
-    y = torch.zeros(512, 1024)[:, ::2]            # non-contiguous
+    x = torch.randn(512, 256)  # wrong shape
+    g = torch.rand(1, 512, dtype=torch.float64)  # wrong dtype
+    y = torch.zeros(512, 1024)[:, ::2]  # non-contiguous
     with pytest.raises(ts.ArgumentError) as info:
         prog.run(x, g, y, 1e-6)
     msg = str(info.value)
@@ -110,11 +120,15 @@ def test_wrong_arguments_are_all_listed_by_name():
 
 def test_unknown_runtime_and_compile_keys_list_the_known_ones():
     prog = rms_norm.build().compile()
-    with pytest.raises(ts.ConfigError, match=r"unknown runtime_cfg key\(s\): workers; known keys: .*num_workers"):
+    with pytest.raises(
+        ts.ConfigError, match=r"unknown runtime_cfg key\(s\): workers; known keys: .*num_workers"
+    ):
         prog.run(*args_for_rms(), workers=2)
     with pytest.raises(ts.ConfigError, match=r"unknown compile_cfg key\(s\): opt; known keys: .*dump_passes"):
         rms_norm.build().compile(opt=3)
-    with pytest.raises(ts.ConfigError, match=r"runtime_cfg\['platform'\] = 'npu': expected one of sim, interp"):
+    with pytest.raises(
+        ts.ConfigError, match=r"runtime_cfg\['platform'\] = 'npu': expected one of sim, interp"
+    ):
         prog.run(*args_for_rms(), platform="npu")
 
 

@@ -121,7 +121,9 @@ def p_slice_oob(x: ts.Tensor[[16, 4], F], y: ts.Out[[16, 4], F]):
 
 
 def test_orchestration_slice_out_of_bounds_through_the_loop_range():
-    with pytest.raises(ts.VerifyError, match=r"slice of x\[16, 4\] dim 0 reaches \[2, 18\), outside the tensor"):
+    with pytest.raises(
+        ts.VerifyError, match=r"slice of x\[16, 4\] dim 0 reaches \[2, 18\), outside the tensor"
+    ):
         verify(p_slice_oob)
 
 
@@ -140,9 +142,16 @@ def test_verifier_catches_a_pass_that_breaks_types():
     def broken(p):
         k = p.kernels[0]
         zero = Const(0.0, ScalarType(F))
-        body = (Assign("z", Full(zero, TileType((4, 4), F))), Assign("z", Full(zero, TileType((2, 2), F))), *k.body)
+        body = (
+            Assign("z", Full(zero, TileType((4, 4), F))),
+            Assign("z", Full(zero, TileType((2, 2), F))),
+            *k.body,
+        )
         return dataclasses.replace(p, kernels=(dataclasses.replace(k, body=body),))
 
-    with pytest.raises(ts.VerifyError, match=r"'z' changes type from tile\[4, 4\] f32 to tile\[2, 2\] f32"
-                       r"[\s\S]*after pass Broken"):
+    with pytest.raises(
+        ts.VerifyError,
+        match=r"'z' changes type from tile\[4, 4\] f32 to tile\[2, 2\] f32"
+        r"[\s\S]*after pass Broken",
+    ):
         PassManager([Pass("Broken", broken, "")]).run(p_copy.program())

@@ -1,6 +1,6 @@
 """The ``tilescope`` command.
 
-    tilescope doctor      check g++ (version, C++17), torch and the cache directory
+tilescope doctor      check g++ (version, C++17), torch and the cache directory
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"{'ok  ' if ok else 'FAIL'} {name:<{width}}  {detail}")
     failed = [name for name, ok, _ in checks if not ok]
     if failed:
-        print(f"\n{len(failed)} problem(s): {', '.join(failed)}. Fix them, then run `tilescope doctor` again.")
+        print(
+            f"\n{len(failed)} problem(s): {', '.join(failed)}. Fix them, then run `tilescope doctor` again."
+        )
         return 1
     print("\neverything tilescope needs is here; next: python models/rms_norm.py -p sim")
     return 0

@@ -33,7 +33,9 @@ class Knob:
         if given is not None:
             return given
         if self.env and os.environ.get(self.env):
-            return type(self.default)(os.environ[self.env]) if self.default is not None else os.environ[self.env]
+            return (
+                type(self.default)(os.environ[self.env]) if self.default is not None else os.environ[self.env]
+            )
         return self.default
 
 
@@ -48,7 +50,9 @@ def _is_bool(v: Any) -> bool:
 COMPILE_KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
-        Knob("dump_passes", False, "write passes_dump/NN_after_<Pass>.py after every pass", _is_bool, "a bool"),
+        Knob(
+            "dump_passes", False, "write passes_dump/NN_after_<Pass>.py after every pass", _is_bool, "a bool"
+        ),
         Knob(
             "local_memory_bytes",
             256 * 1024,
@@ -56,7 +60,13 @@ COMPILE_KNOBS: dict[str, Knob] = {
             _is_int(1),
             "a positive int (bytes)",
         ),
-        Knob("build_dir", None, "base directory for build directories (env TILESCOPE_BUILD_DIR)", lambda v: True, ""),
+        Knob(
+            "build_dir",
+            None,
+            "base directory for build directories (env TILESCOPE_BUILD_DIR)",
+            lambda v: True,
+            "",
+        ),
         Knob("verify", True, "run the IR verifier after every pass", _is_bool, "a bool"),
     )
 }
@@ -64,17 +74,38 @@ COMPILE_KNOBS: dict[str, Knob] = {
 RUNTIME_KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
-        Knob("platform", "sim", "where to run: sim (compiled kernels on threads) or interp", PLATFORMS.__contains__,
-             f"one of {', '.join(PLATFORMS)}"),
+        Knob(
+            "platform",
+            "sim",
+            "where to run: sim (compiled kernels on threads) or interp",
+            PLATFORMS.__contains__,
+            f"one of {', '.join(PLATFORMS)}",
+        ),
         Knob("device_id", 0, "device index (sim and interp have one device, 0)", _is_int(0, 0), "0"),
         Knob("num_workers", 0, "worker threads running tasks; 0 = one per CPU", _is_int(0), "an int >= 0"),
-        Knob("log_level", None, "log level: debug, v0..v9 (v0 most verbose, v5 = info), info, warn, error, null",
-             LOG_LEVELS.__contains__, f"one of {', '.join(LOG_LEVELS)}"),
-        Knob("float64", False, "interp only: compute every float op in float64 (a reference for precision work)",
-             _is_bool, "a bool"),
+        Knob(
+            "log_level",
+            None,
+            "log level: debug, v0..v9 (v0 most verbose, v5 = info), info, warn, error, null",
+            LOG_LEVELS.__contains__,
+            f"one of {', '.join(LOG_LEVELS)}",
+        ),
+        Knob(
+            "float64",
+            False,
+            "interp only: compute every float op in float64 (a reference for precision work)",
+            _is_bool,
+            "a bool",
+        ),
         Knob("enable_dump_tensor", 0, "tensor/scalar dump level 0-3", _is_int(0, 3), "0..3", available=False),
-        Knob("enable_dep_gen", False, "write dfx_outputs/deps.json and deps_graph.html", _is_bool, "a bool",
-             available=False),
+        Knob(
+            "enable_dep_gen",
+            False,
+            "write dfx_outputs/deps.json and deps_graph.html",
+            _is_bool,
+            "a bool",
+            available=False,
+        ),
         Knob("enable_trace", False, "write dfx_outputs/trace.json", _is_bool, "a bool", available=False),
     )
 }

@@ -19,7 +19,12 @@ def level_number(name: str) -> int:
         return logging.DEBUG
     if name.startswith("v") and name[1:].isdigit() and 0 <= int(name[1:]) <= 9:
         return logging.DEBUG + 2 * int(name[1:])
-    table = {"info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR, "null": logging.CRITICAL + 10}
+    table = {
+        "info": logging.INFO,
+        "warn": logging.WARNING,
+        "error": logging.ERROR,
+        "null": logging.CRITICAL + 10,
+    }
     if name not in table:
         raise ValueError(f"unknown log level {name!r}; known: debug, v0..v9, info, warn, error, null")
     return table[name]

@@ -100,7 +100,13 @@ def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None)
     hits = sum(r.cache_hit for r in results)
     log.debug(
         "[compile] %s: %d kernels, passes %.2fs, g++ %.2fs (%d of %d from cache) -> %s",
-        final.name, len(final.kernels), t_passes, t_build, hits, len(results), work,
+        final.name,
+        len(final.kernels),
+        t_passes,
+        t_build,
+        hits,
+        len(results),
+        work,
     )
     compiled = CompiledProgram(work, program=final)
     compiled.timings = {"passes": t_passes, "build": t_build}
@@ -145,7 +151,12 @@ class CompiledProgram:
         self.config = _load_config(self.work_dir)
         self.name: str = self.config["PROGRAM"]
         self.args = [
-            ArgSpec(a["name"], a["direction"], None if a["shape"] is None else tuple(a["shape"]), dt.by_name(a["dtype"]))
+            ArgSpec(
+                a["name"],
+                a["direction"],
+                None if a["shape"] is None else tuple(a["shape"]),
+                dt.by_name(a["dtype"]),
+            )
             for a in self.config["ARGS"]
         ]
         self.kernels: list[dict] = self.config["KERNELS"]
@@ -179,10 +190,14 @@ class CompiledProgram:
                 if torch.is_tensor(a) and a.dim() == 0:
                     ok = True
                 if not ok:
-                    problems.append(f"{where}: expected a Python number ({spec.describe()}), got {type(a).__name__}")
+                    problems.append(
+                        f"{where}: expected a Python number ({spec.describe()}), got {type(a).__name__}"
+                    )
                 continue
             if not torch.is_tensor(a):
-                problems.append(f"{where}: expected a torch.Tensor ({spec.describe()}), got {type(a).__name__}")
+                problems.append(
+                    f"{where}: expected a torch.Tensor ({spec.describe()}), got {type(a).__name__}"
+                )
                 continue
             got = []
             if tuple(a.shape) != spec.shape:
@@ -225,7 +240,9 @@ class CompiledProgram:
                 for k in self.kernels:
                     klib = _open(self.work_dir / k["binary"])
                     loaded.libs.append(klib)
-                    loaded.kernels.append(ctypes.cast(getattr(klib, k["function_name"]), ctypes.c_void_p).value)
+                    loaded.kernels.append(
+                        ctypes.cast(getattr(klib, k["function_name"]), ctypes.c_void_p).value
+                    )
                 self._loaded = loaded
             return self._loaded
 
@@ -265,7 +282,9 @@ class CompiledProgram:
 
 def _open(path: Path) -> ctypes.CDLL:
     if not path.is_file():
-        raise TilescopeError(f"{path} is missing: the build is incomplete; recompile it (run without --runtime-dir)")
+        raise TilescopeError(
+            f"{path} is missing: the build is incomplete; recompile it (run without --runtime-dir)"
+        )
     return ctypes.CDLL(str(path.resolve()), mode=os.RTLD_LOCAL | os.RTLD_NOW)
 
 

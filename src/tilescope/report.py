@@ -51,7 +51,9 @@ def build_report(program: Program, pass_timings, build_results, opts: dict[str, 
     kernels = []
     for k in program.kernels:
         peak = local_memory_peak(k)
-        tiles = [s for s in walk_stmts(k.body) if isinstance(s, Assign) and isinstance(s.value.type, TileType)]
+        tiles = [
+            s for s in walk_stmts(k.body) if isinstance(s, Assign) and isinstance(s.value.type, TileType)
+        ]
         kernels.append(
             {
                 "name": k.name,
@@ -95,7 +97,9 @@ def summary_text(rep: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(out: Path, program: Program, pass_report, build_results, opts: dict[str, Any]) -> dict[str, Any]:
+def write_report(
+    out: Path, program: Program, pass_report, build_results, opts: dict[str, Any]
+) -> dict[str, Any]:
     rep = build_report(program, pass_report.timings, build_results, opts)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(rep, indent=2) + "\n")

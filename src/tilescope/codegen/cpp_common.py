@@ -84,9 +84,15 @@ def literal(value: int | float | bool, dtype: DType | None) -> str:
     v = float(value)
     single = dtype != dt.f64
     if math.isnan(v):
-        return "std::numeric_limits<float>::quiet_NaN()" if single else "std::numeric_limits<double>::quiet_NaN()"
+        return (
+            "std::numeric_limits<float>::quiet_NaN()"
+            if single
+            else "std::numeric_limits<double>::quiet_NaN()"
+        )
     if math.isinf(v):
-        inf = "std::numeric_limits<float>::infinity()" if single else "std::numeric_limits<double>::infinity()"
+        inf = (
+            "std::numeric_limits<float>::infinity()" if single else "std::numeric_limits<double>::infinity()"
+        )
         return inf if v > 0 else f"-{inf}"
     s = repr(v)
     if "e" not in s and "." not in s:
@@ -157,4 +163,3 @@ def header_comment(what: str, loc: SourceLoc | None, version: str) -> list[str]:
         "// Edit freely and re-run with --runtime-dir: only edited files are rebuilt.",
         "// A trailing '// @ file:line' names the DSL line a statement came from.",
     ]
-

@@ -32,7 +32,12 @@ from tilescope.ir.nodes import (
 )
 from tilescope.ir.types import Direction
 
-_TILE_FN = {"maximum": "maximum", "minimum": "minimum", "logical_and": "logical_and", "logical_or": "logical_or"}
+_TILE_FN = {
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "logical_and": "logical_and",
+    "logical_or": "logical_or",
+}
 _CMP_FN = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
 
 
@@ -126,4 +131,3 @@ def kernel_cpp(k: Kernel) -> str:
         stmt(s, "    ")
     lines.append("}")
     return "\n".join(lines) + "\n"
-

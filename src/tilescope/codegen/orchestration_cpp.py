@@ -51,7 +51,10 @@ def orchestration_cpp(p: Program) -> str:
     for i, k in enumerate(p.kernels):
         lines.append(f"constexpr int32_t {func_id_name(k.name)} = {i};")
     lines += ["", 'extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_arg *args,']
-    lines += ["                                   int32_t nargs) {", "    ts::Orchestrator orch(api, ctx, args, nargs);"]
+    lines += [
+        "                                   int32_t nargs) {",
+        "    ts::Orchestrator orch(api, ctx, args, nargs);",
+    ]
     for i, prm in enumerate(p.params):
         name = cpp_name(prm.name)
         if prm.direction is Direction.SCALAR:
@@ -134,4 +137,3 @@ def orchestration_cpp(p: Program) -> str:
         stmt(s, "    ")
     lines += ["    return orch.status();", "}"]
     return "\n".join(lines) + "\n"
-

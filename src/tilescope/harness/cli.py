@@ -20,8 +20,16 @@ def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     g.add_argument("--golden-data", default=None, help="replay inputs and golden from a saved data dir")
     g.add_argument("--save-data", action="store_true", help="snapshot inputs and golden into <build>/data")
     g.add_argument(
-        "--dump-tensor", "--dump-args", dest="dump_tensor", type=int, nargs="?", const=2, default=0,
-        choices=range(4), metavar="LEVEL", help="tensor/scalar dump level: 1 tagged, 2 full (default), 3 metadata",
+        "--dump-tensor",
+        "--dump-args",
+        dest="dump_tensor",
+        type=int,
+        nargs="?",
+        const=2,
+        default=0,
+        choices=range(4),
+        metavar="LEVEL",
+        help="tensor/scalar dump level: 1 tagged, 2 full (default), 3 metadata",
     )
     g.add_argument("--enable-dep-gen", action="store_true", help="write the dependency graph")
     g.add_argument("--trace", action="store_true", help="write a Chrome trace of the run")
@@ -36,7 +44,11 @@ def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
 
 def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``run_jit`` keyword arguments from parsed harness flags."""
-    runtime_cfg: dict[str, Any] = {"platform": args.platform, "device_id": args.device, "num_workers": args.workers}
+    runtime_cfg: dict[str, Any] = {
+        "platform": args.platform,
+        "device_id": args.device,
+        "num_workers": args.workers,
+    }
     if args.log_level:
         runtime_cfg["log_level"] = args.log_level
     if args.dump_tensor:

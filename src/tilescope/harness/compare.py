@@ -60,10 +60,15 @@ def _coords(flat: int, shape: torch.Size) -> tuple[int, ...]:
     return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if len(shape) else ()
 
 
-def compare_tensor(name: str, actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> CompareReport:
+def compare_tensor(
+    name: str, actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
+) -> CompareReport:
     if actual.shape != expected.shape:
         return CompareReport(
-            name, False, actual.numel(), message=f"shape {list(actual.shape)} vs golden {list(expected.shape)}"
+            name,
+            False,
+            actual.numel(),
+            message=f"shape {list(actual.shape)} vs golden {list(expected.shape)}",
         )
     a = actual.detach().to(torch.float64)
     e = expected.detach().to(torch.float64)
@@ -104,6 +109,6 @@ def compare_outputs(
             reports.append(compare_tensor(n, actual[n], expected[n], rtol, atol))
             continue
         out = compare_fn(actual[n], expected[n])
-        ok, msg = (out if isinstance(out, tuple) else (out, ""))
+        ok, msg = out if isinstance(out, tuple) else (out, "")
         reports.append(CompareReport(n, bool(ok), actual[n].numel(), message=msg or "custom compare_fn"))
     return reports

@@ -20,7 +20,7 @@ import torch
 from tilescope import knobs
 from tilescope.errors import ConfigError, TilescopeError
 from tilescope.harness.compare import CompareReport, compare_outputs
-from tilescope.harness.specs import Spec, TensorSpec, generate, outputs
+from tilescope.harness.specs import Spec, generate, outputs
 from tilescope.log import configure, level_number
 
 
@@ -51,7 +51,9 @@ class _Phases:
         if not self.quiet:
             print(line, flush=True)
 
-    def run(self, key: str, label: str, fn: Callable[[], Any], detail: Callable[[Any], str] | None = None) -> Any:
+    def run(
+        self, key: str, label: str, fn: Callable[[], Any], detail: Callable[[Any], str] | None = None
+    ) -> Any:
         if not self.quiet:
             print(f"[RUN] {label} …", end=" ", flush=True)
         t0 = time.perf_counter()
@@ -98,11 +100,17 @@ def run_jit(
     try:
         for key, what in _NOT_YET.items():
             if locals()[key]:
-                raise ConfigError(f"{what} is not implemented yet in this version of tilescope; run without it")
+                raise ConfigError(
+                    f"{what} is not implemented yet in this version of tilescope; run without it"
+                )
         opts = knobs.runtime_options(runtime_cfg)
         configure(opts["log_level"])
-        compiled = phases.run("compile", f"compile {fn.name}", lambda: fn.compile(**(compile_cfg or {})),
-                              lambda c: str(c.work_dir))
+        compiled = phases.run(
+            "compile",
+            f"compile {fn.name}",
+            lambda: fn.compile(**(compile_cfg or {})),
+            lambda c: str(c.work_dir),
+        )
         result.work_dir = compiled.work_dir
         if compile_only:
             result.passed = True
@@ -113,11 +121,15 @@ def run_jit(
             raise ConfigError(
                 f"specs must follow the program's parameters in order: expected {expected_names}, got {names}"
             )
-        inputs = phases.run("inputs", "generate inputs", lambda: generate(specs, seed), lambda d: f"seed {seed}")
+        inputs = phases.run(
+            "inputs", "generate inputs", lambda: generate(specs, seed), lambda d: f"seed {seed}"
+        )
         golden_inputs = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in inputs.items()}
         args = [inputs[n] for n in names]
         info = phases.run(
-            "run", f"run on {opts['platform']}", lambda: compiled.run(*args, **runtime_cfg),
+            "run",
+            f"run on {opts['platform']}",
+            lambda: compiled.run(*args, **runtime_cfg),
             lambda i: f"{i.num_tasks} tasks",
         )
         result.num_tasks = info.num_tasks

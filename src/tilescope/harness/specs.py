@@ -44,7 +44,9 @@ class TensorSpec:
             t = torch.full(shape, v, dtype=self.dtype)
         if not torch.is_tensor(t) or tuple(t.shape) != shape:
             got = tuple(t.shape) if torch.is_tensor(t) else type(t).__name__
-            raise ArgumentError(f"TensorSpec {self.name!r}: init_value produced {got}, expected shape {list(shape)}")
+            raise ArgumentError(
+                f"TensorSpec {self.name!r}: init_value produced {got}, expected shape {list(shape)}"
+            )
         return t.to(self.dtype).contiguous()
 
 

@@ -39,7 +39,9 @@ def affine(e: Expr) -> Affine | None:
     match e:
         case Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
             return Affine(v, ())
-        case Var(name=n, type=t) if isinstance(t, IndexType) or (isinstance(t, ScalarType) and t.dtype.is_int):
+        case Var(name=n, type=t) if isinstance(t, IndexType) or (
+            isinstance(t, ScalarType) and t.dtype.is_int
+        ):
             return Affine(0, ((n, 1),))
         case UnOp(op="neg", operand=a):
             fa = affine(a)

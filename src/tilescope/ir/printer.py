@@ -165,7 +165,10 @@ def stmt_lines(s: Stmt, indent: str) -> list[str]:
         case Evaluate(value=v):
             return [f"{indent}{expr_str(v)}"]
         case For(var=v, start=a, stop=b, step=c, body=body):
-            return [f"{indent}for {v} in ts.range({expr_str(a)}, {expr_str(b)}, {expr_str(c)}):", *block(body, indent)]
+            return [
+                f"{indent}for {v} in ts.range({expr_str(a)}, {expr_str(b)}, {expr_str(c)}):",
+                *block(body, indent),
+            ]
         case If(cond=c, then=then, orelse=orelse):
             lines = [f"{indent}if {expr_str(c)}:", *block(then, indent)]
             if orelse:

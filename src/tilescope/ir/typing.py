@@ -166,9 +166,7 @@ def _tile_binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Ti
     if op in COMPARE_OPS:
         return TileType(tile.shape, dt.bool_)
     if d == dt.bool_:
-        raise _fail(
-            f"{op_label(op)} on a bool tile", loc, "use ts.logical_and/or or cast to a number type"
-        )
+        raise _fail(f"{op_label(op)} on a bool tile", loc, "use ts.logical_and/or or cast to a number type")
     if op == "div" and not d.is_float:
         raise _fail(
             f"'/' on an integer tile ({tile})", loc, "cast to a float dtype first (ts.cast(t, ts.f32))"
@@ -262,7 +260,9 @@ def where_type(cond: Expr, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> TileT
     return tile
 
 
-def load_tile_shape(tensor: TensorType, sizes: tuple[int, ...], what: str, loc: SourceLoc | None) -> tuple[int, ...]:
+def load_tile_shape(
+    tensor: TensorType, sizes: tuple[int, ...], what: str, loc: SourceLoc | None
+) -> tuple[int, ...]:
     """The tile shape of a load/store region: the last two dims; leading dims must be 1."""
     if len(sizes) != len(tensor.shape):
         raise _fail(

@@ -186,7 +186,9 @@ class _Verifier:
         if kernel is None:
             raise self.fail(f"submits unknown kernel {e.kernel!r}", e.loc)
         if len(e.args) != len(kernel.params):
-            raise self.fail(f"kernel {e.kernel} takes {len(kernel.params)} arguments, got {len(e.args)}", e.loc)
+            raise self.fail(
+                f"kernel {e.kernel} takes {len(kernel.params)} arguments, got {len(e.args)}", e.loc
+            )
         for p, a in zip(kernel.params, e.args):
             if p.direction is Direction.SCALAR:
                 continue
@@ -266,7 +268,9 @@ def verify_kernel(k: Kernel, local_memory_bytes: int) -> None:
     v.body(k.body)
     peak = local_memory_peak(k)
     if peak.bytes > local_memory_bytes:
-        tiles = ", ".join(f"{n} {t} ({_kib(t.nbytes)})" for n, t in sorted(peak.live, key=lambda x: -x[1].nbytes))
+        tiles = ", ".join(
+            f"{n} {t} ({_kib(t.nbytes)})" for n, t in sorted(peak.live, key=lambda x: -x[1].nbytes)
+        )
         temps = f" + {_kib(peak.temporaries)} of temporaries" if peak.temporaries else ""
         raise VerifyError(
             f"kernel {k.name}: local memory {_kib(peak.bytes)} exceeds the per-core capacity of "
@@ -281,7 +285,9 @@ def verify_program(p: Program, local_memory_bytes: int = 256 * 1024) -> None:
     names = [k.name for k in p.kernels]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
-        raise VerifyError(f"program {p.name}: kernel names must be unique, repeated: {', '.join(sorted(dup))}", p.loc)
+        raise VerifyError(
+            f"program {p.name}: kernel names must be unique, repeated: {', '.join(sorted(dup))}", p.loc
+        )
     for k in p.kernels:
         verify_kernel(k, local_memory_bytes)
     v = _Verifier(f"orchestration {p.name}", "orch", p.params, p.loc, p.kernels)

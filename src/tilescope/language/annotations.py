@@ -24,8 +24,14 @@ def _tensor_spec(direction: Direction, item) -> ParamSpec:
         raise TypeError(f"{what}[...] takes a shape and a dtype, e.g. {what}[[64, 128], ts.f32]")
     shape, dtype = item
     if not isinstance(dtype, DType):
-        raise TypeError(f"{what}[shape, dtype]: dtype must be a tilescope dtype such as ts.f32, got {dtype!r}")
-    if not isinstance(shape, list | tuple) or not shape or not all(isinstance(s, int) and s > 0 for s in shape):
+        raise TypeError(
+            f"{what}[shape, dtype]: dtype must be a tilescope dtype such as ts.f32, got {dtype!r}"
+        )
+    if (
+        not isinstance(shape, list | tuple)
+        or not shape
+        or not all(isinstance(s, int) and s > 0 for s in shape)
+    ):
         raise TypeError(f"{what}[shape, dtype]: shape must be a list of positive ints, got {shape!r}")
     if len(shape) > MAX_TENSOR_DIMS:
         raise TypeError(f"{what}: at most {MAX_TENSOR_DIMS} dims are supported, got {len(shape)}")

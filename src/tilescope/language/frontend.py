@@ -68,7 +68,22 @@ from tilescope.language import dtypes as dt
 from tilescope.language import ops
 from tilescope.language.annotations import ParamSpec
 
-IR_EXPRS = (Const, Var, BinOp, UnOp, Load, Full, Cast, Reduce, MatMul, Transpose, Where, CreateTensor, Slice, Submit)
+IR_EXPRS = (
+    Const,
+    Var,
+    BinOp,
+    UnOp,
+    Load,
+    Full,
+    Cast,
+    Reduce,
+    MatMul,
+    Transpose,
+    Where,
+    CreateTensor,
+    Slice,
+    Submit,
+)
 
 _AST_BINOPS = {
     ast.Add: ("add", operator.add),
@@ -86,7 +101,15 @@ _AST_CMPOPS = {
     ast.Gt: ("gt", operator.gt),
     ast.GtE: ("ge", operator.ge),
 }
-_SAFE_BUILTINS = {builtins.min, builtins.max, builtins.abs, builtins.int, builtins.float, builtins.len, builtins.bool}
+_SAFE_BUILTINS = {
+    builtins.min,
+    builtins.max,
+    builtins.abs,
+    builtins.int,
+    builtins.float,
+    builtins.len,
+    builtins.bool,
+}
 
 
 def is_ir(v: object) -> bool:
@@ -298,7 +321,9 @@ class _Lowering:
         raise VerifyError(f"{what} must be an integer index, got a {t}", self.loc(node))
 
     def static_ints(self, v: Any, node: ast.AST, what: str) -> tuple[int, ...]:
-        if not isinstance(v, list | tuple) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        if not isinstance(v, list | tuple) or not all(
+            isinstance(x, int) and not isinstance(x, bool) for x in v
+        ):
             raise VerifyError(f"{what} must be a list of compile-time ints, got {v!r}", self.loc(node))
         return tuple(v)
 
@@ -328,12 +353,16 @@ class _Lowering:
                 for e, x in zip(elts, v):
                     self.assign(e.id, x, node)
             case ast.Assign():
-                raise self.error(node, "only 'name = value' assignments are supported", "assign one name at a time")
+                raise self.error(
+                    node, "only 'name = value' assignments are supported", "assign one name at a time"
+                )
             case ast.AugAssign(target=ast.Name(id=name), op=op, value=value):
                 cur = self.lookup(name, node)
                 self.assign(name, self.binop(op, cur, self.expr(value), node), node)
             case ast.AnnAssign():
-                raise self.error(node, "annotated assignments are not supported", "write 'x = value'; types are inferred")
+                raise self.error(
+                    node, "annotated assignments are not supported", "write 'x = value'; types are inferred"
+                )
             case ast.Expr(value=ast.Constant(value=str())):
                 pass  # docstring
             case ast.Expr(value=ast.Call() as call):
@@ -364,12 +393,26 @@ class _Lowering:
                 )
                 raise self.error(node, f"'return' is not supported here in {self.what()}", hint)
             case ast.While():
-                raise self.error(node, "'while' loops are not supported", "use 'for i in ts.range(start, stop, step)'")
-            case ast.With() | ast.Try() | ast.Raise() | ast.Assert() | ast.Delete() | ast.Global() | ast.Nonlocal():
-                raise self.error(node, f"'{type(node).__name__.lower()}' statements are not supported in {self.what()}")
+                raise self.error(
+                    node, "'while' loops are not supported", "use 'for i in ts.range(start, stop, step)'"
+                )
+            case (
+                ast.With()
+                | ast.Try()
+                | ast.Raise()
+                | ast.Assert()
+                | ast.Delete()
+                | ast.Global()
+                | ast.Nonlocal()
+            ):
+                raise self.error(
+                    node, f"'{type(node).__name__.lower()}' statements are not supported in {self.what()}"
+                )
             case ast.FunctionDef() | ast.Lambda() | ast.ClassDef():
                 raise self.error(
-                    node, "nested definitions are not supported", "define helpers at module level with @ts.inline"
+                    node,
+                    "nested definitions are not supported",
+                    "define helpers at module level with @ts.inline",
                 )
             case _:
                 raise self.error(node, f"{type(node).__name__} statements are not supported in {self.what()}")
@@ -378,7 +421,9 @@ class _Lowering:
         it = node.iter
         func = self.expr(it.func) if isinstance(it, ast.Call) else None
         if func is not ops.range:
-            hint = "write 'for i in ts.range(start, stop, step)': it becomes a real loop in the generated code"
+            hint = (
+                "write 'for i in ts.range(start, stop, step)': it becomes a real loop in the generated code"
+            )
             raise self.error(node, "only 'for v in ts.range(...)' loops are supported", hint)
         if node.orelse:
             raise self.error(node, "'for ... else' is not supported")
@@ -449,18 +494,24 @@ class _Lowering:
             case ast.Compare(left=l, ops=[op], comparators=[r]):
                 return self.compare(op, self.expr(l), self.expr(r), node)
             case ast.Compare():
-                raise self.error(node, "chained comparisons are not supported", "compare two values at a time")
+                raise self.error(
+                    node, "chained comparisons are not supported", "compare two values at a time"
+                )
             case ast.BoolOp(op=op, values=values):
                 vals = [self.expr(v) for v in values]
                 if any(is_ir(v) for v in vals):
                     raise self.error(
-                        node, "'and'/'or' need compile-time values", "use ts.logical_and / ts.logical_or on bool tiles"
+                        node,
+                        "'and'/'or' need compile-time values",
+                        "use ts.logical_and / ts.logical_or on bool tiles",
                     )
                 return all(vals) if isinstance(op, ast.And) else any(vals)
             case ast.IfExp(test=t, body=b, orelse=o):
                 cond = self.expr(t)
                 if is_ir(cond):
-                    raise self.error(node, "'x if c else y' needs a compile-time condition", "use ts.where(c, x, y)")
+                    raise self.error(
+                        node, "'x if c else y' needs a compile-time condition", "use ts.where(c, x, y)"
+                    )
                 return self.expr(b if cond else o)
             case ast.Call():
                 return self.call(node)
@@ -475,7 +526,9 @@ class _Lowering:
             case ast.ListComp() | ast.GeneratorExp() | ast.DictComp() | ast.SetComp():
                 raise self.error(node, "comprehensions are not supported", "use a for loop over ts.range")
             case _:
-                raise self.error(node, f"{type(node).__name__} expressions are not supported in {self.what()}")
+                raise self.error(
+                    node, f"{type(node).__name__} expressions are not supported in {self.what()}"
+                )
 
     def attribute(self, base: Any, attr: str, node: ast.AST) -> Any:
         if is_ir(base):
@@ -488,7 +541,9 @@ class _Lowering:
                 return t.dtype
             if attr == "ndim" and hasattr(t, "shape"):
                 return len(t.shape)
-            raise self.error(node, f"a {t} has no attribute {attr!r} in the DSL", "available: shape, dtype, ndim")
+            raise self.error(
+                node, f"a {t} has no attribute {attr!r} in the DSL", "available: shape, dtype, ndim"
+            )
         try:
             return getattr(base, attr)
         except AttributeError:
@@ -500,7 +555,9 @@ class _Lowering:
         else:
             if type(op) not in _AST_BINOPS:
                 hint = "write x * x" if isinstance(op, ast.Pow) else None
-                raise self.error(node, f"operator {type(op).__name__} is not supported in {self.what()}", hint)
+                raise self.error(
+                    node, f"operator {type(op).__name__} is not supported in {self.what()}", hint
+                )
             name, fold = _AST_BINOPS[type(op)]
         if not is_ir(lhs) and not is_ir(rhs):
             if fold is None or not (_is_number(lhs) and _is_number(rhs)):
@@ -570,7 +627,9 @@ class _Lowering:
         if isinstance(base, Var) and isinstance(base.type, TensorType):
             if self.mode != "orch":
                 raise self.error(
-                    node, "tensors are not sliced inside kernels", "read a tile with ts.load(tensor, offsets, sizes)"
+                    node,
+                    "tensors are not sliced inside kernels",
+                    "read a tile with ts.load(tensor, offsets, sizes)",
                 )
             return self.slice(base, sl, node)
         if isinstance(base, Slice):
@@ -636,17 +695,23 @@ class _Lowering:
             return getattr(self, f"op_{func.name}")(node)
         if isinstance(func, KernelFunction):
             if self.mode != "orch":
-                raise self.error(node, "kernels cannot call kernels", "factor shared code into an @ts.inline helper")
+                raise self.error(
+                    node, "kernels cannot call kernels", "factor shared code into an @ts.inline helper"
+                )
             return self.submit_call(func, node.args, node.keywords, node)
         if isinstance(func, InlineFunction):
             return self.inline(func, node)
         if isinstance(func, JitFunction):
-            raise self.error(node, "a @ts.jit function cannot be called from DSL code", "call its kernels directly")
+            raise self.error(
+                node, "a @ts.jit function cannot be called from DSL code", "call its kernels directly"
+            )
         if func in _SAFE_BUILTINS:
             args = [self.expr(a) for a in node.args]
             if any(is_ir(a) for a in args) or node.keywords:
                 raise self.error(
-                    node, f"{func.__name__}() works on compile-time values only", "use ts.maximum / ts.minimum on tiles"
+                    node,
+                    f"{func.__name__}() works on compile-time values only",
+                    "use ts.maximum / ts.minimum on tiles",
                 )
             return func(*args)
         if func is builtins.range:
@@ -654,7 +719,9 @@ class _Lowering:
         if isinstance(func, type(math.sqrt)) and getattr(func, "__module__", None) == "math":
             args = [self.expr(a) for a in node.args]
             if any(is_ir(a) for a in args):
-                raise self.error(node, f"math.{func.__name__} works on compile-time values only", "use the ts.* op")
+                raise self.error(
+                    node, f"math.{func.__name__} works on compile-time values only", "use the ts.* op"
+                )
             return func(*args)
         name = ast.unparse(node.func)
         raise self.error(
@@ -663,7 +730,9 @@ class _Lowering:
             "use ts.* operations, kernels, or helpers decorated with @ts.inline",
         )
 
-    def bind(self, node: ast.Call, names: list[str], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    def bind(
+        self, node: ast.Call, names: list[str], defaults: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Bind a DSL op call's arguments by name (positional or keyword)."""
         defaults = defaults or {}
         op = ast.unparse(node.func)
@@ -815,8 +884,12 @@ class _Lowering:
         loc = self.loc(node)
         shape = self.static_ints(a["shape"], node, "ts.create_tensor shape")
         if not 1 <= len(shape) <= 4 or any(s <= 0 for s in shape):
-            raise VerifyError(f"ts.create_tensor shape must have 1 to 4 positive dims, got {list(shape)}", loc)
-        return CreateTensor(TensorType(shape, self.dtype_arg(a["dtype"], node, "ts.create_tensor dtype")), loc)
+            raise VerifyError(
+                f"ts.create_tensor shape must have 1 to 4 positive dims, got {list(shape)}", loc
+            )
+        return CreateTensor(
+            TensorType(shape, self.dtype_arg(a["dtype"], node, "ts.create_tensor dtype")), loc
+        )
 
     def op_dump_tag(self, node: ast.Call) -> Var:
         t = self.bind(node, ["tensor"])["tensor"]
@@ -835,7 +908,9 @@ class _Lowering:
             raise VerifyError(f"ts.submit's first argument must be a @ts.kernel, got {kfn!r}", self.loc(node))
         return self.submit_call(kfn, node.args[1:], node.keywords, node)
 
-    def submit_call(self, kfn, arg_nodes: list[ast.expr], keywords: list[ast.keyword], node: ast.AST) -> Submit:
+    def submit_call(
+        self, kfn, arg_nodes: list[ast.expr], keywords: list[ast.keyword], node: ast.AST
+    ) -> Submit:
         loc = self.loc(node)
         kernel = self.kernel_ir(kfn)
         known = self.kernels.get(kernel.name)
@@ -846,14 +921,20 @@ class _Lowering:
         for kw in keywords:
             if kw.arg not in opts:
                 if kw.arg in [p.name for p in kernel.params]:
-                    raise self.error(node, "kernel arguments are passed by position", "pass every argument in order")
-                raise self.error(node, f"unknown option {kw.arg!r}; options: name=, deps=, dumps= (via ts.submit)")
+                    raise self.error(
+                        node, "kernel arguments are passed by position", "pass every argument in order"
+                    )
+                raise self.error(
+                    node, f"unknown option {kw.arg!r}; options: name=, deps=, dumps= (via ts.submit)"
+                )
             opts[kw.arg] = self.expr(kw.value)
         args = [self.expr(a) for a in arg_nodes]
         params = kernel.params
         if len(args) != len(params):
             names = ", ".join(p.name for p in params)
-            raise VerifyError(f"kernel {kernel.name}({names}) takes {len(params)} arguments, got {len(args)}", loc)
+            raise VerifyError(
+                f"kernel {kernel.name}({names}) takes {len(params)} arguments, got {len(args)}", loc
+            )
         lowered = tuple(self.kernel_arg(kernel, p, a, node) for p, a in zip(params, args))
         name = opts["name"]
         if name is not None and not isinstance(name, str):
@@ -876,7 +957,9 @@ class _Lowering:
                 return self.as_expr(a, node, like=p.type)
             if is_ir(a) and isinstance(a.type, ScalarType | IndexType):
                 if isinstance(a.type, ScalarType) and a.type.dtype != p.type.dtype:
-                    raise VerifyError(f"{where} expects a {p.type}, got a {a.type}", loc, "cast it explicitly")
+                    raise VerifyError(
+                        f"{where} expects a {p.type}, got a {a.type}", loc, "cast it explicitly"
+                    )
                 if isinstance(a.type, IndexType) and not p.type.dtype.is_int:
                     raise VerifyError(f"{where} expects a {p.type}, got an index", loc)
                 return a
@@ -901,7 +984,9 @@ class _Lowering:
         src = function_source(ifn.fn)
         fargs = src.tree.args
         if fargs.vararg or fargs.kwarg or fargs.kwonlyargs or fargs.posonlyargs:
-            raise DSLError(f"@ts.inline helper {ifn.__name__} must take plain positional parameters", self.loc(node))
+            raise DSLError(
+                f"@ts.inline helper {ifn.__name__} must take plain positional parameters", self.loc(node)
+            )
         names = [a.arg for a in fargs.args]
         values: dict[str, Any] = {}
         for n, a in zip(names, node.args):
@@ -932,7 +1017,9 @@ class _Lowering:
     def signature(self, tree: ast.FunctionDef) -> tuple[Param, ...]:
         fargs = tree.args
         if fargs.vararg or fargs.kwarg or fargs.kwonlyargs or fargs.posonlyargs or fargs.defaults:
-            raise self.error(tree, "DSL functions take plain annotated parameters (no defaults, *args or **kwargs)")
+            raise self.error(
+                tree, "DSL functions take plain annotated parameters (no defaults, *args or **kwargs)"
+            )
         params = []
         for a in fargs.args:
             if a.annotation is None:
@@ -992,7 +1079,9 @@ def parse_program(fn: Callable, kernel_ir: Callable) -> Program:
     src = function_source(fn)
     low = _Lowering("orch", src, kernel_ir)
     params, body = low.lower_function()
-    return Program(src.tree.name, params, body, tuple(low.kernels.values()), SourceLoc(src.file, src.tree.lineno))
+    return Program(
+        src.tree.name, params, body, tuple(low.kernels.values()), SourceLoc(src.file, src.tree.lineno)
+    )
 
 
 def load_source(text: str, filename: str):

@@ -32,8 +32,12 @@ def _op(name: str, kind: str, signature: str, doc: str) -> DSLOp:
 
 
 # kernel ops
-load = _op("load", "kernel", "(tensor, offsets, sizes)", "Read a tile of `sizes` at `offsets` from a tensor param.")
-store = _op("store", "kernel", "(tensor, offsets, tile)", "Write a tile into an Out/InOut tensor param at `offsets`.")
+load = _op(
+    "load", "kernel", "(tensor, offsets, sizes)", "Read a tile of `sizes` at `offsets` from a tensor param."
+)
+store = _op(
+    "store", "kernel", "(tensor, offsets, tile)", "Write a tile into an Out/InOut tensor param at `offsets`."
+)
 zeros = _op("zeros", "kernel", "(shape, dtype)", "A tile of zeros.")
 full = _op("full", "kernel", "(shape, value, dtype)", "A tile filled with `value`.")
 exp = _op("exp", "kernel", "(x)", "Elementwise e**x.")
@@ -61,9 +65,14 @@ matmul = _op("matmul", "kernel", "(a, b, acc=None)", "[M, K] @ [K, N] with fp32 
 transpose = _op("transpose", "kernel", "(x)", "[R, C] -> [C, R].")
 
 # orchestration ops
-create_tensor = _op("create_tensor", "orch", "(shape, dtype)", "Allocate an intermediate tensor for this run.")
+create_tensor = _op(
+    "create_tensor", "orch", "(shape, dtype)", "Allocate an intermediate tensor for this run."
+)
 submit = _op(
-    "submit", "orch", "(kernel, *args, name=None, deps=(), dumps=())", "Submit one task (long form of a kernel call)."
+    "submit",
+    "orch",
+    "(kernel, *args, name=None, deps=(), dumps=())",
+    "Submit one task (long form of a kernel call).",
 )
 dump_tag = _op("dump_tag", "orch", "(tensor)", "Mark a tensor for partial (level 1) tensor dumps.")
 

@@ -33,8 +33,14 @@ class PassReport:
 
 
 class PassManager:
-    def __init__(self, passes: Sequence[Pass], *, verify: bool = True, local_memory_bytes: int = 256 * 1024,
-                 dump_dir: Path | None = None):
+    def __init__(
+        self,
+        passes: Sequence[Pass],
+        *,
+        verify: bool = True,
+        local_memory_bytes: int = 256 * 1024,
+        dump_dir: Path | None = None,
+    ):
         self.passes = list(passes)
         self.verify = verify
         self.local_memory_bytes = local_memory_bytes

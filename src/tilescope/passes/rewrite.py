@@ -48,7 +48,9 @@ def map_expr(e: Expr, f: ExprFn) -> Expr:
         case Where():
             e = dataclasses.replace(e, cond=r(e.cond), lhs=r(e.lhs), rhs=r(e.rhs))
         case Slice():
-            e = dataclasses.replace(e, ranges=tuple(SliceRange(r(x.start), r(x.stop), x.squeeze) for x in e.ranges))
+            e = dataclasses.replace(
+                e, ranges=tuple(SliceRange(r(x.start), r(x.stop), x.squeeze) for x in e.ranges)
+            )
         case Submit():
             e = dataclasses.replace(e, args=tuple(map(r, e.args)))
         case DumpTag():
@@ -80,5 +82,7 @@ def map_stmt_exprs(s: Stmt, f: ExprFn) -> Stmt:
 
 
 def map_program_exprs(p: Program, f: ExprFn) -> Program:
-    kernels = tuple(dataclasses.replace(k, body=tuple(map_stmt_exprs(s, f) for s in k.body)) for k in p.kernels)
+    kernels = tuple(
+        dataclasses.replace(k, body=tuple(map_stmt_exprs(s, f) for s in k.body)) for k in p.kernels
+    )
     return dataclasses.replace(p, body=tuple(map_stmt_exprs(s, f) for s in p.body), kernels=kernels)

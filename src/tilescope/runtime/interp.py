@@ -114,7 +114,9 @@ class _KernelInterp:
     def run(self, args: list[Any]) -> None:
         env: dict[str, Any] = {}
         for p, a in zip(self.k.params, args):
-            env[p.name] = _round_scalar(a, p.type.dtype, self.float64) if p.direction is Direction.SCALAR else a
+            env[p.name] = (
+                _round_scalar(a, p.type.dtype, self.float64) if p.direction is Direction.SCALAR else a
+            )
         self.body(self.k.body, env)
 
     def body(self, body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
@@ -145,8 +147,10 @@ class _KernelInterp:
                 if isinstance(e.type, TileType):
                     if op in ("maximum", "minimum"):
                         fn = torch.maximum if op == "maximum" else torch.minimum
-                        x, y = (v if torch.is_tensor(v) else torch.tensor(v, dtype=self.tile_dtype(e.type.dtype))
-                                for v in (x, y))
+                        x, y = (
+                            v if torch.is_tensor(v) else torch.tensor(v, dtype=self.tile_dtype(e.type.dtype))
+                            for v in (x, y)
+                        )
                         return fn(x, y)
                     return _TILE_OPS[op](x, y)
                 r = _SCALAR_OPS[op](x, y)
@@ -179,8 +183,10 @@ class _KernelInterp:
                 return self.expr(v, env).transpose(0, 1).contiguous()
             case Where(cond=c, lhs=a, rhs=b, type=tt):
                 d = self.tile_dtype(tt.dtype)
-                x, y = (v if torch.is_tensor(v) else torch.tensor(v, dtype=d) for v in
-                        (self.expr(a, env), self.expr(b, env)))
+                x, y = (
+                    v if torch.is_tensor(v) else torch.tensor(v, dtype=d)
+                    for v in (self.expr(a, env), self.expr(b, env))
+                )
                 return torch.where(self.expr(c, env), x, y)
         raise TypeError(f"interp: unexpected expression {type(e).__name__} in a kernel")
 
@@ -226,7 +232,9 @@ class _OrchInterp:
     def run(self, args: list[Any]) -> int:
         env: dict[str, Any] = {}
         for p, a in zip(self.p.params, args):
-            env[p.name] = _round_scalar(a, p.type.dtype, self.float64) if p.direction is Direction.SCALAR else a
+            env[p.name] = (
+                _round_scalar(a, p.type.dtype, self.float64) if p.direction is Direction.SCALAR else a
+            )
         self.body(self.p.body, env)
         return self.tasks
 
@@ -254,7 +262,9 @@ class _OrchInterp:
                 return env[n]
             case BinOp(op=op, lhs=a, rhs=b):
                 r = _SCALAR_OPS[op](self.expr(a, env), self.expr(b, env))
-                return r if not isinstance(e.type, ScalarType) else _round_scalar(r, e.type.dtype, self.float64)
+                return (
+                    r if not isinstance(e.type, ScalarType) else _round_scalar(r, e.type.dtype, self.float64)
+                )
             case UnOp(op="neg", operand=a):
                 return -self.expr(a, env)
             case CreateTensor(type=tt):
