@@ -1,0 +1,444 @@
+"""ctypes binding of the C++ runtime core (``runtime/csrc``, API in ``tilescope/runtime_api.h``).
+
+Invariants:
+- The core is compiled from the shipped sources by the toolchain (content-addressed cache) the
+  first time a process needs it, loaded once, and checked against this module's mirror of the
+  C structs (ABI version and ``sizeof(ts_arg)``) before use.
+- Python is never on the per-task path: ``run_graph`` makes one ctypes call, which releases the
+  GIL while the graph runs, and converts the records afterwards.
+- ``TsArg`` values hold raw pointers: the tensors they describe must stay alive, and must not
+  be resized, until ``run_graph`` returns.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tilescope.errors import ArgumentError, RuntimeFailure, ToolchainError
+from tilescope.language import dtypes
+from tilescope.language.dtypes import DType
+from tilescope.toolchain import BuildJob, build, cache_dir, object_path
+from tilescope.toolchain.cache import abi_version
+
+CSRC_DIR = Path(__file__).resolve().parent / "csrc"
+MAX_DIMS = 4  # TS_MAX_DIMS
+
+
+class Direction(enum.IntEnum):
+    """``ts_dir``: how a task (or program) uses an argument."""
+
+    IN = 0
+    OUT = 1
+    INOUT = 2
+    SCALAR = 3
+
+
+def as_direction(value: Direction | int | str | enum.Enum) -> Direction:
+    """``Direction.IN``, ``0``, ``"in"`` or any enum whose value is one of those, as a Direction."""
+    if isinstance(value, enum.Enum) and not isinstance(value, Direction):
+        value = value.value
+    if isinstance(value, str):
+        try:
+            return Direction[value.upper()]
+        except KeyError:
+            known = ", ".join(d.name.lower() for d in Direction)
+            raise ArgumentError(f"unknown argument direction {value!r}; known: {known}") from None
+    return Direction(value)
+
+
+class ArgKind(enum.IntEnum):
+    TENSOR = 0
+    SCALAR = 1
+
+
+EDGE_KINDS = ("RAW", "WAW", "WAR", "ORDER")  # ts_edge_kind
+EDGE_SOURCES = ("tensormap", "explicit")  # ts_edge_source
+
+
+class TsTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("buffer_id", ctypes.c_int64),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("strides", ctypes.c_int64 * MAX_DIMS),
+        ("offset", ctypes.c_int64),
+    ]
+
+
+class TsScalarValue(ctypes.Union):
+    _fields_ = [("f", ctypes.c_double), ("i", ctypes.c_int64)]
+
+
+class TsScalar(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_int32), ("reserved", ctypes.c_int32), ("v", TsScalarValue)]
+
+
+class TsArgValue(ctypes.Union):
+    _fields_ = [("t", TsTensor), ("s", TsScalar)]
+
+
+class TsArg(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int32), ("dir", ctypes.c_int32), ("u", TsArgValue)]
+
+
+class TsRunConfig(ctypes.Structure):
+    _fields_ = [
+        ("num_workers", ctypes.c_int32),
+        ("record_edges", ctypes.c_int32),
+        ("record_tasks", ctypes.c_int32),
+    ]
+
+
+class TsEdgeRecord(ctypes.Structure):
+    _fields_ = [
+        ("pred", ctypes.c_int64),
+        ("succ", ctypes.c_int64),
+        ("arg_index", ctypes.c_int32),
+        ("kind", ctypes.c_int32),
+        ("source", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+    ]
+
+
+class TsTaskRecord(ctypes.Structure):
+    _fields_ = [
+        ("task_id", ctypes.c_int64),
+        ("func_id", ctypes.c_int32),
+        ("worker", ctypes.c_int32),
+        ("submit_ns", ctypes.c_int64),
+        ("start_ns", ctypes.c_int64),
+        ("end_ns", ctypes.c_int64),
+    ]
+
+
+class TsDumpTagRecord(ctypes.Structure):
+    _fields_ = [("tensor", TsTensor), ("first_task", ctypes.c_int64)]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """One task's timing (nanoseconds since the run started, steady clock). ``worker`` is -1
+    (and the times 0) for a task skipped after a failure."""
+
+    task_id: int
+    func_id: int
+    name: str
+    worker: int
+    submit_ns: int
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRecord:
+    """A dependency ``pred -> succ``. ``arg`` is succ's argument index (-1 for explicit edges);
+    ``kind`` is RAW, WAW, WAR or ORDER (explicit); ``source`` is ``tensormap`` or ``explicit``."""
+
+    pred: int
+    succ: int
+    arg: int
+    kind: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class DumpTagRecord:
+    """A tensor region the orchestration marked with ``dump_tag``, effective from ``first_task``."""
+
+    first_task: int
+    buffer_id: int
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+
+@dataclass
+class RunReport:
+    status: int
+    error: str
+    wall_s: float
+    num_tasks: int
+    num_workers: int
+    num_dependencies: int  # distinct (pred, succ) pairs the scheduler enforced
+    tasks: list[TaskRecord] = field(default_factory=list)  # with record_tasks
+    edges: list[EdgeRecord] = field(default_factory=list)  # with record_edges
+    dump_tags: list[DumpTagRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EntryPoint:
+    """An exported function of a loaded kernel/orchestration library; keeps the library loaded."""
+
+    library: ctypes.CDLL
+    symbol: str
+    address: int
+
+
+_load_lock = threading.Lock()
+_core: tuple[ctypes.CDLL, Path] | None = None
+
+
+def load_core() -> ctypes.CDLL:
+    """The runtime core library, built (or fetched from the cache) and loaded on first use."""
+    return _loaded()[0]
+
+
+def library_path() -> Path:
+    """The path of the loaded runtime core (building and loading it if needed)."""
+    return _loaded()[1]
+
+
+def _loaded() -> tuple[ctypes.CDLL, Path]:
+    global _core
+    with _load_lock:
+        if _core is None:
+            path = _build_core()
+            _core = (_open_core(path), path)
+        return _core
+
+
+def _build_core() -> Path:
+    sources = sorted(CSRC_DIR.glob("*.cpp"))
+    if not sources:
+        raise ToolchainError(f"the runtime core sources are missing from {CSRC_DIR}; reinstall tilescope")
+    job = BuildJob(
+        source=sources[0],
+        extra_sources=tuple(sources[1:]),
+        # NOTE: a stable name for tools (gdb, addr2line); the process loads the content-addressed
+        # object itself, which no other build can replace while it is being opened.
+        output=cache_dir() / "runtime" / "libtilescope_core.so",
+        include_dirs=(CSRC_DIR,),
+        extra_flags=("-pthread",),
+    )
+    (result,) = build([job])
+    return object_path(result.key)
+
+
+def _open_core(path: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+    c_result = ctypes.c_void_p
+    protos = {
+        "ts_run": (
+            c_result,
+            [
+                ctypes.POINTER(TsRunConfig),
+                ctypes.c_void_p,
+                ctypes.POINTER(ctypes.c_void_p),
+                ctypes.POINTER(ctypes.c_char_p),
+                ctypes.c_int32,
+                ctypes.POINTER(TsArg),
+                ctypes.c_int32,
+            ],
+        ),
+        "ts_run_status": (ctypes.c_int32, [c_result]),
+        "ts_run_error": (ctypes.c_char_p, [c_result]),
+        "ts_run_num_tasks": (ctypes.c_int64, [c_result]),
+        "ts_run_num_dependencies": (ctypes.c_int64, [c_result]),
+        "ts_run_num_edges": (ctypes.c_int64, [c_result]),
+        "ts_run_num_workers": (ctypes.c_int32, [c_result]),
+        "ts_run_wall_seconds": (ctypes.c_double, [c_result]),
+        "ts_run_copy_tasks": (ctypes.c_int64, [c_result, ctypes.POINTER(TsTaskRecord), ctypes.c_int64]),
+        "ts_run_copy_edges": (ctypes.c_int64, [c_result, ctypes.POINTER(TsEdgeRecord), ctypes.c_int64]),
+        "ts_run_num_dump_tags": (ctypes.c_int64, [c_result]),
+        "ts_run_copy_dump_tags": (
+            ctypes.c_int64,
+            [c_result, ctypes.POINTER(TsDumpTagRecord), ctypes.c_int64],
+        ),
+        "ts_run_task_name": (ctypes.c_char_p, [c_result, ctypes.c_int64]),
+        "ts_run_free": (None, [c_result]),
+        "ts_core_abi_version": (ctypes.c_uint32, []),
+        "ts_core_sizeof_arg": (ctypes.c_int32, []),
+    }
+    for name, (restype, argtypes) in protos.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    core_abi, core_arg = lib.ts_core_abi_version(), lib.ts_core_sizeof_arg()
+    if core_abi != abi_version() or core_arg != ctypes.sizeof(TsArg):
+        raise ToolchainError(
+            f"runtime core {path} does not match this tilescope: ABI {core_abi} / sizeof(ts_arg) {core_arg}, "
+            f"expected ABI {abi_version()} / {ctypes.sizeof(TsArg)}; delete it and run again"
+        )
+    return lib
+
+
+def load_entry(path: Path, symbol: str) -> EntryPoint:
+    """Open a kernel or orchestration library (RTLD_LOCAL) and find ``symbol`` in it.
+
+    NOTE: the dynamic loader caches libraries by path; a library rebuilt in place is only picked
+    up by a new process, so builds write each version to its own path.
+    """
+    lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+    try:
+        fn = getattr(lib, symbol)
+    except AttributeError:
+        raise ToolchainError(
+            f"{path} does not export {symbol!r}; was it built from tilescope generated code?"
+        ) from None
+    address = ctypes.cast(fn, ctypes.c_void_p).value
+    assert address is not None
+    return EntryPoint(lib, symbol, address)
+
+
+def tensor_arg(t, direction: Direction | int | str) -> TsArg:
+    """Describe torch tensor ``t`` (any strided CPU view) as a ``ts_arg``.
+
+    ``data`` is the storage's base pointer and ``offset`` the view's storage offset, so views of
+    one storage share ``buffer_id`` (the storage base address) and aliasing program arguments are
+    ordered by the tensor map. A 0-d tensor is described as shape [1].
+
+    Raises:
+        ArgumentError: not a CPU tensor, too many dims, an unsupported dtype, or a bad direction.
+    """
+    direction = as_direction(direction)
+    if direction == Direction.SCALAR:
+        raise ArgumentError("tensor_arg: a tensor argument needs direction IN, OUT or INOUT, not SCALAR")
+    if t.device.type != "cpu":
+        raise ArgumentError(
+            f"tensor_arg: tensors must be on the CPU for the sim platform, got one on {t.device}"
+        )
+    if t.dim() > MAX_DIMS:
+        raise ArgumentError(
+            f"tensor_arg: a tensor of shape {list(t.shape)} has {t.dim()} dims; at most {MAX_DIMS} are supported"
+        )
+    try:
+        dtype = dtypes.from_torch(t.dtype)
+    except ValueError as exc:
+        raise ArgumentError(f"tensor_arg: {exc}") from None
+    shape = tuple(t.shape) or (1,)
+    strides = tuple(t.stride()) or (1,)
+    base = t.untyped_storage().data_ptr()
+    arg = TsArg(kind=ArgKind.TENSOR, dir=direction)
+    desc = arg.u.t
+    desc.data = base
+    desc.buffer_id = base
+    desc.dtype = dtype.code
+    desc.ndim = len(shape)
+    desc.offset = t.storage_offset()
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        desc.shape[d] = n
+        desc.strides[d] = s
+    return arg
+
+
+def scalar_arg(value: float | int | bool, dtype: DType) -> TsArg:
+    """A ``ts_arg`` scalar of ``dtype``: stored as a double for float dtypes, else as an int64.
+
+    Raises:
+        ArgumentError: ``value`` does not fit (e.g. a non-integral float for an integer dtype).
+    """
+    arg = TsArg(kind=ArgKind.SCALAR, dir=Direction.SCALAR)
+    arg.u.s.dtype = dtype.code
+    if dtype.is_float:
+        arg.u.s.v.f = float(value)
+        return arg
+    if isinstance(value, float) and not value.is_integer():
+        raise ArgumentError(f"scalar_arg: {value!r} is not an integer, but the dtype is {dtype!r}")
+    ivalue = int(value)
+    if not -(2**63) <= ivalue < 2**63:
+        raise ArgumentError(f"scalar_arg: {ivalue} does not fit in 64 bits")
+    arg.u.s.v.i = ivalue
+    return arg
+
+
+def run_graph(
+    orch_fn_address: int,
+    kernel_fn_addresses: list[int],
+    kernel_names: list[str],
+    args: list[TsArg],
+    num_workers: int = 0,
+    record_edges: bool = False,
+    record_tasks: bool = False,
+) -> RunReport:
+    """Run an orchestration (``orchestration_entry``'s address) with kernels indexed by func_id.
+
+    Blocks until the orchestration returned and every task finished; the GIL is released
+    meanwhile. ``num_workers=0`` uses every hardware thread.
+
+    Raises:
+        RuntimeFailure: the run failed; the message is the runtime's and ``exc.report`` holds the
+            RunReport (records included, as far as the run got).
+        ArgumentError: the kernel tables disagree or an address is NULL.
+    """
+    if len(kernel_fn_addresses) != len(kernel_names):
+        raise ArgumentError(
+            f"run_graph: {len(kernel_fn_addresses)} kernel addresses but {len(kernel_names)} names"
+        )
+    if not orch_fn_address or not all(kernel_fn_addresses):
+        raise ArgumentError("run_graph: the orchestration and every kernel need a non-NULL entry address")
+    if num_workers < 0:
+        raise ArgumentError(
+            f"run_graph: num_workers must be >= 0 (0 = all hardware threads), got {num_workers}"
+        )
+    lib = load_core()
+    nkernels = len(kernel_fn_addresses)
+    kernels = (ctypes.c_void_p * nkernels)(*kernel_fn_addresses)
+    names = (ctypes.c_char_p * nkernels)(*(n.encode() for n in kernel_names))
+    arg_array = (TsArg * len(args))(*args)
+    config = TsRunConfig(num_workers, int(record_edges), int(record_tasks))
+    handle = lib.ts_run(ctypes.byref(config), orch_fn_address, kernels, names, nkernels, arg_array, len(args))
+    try:
+        report = _collect(lib, handle, record_tasks)
+    finally:
+        lib.ts_run_free(handle)
+    if report.status != 0:
+        failure = RuntimeFailure(report.error)
+        failure.report = report  # type: ignore[attr-defined]
+        raise failure
+    return report
+
+
+def _collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:
+    num_tasks = lib.ts_run_num_tasks(handle)
+    report = RunReport(
+        status=lib.ts_run_status(handle),
+        error=lib.ts_run_error(handle).decode(errors="replace"),
+        wall_s=lib.ts_run_wall_seconds(handle),
+        num_tasks=num_tasks,
+        num_workers=lib.ts_run_num_workers(handle),
+        num_dependencies=lib.ts_run_num_dependencies(handle),
+    )
+    if record_tasks and num_tasks:
+        buf = (TsTaskRecord * num_tasks)()
+        n = lib.ts_run_copy_tasks(handle, buf, num_tasks)
+        rows = np.ctypeslib.as_array(buf)[:n].tolist()
+        report.tasks = [
+            TaskRecord(
+                tid, fid, lib.ts_run_task_name(handle, tid).decode(errors="replace"), worker, sub, start, end
+            )
+            for tid, fid, worker, sub, start, end in rows
+        ]
+    num_edges = lib.ts_run_num_edges(handle)
+    if num_edges:
+        buf = (TsEdgeRecord * num_edges)()
+        n = lib.ts_run_copy_edges(handle, buf, num_edges)
+        report.edges = [
+            EdgeRecord(pred, succ, arg, EDGE_KINDS[kind], EDGE_SOURCES[source])
+            for pred, succ, arg, kind, source, _ in np.ctypeslib.as_array(buf)[:n].tolist()
+        ]
+    num_tags = lib.ts_run_num_dump_tags(handle)
+    if num_tags:
+        buf = (TsDumpTagRecord * num_tags)()
+        n = lib.ts_run_copy_dump_tags(handle, buf, num_tags)
+        for rec in buf[:n]:
+            t = rec.tensor
+            report.dump_tags.append(
+                DumpTagRecord(
+                    rec.first_task,
+                    t.buffer_id,
+                    dtypes.BY_CODE[t.dtype].name,
+                    tuple(t.shape[: t.ndim]),
+                    tuple(t.strides[: t.ndim]),
+                    t.offset,
+                )
+            )
+    return report

@@ -1,0 +1,115 @@
+// The extern "C" surface of runtime_api.h: argument checks, result lifetime and accessors.
+#include <algorithm>
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "run.hpp"
+#include "run_result.hpp"
+#include "tilescope/runtime_api.h"
+#include "validation.hpp"
+
+static_assert(sizeof(ts_arg) == 104, "ts_arg layout changed: update the Python ctypes mirror in core.py");
+
+namespace {
+
+// Returned, never freed, when even the result object cannot be allocated.
+const ts_run_result kOutOfMemory = [] {
+    ts_run_result r;
+    r.status = 1;
+    r.error = "out of memory: cannot allocate a run result";
+    return r;
+}();
+
+std::string check_inputs(ts_orch_fn orch, const ts_kernel_fn *kernels, const char *const *kernel_names,
+                         int32_t nkernels, const ts_arg *args, int32_t nargs) {
+    if (orch == nullptr) return "no orchestration entry point (orchestration_entry is NULL)";
+    if (nkernels < 0 || (nkernels > 0 && kernels == nullptr)) return "invalid kernel table (nkernels " + std::to_string(nkernels) + ")";
+    for (int32_t i = 0; i < nkernels; ++i) {
+        if (kernels[i] == nullptr) {
+            const std::string name = kernel_names != nullptr && kernel_names[i] != nullptr ? kernel_names[i] : "?";
+            return "kernel " + std::to_string(i) + " ('" + name + "') has no entry point (kernel_entry is NULL)";
+        }
+    }
+    if (nargs < 0 || (nargs > 0 && args == nullptr)) return "invalid program argument list (nargs " + std::to_string(nargs) + ")";
+    for (int32_t i = 0; i < nargs; ++i) {
+        const std::string why = ts::rt::validate_arg(args[i]);
+        if (!why.empty()) return "program argument " + std::to_string(i) + ": " + why;
+    }
+    return "";
+}
+
+template <class T>
+int64_t copy_out(const std::vector<T> &from, T *out, int64_t capacity) {
+    if (out == nullptr || capacity <= 0) return 0;
+    const int64_t n = std::min<int64_t>(capacity, static_cast<int64_t>(from.size()));
+    std::copy(from.begin(), from.begin() + n, out);
+    return n;
+}
+
+}  // namespace
+
+extern "C" {
+
+ts_run_result *ts_run(const ts_run_config *config, ts_orch_fn orch, const ts_kernel_fn *kernels,
+                      const char *const *kernel_names, int32_t nkernels, const ts_arg *args, int32_t nargs) {
+    auto *result = new (std::nothrow) ts_run_result;
+    if (result == nullptr) return const_cast<ts_run_result *>(&kOutOfMemory);
+    try {
+        const std::string why = check_inputs(orch, kernels, kernel_names, nkernels, args, nargs);
+        if (!why.empty()) {
+            result->status = 1;
+            result->error = "ts_run: " + why;
+            return result;
+        }
+        std::vector<std::string> names;
+        names.reserve(static_cast<size_t>(nkernels));
+        for (int32_t i = 0; i < nkernels; ++i)
+            names.emplace_back(kernel_names != nullptr && kernel_names[i] != nullptr ? kernel_names[i]
+                                                                                    : "kernel" + std::to_string(i));
+        const ts_run_config cfg = config != nullptr ? *config : ts_run_config{0, 0, 0};
+        ts::rt::Run run(cfg, orch, kernels, std::move(names), args, nargs);
+        run.execute(*result);
+    } catch (const std::exception &e) {
+        result->status = 1;
+        result->error = std::string("runtime internal error: ") + e.what();
+    }
+    return result;
+}
+
+int32_t ts_run_status(const ts_run_result *r) { return r->status; }
+const char *ts_run_error(const ts_run_result *r) { return r->error.c_str(); }
+int64_t ts_run_num_tasks(const ts_run_result *r) { return r->num_tasks; }
+int64_t ts_run_num_dependencies(const ts_run_result *r) { return r->num_dependencies; }
+int64_t ts_run_num_edges(const ts_run_result *r) { return static_cast<int64_t>(r->edges.size()); }
+int32_t ts_run_num_workers(const ts_run_result *r) { return r->num_workers; }
+double ts_run_wall_seconds(const ts_run_result *r) { return r->wall_seconds; }
+
+int64_t ts_run_copy_tasks(const ts_run_result *r, ts_task_record *out, int64_t capacity) {
+    return copy_out(r->tasks, out, capacity);
+}
+
+int64_t ts_run_copy_edges(const ts_run_result *r, ts_edge_record *out, int64_t capacity) {
+    return copy_out(r->edges, out, capacity);
+}
+
+int64_t ts_run_num_dump_tags(const ts_run_result *r) { return static_cast<int64_t>(r->dump_tags.size()); }
+
+int64_t ts_run_copy_dump_tags(const ts_run_result *r, ts_dump_tag_record *out, int64_t capacity) {
+    return copy_out(r->dump_tags, out, capacity);
+}
+
+const char *ts_run_task_name(const ts_run_result *r, int64_t task_id) {
+    if (task_id < 0 || task_id >= static_cast<int64_t>(r->task_names.size())) return nullptr;
+    return r->task_names[static_cast<size_t>(task_id)].c_str();
+}
+
+void ts_run_free(ts_run_result *r) {
+    if (r != &kOutOfMemory) delete r;
+}
+
+uint32_t ts_core_abi_version(void) { return TS_ABI_VERSION; }
+int32_t ts_core_sizeof_arg(void) { return static_cast<int32_t>(sizeof(ts_arg)); }
+
+}  // extern "C"

@@ -1,0 +1,52 @@
+// An ordered index of the regions accessed in one buffer, for fast overlap queries.
+//
+// Invariants:
+//  - Entries are grouped in span classes (class c holds spans in [2^c, 2^(c+1))); each class is
+//    ordered by start byte and knows the largest span it has ever held. A query for [lo, hi)
+//    visits, per class, only entries starting in (lo - max_span, hi): no other entry can reach it.
+//    A 100k-wide fan-out of disjoint slices therefore costs O(log n) per query, and one huge
+//    region does not slow down queries among small ones.
+//  - Iteration order is deterministic (class, then start byte, then insertion order).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "region.hpp"
+
+namespace ts::rt {
+
+struct IndexedAccess {
+    Region region;
+    int64_t task;
+};
+
+class RegionIndex {
+public:
+    void insert(const Region &region, int64_t task);
+
+    // Call f(const IndexedAccess &) for every entry overlapping `query`.
+    template <class F>
+    void for_each_overlapping(const Region &query, F &&f) const {
+        for (const SpanClass &c : classes_) {
+            for (auto it = c.entries.lower_bound(query.lo - c.max_span + 1);
+                 it != c.entries.end() && it->first < query.hi; ++it) {
+                if (overlaps(it->second.region, query)) f(it->second);
+            }
+        }
+    }
+
+    // Remove every entry that `writer` covers (see covers()).
+    void erase_covered_by(const Region &writer);
+
+private:
+    struct SpanClass {
+        int32_t log2_span = 0;
+        int64_t max_span = 0;
+        std::multimap<int64_t, IndexedAccess> entries;  // keyed by region.lo
+    };
+    std::vector<SpanClass> classes_;  // sorted by log2_span
+};
+
+}  // namespace ts::rt

@@ -1,0 +1,88 @@
+// One run of an orchestration: the ts_orch_api it serves, the task graph it builds, its errors.
+//
+// Invariants:
+//  - The ts_orch_api callbacks run on the orchestration thread only, so the tensor map, the task
+//    table, the records and the error state need no locks; workers only see sealed tasks and the
+//    `failed_` flag.
+//  - The first error is kept verbatim; after it, submit returns -1 and records nothing, and
+//    workers skip tasks that have not started.
+//  - Intermediate tensors are zero-filled, 64-byte aligned, identified by their base address,
+//    and freed when the run object is destroyed (after every task has finished).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "block_arena.hpp"
+#include "run_result.hpp"
+#include "scheduler.hpp"
+#include "task.hpp"
+#include "tensor_map.hpp"
+#include "tilescope/abi.h"
+#include "tilescope/runtime_api.h"
+#include "validation.hpp"
+
+namespace ts::rt {
+
+class Run {
+public:
+    Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kernels, std::vector<std::string> kernel_names,
+        const ts_arg *args, int32_t nargs);
+    Run(const Run &) = delete;
+    Run &operator=(const Run &) = delete;
+
+    // Run the orchestration and every task it submits to completion, then fill `result`.
+    void execute(ts_run_result &result);
+
+private:
+    static int api_create_tensor(void *ctx, int32_t dtype, int32_t ndim, const int64_t *shape, ts_tensor *out);
+    static int64_t api_submit(void *ctx, int32_t func_id, const ts_arg *args, int32_t nargs, const int64_t *deps,
+                              int32_t ndeps, const char *name);
+    static void api_dump_tag(void *ctx, const ts_tensor *t);
+    static void api_fail(void *ctx, const char *message);
+
+    void orchestrate();
+    int create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_tensor *out);
+    int64_t submit(const SubmitRequest &req);
+    void dump_tag(const ts_tensor *t);
+    void record_edges(int64_t succ);
+    void fail(std::string message);
+
+    struct FreeDeleter {
+        void operator()(void *p) const { std::free(p); }
+    };
+
+    const ts_run_config config_;
+    const ts_orch_fn orch_;
+    const std::vector<std::string> kernel_names_;
+    const ts_arg *const args_;
+    const int32_t nargs_;
+    const Clock::time_point t0_;
+    ts_orch_api api_{};
+
+    std::atomic<bool> failed_{false};
+    std::string error_;
+    int64_t suppressed_errors_ = 0;
+
+    TensorMap tensor_map_;
+    BlockArena<Task> task_arena_{1024};
+    BlockArena<ts_arg> arg_arena_{8192};
+    std::vector<Task *> tasks_;
+    int64_t num_dependencies_ = 0;
+    std::vector<FoundEdge> found_;       // scratch: tensor-map edges of the task being submitted
+    std::vector<int64_t> explicit_;      // scratch: its explicit predecessors
+    std::vector<int64_t> preds_;         // scratch: its distinct predecessors
+
+    std::vector<ts_edge_record> edges_;
+    std::vector<std::string> task_names_;
+    std::vector<ts_dump_tag_record> dump_tags_;
+    std::vector<std::unique_ptr<void, FreeDeleter>> intermediates_;
+
+    Scheduler scheduler_;  // last: destroyed (workers joined) before anything they touch
+};
+
+}  // namespace ts::rt

@@ -1,0 +1,23 @@
+// What one run leaves behind for the caller: status, error and the recorded instrumentation.
+//
+// Invariant: filled once by Run::execute (or by ts_run on an early error), immutable afterwards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tilescope/runtime_api.h"
+
+struct ts_run_result {
+    int32_t status = 0;
+    std::string error;
+    int64_t num_tasks = 0;
+    int64_t num_dependencies = 0;
+    int32_t num_workers = 0;
+    double wall_seconds = 0.0;
+    std::vector<ts_task_record> tasks;     // only with record_tasks
+    std::vector<std::string> task_names;   // only with record_tasks
+    std::vector<ts_edge_record> edges;     // only with record_edges
+    std::vector<ts_dump_tag_record> dump_tags;
+};

@@ -1,0 +1,38 @@
+// One submitted task and the state that orders it.
+//
+// Invariants:
+//  - `pending` = unfinished predecessors + 1 until the orchestration seals the task (the
+//    submission guard); the task is ready exactly when it drops to 0, which happens once.
+//  - `done` and `successors` change only under `mu`: a predecessor either takes the edge before it
+//    finishes (and will release the successor) or is seen as done (and the edge adds no count).
+//  - Fields above `mu` are written by the orchestration thread before the task is sealed and are
+//    read-only afterwards; timing fields are written by the one worker that runs the task.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "tilescope/abi.h"
+
+namespace ts::rt {
+
+struct Task {
+    int64_t id = 0;
+    int32_t func_id = 0;
+    int32_t nargs = 0;
+    const ts_arg *args = nullptr;
+
+    std::mutex mu;
+    bool done = false;
+    std::vector<Task *> successors;
+    std::atomic<int32_t> pending{1};
+
+    int32_t worker = -1;  // -1 until run; stays -1 if skipped after a failure
+    int64_t submit_ns = 0;
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+};
+
+}  // namespace ts::rt

@@ -1,0 +1,50 @@
+#include "tensor_map.hpp"
+
+#include <algorithm>
+
+namespace ts::rt {
+
+void TensorMap::register_buffer(const ts_tensor &t) { buffer_for(t); }
+
+TensorMap::BufferState &TensorMap::buffer_for(const ts_tensor &t) {
+    auto [it, inserted] = buffers_.try_emplace(t.buffer_id);
+    if (inserted) it->second.layout = layout_of(t);
+    return it->second;
+}
+
+void TensorMap::add_task(int64_t task, const ts_arg *args, int32_t nargs, std::vector<FoundEdge> &edges) {
+    edges.clear();
+    accesses_.clear();
+    for (int32_t i = 0; i < nargs; ++i) {
+        if (args[i].kind != TS_ARG_TENSOR) continue;
+        const ts_tensor &t = args[i].u.t;
+        BufferState &buffer = buffer_for(t);
+        Region region = region_of(t, buffer.layout);
+        if (!region.empty()) accesses_.push_back(Access{&buffer, region, i, args[i].dir});
+    }
+
+    for (const Access &a : accesses_) {
+        const int32_t after_writer = a.dir == TS_OUT ? TS_EDGE_WAW : TS_EDGE_RAW;
+        a.buffer->writers.for_each_overlapping(a.region, [&](const IndexedAccess &e) {
+            edges.push_back(FoundEdge{e.task, a.arg_index, after_writer});
+        });
+        if (a.dir == TS_IN) continue;
+        a.buffer->readers.for_each_overlapping(a.region, [&](const IndexedAccess &e) {
+            edges.push_back(FoundEdge{e.task, a.arg_index, TS_EDGE_WAR});
+        });
+    }
+    std::sort(edges.begin(), edges.end());
+    edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+
+    for (const Access &a : accesses_) {
+        if (a.dir == TS_IN) {
+            a.buffer->readers.insert(a.region, task);
+        } else {
+            a.buffer->writers.erase_covered_by(a.region);
+            a.buffer->readers.erase_covered_by(a.region);
+            a.buffer->writers.insert(a.region, task);
+        }
+    }
+}
+
+}  // namespace ts::rt

@@ -1,0 +1,71 @@
+// The tensor map: dependency inference from task arguments.
+//
+// Invariants:
+//  - Per buffer (ts_tensor::buffer_id) it holds the regions written (OUT/INOUT) and read (IN) by
+//    submitted tasks, except entries fully covered by a later write. Such an entry is ordered
+//    before that write (by a WAW or WAR edge), and any later access conflicting with it also
+//    conflicts with the write, so its edges are implied transitively.
+//  - A task's edges are found against the map as it stood before the task, so a task never
+//    depends on itself, and they depend only on the submission order (never on execution).
+//  - Rules, per argument of the new task: IN gets RAW edges from overlapping writers; OUT gets
+//    WAW from overlapping writers and WAR from overlapping readers; INOUT gets RAW from
+//    overlapping writers and WAR from overlapping readers. Overlap is true box intersection
+//    (see region.hpp).
+//  - Used by the orchestration thread only.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "region.hpp"
+#include "region_index.hpp"
+#include "tilescope/abi.h"
+#include "tilescope/runtime_api.h"
+
+namespace ts::rt {
+
+struct FoundEdge {
+    int64_t pred;
+    int32_t arg_index;  // the new task's argument
+    int32_t kind;       // ts_edge_kind
+
+    bool operator<(const FoundEdge &o) const {
+        if (pred != o.pred) return pred < o.pred;
+        if (arg_index != o.arg_index) return arg_index < o.arg_index;
+        return kind < o.kind;
+    }
+    bool operator==(const FoundEdge &o) const {
+        return pred == o.pred && arg_index == o.arg_index && kind == o.kind;
+    }
+};
+
+class TensorMap {
+public:
+    // Fix the layout of `t`'s buffer from the full tensor `t`, unless the buffer is known already.
+    void register_buffer(const ts_tensor &t);
+
+    // Find the edges task `task` needs (sorted by pred, arg, kind; no duplicates) into `edges`,
+    // then record its accesses. Args must be validated (see validation.hpp).
+    void add_task(int64_t task, const ts_arg *args, int32_t nargs, std::vector<FoundEdge> &edges);
+
+private:
+    struct BufferState {
+        BufferLayout layout;
+        RegionIndex writers;
+        RegionIndex readers;
+    };
+    struct Access {
+        BufferState *buffer;
+        Region region;
+        int32_t arg_index;
+        int32_t dir;
+    };
+
+    BufferState &buffer_for(const ts_tensor &t);
+
+    std::unordered_map<int64_t, BufferState> buffers_;
+    std::vector<Access> accesses_;  // scratch, reused across tasks
+};
+
+}  // namespace ts::rt

@@ -1,0 +1,98 @@
+/* tilescope runtime core: the C API Python (ctypes) uses to run one task graph.
+ *
+ * Invariants:
+ *  - ts_run never returns NULL and never leaves a thread running: when it returns, the
+ *    orchestration has returned, every submitted task has finished (or was skipped after a
+ *    failure), all worker threads are joined and intermediate tensors are freed.
+ *  - A result is immutable; every accessor may be called from any thread until ts_run_free.
+ *  - Recorded edges are deterministic for a given submission order: they depend only on the
+ *    tasks' arguments and explicit deps, never on how far execution has progressed.
+ *  - Times are nanoseconds of the steady clock since the run started.
+ */
+#ifndef TILESCOPE_RUNTIME_API_H
+#define TILESCOPE_RUNTIME_API_H
+
+#include <stdint.h>
+
+#include "tilescope/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ts_run_config {
+    int32_t num_workers;  /* worker threads; 0 = std::thread::hardware_concurrency() */
+    int32_t record_edges; /* nonzero: keep every dependency edge (ts_edge_record) */
+    int32_t record_tasks; /* nonzero: keep per-task timing records and names */
+} ts_run_config;
+
+/* Why an edge exists. An INOUT argument after a writer is RAW, after a reader WAR. */
+typedef enum ts_edge_kind {
+    TS_EDGE_RAW = 0,  /* succ reads what pred wrote */
+    TS_EDGE_WAW = 1,  /* succ overwrites what pred wrote */
+    TS_EDGE_WAR = 2,  /* succ overwrites what pred read */
+    TS_EDGE_ORDER = 3 /* explicit dependency: ordering only, no tensor involved */
+} ts_edge_kind;
+
+typedef enum ts_edge_source { TS_EDGE_TENSORMAP = 0, TS_EDGE_EXPLICIT = 1 } ts_edge_source;
+
+typedef struct ts_edge_record {
+    int64_t pred;
+    int64_t succ;
+    int32_t arg_index; /* succ's argument that caused the edge; -1 for explicit edges */
+    int32_t kind;      /* ts_edge_kind */
+    int32_t source;    /* ts_edge_source */
+    int32_t reserved;
+} ts_edge_record;
+
+typedef struct ts_task_record {
+    int64_t task_id;
+    int32_t func_id;
+    int32_t worker; /* worker index, or -1 if the task was skipped after a failure */
+    int64_t submit_ns;
+    int64_t start_ns;
+    int64_t end_ns;
+} ts_task_record;
+
+/* A tensor the orchestration marked with dump_tag: tasks from `first_task` on that touch it are
+ * dumped at level 1. */
+typedef struct ts_dump_tag_record {
+    ts_tensor tensor;
+    int64_t first_task;
+} ts_dump_tag_record;
+
+typedef struct ts_run_result ts_run_result;
+
+/* Run one orchestration to completion. `kernels[func_id]` executes tasks submitted with that
+ * func_id; `kernel_names` (may be NULL) name them in errors and records. `args` are the program
+ * arguments handed to `orch` (tensor args' buffers are registered for dependency inference).
+ * `config` may be NULL (defaults: all hardware threads, nothing recorded). */
+ts_run_result *ts_run(const ts_run_config *config, ts_orch_fn orch, const ts_kernel_fn *kernels,
+                      const char *const *kernel_names, int32_t nkernels, const ts_arg *args,
+                      int32_t nargs);
+
+int32_t ts_run_status(const ts_run_result *r);      /* 0 ok, nonzero failed */
+const char *ts_run_error(const ts_run_result *r);   /* "" when ok; valid until ts_run_free */
+int64_t ts_run_num_tasks(const ts_run_result *r);   /* tasks submitted */
+int64_t ts_run_num_dependencies(const ts_run_result *r); /* distinct (pred, succ) pairs */
+int64_t ts_run_num_edges(const ts_run_result *r);   /* edge records (0 unless record_edges) */
+int32_t ts_run_num_workers(const ts_run_result *r);
+double ts_run_wall_seconds(const ts_run_result *r);
+/* Copy up to `capacity` records into `out`; return how many were copied (0 if not recorded). */
+int64_t ts_run_copy_tasks(const ts_run_result *r, ts_task_record *out, int64_t capacity);
+int64_t ts_run_copy_edges(const ts_run_result *r, ts_edge_record *out, int64_t capacity);
+int64_t ts_run_num_dump_tags(const ts_run_result *r);
+int64_t ts_run_copy_dump_tags(const ts_run_result *r, ts_dump_tag_record *out, int64_t capacity);
+/* A task's display name, or NULL if tasks were not recorded or the id is out of range. */
+const char *ts_run_task_name(const ts_run_result *r, int64_t task_id);
+void ts_run_free(ts_run_result *r);
+
+/* Layout checks for bindings: TS_ABI_VERSION and sizeof(ts_arg) this core was built with. */
+uint32_t ts_core_abi_version(void);
+int32_t ts_core_sizeof_arg(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILESCOPE_RUNTIME_API_H */

@@ -1,0 +1,392 @@
+"""Compile C++ sources to shared objects with g++, in parallel, through the object cache.
+
+Invariants:
+- Every compile runs one explicit g++ command, logged at info level on logger
+  ``tilescope.toolchain``; a cache hit runs no compiler process at all.
+- The cache key of a job is built from named parts (``source``, ``flags``, ``compiler``,
+  ``headers``, ``cpu``, ``abi``), each logged at debug level. Include-directory *paths* are not
+  part of the key; the contents of every header under them are.
+- ``job.output`` and cache objects are written atomically (see ``cache``).
+- A failed compile raises ``CompileError`` carrying the failing C++ line, the DSL line it came
+  from (``// @ file:line`` markers emitted by codegen) and the exact command that failed.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tilescope.errors import ToolchainError
+from tilescope.toolchain import cache
+from tilescope.toolchain.cache import CacheKey
+
+logger = logging.getLogger("tilescope.toolchain")
+
+BASE_FLAGS: tuple[str, ...] = (
+    "-std=c++17",
+    "-O3",
+    "-g",
+    "-fPIC",
+    "-shared",
+    "-march=native",
+    "-fno-math-errno",
+    "-Wall",
+    "-Wextra",
+)
+
+INSTALL_HINT = (
+    "tilescope needs a C++17 g++ (GCC 8 or newer). Install it with `apt-get install g++` on "
+    "Debian/Ubuntu (or your distribution's package), or set CXX to the compiler's path."
+)
+
+#: A generated C++ line's origin in the DSL source, e.g. ``acc = acc + t;  // @ models/x.py:12``.
+DSL_MARKER = re.compile(r"//\s*@\s*(\S+):(\d+)\s*$")
+_DIAGNOSTIC = re.compile(
+    r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<kind>fatal error|error|warning|note): "
+)
+_LOCATION = re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):")
+_MAX_ERROR_LINES = 8
+
+
+class CompileError(ToolchainError):
+    """g++ rejected a source file.
+
+    Attributes:
+        command: the exact argv that failed.
+        stderr: the compiler's complete diagnostics.
+        cpp_file: the C++ file of the first error (the job's own source when the error is reported
+            through it, e.g. a template instantiated from it), or None if g++ gave no location.
+        cpp_line: the 1-based line in ``cpp_file``, or None.
+        dsl_loc: ``"file:line"`` of the DSL code that generated the failing line, or None.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: list[str],
+        stderr: str,
+        cpp_file: Path | None,
+        cpp_line: int | None,
+        dsl_loc: str | None,
+    ):
+        super().__init__(message)
+        self.command = command
+        self.stderr = stderr
+        self.cpp_file = cpp_file
+        self.cpp_line = cpp_line
+        self.dsl_loc = dsl_loc
+
+
+@dataclass(frozen=True)
+class BuildJob:
+    """One shared object to build from ``source`` (plus ``extra_sources``, linked into the same
+    object). The package's include directory is always on the include path, before
+    ``include_dirs``; only headers under include directories are tracked by the cache."""
+
+    source: Path
+    output: Path
+    include_dirs: tuple[Path, ...] = ()
+    extra_flags: tuple[str, ...] = ()
+    extra_sources: tuple[Path, ...] = ()
+
+    @property
+    def sources(self) -> tuple[Path, ...]:
+        return (Path(self.source), *(Path(s) for s in self.extra_sources))
+
+    def all_include_dirs(self) -> tuple[Path, ...]:
+        return tuple(dict.fromkeys((cache.PACKAGE_INCLUDE_DIR, *(Path(d) for d in self.include_dirs))))
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    job: BuildJob
+    key: str
+    cache_hit: bool
+    command: list[str] = field(default_factory=list)  # the g++ argv; empty on a cache hit
+    seconds: float = 0.0
+
+
+_stats_lock = threading.Lock()
+_stats = {"compiles": 0, "cache_hits": 0}
+
+
+def stats() -> dict[str, int]:
+    """Process-wide counters: ``compiles`` (g++ runs that succeeded) and ``cache_hits``."""
+    with _stats_lock:
+        return dict(_stats)
+
+
+def reset_stats() -> None:
+    with _stats_lock:
+        for name in _stats:
+            _stats[name] = 0
+
+
+def _count(name: str) -> None:
+    with _stats_lock:
+        _stats[name] += 1
+
+
+def find_cxx() -> str:
+    """The C++ compiler to use: ``$CXX`` if set, else ``g++`` on PATH.
+
+    Raises:
+        ToolchainError: the compiler cannot be found; the message says how to install one.
+    """
+    wanted = os.environ.get("CXX") or "g++"
+    found = shutil.which(wanted)
+    if found is None:
+        where = (
+            f"CXX is set to {wanted!r}, which is not an executable"
+            if os.environ.get("CXX")
+            else "g++ is not on PATH"
+        )
+        raise ToolchainError(f"g++ was not found ({where}). {INSTALL_HINT}")
+    return found
+
+
+@functools.cache
+def compiler_identity(cxx: str) -> str:
+    """First line of ``cxx --version`` and the target triple (``-dumpmachine``).
+
+    Remembered per process and, on disk, per compiler executable (resolved path, size, mtime), so a
+    process whose builds are all cache hits runs no compiler process at all.
+    """
+    real = Path(cxx).resolve()
+    st = real.stat()
+    signature = cache.sha256_bytes(f"{real}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    remembered = cache.cache_dir() / "compilers" / f"{signature}.txt"
+    try:
+        return remembered.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True)
+        machine = subprocess.run([cxx, "-dumpmachine"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ToolchainError(f"cannot run {cxx!r} to read its version: {exc}. {INSTALL_HINT}") from exc
+    first = version.stdout.splitlines()[0] if version.stdout else "unknown"
+    identity = f"{first} ({machine.stdout.strip()})"
+    try:
+        cache.atomic_write_bytes(remembered, identity.encode())
+    except OSError as exc:
+        logger.debug("cannot remember the compiler identity in %s: %s", remembered, exc)
+    return identity
+
+
+def compile_command(cxx: str, job: BuildJob, output: Path) -> list[str]:
+    """The g++ argv that builds ``job`` into ``output``."""
+    includes = [f"-I{d}" for d in job.all_include_dirs()]
+    return [cxx, *BASE_FLAGS, *includes, *job.extra_flags, "-o", str(output), *(str(s) for s in job.sources)]
+
+
+def cache_key(job: BuildJob, cxx: str, headers: str) -> CacheKey:
+    """The named parts that decide whether ``job``'s object can be reused."""
+    return CacheKey(
+        {
+            "source": cache.sha256_files(job.sources),
+            "flags": cache.sha256_bytes("\0".join((*BASE_FLAGS, *job.extra_flags)).encode()),
+            "compiler": cache.sha256_bytes(compiler_identity(cxx).encode()),
+            "headers": headers,
+            "cpu": cache.sha256_bytes(cache.cpu_features().encode()),
+            "abi": str(cache.abi_version()),
+        }
+    )
+
+
+def build(jobs: Sequence[BuildJob], max_parallel: int | None = None) -> list[BuildResult]:
+    """Build every job, in parallel, reusing cached objects; results are in job order.
+
+    All jobs run to completion even if one fails; then the first failure (in job order) is
+    raised, and the others are logged.
+
+    Raises:
+        CompileError: g++ rejected a source.
+        ToolchainError: no compiler, a source file that cannot be read, or an unwritable cache
+            or output directory.
+    """
+    if not jobs:
+        return []
+    cxx = find_cxx()
+    header_hashes: dict[tuple[Path, ...], str] = {}
+    for job in jobs:
+        dirs = job.all_include_dirs()
+        if dirs not in header_hashes:
+            header_hashes[dirs] = cache.headers_hash(dirs)
+    workers = max(1, min(len(jobs), max_parallel or os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tilescope-cxx") as pool:
+        futures = [pool.submit(_build_one, job, cxx, header_hashes[job.all_include_dirs()]) for job in jobs]
+        outcomes: list[BuildResult | ToolchainError] = []
+        for job, future in zip(jobs, futures):
+            try:
+                outcomes.append(future.result())
+            except ToolchainError as exc:
+                outcomes.append(exc)
+            except OSError as exc:
+                outcomes.append(
+                    ToolchainError(
+                        f"cannot build {job.source}: {exc} (cache dir {cache.cache_dir()}, output {job.output}; "
+                        "set TILESCOPE_CACHE_DIR to a writable directory if the cache is the problem)"
+                    )
+                )
+    failures = [o for o in outcomes if isinstance(o, ToolchainError)]
+    for extra in failures[1:]:
+        logger.error("%s", extra)
+    if failures:
+        raise failures[0]
+    return [o for o in outcomes if isinstance(o, BuildResult)]
+
+
+def _build_one(job: BuildJob, cxx: str, headers: str) -> BuildResult:
+    started = time.perf_counter()
+    for src in job.sources:
+        if not src.is_file():
+            raise ToolchainError(f"cannot compile {src}: no such file")
+    key = cache_key(job, cxx, headers)
+    key.log(str(job.source))
+    digest = key.digest
+    obj = cache.object_path(digest)
+    if obj.is_file():
+        cache.atomic_copy(obj, Path(job.output))
+        _count("cache_hits")
+        logger.debug("cache hit for %s: %s", job.source, obj)
+        return BuildResult(job, digest, True, [], time.perf_counter() - started)
+
+    tmp = cache.temp_path_beside(obj)
+    command = compile_command(cxx, job, tmp)
+    logger.info("compiling %s: %s", job.source, shlex.join(command))
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise _compile_error(job, command, proc.stderr or proc.stdout)
+        if proc.stderr.strip():
+            logger.warning("g++ diagnostics for %s:\n%s", job.source, proc.stderr.rstrip())
+        os.replace(tmp, obj)
+    finally:
+        tmp.unlink(missing_ok=True)
+    cache.atomic_copy(obj, Path(job.output))
+    _count("compiles")
+    return BuildResult(job, digest, False, command, time.perf_counter() - started)
+
+
+def _compile_error(job: BuildJob, command: list[str], stderr: str) -> CompileError:
+    lines = stderr.splitlines()
+    first = next(
+        (i for i, ln in enumerate(lines) if (m := _DIAGNOSTIC.match(ln)) and "error" in m["kind"]), None
+    )
+    excerpt: list[str] = []
+    err_file: Path | None = None
+    err_line: int | None = None
+    if first is not None:
+        m = _DIAGNOSTIC.match(lines[first])
+        assert m is not None
+        err_file, err_line = Path(m["file"]), int(m["line"])
+        excerpt.append(lines[first])
+        for ln in lines[first + 1 : first + _MAX_ERROR_LINES]:
+            if _DIAGNOSTIC.match(ln):
+                break
+            excerpt.append(ln)
+    else:
+        excerpt = [ln for ln in lines if ln.strip()][:_MAX_ERROR_LINES]
+
+    # NOTE: an error inside a header (the tile library) is reported "required from" a line of the
+    # job's own source; that line is the one generated from the DSL, so prefer it.
+    cpp_file, cpp_line = err_file, err_line
+    own = {str(s) for s in job.sources} | {str(s.resolve()) for s in job.sources}
+    if err_file is None or str(err_file) not in own:
+        for ln in lines:
+            m = _LOCATION.match(ln)  # include-chain lines ("In file included from") do not match
+            if m and m["file"] in own:
+                cpp_file, cpp_line = Path(m["file"]), int(m["line"])
+                break
+
+    parts = [f"C++ compile failed: {job.source}", *(f"  {ln}" for ln in excerpt)]
+    dsl_loc = None
+    if cpp_file is not None and cpp_line is not None:
+        text, dsl_loc = _line_and_dsl_loc(cpp_file, cpp_line)
+        parts.append(f"  failing C++ line {cpp_file}:{cpp_line}: {text.strip()}")
+        parts.append(f"  generated from DSL: {dsl_loc}" if dsl_loc else "  generated from DSL: (no @ marker)")
+    parts.append(f"  reproduce with: {shlex.join(command)}")
+    return CompileError(
+        "\n".join(parts),
+        command=command,
+        stderr=stderr,
+        cpp_file=cpp_file,
+        cpp_line=cpp_line,
+        dsl_loc=dsl_loc,
+    )
+
+
+def _line_and_dsl_loc(path: Path, line: int) -> tuple[str, str | None]:
+    """The text of ``path``'s 1-based ``line`` and the DSL location of its ``// @`` marker, or of
+    the nearest preceding line's marker."""
+    try:
+        source_lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "(source not readable)", None
+    if not 1 <= line <= len(source_lines):
+        return "(line not in file)", None
+    for text in reversed(source_lines[:line]):
+        m = DSL_MARKER.search(text)
+        if m:
+            return source_lines[line - 1], f"{m[1]}:{m[2]}"
+    return source_lines[line - 1], None
+
+
+def check() -> list[tuple[str, bool, str]]:
+    """Toolchain health for ``tilescope doctor``: (check name, passed, detail) triples."""
+    results: list[tuple[str, bool, str]] = []
+    try:
+        cxx = find_cxx()
+        results.append(("g++", True, f"{cxx}: {compiler_identity(cxx)}"))
+    except ToolchainError as exc:
+        results.append(("g++", False, str(exc)))
+        cxx = None
+
+    if cxx is None:
+        results.append(("C++17", False, "skipped: no compiler"))
+    else:
+        results.append(_check_cxx17(cxx))
+
+    root = cache.cache_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor.", delete=True) as f:
+            f.write(b"ok")
+        results.append(("cache dir", True, f"{root} is writable"))
+    except OSError as exc:
+        results.append(("cache dir", False, f"{root} is not writable ({exc}); set TILESCOPE_CACHE_DIR"))
+    return results
+
+
+_CXX17_PROBE = """\
+#include <optional>
+#include <string_view>
+template <class T> constexpr int kind() { if constexpr (sizeof(T) == 4) return 4; else return 0; }
+extern "C" int probe() { std::optional<std::string_view> s{"ok"}; return kind<float>() + int(s->size()); }
+"""
+
+
+def _check_cxx17(cxx: str) -> tuple[str, bool, str]:
+    with tempfile.TemporaryDirectory(prefix="tilescope-doctor-") as tmp:
+        src = Path(tmp) / "probe.cpp"
+        src.write_text(_CXX17_PROBE)
+        command = [cxx, *BASE_FLAGS, "-o", str(Path(tmp) / "probe.so"), str(src)]
+        proc = subprocess.run(command, capture_output=True, text=True)
+    if proc.returncode != 0:
+        first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip())
+        return ("C++17", False, f"{shlex.join(command)} failed: {first}. {INSTALL_HINT}")
+    return ("C++17", True, "compiles a C++17 shared object with the base flags")
