@@ -165,6 +165,7 @@ def test_compile_error_names_cpp_line_dsl_line_and_command(tmp_path):
     assert "models/rms_norm.py:12" in text
     assert f"reproduce with: {shlex.join(err.command)}" in text
     assert err.command[0] == find_cxx() and err.command[-1] == str(src)
+    assert err.command[err.command.index("-o") + 1] == str(tmp_path / "rms_rows.so")
     assert "-std=c++17" in err.command and "-march=native" in err.command
     assert "row_sum" in err.stderr
     assert stats() == {"compiles": 0, "cache_hits": 0}

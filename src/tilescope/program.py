@@ -38,9 +38,6 @@ from tilescope.toolchain import compiler as toolchain
 
 log = logging.getLogger("tilescope")
 
-INCLUDE_DIR = Path(__file__).parent / "runtime" / "include"
-
-
 def build_base_dir(option: str | os.PathLike | None = None) -> Path:
     return Path(option or os.environ.get("TILESCOPE_BUILD_DIR") or "build_output")
 
@@ -86,10 +83,10 @@ def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None)
     for k in final.kernels:
         src = work / "kernels" / k.core / f"{k.name}.cpp"
         _write_atomic(src, kernel_cpp(k))
-        jobs.append(toolchain.BuildJob(src, src.with_suffix(".so"), (INCLUDE_DIR,)))
+        jobs.append(toolchain.BuildJob(src, src.with_suffix(".so")))
     orch_src = work / "orchestration" / f"{final.name}.cpp"
     _write_atomic(orch_src, orchestration_cpp(final))
-    jobs.append(toolchain.BuildJob(orch_src, orch_src.with_suffix(".so"), (INCLUDE_DIR,)))
+    jobs.append(toolchain.BuildJob(orch_src, orch_src.with_suffix(".so")))
     t1 = time.perf_counter()
     results = toolchain.build(jobs)
     t_build = time.perf_counter() - t1

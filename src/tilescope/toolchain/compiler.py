@@ -1,7 +1,7 @@
 """Compile C++ sources to shared objects with g++, in parallel, through the object cache.
 
 Invariants:
-- Every compile runs one explicit g++ command, logged at info level on logger
+- Every compile runs one explicit g++ command, logged at debug level on logger
   ``tilescope.toolchain``; a cache hit runs no compiler process at all.
 - The cache key of a job is built from named parts (``source``, ``flags``, ``compiler``,
   ``headers``, ``cpu``, ``abi``), each logged at debug level. Include-directory *paths* are not
@@ -64,7 +64,7 @@ class CompileError(ToolchainError):
     """g++ rejected a source file.
 
     Attributes:
-        command: the exact argv that failed.
+        command: the argv that reproduces the failure (the failed compile, writing the job's output).
         stderr: the compiler's complete diagnostics.
         cpp_file: the C++ file of the first error (the job's own source when the error is reported
             through it, e.g. a template instantiated from it), or None if g++ gave no location.
@@ -267,11 +267,12 @@ def _build_one(job: BuildJob, cxx: str, headers: str) -> BuildResult:
 
     tmp = cache.temp_path_beside(obj)
     command = compile_command(cxx, job, tmp)
-    logger.info("compiling %s: %s", job.source, shlex.join(command))
+    logger.debug("compiling %s: %s", job.source, shlex.join(command))
     try:
         proc = subprocess.run(command, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise _compile_error(job, command, proc.stderr or proc.stdout)
+            reproduce = compile_command(cxx, job, Path(job.output))
+            raise _compile_error(job, proc.stderr or proc.stdout, reproduce)
         if proc.stderr.strip():
             logger.warning("g++ diagnostics for %s:\n%s", job.source, proc.stderr.rstrip())
         os.replace(tmp, obj)
@@ -282,7 +283,9 @@ def _build_one(job: BuildJob, cxx: str, headers: str) -> BuildResult:
     return BuildResult(job, digest, False, command, time.perf_counter() - started)
 
 
-def _compile_error(job: BuildJob, command: list[str], stderr: str) -> CompileError:
+def _compile_error(job: BuildJob, stderr: str, reproduce: list[str]) -> CompileError:
+    """``reproduce`` is the failed compile with the job's own output in place of the cache temp
+    file: the command a person re-runs."""
     lines = stderr.splitlines()
     first = next(
         (i for i, ln in enumerate(lines) if (m := _DIAGNOSTIC.match(ln)) and "error" in m["kind"]), None
@@ -319,10 +322,10 @@ def _compile_error(job: BuildJob, command: list[str], stderr: str) -> CompileErr
         text, dsl_loc = _line_and_dsl_loc(cpp_file, cpp_line)
         parts.append(f"  failing C++ line {cpp_file}:{cpp_line}: {text.strip()}")
         parts.append(f"  generated from DSL: {dsl_loc}" if dsl_loc else "  generated from DSL: (no @ marker)")
-    parts.append(f"  reproduce with: {shlex.join(command)}")
+    parts.append(f"  reproduce with: {shlex.join(reproduce)}")
     return CompileError(
         "\n".join(parts),
-        command=command,
+        command=reproduce,
         stderr=stderr,
         cpp_file=cpp_file,
         cpp_line=cpp_line,
