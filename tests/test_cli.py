@@ -23,5 +23,7 @@ def test_doctor_names_a_missing_compiler(monkeypatch, capsys):
 
 
 def test_console_script_entry_point():
-    proc = subprocess.run([sys.executable, "-m", "tilescope.cli", "--version"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tilescope.cli", "--version"], capture_output=True, text=True
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("tilescope ")

@@ -1,0 +1,147 @@
+"""The harness: specs, phase lines, comparison reports, compare_fn, compile_only, errors."""
+
+import argparse
+
+import pytest
+import torch
+
+from tilescope.harness import ScalarSpec, TensorSpec, add_harness_args, harness_kwargs, run_jit
+from tilescope.harness.compare import compare_tensor
+
+import rms_norm
+import vector_dag
+
+
+def test_init_value_forms_and_inout_outputs():
+    calls = []
+
+    def init(shape, dtype):
+        calls.append((shape, dtype))
+        return torch.ones(shape, dtype=dtype)
+
+    assert torch.equal(TensorSpec("a", [2, 3], torch.float32, init_value=init).make(), torch.ones(2, 3))
+    assert calls == [((2, 3), torch.float32)]
+    assert torch.equal(
+        TensorSpec("a", [2], torch.int32, init_value=7).make(), torch.full((2,), 7, dtype=torch.int32)
+    )
+    src = torch.arange(4.0)
+    made = TensorSpec("a", [4], torch.float32, init_value=src).make()
+    assert torch.equal(made, src) and made.data_ptr() != src.data_ptr()
+    assert torch.equal(TensorSpec("o", [3], torch.float32, is_output=True).make(), torch.zeros(3))
+    with pytest.raises(Exception, match=r"init_value produced \(5,\), expected shape \[4\]"):
+        TensorSpec("a", [4], torch.float32, init_value=lambda s, dtype: torch.zeros(5)).make()
+
+
+def test_failing_comparison_reports_counts_coordinates_and_first_mismatches(capsys):
+    def wrong_golden(t):
+        vector_dag.golden(t)
+        t["out"][5, 7] += 1.0
+        t["out"][9, 100] = float("nan")
+
+    result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, golden_fn=wrong_golden, rtol=1e-5, atol=1e-6)
+    out = capsys.readouterr().out
+    assert not result.passed and result.error is None
+    rep = result.comparisons[0]
+    assert rep.mismatches == 2 and rep.numel == 64 * 128
+    assert rep.max_abs_at in ((5, 7), (9, 100))
+    assert rep.nan_expected == 1 and rep.nan_actual == 0
+    assert [c for c, _, _ in rep.first] == [(5, 7), (9, 100)]
+    assert "[COMPARE] out: FAIL  2 of 8192 elements mismatch" in out
+    assert "first mismatches:" in out and "[5, 7]: got" in out
+    assert "NaN: 0 got / 1 expected" in out
+    assert "[FAIL] vector_dag on sim" in out
+
+
+def test_compare_tensor_coordinates():
+    a = torch.zeros(3, 4)
+    e = torch.zeros(3, 4)
+    e[2, 1] = 0.5
+    rep = compare_tensor("t", a, e, rtol=0, atol=0.1)
+    assert not rep.passed and rep.mismatches == 1
+    assert rep.max_abs_at == (2, 1) and rep.max_abs_diff == 0.5
+    assert rep.first == [((2, 1), 0.0, 0.5)]
+
+
+def test_compare_fn_replaces_the_tolerance_check(capsys):
+    seen = []
+
+    def compare(actual, expected):
+        seen.append(actual.shape)
+        return False, "custom check says no"
+
+    result = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden, compare_fn=compare)
+    assert not result.passed and seen == [torch.Size([512, 512])]
+    assert "[COMPARE] y: FAIL  custom check says no" in capsys.readouterr().out
+
+
+def test_compile_only_and_no_golden(capsys):
+    result = run_jit(rms_norm.rms_norm, rms_norm.specs(), compile_only=True)
+    assert result.passed and result.work_dir.is_dir() and result.num_tasks == 0
+    assert "run on" not in capsys.readouterr().out
+    result = run_jit(rms_norm.rms_norm, rms_norm.specs())
+    assert result.passed and result.outputs["y"].abs().sum() > 0
+    assert "no golden_fn: outputs are not checked" in capsys.readouterr().out
+
+
+def test_errors_end_the_run_with_a_report(capsys):
+    specs = rms_norm.specs()
+    swapped = [specs[1], specs[0], *specs[2:]]
+    result = run_jit(rms_norm.rms_norm, swapped, golden_fn=rms_norm.golden)
+    assert not result.passed
+    assert (
+        "specs must follow the program's parameters in order: expected ['x', 'gamma', 'y', 'eps']"
+        in result.error
+    )
+    captured = capsys.readouterr()
+    assert "[ERROR] specs must follow" in captured.err and "[FAIL] rms_norm" in captured.out
+
+
+def test_inputs_are_reproducible_from_the_seed():
+    a = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden, seed=5)
+    b = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden, seed=5)
+    assert torch.equal(a.outputs["y"], b.outputs["y"])
+
+
+def test_cli_flags_map_onto_run_jit_kwargs():
+    parser = add_harness_args(argparse.ArgumentParser())
+    kw = harness_kwargs(
+        parser.parse_args(
+            [
+                "-p",
+                "interp",
+                "--log-level",
+                "v0",
+                "--dump-passes",
+                "--workers",
+                "3",
+                "--float64",
+                "--seed",
+                "9",
+                "--dump-args",
+            ]
+        )
+    )
+    assert kw["runtime_cfg"] == {
+        "platform": "interp",
+        "device_id": 0,
+        "num_workers": 3,
+        "log_level": "v0",
+        "enable_dump_tensor": 2,
+        "float64": True,
+    }
+    assert kw["compile_cfg"] == {"dump_passes": True} and kw["seed"] == 9
+    assert harness_kwargs(parser.parse_args(["--dump-tensor", "1"]))["runtime_cfg"]["enable_dump_tensor"] == 1
+
+
+def test_log_level_silences_phase_lines(capsys):
+    result = run_jit(
+        rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden, runtime_cfg={"log_level": "error"}
+    )
+    out = capsys.readouterr().out
+    assert result.passed
+    assert "[RUN]" not in out and "[COMPARE]" not in out
+    assert "[PASS] rms_norm on sim" in out
+
+
+def test_scalar_spec():
+    assert ScalarSpec("eps", torch.float32, 1e-6).make() == 1e-6
