@@ -62,3 +62,33 @@ def test_sim_equals_interp(expr):
         prog.run(x, v, w, y, 0.75, platform=platform)
         outs[platform] = y
     torch.testing.assert_close(outs["sim"], outs["interp"], rtol=1e-5, atol=1e-5, equal_nan=True, msg=expr)
+
+
+BF16_SOURCE = """import tilescope as ts
+
+
+@ts.kernel
+def k(x: ts.Tensor[[16, 32], ts.bf16], y: ts.Out[[16, 32], ts.bf16], s: ts.Scalar[ts.bf16]):
+    t = ts.load(x, [0, 0], [16, 32])
+    u = t * 0.1 + s
+    ts.store(y, [0, 0], ts.maximum(u, t * 0.3) - ts.exp(t) / 3.0 + ts.cast(ts.row_sum(ts.cast(u, ts.f32)), ts.bf16))
+
+
+@ts.jit
+def p(x: ts.Tensor[[16, 32], ts.bf16], y: ts.Out[[16, 32], ts.bf16], s: ts.Scalar[ts.bf16]):
+    k(x, y, s)
+"""
+
+
+def test_bf16_scalars_adopt_the_tile_dtype_identically_on_sim_and_interp():
+    prog = load_source(BF16_SOURCE, "<bf16 scalars>").compile()
+    x = torch.randn(16, 32, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    outs = {}
+    for platform in ("sim", "interp"):
+        y = torch.zeros(16, 32, dtype=torch.bfloat16)
+        prog.run(x, y, 0.7, platform=platform)
+        outs[platform] = y
+    # each op rounds to bf16 in both; only the row sum's summation order may differ (f32)
+    diff = (outs["sim"].float() - outs["interp"].float()).abs()
+    assert (diff <= outs["interp"].float().abs() * 2**-7).all()
+    assert (diff == 0).float().mean() > 0.9

@@ -38,6 +38,7 @@ from tilescope.toolchain import compiler as toolchain
 
 log = logging.getLogger("tilescope")
 
+
 def build_base_dir(option: str | os.PathLike | None = None) -> Path:
     return Path(option or os.environ.get("TILESCOPE_BUILD_DIR") or "build_output")
 

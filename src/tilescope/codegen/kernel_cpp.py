@@ -87,10 +87,13 @@ def kernel_cpp(k: Kernel) -> str:
     for i, p in enumerate(k.params):
         name = cpp_name(p.name)
         if p.direction is Direction.SCALAR:
-            lines.append(f"    const {p.type.dtype.cpp} {name} = scalar_arg<{p.type.dtype.cpp}>(args[{i}]);")
+            lines.append(
+                f"    const {p.type.dtype.cpp} {name} = scalar_arg<{p.type.dtype.cpp}>(args[{i}]);{marker(p.loc)}"
+            )
         else:
             view = f"TensorView<{p.type.dtype.cpp}> {name}(args[{i}]);"
-            lines.append(f"    {view:<44}// {p.direction.value} {list(p.type.shape)}")
+            where = marker(p.loc).replace("  // @", " @")
+            lines.append(f"    {view:<44}// {p.direction.value} {list(p.type.shape)}{where}")
     declared: list[set[str]] = [set()]
 
     def stmt(s: Stmt, ind: str) -> None:

@@ -46,7 +46,8 @@ class _OrchEmitter(ExprEmitter):
 def orchestration_cpp(p: Program) -> str:
     em = _OrchEmitter()
     lines = header_comment(f"orchestration {p.name}", p.loc, __version__)
-    lines += ["#include <tilescope/index.hpp>", "#include <tilescope/orchestration.hpp>", ""]
+    lines += ["#include <tilescope/index.hpp>", "#include <tilescope/orchestration.hpp>"]
+    lines += ["#include <tilescope/tile_types.hpp>", ""]  # bf16 / f16 scalars
     lines.append("// func_id of each kernel: its index in kernel_config.KERNELS")
     for i, k in enumerate(p.kernels):
         lines.append(f"constexpr int32_t {func_id_name(k.name)} = {i};")
@@ -59,9 +60,9 @@ def orchestration_cpp(p: Program) -> str:
         name = cpp_name(prm.name)
         if prm.direction is Direction.SCALAR:
             c = prm.type.dtype.cpp
-            lines.append(f"    const {c} {name} = orch.scalar_arg<{c}>({i});")
+            lines.append(f"    const {c} {name} = orch.scalar_arg<{c}>({i});{marker(prm.loc)}")
         else:
-            lines.append(f"    ts::TensorHandle {name} = orch.tensor_arg({i});")
+            lines.append(f"    ts::TensorHandle {name} = orch.tensor_arg({i});{marker(prm.loc)}")
     kernels = {k.name: k for k in p.kernels}
 
     def submit(e: Submit, ind: str, target: str | None, m: str) -> None:

@@ -145,13 +145,12 @@ class _KernelInterp:
             case BinOp(op=op, lhs=a, rhs=b):
                 x, y = self.expr(a, env), self.expr(b, env)
                 if isinstance(e.type, TileType):
+                    # NOTE: a scalar operand adopts the tile's dtype before the op (as in the tile
+                    # library), so it is rounded to bf16/f16 first; torch eager keeps it in float.
+                    d = self.tile_dtype(a.type.dtype if isinstance(a.type, TileType) else b.type.dtype)
+                    x, y = (v if torch.is_tensor(v) else torch.tensor(v, dtype=d) for v in (x, y))
                     if op in ("maximum", "minimum"):
-                        fn = torch.maximum if op == "maximum" else torch.minimum
-                        x, y = (
-                            v if torch.is_tensor(v) else torch.tensor(v, dtype=self.tile_dtype(e.type.dtype))
-                            for v in (x, y)
-                        )
-                        return fn(x, y)
+                        return (torch.maximum if op == "maximum" else torch.minimum)(x, y)
                     return _TILE_OPS[op](x, y)
                 r = _SCALAR_OPS[op](x, y)
                 return r if isinstance(e.type, IndexType) else _round_scalar(r, e.type.dtype, self.float64)

@@ -51,8 +51,9 @@ INSTALL_HINT = (
     "Debian/Ubuntu (or your distribution's package), or set CXX to the compiler's path."
 )
 
-#: A generated C++ line's origin in the DSL source, e.g. ``acc = acc + t;  // @ models/x.py:12``.
-DSL_MARKER = re.compile(r"//\s*@\s*(\S+):(\d+)\s*$")
+#: A generated C++ line's origin in the DSL source, e.g. ``acc = acc + t;  // @ models/x.py:12`` or
+#: ``TensorView<float> x(args[0]);  // in [64, 512] @ models/x.py:9``.
+DSL_MARKER = re.compile(r"//[^@\n]*@\s*(\S+):(\d+)\s*$")
 _DIAGNOSTIC = re.compile(
     r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<kind>fatal error|error|warning|note): "
 )

@@ -11,9 +11,10 @@ namespace ts {
 
 // ts.matmul(a, b, acc=acc) as a value: acc + a @ b, accumulated in fp32.
 template <class T, int M, int K, int N>
-inline Tile<float, M, N> matmul(const Tile<T, M, K> &a, const Tile<T, K, N> &b, Tile<float, M, N> acc) {
-    matmul_acc(acc, a, b);
-    return acc;
+inline Tile<float, M, N> matmul(const Tile<T, M, K> &a, const Tile<T, K, N> &b, const Tile<float, M, N> &acc) {
+    Tile<float, M, N> out = acc;
+    matmul_acc(out, a, b);
+    return out;
 }
 
 }  // namespace ts

@@ -1,0 +1,236 @@
+// tilescope tile library: tiles, tensor views, kernel arguments, load/store, transpose.
+//
+// Invariants:
+//  - A Tile<T, R, C> is R*C elements stored row-major in a 64-byte aligned array; it owns
+//    its data and copies like a struct. Tiles are at most 2-D; a 1-D tile is Tile<T, 1, N>.
+//  - A TensorView<T> is a non-owning view of one kernel tensor argument: `data` already
+//    points at the view's first element (the ABI's offset applied); strides are in elements.
+//  - load/store take one offset per tensor dim. The tile covers the LAST TWO dims (for a
+//    1-D tensor: its only dim, and the tile has one row); leading dims contribute only their
+//    offset. With TS_CHECK_BOUNDS defined, every load/store checks the offset count and the
+//    box against the tensor's shape and calls ts::bounds_violation() when they are wrong.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include <tilescope/abi.h>
+#include <tilescope/tile_types.hpp>
+
+namespace ts {
+
+/// A fixed-size R x C tile of T, row-major, 64-byte aligned.
+template <class T, int R, int C>
+struct alignas(64) Tile {
+    static_assert(is_element_v<T>, "unsupported tile element type");
+    static_assert(R >= 1 && C >= 1, "tile dimensions must be positive");
+
+    static constexpr int rows = R;
+    static constexpr int cols = C;
+    static constexpr int size = R * C;
+    using value_type = T;
+
+    T data[R * C];
+
+    T &operator()(int r, int c) { return data[r * C + c]; }
+    const T &operator()(int r, int c) const { return data[r * C + c]; }
+};
+
+template <class X>
+struct is_tile : std::false_type {};
+template <class T, int R, int C>
+struct is_tile<Tile<T, R, C>> : std::true_type {};
+/// True when X is some Tile<T, R, C>.
+template <class X>
+inline constexpr bool is_tile_v = is_tile<std::remove_cv_t<std::remove_reference_t<X>>>::value;
+
+namespace detail {
+
+/// Reads element i of a T array. bool arrays are read as bytes (`!= 0`): g++ 12 does not
+/// vectorize loops that load `bool`, but does for uint8_t (a char type, so this is legal).
+template <class T>
+inline T read(const T *p, int i) {
+    if constexpr (std::is_same_v<T, bool>) {
+        return reinterpret_cast<const uint8_t *>(p)[i] != 0;
+    } else {
+        return p[i];
+    }
+}
+
+}  // namespace detail
+
+/// A tile with every element equal to `value` (converted to T).
+template <class T, int R, int C, class V>
+inline Tile<T, R, C> full(V value) {
+    Tile<T, R, C> t;
+    const T v = convert<T>(value);
+    for (int i = 0; i < R * C; ++i) t.data[i] = v;
+    return t;
+}
+
+/// A tile of zeros.
+template <class T, int R, int C>
+inline Tile<T, R, C> zeros() {
+    return full<T, R, C>(0);
+}
+
+/// The ts_dtype code of an element type.
+template <class T>
+constexpr int32_t dtype_of() {
+    if constexpr (std::is_same_v<T, float>) return TS_F32;
+    else if constexpr (std::is_same_v<T, f16>) return TS_F16;
+    else if constexpr (std::is_same_v<T, bf16>) return TS_BF16;
+    else if constexpr (std::is_same_v<T, int32_t>) return TS_I32;
+    else if constexpr (std::is_same_v<T, int8_t>) return TS_I8;
+    else if constexpr (std::is_same_v<T, uint8_t>) return TS_U8;
+    else if constexpr (std::is_same_v<T, bool>) return TS_BOOL;
+    else if constexpr (std::is_same_v<T, double>) return TS_F64;
+    else return TS_I64;
+}
+
+/// A kernel's view of one tensor argument.
+template <class T>
+struct TensorView {
+    static_assert(is_element_v<T>, "unsupported tensor element type");
+
+    T *data;  // the view's element (0, ..., 0)
+    int ndim;
+    int64_t shape[TS_MAX_DIMS];
+    int64_t strides[TS_MAX_DIMS];  // in elements
+
+    explicit TensorView(const ts_tensor &t) : data(static_cast<T *>(t.data) + t.offset), ndim(t.ndim) {
+        for (int d = 0; d < TS_MAX_DIMS; ++d) {
+            shape[d] = d < t.ndim ? t.shape[d] : 1;
+            strides[d] = d < t.ndim ? t.strides[d] : 0;
+        }
+#ifdef TS_CHECK_BOUNDS
+        if (t.dtype != dtype_of<T>() || t.ndim < 1 || t.ndim > TS_MAX_DIMS) {
+            std::fprintf(stderr, "tilescope: tensor argument has dtype %d, ndim %d; the kernel expects dtype %d\n",
+                         static_cast<int>(t.dtype), static_cast<int>(t.ndim), static_cast<int>(dtype_of<T>()));
+            std::abort();
+        }
+#endif
+    }
+    explicit TensorView(const ts_arg &arg) : TensorView(arg.u.t) {}
+};
+
+/// Reads a scalar kernel argument as T (from the ABI's double or int64 slot, whichever the
+/// argument's dtype uses), converting with ts::convert.
+template <class T>
+inline T scalar_arg(const ts_arg &arg) {
+    const ts_scalar &s = arg.u.s;
+    const bool is_float = s.dtype == TS_F32 || s.dtype == TS_F64 || s.dtype == TS_F16 || s.dtype == TS_BF16;
+    return is_float ? convert<T>(s.v.f) : convert<T>(s.v.i);
+}
+
+/// Reports an out-of-bounds (or wrongly indexed) load/store and aborts: prints the op, the
+/// offsets, the tile shape and the tensor shape to stderr.
+[[noreturn]] inline void bounds_violation(const char *op, const int64_t *offsets, int noffsets, int rows, int cols,
+                                          const int64_t *shape, int ndim) {
+    std::fprintf(stderr, "tilescope: %s out of bounds: offsets [", op);
+    for (int i = 0; i < noffsets; ++i) std::fprintf(stderr, "%s%lld", i ? ", " : "", static_cast<long long>(offsets[i]));
+    std::fprintf(stderr, "], tile [%d, %d], tensor shape [", rows, cols);
+    for (int i = 0; i < ndim; ++i) std::fprintf(stderr, "%s%lld", i ? ", " : "", static_cast<long long>(shape[i]));
+    std::fprintf(stderr, "]\n");
+    std::fflush(stderr);
+    std::abort();
+}
+
+namespace detail {
+
+/// Checks that `offsets` index a valid R x C box of the view (used under TS_CHECK_BOUNDS).
+template <int R, int C, class T, std::size_t N>
+inline void check_box(const char *op, const TensorView<T> &view, const int64_t (&offsets)[N]) {
+    bool ok = static_cast<int>(N) == view.ndim;
+    const int tile_dims = N >= 2 ? 2 : 1;
+    for (int d = 0; ok && d < static_cast<int>(N); ++d) {
+        const int64_t extent = d == static_cast<int>(N) - 1 ? C : (d == static_cast<int>(N) - 2 ? R : 1);
+        const bool tile_dim = d >= static_cast<int>(N) - tile_dims;
+        ok = offsets[d] >= 0 && offsets[d] + (tile_dim ? extent : 1) <= view.shape[d];
+    }
+    if (!ok) bounds_violation(op, offsets, static_cast<int>(N), R, C, view.shape, view.ndim);
+}
+
+/// Pointer to the tile's first element and the row / column strides of the tile's box.
+template <class T>
+struct Box {
+    T *base;
+    int64_t row_stride;
+    int64_t col_stride;
+};
+
+template <class T, std::size_t N>
+inline Box<T> locate(const TensorView<T> &view, const int64_t (&offsets)[N]) {
+    static_assert(N >= 1 && N <= TS_MAX_DIMS, "load/store take one offset per tensor dim (1 to 4 dims)");
+    T *base = view.data;
+    for (std::size_t d = 0; d < N; ++d) base += offsets[d] * view.strides[d];
+    if constexpr (N == 1) {
+        return {base, 0, view.strides[0]};
+    } else {
+        return {base, view.strides[N - 2], view.strides[N - 1]};
+    }
+}
+
+}  // namespace detail
+
+/// Loads the R x C box of `view` starting at `offsets` (one offset per tensor dim).
+template <int R, int C, class T, std::size_t N>
+inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N]) {
+    static_assert(N >= 2 || R == 1, "a tile loaded from a 1-D tensor must have exactly one row");
+#ifdef TS_CHECK_BOUNDS
+    detail::check_box<R, C>("load", view, offsets);
+#endif
+    const auto box = detail::locate(view, offsets);
+    Tile<T, R, C> t;
+    for (int r = 0; r < R; ++r) {
+        const T *src = box.base + r * box.row_stride;
+        T *dst = t.data + r * C;
+        if (box.col_stride == 1) {
+            for (int c = 0; c < C; ++c) dst[c] = src[c];
+        } else {
+            for (int c = 0; c < C; ++c) dst[c] = src[c * box.col_stride];
+        }
+    }
+    return t;
+}
+
+/// Stores `tile` into the box of `view` starting at `offsets` (one offset per tensor dim).
+template <class T, std::size_t N, class U, int R, int C>
+inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile) {
+    static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
+    static_assert(N >= 2 || R == 1, "a tile stored to a 1-D tensor must have exactly one row");
+#ifdef TS_CHECK_BOUNDS
+    detail::check_box<R, C>("store", view, offsets);
+#endif
+    const auto box = detail::locate(view, offsets);
+    for (int r = 0; r < R; ++r) {
+        const T *src = tile.data + r * C;
+        T *dst = box.base + r * box.row_stride;
+        if (box.col_stride == 1) {
+            for (int c = 0; c < C; ++c) dst[c] = src[c];
+        } else {
+            for (int c = 0; c < C; ++c) dst[c * box.col_stride] = src[c];
+        }
+    }
+}
+
+/// The C x R transpose of a tile.
+template <class T, int R, int C>
+inline Tile<T, C, R> transpose(const Tile<T, R, C> &t) {
+    Tile<T, C, R> out;
+    constexpr int B = 8;  // 8x8 blocks keep both sides' accesses within a few cache lines
+    for (int r0 = 0; r0 < R; r0 += B) {
+        for (int c0 = 0; c0 < C; c0 += B) {
+            const int r1 = r0 + B < R ? r0 + B : R;
+            const int c1 = c0 + B < C ? c0 + B : C;
+            for (int c = c0; c < c1; ++c) {
+                for (int r = r0; r < r1; ++r) out.data[c * R + r] = t.data[r * C + c];
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace ts

@@ -1,0 +1,86 @@
+// tilescope tile library: row and column reductions.
+//
+// row_sum/row_max/row_min reduce each row to Tile<T, R, 1>; col_sum/col_max/col_min reduce
+// each column to Tile<T, 1, C>.
+//
+// Summation order (fixed, so results are reproducible and vectorize without -ffast-math):
+//  - Rows: L lanes, L = min(64 bytes / sizeof(accumulator), C rounded down to a power of 2)
+//    (16 for float). Element c goes to lane c % L in order; then lanes are combined as a
+//    tree: lane l += lane l + L/2, then + L/4, ..., down to lane 0.
+//  - Columns: in row order, r = 0, 1, ..., R-1.
+// bf16/f16 accumulate in float and round the result once. Integer sums wrap around in T
+// (torch would widen to int64). max/min propagate NaN.
+#pragma once
+
+#include <tilescope/tile_elementwise.hpp>
+
+namespace ts {
+
+namespace detail {
+
+/// op over the C elements at x, in the lane order described at the top of this file.
+template <class Op, int C, class T>
+inline compute_t<T> reduce_row(const T *x) {
+    using A = compute_t<T>;
+    constexpr int max_lanes = static_cast<int>(64 / sizeof(A));
+    constexpr int lanes = [] {
+        int l = 1;
+        while (l * 2 <= C && l * 2 <= max_lanes) l *= 2;
+        return l;
+    }();
+    A acc[lanes];
+    for (int l = 0; l < lanes; ++l) acc[l] = A(x[l]);
+    int c = lanes;
+    for (; c + lanes <= C; c += lanes) {
+        for (int l = 0; l < lanes; ++l) acc[l] = Op{}(acc[l], A(x[c + l]));
+    }
+    for (int l = 0; c + l < C; ++l) acc[l] = Op{}(acc[l], A(x[c + l]));
+    for (int width = lanes / 2; width >= 1; width /= 2) {
+        for (int l = 0; l < width; ++l) acc[l] = Op{}(acc[l], acc[l + width]);
+    }
+    return acc[0];
+}
+
+template <class Op, class T, int R, int C>
+inline Tile<T, R, 1> reduce_rows(const Tile<T, R, C> &t) {
+    Tile<T, R, 1> out;
+    for (int r = 0; r < R; ++r) out.data[r] = convert<T>(reduce_row<Op, C>(t.data + r * C));
+    return out;
+}
+
+template <class Op, class T, int R, int C>
+inline Tile<T, 1, C> reduce_cols(const Tile<T, R, C> &t) {
+    using A = compute_t<T>;
+    A acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = A(t.data[c]);
+    for (int r = 1; r < R; ++r) {
+        for (int c = 0; c < C; ++c) acc[c] = Op{}(acc[c], A(t.data[r * C + c]));
+    }
+    Tile<T, 1, C> out;
+    for (int c = 0; c < C; ++c) out.data[c] = convert<T>(acc[c]);
+    return out;
+}
+
+}  // namespace detail
+
+/// Sum of each row.
+template <class T, int R, int C>
+inline Tile<T, R, 1> row_sum(const Tile<T, R, C> &t) { return detail::reduce_rows<detail::add_op>(t); }
+/// Maximum of each row (NaN if the row has a NaN).
+template <class T, int R, int C>
+inline Tile<T, R, 1> row_max(const Tile<T, R, C> &t) { return detail::reduce_rows<detail::maximum_op>(t); }
+/// Minimum of each row (NaN if the row has a NaN).
+template <class T, int R, int C>
+inline Tile<T, R, 1> row_min(const Tile<T, R, C> &t) { return detail::reduce_rows<detail::minimum_op>(t); }
+
+/// Sum of each column.
+template <class T, int R, int C>
+inline Tile<T, 1, C> col_sum(const Tile<T, R, C> &t) { return detail::reduce_cols<detail::add_op>(t); }
+/// Maximum of each column (NaN if the column has a NaN).
+template <class T, int R, int C>
+inline Tile<T, 1, C> col_max(const Tile<T, R, C> &t) { return detail::reduce_cols<detail::maximum_op>(t); }
+/// Minimum of each column (NaN if the column has a NaN).
+template <class T, int R, int C>
+inline Tile<T, 1, C> col_min(const Tile<T, R, C> &t) { return detail::reduce_cols<detail::minimum_op>(t); }
+
+}  // namespace ts

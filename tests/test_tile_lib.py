@@ -1,0 +1,1330 @@
+"""The header-only C++ tile library (src/tilescope/runtime/include/tilescope/tile*.hpp) against torch.
+
+Invariants checked here:
+  - elementwise ops, casts and bf16/f16 conversions are bit-identical to torch where torch is
+    correctly rounded (+ - * / sqrt, conversions, comparisons, integer wrap-around);
+  - exp/log are within 2 ulp and tanh/sigmoid/silu within 1 ulp of float64 references over a
+    wide sweep that includes overflow, underflow, subnormals, NaN, +-Inf and -0;
+  - reductions follow their documented summation order bit-exactly; matmul accumulates each
+    output in k order with fused multiply-adds (bit-exact where the CPU has FMA);
+  - load/store honour strides and leading-dim offsets of 1-D..4-D views; TS_CHECK_BOUNDS aborts
+    with a message naming the op, offsets, tile and tensor shape;
+  - the library compiles without a single warning under the kernel flags.
+
+The C++ side is five programs compiled once per session, in parallel, with the exact kernel
+flags: four shared libraries whose ops are looked up by name through `ts_test_call` (plus a few
+`extern "C"` kernels taking `ts_arg` arrays, called like the runtime calls `kernel_entry`), and a
+bounds-check executable built with -DTS_CHECK_BOUNDS. Data moves through torch tensors' buffers
+via ctypes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
+# The flags every generated kernel is compiled with.
+KERNEL_FLAGS = "-std=c++17 -O3 -g -fPIC -shared -march=native -fno-math-errno -Wall -Wextra".split()
+
+DTYPES = {
+    "f32": torch.float32,
+    "bf16": torch.bfloat16,
+    "f16": torch.float16,
+    "f64": torch.float64,
+    "i32": torch.int32,
+    "i64": torch.int64,
+    "i8": torch.int8,
+    "u8": torch.uint8,
+    "bool": torch.bool,
+}
+INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1), "i8": (-128, 127), "u8": (0, 255)}
+MODES = ["rint", "round", "floor", "ceil", "trunc"]
+
+# ---------------------------------------------------------------------------------------------
+# C++ sources
+# ---------------------------------------------------------------------------------------------
+
+PRELUDE = r"""
+#include <tilescope/tile.hpp>
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+
+using namespace ts;
+
+namespace {
+using Fn = void (*)(void **bufs, int64_t n, const double *p);
+std::map<std::string, Fn> &registry() {
+    static std::map<std::string, Fn> r;
+    return r;
+}
+struct Reg {
+    Reg(const std::string &name, Fn f) { registry()[name] = f; }
+};
+#define TS_CAT2(a, b) a##b
+#define TS_CAT(a, b) TS_CAT2(a, b)
+#define REG(NAME, ...) \
+    static Reg TS_CAT(reg_, __COUNTER__)(NAME, [](void **b, int64_t n, const double *p) { (void)b; (void)n; (void)p; __VA_ARGS__; });
+
+template <class T>
+T *buf(void **b, int i) { return static_cast<T *>(b[i]); }
+
+// Elementwise ops run over n elements in chunks of one 4 x 64 tile (the tail zero-padded).
+constexpr int CR = 4, CC = 64, CS = CR * CC;
+
+template <class T>
+Tile<T, CR, CC> chunk(const T *src, int64_t m) {
+    Tile<T, CR, CC> t = zeros<T, CR, CC>();
+    std::memcpy(t.data, src, static_cast<size_t>(m) * sizeof(T));
+    return t;
+}
+
+template <class U, class T, int R, int C>
+void put(U *dst, const Tile<T, R, C> &t, int64_t m) {
+    static_assert(std::is_same_v<U, T>, "output buffer type");
+    std::memcpy(dst, t.data, static_cast<size_t>(m) * sizeof(T));
+}
+
+template <class T, class U, class F>
+void unary(void **b, int64_t n, F f) {
+    for (int64_t i = 0; i < n; i += CS) {
+        const int64_t m = std::min<int64_t>(CS, n - i);
+        put(buf<U>(b, 1) + i, f(chunk(buf<T>(b, 0) + i, m)), m);
+    }
+}
+
+template <class T, class U, class F>
+void binary(void **b, int64_t n, F f) {
+    for (int64_t i = 0; i < n; i += CS) {
+        const int64_t m = std::min<int64_t>(CS, n - i);
+        put(buf<U>(b, 2) + i, f(chunk(buf<T>(b, 0) + i, m), chunk(buf<T>(b, 1) + i, m)), m);
+    }
+}
+
+// A whole tile of fixed shape from / to a contiguous buffer.
+template <class T, int R, int C>
+Tile<T, R, C> whole(const void *src) {
+    Tile<T, R, C> t;
+    std::memcpy(t.data, src, sizeof(T) * R * C);
+    return t;
+}
+}  // namespace
+
+extern "C" int ts_test_call(const char *name, void **bufs, int64_t n, const double *params) {
+    auto it = registry().find(name);
+    if (it == registry().end()) return -1;
+    it->second(bufs, n, params);
+    return 0;
+}
+"""
+
+ELEMENTWISE_MACROS = r"""
+#define FLOAT_OPS(T, S)                                                                          \
+    REG("exp_" S, unary<T, T>(b, n, [](const auto &x) { return exp(x); }))                       \
+    REG("log_" S, unary<T, T>(b, n, [](const auto &x) { return log(x); }))                       \
+    REG("tanh_" S, unary<T, T>(b, n, [](const auto &x) { return tanh(x); }))                     \
+    REG("sigmoid_" S, unary<T, T>(b, n, [](const auto &x) { return sigmoid(x); }))               \
+    REG("silu_" S, unary<T, T>(b, n, [](const auto &x) { return silu(x); }))                     \
+    REG("sqrt_" S, unary<T, T>(b, n, [](const auto &x) { return sqrt(x); }))                     \
+    REG("rsqrt_" S, unary<T, T>(b, n, [](const auto &x) { return rsqrt(x); }))                   \
+    REG("abs_" S, unary<T, T>(b, n, [](const auto &x) { return abs(x); }))                       \
+    REG("neg_" S, unary<T, T>(b, n, [](const auto &x) { return neg(x); }))                       \
+    REG("uminus_" S, unary<T, T>(b, n, [](const auto &x) { return -x; }))                        \
+    REG("div_" S, binary<T, T>(b, n, [](const auto &x, const auto &y) { return x / y; }))        \
+    REG("add_s_" S, unary<T, T>(b, n, [p](const auto &x) { return x + float(p[0]); }))           \
+    REG("rsub_s_" S, unary<T, T>(b, n, [p](const auto &x) { return float(p[0]) - x; }))          \
+    REG("mul_s_" S, unary<T, T>(b, n, [p](const auto &x) { return x * float(p[0]); }))           \
+    REG("div_s_" S, unary<T, T>(b, n, [p](const auto &x) { return x / float(p[0]); }))           \
+    REG("rdiv_s_" S, unary<T, T>(b, n, [p](const auto &x) { return float(p[0]) / x; }))          \
+    REG("max_s_" S, unary<T, T>(b, n, [p](const auto &x) { return maximum(x, float(p[0])); }))   \
+    REG("lt_s_" S, unary<T, bool>(b, n, [p](const auto &x) { return x < float(p[0]); }))         \
+    REG("eq_s_" S, unary<T, bool>(b, n, [p](const auto &x) { return eq(float(p[0]), x); }))
+
+#define OPERATOR_CMPS(T, S)                                                                      \
+    REG("op_eq_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return x == y; }))  \
+    REG("op_ne_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return x != y; }))  \
+    REG("op_lt_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return x < y; }))   \
+    REG("op_le_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return x <= y; }))  \
+    REG("op_gt_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return x > y; }))   \
+    REG("op_ge_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return x >= y; }))
+
+#define COMMON_OPS(T, S)                                                                         \
+    REG("add_" S, binary<T, T>(b, n, [](const auto &x, const auto &y) { return x + y; }))        \
+    REG("sub_" S, binary<T, T>(b, n, [](const auto &x, const auto &y) { return x - y; }))        \
+    REG("mul_" S, binary<T, T>(b, n, [](const auto &x, const auto &y) { return x * y; }))        \
+    REG("maximum_" S, binary<T, T>(b, n, [](const auto &x, const auto &y) { return maximum(x, y); })) \
+    REG("minimum_" S, binary<T, T>(b, n, [](const auto &x, const auto &y) { return minimum(x, y); })) \
+    REG("eq_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return eq(x, y); }))   \
+    REG("ne_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return ne(x, y); }))   \
+    REG("lt_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return lt(x, y); }))   \
+    REG("le_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return le(x, y); }))   \
+    REG("gt_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return gt(x, y); }))   \
+    REG("ge_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return ge(x, y); }))   \
+    REG("neg_" S, unary<T, T>(b, n, [](const auto &x) { return neg(x); }))                       \
+    REG("abs_" S, unary<T, T>(b, n, [](const auto &x) { return abs(x); }))                       \
+    REG("where_" S, for (int64_t i = 0; i < n; i += CS) {                                          \
+        const int64_t m = std::min<int64_t>(CS, n - i);                                            \
+        put(buf<T>(b, 3) + i, where(chunk(buf<bool>(b, 0) + i, m), chunk(buf<T>(b, 1) + i, m),      \
+                                    chunk(buf<T>(b, 2) + i, m)), m);                               \
+    })                                                                                             \
+    REG("where_ts_" S, for (int64_t i = 0; i < n; i += CS) {                                       \
+        const int64_t m = std::min<int64_t>(CS, n - i);                                            \
+        put(buf<T>(b, 2) + i, where(chunk(buf<bool>(b, 0) + i, m), chunk(buf<T>(b, 1) + i, m), p[0]), m); \
+    })                                                                                             \
+    REG("where_st_" S, for (int64_t i = 0; i < n; i += CS) {                                       \
+        const int64_t m = std::min<int64_t>(CS, n - i);                                            \
+        put(buf<T>(b, 2) + i, where(chunk(buf<bool>(b, 0) + i, m), p[0], chunk(buf<T>(b, 1) + i, m)), m); \
+    })
+
+"""
+
+UNIT_MATH = (
+    ELEMENTWISE_MACROS
+    + r"""
+FLOAT_OPS(float, "f32")
+FLOAT_OPS(bf16, "bf16")
+FLOAT_OPS(f16, "f16")
+REG("exp_f64", unary<double, double>(b, n, [](const auto &x) { return exp(x); }))
+REG("log_f64", unary<double, double>(b, n, [](const auto &x) { return log(x); }))
+REG("tanh_f64", unary<double, double>(b, n, [](const auto &x) { return tanh(x); }))
+REG("sigmoid_f64", unary<double, double>(b, n, [](const auto &x) { return sigmoid(x); }))
+REG("silu_f64", unary<double, double>(b, n, [](const auto &x) { return silu(x); }))
+REG("div_f64", binary<double, double>(b, n, [](const auto &x, const auto &y) { return x / y; }))
+REG("add_s_f64", unary<double, double>(b, n, [p](const auto &x) { return x + float(p[0]); }))
+OPERATOR_CMPS(float, "f32")
+OPERATOR_CMPS(int32_t, "i32")
+"""
+)
+
+UNIT_COMMON = (
+    ELEMENTWISE_MACROS
+    + r"""
+COMMON_OPS(float, "f32")
+COMMON_OPS(bf16, "bf16")
+COMMON_OPS(f16, "f16")
+COMMON_OPS(double, "f64")
+COMMON_OPS(int32_t, "i32")
+COMMON_OPS(int8_t, "i8")
+COMMON_OPS(uint8_t, "u8")
+COMMON_OPS(int64_t, "i64")
+
+REG("logical_and", binary<bool, bool>(b, n, [](const auto &x, const auto &y) { return logical_and(x, y); }))
+REG("logical_or", binary<bool, bool>(b, n, [](const auto &x, const auto &y) { return logical_or(x, y); }))
+REG("logical_not", unary<bool, bool>(b, n, [](const auto &x) { return logical_not(x); }))
+REG("where_ss_f32", unary<bool, float>(b, n, [p](const auto &c) { return where(c, float(p[0]), float(p[1])); }))
+
+"""
+)
+
+UNIT_CAST_BROADCAST = r"""
+// Broadcasting: "bc_<op>_<dtype>_<A rows>x<A cols>_<B rows>x<B cols>", output row-major.
+template <class T, int R1, int C1, int R2, int C2, class F>
+void bcast(void **b, F f) {
+    const auto out = f(whole<T, R1, C1>(b[0]), whole<T, R2, C2>(b[1]));
+    std::memcpy(b[2], out.data, sizeof(out.data));
+}
+#define BC_SHAPES(OP, T, S, EXPR)                                                             \
+    REG("bc_" OP "_" S "_6x40_6x1", bcast<T, 6, 40, 6, 1>(b, EXPR))                            \
+    REG("bc_" OP "_" S "_6x40_1x40", bcast<T, 6, 40, 1, 40>(b, EXPR))                          \
+    REG("bc_" OP "_" S "_6x40_1x1", bcast<T, 6, 40, 1, 1>(b, EXPR))                            \
+    REG("bc_" OP "_" S "_6x1_1x40", bcast<T, 6, 1, 1, 40>(b, EXPR))                            \
+    REG("bc_" OP "_" S "_1x40_6x40", bcast<T, 1, 40, 6, 40>(b, EXPR))                          \
+    REG("bc_" OP "_" S "_6x1_6x40", bcast<T, 6, 1, 6, 40>(b, EXPR))                            \
+    REG("bc_" OP "_" S "_1x1_6x40", bcast<T, 1, 1, 6, 40>(b, EXPR))
+#define BC_OPS(T, S)                                                                          \
+    BC_SHAPES("add", T, S, [](const auto &x, const auto &y) { return x + y; })                 \
+    BC_SHAPES("sub", T, S, [](const auto &x, const auto &y) { return x - y; })                 \
+    BC_SHAPES("mul", T, S, [](const auto &x, const auto &y) { return x * y; })                 \
+    BC_SHAPES("div", T, S, [](const auto &x, const auto &y) { return x / y; })                 \
+    BC_SHAPES("maximum", T, S, [](const auto &x, const auto &y) { return maximum(x, y); })     \
+    BC_SHAPES("lt", T, S, [](const auto &x, const auto &y) { return x < y; })                  \
+    BC_SHAPES("where", T, S, [](const auto &x, const auto &y) { return where(x > y, x, y); })
+BC_OPS(float, "f32")
+BC_SHAPES("add", bf16, "bf16", [](const auto &x, const auto &y) { return x + y; })
+BC_SHAPES("where", bf16, "bf16", [](const auto &x, const auto &y) { return where(x > y, x, y); })
+
+// ---- casts: "cast_<from>_<to>[_<mode>]" --------------------------------------------------
+#define CAST_MODES(T, S, U, SU)                                                                           \
+    REG("cast_" S "_" SU "_rint", unary<T, U>(b, n, [](const auto &x) { return cast<U>(x); }))              \
+    REG("cast_" S "_" SU "_round", unary<T, U>(b, n, [](const auto &x) { return cast<U>(x, RoundMode::round); })) \
+    REG("cast_" S "_" SU "_floor", unary<T, U>(b, n, [](const auto &x) { return cast<U>(x, RoundMode::floor); })) \
+    REG("cast_" S "_" SU "_ceil", unary<T, U>(b, n, [](const auto &x) { return cast<U>(x, RoundMode::ceil); }))   \
+    REG("cast_" S "_" SU "_trunc", unary<T, U>(b, n, [](const auto &x) { return cast<U>(x, RoundMode::trunc); }))
+#define CAST_TO_INTS(T, S)                                                                               \
+    CAST_MODES(T, S, int32_t, "i32") CAST_MODES(T, S, int8_t, "i8") CAST_MODES(T, S, uint8_t, "u8")          \
+    CAST_MODES(T, S, int64_t, "i64")
+CAST_TO_INTS(float, "f32")
+CAST_MODES(bf16, "bf16", int32_t, "i32") CAST_MODES(bf16, "bf16", uint8_t, "u8")
+CAST_MODES(f16, "f16", int8_t, "i8")
+CAST_MODES(double, "f64", int32_t, "i32") CAST_MODES(double, "f64", int64_t, "i64")
+#define CAST(T, S, U, SU) REG("cast_" S "_" SU, unary<T, U>(b, n, [](const auto &x) { return cast<U>(x); }))
+CAST(float, "f32", bf16, "bf16") CAST(float, "f32", f16, "f16") CAST(bf16, "bf16", float, "f32")
+CAST(f16, "f16", float, "f32") CAST(double, "f64", float, "f32") CAST(double, "f64", bf16, "bf16")
+CAST(double, "f64", f16, "f16") CAST(float, "f32", double, "f64") CAST(bf16, "bf16", f16, "f16")
+CAST(f16, "f16", bf16, "bf16") CAST(int32_t, "i32", float, "f32") CAST(int32_t, "i32", bf16, "bf16")
+CAST(int64_t, "i64", float, "f32") CAST(int32_t, "i32", int8_t, "i8") CAST(int8_t, "i8", uint8_t, "u8")
+CAST(int32_t, "i32", int64_t, "i64") CAST(uint8_t, "u8", int32_t, "i32") CAST(float, "f32", bool, "bool")
+CAST(bf16, "bf16", bool, "bool") CAST(int32_t, "i32", bool, "bool") CAST(bool, "bool", float, "f32")
+CAST(bool, "bool", int32_t, "i32") CAST(bool, "bool", bf16, "bf16")
+
+"""
+
+UNIT_OTHER = r"""
+// ---- reductions: "<op>_<dtype>_<R>x<C>" on one tile ---------------------------------------
+template <class T, int R, int C, class F>
+void reduce(void **b, F f) {
+    const auto out = f(whole<T, R, C>(b[0]));
+    std::memcpy(b[1], out.data, sizeof(out.data));
+}
+#define RED_OPS(T, S, R, C, SHAPE)                                                     \
+    REG("row_sum_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_sum(x); })) \
+    REG("row_max_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_max(x); })) \
+    REG("row_min_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_min(x); })) \
+    REG("col_sum_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_sum(x); })) \
+    REG("col_max_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_max(x); })) \
+    REG("col_min_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_min(x); }))
+RED_OPS(float, "f32", 16, 100, "16x100") RED_OPS(float, "f32", 8, 128, "8x128") RED_OPS(float, "f32", 5, 3, "5x3")
+RED_OPS(float, "f32", 3, 1, "3x1") RED_OPS(float, "f32", 1, 37, "1x37")
+RED_OPS(bf16, "bf16", 16, 100, "16x100") RED_OPS(bf16, "bf16", 5, 3, "5x3") RED_OPS(bf16, "bf16", 1, 37, "1x37")
+RED_OPS(f16, "f16", 16, 100, "16x100")
+RED_OPS(int32_t, "i32", 8, 128, "8x128")
+
+// ---- matmul: "mm_<dtype>_<M>x<K>x<N>" (b0 = a, b1 = b, b2 = out) and "mmacc_..." (b2 = acc in/out)
+template <class T, int M, int K, int N>
+void mm(void **b, bool accumulate) {
+    Tile<float, M, N> acc = accumulate ? whole<float, M, N>(b[2]) : zeros<float, M, N>();
+    if (accumulate) {
+        matmul_acc(acc, whole<T, M, K>(b[0]), whole<T, K, N>(b[1]));
+    } else {
+        acc = matmul(whole<T, M, K>(b[0]), whole<T, K, N>(b[1]));
+    }
+    std::memcpy(b[2], acc.data, sizeof(acc.data));
+}
+#define MM(T, S, M, K, N, SHAPE) \
+    REG("mm_" S "_" SHAPE, mm<T, M, K, N>(b, false)) REG("mmacc_" S "_" SHAPE, mm<T, M, K, N>(b, true))
+MM(float, "f32", 64, 64, 64, "64x64x64")
+MM(float, "f32", 13, 37, 19, "13x37x19")
+MM(float, "f32", 7, 5, 24, "7x5x24")
+MM(float, "f32", 1, 128, 1, "1x128x1")
+MM(bf16, "bf16", 32, 40, 48, "32x40x48")
+MM(f16, "f16", 16, 8, 24, "16x8x24")
+
+// ---- transpose: "tr_<dtype>_<R>x<C>" ----------------------------------------------------
+template <class T, int R, int C>
+void tr(void **b) {
+    const auto out = transpose(whole<T, R, C>(b[0]));
+    std::memcpy(b[1], out.data, sizeof(out.data));
+}
+REG("tr_f32_13x37", tr<float, 13, 37>(b))
+REG("tr_bf16_64x64", tr<bf16, 64, 64>(b))
+REG("tr_u8_5x9", tr<uint8_t, 5, 9>(b))
+REG("tr_f32_1x7", tr<float, 1, 7>(b))
+
+// ---- kernels called with ts_arg arrays, like generated code ---------------------------------
+// args: x (2-D), y (2-D), scale (f32 scalar), x offsets (2 int64 scalars), y offsets (2 int64).
+template <class T>
+void view2d(const ts_arg *args) {
+    TensorView<T> x(args[0]), y(args[1]);
+    const float scale = scalar_arg<float>(args[2]);
+    const int64_t i0 = scalar_arg<int64_t>(args[3]), i1 = scalar_arg<int64_t>(args[4]);
+    const int64_t j0 = scalar_arg<int64_t>(args[5]), j1 = scalar_arg<int64_t>(args[6]);
+    Tile<T, 8, 16> t = load<8, 16>(x, {i0, i1});
+    store(y, {j0, j1}, t * scale);
+}
+extern "C" void k_view2d_f32(const ts_arg *args) { view2d<float>(args); }
+extern "C" void k_view2d_bf16(const ts_arg *args) { view2d<bf16>(args); }
+
+// x (3-D), y (3-D): y[b, i:i+4, j:j+8] = x[a, k:k+4, l:l+8] + 1; offsets as 6 int64 scalars.
+extern "C" void k_view3d(const ts_arg *args) {
+    TensorView<float> x(args[0]), y(args[1]);
+    int64_t o[6];
+    for (int i = 0; i < 6; ++i) o[i] = scalar_arg<int64_t>(args[2 + i]);
+    store(y, {o[3], o[4], o[5]}, load<4, 8>(x, {o[0], o[1], o[2]}) + 1.0f);
+}
+
+// x (4-D), y (4-D): offsets as 8 int64 scalars; y box = -x box.
+extern "C" void k_view4d(const ts_arg *args) {
+    TensorView<float> x(args[0]), y(args[1]);
+    int64_t o[8];
+    for (int i = 0; i < 8; ++i) o[i] = scalar_arg<int64_t>(args[2 + i]);
+    store(y, {o[4], o[5], o[6], o[7]}, -load<3, 5>(x, {o[0], o[1], o[2], o[3]}));
+}
+
+// x (1-D), y (1-D): y[j:j+16] = x[i:i+16] * 2.
+extern "C" void k_view1d(const ts_arg *args) {
+    TensorView<int32_t> x(args[0]), y(args[1]);
+    const int64_t i = scalar_arg<int64_t>(args[2]), j = scalar_arg<int64_t>(args[3]);
+    store(y, {j}, load<1, 16>(x, {i}) * 2);
+}
+
+// The RMS-norm kernel of DESIGN.md §1: x [64, 512], gamma [1, 512], y [64, 512], eps.
+extern "C" void k_rms_rows(const ts_arg *args) {
+    TensorView<float> x(args[0]), gamma(args[1]), y(args[2]);
+    const float eps = scalar_arg<float>(args[3]);
+    Tile<float, 64, 1> acc = zeros<float, 64, 1>();
+    for (int64_t h = 0; h < 512; h += 128) {
+        Tile<float, 64, 128> t = load<64, 128>(x, {0, h});
+        acc = acc + row_sum(t * t);
+    }
+    Tile<float, 64, 1> inv = rsqrt(acc / 512.0f + eps);
+    for (int64_t h = 0; h < 512; h += 128) {
+        Tile<float, 64, 128> t = load<64, 128>(x, {0, h});
+        Tile<float, 1, 128> g = load<1, 128>(gamma, {0, h});
+        store(y, {0, h}, t * inv * g);
+    }
+}
+
+// A tiled matmul kernel: c[64, 96] = a[64, 128] @ b[128, 96] in 32 x 32 x 64 tiles (bf16 inputs).
+extern "C" void k_tiled_matmul_bf16(const ts_arg *args) {
+    TensorView<bf16> a(args[0]), bm(args[1]);
+    TensorView<float> c(args[2]);
+    for (int64_t i = 0; i < 64; i += 32) {
+        for (int64_t j = 0; j < 96; j += 32) {
+            Tile<float, 32, 32> acc = zeros<float, 32, 32>();
+            for (int64_t k = 0; k < 128; k += 64) matmul_acc(acc, load<32, 64>(a, {i, k}), load<64, 32>(bm, {k, j}));
+            store(c, {i, j}, acc);
+        }
+    }
+}
+"""
+
+BOUNDS_MAIN = r"""
+#include <tilescope/tile.hpp>
+#include <cstdlib>
+using namespace ts;
+// usage: bounds <op: load|store> <ndim> <offsets...>; the tensor is [3, 10, 20] (or its last dims).
+int main(int argc, char **argv) {
+    if (argc < 4) return 2;
+    static float data[3 * 10 * 20];
+    const int ndim = std::atoi(argv[2]);
+    const int64_t full_shape[3] = {3, 10, 20};
+    ts_tensor t{};
+    t.data = data;
+    t.dtype = TS_F32;
+    t.ndim = ndim;
+    int64_t stride = 1;
+    for (int d = ndim - 1; d >= 0; --d) {
+        t.shape[d] = full_shape[3 - ndim + d];
+        t.strides[d] = stride;
+        stride *= t.shape[d];
+    }
+    TensorView<float> v(t);
+    const bool is_load = argv[1][0] == 'l';
+    int64_t o[3];
+    for (int i = 0; i < ndim; ++i) o[i] = std::atoll(argv[3 + i]);
+    if (ndim == 3) {
+        if (is_load) return static_cast<int>(load<4, 8>(v, {o[0], o[1], o[2]})(0, 0));
+        store(v, {o[0], o[1], o[2]}, zeros<float, 4, 8>());
+    } else if (ndim == 2) {
+        if (is_load) return static_cast<int>(load<4, 8>(v, {o[0], o[1]})(0, 0));
+        store(v, {o[0], o[1]}, zeros<float, 4, 8>());
+    } else {
+        if (is_load) return static_cast<int>(load<1, 8>(v, {o[0]})(0, 0));
+        store(v, {o[0]}, zeros<float, 1, 8>());
+    }
+    return 0;
+}
+"""
+
+# ---------------------------------------------------------------------------------------------
+# build (once per session) and call helpers
+# ---------------------------------------------------------------------------------------------
+
+
+class Built:
+    """The compiled test programs: op libraries (searched by op name) and the bounds-check executable."""
+
+    def __init__(self, libs: list[ctypes.CDLL], bounds_exe: Path, warnings: dict[str, str]):
+        self.libs = libs
+        self.bounds_exe = bounds_exe
+        self.warnings = warnings
+
+
+UNITS = {"math": UNIT_MATH, "common": UNIT_COMMON, "cast_broadcast": UNIT_CAST_BROADCAST, "other": UNIT_OTHER}
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """Compiles every test program once per session, all in parallel."""
+    work = tmp_path_factory.mktemp("tile_lib")
+    jobs = {f"{name}.so": (PRELUDE + source, KERNEL_FLAGS) for name, source in UNITS.items()}
+    exe_flags = [f for f in KERNEL_FLAGS if f not in ("-shared", "-fPIC")] + ["-DTS_CHECK_BOUNDS"]
+    jobs["bounds"] = (BOUNDS_MAIN, exe_flags)
+    procs = {}
+    for out, (source, flags) in jobs.items():
+        src = work / (out.split(".")[0] + ".cpp")
+        src.write_text(source)
+        cmd = ["g++", *flags, "-I", str(INCLUDE), str(src), "-o", str(work / out)]
+        procs[out] = (cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    warnings = {}
+    for out, (cmd, proc) in procs.items():
+        _, err = proc.communicate()
+        assert proc.returncode == 0, f"compile failed: {' '.join(cmd)}\n{err}"
+        warnings[out] = err
+    libs = []
+    for name in UNITS:
+        lib = ctypes.CDLL(str(work / f"{name}.so"))
+        lib.ts_test_call.argtypes = [
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.c_int64,
+            ctypes.POINTER(ctypes.c_double),
+        ]
+        lib.ts_test_call.restype = ctypes.c_int
+        libs.append(lib)
+    return Built(libs, work / "bounds", warnings)
+
+
+def call(built: Built, name: str, *tensors: torch.Tensor, n: int | None = None, params=(0.0,)) -> None:
+    """Runs registered op `name` on contiguous tensors (inputs first, then outputs)."""
+    for t in tensors:
+        assert t.is_contiguous()
+    ptrs = (ctypes.c_void_p * len(tensors))(*[t.data_ptr() for t in tensors])
+    ps = (ctypes.c_double * max(1, len(params)))(*params)
+    count = tensors[0].numel() if n is None else n
+    for lib in built.libs:
+        if lib.ts_test_call(name.encode(), ptrs, count, ps) == 0:
+            return
+    raise AssertionError(f"no test op named {name}")
+
+
+def unary_op(built: Built, name: str, x: torch.Tensor, out_dtype: torch.dtype | None = None, params=(0.0,)):
+    out = torch.empty(x.shape, dtype=out_dtype or x.dtype)
+    call(built, name, x.contiguous(), out, params=params)
+    return out
+
+
+def binary_op(
+    built: Built, name: str, x: torch.Tensor, y: torch.Tensor, out_dtype: torch.dtype | None = None
+):
+    out = torch.empty(x.shape, dtype=out_dtype or x.dtype)
+    call(built, name, x.contiguous(), y.contiguous(), out)
+    return out
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    """The raw bit patterns of a float tensor, as a signed integer tensor of the same width."""
+    return t.view({1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def assert_same_floats(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    """Bit-identical, except that any NaN matches any NaN (torch's NaN payloads vary by path)."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    nan_got, nan_want = torch.isnan(got), torch.isnan(want)
+    bad = (nan_got != nan_want) | (~nan_want & (bits(got) != bits(want)))
+    if bad.any():
+        idx = int(bad.reshape(-1).nonzero()[0, 0])
+        g, w = got.reshape(-1)[idx].item(), want.reshape(-1)[idx].item()
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} of {bad.numel()} differ; first at {idx}: got {g!r} want {w!r}"
+        )
+
+
+def ulp_error(got: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """|got - ref| in units of the float32 spacing at ref (got: float32, ref: float64)."""
+    ref = ref.double()
+    g = got.double()
+    _, e = torch.frexp(ref.abs())
+    ulp = torch.where(
+        ref.abs() < 2.0**-126, torch.full_like(ref, 2.0**-149), torch.ldexp(torch.ones_like(ref), e - 24)
+    )
+    err = (g - ref).abs() / ulp
+    ref32 = ref.float()
+    err = torch.where(torch.isinf(ref32) | torch.isinf(got), torch.where(got == ref32, 0.0, math.inf), err)
+    nan_g, nan_r = torch.isnan(got), torch.isnan(ref)
+    err = torch.where(nan_g & nan_r, 0.0, torch.where(nan_g | nan_r, math.inf, err))
+    return err
+
+
+def ordinal(t: torch.Tensor) -> torch.Tensor:
+    """Monotone integer index of a float's bit pattern (adjacent floats differ by 1)."""
+    b = bits(t).long()
+    width = t.element_size() * 8
+    return torch.where(b < 0, -(b & ((1 << (width - 1)) - 1)), b)
+
+
+SPECIAL_F32 = [
+    float(v)
+    for v in (
+        "0 -0 inf -inf nan 1 -1 0.5 -0.5 2 1e-45 -1e-45 1.17549435e-38 -1.17549435e-38 3.4028235e38 -3.4028235e38 "
+        "88.72283 88.722839 88.7229 89 -87.33654 -87.3366 -103.972 -103.98 -104 -110 -112 -113 -200 1e-30 -1e-30 "
+        "0.625 -0.625 0.6249 9 -9 20 -20 1e-8 -1e-8 0.1 100 -100 1e10 -1e10"
+    ).split()
+]
+
+
+def float_sweep(n_random: int = 600_000, seed: int = 0) -> torch.Tensor:
+    """Random bit patterns (every exponent), a dense range over [-120, 120], values near 1, specials."""
+    g = torch.Generator().manual_seed(seed)
+    random_bits = torch.randint(-(2**31), 2**31, (n_random,), generator=g, dtype=torch.int64).to(torch.int32)
+    parts = [
+        random_bits.view(torch.float32),
+        torch.linspace(-120.0, 120.0, 240_001, dtype=torch.float32),
+        1.0 + torch.linspace(-0.35, 0.35, 70_001, dtype=torch.float32),
+        torch.linspace(-1.0, 1.0, 20_001, dtype=torch.float32) * 1e-3,
+        torch.tensor(SPECIAL_F32, dtype=torch.float32),
+    ]
+    return torch.cat(parts)
+
+
+def all_16bit(dtype: torch.dtype) -> torch.Tensor:
+    return torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
+
+
+def random_bits(dtype: torch.dtype, n: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    width = torch.empty(0, dtype=dtype).element_size() * 8
+    raw = torch.randint(-(2 ** (width - 1)), 2 ** (width - 1), (n,), generator=g, dtype=torch.int64)
+    return raw.to({16: torch.int16, 32: torch.int32}[width]).view(dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# tests
+# ---------------------------------------------------------------------------------------------
+
+
+def test_library_compiles_without_warnings(built):
+    for unit, err in built.warnings.items():
+        assert "warning" not in err, f"{unit}:\n{err}"
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+def test_16bit_roundtrip_all_patterns(built, dt):
+    h = all_16bit(DTYPES[dt])
+    f = unary_op(built, f"cast_{dt}_f32", h, torch.float32)
+    assert_same_floats(f, h.float(), f"{dt} -> f32")  # every pattern, NaNs included, converts exactly
+    back = unary_op(built, f"cast_f32_{dt}", f, DTYPES[dt])
+    assert_same_floats(back, f.to(DTYPES[dt]), f"f32 -> {dt}")
+    non_nan = ~torch.isnan(h)
+    assert torch.equal(bits(back)[non_nan], bits(h)[non_nan])  # round trip is the identity
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+def test_float_to_16bit_rounding_matches_torch(built, dt):
+    x = float_sweep(400_000, seed=1)
+    # Exact halfway cases and their neighbours for every exponent: the rounding bits set to 100..0.
+    shift = 16 if dt == "bf16" else 13
+    base = random_bits(torch.float32, 50_000, seed=2).view(torch.int32)
+    half = (base & ~((1 << shift) - 1)) | (1 << (shift - 1))
+    x = torch.cat(
+        [x, half.view(torch.float32), (half + 1).view(torch.float32), (half - 1).view(torch.float32)]
+    )
+    got = unary_op(built, f"cast_f32_{dt}", x, DTYPES[dt])
+    assert_same_floats(got, x.to(DTYPES[dt]), f"f32 -> {dt}")
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f16", "f64"])
+def test_arithmetic_bit_exact(built, op, dt):
+    dtype = DTYPES[dt]
+    if dt == "f64":
+        x, y = torch.randn(50_000, dtype=dtype) * 1e3, torch.randn(50_000, dtype=dtype)
+    else:
+        x, y = random_bits(dtype, 300_000, seed=3), random_bits(dtype, 300_000, seed=4)
+    specials = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0], dtype=dtype)
+    x = torch.cat([x, specials.repeat_interleave(7)])
+    y = torch.cat([y, specials.repeat(7)])
+    got = binary_op(built, f"{op}_{dt}", x, y)
+    want = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}[op](x, y)
+    assert_same_floats(got, want, f"{op} {dt}")
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f16"])
+def test_unary_bit_exact(built, dt):
+    dtype = DTYPES[dt]
+    x = all_16bit(dtype) if dt != "f32" else float_sweep(200_000, seed=5)
+    # NOTE: torch's own CPU sqrt/rsqrt are not always correctly rounded (about 10% of float inputs
+    # differ by 1 ulp), so the references are float64 results rounded to float, then to the tile type.
+    sqrt_f32 = torch.sqrt(x.double()).float()
+    for name, fn in [
+        ("sqrt", lambda t: sqrt_f32.to(dtype)),
+        ("abs", torch.abs),
+        ("neg", torch.neg),
+        ("uminus", torch.neg),
+        ("rsqrt", lambda t: (1 / sqrt_f32).to(dtype)),
+    ]:
+        assert_same_floats(unary_op(built, f"{name}_{dt}", x), fn(x), f"{name} {dt}")
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f16"])
+def test_scalar_operands(built, dt):
+    """A scalar is converted to the tile's element type first, on either side of the op."""
+    dtype = DTYPES[dt]
+    x = torch.randn(10_000, dtype=torch.float64).to(dtype) * 3
+    for s in [0.1, -2.5, 3.0]:
+        sv = torch.tensor(s, dtype=torch.float32).to(dtype)  # float(p[0]) converted to the tile's type
+        for name, want in [
+            ("add_s", x + sv),
+            ("rsub_s", sv - x),
+            ("mul_s", x * sv),
+            ("div_s", x / sv),
+            ("rdiv_s", sv / x),
+            ("max_s", torch.maximum(x, sv)),
+        ]:
+            assert_same_floats(unary_op(built, f"{name}_{dt}", x, params=(s,)), want, f"{name} {dt} {s}")
+        assert torch.equal(unary_op(built, f"lt_s_{dt}", x, torch.bool, params=(s,)), x < sv)
+        assert torch.equal(unary_op(built, f"eq_s_{dt}", x.round(), torch.bool, params=(s,)), x.round() == sv)
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f16", "f64"])
+def test_maximum_minimum_propagate_nan(built, dt):
+    dtype = DTYPES[dt]
+    x = torch.randn(20_000, dtype=torch.float64).to(dtype)
+    y = torch.randn(20_000, dtype=torch.float64).to(dtype)
+    x[::7] = math.nan
+    y[::11] = math.nan
+    x[5::13] = math.inf
+    y[3::17] = -math.inf
+    for op, fn in [("maximum", torch.maximum), ("minimum", torch.minimum)]:
+        got, want = binary_op(built, f"{op}_{dt}", x, y), fn(x, y)
+        assert torch.equal(torch.isnan(got), torch.isnan(want)), op
+        assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)]), op
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f16", "f64", "i32", "i8", "u8", "i64"])
+def test_comparisons_and_where(built, dt):
+    dtype = DTYPES[dt]
+    g = torch.Generator().manual_seed(6)
+    if dtype.is_floating_point:
+        x = torch.randint(-4, 5, (20_000,), generator=g).to(dtype) / 2
+        y = torch.randint(-4, 5, (20_000,), generator=g).to(dtype) / 2
+        x[::9] = math.nan
+        y[::10] = math.nan
+        x[1::23] = -0.0
+        y[2::29] = math.inf
+    else:
+        lo, hi = INT_RANGE[dt]
+        x = torch.randint(max(lo, -1000), min(hi, 1000) + 1, (20_000,), generator=g).to(dtype)
+        y = torch.randint(max(lo, -1000), min(hi, 1000) + 1, (20_000,), generator=g).to(dtype)
+        x[::13] = y[::13]
+    for name, fn in [
+        ("eq", torch.eq),
+        ("ne", torch.ne),
+        ("lt", torch.lt),
+        ("le", torch.le),
+        ("gt", torch.gt),
+        ("ge", torch.ge),
+    ]:
+        want = fn(x, y)
+        assert torch.equal(binary_op(built, f"{name}_{dt}", x, y, torch.bool), want), name
+        if dt in ("f32", "i32"):
+            assert torch.equal(binary_op(built, f"op_{name}_{dt}", x, y, torch.bool), want), (
+                f"operator {name}"
+            )
+    cond = x > y
+    out = torch.empty_like(x)
+    call(built, f"where_{dt}", cond, x, y, out)
+    if dtype.is_floating_point:
+        assert_same_floats(out, torch.where(cond, x, y), "where")
+    else:
+        assert torch.equal(out, torch.where(cond, x, y))
+    same = (
+        assert_same_floats
+        if dtype.is_floating_point
+        else lambda g, w, what: torch.equal(g, w) or pytest.fail(what)
+    )
+    call(built, f"where_ts_{dt}", cond, x, out, params=(3.0,))
+    same(out, torch.where(cond, x, torch.tensor(3, dtype=dtype)), "where(cond, tile, scalar)")
+    call(built, f"where_st_{dt}", cond, y, out, params=(-2.0,))
+    same(out, torch.where(cond, torch.tensor(-2, dtype=dtype), y), "where(cond, scalar, tile)")
+
+
+@pytest.mark.parametrize("dt", ["i32", "i8", "u8", "i64"])
+def test_integer_arithmetic_wraps_like_torch(built, dt):
+    dtype = DTYPES[dt]
+    lo, hi = INT_RANGE[dt]
+    g = torch.Generator().manual_seed(7)
+    x = torch.randint(lo, hi, (30_000,), generator=g, dtype=torch.int64).to(dtype)
+    y = torch.randint(lo, hi, (30_000,), generator=g, dtype=torch.int64).to(dtype)
+    x[:4] = torch.tensor([lo, hi, lo, 0], dtype=torch.int64).to(dtype)
+    y[:4] = torch.tensor([lo, hi, -1 if lo < 0 else 1, lo], dtype=torch.int64).to(dtype)
+    for op, fn in [
+        ("add", torch.add),
+        ("sub", torch.sub),
+        ("mul", torch.mul),
+        ("maximum", torch.maximum),
+        ("minimum", torch.minimum),
+    ]:
+        assert torch.equal(binary_op(built, f"{op}_{dt}", x, y), fn(x, y)), op
+    assert torch.equal(unary_op(built, f"neg_{dt}", x), x.neg() if dt != "u8" else (-x.long()).to(dtype))
+    assert torch.equal(unary_op(built, f"abs_{dt}", x), x.abs())
+
+
+def test_logical_ops(built):
+    g = torch.Generator().manual_seed(8)
+    a = torch.randint(0, 2, (5_000,), generator=g).bool()
+    c = torch.randint(0, 2, (5_000,), generator=g).bool()
+    assert torch.equal(binary_op(built, "logical_and", a, c), a & c)
+    assert torch.equal(binary_op(built, "logical_or", a, c), a | c)
+    assert torch.equal(unary_op(built, "logical_not", a), ~a)
+    out = torch.empty(a.shape, dtype=torch.float32)
+    call(built, "where_ss_f32", a, out, params=(1.5, -4.0))
+    assert torch.equal(out, torch.where(a, 1.5, -4.0).float())
+
+
+BC_SHAPES = [
+    ((6, 40), (6, 1)),
+    ((6, 40), (1, 40)),
+    ((6, 40), (1, 1)),
+    ((6, 1), (1, 40)),
+    ((1, 40), (6, 40)),
+    ((6, 1), (6, 40)),
+    ((1, 1), (6, 40)),
+]
+
+
+@pytest.mark.parametrize(
+    "dt,op",
+    [("f32", op) for op in ["add", "sub", "mul", "div", "maximum", "lt", "where"]]
+    + [("bf16", "add"), ("bf16", "where")],
+)
+def test_broadcasting(built, dt, op):
+    dtype = DTYPES[dt]
+    g = torch.Generator().manual_seed(9)
+    fns = {
+        "add": torch.add,
+        "sub": torch.sub,
+        "mul": torch.mul,
+        "div": torch.div,
+        "maximum": torch.maximum,
+        "lt": torch.lt,
+        "where": lambda a, b: torch.where(a > b, a, b),
+    }
+    for sa, sb in BC_SHAPES:
+        a = torch.randn(sa, generator=g).to(dtype)
+        b = torch.randn(sb, generator=g).to(dtype) + 0.1
+        want = fns[op](a, b).contiguous()
+        out = torch.empty(want.shape, dtype=want.dtype)
+        name = f"bc_{op}_{dt}_{sa[0]}x{sa[1]}_{sb[0]}x{sb[1]}"
+        call(built, name, a.contiguous(), b.contiguous(), out, n=0)
+        assert torch.equal(out, want), name
+
+
+def test_broadcast_mismatch_is_a_compile_error(tmp_path):
+    src = tmp_path / "bad.cpp"
+    src.write_text(
+        "#include <tilescope/tile.hpp>\nusing namespace ts;\n"
+        "Tile<float, 4, 8> f(const Tile<float, 4, 8> &a, const Tile<float, 3, 8> &b) { return a + b; }\n"
+    )
+    proc = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", "-I", str(INCLUDE), str(src)], capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert "tile shapes do not broadcast: row counts differ" in proc.stderr
+
+
+def _check_ulp(got: torch.Tensor, ref64: torch.Tensor, bound: float, what: str) -> float:
+    err = ulp_error(got, ref64)
+    worst = float(err.max())
+    if worst > bound:
+        i = int(err.argmax())
+        raise AssertionError(
+            f"{what}: max ulp error {worst:.3f} > {bound} at element {i}: got {got[i].item()!r}, "
+            f"reference {ref64[i].item()!r}"
+        )
+    return worst
+
+
+TRANSCENDENTAL = {
+    "exp": (torch.exp, 2.0),
+    "log": (torch.log, 2.0),
+    "tanh": (torch.tanh, 1.0),
+    "sigmoid": (torch.sigmoid, 1.0),
+    "silu": (torch.nn.functional.silu, 1.0),
+}
+
+
+@pytest.mark.parametrize("name", list(TRANSCENDENTAL))
+def test_transcendental_f32_ulp(built, name):
+    fn, bound = TRANSCENDENTAL[name]
+    x = float_sweep()
+    got = unary_op(built, f"{name}_f32", x)
+    ref = fn(x.double())
+    if name == "silu":  # the limit at -inf is -0 (torch's x / (1 + e^-x) gives NaN there)
+        ref = torch.where(x == -math.inf, torch.tensor(-0.0, dtype=torch.float64), ref)
+    _check_ulp(got, ref, bound, f"{name} f32")
+
+
+def test_transcendental_f64(built):
+    """Double tiles use libm (std::exp, ...) and torch's sigmoid/silu formulas."""
+    x = torch.cat(
+        [torch.randn(20_000, dtype=torch.float64) * 30, torch.tensor([0.0, -0.0, math.inf, math.nan])]
+    )
+    for name, (fn, _) in TRANSCENDENTAL.items():
+        got, want = unary_op(built, f"{name}_f64", x), fn(x)
+        assert torch.allclose(got, want, rtol=1e-14, atol=1e-300, equal_nan=True), name
+    assert torch.equal(
+        unary_op(built, "silu_f64", torch.tensor([-math.inf], dtype=torch.float64)).signbit(),
+        torch.tensor([True]),
+    )
+    assert torch.equal(unary_op(built, "add_s_f64", x[:100], params=(0.25,)), x[:100] + 0.25)
+
+
+# Exact results IEEE/C99 define (signed zeros, infinities, NaN): name -> (inputs, results).
+EXACT_SPECIALS = {
+    "exp": ("0 -0 inf -inf nan 88.8 -104 -1e30", "1 1 inf 0 nan inf 0 0"),
+    "log": ("0 -0 -1 inf -inf nan 1", "-inf -inf nan inf nan nan 0"),
+    "tanh": ("0 -0 inf -inf nan 1e-40 -1e-40 -10 20", "0 -0 1 -1 nan 1e-40 -1e-40 -1 1"),
+    "sigmoid": ("0 -0 inf -inf nan -200 30", "0.5 0.5 1 0 nan 0 1"),
+    "silu": ("0 -0 inf -inf nan -200", "0 -0 inf -0 nan -0"),
+}
+
+
+@pytest.mark.parametrize("name", list(EXACT_SPECIALS))
+def test_transcendental_special_values(built, name):
+    x = torch.tensor([float(v) for v in EXACT_SPECIALS[name][0].split()], dtype=torch.float32)
+    want = torch.tensor([float(v) for v in EXACT_SPECIALS[name][1].split()], dtype=torch.float32)
+    got = unary_op(built, f"{name}_f32", x)
+    same = (torch.isnan(got) & torch.isnan(want)) | (
+        (got == want) & (torch.signbit(got) == torch.signbit(want))
+    )
+    assert bool(same.all()), f"{name}({x.tolist()}) = {got.tolist()}, want {want.tolist()}"
+    # Just inside the overflow / underflow edges the results are finite, subnormal or tiny, and <= 1 ulp.
+    edges = torch.tensor([88.72, -87.5, -100.0, -103.5, 1e-45, 3e-39, 1e-3, -1e-3], dtype=torch.float32)
+    fn, _ = TRANSCENDENTAL[name]
+    _check_ulp(unary_op(built, f"{name}_f32", edges), fn(edges.double()), 1.0, f"{name} edges")
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize("name", list(TRANSCENDENTAL))
+def test_transcendental_16bit_all_patterns(built, dt, name):
+    """Float math then one rounding: at most 1 ulp (of the 16-bit type) from the correctly rounded value."""
+    dtype = DTYPES[dt]
+    x = all_16bit(dtype)
+    fn, _ = TRANSCENDENTAL[name]
+    got = unary_op(built, f"{name}_{dt}", x)
+    ref = fn(x.double())
+    if name == "silu":
+        ref = torch.where(x.double() == -math.inf, torch.tensor(-0.0, dtype=torch.float64), ref)
+    want = ref.float().to(dtype)
+    nan_got, nan_want = torch.isnan(got), torch.isnan(want)
+    assert torch.equal(nan_got, nan_want)
+    dist = (ordinal(got) - ordinal(want)).abs()[~nan_want]
+    assert int(dist.max()) <= 1, f"{name} {dt}: {int(dist.max())} ulp"
+    assert float((dist != 0).float().mean()) < 0.01, f"{name} {dt}: too many 1-ulp differences"
+
+
+def _expected_int_cast(x: torch.Tensor, mode: str, dt: str) -> torch.Tensor:
+    """The documented policy: round with `mode`, saturate to the type's range, NaN -> 0."""
+    d = x.double()
+    r = {
+        "rint": torch.round,
+        "floor": torch.floor,
+        "ceil": torch.ceil,
+        "trunc": torch.trunc,
+        "round": lambda v: torch.sign(v) * torch.floor(v.abs() + 0.5),
+    }[mode](d)
+    lo, hi = INT_RANGE[dt]
+    r = torch.nan_to_num(r, nan=0.0)
+    if dt == "i64":  # float64 cannot hold int64's max; saturate explicitly
+        out = r.clamp(-(2.0**63), 2.0**63 - 1024).to(torch.int64)
+        out[r >= 2.0**63] = hi
+        return out
+    return r.clamp(lo, hi).to(DTYPES[dt])
+
+
+CAST_PAIRS = [
+    tuple(p.split("->"))
+    for p in "f32->i32 f32->i8 f32->u8 f32->i64 bf16->i32 bf16->u8 f16->i8 f64->i32 f64->i64".split()
+]
+
+
+@pytest.mark.parametrize("src,dt", CAST_PAIRS)
+@pytest.mark.parametrize("mode", MODES)
+def test_cast_float_to_int(built, src, dt, mode):
+    ties = [
+        float(v)
+        for v in (
+            "0.5 1.5 2.5 -0.5 -1.5 -2.5 0.49999997 -0.49999997 126.5 127.5 128 -128.5 -129 255.5 256 -1 -0 0 3.7 "
+            "-3.7 1e10 -1e10 2147483520 2147483648 -2147483648 -2147483904 9.2233715e18 9.223372e18 -9.223372e18 "
+            "-1e19 inf -inf nan"
+        ).split()
+    ]
+    g = torch.Generator().manual_seed(10)
+    x = torch.cat(
+        [
+            torch.tensor(ties, dtype=torch.float64),
+            torch.randn(4000, generator=g, dtype=torch.float64) * 300,
+            torch.randn(1000, generator=g, dtype=torch.float64) * 1e9,
+        ]
+    )
+    x = x.to(DTYPES[src])
+    got = unary_op(built, f"cast_{src}_{dt}_{mode}", x, DTYPES[dt])
+    want = _expected_int_cast(x, mode, dt)
+    bad = got != want
+    assert not bad.any(), (
+        f"{int(bad.sum())} wrong, e.g. x={x[bad][:5].tolist()} got={got[bad][:5].tolist()} want={want[bad][:5].tolist()}"
+    )
+
+
+def test_cast_rint_matches_torch_in_range(built):
+    x = torch.cat([torch.arange(-200, 200) / 4, torch.randn(5000) * 1000]).float()
+    assert torch.equal(unary_op(built, "cast_f32_i32_rint", x, torch.int32), torch.round(x).to(torch.int32))
+    assert torch.equal(unary_op(built, "cast_f32_i32_trunc", x, torch.int32), x.to(torch.int32))
+    small = x.clamp(-128, 127)
+    assert torch.equal(
+        unary_op(built, "cast_f32_i8_floor", small, torch.int8), torch.floor(small).to(torch.int8)
+    )
+
+
+OTHER_CASTS = (
+    "f64->f32 f64->bf16 f64->f16 f32->f64 bf16->f16 f16->bf16 i32->f32 i32->bf16 i64->f32 i32->i8 i8->u8 i32->i64 "
+    "u8->i32 f32->bool bf16->bool i32->bool bool->f32 bool->i32 bool->bf16"
+)
+
+
+@pytest.mark.parametrize("src,dst", [tuple(p.split("->")) for p in OTHER_CASTS.split()])
+def test_other_casts_match_torch(built, src, dst):
+    g = torch.Generator().manual_seed(11)
+    sdt = DTYPES[src]
+    if src == "f64":
+        x = torch.cat(
+            [
+                torch.randn(20_000, generator=g, dtype=torch.float64)
+                * 10.0 ** torch.randint(-45, 39, (20_000,), generator=g),
+                torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1e300, -1e-300, 65520.0, 65519.99]),
+            ]
+        )
+    elif sdt.is_floating_point:
+        x = random_bits(sdt, 20_000, seed=12) if sdt != torch.float32 else float_sweep(20_000, seed=12)
+        x[:3] = torch.tensor([0.0, -0.0, math.nan], dtype=sdt)
+    elif src == "bool":
+        x = torch.randint(0, 2, (1000,), generator=g).bool()
+    else:
+        lo, hi = INT_RANGE[src]
+        x = torch.randint(lo, hi, (20_000,), generator=g, dtype=torch.int64).to(sdt)
+        x[:3] = torch.tensor([0, lo, hi], dtype=torch.int64).to(sdt)
+    got = unary_op(built, f"cast_{src}_{dst}", x, DTYPES[dst])
+    want = x.to(DTYPES[dst])
+    if DTYPES[dst].is_floating_point:
+        assert_same_floats(got, want, f"{src} -> {dst}")
+    else:
+        assert torch.equal(got, want)
+
+
+def _emulate_row_sum(x: np.ndarray) -> np.ndarray:
+    """The documented order: lanes (16 for 4-byte floats), lane l gets elements c = l mod L, then a tree."""
+    rows, cols = x.shape
+    lanes = 1
+    while lanes * 2 <= cols and lanes * 2 <= 16:
+        lanes *= 2
+    acc = x[:, :lanes].copy()
+    c = lanes
+    while c + lanes <= cols:
+        acc = acc + x[:, c : c + lanes]
+        c += lanes
+    rest = cols - c
+    if rest:
+        acc[:, :rest] = acc[:, :rest] + x[:, c:]
+    width = lanes // 2
+    while width >= 1:
+        acc[:, :width] = acc[:, :width] + acc[:, width : 2 * width]
+        width //= 2
+    return acc[:, :1]
+
+
+def _emulate_col_sum(x: np.ndarray) -> np.ndarray:
+    acc = x[0:1].copy()
+    for r in range(1, x.shape[0]):
+        acc = acc + x[r : r + 1]
+    return acc
+
+
+REDUCTION_CASES = [
+    (dt, tuple(int(d) for d in shape.split("x")))
+    for dt, shapes in [
+        ("f32", "16x100 8x128 5x3 3x1 1x37"),
+        ("bf16", "16x100 5x3 1x37"),
+        ("f16", "16x100"),
+        ("i32", "8x128"),
+    ]
+    for shape in shapes.split()
+]
+
+
+@pytest.mark.parametrize("dt,shape", REDUCTION_CASES)
+def test_reductions(built, dt, shape):
+    dtype = DTYPES[dt]
+    g = torch.Generator().manual_seed(13)
+    if dtype.is_floating_point:
+        x = (torch.randn(shape, generator=g) * 4).to(dtype)
+    else:
+        x = torch.randint(-(2**31), 2**31 - 1, shape, generator=g, dtype=torch.int64).to(dtype)
+    results = {}
+    for op in ["row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min"]:
+        out_shape = (shape[0], 1) if op.startswith("row") else (1, shape[1])
+        out = torch.empty(out_shape, dtype=dtype)
+        call(built, f"{op}_{dt}_{shape[0]}x{shape[1]}", x.contiguous(), out, n=0)
+        results[op] = out
+    for op, fn in [
+        ("row_max", lambda t: t.amax(1, keepdim=True)),
+        ("row_min", lambda t: t.amin(1, keepdim=True)),
+        ("col_max", lambda t: t.amax(0, keepdim=True)),
+        ("col_min", lambda t: t.amin(0, keepdim=True)),
+    ]:
+        assert torch.equal(results[op], fn(x)), op
+    if dt == "i32":  # wrap-around sums in int32 (torch widens to int64; wrap that back)
+        assert torch.equal(results["row_sum"], x.long().sum(1, keepdim=True).to(torch.int32))
+        assert torch.equal(results["col_sum"], x.long().sum(0, keepdim=True).to(torch.int32))
+        return
+    xf = x.float().numpy()
+    # Exactly the documented order, accumulated in float and rounded once to the tile's type.
+    assert_same_floats(results["row_sum"], torch.from_numpy(_emulate_row_sum(xf)).to(dtype), "row_sum order")
+    assert_same_floats(results["col_sum"], torch.from_numpy(_emulate_col_sum(xf)).to(dtype), "col_sum order")
+    # And close to torch's own (differently ordered) sums.
+    for op, dim in [("row_sum", 1), ("col_sum", 0)]:
+        want = x.double().sum(dim, keepdim=True)
+        scale = x.double().abs().sum(dim, keepdim=True)
+        tol = 1e-6 * scale if dt == "f32" else 2.0**-7 * want.abs() + 1e-6 * scale
+        assert bool(((results[op].double() - want).abs() <= tol).all()), op
+
+
+def test_reductions_propagate_nan(built):
+    x = torch.randn(16, 100)
+    x[3, 77] = math.nan
+    x[9, 0] = math.nan
+    out = torch.empty(16, 1)
+    call(built, "row_max_f32_16x100", x, out, n=0)
+    assert torch.isnan(out[[3, 9], 0]).all() and not torch.isnan(out[[0, 1, 2, 4, 15], 0]).any()
+    out = torch.empty(1, 100)
+    call(built, "col_min_f32_16x100", x, out, n=0)
+    assert torch.isnan(out[0, [0, 77]]).all() and int(torch.isnan(out).sum()) == 2
+
+
+def _cpu_has_fma() -> bool:
+    try:
+        return " fma " in Path("/proc/cpuinfo").read_text().replace("\n", " ")
+    except OSError:
+        return False
+
+
+def _sequential_fma_matmul(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor) -> torch.Tensor:
+    """acc += a @ b one k at a time, each step a*b + acc rounded once to float32 (exact product in f64)."""
+    acc = acc.double().clone()
+    a64, b64 = a.double(), b.double()
+    for k in range(a.shape[1]):
+        acc = (acc + a64[:, k : k + 1] * b64[k : k + 1, :]).float().double()
+    return acc.float()
+
+
+@pytest.mark.parametrize(
+    "dt,shape",
+    [
+        ("f32", (64, 64, 64)),
+        ("f32", (13, 37, 19)),
+        ("f32", (7, 5, 24)),
+        ("f32", (1, 128, 1)),
+        ("bf16", (32, 40, 48)),
+        ("f16", (16, 8, 24)),
+    ],
+)
+def test_matmul(built, dt, shape):
+    m, k, n = shape
+    dtype = DTYPES[dt]
+    g = torch.Generator().manual_seed(14)
+    a = torch.randn(m, k, generator=g).to(dtype)
+    b = torch.randn(k, n, generator=g).to(dtype)
+    out = torch.empty(m, n)
+    call(built, f"mm_{dt}_{m}x{k}x{n}", a, b, out, n=0)
+    exact = a.double() @ b.double()
+    bound = k * 2.0**-24 * (a.double().abs() @ b.double().abs())  # the classic gamma_K bound
+    assert bool(((out.double() - exact).abs() <= bound).all())
+    assert torch.allclose(out, a.float() @ b.float(), rtol=1e-5, atol=1e-5 * float(bound.max()) / k)
+    init = torch.randn(m, n, generator=g)
+    acc = init.clone()
+    call(built, f"mmacc_{dt}_{m}x{k}x{n}", a, b, acc, n=0)
+    exact_acc = init.double() + exact
+    assert bool(((acc.double() - exact_acc).abs() <= bound + (k + 1) * 2.0**-24 * init.double().abs()).all())
+    if _cpu_has_fma():  # the documented order: sequential in k, one rounding per step
+        assert torch.equal(out, _sequential_fma_matmul(a.float(), b.float(), torch.zeros(m, n)))
+        assert torch.equal(acc, _sequential_fma_matmul(a.float(), b.float(), init))
+
+
+@pytest.mark.parametrize(
+    "name,dtype,shape",
+    [
+        ("tr_f32_13x37", torch.float32, (13, 37)),
+        ("tr_bf16_64x64", torch.bfloat16, (64, 64)),
+        ("tr_u8_5x9", torch.uint8, (5, 9)),
+        ("tr_f32_1x7", torch.float32, (1, 7)),
+    ],
+)
+def test_transpose(built, name, dtype, shape):
+    x = torch.arange(shape[0] * shape[1]).reshape(shape).to(dtype)
+    out = torch.empty(shape[::-1], dtype=dtype)
+    call(built, name, x, out, n=0)
+    assert torch.equal(out, x.t())
+
+
+# ---- ts_arg kernels -----------------------------------------------------------------------
+
+
+class _TsTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("buffer_id", ctypes.c_int64),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * 4),
+        ("strides", ctypes.c_int64 * 4),
+        ("offset", ctypes.c_int64),
+    ]
+
+
+class _TsScalarValue(ctypes.Union):
+    _fields_ = [("f", ctypes.c_double), ("i", ctypes.c_int64)]
+
+
+class _TsScalar(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_int32), ("reserved", ctypes.c_int32), ("v", _TsScalarValue)]
+
+
+class _TsArgU(ctypes.Union):
+    _fields_ = [("t", _TsTensor), ("s", _TsScalar)]
+
+
+class _TsArg(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int32), ("dir", ctypes.c_int32), ("u", _TsArgU)]
+
+
+TS_DTYPE = {
+    torch.float32: 0,
+    torch.float16: 1,
+    torch.bfloat16: 2,
+    torch.int32: 3,
+    torch.int8: 4,
+    torch.uint8: 5,
+    torch.bool: 6,
+    torch.float64: 7,
+    torch.int64: 8,
+}
+
+
+def _tensor_arg(t: torch.Tensor) -> _TsArg:
+    a = _TsArg(kind=0, dir=2)
+    a.u.t.data = t.untyped_storage().data_ptr()
+    a.u.t.buffer_id = 0
+    a.u.t.dtype = TS_DTYPE[t.dtype]
+    a.u.t.ndim = t.dim()
+    for d in range(t.dim()):
+        a.u.t.shape[d] = t.shape[d]
+        a.u.t.strides[d] = t.stride(d)
+    a.u.t.offset = t.storage_offset()
+    return a
+
+
+def _scalar_arg(v: float | int) -> _TsArg:
+    a = _TsArg(kind=1, dir=3)
+    if isinstance(v, float):
+        a.u.s.dtype, a.u.s.v.f = 0, v
+    else:
+        a.u.s.dtype, a.u.s.v.i = 8, v
+    return a
+
+
+def run_kernel(built: Built, name: str, *args) -> None:
+    """Calls `extern "C" void name(const ts_arg *)` the way the runtime calls kernel_entry."""
+    arr = (_TsArg * len(args))(
+        *[_tensor_arg(a) if isinstance(a, torch.Tensor) else _scalar_arg(a) for a in args]
+    )
+    fn = getattr(built.libs[list(UNITS).index("other")], name)
+    fn.argtypes = [ctypes.POINTER(_TsArg)]
+    fn.restype = None
+    fn(arr)
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_strided_views_2d(built, dt):
+    dtype = DTYPES[dt]
+    big = torch.randn(60, 70).to(dtype)
+    dst = torch.zeros(50, 80, dtype=dtype)
+    cases = [
+        (big, dst, (3, 5), (7, 9)),  # contiguous, offsets inside
+        (big[4:44:2, 10:60], dst[1:30, 3:70], (2, 7), (4, 11)),  # row-strided views with storage offsets
+        (big.t(), dst.t()[2:60, 5:40], (11, 3), (6, 2)),  # column stride != 1 on both sides
+    ]
+    for x, y, (i0, i1), (j0, j1) in cases:
+        before = dst.clone()
+        run_kernel(built, f"k_view2d_{dt}", x, y, 0.5, i0, i1, j0, j1)
+        want_box = (x[i0 : i0 + 8, i1 : i1 + 16].float() * 0.5).to(dtype)
+        assert torch.equal(y[j0 : j0 + 8, j1 : j1 + 16], want_box)
+        before_view = before.as_strided(y.shape, y.stride(), y.storage_offset())
+        before_view[j0 : j0 + 8, j1 : j1 + 16] = want_box
+        assert torch.equal(dst, before), "store wrote outside its box"
+
+
+def test_views_3d_4d_1d(built):
+    x3 = torch.randn(5, 12, 30)
+    y3 = torch.zeros(4, 9, 40)
+    x3v = x3[1:, 2:, 3:]  # leading offsets and non-trivial strides everywhere
+    run_kernel(built, "k_view3d", x3v, y3, 2, 1, 4, 3, 5, 30)
+    want = y3.clone()
+    want.zero_()
+    want[3, 5:9, 30:38] = x3v[2, 1:5, 4:12] + 1
+    assert torch.equal(y3, want)
+
+    x4 = torch.randn(3, 4, 10, 12)
+    y4 = torch.zeros(2, 3, 6, 20).permute(0, 1, 3, 2)  # y4 is [2, 3, 20, 6] with column stride 20
+    run_kernel(built, "k_view4d", x4, y4, 2, 3, 6, 7, 1, 2, 16, 1)
+    want4 = torch.zeros_like(y4)
+    want4[1, 2, 16:19, 1:6] = -x4[2, 3, 6:9, 7:12]
+    assert torch.equal(y4, want4)
+
+    x1 = torch.arange(100, dtype=torch.int32)[10::3]  # 1-D, stride 3, offset 10
+    y1 = torch.zeros(40, dtype=torch.int32)
+    run_kernel(built, "k_view1d", x1, y1, 4, 20)
+    want1 = torch.zeros(40, dtype=torch.int32)
+    want1[20:36] = x1[4:20] * 2
+    assert torch.equal(y1, want1)
+
+
+def test_rms_norm_kernel(built):
+    x = torch.randn(64, 512)
+    gamma = torch.rand(1, 512)
+    y = torch.empty(64, 512)
+    run_kernel(built, "k_rms_rows", x, gamma, y, 1e-6)
+    want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * gamma
+    assert torch.allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+def test_tiled_matmul_kernel(built):
+    a = torch.randn(64, 128).bfloat16()
+    b = torch.randn(128, 96).bfloat16()
+    c = torch.empty(64, 96)
+    run_kernel(built, "k_tiled_matmul_bf16", a, b, c)
+    want = a.double() @ b.double()
+    assert bool(((c.double() - want).abs() <= 1e-6 * (a.double().abs() @ b.double().abs())).all())
+
+
+@pytest.mark.parametrize(
+    "args,ok",
+    [
+        (["load", "3", "2", "6", "12"], True),
+        (["store", "2", "6", "12"], True),
+        (["load", "1", "12"], True),
+        (["load", "3", "3", "0", "0"], False),  # leading dim offset == shape
+        (["load", "3", "0", "7", "0"], False),  # rows 7..10 past 10
+        (["store", "2", "0", "13"], False),  # cols 13..20 past 20
+        (["store", "2", "-1", "0"], False),  # negative offset
+        (["load", "1", "13"], False),
+    ],
+)
+def test_bounds_checking(built, args, ok):
+    proc = subprocess.run([str(built.bounds_exe), *args], capture_output=True, text=True)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr == ""
+    else:
+        assert proc.returncode != 0
+        assert f"tilescope: {args[0]} out of bounds: offsets [" in proc.stderr
+        shape = {"3": "[3, 10, 20]", "2": "[10, 20]", "1": "[20]"}[args[1]]
+        assert f"tensor shape {shape}" in proc.stderr
+        assert ("tile [1, 8]" if args[1] == "1" else "tile [4, 8]") in proc.stderr
