@@ -18,18 +18,10 @@ from pathlib import Path
 
 import torch
 
+from tilescope.toolchain.compiler import BASE_FLAGS
+
 INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
-FLAGS = [
-    "-std=c++17",
-    "-O3",
-    "-g",
-    "-fPIC",
-    "-shared",
-    "-march=native",
-    "-fno-math-errno",
-    "-Wall",
-    "-Wextra",
-]
+FLAGS = list(BASE_FLAGS)
 
 DRIVER = r"""
 #include <tilescope/tile.hpp>

@@ -45,7 +45,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
-from tilescope.ir.types import Direction, IndexType, ScalarType, TileType
+from tilescope.ir.types import Direction, ScalarType, TileType
 from tilescope.language import dtypes as dt
 
 _SCALAR_OPS = {
@@ -103,38 +103,33 @@ def _round_scalar(v: Any, dtype: dt.DType, float64: bool) -> Any:
     return torch.tensor(float(v), dtype=dtype.torch).item()
 
 
-class _KernelInterp:
-    def __init__(self, kernel: Kernel, float64: bool):
-        self.k = kernel
+class _Interp:
+    """What kernels and orchestrations share: arguments, assignments, loops and scalar/index
+    arithmetic. Subclasses handle their own statements and expressions."""
+
+    def __init__(self, float64: bool):
         self.float64 = float64
 
-    def tile_dtype(self, d: dt.DType) -> torch.dtype:
-        return torch.float64 if self.float64 and d.is_float else d.torch
-
-    def run(self, args: list[Any]) -> None:
-        env: dict[str, Any] = {}
-        for p, a in zip(self.k.params, args):
-            env[p.name] = (
-                _round_scalar(a, p.type.dtype, self.float64) if p.direction is Direction.SCALAR else a
-            )
-        self.body(self.k.body, env)
+    def bind(self, params, args: list[Any]) -> dict[str, Any]:
+        return {
+            p.name: _round_scalar(a, p.type.dtype, self.float64) if p.direction is Direction.SCALAR else a
+            for p, a in zip(params, args)
+        }
 
     def body(self, body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
         for s in body:
             match s:
                 case Assign(target=t, value=v):
                     env[t] = self.expr(v, env)
-                case Store(tensor=t, offsets=offs, value=v):
-                    tile = self.expr(v, env)
-                    view = env[t.name]
-                    region = _region(view, [self.expr(o, env) for o in offs], _store_sizes(view, tile))
-                    region.copy_(tile.reshape(region.shape).to(view.dtype))
                 case For(var=var, start=a, stop=b, step=c, body=inner):
                     for i in range(self.expr(a, env), self.expr(b, env), self.expr(c, env)):
                         env[var] = i
                         self.body(inner, env)
                 case _:
-                    raise TypeError(f"interp: unexpected statement {type(s).__name__} in a kernel")
+                    self.stmt(s, env)
+
+    def stmt(self, s: Stmt, env: dict[str, Any]) -> None:
+        raise TypeError(f"interp: unexpected statement {type(s).__name__}")
 
     def expr(self, e: Expr, env: dict[str, Any]) -> Any:
         match e:
@@ -142,23 +137,46 @@ class _KernelInterp:
                 return v
             case Var(name=n):
                 return env[n]
-            case BinOp(op=op, lhs=a, rhs=b):
+            case BinOp(op=op, lhs=a, rhs=b) if not isinstance(e.type, TileType):
+                r = _SCALAR_OPS[op](self.expr(a, env), self.expr(b, env))
+                return _round_scalar(r, e.type.dtype, self.float64) if isinstance(e.type, ScalarType) else r
+            case UnOp(op="neg", operand=a) if not isinstance(e.type, TileType):
+                return -self.expr(a, env)
+        raise TypeError(f"interp: unexpected expression {type(e).__name__}")
+
+
+class _KernelInterp(_Interp):
+    def __init__(self, kernel: Kernel, float64: bool):
+        super().__init__(float64)
+        self.k = kernel
+
+    def tile_dtype(self, d: dt.DType) -> torch.dtype:
+        return torch.float64 if self.float64 and d.is_float else d.torch
+
+    def run(self, args: list[Any]) -> None:
+        self.body(self.k.body, self.bind(self.k.params, args))
+
+    def stmt(self, s: Stmt, env: dict[str, Any]) -> None:
+        if not isinstance(s, Store):
+            raise TypeError(f"interp: unexpected statement {type(s).__name__} in a kernel")
+        tile = self.expr(s.value, env)
+        view = env[s.tensor.name]
+        region = _region(view, [self.expr(o, env) for o in s.offsets], _store_sizes(view, tile))
+        region.copy_(tile.reshape(region.shape).to(view.dtype))
+
+    def expr(self, e: Expr, env: dict[str, Any]) -> Any:
+        match e:
+            case BinOp(op=op, lhs=a, rhs=b) if isinstance(e.type, TileType):
                 x, y = self.expr(a, env), self.expr(b, env)
-                if isinstance(e.type, TileType):
-                    # NOTE: a scalar operand adopts the tile's dtype before the op (as in the tile
-                    # library), so it is rounded to bf16/f16 first; torch eager keeps it in float.
-                    d = self.tile_dtype(a.type.dtype if isinstance(a.type, TileType) else b.type.dtype)
-                    x, y = (v if torch.is_tensor(v) else torch.tensor(v, dtype=d) for v in (x, y))
-                    if op in ("maximum", "minimum"):
-                        return (torch.maximum if op == "maximum" else torch.minimum)(x, y)
-                    return _TILE_OPS[op](x, y)
-                r = _SCALAR_OPS[op](x, y)
-                return r if isinstance(e.type, IndexType) else _round_scalar(r, e.type.dtype, self.float64)
-            case UnOp(op=op, operand=a):
-                x = self.expr(a, env)
-                if not torch.is_tensor(x):
-                    return -x
-                return _UNARY[op](x)
+                # NOTE: a scalar operand adopts the tile's dtype before the op (as in the tile
+                # library), so it is rounded to bf16/f16 first; torch eager keeps it in float.
+                d = self.tile_dtype(a.type.dtype if isinstance(a.type, TileType) else b.type.dtype)
+                x, y = (v if torch.is_tensor(v) else torch.tensor(v, dtype=d) for v in (x, y))
+                if op in ("maximum", "minimum"):
+                    return (torch.maximum if op == "maximum" else torch.minimum)(x, y)
+                return _TILE_OPS[op](x, y)
+            case UnOp(op=op, operand=a) if isinstance(e.type, TileType):
+                return _UNARY[op](self.expr(a, env))
             case Load(tensor=t, offsets=offs, sizes=sizes, type=tt):
                 region = _region(env[t.name], [self.expr(o, env) for o in offs], sizes)
                 return region.reshape(tt.shape).to(self.tile_dtype(tt.dtype), copy=True)
@@ -187,7 +205,7 @@ class _KernelInterp:
                     for v in (self.expr(a, env), self.expr(b, env))
                 )
                 return torch.where(self.expr(c, env), x, y)
-        raise TypeError(f"interp: unexpected expression {type(e).__name__} in a kernel")
+        return super().expr(e, env)
 
     def cast(self, x: torch.Tensor, to: dt.DType, mode: str) -> torch.Tensor:
         if to.is_float:
@@ -220,72 +238,52 @@ def _region(view: torch.Tensor, offsets: list[int], sizes) -> torch.Tensor:
     return view[tuple(index)]
 
 
-class _OrchInterp:
+class _OrchInterp(_Interp):
     def __init__(self, program: Program, float64: bool):
+        super().__init__(float64)
         self.p = program
-        self.float64 = float64
         self.kernels = {k.name: _KernelInterp(k, float64) for k in program.kernels}
         self.by_name = {k.name: k for k in program.kernels}
         self.tasks = 0
 
     def run(self, args: list[Any]) -> int:
-        env: dict[str, Any] = {}
-        for p, a in zip(self.p.params, args):
-            env[p.name] = (
-                _round_scalar(a, p.type.dtype, self.float64) if p.direction is Direction.SCALAR else a
-            )
-        self.body(self.p.body, env)
+        self.body(self.p.body, self.bind(self.p.params, args))
         return self.tasks
 
-    def body(self, body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
-        for s in body:
-            match s:
-                case Assign(target=t, value=v):
-                    env[t] = self.expr(v, env)
-                case Evaluate(value=v):
-                    self.expr(v, env)
-                case For(var=var, start=a, stop=b, step=c, body=inner):
-                    for i in range(self.expr(a, env), self.expr(b, env), self.expr(c, env)):
-                        env[var] = i
-                        self.body(inner, env)
-                case If(cond=c, then=a, orelse=b):
-                    self.body(a if self.expr(c, env) else b, env)
-                case _:
-                    raise TypeError(f"interp: unexpected statement {type(s).__name__} in an orchestration")
+    def stmt(self, s: Stmt, env: dict[str, Any]) -> None:
+        match s:
+            case Evaluate(value=v):
+                self.expr(v, env)
+            case If(cond=c, then=a, orelse=b):
+                self.body(a if self.expr(c, env) else b, env)
+            case _:
+                raise TypeError(f"interp: unexpected statement {type(s).__name__} in an orchestration")
 
     def expr(self, e: Expr, env: dict[str, Any]) -> Any:
         match e:
-            case Const(value=v):
-                return v
-            case Var(name=n):
-                return env[n]
-            case BinOp(op=op, lhs=a, rhs=b):
-                r = _SCALAR_OPS[op](self.expr(a, env), self.expr(b, env))
-                return (
-                    r if not isinstance(e.type, ScalarType) else _round_scalar(r, e.type.dtype, self.float64)
-                )
-            case UnOp(op="neg", operand=a):
-                return -self.expr(a, env)
             case CreateTensor(type=tt):
                 wide = self.float64 and tt.dtype.is_float
                 return torch.zeros(tt.shape, dtype=torch.float64 if wide else tt.dtype.torch)
             case Slice(tensor=t, ranges=ranges):
-                base = env[t.name]
-                index: list[Any] = []
-                for dim, r in enumerate(ranges):
-                    a, b = self.expr(r.start, env), self.expr(r.stop, env)
-                    if not 0 <= a < b <= base.shape[dim]:
-                        raise RuntimeFailure(
-                            f"orchestration {self.p.name}: slice {t.name}[{a}:{b}] of dim {dim} is outside "
-                            f"the tensor's shape {list(base.shape)} (task {self.tasks})"
-                        )
-                    index.append(a if r.squeeze else slice(a, b))
-                return base[tuple(index)]
+                return self.slice(t, ranges, env)
             case DumpTag():
                 return None
             case Submit():
                 return self.submit(e, env)
-        raise TypeError(f"interp: unexpected expression {type(e).__name__} in an orchestration")
+        return super().expr(e, env)
+
+    def slice(self, t: Var, ranges, env: dict[str, Any]) -> torch.Tensor:
+        base = env[t.name]
+        index: list[Any] = []
+        for dim, r in enumerate(ranges):
+            a, b = self.expr(r.start, env), self.expr(r.stop, env)
+            if not 0 <= a < b <= base.shape[dim]:
+                raise RuntimeFailure(
+                    f"orchestration {self.p.name}: slice {t.name}[{a}:{b}] of dim {dim} is outside "
+                    f"the tensor's shape {list(base.shape)} (task {self.tasks})"
+                )
+            index.append(a if r.squeeze else slice(a, b))
+        return base[tuple(index)]
 
     def submit(self, e: Submit, env: dict[str, Any]) -> int:
         kernel = self.by_name[e.kernel]
