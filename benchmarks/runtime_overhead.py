@@ -1,6 +1,6 @@
 """Runtime overhead per task: empty tasks through the C++ runtime vs a Python loop of ctypes calls.
 
-Three measurements, each the best of ``repeat`` runs of ``n`` calls to the same no-op kernel:
+Three measurements, each the median of ``repeat`` runs of ``n`` calls to the same no-op kernel:
 
 - ``chain``: every task is INOUT on one small intermediate tensor, so each depends on the one
   before (the tensor map finds one RAW edge per task; nothing runs in parallel).
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -108,7 +109,7 @@ def _time_python_loop(kernel: core.EntryPoint, n: int) -> float:
 
 
 def measure(n: int = 100_000, num_workers: int = 0, repeat: int = 3) -> dict:
-    """Microseconds per task (per call for the Python loop), best of ``repeat`` runs.
+    """Microseconds per task (per call for the Python loop), median of ``repeat`` runs.
 
     Returns a dict with ``n``, ``num_workers`` (as resolved), ``cpus`` and ``chain_us``,
     ``fanout_us``, ``python_loop_us``.
@@ -123,9 +124,9 @@ def measure(n: int = 100_000, num_workers: int = 0, repeat: int = 3) -> dict:
         "n": n,
         "num_workers": chain[0][1],
         "cpus": os.cpu_count(),
-        "chain_us": min(t for t, _ in chain) / n * 1e6,
-        "fanout_us": min(t for t, _ in fanout) / n * 1e6,
-        "python_loop_us": min(loop) / n * 1e6,
+        "chain_us": statistics.median(t for t, _ in chain) / n * 1e6,
+        "fanout_us": statistics.median(t for t, _ in fanout) / n * 1e6,
+        "python_loop_us": statistics.median(loop) / n * 1e6,
     }
 
 
@@ -133,7 +134,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="tasks per graph (default 100000)")
     parser.add_argument("--workers", type=int, default=0, help="worker threads (0 = all hardware threads)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best is kept")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is kept")
     args = parser.parse_args()
     r = measure(args.n, args.workers, args.repeat)
     print(f"{r['n']} empty tasks, {r['num_workers']} workers, {r['cpus']} CPUs")

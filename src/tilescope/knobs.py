@@ -62,10 +62,11 @@ COMPILE_KNOBS: dict[str, Knob] = {
         ),
         Knob(
             "build_dir",
-            None,
-            "base directory for build directories (env TILESCOPE_BUILD_DIR)",
-            lambda v: True,
-            "",
+            "build_output",
+            "base directory of build directories",
+            lambda v: isinstance(v, str | os.PathLike),
+            "a path",
+            env="TILESCOPE_BUILD_DIR",
         ),
         Knob("verify", True, "run the IR verifier after every pass", _is_bool, "a bool"),
     )
@@ -89,6 +90,7 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "log level: debug, v0..v9 (v0 most verbose, v5 = info), info, warn, error, null",
             LOG_LEVELS.__contains__,
             f"one of {', '.join(LOG_LEVELS)}",
+            env="TILESCOPE_LOG_LEVEL",
         ),
         Knob(
             "float64",

@@ -39,10 +39,6 @@ from tilescope.toolchain import compiler as toolchain
 log = logging.getLogger("tilescope")
 
 
-def build_base_dir(option: str | os.PathLike | None = None) -> Path:
-    return Path(option or os.environ.get("TILESCOPE_BUILD_DIR") or "build_output")
-
-
 def new_build_dir(base: Path, name: str) -> Path:
     """``<base>/_jit_<name>_<YYYYMMDD_HHMMSS>[_n]``, created exclusively."""
     base.mkdir(parents=True, exist_ok=True)
@@ -68,7 +64,7 @@ def _write_atomic(path: Path, text: str) -> None:
 def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None) -> CompiledProgram:
     """Front-end IR -> passes -> C++ -> g++ -> a build directory, returned loaded."""
     opts = knobs.compile_options(compile_cfg)
-    work = new_build_dir(build_base_dir(opts["build_dir"]), program.name)
+    work = new_build_dir(Path(opts["build_dir"]), program.name)
     t0 = time.perf_counter()
     manager = PassManager(
         DEFAULT_PIPELINE,

@@ -95,7 +95,7 @@ def run_jit(
     """Compile ``fn``, run it on inputs generated from ``specs`` and compare every output with
     ``golden_fn`` (which fills the outputs of a dict name -> tensor in place)."""
     runtime_cfg = dict(runtime_cfg or {})
-    phases = _Phases(runtime_cfg.get("log_level"))
+    phases = _Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
     result = RunResult(False, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings)
     try:
         for key, what in _NOT_YET.items():

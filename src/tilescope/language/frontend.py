@@ -117,7 +117,7 @@ def is_ir(v: object) -> bool:
 
 
 def _is_number(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) or isinstance(v, bool)
+    return isinstance(v, int | float)  # bool is an int
 
 
 # ---------------------------------------------------------------------------------------------
