@@ -118,4 +118,8 @@ def __getattr__(name: str):
         from tilescope.program import CompiledProgram
 
         return CompiledProgram
+    if name == "replay_compiled":
+        from tilescope.replay import replay_compiled
+
+        return replay_compiled
     raise AttributeError(f"module 'tilescope' has no attribute {name!r}")

@@ -54,6 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("doctor", help="check g++, torch and the cache directory")
     p.set_defaults(fn=cmd_doctor)
+    from tilescope import replay
+
+    p = sub.add_parser(
+        "replay", help="re-run a build on its saved data (or --golden-data), without the source"
+    )
+    replay.add_replay_args(p)
+    p.set_defaults(fn=replay.run_cli)
     args = parser.parse_args(argv)
     return args.fn(args)
 

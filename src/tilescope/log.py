@@ -30,11 +30,39 @@ def level_number(name: str) -> int:
     return table[name]
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of each record (it may be redirected)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # the base class assigns it; the property always wins
+        pass
+
+
+class _Formatter(logging.Formatter):
+    """Info lines as they are (``[cpp->.so] ...``); other levels prefixed with their name."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        msg = record.getMessage()
+        if record.exc_info:
+            msg += "\n" + self.formatException(record.exc_info)
+        if logging.INFO <= record.levelno < logging.WARNING:
+            return msg
+        name = "DEBUG" if record.levelno < logging.INFO else record.levelname
+        return f"[{name}] {msg}"
+
+
 def configure(level: str | None = None) -> None:
     """Set the tilescope log level (None keeps the current one) and attach a stderr handler once."""
     if not any(getattr(h, "_tilescope", False) for h in _LOGGER.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
+        handler = _StderrHandler()
+        handler.setFormatter(_Formatter())
         handler._tilescope = True  # type: ignore[attr-defined]
         _LOGGER.addHandler(handler)
         _LOGGER.propagate = False

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from tilescope import knobs
-from tilescope.codegen.kernel_config import BUILD_FORMAT, kernel_config_source
+from tilescope.buildstate import ir_state, record_state, refresh
+from tilescope.codegen.build_files import write_build_files
+from tilescope.codegen.kernel_config import BUILD_FORMAT, config_data, kernel_config_source
 from tilescope.codegen.kernel_cpp import kernel_cpp
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
 from tilescope.errors import ArgumentError, TilescopeError
@@ -90,7 +92,10 @@ def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None)
 
     write_report(work / "report", final, pass_report, results, opts)
     runtime_config = {"platforms": list(knobs.PLATFORMS), "local_memory_bytes": opts["local_memory_bytes"]}
-    _write_atomic(work / "kernel_config.py", kernel_config_source(final, runtime_config))
+    data = config_data(final, runtime_config)
+    record_state(work, data, ir_state(work, data, final))
+    write_build_files(work, data)
+    _write_atomic(work / "kernel_config.py", kernel_config_source(data))  # last: marks the build complete
     hits = sum(r.cache_hit for r in results)
     log.debug(
         "[compile] %s: %d kernels, passes %.2fs, g++ %.2fs (%d of %d from cache) -> %s",
@@ -161,7 +166,10 @@ class CompiledProgram:
 
     @classmethod
     def from_dir(cls, path: str | os.PathLike) -> CompiledProgram:
-        """Load a build directory written by ``compile``."""
+        """Load a build directory written by ``compile``, first rebuilding only what was edited
+        in it by hand (C++ sources, or the IR dump ``ir/<program>.py``)."""
+        config = _load_config(Path(path))
+        refresh(Path(path), config)
         return cls(path)
 
     def __repr__(self) -> str:
@@ -275,11 +283,22 @@ class CompiledProgram:
 
 
 def _open(path: Path) -> ctypes.CDLL:
+    """Load a shared object through a copy named by its content.
+
+    NOTE: the dynamic loader keeps a library loaded by path, so a binary rebuilt in place would
+    not be picked up again in this process; a content-named copy always is.
+    """
     if not path.is_file():
         raise TilescopeError(
             f"{path} is missing: the build is incomplete; recompile it (run without --runtime-dir)"
         )
-    return ctypes.CDLL(str(path.resolve()), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+    from tilescope.buildstate import sha256_file
+    from tilescope.toolchain import cache
+
+    loaded = cache.cache_dir() / "loaded" / f"{sha256_file(path)}{path.suffix}"
+    if not loaded.is_file():
+        cache.atomic_copy(path, loaded)
+    return ctypes.CDLL(str(loaded), mode=os.RTLD_LOCAL | os.RTLD_NOW)
 
 
 def _load_config(work: Path) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """The flags every model script shares, and their mapping onto ``run_jit`` keyword arguments.
 
-Flags that later versions fill in are accepted and forwarded; ``run_jit`` and the runtime
-options reject them with a clear "not implemented yet" instead of ignoring them.
+``add_runtime_args`` holds the flags about one run (shared with ``tilescope replay`` and the
+build's ``debug/run.py``); ``add_harness_args`` adds those about compiling and data. Flags that
+later versions fill in are accepted and forwarded; the runtime options reject them with a
+clear "not implemented yet" instead of ignoring them.
 """
 
 from __future__ import annotations
@@ -12,13 +14,10 @@ from typing import Any
 from tilescope.knobs import LOG_LEVELS, PLATFORMS
 
 
-def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    g = parser.add_argument_group("tilescope harness")
+def add_runtime_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    g = parser.add_argument_group("run")
     g.add_argument("-p", "--platform", choices=PLATFORMS, default="sim", help="where to run (default: sim)")
     g.add_argument("-d", "--device", type=int, default=0, help="device index (default: 0)")
-    g.add_argument("--runtime-dir", default=None, help="re-run an existing build directory's artifacts")
-    g.add_argument("--golden-data", default=None, help="replay inputs and golden from a saved data dir")
-    g.add_argument("--save-data", action="store_true", help="snapshot inputs and golden into <build>/data")
     g.add_argument(
         "--dump-tensor",
         "--dump-args",
@@ -34,33 +33,45 @@ def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     g.add_argument("--enable-dep-gen", action="store_true", help="write the dependency graph")
     g.add_argument("--trace", action="store_true", help="write a Chrome trace of the run")
     g.add_argument("--log-level", choices=LOG_LEVELS, default=None, help="log level (default: v5 = info)")
-    g.add_argument("--dump-passes", action="store_true", help="write the IR after every pass")
     g.add_argument("--workers", type=int, default=0, help="worker threads (default: one per CPU)")
     g.add_argument("--float64", action="store_true", help="interp only: compute floats in float64")
+    return parser
+
+
+def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    add_runtime_args(parser)
+    g = parser.add_argument_group("tilescope harness")
+    g.add_argument(
+        "--runtime-dir", default=None, help="reuse a build directory: only edited files are rebuilt"
+    )
+    g.add_argument("--golden-data", default=None, help="replay inputs and golden from a saved data dir")
+    g.add_argument("--save-data", action="store_true", help="snapshot inputs and golden into <build>/data")
+    g.add_argument("--dump-passes", action="store_true", help="write the IR after every pass")
     g.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default: 0)")
     g.add_argument("--compile-only", action="store_true", help="stop after compiling")
     return parser
 
 
+def runtime_cfg_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """``runtime_cfg`` from parsed run flags."""
+    cfg: dict[str, Any] = {"platform": args.platform, "device_id": args.device, "num_workers": args.workers}
+    if args.log_level:
+        cfg["log_level"] = args.log_level
+    if args.dump_tensor:
+        cfg["enable_dump_tensor"] = args.dump_tensor
+    if args.enable_dep_gen:
+        cfg["enable_dep_gen"] = True
+    if args.trace:
+        cfg["enable_trace"] = True
+    if args.float64:
+        cfg["float64"] = True
+    return cfg
+
+
 def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``run_jit`` keyword arguments from parsed harness flags."""
-    runtime_cfg: dict[str, Any] = {
-        "platform": args.platform,
-        "device_id": args.device,
-        "num_workers": args.workers,
-    }
-    if args.log_level:
-        runtime_cfg["log_level"] = args.log_level
-    if args.dump_tensor:
-        runtime_cfg["enable_dump_tensor"] = args.dump_tensor
-    if args.enable_dep_gen:
-        runtime_cfg["enable_dep_gen"] = True
-    if args.trace:
-        runtime_cfg["enable_trace"] = True
-    if args.float64:
-        runtime_cfg["float64"] = True
     return {
-        "runtime_cfg": runtime_cfg,
+        "runtime_cfg": runtime_cfg_from_args(args),
         "compile_cfg": {"dump_passes": True} if args.dump_passes else {},
         "runtime_dir": args.runtime_dir,
         "golden_data": args.golden_data,

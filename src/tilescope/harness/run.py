@@ -20,6 +20,7 @@ import torch
 from tilescope import knobs
 from tilescope.errors import ConfigError, TilescopeError
 from tilescope.harness.compare import CompareReport, compare_outputs
+from tilescope.harness.data import DataArg, load_snapshot, save_snapshot
 from tilescope.harness.specs import Spec, generate, outputs
 from tilescope.log import configure, level_number
 
@@ -35,6 +36,8 @@ class RunResult:
     golden: dict[str, torch.Tensor] = field(default_factory=dict)
     comparisons: list[CompareReport] = field(default_factory=list)
     num_tasks: int = 0
+    rtol: float = 0.0
+    atol: float = 0.0
 
     def __bool__(self) -> bool:
         return self.passed
@@ -54,27 +57,85 @@ class _Phases:
     def run(
         self, key: str, label: str, fn: Callable[[], Any], detail: Callable[[Any], str] | None = None
     ) -> Any:
-        if not self.quiet:
-            print(f"[RUN] {label} …", end=" ", flush=True)
+        # NOTE: the line is printed when the phase ends, so log lines the phase emits (rebuilds,
+        # compiles) come before it instead of splitting it.
         t0 = time.perf_counter()
         try:
             out = fn()
         except TilescopeError:
             self.timings[key] = time.perf_counter() - t0
-            if not self.quiet:
-                print("FAILED", flush=True)
+            self.say(f"[RUN] {label} … FAILED")
             raise
         self.timings[key] = dt = time.perf_counter() - t0
         extra = f", {detail(out)}" if detail else ""
-        self.say(f"done ({dt:.2f}s{extra})")
+        self.say(f"[RUN] {label} … done ({dt:.2f}s{extra})")
         return out
 
 
-_NOT_YET = {
-    "runtime_dir": "--runtime-dir (re-run a build's artifacts)",
-    "golden_data": "--golden-data (replay saved inputs and golden)",
-    "save_data": "--save-data (snapshot inputs and golden)",
-}
+def data_args(compiled) -> list[DataArg]:
+    return [DataArg(a.name, a.direction, a.shape, a.dtype) for a in compiled.args]
+
+
+def _clone(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.clone() if torch.is_tensor(v) else v) for k, v in values.items()}
+
+
+def execute(
+    phases: _Phases,
+    result: RunResult,
+    compiled,
+    inputs: dict[str, Any],
+    golden: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None,
+    runtime_cfg: dict[str, Any],
+    rtol: float,
+    atol: float,
+    compare_fn: Callable[..., Any] | None = None,
+    save_data: bool = False,
+    tolerances: dict[str, float] | None = None,
+) -> None:
+    """Run ``compiled`` on ``inputs`` (written in place), then compute the golden from a copy of
+    the inputs, optionally snapshot both, and compare. Fills ``result``."""
+    opts = knobs.runtime_options(runtime_cfg)
+    before = _clone(inputs)
+    args = [inputs[a.name] for a in compiled.args]
+    info = phases.run(
+        "run",
+        f"run on {opts['platform']}",
+        lambda: compiled.run(*args, **runtime_cfg),
+        lambda i: f"{i.num_tasks} tasks",
+    )
+    result.num_tasks = info.num_tasks
+    out_names = [a.name for a in compiled.args if a.direction in ("out", "inout")]
+    result.outputs = {n: inputs[n] for n in out_names}
+    if golden is None:
+        phases.say("[RUN] no golden_fn: outputs are not checked")
+        result.passed = True
+        return
+    result.golden = phases.run("golden", "golden", lambda: golden(_clone(before)))
+    if save_data:
+        meta = {"rtol": rtol, "atol": atol, **(tolerances or {})}
+        where = phases.run(
+            "save",
+            "save data",
+            lambda: save_snapshot(
+                compiled.work_dir / "data", data_args(compiled), before, result.golden, meta
+            ),
+            str,
+        )
+        phases.say(f"[RUN] replay it with: --golden-data {where}")
+    result.rtol, result.atol = rtol, atol
+    result.comparisons = compare_outputs(result.outputs, result.golden, out_names, rtol, atol, compare_fn)
+    for rep in result.comparisons:
+        for line in rep.lines(rtol, atol):
+            phases.say(line)
+    result.passed = all(r.passed for r in result.comparisons)
+
+
+def finish(result: RunResult, name: str) -> RunResult:
+    verdict = "PASS" if result.passed else "FAIL"
+    where = f" ({result.work_dir})" if result.work_dir else ""
+    print(f"[{verdict}] {name} on {result.platform}{where}", flush=True)
+    return result
 
 
 def run_jit(
@@ -92,64 +153,77 @@ def run_jit(
     save_data: bool = False,
     seed: int = 0,
 ) -> RunResult:
-    """Compile ``fn``, run it on inputs generated from ``specs`` and compare every output with
-    ``golden_fn`` (which fills the outputs of a dict name -> tensor in place)."""
+    """Compile ``fn`` (or reuse the build ``runtime_dir``), run it on inputs generated from
+    ``specs`` (or replayed from ``golden_data``) and compare every output with ``golden_fn``
+    (which fills the outputs of a dict name -> tensor in place) or the replayed golden."""
+    from tilescope.program import CompiledProgram
+
     runtime_cfg = dict(runtime_cfg or {})
     phases = _Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
     result = RunResult(False, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings)
     try:
-        for key, what in _NOT_YET.items():
-            if locals()[key]:
-                raise ConfigError(
-                    f"{what} is not implemented yet in this version of tilescope; run without it"
-                )
-        opts = knobs.runtime_options(runtime_cfg)
-        configure(opts["log_level"])
-        compiled = phases.run(
-            "compile",
-            f"compile {fn.name}",
-            lambda: fn.compile(**(compile_cfg or {})),
-            lambda c: str(c.work_dir),
-        )
+        configure(knobs.runtime_options(runtime_cfg)["log_level"])
+        if runtime_dir:
+            compiled = phases.run(
+                "compile",
+                f"reuse build {runtime_dir}",
+                lambda: CompiledProgram.from_dir(runtime_dir),
+                lambda c: "no front-end",
+            )
+        else:
+            compiled = phases.run(
+                "compile",
+                f"compile {fn.name}",
+                lambda: fn.compile(**(compile_cfg or {})),
+                lambda c: str(c.work_dir),
+            )
         result.work_dir = compiled.work_dir
         if compile_only:
             result.passed = True
-            return result
+            return finish(result, fn.name)
         names = [s.name for s in specs]
         expected_names = [a.name for a in compiled.args]
         if names != expected_names:
             raise ConfigError(
                 f"specs must follow the program's parameters in order: expected {expected_names}, got {names}"
             )
-        inputs = phases.run(
-            "inputs", "generate inputs", lambda: generate(specs, seed), lambda d: f"seed {seed}"
+        golden: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None
+        if golden_data:
+            inputs, saved = phases.run(
+                "inputs",
+                f"load golden data {golden_data}",
+                lambda: load_snapshot(golden_data, data_args(compiled)),
+            )
+            golden = lambda _inputs: saved  # noqa: E731 - replayed, golden_fn is not called
+        else:
+            inputs = phases.run(
+                "inputs", "generate inputs", lambda: generate(specs, seed), lambda d: f"seed {seed}"
+            )
+            golden = (
+                None if golden_fn is None else _golden_outputs(golden_fn, [s.name for s in outputs(specs)])
+            )
+        execute(
+            phases,
+            result,
+            compiled,
+            inputs,
+            golden,
+            runtime_cfg,
+            rtol,
+            atol,
+            compare_fn,
+            save_data,
+            {"seed": seed},
         )
-        golden_inputs = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in inputs.items()}
-        args = [inputs[n] for n in names]
-        info = phases.run(
-            "run",
-            f"run on {opts['platform']}",
-            lambda: compiled.run(*args, **runtime_cfg),
-            lambda i: f"{i.num_tasks} tasks",
-        )
-        result.num_tasks = info.num_tasks
-        out_names = [s.name for s in outputs(specs)]
-        result.outputs = {n: inputs[n] for n in out_names}
-        if golden_fn is None:
-            phases.say("[RUN] no golden_fn: outputs are not checked")
-            result.passed = True
-            return result
-        phases.run("golden", "golden", lambda: golden_fn(golden_inputs))
-        result.golden = {n: golden_inputs[n] for n in out_names}
-        result.comparisons = compare_outputs(result.outputs, result.golden, out_names, rtol, atol, compare_fn)
-        for rep in result.comparisons:
-            for line in rep.lines(rtol, atol):
-                phases.say(line)
-        result.passed = all(r.passed for r in result.comparisons)
     except TilescopeError as e:
         result.error = str(e)
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)
-    verdict = "PASS" if result.passed else "FAIL"
-    where = f" ({result.work_dir})" if result.work_dir else ""
-    print(f"[{verdict}] {fn.name} on {result.platform}{where}", flush=True)
-    return result
+    return finish(result, fn.name)
+
+
+def _golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):
+    def run(values: dict[str, Any]) -> dict[str, torch.Tensor]:
+        golden_fn(values)
+        return {n: values[n] for n in names}
+
+    return run

@@ -6,14 +6,21 @@ Invariants:
   C structs (ABI version and ``sizeof(ts_arg)``) before use.
 - Python is never on the per-task path: ``run_graph`` makes one ctypes call, which releases the
   GIL while the graph runs, and converts the records afterwards.
+- Worker threads outlive a run: ``run_graph`` borrows a ``ts_runtime`` (parked workers) from a
+  small pool keyed by the requested worker count and gives it back afterwards. A runtime is
+  lent to one call at a time, so concurrent ``run_graph`` calls never share one; the pool keeps
+  at most ``MAX_IDLE_RUNTIMES`` idle, destroys them at interpreter exit and forgets them in a
+  forked child (whose copies have no threads).
 - ``TsArg`` values hold raw pointers: the tensors they describe must stay alive, and must not
   be resized, until ``run_graph`` returns.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import enum
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +35,7 @@ from tilescope.toolchain.cache import abi_version
 
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
 MAX_DIMS = 4  # TS_MAX_DIMS
+MAX_IDLE_RUNTIMES = 4  # idle runtimes (each with parked workers) kept for reuse
 
 
 class Direction(enum.IntEnum):
@@ -227,6 +235,22 @@ def _open_core(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
     c_result = ctypes.c_void_p
     protos = {
+        "ts_runtime_create": (ctypes.c_void_p, [ctypes.c_int32]),
+        "ts_runtime_num_workers": (ctypes.c_int32, [ctypes.c_void_p]),
+        "ts_runtime_destroy": (None, [ctypes.c_void_p]),
+        "ts_runtime_run": (
+            c_result,
+            [
+                ctypes.c_void_p,
+                ctypes.POINTER(TsRunConfig),
+                ctypes.c_void_p,
+                ctypes.POINTER(ctypes.c_void_p),
+                ctypes.POINTER(ctypes.c_char_p),
+                ctypes.c_int32,
+                ctypes.POINTER(TsArg),
+                ctypes.c_int32,
+            ],
+        ),
         "ts_run": (
             c_result,
             [
@@ -269,6 +293,80 @@ def _open_core(path: Path) -> ctypes.CDLL:
             f"expected ABI {abi_version()} / {ctypes.sizeof(TsArg)}; delete it and run again"
         )
     return lib
+
+
+class RuntimePool:
+    """Idle ``ts_runtime`` handles (worker threads parked between runs), by requested worker count.
+
+    Invariants:
+    - A handle is either idle here or lent to exactly one caller, so runs on one runtime never
+      overlap; a caller that finds no idle runtime of its worker count gets a new one.
+    - At most ``max_idle`` stay idle: giving back one more destroys the least recently used
+      (its workers are joined). ``close()`` destroys every idle one and every one given back
+      later; lent ones are the borrower's until given back.
+    """
+
+    def __init__(self, max_idle: int = MAX_IDLE_RUNTIMES) -> None:
+        self.max_idle = max_idle
+        self._lock = threading.Lock()
+        self._idle: list[tuple[int, int]] = []  # (num_workers, handle), least recently used first
+        self._closed = False
+
+    def borrow(self, lib: ctypes.CDLL, num_workers: int) -> int:
+        """A runtime with ``num_workers`` workers (0 = all hardware threads), idle or new.
+
+        Raises:
+            RuntimeFailure: the runtime cannot be created (out of memory).
+        """
+        with self._lock:
+            for i in range(len(self._idle) - 1, -1, -1):
+                if self._idle[i][0] == num_workers:
+                    return self._idle.pop(i)[1]
+        handle = lib.ts_runtime_create(num_workers)
+        if not handle:
+            raise RuntimeFailure(f"cannot create a runtime with {num_workers} worker(s): out of memory")
+        return handle
+
+    def give_back(self, lib: ctypes.CDLL, num_workers: int, handle: int) -> None:
+        """Return a borrowed runtime for reuse (or destroy it, if the pool is full or closed)."""
+        with self._lock:
+            if not self._closed:
+                self._idle.append((num_workers, handle))
+                if len(self._idle) <= self.max_idle:
+                    return
+                num_workers, handle = self._idle.pop(0)
+        lib.ts_runtime_destroy(handle)
+
+    def idle_counts(self) -> list[int]:
+        """The worker counts of the idle runtimes, least recently used first."""
+        with self._lock:
+            return [n for n, _ in self._idle]
+
+    def close(self) -> None:
+        """Destroy every idle runtime (joining its workers); later give-backs destroy theirs."""
+        with self._lock:
+            idle, self._idle, self._closed = self._idle, [], True
+        if idle:
+            lib = load_core()
+            for _, handle in idle:
+                lib.ts_runtime_destroy(handle)
+
+    def _forget_after_fork(self) -> None:
+        # NOTE: the child has the handles but none of their threads, and the lock may have been
+        # held by a thread that does not exist there: start afresh (the handles leak).
+        self._lock = threading.Lock()
+        self._idle = []
+
+
+_runtimes = RuntimePool()
+atexit.register(_runtimes.close)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_runtimes._forget_after_fork)
+
+
+def runtime_pool() -> RuntimePool:
+    """The process's pool of idle runtimes that ``run_graph`` borrows from."""
+    return _runtimes
 
 
 def load_entry(path: Path, symbol: str) -> EntryPoint:
@@ -362,7 +460,8 @@ def run_graph(
     """Run an orchestration (``orchestration_entry``'s address) with kernels indexed by func_id.
 
     Blocks until the orchestration returned and every task finished; the GIL is released
-    meanwhile. ``num_workers=0`` uses every hardware thread.
+    meanwhile. ``num_workers=0`` uses every hardware thread. The run borrows a runtime from
+    ``runtime_pool()``, so consecutive runs reuse parked worker threads instead of starting them.
 
     Raises:
         RuntimeFailure: the run failed; the message is the runtime's and ``exc.report`` holds the
@@ -385,7 +484,13 @@ def run_graph(
     names = (ctypes.c_char_p * nkernels)(*(n.encode() for n in kernel_names))
     arg_array = (TsArg * len(args))(*args)
     config = TsRunConfig(num_workers, int(record_edges), int(record_tasks))
-    handle = lib.ts_run(ctypes.byref(config), orch_fn_address, kernels, names, nkernels, arg_array, len(args))
+    runtime = _runtimes.borrow(lib, num_workers)
+    try:
+        handle = lib.ts_runtime_run(
+            runtime, ctypes.byref(config), orch_fn_address, kernels, names, nkernels, arg_array, len(args)
+        )
+    finally:
+        _runtimes.give_back(lib, num_workers, runtime)
     try:
         report = _collect(lib, handle, record_tasks)
     finally:

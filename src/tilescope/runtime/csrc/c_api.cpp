@@ -1,16 +1,22 @@
-// The extern "C" surface of runtime_api.h: argument checks, result lifetime and accessors.
+// The extern "C" surface of runtime_api.h: runtime handles, argument checks, result lifetime and
+// accessors.
 #include <algorithm>
 #include <exception>
 #include <new>
 #include <string>
 #include <vector>
 
-#include "run.hpp"
 #include "run_result.hpp"
+#include "runtime.hpp"
 #include "tilescope/runtime_api.h"
 #include "validation.hpp"
 
 static_assert(sizeof(ts_arg) == 104, "ts_arg layout changed: update the Python ctypes mirror in core.py");
+
+struct ts_runtime {
+    explicit ts_runtime(int32_t num_workers) : impl(num_workers) {}
+    ts::rt::Runtime impl;
+};
 
 namespace {
 
@@ -48,19 +54,21 @@ int64_t copy_out(const std::vector<T> &from, T *out, int64_t capacity) {
     return n;
 }
 
-}  // namespace
-
-extern "C" {
-
-ts_run_result *ts_run(const ts_run_config *config, ts_orch_fn orch, const ts_kernel_fn *kernels,
-                      const char *const *kernel_names, int32_t nkernels, const ts_arg *args, int32_t nargs) {
+// Check the inputs and run them on `runtime`, or on a runtime of its own when that is NULL.
+ts_run_result *checked_run(const char *caller, ts::rt::Runtime *runtime, const ts_run_config *config,
+                           ts_orch_fn orch, const ts_kernel_fn *kernels, const char *const *kernel_names,
+                           int32_t nkernels, const ts_arg *args, int32_t nargs) {
     auto *result = new (std::nothrow) ts_run_result;
     if (result == nullptr) return const_cast<ts_run_result *>(&kOutOfMemory);
     try {
-        const std::string why = check_inputs(orch, kernels, kernel_names, nkernels, args, nargs);
+        const ts_run_config cfg = config != nullptr ? *config : ts_run_config{0, 0, 0};
+        std::string why = check_inputs(orch, kernels, kernel_names, nkernels, args, nargs);
+        if (why.empty() && runtime != nullptr && cfg.num_workers > 0 && cfg.num_workers != runtime->num_workers())
+            why = "the config asks for " + std::to_string(cfg.num_workers) + " worker(s) but the runtime has " +
+                  std::to_string(runtime->num_workers());
         if (!why.empty()) {
             result->status = 1;
-            result->error = "ts_run: " + why;
+            result->error = std::string(caller) + ": " + why;
             return result;
         }
         std::vector<std::string> names;
@@ -68,14 +76,51 @@ ts_run_result *ts_run(const ts_run_config *config, ts_orch_fn orch, const ts_ker
         for (int32_t i = 0; i < nkernels; ++i)
             names.emplace_back(kernel_names != nullptr && kernel_names[i] != nullptr ? kernel_names[i]
                                                                                     : "kernel" + std::to_string(i));
-        const ts_run_config cfg = config != nullptr ? *config : ts_run_config{0, 0, 0};
-        ts::rt::Run run(cfg, orch, kernels, std::move(names), args, nargs);
-        run.execute(*result);
+        if (runtime != nullptr) {
+            runtime->run(cfg, orch, kernels, std::move(names), args, nargs, *result);
+        } else {
+            ts::rt::Runtime own(cfg.num_workers);
+            own.run(cfg, orch, kernels, std::move(names), args, nargs, *result);
+        }
     } catch (const std::exception &e) {
         result->status = 1;
         result->error = std::string("runtime internal error: ") + e.what();
     }
     return result;
+}
+
+}  // namespace
+
+extern "C" {
+
+ts_runtime *ts_runtime_create(int32_t num_workers) {
+    try {
+        return new ts_runtime(num_workers);
+    } catch (const std::exception &) {
+        return nullptr;
+    }
+}
+
+int32_t ts_runtime_num_workers(const ts_runtime *rt) { return rt->impl.num_workers(); }
+
+ts_run_result *ts_runtime_run(ts_runtime *rt, const ts_run_config *config, ts_orch_fn orch,
+                              const ts_kernel_fn *kernels, const char *const *kernel_names, int32_t nkernels,
+                              const ts_arg *args, int32_t nargs) {
+    if (rt == nullptr) {
+        auto *result = new (std::nothrow) ts_run_result;
+        if (result == nullptr) return const_cast<ts_run_result *>(&kOutOfMemory);
+        result->status = 1;
+        result->error = "ts_runtime_run: no runtime (NULL)";
+        return result;
+    }
+    return checked_run("ts_runtime_run", &rt->impl, config, orch, kernels, kernel_names, nkernels, args, nargs);
+}
+
+void ts_runtime_destroy(ts_runtime *rt) { delete rt; }
+
+ts_run_result *ts_run(const ts_run_config *config, ts_orch_fn orch, const ts_kernel_fn *kernels,
+                      const char *const *kernel_names, int32_t nkernels, const ts_arg *args, int32_t nargs) {
+    return checked_run("ts_run", nullptr, config, orch, kernels, kernel_names, nkernels, args, nargs);
 }
 
 int32_t ts_run_status(const ts_run_result *r) { return r->status; }

@@ -3,32 +3,22 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
-#include <thread>
 
 #include "dtype.hpp"
 #include "validation.hpp"
 
 namespace ts::rt {
 
-namespace {
-
-int32_t resolve_workers(int32_t requested) {
-    if (requested > 0) return requested;
-    const unsigned hw = std::thread::hardware_concurrency();
-    return hw > 0 ? static_cast<int32_t>(hw) : 1;
-}
-
-}  // namespace
-
 Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kernels,
-         std::vector<std::string> kernel_names, const ts_arg *args, int32_t nargs)
+         std::vector<std::string> kernel_names, const ts_arg *args, int32_t nargs, Scheduler &scheduler)
     : config_(config),
       orch_(orch),
+      kernels_(kernels),
       kernel_names_(std::move(kernel_names)),
       args_(args),
       nargs_(nargs),
       t0_(Clock::now()),
-      scheduler_(kernels, resolve_workers(config.num_workers), config.record_tasks != 0, t0_, failed_) {
+      scheduler_(scheduler) {
     api_.abi_version = TS_ABI_VERSION;
     api_.create_tensor = &Run::api_create_tensor;
     api_.submit = &Run::api_submit;
@@ -39,9 +29,16 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
 }
 
 void Run::execute(ts_run_result &result) {
-    scheduler_.start();
-    std::thread orchestration(&Run::orchestrate, this);
-    orchestration.join();
+    scheduler_.begin(RunContext{kernels_, config_.record_tasks != 0, t0_, &failed_});
+    try {
+        orchestrate();
+    } catch (...) {
+        // NOTE: only a failure to record an error gets here; the tasks already sealed must still
+        // drain before this Run (their storage) can go away.
+        failed_.store(true, std::memory_order_release);
+        scheduler_.finish(static_cast<int64_t>(tasks_.size()));
+        throw;
+    }
     scheduler_.finish(static_cast<int64_t>(tasks_.size()));
 
     result.wall_seconds = std::chrono::duration<double>(Clock::now() - t0_).count();

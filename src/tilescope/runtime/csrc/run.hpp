@@ -1,13 +1,19 @@
 // One run of an orchestration: the ts_orch_api it serves, the task graph it builds, its errors.
 //
 // Invariants:
-//  - The ts_orch_api callbacks run on the orchestration thread only, so the tensor map, the task
-//    table, the records and the error state need no locks; workers only see sealed tasks and the
-//    `failed_` flag.
+//  - A Run is built for one run and destroyed after it: everything a run accumulates (tensor
+//    map, tasks, records, dump tags, intermediates, errors) lives here, never in the Scheduler
+//    it borrows, so nothing leaks from one run into the next.
+//  - The orchestration runs on the thread that calls execute(), concurrently with the workers.
+//    The ts_orch_api callbacks run on that thread only, so the tensor map, the task table, the
+//    records and the error state need no locks; workers only see sealed tasks and the `failed_`
+//    flag.
+//  - execute() returns (normally or by exception) only after every submitted task has finished,
+//    so the tasks and intermediates may be freed when the Run is destroyed.
 //  - The first error is kept verbatim; after it, submit returns -1 and records nothing, and
 //    workers skip tasks that have not started.
 //  - Intermediate tensors are zero-filled, 64-byte aligned, identified by their base address,
-//    and freed when the run object is destroyed (after every task has finished).
+//    and freed when the Run is destroyed.
 #pragma once
 
 #include <atomic>
@@ -30,8 +36,9 @@ namespace ts::rt {
 
 class Run {
 public:
+    // `scheduler` has its workers started and no run in progress; it is used until execute() returns.
     Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kernels, std::vector<std::string> kernel_names,
-        const ts_arg *args, int32_t nargs);
+        const ts_arg *args, int32_t nargs, Scheduler &scheduler);
     Run(const Run &) = delete;
     Run &operator=(const Run &) = delete;
 
@@ -58,6 +65,7 @@ private:
 
     const ts_run_config config_;
     const ts_orch_fn orch_;
+    const ts_kernel_fn *const kernels_;
     const std::vector<std::string> kernel_names_;
     const ts_arg *const args_;
     const int32_t nargs_;
@@ -69,8 +77,8 @@ private:
     int64_t suppressed_errors_ = 0;
 
     TensorMap tensor_map_;
-    BlockArena<Task> task_arena_{1024};
-    BlockArena<ts_arg> arg_arena_{8192};
+    BlockArena<Task> task_arena_{16, 1024};
+    BlockArena<ts_arg> arg_arena_{64, 8192};
     std::vector<Task *> tasks_;
     int64_t num_dependencies_ = 0;
     std::vector<FoundEdge> found_;       // scratch: tensor-map edges of the task being submitted
@@ -82,7 +90,7 @@ private:
     std::vector<ts_dump_tag_record> dump_tags_;
     std::vector<std::unique_ptr<void, FreeDeleter>> intermediates_;
 
-    Scheduler scheduler_;  // last: destroyed (workers joined) before anything they touch
+    Scheduler &scheduler_;
 };
 
 }  // namespace ts::rt

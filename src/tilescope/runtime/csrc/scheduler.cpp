@@ -18,24 +18,30 @@ inline void cpu_relax() {
 
 }  // namespace
 
-Scheduler::Scheduler(const ts_kernel_fn *kernels, int32_t num_workers, bool record_times,
-                     Clock::time_point t0, const std::atomic<bool> &failed)
-    : kernels_(kernels),
-      num_workers_(num_workers),
-      max_spinners_(std::max(1, num_workers / 2)),
-      record_times_(record_times),
-      t0_(t0),
-      failed_(failed) {}
+Scheduler::Scheduler(int32_t num_workers)
+    : num_workers_(num_workers), max_spinners_(std::max(1, num_workers / 2)) {}
 
 Scheduler::~Scheduler() { stop_workers(); }
 
-void Scheduler::start() {
+void Scheduler::start_workers() {
     workers_.reserve(static_cast<size_t>(num_workers_));
-    for (int32_t i = 0; i < num_workers_; ++i) workers_.emplace_back(&Scheduler::worker_main, this, i);
+    // NOTE: reserved, so a thread that fails to start leaves the vector as it was and a later
+    // call starts the missing workers with the right indices.
+    while (static_cast<int32_t>(workers_.size()) < num_workers_) {
+        const int32_t index = static_cast<int32_t>(workers_.size());
+        workers_.emplace_back(&Scheduler::worker_main, this, index);
+    }
+}
+
+void Scheduler::begin(const RunContext &context) {
+    context_ = context;
+    completed_.store(0, std::memory_order_seq_cst);
+    target_.store(INT64_MAX, std::memory_order_seq_cst);
+    run_active_.store(true, std::memory_order_relaxed);
 }
 
 int64_t Scheduler::now_ns() const {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0_).count();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - context_.t0).count();
 }
 
 void Scheduler::add_dependency(Task &pred, Task &succ) {
@@ -50,12 +56,15 @@ void Scheduler::seal(Task &t) {
 }
 
 void Scheduler::finish(int64_t submitted) {
-    target_.store(submitted, std::memory_order_release);
+    // NOTE: seq_cst on target_ and completed_ (free on x86): this store and the wait's load of
+    // completed_ against a worker's increment and its load of target_ is a store-buffering
+    // pattern, where acquire/release alone would let both sides miss each other and hang.
+    target_.store(submitted, std::memory_order_seq_cst);
     {
         std::unique_lock<std::mutex> lock(done_mu_);
-        done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_acquire) == submitted; });
+        done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_seq_cst) == submitted; });
     }
-    stop_workers();
+    run_active_.store(false, std::memory_order_relaxed);
 }
 
 void Scheduler::stop_workers() {
@@ -63,7 +72,7 @@ void Scheduler::stop_workers() {
         std::lock_guard<std::mutex> lock(queue_mu_);
         stop_ = true;
     }
-    stopping_.store(true, std::memory_order_release);
+    run_active_.store(false, std::memory_order_relaxed);
     queue_cv_.notify_all();
     for (std::thread &w : workers_)
         if (w.joinable()) w.join();
@@ -81,10 +90,10 @@ void Scheduler::worker_main(int32_t index) {
 }
 
 void Scheduler::execute(Task &t, int32_t worker) {
-    if (failed_.load(std::memory_order_acquire)) return;
-    if (record_times_) t.start_ns = now_ns();
-    kernels_[t.func_id](t.args);
-    if (record_times_) t.end_ns = now_ns();
+    if (context_.failed->load(std::memory_order_acquire)) return;
+    if (context_.record_times) t.start_ns = now_ns();
+    context_.kernels[t.func_id](t.args);
+    if (context_.record_times) t.end_ns = now_ns();
     t.worker = worker;
 }
 
@@ -103,8 +112,9 @@ Task *Scheduler::complete(Task &t) {
         else
             push(s);
     }
-    const int64_t completed = completed_.fetch_add(1, std::memory_order_acq_rel) + 1;
-    if (completed == target_.load(std::memory_order_acquire)) {
+    // NOTE: past this increment the run may be over and its tasks freed: touch no task below.
+    const int64_t completed = completed_.fetch_add(1, std::memory_order_seq_cst) + 1;
+    if (completed == target_.load(std::memory_order_seq_cst)) {
         std::lock_guard<std::mutex> lock(done_mu_);
         done_cv_.notify_all();
     }
@@ -134,21 +144,23 @@ Task *Scheduler::pop_locked() {
 }
 
 Task *Scheduler::acquire() {
-    if (spinners_.fetch_add(1, std::memory_order_seq_cst) < max_spinners_) {
-        const auto deadline = Clock::now() + kSpinTime;
-        for (uint32_t i = 1; !stopping_.load(std::memory_order_acquire); ++i) {
-            if (queued_.load(std::memory_order_relaxed) > 0) {
-                std::lock_guard<std::mutex> lock(queue_mu_);
-                if (!ready_.empty()) {
-                    spinners_.fetch_sub(1, std::memory_order_seq_cst);
-                    return pop_locked();
+    if (run_active_.load(std::memory_order_relaxed)) {
+        if (spinners_.fetch_add(1, std::memory_order_seq_cst) < max_spinners_) {
+            const auto deadline = Clock::now() + kSpinTime;
+            for (uint32_t i = 1; run_active_.load(std::memory_order_relaxed); ++i) {
+                if (queued_.load(std::memory_order_relaxed) > 0) {
+                    std::lock_guard<std::mutex> lock(queue_mu_);
+                    if (!ready_.empty()) {
+                        spinners_.fetch_sub(1, std::memory_order_seq_cst);
+                        return pop_locked();
+                    }
                 }
+                cpu_relax();
+                if (i % 64 == 0 && Clock::now() > deadline) break;
             }
-            cpu_relax();
-            if (i % 64 == 0 && Clock::now() > deadline) break;
         }
+        spinners_.fetch_sub(1, std::memory_order_seq_cst);
     }
-    spinners_.fetch_sub(1, std::memory_order_seq_cst);
     std::unique_lock<std::mutex> lock(queue_mu_);
     while (ready_.empty() && !stop_) {
         ++sleepers_;

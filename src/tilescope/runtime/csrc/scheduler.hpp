@@ -1,14 +1,21 @@
-// The scheduler: worker threads that run ready tasks while the orchestration is still submitting.
+// The scheduler: long-lived worker threads that run ready tasks while the orchestration is still
+// submitting, reused by one run after another.
 //
 // Invariants:
+//  - Worker `i` keeps index `i` in [0, num_workers) for its whole life; workers exist from
+//    start_workers() until the scheduler is destroyed (which wakes and joins them).
+//  - Runs are sequential: begin() ... finish(). finish() returns once every task submitted in
+//    the run has completed; from then on no worker touches a task or the run context, and the
+//    ready queue is empty, so the caller may free the run's tasks and begin the next run.
 //  - A task runs exactly once, on one worker, after every predecessor it was given has finished.
-//  - After `failed` becomes true, tasks that have not started are finished without running their
-//    kernel (worker stays -1), so the graph drains quickly and nothing waits forever.
+//  - After `*context.failed` becomes true, tasks that have not started are finished without
+//    running their kernel (worker stays -1), so the graph drains quickly and nothing waits forever.
 //  - A worker that finishes a task runs one newly ready successor itself (no queue round trip);
 //    other ready successors go to the shared queue.
-//  - Idle workers spin briefly (at most max(1, workers / 2) at a time, so the orchestration
-//    thread keeps a core) and then sleep; a push wakes a sleeper only when nobody is spinning,
-//    and a worker that takes a task while more are queued wakes the next sleeper.
+//  - Idle workers spin briefly while a run is active (at most max(1, workers / 2) at a time, so
+//    the orchestration keeps a core) and then sleep; between runs they only sleep (parked on
+//    `queue_cv_`). A push wakes a sleeper only when nobody is spinning, and a worker that takes
+//    a task while more are queued wakes the next sleeper.
 #pragma once
 
 #include <atomic>
@@ -27,23 +34,38 @@ namespace ts::rt {
 
 using Clock = std::chrono::steady_clock;
 
+// What the workers need from the run in progress; fixed from begin() until finish() returns.
+struct RunContext {
+    const ts_kernel_fn *kernels = nullptr;
+    bool record_times = false;
+    Clock::time_point t0{};
+    const std::atomic<bool> *failed = nullptr;
+};
+
 class Scheduler {
 public:
-    Scheduler(const ts_kernel_fn *kernels, int32_t num_workers, bool record_times, Clock::time_point t0,
-              const std::atomic<bool> &failed);
+    explicit Scheduler(int32_t num_workers);
     ~Scheduler();
     Scheduler(const Scheduler &) = delete;
     Scheduler &operator=(const Scheduler &) = delete;
 
-    void start();
     int32_t num_workers() const { return num_workers_; }
+
+    // Start the workers that are not running yet (all of them the first time). Throws
+    // std::system_error if a thread cannot be started; those already started stay parked.
+    void start_workers();
+
+    // Before the first seal of a run: the workers' view of the run (no run may be in progress).
+    void begin(const RunContext &context);
+    // Nanoseconds since the current run's t0.
     int64_t now_ns() const;
 
     // Orchestration thread: order `succ` after `pred` (a no-op if pred has already finished).
     void add_dependency(Task &pred, Task &succ);
     // Orchestration thread: all of `t`'s dependencies are added; it may run once they finish.
     void seal(Task &t);
-    // After the orchestration returned: wait until all `submitted` tasks finished, stop workers.
+    // After the orchestration returned: wait until all `submitted` tasks of the run finished.
+    // The workers stay alive, parked until the next run's tasks arrive.
     void finish(int64_t submitted);
 
 private:
@@ -55,13 +77,10 @@ private:
     void push(Task *t);
     void stop_workers();
 
-    const ts_kernel_fn *kernels_;
     const int32_t num_workers_;
     const int32_t max_spinners_;
-    const bool record_times_;
-    const Clock::time_point t0_;
-    const std::atomic<bool> &failed_;
     std::vector<std::thread> workers_;
+    RunContext context_;
 
     std::mutex queue_mu_;  // guards ready_, sleepers_, stop_
     std::condition_variable queue_cv_;
@@ -70,10 +89,11 @@ private:
     bool stop_ = false;
     std::atomic<int64_t> queued_{0};  // ready_.size(), readable without the lock
     std::atomic<int32_t> spinners_{0};
+    std::atomic<bool> run_active_{false};  // spinning is worth it only while a run is active
     std::atomic<bool> stopping_{false};
 
     std::atomic<int64_t> completed_{0};
-    std::atomic<int64_t> target_{INT64_MAX};  // total tasks, known once the orchestration returns
+    std::atomic<int64_t> target_{INT64_MAX};  // the run's task count, known once the orchestration returns
     std::mutex done_mu_;
     std::condition_variable done_cv_;
 };

@@ -1,9 +1,14 @@
-/* tilescope runtime core: the C API Python (ctypes) uses to run one task graph.
+/* tilescope runtime core: the C API Python (ctypes) uses to run task graphs.
  *
  * Invariants:
- *  - ts_run never returns NULL and never leaves a thread running: when it returns, the
- *    orchestration has returned, every submitted task has finished (or was skipped after a
- *    failure), all worker threads are joined and intermediate tensors are freed.
+ *  - A ts_runtime owns worker threads that outlive a run: they are started by its first run,
+ *    park (sleep, no spinning) between runs and are joined by ts_runtime_destroy. Runs on one
+ *    runtime are serialized; each starts from a clean state (no task, tensor map entry, record,
+ *    dump tag, intermediate tensor or error of an earlier run is visible to it).
+ *  - ts_runtime_run and ts_run never return NULL. When they return, the orchestration has
+ *    returned, every submitted task has finished (or was skipped after a failure) and
+ *    intermediate tensors are freed; ts_run, which uses a runtime of its own, has also joined
+ *    its worker threads.
  *  - A result is immutable; every accessor may be called from any thread until ts_run_free.
  *  - Recorded edges are deterministic for a given submission order: they depend only on the
  *    tasks' arguments and explicit deps, never on how far execution has progressed.
@@ -62,11 +67,26 @@ typedef struct ts_dump_tag_record {
 } ts_dump_tag_record;
 
 typedef struct ts_run_result ts_run_result;
+typedef struct ts_runtime ts_runtime;
 
-/* Run one orchestration to completion. `kernels[func_id]` executes tasks submitted with that
- * func_id; `kernel_names` (may be NULL) name them in errors and records. `args` are the program
- * arguments handed to `orch` (tensor args' buffers are registered for dependency inference).
- * `config` may be NULL (defaults: all hardware threads, nothing recorded). */
+/* A runtime with `num_workers` workers (<= 0: one per hardware thread); no thread starts until
+ * its first run. NULL if out of memory. Not usable in a child process after fork(). */
+ts_runtime *ts_runtime_create(int32_t num_workers);
+int32_t ts_runtime_num_workers(const ts_runtime *rt); /* as resolved */
+/* Run one orchestration to completion on `rt`'s workers; the orchestration runs on the calling
+ * thread, concurrently with them. A concurrent call on the same runtime waits for this one.
+ * `kernels[func_id]` executes tasks submitted with that func_id; `kernel_names` (may be NULL)
+ * name them in errors and records. `args` are the program arguments handed to `orch` (tensor
+ * args' buffers are registered for dependency inference). `config` may be NULL (nothing
+ * recorded); a nonzero `config->num_workers` must equal the runtime's. */
+ts_run_result *ts_runtime_run(ts_runtime *rt, const ts_run_config *config, ts_orch_fn orch,
+                              const ts_kernel_fn *kernels, const char *const *kernel_names,
+                              int32_t nkernels, const ts_arg *args, int32_t nargs);
+/* Wait for a run in progress, then wake and join the workers and free `rt`. */
+void ts_runtime_destroy(ts_runtime *rt);
+
+/* ts_runtime_run on a runtime of `config->num_workers` workers created for this run and
+ * destroyed before it returns (`config` may be NULL: all hardware threads, nothing recorded). */
 ts_run_result *ts_run(const ts_run_config *config, ts_orch_fn orch, const ts_kernel_fn *kernels,
                       const char *const *kernel_names, int32_t nkernels, const ts_arg *args,
                       int32_t nargs);

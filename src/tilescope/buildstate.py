@@ -1,0 +1,236 @@
+"""What a build's binaries were built from, and bringing a hand-edited build up to date.
+
+Invariants:
+- ``build_state.json`` records, for every C++ source of a build, the sha256 of the text its
+  binary was built from, and the hashes of the final IR dump (per kernel and for the
+  orchestration). It is written atomically when the build is compiled and after each refresh.
+- An edit is a content change: ``touch`` alone rebuilds nothing, and a copied-in older file is
+  still noticed. Only edited sources (or missing binaries) are rebuilt; the compiler cache makes
+  a return to an earlier text a cache hit.
+- An edited IR dump is re-lowered into the C++ of the kernels (and the orchestration) whose IR
+  changed. A C++ file that would be regenerated but was also edited by hand is never
+  overwritten: that is a conflict, reported with both paths.
+- Signature changes (argument count, kind, dtype, direction) are refused with the fix; nothing
+  the user wrote is deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tilescope.errors import TilescopeError
+from tilescope.ir.nodes import Program
+from tilescope.ir.printer import function_lines, kernel_str
+from tilescope.signature_check import FIX, SignatureMismatch, check_sources
+
+log = logging.getLogger("tilescope")
+
+STATE_FILE = "build_state.json"
+STATE_FORMAT = 1
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def ir_hashes(program: Program) -> dict[str, Any]:
+    """Hashes of the printed IR of every kernel and of the orchestration."""
+    orch = "\n".join(function_lines("@ts.jit", program.name, program.params, program.body))
+    return {
+        "kernels": {k.name: sha256_text(kernel_str(k)) for k in program.kernels},
+        "orchestration": sha256_text(orch),
+    }
+
+
+def _sources(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """(source, binary) of every C++ file, kernels first, relative to the build dir."""
+    orch = config["ORCHESTRATION"]
+    return [(k["source"], k["binary"]) for k in config["KERNELS"]] + [(orch["source"], orch["binary"])]
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def record_state(
+    work: Path, config: dict[str, Any], ir: dict[str, Any], generated: dict[str, str] | None = None
+) -> None:
+    """Record what every binary of ``work`` was built from (after a compile or a refresh).
+
+    ``ir`` holds the IR dump's hashes (see ``ir_hashes``); ``generated`` the sha256 of the text
+    codegen last wrote to each source (default: the current text, right after a compile). A
+    source whose text differs from its generated text has been edited by hand.
+    """
+    sources = {}
+    for src, binary in _sources(config):
+        sha = sha256_file(work / src)
+        sources[src] = {
+            "sha256": sha,
+            "generated_sha256": (generated or {}).get(src, sha),
+            "binary": binary,
+            "binary_sha256": sha256_file(work / binary),
+        }
+    ir_file = f"ir/{config['PROGRAM']}.py"
+    state = {"format": STATE_FORMAT, "sources": sources, "ir": {"file": ir_file, **ir}}
+    _write_json(work / STATE_FILE, state)
+
+
+def ir_state(work: Path, config: dict[str, Any], program: Program) -> dict[str, Any]:
+    return {"sha256": sha256_file(work / f"ir/{config['PROGRAM']}.py"), **ir_hashes(program)}
+
+
+def load_state(work: Path) -> dict[str, Any]:
+    path = work / STATE_FILE
+    if not path.is_file():
+        raise TilescopeError(
+            f"{work} has no {STATE_FILE}: it cannot tell which sources were edited; compile the program again"
+        )
+    try:
+        state = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise TilescopeError(f"{path} is corrupt ({e}); compile the program again") from None
+    if state.get("format") != STATE_FORMAT:
+        raise TilescopeError(
+            f"{path} has format {state.get('format')}, expected {STATE_FORMAT}; compile again"
+        )
+    return state
+
+
+@dataclass
+class RefreshReport:
+    relowered: list[str] = field(default_factory=list)  # C++ files regenerated from an edited IR dump
+    edited: list[str] = field(default_factory=list)  # C++ files whose text changed since their binary
+    missing: list[str] = field(default_factory=list)  # binaries that were missing
+    rebuilt: list[str] = field(default_factory=list)  # sources compiled (edited + missing)
+    total: int = 0
+
+
+def _relower_ir(
+    work: Path, config: dict[str, Any], state: dict[str, Any], report: RefreshReport
+) -> Program | None:
+    """Re-lower an edited IR dump into the C++ of what changed; None if the dump is unchanged."""
+    from tilescope.codegen.kernel_cpp import kernel_cpp
+    from tilescope.codegen.orchestration_cpp import orchestration_cpp
+    from tilescope.ir.verifier import verify_program
+    from tilescope.language.frontend import load_source
+
+    ir_path = work / state["ir"]["file"]
+    if not ir_path.is_file() or sha256_file(ir_path) == state["ir"]["sha256"]:
+        return None
+    program = load_source(ir_path.read_text(), str(ir_path)).program()
+    verify_program(program, config["RUNTIME_CONFIG"]["local_memory_bytes"])
+    _check_ir_signatures(program, config, ir_path)
+    hashes = ir_hashes(program)
+    targets: list[tuple[str, str]] = []
+    for k in program.kernels:
+        if hashes["kernels"][k.name] != state["ir"]["kernels"].get(k.name):
+            targets.append(
+                (next(x["source"] for x in config["KERNELS"] if x["name"] == k.name), kernel_cpp(k))
+            )
+    if hashes["orchestration"] != state["ir"]["orchestration"]:
+        targets.append((config["ORCHESTRATION"]["source"], orchestration_cpp(program)))
+    conflicts = [
+        rel for rel, _ in targets if sha256_file(work / rel) != state["sources"][rel]["generated_sha256"]
+    ]
+    if conflicts:
+        raise TilescopeError(
+            f"{ir_path.relative_to(work)} was edited, and so were the C++ files it would regenerate: "
+            f"{', '.join(conflicts)}. Nothing was overwritten; keep one of the two edits (revert the other) "
+            "and run again"
+        )
+    for rel, text in targets:
+        tmp = (work / rel).with_name(f".{Path(rel).name}.tmp{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, work / rel)
+        report.relowered.append(rel)
+    log.info(
+        "[ir->cpp] %s edited: re-lowered %s",
+        ir_path.relative_to(work),
+        ", ".join(report.relowered) if report.relowered else "nothing (no kernel or orchestration changed)",
+    )
+    return program
+
+
+def _check_ir_signatures(program: Program, config: dict[str, Any], ir_path: Path) -> None:
+    from tilescope.codegen.kernel_config import arg_spec
+
+    problems = []
+    args = [arg_spec(p) for p in program.params]
+    if args != config["ARGS"]:
+        problems.append(f"the program's parameters changed: {args} (build: {config['ARGS']})")
+    recorded = {k["name"]: k for k in config["KERNELS"]}
+    names = [k.name for k in program.kernels]
+    if names != list(recorded):
+        problems.append(f"the kernels changed: {names} (build: {list(recorded)})")
+    for k in program.kernels:
+        if k.name in recorded and [arg_spec(p) for p in k.params] != recorded[k.name]["params"]:
+            problems.append(f"kernel {k.name}'s parameters changed")
+    if problems:
+        raise SignatureMismatch(f"{ir_path}: " + "; ".join(problems) + f"\n  {FIX}")
+
+
+def refresh(work: Path, config: dict[str, Any]) -> RefreshReport:
+    """Bring a build's binaries up to date with its (possibly hand-edited) IR dump and C++."""
+    from tilescope.toolchain import compiler as toolchain
+
+    state = load_state(work)
+    report = RefreshReport()
+    missing_sources = [src for src, _ in _sources(config) if not (work / src).is_file()]
+    if missing_sources:
+        raise TilescopeError(
+            f"{work} is missing {', '.join(missing_sources)}: the build is incomplete; compile the program again"
+        )
+    program = _relower_ir(work, config, state, report)
+    jobs = []
+    for src, binary in _sources(config):
+        recorded = state["sources"].get(src, {})
+        edited = sha256_file(work / src) != recorded.get("sha256")
+        missing = not (work / binary).is_file()
+        if edited and src not in report.relowered:
+            report.edited.append(src)
+        if missing:
+            report.missing.append(binary)
+        if edited or missing:
+            report.rebuilt.append(src)
+            jobs.append(toolchain.BuildJob(work / src, work / binary))
+    report.total = len(_sources(config))
+    check_sources(work, config, report.edited)
+    if not jobs and program is None:
+        log.info("[cpp->.so] no edits since last build; reusing %d binaries", report.total)
+        return report
+    what = []
+    if report.relowered:
+        what.append(f"{len(report.relowered)} re-lowered from IR: {', '.join(report.relowered)}")
+    if report.edited:
+        what.append(
+            f"{len(report.edited)} edited source{'s' if len(report.edited) > 1 else ''}: "
+            f"{', '.join(report.edited)}"
+        )
+    if report.missing:
+        what.append(
+            f"{len(report.missing)} missing binar{'ies' if len(report.missing) > 1 else 'y'}: "
+            f"{', '.join(report.missing)}"
+        )
+    log.info("[cpp->.so] %s; rebuilding %d of %d", "; ".join(what), len(jobs), report.total)
+    toolchain.build(jobs)
+    generated = {src: rec["generated_sha256"] for src, rec in state["sources"].items()}
+    generated.update({rel: sha256_file(work / rel) for rel in report.relowered})
+    ir = state["ir"] if program is None else ir_state(work, config, program)
+    record_state(work, config, {k: v for k, v in ir.items() if k != "file"}, generated)
+    return report

@@ -1,0 +1,155 @@
+"""Data snapshots of a run: ``<build>/data/in/<name>.pt`` and ``<build>/data/out/<name>.pt``.
+
+Invariants:
+- ``in/`` holds every input and the initial value of every InOut; ``out/`` holds every golden
+  output. InOuts appear in both. Scalars are 0-dim tensors of their dtype.
+- Loading uses ``torch.load(weights_only=True)`` and checks the files against the program's
+  argument specs; every problem (missing or extra file, wrong shape or dtype, unreadable file)
+  is listed in one error. Nothing in the data directory is ever modified or deleted by loading.
+- Saving never overwrites an existing snapshot: it refuses and says where the data already is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tilescope.errors import TilescopeError
+from tilescope.language import dtypes as dt
+
+
+class DataError(TilescopeError):
+    """A data directory does not match the program it is replayed against."""
+
+
+@dataclass(frozen=True)
+class DataArg:
+    """What a data directory must hold for one program argument."""
+
+    name: str
+    direction: str  # in | out | inout | scalar
+    shape: tuple[int, ...] | None  # None for scalars
+    dtype: dt.DType
+
+    @property
+    def is_input(self) -> bool:
+        return self.direction in ("in", "inout", "scalar")
+
+    @property
+    def is_output(self) -> bool:
+        return self.direction in ("out", "inout")
+
+
+def _atomic_save(value: torch.Tensor, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    torch.save(value, tmp)
+    os.replace(tmp, path)
+
+
+def _as_tensor(arg: DataArg, value: Any) -> torch.Tensor:
+    if arg.shape is None:
+        return torch.tensor(value, dtype=arg.dtype.torch)
+    return value.detach().cpu().contiguous()
+
+
+def save_snapshot(
+    data_dir: Path, args: list[DataArg], inputs: dict[str, Any], golden: dict[str, Any], meta: dict[str, Any]
+) -> Path:
+    """Write ``inputs`` (values before the run) to ``in/``, ``golden`` to ``out/`` and ``meta``
+    (the tolerances and seed of the run) to ``meta.json``."""
+    if (data_dir / "in").exists() or (data_dir / "out").exists():
+        raise DataError(
+            f"{data_dir} already holds a data snapshot; it is kept as it is (save into a new build)"
+        )
+    (data_dir / "in").mkdir(parents=True)
+    (data_dir / "out").mkdir(parents=True)
+    for a in args:
+        if a.is_input:
+            _atomic_save(_as_tensor(a, inputs[a.name]), data_dir / "in" / f"{a.name}.pt")
+        if a.is_output:
+            _atomic_save(_as_tensor(a, golden[a.name]), data_dir / "out" / f"{a.name}.pt")
+    (data_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return data_dir
+
+
+def load_meta(data_dir: str | os.PathLike) -> dict[str, Any]:
+    """The tolerances and seed a snapshot was saved with ({} if it has no meta.json)."""
+    path = Path(data_dir) / "meta.json"
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path} is corrupt: {e}") from None
+
+
+def _load(path: Path, problems: list[str]) -> torch.Tensor | None:
+    try:
+        value = torch.load(path, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - a corrupt file is one more listed problem
+        problems.append(f"{path}: cannot be loaded ({type(e).__name__}: {e})")
+        return None
+    if not torch.is_tensor(value):
+        problems.append(f"{path}: holds a {type(value).__name__}, expected a tensor")
+        return None
+    return value
+
+
+def _check(a: DataArg, value: torch.Tensor, path: Path, problems: list[str]) -> None:
+    shape = () if a.shape is None else a.shape
+    if tuple(value.shape) != shape:
+        problems.append(f"{path}: shape {list(value.shape)}, expected {list(shape)} for argument {a.name!r}")
+    if value.dtype != a.dtype.torch:
+        problems.append(f"{path}: dtype {value.dtype}, expected {a.dtype.torch} for argument {a.name!r}")
+
+
+def load_snapshot(
+    data_dir: str | os.PathLike, args: list[DataArg]
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """Every argument's value before the run (from ``in/``; scalars as Python numbers; Out-only
+    tensors as zeros) and the golden outputs (from ``out/``)."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise DataError(f"golden data directory {data_dir} does not exist")
+    if not (data_dir / "in").is_dir() and (data_dir / "data" / "in").is_dir():
+        raise DataError(
+            f"{data_dir} is a build directory; pass its data directory instead: --golden-data {data_dir / 'data'}"
+        )
+    problems: list[str] = []
+    inputs: dict[str, Any] = {}
+    golden: dict[str, torch.Tensor] = {}
+    for sub, wanted, store in (
+        ("in", [a for a in args if a.is_input], inputs),
+        ("out", [a for a in args if a.is_output], golden),
+    ):
+        folder = data_dir / sub
+        if not folder.is_dir():
+            problems.append(f"{folder}: missing (expected {', '.join(f'{a.name}.pt' for a in wanted)})")
+            continue
+        present = {p.stem: p for p in folder.glob("*.pt")}
+        for a in wanted:
+            path = folder / f"{a.name}.pt"
+            if a.name not in present:
+                problems.append(f"{path}: missing (argument {a.name!r}, {a.direction})")
+                continue
+            value = _load(path, problems)
+            if value is None:
+                continue
+            _check(a, value, path, problems)
+            store[a.name] = value.item() if a.shape is None else value
+        extra = sorted(set(present) - {a.name for a in wanted})
+        problems += [
+            f"{present[n]}: not an {'input' if sub == 'in' else 'output'} of the program" for n in extra
+        ]
+    for a in args:
+        if a.direction == "out":  # written by the program; starts as zeros, like a generated run
+            inputs[a.name] = torch.zeros(a.shape, dtype=a.dtype.torch)
+    if problems:
+        raise DataError(
+            f"golden data {data_dir} does not match the program ({len(problems)} problem(s)):\n  "
+            + "\n  ".join(problems)
+        )
+    return inputs, golden
