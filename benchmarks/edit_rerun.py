@@ -1,0 +1,157 @@
+"""Edit -> re-run latency of a build with 8 kernels (9 C++ files with the orchestration).
+
+    python benchmarks/edit_rerun.py [--reps 5]
+
+After a hand edit of one kernel's .cpp (a changed constant, so the compiler cache cannot help),
+it times re-running the build through `replay_compiled` — edit detection, rebuilding that one
+file, loading and running — and compares it with:
+
+- the compile time of that one file alone (the target is: re-run <= 1 s + this), and
+- "rebuild all": every file of the build recompiled (what a whole-build invalidation on one
+  edited file costs), then loaded and run.
+
+Medians of ``--reps`` repetitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import tilescope as ts
+from tilescope.toolchain import compiler as toolchain
+
+R, C = 64, 256
+IN = ts.Tensor[[R, C], ts.f32]
+OUT = ts.Out[[R, C], ts.f32]
+
+
+@ts.inline
+def tile(t):
+    return ts.load(t, [0, 0], [R, C])
+
+
+@ts.kernel
+def k_add(a: IN, b: IN, out: OUT):
+    ts.store(out, [0, 0], tile(a) + tile(b))
+
+
+@ts.kernel
+def k_mul(a: IN, b: IN, out: OUT):
+    ts.store(out, [0, 0], tile(a) * tile(b))
+
+
+@ts.kernel
+def k_silu(a: IN, out: OUT):
+    ts.store(out, [0, 0], ts.silu(tile(a)))
+
+
+@ts.kernel
+def k_tanh(a: IN, out: OUT):
+    ts.store(out, [0, 0], ts.tanh(tile(a)))
+
+
+@ts.kernel
+def k_scale(a: IN, out: OUT):
+    ts.store(out, [0, 0], tile(a) * 0.5)
+
+
+@ts.kernel
+def k_max(a: IN, b: IN, out: OUT):
+    ts.store(out, [0, 0], ts.maximum(tile(a), tile(b)))
+
+
+@ts.kernel
+def k_sigmoid(a: IN, out: OUT):
+    ts.store(out, [0, 0], ts.sigmoid(tile(a)))
+
+
+@ts.kernel
+def k_rownorm(a: IN, out: OUT):
+    t = tile(a)
+    ts.store(out, [0, 0], t / (ts.row_sum(ts.abs(t)) + 1.0))
+
+
+@ts.jit
+def eight_kernels(x: IN, y: IN, out: OUT):
+    t0 = ts.create_tensor([R, C], ts.f32)
+    t1 = ts.create_tensor([R, C], ts.f32)
+    t2 = ts.create_tensor([R, C], ts.f32)
+    t3 = ts.create_tensor([R, C], ts.f32)
+    t4 = ts.create_tensor([R, C], ts.f32)
+    t5 = ts.create_tensor([R, C], ts.f32)
+    t6 = ts.create_tensor([R, C], ts.f32)
+    k_add(x, y, t0)
+    k_mul(x, y, t1)
+    k_silu(t0, t2)
+    k_tanh(t1, t3)
+    k_scale(t2, t4)
+    k_max(t3, t4, t5)
+    k_sigmoid(t5, t6)
+    k_rownorm(t6, out)
+
+
+def _quiet_replay(work: Path, args) -> None:
+    result = ts.replay_compiled(work, *args, log_level="error")
+    assert result.passed, result.error
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+    os.environ.setdefault("TILESCOPE_BUILD_DIR", tempfile.mkdtemp(prefix="tilescope-bench-"))
+    work = eight_kernels.compile().work_dir
+    x, y, out = torch.randn(R, C), torch.randn(R, C), torch.zeros(R, C)
+    _quiet_replay(work, (x, y, out))  # warm: runtime core built and loaded
+    cpp = work / "kernels/vec/k_scale.cpp"
+    original = cpp.read_text()
+    sources = sorted(work.glob("kernels/*/*.cpp")) + sorted(work.glob("orchestration/*.cpp"))
+
+    user_cache = os.environ.get("TILESCOPE_CACHE_DIR")
+    rerun, one_file, rebuild_all = [], [], []
+    for rep in range(args.reps):
+        # 1. edit one kernel with a constant never compiled before, then re-run the build
+        cpp.write_text(original.replace("0.5f", f"0.5f + {rep + 1}.0e-9f * {time.time_ns() % 997}.0f"))
+        t0 = time.perf_counter()
+        _quiet_replay(work, (x, y, out))
+        rerun.append(time.perf_counter() - t0)
+        # 2. the compile time of that one file alone (a fresh cache: a real compile)
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ["TILESCOPE_CACHE_DIR"] = cache
+            t0 = time.perf_counter()
+            toolchain.build([toolchain.BuildJob(cpp, Path(cache) / "one.so")])
+            one_file.append(time.perf_counter() - t0)
+            # 3. rebuild all: every source of the build compiled again, then load and run
+            for src in sources:
+                src.with_suffix(".so").unlink()
+            t0 = time.perf_counter()
+            _quiet_replay(work, (x, y, out))
+            rebuild_all.append(time.perf_counter() - t0)
+        if user_cache is None:
+            del os.environ["TILESCOPE_CACHE_DIR"]
+        else:
+            os.environ["TILESCOPE_CACHE_DIR"] = user_cache
+
+    med = statistics.median
+    print(f"build: {work} ({len(sources)} C++ files, 8 kernels); medians of {args.reps}\n")
+    print(f"  edit one kernel -> re-run            {med(rerun):7.2f} s")
+    print(f"  compile of that one file alone       {med(one_file):7.2f} s")
+    print(f"  re-run overhead beyond that compile  {med(rerun) - med(one_file):7.2f} s   (target <= 1 s)")
+    print(
+        f"  rebuild all {len(sources)} files -> re-run        {med(rebuild_all):7.2f} s   "
+        f"({med(rebuild_all) / med(rerun):.1f}x the edit -> re-run)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
