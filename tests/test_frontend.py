@@ -291,3 +291,159 @@ def test_annotation_errors_are_clear():
         ts.Tensor[[0, 4], F]
     with pytest.raises(TypeError, match="dtype must be a tilescope dtype"):
         ts.Scalar[float]
+
+
+# -- compile-time Python, literals, assignments --------------------------------------------------
+
+
+def _expect_at(fn, text: str, fragment: str, error=ts.DSLError, getter=lambda f: f.ir()):
+    with pytest.raises(error) as info:
+        getter(fn)
+    assert fragment in info.value.message
+    assert info.value.loc is not None and info.value.loc.line == line_of(fn, text)
+    return info.value
+
+
+def test_errors_in_compile_time_python_point_at_the_line():
+    import math
+
+    @ts.kernel
+    def shape_index(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        n = x.shape[2]
+        ts.store(y, [0, n], ts.load(x, [0, 0], [4, 4]))
+
+    @ts.kernel
+    def domain(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        ts.store(y, [0, 0], ts.load(x, [0, 0], [4, 4]) * math.sqrt(-1.0))
+
+    @ts.kernel
+    def parse_int(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        ts.store(y, [0, int("x")], ts.load(x, [0, 0], [4, 4]))
+
+    @ts.kernel
+    def compare_list(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        if [1, 2] < 3:
+            ts.store(y, [0, 0], ts.load(x, [0, 0], [4, 4]))
+
+    cases = [
+        (shape_index, "n = x.shape[2]", "cannot evaluate x.shape[2] at compile time: IndexError"),
+        (
+            domain,
+            "math.sqrt(-1.0)",
+            "cannot evaluate math.sqrt(-1.0) at compile time: ValueError: math domain",
+        ),
+        (parse_int, 'int("x")', "cannot evaluate int('x') at compile time: ValueError: invalid literal"),
+        (compare_list, "if [1, 2] < 3", "cannot evaluate [1, 2] < 3 at compile time: TypeError"),
+    ]
+    for fn, text, fragment in cases:
+        err = _expect_at(fn, text, fragment)
+        assert "while the program is compiled" in err.hint
+    with pytest.raises(ts.VerifyError, match=r"division by zero in the compile-time expression 1 // 0"):
+
+        @ts.kernel
+        def div0(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+            ts.store(y, [0, 1 // 0], ts.load(x, [0, 0], [4, 4]))
+
+        div0.ir()
+
+
+def test_integer_literals_must_fit_the_dtype():
+    @ts.kernel
+    def fill_u8(y: ts.Out[[4, 8], ts.u8]):
+        ts.store(y, [0, 0], ts.full([4, 8], 300, ts.u8))
+
+    @ts.kernel
+    def add_u8(a: ts.Tensor[[4, 8], ts.u8], y: ts.Out[[4, 8], ts.u8]):
+        ts.store(y, [0, 0], ts.load(a, [0, 0], [4, 8]) + 300)
+
+    @ts.kernel
+    def where_i8(a: ts.Tensor[[4, 8], ts.i8], y: ts.Out[[4, 8], ts.i8]):
+        t = ts.load(a, [0, 0], [4, 8])
+        ts.store(y, [0, 0], ts.where(t > 0, t, -129))
+
+    @ts.kernel
+    def scalar_u8(y: ts.Out[[4, 8], ts.u8], s: ts.Scalar[ts.u8]):
+        ts.store(y, [0, 0], ts.full([4, 8], 1, ts.u8) * s)
+
+    @ts.jit
+    def passes_256(y: ts.Out[[4, 8], ts.u8]):
+        scalar_u8(y, 256)
+
+    err = _expect_at(
+        fill_u8,
+        "ts.full([4, 8], 300",
+        "ts.full value: integer literal 300 is out of range for u8 [0, 255]",
+        ts.VerifyError,
+    )
+    assert "[0, 255]" in err.hint
+    _expect_at(add_u8, "+ 300", "integer literal 300 is out of range for u8 [0, 255]", ts.VerifyError)
+    _expect_at(where_i8, "-129", "integer literal -129 is out of range for i8 [-128, 127]", ts.VerifyError)
+    _expect_at(
+        passes_256,
+        "scalar_u8(y, 256)",
+        "kernel scalar_u8 parameter 's': integer literal 256 is out of range for u8",
+        ts.VerifyError,
+        getter=lambda f: f.program(),
+    )
+
+
+@ts.inline
+def reassigns_its_param(x):
+    x = x * 2.0
+    return x
+
+
+@ts.kernel
+def calls_reassigning_helper(a: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+    t = ts.load(a, [0, 0], [4, 4])
+    u = reassigns_its_param(t)
+    ts.store(y, [0, 0], t + u)
+
+
+def test_helper_parameter_is_a_new_variable():
+    body = calls_reassigning_helper.ir().body
+    assert [s.target for s in body if isinstance(s, Assign)] == ["t", "x", "u"]
+    assert body[1].value.lhs == Var("t", TileType((4, 4), F))
+
+
+@ts.kernel
+def swaps_three(a: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+    p = ts.load(a, [0, 0], [4, 4])
+    q = p * 2.0
+    r = p * 3.0
+    p, q, r = q, r, p
+    ts.store(y, [0, 0], p + q * r)
+
+
+def test_tuple_assignment_copies_only_values_an_earlier_name_overwrites():
+    body = swaps_three.ir().body
+    assigns = [(s.target, s.value) for s in body if isinstance(s, Assign)]
+    # r's value (p) is overwritten by the first name: it alone is copied first
+    assert [t for t, _ in assigns] == ["p", "q", "r", "r_1", "p", "q", "r"]
+    assert assigns[3][1] == Var("p", TileType((4, 4), F))
+    assert [v.name for _, v in assigns[4:]] == ["q", "r", "r_1"]
+
+
+@ts.jit
+def tuple_of_tasks(a: ts.Tensor[[32, 32], F], b: ts.Tensor[[32, 8], F], c: ts.Out[[32, 8], F]):
+    t = mm(a[0:16, :], b, c[0:16, :])
+    u = mm(a[16:32, :], b, c[16:32, :])
+    t, u = mm(a[0:16, :], b, c[0:16, :], deps=[u]), mm(a[16:32, :], b, c[16:32, :], deps=[t])
+
+
+def test_tuple_assignment_keeps_the_submission_order():
+    body = tuple_of_tasks.program().body
+    subs = [s.value for s in body if isinstance(s, Assign) and isinstance(s.value, Submit)]
+    assert [s.args[0].ranges[0].start.value for s in subs] == [0, 16, 0, 16]
+    assert [d.name for s in subs[2:] for d in s.deps] == ["u", "t"]  # both read the old handles
+
+
+def test_kernel_tensor_reassigned_in_a_loop():
+    @ts.kernel
+    def k(x: ts.Tensor[[4, 4], F], z: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        src = x
+        for _ in ts.range(0, 2):
+            ts.store(y, [0, 0], ts.load(src, [0, 0], [4, 4]))
+            src = z
+
+    _expect_at(k, "for _ in", "'src' names a tensor parameter and is reassigned in a loop")

@@ -145,3 +145,42 @@ def test_log_level_silences_phase_lines(capsys):
 
 def test_scalar_spec():
     assert ScalarSpec("eps", torch.float32, 1e-6).make() == 1e-6
+
+
+def test_invalid_log_level_in_the_environment_is_a_failed_run(monkeypatch, capsys):
+    monkeypatch.setenv("TILESCOPE_LOG_LEVEL", "verbose")
+    result = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden)
+    assert not result.passed and result.work_dir is None
+    assert (
+        "environment variable TILESCOPE_LOG_LEVEL='verbose' (log_level): expected one of debug"
+        in result.error
+    )
+    captured = capsys.readouterr()
+    assert "[ERROR] environment variable TILESCOPE_LOG_LEVEL='verbose'" in captured.err
+    assert "[FAIL] rms_norm on sim" in captured.out
+    monkeypatch.setenv("TILESCOPE_LOG_LEVEL", "error")  # a valid one still applies
+    try:
+        result = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden)
+        assert result.passed and "[RUN]" not in capsys.readouterr().out
+    finally:
+        from tilescope._logging import DEFAULT_LEVEL, configure
+
+        configure(DEFAULT_LEVEL)
+
+
+def test_matching_infinities_are_equal():
+    inf, nan = float("inf"), float("nan")
+    e = torch.tensor([[inf, -inf, 1.0], [nan, 2.0, -3.0]])
+    rep = compare_tensor("t", e.clone(), e, rtol=1e-5, atol=1e-5)
+    assert rep.passed and rep.mismatches == 0
+    assert rep.max_abs_diff == 0.0 and rep.max_rel_diff == 0.0
+    assert rep.inf_actual == rep.inf_expected == 2 and rep.nan_actual == rep.nan_expected == 1
+    assert "max abs diff 0 at [0, 0]; max rel diff 0 at [0, 0]" in rep.lines(1e-5, 1e-5)[1]
+    a = e.clone()
+    a[0, 1] = inf  # -inf expected
+    a[1, 2] = -3.5
+    rep = compare_tensor("t", a, e, rtol=1e-5, atol=1e-5)
+    assert not rep.passed and rep.mismatches == 2
+    assert (rep.max_abs_diff, rep.max_abs_at) == (inf, (0, 1))
+    assert (rep.max_rel_diff, rep.max_rel_at) == (inf, (0, 1))
+    assert rep.first == [((0, 1), inf, -inf), ((1, 2), -3.5, -3.0)]

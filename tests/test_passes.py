@@ -104,3 +104,15 @@ def test_dead_code_elimination_keeps_loop_carried_values():
         """
     )
     assert eliminate_dead_code(before) == after
+
+
+def test_fuse_matmul_accumulate_leaves_a_product_that_reads_the_accumulator():
+    before = program(
+        """
+        acc = ts.load(x, [0, 0], [16, 16])
+        acc = acc + ts.matmul(acc, ts.load(x, [0, 0], [16, 16]))
+        acc = ts.matmul(ts.load(x, [0, 0], [16, 16]), acc) + acc
+        ts.store(y, [0, 0], acc)
+        """
+    )
+    assert fuse_matmul_accumulate(before) == before

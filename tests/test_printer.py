@@ -40,18 +40,22 @@ def test_model_roundtrip_is_stable(name):
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_every_pass_dump_reparses(name, tmp_path):
-    final, report = PassManager(DEFAULT_PIPELINE, dump_dir=tmp_path).run(MODELS[name].program())
+    program = MODELS[name].program()
+    final, report = PassManager(DEFAULT_PIPELINE, dump_dir=tmp_path).run(program)
     assert [p.name for p in report.dumps] == [
         "00_after_FrontEnd.py",
         "01_after_FoldConstants.py",
         "02_after_FuseMatmulAccumulate.py",
         "03_after_EliminateDeadCode.py",
     ]
-    for path in report.dumps:
+    stages = [program]
+    for p in DEFAULT_PIPELINE:
+        stages.append(p.fn(stages[-1]))
+    assert stages[-1] == final
+    for path, stage in zip(report.dumps, stages, strict=True):
         text = path.read_text()
         assert text.startswith("# tilescope IR of")
-        assert load_source(text, str(path)).program() is not None
-    assert load_source(report.dumps[-1].read_text(), "<final>").program() == final
+        assert load_source(text, str(path)).program() == stage  # structural equality
 
 
 TILES = ["a", "b", "r", "c"]  # a, b: [4, 8]; r: [4, 1]; c: [1, 8]
@@ -103,3 +107,80 @@ def p(x: ts.Tensor[[4, 8], ts.f32], v: ts.Tensor[[4, 1], ts.f32], w: ts.Tensor[[
 """
     first = program_str(load_source(source, "<random>").program())
     assert roundtrip(first, "random") == first
+
+
+ROUNDTRIP_SOURCES = {
+    "negative zero fill": """import tilescope as ts
+
+
+@ts.kernel
+def k(y: ts.Out[[1, 8], ts.f32]):
+    z = ts.full([1, 8], -0.0, ts.f32)
+    w = ts.zeros([1, 8], ts.f32)
+    ts.store(y, [0, 0], 1.0 / z + w * -0.0)
+
+
+@ts.jit
+def p(y: ts.Out[[1, 8], ts.f32]):
+    k(y)
+""",
+    "renamed loops, swaps and helper parameters": """import tilescope as ts
+
+
+@ts.inline
+def bump(x):
+    for i in ts.range(0, 2):
+        x = x + 1.0
+    return x
+
+
+@ts.kernel
+def k(a: ts.Tensor[[4, 8], ts.f32], y: ts.Out[[4, 8], ts.f32]):
+    p = ts.load(a, [0, 0], [1, 8])
+    q = ts.load(a, [1, 0], [1, 8])
+    for i in ts.range(0, 4):
+        for i in ts.range(0, 2):
+            p, q = q, bump(p)
+        i = i + 0
+        ts.store(y, [i, 0], p + q)
+
+
+@ts.jit
+def prog(a: ts.Tensor[[4, 8], ts.f32], y: ts.Out[[4, 8], ts.f32]):
+    k(a, y)
+""",
+    "tensor handles and task chains": """import tilescope as ts
+
+
+@ts.kernel
+def inc(a: ts.Tensor[[4, 8], ts.f32], b: ts.Out[[4, 8], ts.f32]):
+    ts.store(b, [0, 0], ts.load(a, [0, 0], [4, 8]) + 1.0)
+
+
+@ts.jit
+def prog(x: ts.InOut[[4, 8], ts.f32], y: ts.InOut[[4, 8], ts.f32]):
+    src, dst = x, y
+    t = inc(src, dst)
+    for i in ts.range(0, 3):
+        t = ts.submit(inc, src, dst, deps=[t], name='step "i"')
+        src, dst = dst, src
+        if i == 1:
+            tmp = src
+            src = tmp
+""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUNDTRIP_SOURCES))
+def test_printed_ir_reparses_to_the_same_ir(name):
+    program = load_source(ROUNDTRIP_SOURCES[name], f"<{name}>").program()
+    first = program_str(program)
+    assert load_source(first, f"<{name} printed>").program() == program
+    assert roundtrip(first, name) == first
+
+
+def test_negative_zero_prints_as_itself():
+    text = program_str(load_source(ROUNDTRIP_SOURCES["negative zero fill"], "<-0.0>").program())
+    assert "z = ts.full([1, 8], -0.0, ts.f32)" in text
+    assert "w = ts.zeros([1, 8], ts.f32)" in text
+    assert "w * -0.0" in text

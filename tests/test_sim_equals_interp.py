@@ -1,6 +1,9 @@
 """Property: compiled kernels (sim) agree with the reference interpreter (interp) on random
 elementwise programs — tile library vs torch semantics, broadcasting and scalar handling."""
 
+import functools
+
+import numpy as np
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -92,3 +95,60 @@ def test_bf16_scalars_adopt_the_tile_dtype_identically_on_sim_and_interp():
     diff = (outs["sim"].float() - outs["interp"].float()).abs()
     assert (diff <= outs["interp"].float().abs() * 2**-7).all()
     assert (diff == 0).float().mean() > 0.9
+
+
+CAST_SOURCE = """import tilescope as ts
+
+
+@ts.kernel
+def k(x: ts.Tensor[[1, 64], ts.f32], h: ts.Tensor[[1, 64], ts.bf16], yi: ts.Out[[5, 64], ts.i32],
+      y8: ts.Out[[5, 64], ts.u8], yh: ts.Out[[5, 64], ts.i8]):
+    t = ts.load(x, [0, 0], [1, 64])
+    b = ts.load(h, [0, 0], [1, 64])
+{stores}
+
+@ts.jit
+def p(x: ts.Tensor[[1, 64], ts.f32], h: ts.Tensor[[1, 64], ts.bf16], yi: ts.Out[[5, 64], ts.i32],
+      y8: ts.Out[[5, 64], ts.u8], yh: ts.Out[[5, 64], ts.i8]):
+    k(x, h, yi, y8, yh)
+"""
+CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
+
+
+@functools.cache
+def _cast_program():
+    stores = "\n".join(
+        f"    ts.store(yi, [{r}, 0], ts.cast(t, ts.i32, mode={m!r}))\n"
+        f"    ts.store(y8, [{r}, 0], ts.cast(t, ts.u8, mode={m!r}))\n"
+        f"    ts.store(yh, [{r}, 0], ts.cast(b, ts.i8, mode={m!r}))"
+        for r, m in enumerate(CAST_MODES)
+    )
+    return load_source(CAST_SOURCE.format(stores=stores), "<casts>").compile()
+
+
+halves = st.integers(-300, 300).map(lambda n: n + 0.5)
+near_halves = halves.map(lambda v: float(np.nextafter(np.float32(v), np.float32(0))))
+floats = st.one_of(
+    halves,
+    near_halves,
+    st.floats(-(2.0**40), 2.0**40, width=32),
+    st.sampled_from([float("nan"), float("inf"), -float("inf"), 2.0**31, -(2.0**31), 2.0**31 - 128]),
+)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(floats, min_size=64, max_size=64))
+def test_float_to_int_casts_agree_at_halves_and_on_overflow(values):
+    prog = _cast_program()
+    x = torch.tensor([values], dtype=torch.float32)
+    outs = {}
+    for platform in ("sim", "interp"):
+        args = [
+            x,
+            x.to(torch.bfloat16),
+            *(torch.zeros(5, 64, dtype=d) for d in (torch.int32, torch.uint8, torch.int8)),
+        ]
+        prog.run(*args, platform=platform)
+        outs[platform] = args[2:]
+    for sim, interp in zip(outs["sim"], outs["interp"]):
+        assert torch.equal(sim, interp), (sim != interp).nonzero().tolist()

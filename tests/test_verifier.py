@@ -155,3 +155,115 @@ def test_verifier_catches_a_pass_that_breaks_types():
         r"[\s\S]*after pass Broken",
     ):
         PassManager([Pass("Broken", broken, "")]).run(p_copy.program())
+
+
+# -- loop variables, scoped ranges, names reused with other types --------------------------------
+
+
+def _with_kernel_body(program, body):
+    import dataclasses
+
+    k = program.kernels[0]
+    return dataclasses.replace(program, kernels=(dataclasses.replace(k, body=body),))
+
+
+@ts.kernel
+def rows4(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+    for i in ts.range(0, 3):
+        ts.store(y, [i, 0], ts.load(x, [i + 1, 0], [1, 4]))
+
+
+@ts.jit
+def p_rows4(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+    rows4(x, y)
+
+
+def test_assigning_a_loop_variable_is_rejected():
+    import dataclasses
+
+    from tilescope.ir.nodes import Assign, BinOp, Const, Var
+    from tilescope.ir.types import INDEX
+
+    program = p_rows4.program()
+    loop = program.kernels[0].body[0]
+    i = Var("i", INDEX)
+    bump = Assign("i", BinOp("add", i, Const(1, INDEX), INDEX), loop.loc)
+    broken = _with_kernel_body(program, (dataclasses.replace(loop, body=(bump, *loop.body)),))
+    with pytest.raises(ts.VerifyError) as info:
+        verify_program(broken)
+    assert "kernel rows4: assigns to the loop variable 'i' inside its loop" in info.value.message
+    assert "assign to a new name" in info.value.hint
+
+
+@ts.kernel
+def shifted_far(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+    for i in ts.range(0, 4):
+        i = i + 100
+        ts.store(y, [0, 0], ts.load(x, [i, 0], [1, 4]))
+
+
+@ts.jit
+def p_shifted_far(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+    shifted_far(x, y)
+
+
+def test_bounds_follow_an_index_assigned_from_the_loop_variable():
+    with pytest.raises(ts.VerifyError) as info:
+        verify(p_shifted_far)
+    assert "ts.load: region out of bounds of x[4, 4] in dim 0: offset in [100, 103]" in info.value.message
+    assert info.value.loc.line == line_of(shifted_far, "ts.load(x, [i, 0]")
+
+
+def test_a_nested_loop_of_the_same_name_hides_the_outer_range_only_inside():
+    import dataclasses
+
+    from tilescope.ir.nodes import Const, For, Store
+    from tilescope.ir.types import INDEX
+
+    program = p_rows4.program()
+    outer = program.kernels[0].body[0]  # i in [0, 2]; the store reads row i + 1 <= 3
+    widened = dataclasses.replace(outer, stop=Const(4, INDEX))  # i + 1 reaches 4: out of bounds
+    store = widened.body[0]
+    assert isinstance(store, Store)
+    inner = For("i", Const(0, INDEX), Const(1, INDEX), Const(1, INDEX), (), outer.loc)
+    with pytest.raises(ts.VerifyError, match=r"offset in \[1, 4\] \+ size 1 reaches 5"):
+        verify_program(_with_kernel_body(program, (dataclasses.replace(widened, body=(inner, store)),)))
+
+
+@ts.kernel
+def reuses_t(x: ts.Tensor[[96, 512], F], y: ts.Out[[96, 512], F]):
+    for _ in ts.range(0, 1):
+        t = ts.load(x, [0, 0], [96, 512])
+        ts.store(y, [0, 0], t * 2.0)
+    for _ in ts.range(0, 1):
+        t = ts.load(x, [0, 0], [1, 8])
+        ts.store(y, [0, 0], t)
+
+
+@ts.jit
+def p_reuses_t(x: ts.Tensor[[96, 512], F], y: ts.Out[[96, 512], F]):
+    reuses_t(x, y)
+
+
+def test_local_memory_uses_the_type_of_each_assignment_of_a_name():
+    from tilescope.ir.analysis import local_memory_peak
+
+    assert local_memory_peak(p_reuses_t.program().kernels[0]).bytes == 2 * 96 * 512 * 4
+    with pytest.raises(ts.VerifyError) as info:
+        verify(p_reuses_t)
+    assert "local memory 384.0 KiB exceeds" in info.value.message
+    assert "t tile[96, 512] f32 (192.0 KiB)" in info.value.message
+    assert info.value.loc.line == line_of(reuses_t, "t * 2.0")
+
+
+def test_a_pass_that_fills_a_u8_tile_with_300_is_caught():
+    from tilescope.ir.nodes import Assign, Const, Full
+    from tilescope.ir.types import ScalarType, TileType
+
+    program = p_copy.program()
+    fill = Assign("z", Full(Const(300, ScalarType(ts.u8)), TileType((4, 4), ts.u8)))
+    broken = _with_kernel_body(program, (fill, *program.kernels[0].body))
+    with pytest.raises(
+        ts.VerifyError, match=r"ts.full: integer literal 300 is out of range for u8 \[0, 255\]"
+    ):
+        verify_program(broken)

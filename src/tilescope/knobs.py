@@ -3,7 +3,10 @@
 Invariants: ``compile_cfg`` and ``runtime_cfg`` accept only registered keys; an unknown key is
 a ConfigError listing the known ones. An option that exists in the flag surface but is not
 available yet is registered with ``available=False`` and rejected when set to anything but
-its default, so it never silently does nothing.
+its default, so it never silently does nothing. A value from a knob's environment variable is
+checked like a given one: ``compile_options`` / ``runtime_options`` raise a ConfigError that
+names the variable (so ``run_jit`` reports it as a failed run); ``Knob.value`` alone never
+raises and ignores an invalid environment value.
 """
 
 from __future__ import annotations
@@ -29,14 +32,32 @@ class Knob:
     env: str | None = None
     available: bool = True
 
+    def env_value(self) -> Any:
+        """The value set by the knob's environment variable, or None when it is unset; a
+        ConfigError naming the variable when it is invalid."""
+        raw = os.environ.get(self.env) if self.env else None
+        if not raw:
+            return None
+        try:
+            v = type(self.default)(raw) if self.default is not None else raw
+        except ValueError:
+            v = None
+        if v is None or not self.check(v):
+            raise ConfigError(
+                f"environment variable {self.env}={raw!r} ({self.name}): expected {self.expect}"
+            )
+        return v
+
     def value(self, given: Any = None) -> Any:
+        """``given``, else the environment's value, else the default. Never raises: an invalid
+        environment value counts as unset here and is reported by ``_validate``."""
         if given is not None:
             return given
-        if self.env and os.environ.get(self.env):
-            return (
-                type(self.default)(os.environ[self.env]) if self.default is not None else os.environ[self.env]
-            )
-        return self.default
+        try:
+            v = self.env_value()
+        except ConfigError:
+            v = None
+        return self.default if v is None else v
 
 
 def _is_int(lo: int, hi: int | None = None) -> Callable[[Any], bool]:
@@ -130,7 +151,9 @@ def _validate(cfg: dict[str, Any] | None, knobs: dict[str, Knob], what: str) -> 
                 f"{what}[{name!r}] ({knob.help}) is not implemented yet in this version of tilescope; "
                 "remove it to run without it"
             )
-        out[name] = knob.value(value)
+        if value is None:
+            value = knob.env_value()
+        out[name] = knob.default if value is None else value
     return out
 
 

@@ -250,7 +250,7 @@ class CompiledProgram:
 
     def run(self, *args: Any, **runtime_cfg: Any) -> RunInfo:
         """Run on ``args`` (outputs are written into the Out/InOut tensors passed in)."""
-        from tilescope.log import configure
+        from tilescope._logging import configure
 
         opts = knobs.runtime_options(runtime_cfg)
         configure(opts["log_level"])

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from tilescope import knobs
+from tilescope._logging import configure
 from tilescope.errors import TilescopeError
 from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args
 from tilescope.harness.data import DataError, load_meta, load_snapshot
 from tilescope.harness.run import RunResult, _Phases, data_args, execute, finish
-from tilescope.log import configure
 
 
 def replay_compiled(

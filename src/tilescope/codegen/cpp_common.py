@@ -3,16 +3,20 @@
 Invariants: generated C++ reads like hand-written code against the tile library and the
 orchestration API; every statement line ends with a ``// @ <file>:<line>`` marker naming the
 DSL line it came from (the toolchain maps compile errors back through it, and a hand edit
-keeps its marker); names that collide with C++ keywords or library functions get a ``_``.
+keeps its marker). Names are mapped per function by ``CppNames``, one-to-one: a name that
+collides with a C++ keyword or a name the generated code uses gets a ``_`` suffix (or
+``_<n>_`` when the function already has that name). Scalar bf16/f16 arithmetic is computed in
+float and converted back explicitly after every op, as the interpreter rounds it.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 
 from tilescope.errors import SourceLoc
-from tilescope.ir.nodes import BinOp, Const, Expr, UnOp, Var
+from tilescope.ir.nodes import Assign, BinOp, Const, Expr, For, UnOp, Var, walk_exprs, walk_stmts
 from tilescope.ir.types import IndexType, ScalarType, TileType, Type
 from tilescope.language import dtypes as dt
 from tilescope.language.dtypes import DType
@@ -27,15 +31,71 @@ CPP_RESERVED = frozenset(
     args api ctx nargs orch task ts std main load store zeros full exp log sqrt rsqrt abs neg tanh sigmoid
     silu maximum minimum where cast transpose matmul matmul_acc row_sum row_max row_min col_sum col_max
     eq ne lt le gt ge logical_and logical_or logical_not floordiv floormod scalar_arg Tile TensorView
-    RoundMode""".split()
+    RoundMode int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t INT64_C ts_arg
+    kernel_entry orchestration_entry bf16 f16 select convert""".split()
 )
 
 _CPP_BINOPS = {"add": ("+", 6), "sub": ("-", 6), "mul": ("*", 7), "div": ("/", 7)}
 _CPP_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
-def cpp_name(name: str) -> str:
-    return f"{name}_" if name in CPP_RESERVED else name
+class CppNames:
+    """The C++ identifier of each variable name of one function, one-to-one.
+
+    A name that is not reserved keeps its spelling; a reserved one (``exp``) becomes ``exp_``,
+    or ``exp_1_``, ``exp_2_``... when the function has a name of that spelling already.
+    """
+
+    def __init__(self, names: Iterable[str], reserved: Iterable[str] = ()):
+        self.reserved = CPP_RESERVED | frozenset(reserved)
+        names = set(names)
+        taken = set(names) | self.reserved
+        self._map = {n: n for n in names if n not in self.reserved}
+        for n in sorted(names & self.reserved):
+            candidate, i = f"{n}_", 0
+            while candidate in taken:
+                i += 1
+                candidate = f"{n}_{i}_"
+            taken.add(candidate)
+            self._map[n] = candidate
+
+    def __call__(self, name: str) -> str:
+        try:
+            return self._map[name]
+        except KeyError:
+            raise KeyError(f"{name!r} is not a variable of this function") from None
+
+
+def function_names(params, body) -> set[str]:
+    """Every variable name of a function: parameters, assignment targets, loop variables and
+    the variables its expressions read."""
+    names = {p.name for p in params}
+    for s in walk_stmts(body):
+        if isinstance(s, Assign):
+            names.add(s.target)
+        elif isinstance(s, For):
+            names.add(s.var)
+    names.update(e.name for e in walk_exprs(body) if isinstance(e, Var))
+    return names
+
+
+def string_literal(text: str) -> str:
+    """``text`` as a C++ string literal: quotes, backslashes, control and non-ASCII characters
+    are escaped (octal escapes of the UTF-8 bytes, which end after three digits)."""
+    out = []
+    for b in text.encode("utf-8"):
+        c = chr(b)
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif 32 <= b < 127:
+            out.append(c)
+        else:
+            out.append(f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
 
 
 def marker(loc: SourceLoc | None) -> str:
@@ -105,14 +165,30 @@ def context_dtype(e: Expr) -> DType | None:
     return t.dtype if isinstance(t, TileType | ScalarType) else None
 
 
+def is_half(t: Type) -> bool:
+    return isinstance(t, ScalarType) and t.dtype in (dt.bf16, dt.f16)
+
+
 class ExprEmitter:
     """Index and scalar expressions (shared); kernels extend it with tile ops."""
+
+    def __init__(self, names: CppNames):
+        self.name = names
 
     def emit(self, e: Expr, ctx: DType | None = None) -> str:
         return self._emit(e, ctx)[0]
 
     def _emit(self, e: Expr, ctx: DType | None) -> tuple[str, int]:
         """C++ text and its precedence (higher binds tighter)."""
+        if is_half(e.type) and isinstance(e, BinOp | UnOp | Const):
+            # NOTE: bf16/f16 scalars compute in float (their implicit conversion); a result or
+            # a literal converts back explicitly (the constructor is explicit), so each op
+            # rounds as the interpreter rounds it.
+            text, _ = self._emit_value(e, ctx)
+            return f"{e.type.dtype.cpp}({text})", 16
+        return self._emit_value(e, ctx)
+
+    def _emit_value(self, e: Expr, ctx: DType | None) -> tuple[str, int]:
         match e:
             case Const(value=v, type=t):
                 dtype = t.dtype if isinstance(t, ScalarType) and t.dtype != dt.bool_ else ctx
@@ -121,7 +197,7 @@ class ExprEmitter:
                 s = literal(v, dtype)
                 return s, (15 if not s.startswith("-") else 14)
             case Var(name=n):
-                return cpp_name(n), 16
+                return self.name(n), 16
             case BinOp(op=op, lhs=a, rhs=b) if op in _CPP_BINOPS:
                 sym, p = _CPP_BINOPS[op]
                 sub_ctx = self.operand_ctx(e)
@@ -137,7 +213,8 @@ class ExprEmitter:
                 return f"{self._wrap(a, 10)} {_CPP_CMP[op]} {self._wrap(b, 10)}", 9
             case BinOp(op="maximum" | "minimum" as op, lhs=a, rhs=b) if not isinstance(e.type, TileType):
                 fn = "std::max" if op == "maximum" else "std::min"
-                return f"{fn}<{value_type(e.type)}>({self.emit(a)}, {self.emit(b)})", 16
+                vt = "float" if is_half(e.type) else value_type(e.type)
+                return f"{fn}<{vt}>({self.emit(a)}, {self.emit(b)})", 16
             case UnOp(op="neg", operand=a) if not isinstance(e.type, TileType):
                 return f"-{self._wrap(a, 14)}", 14
         return self.emit_other(e, ctx), 16

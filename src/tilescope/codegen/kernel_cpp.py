@@ -1,21 +1,30 @@
-"""Kernel IR -> one readable C++ file against the tile library (``tilescope/kernel.hpp``)."""
+"""Kernel IR -> one readable C++ file against the tile library (``tilescope/kernel.hpp``).
+
+``acc = ts.matmul(a, b, acc=acc)`` is emitted in place (``matmul_acc(acc, a, b)``) only when
+``a`` and ``b`` do not read ``acc``: the in-place form writes ``acc`` while it is being read.
+"""
 
 from __future__ import annotations
 
+import math
+
 from tilescope._version import __version__
 from tilescope.codegen.cpp_common import (
+    CppNames,
     ExprEmitter,
     context_dtype,
-    cpp_name,
+    function_names,
     header_comment,
     marker,
     tile_dims,
     value_type,
 )
+from tilescope.ir.analysis import uses
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
     Cast,
+    Const,
     Expr,
     For,
     Full,
@@ -52,7 +61,7 @@ class _KernelEmitter(ExprEmitter):
                 return f"{op}({self.emit(a)})"
             case Load(tensor=t, offsets=offs, type=tt):
                 r, c = tile_dims(tt)
-                return f"load<{r}, {c}>({cpp_name(t.name)}, {{{', '.join(self.emit(o) for o in offs)}}})"
+                return f"load<{r}, {c}>({self.name(t.name)}, {{{', '.join(self.emit(o) for o in offs)}}})"
             case Full(value=v, type=tt):
                 r, c = tile_dims(tt)
                 return f"full<{tt.dtype.cpp}, {r}, {c}>({self.emit(v, tt.dtype)})"
@@ -73,19 +82,34 @@ class _KernelEmitter(ExprEmitter):
 
 
 def _zeros(e: Full) -> bool:
-    from tilescope.ir.nodes import Const
+    """A fill with +0 (``-0.0`` keeps its sign: ``1 / -0.0`` is ``-inf``)."""
+    v = e.value
+    return (
+        isinstance(v, Const)
+        and not isinstance(v.value, bool)
+        and v.value == 0
+        and math.copysign(1.0, v.value) > 0
+    )
 
-    return isinstance(e.value, Const) and e.value.value == 0 and not isinstance(e.value.value, bool)
+
+def _accumulates_in_place(target: str, v: Expr) -> bool:
+    return (
+        isinstance(v, MatMul)
+        and isinstance(v.acc, Var)
+        and v.acc.name == target
+        and target not in uses(v.lhs) | uses(v.rhs)
+    )
 
 
 def kernel_cpp(k: Kernel) -> str:
     """The C++ source of one kernel: ``extern "C" void kernel_entry(const ts_arg *args)``."""
-    em = _KernelEmitter()
+    name_of = CppNames(function_names(k.params, k.body))
+    em = _KernelEmitter(name_of)
     lines = header_comment(f"kernel {k.name} ({k.core})", k.loc, __version__)
     lines += ["#include <tilescope/kernel.hpp>", "", "using namespace ts;", ""]
     lines.append('extern "C" void kernel_entry(const ts_arg *args) {')
     for i, p in enumerate(k.params):
-        name = cpp_name(p.name)
+        name = name_of(p.name)
         if p.direction is Direction.SCALAR:
             lines.append(
                 f"    const {p.type.dtype.cpp} {name} = scalar_arg<{p.type.dtype.cpp}>(args[{i}]);{marker(p.loc)}"
@@ -100,8 +124,8 @@ def kernel_cpp(k: Kernel) -> str:
         m = marker(s.loc)
         match s:
             case Assign(target=t, value=v):
-                name = cpp_name(t)
-                if isinstance(v, MatMul) and v.acc is not None and isinstance(v.acc, Var) and v.acc.name == t:
+                name = name_of(t)
+                if _accumulates_in_place(t, v):
                     lines.append(f"{ind}matmul_acc({name}, {em.emit(v.lhs)}, {em.emit(v.rhs)});{m}")
                     return
                 if isinstance(v, Full) and _zeros(v):
@@ -116,9 +140,9 @@ def kernel_cpp(k: Kernel) -> str:
                     lines.append(f"{ind}{value_type(v.type)} {name} = {rhs};{m}")
             case Store(tensor=t, offsets=offs, value=v):
                 off = ", ".join(em.emit(o) for o in offs)
-                lines.append(f"{ind}store({cpp_name(t.name)}, {{{off}}}, {em.emit(v)});{m}")
+                lines.append(f"{ind}store({name_of(t.name)}, {{{off}}}, {em.emit(v)});{m}")
             case For(var=v, start=a, stop=b, step=c, body=body):
-                var = cpp_name(v)
+                var = name_of(v)
                 lines.append(
                     f"{ind}for (int64_t {var} = {em.emit(a)}; {var} < {em.emit(b)}; {var} += {em.emit(c)}) {{{m}"
                 )

@@ -1,10 +1,31 @@
 """Orchestration IR -> C++ that builds the task graph through ``tilescope/orchestration.hpp``
-(``add_input`` / ``add_output`` / ``add_inout`` / ``add_scalar`` + ``submit``)."""
+(``add_input`` / ``add_output`` / ``add_inout`` / ``add_scalar`` + ``submit``).
+
+Invariants:
+- Every IR variable is a C++ variable declared at its first assignment and assigned after,
+  so one reassigned in a loop or branch carries its value across iterations: task handles
+  are ``int64_t`` (-1 until a task is submitted, and after a failed submit), tensor variables
+  ``ts::TensorHandle``, indices ``int64_t``, scalars their element type.
+- A dependency on a handle that holds -1 (no task) is skipped.
+- Nothing unused is declared (g++ -Wall -Wextra stays quiet): a task handle nothing reads is
+  not kept, and an assignment without effects (no task, no tensor) to a variable nothing
+  reads is not emitted.
+- Each kernel's func_id constant (``FUNC_<NAME>``) is unique, also for names equal but for
+  case; task names are escaped C++ string literals.
+"""
 
 from __future__ import annotations
 
 from tilescope._version import __version__
-from tilescope.codegen.cpp_common import ExprEmitter, cpp_name, header_comment, marker
+from tilescope.codegen.cpp_common import (
+    CppNames,
+    ExprEmitter,
+    function_names,
+    header_comment,
+    marker,
+    string_literal,
+)
+from tilescope.ir.analysis import uses
 from tilescope.ir.nodes import (
     Assign,
     CreateTensor,
@@ -18,14 +39,27 @@ from tilescope.ir.nodes import (
     Stmt,
     Submit,
     Var,
+    stmt_exprs,
+    walk_stmts,
 )
-from tilescope.ir.types import Direction, IndexType, ScalarType
+from tilescope.ir.types import Direction, IndexType, ScalarType, TaskType, TensorType
 
 _ADD = {Direction.IN: "add_input", Direction.OUT: "add_output", Direction.INOUT: "add_inout"}
 
 
-def func_id_name(kernel: str) -> str:
-    return f"FUNC_{kernel.upper()}"
+def func_id_names(kernels: list[str]) -> dict[str, str]:
+    """``FUNC_<NAME>`` for each kernel name, made unique with a ``_<n>`` suffix where two
+    names differ only in case (``copy`` and ``Copy``) or would meet another's suffix."""
+    out: dict[str, str] = {}
+    taken = {f"FUNC_{k.upper()}" for k in kernels}
+    for k in kernels:
+        base = f"FUNC_{k.upper()}"
+        name, i = base, 0
+        while name in out.values() or (i and name in taken):
+            i += 1
+            name = f"{base}_{i}"
+        out[k] = name
+    return out
 
 
 class _OrchEmitter(ExprEmitter):
@@ -33,46 +67,77 @@ class _OrchEmitter(ExprEmitter):
         match e:
             case Slice(tensor=t, ranges=ranges):
                 dims = ", ".join(f"{{{self.emit(r.start)}, {self.emit(r.stop)}}}" for r in ranges)
-                s = f"{cpp_name(t.name)}.slice({{{dims}}})"
+                s = f"{self.name(t.name)}.slice({{{dims}}})"
                 squeezed = [str(i) for i, r in enumerate(ranges) if r.squeeze]
                 if squeezed:
                     s += f".squeeze({{{', '.join(squeezed)}}})"
                 return s
-            case Var(name=n):
-                return cpp_name(n)
         raise TypeError(f"cannot emit {type(e).__name__} in an orchestration")
 
 
+def _pure(s: Stmt) -> bool:
+    return isinstance(s, Assign) and not isinstance(s.value, Submit | CreateTensor)
+
+
+def _needed_names(p: Program) -> set[str]:
+    """Variables the emitted code reads: the least fixed point where a pure assignment counts
+    only if its target is needed."""
+    stmts = list(walk_stmts(p.body))
+    needed: set[str] = set()
+    while True:
+        reads: set[str] = set()
+        for s in stmts:
+            if not (_pure(s) and s.target not in needed):
+                for e in stmt_exprs(s):
+                    reads |= uses(e)
+        if reads <= needed:
+            return needed
+        needed |= reads
+
+
 def orchestration_cpp(p: Program) -> str:
-    em = _OrchEmitter()
+    func_ids = func_id_names([k.name for k in p.kernels])
+    name_of = CppNames(function_names(p.params, p.body), reserved=func_ids.values())
+    em = _OrchEmitter(name_of)
+    needed = _needed_names(p)
     lines = header_comment(f"orchestration {p.name}", p.loc, __version__)
     lines += ["#include <tilescope/index.hpp>", "#include <tilescope/orchestration.hpp>"]
     lines += ["#include <tilescope/tile_types.hpp>", ""]  # bf16 / f16 scalars
     lines.append("// func_id of each kernel: its index in kernel_config.KERNELS")
     for i, k in enumerate(p.kernels):
-        lines.append(f"constexpr int32_t {func_id_name(k.name)} = {i};")
+        lines.append(f"constexpr int32_t {func_ids[k.name]} = {i};")
     lines += ["", 'extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_arg *args,']
     lines += [
         "                                   int32_t nargs) {",
         "    ts::Orchestrator orch(api, ctx, args, nargs);",
     ]
     for i, prm in enumerate(p.params):
-        name = cpp_name(prm.name)
+        name = name_of(prm.name)
         if prm.direction is Direction.SCALAR:
             c = prm.type.dtype.cpp
             lines.append(f"    const {c} {name} = orch.scalar_arg<{c}>({i});{marker(prm.loc)}")
         else:
             lines.append(f"    ts::TensorHandle {name} = orch.tensor_arg({i});{marker(prm.loc)}")
     kernels = {k.name: k for k in p.kernels}
+    seen: list[set[str]] = [set()]
+
+    def declare(name: str, ctype: str) -> str:
+        """``ctype `` at a variable's first assignment in scope, else nothing."""
+        if any(name in scope for scope in seen):
+            return ""
+        seen[-1].add(name)
+        return f"{ctype} "
 
     def submit(e: Submit, ind: str, target: str | None, m: str) -> None:
         k = kernels[e.kernel]
         if target is not None:
-            lines.append(f"{ind}int64_t {cpp_name(target)} = -1;")
+            prefix = declare(target, "int64_t")
+            if prefix:
+                lines.append(f"{ind}{prefix}{name_of(target)} = -1;")
         lines.append(f"{ind}{{{m}")
         inner = ind + "    "
-        display = e.name or e.kernel
-        lines.append(f'{inner}ts::Task task = orch.task({func_id_name(e.kernel)}, "{display}");')
+        display = string_literal(e.name or e.kernel)
+        lines.append(f"{inner}ts::Task task = orch.task({func_ids[e.kernel]}, {display});")
         for prm, a in zip(k.params, e.args):
             if prm.direction is Direction.SCALAR:
                 dtype = prm.type.dtype
@@ -82,40 +147,43 @@ def orchestration_cpp(p: Program) -> str:
                 shape = ", ".join(map(str, prm.type.shape))
                 lines.append(f"{inner}task.{_ADD[prm.direction]}({em.emit(a)}, {{{shape}}});")
         for d in e.deps:
-            lines.append(f"{inner}task.depends_on({em.emit(d)});")
+            dep = em.emit(d)
+            lines.append(f"{inner}if ({dep} >= 0) task.depends_on({dep});")
         for t in e.dumps:
             lines.append(f"{inner}orch.dump_tag({em.emit(t)});")
-        result = f"{cpp_name(target)} = " if target is not None else ""
+        result = f"{name_of(target)} = " if target is not None else ""
         lines.append(f"{inner}{result}orch.submit(task);")
         lines.append(f"{ind}}}")
 
     def stmt(s: Stmt, ind: str) -> None:
         m = marker(s.loc)
+        if _pure(s) and s.target not in needed:
+            return
         match s:
             case Assign(target=t, value=Submit() as e):
-                submit(e, ind, t, m)
+                submit(e, ind, t if t in needed else None, m)
             case Assign(target=t, value=CreateTensor(type=tt)):
                 shape = ", ".join(map(str, tt.shape))
+                prefix = declare(t, "ts::TensorHandle")
                 lines.append(
-                    f"{ind}ts::TensorHandle {cpp_name(t)} = orch.create_tensor(TS_{tt.dtype.name.upper()}, "
-                    f"{{{shape}}});{m}"
+                    f"{ind}{prefix}{name_of(t)} = orch.create_tensor(TS_{tt.dtype.name.upper()}, {{{shape}}});{m}"
                 )
+            case Assign(target=t, value=Var() as v) if isinstance(v.type, TensorType | TaskType):
+                ctype = "ts::TensorHandle" if isinstance(v.type, TensorType) else "int64_t"
+                lines.append(f"{ind}{declare(t, ctype)}{name_of(t)} = {em.emit(v)};{m}")
             case Assign(target=t, value=v) if isinstance(v.type, IndexType | ScalarType):
-                declared = any(t in scope for scope in seen)
-                seen[-1].add(t)
                 ctype = "int64_t" if isinstance(v.type, IndexType) else v.type.dtype.cpp
-                prefix = "" if declared else f"{ctype} "
-                lines.append(f"{ind}{prefix}{cpp_name(t)} = {em.emit(v)};{m}")
+                lines.append(f"{ind}{declare(t, ctype)}{name_of(t)} = {em.emit(v)};{m}")
             case Evaluate(value=Submit() as e):
                 submit(e, ind, None, m)
             case Evaluate(value=DumpTag(tensor=t)):
                 lines.append(f"{ind}orch.dump_tag({em.emit(t)});{m}")
             case For(var=v, start=a, stop=b, step=c, body=body):
-                var = cpp_name(v)
+                var = name_of(v)
                 lines.append(
                     f"{ind}for (int64_t {var} = {em.emit(a)}; {var} < {em.emit(b)}; {var} += {em.emit(c)}) {{{m}"
                 )
-                nested(body, ind)
+                nested(body, ind, v)
                 lines.append(f"{ind}}}")
             case If(cond=c, then=a, orelse=b):
                 lines.append(f"{ind}if ({em.emit(c)}) {{{m}")
@@ -127,13 +195,12 @@ def orchestration_cpp(p: Program) -> str:
             case _:
                 raise TypeError(f"cannot emit {s!r} in an orchestration")
 
-    def nested(body: tuple[Stmt, ...], ind: str) -> None:
-        seen.append(set())
+    def nested(body: tuple[Stmt, ...], ind: str, loop_var: str | None = None) -> None:
+        seen.append(set() if loop_var is None else {loop_var})
         for x in body:
             stmt(x, ind + "    ")
         seen.pop()
 
-    seen: list[set[str]] = [set()]
     for s in p.body:
         stmt(s, "    ")
     lines += ["    return orch.status();", "}"]

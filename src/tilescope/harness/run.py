@@ -18,11 +18,11 @@ from typing import Any
 import torch
 
 from tilescope import knobs
+from tilescope._logging import configure, level_number
 from tilescope.errors import ConfigError, TilescopeError
 from tilescope.harness.compare import CompareReport, compare_outputs
 from tilescope.harness.data import DataArg, load_snapshot, save_snapshot
 from tilescope.harness.specs import Spec, generate, outputs
-from tilescope.log import configure, level_number
 
 
 @dataclass

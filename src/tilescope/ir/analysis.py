@@ -2,6 +2,10 @@
 
 Invariant: liveness is computed on the structured body (no CFG): a loop's body is iterated to
 a fixed point so values carried across iterations stay live through the whole loop.
+
+A name may be reused for unrelated variables in sibling scopes (two loops each assigning
+``t``), with different types: the type of a live name at a statement is that of the binding
+visible there, never one global type per name.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from tilescope.ir.nodes import (
     children,
     stmt_exprs,
     walk_expr,
-    walk_stmts,
 )
 from tilescope.ir.types import TileType
 
@@ -84,13 +87,34 @@ class MemoryPeak:
     temporaries: int  # bytes of unnamed temporaries at the peak
 
 
+def visible_tile_types(body: tuple[Stmt, ...]) -> dict[int, dict[str, TileType]]:
+    """For every statement (keyed by ``id``), the tile type of each name visible at it, the
+    statement's own assignment included."""
+    out: dict[int, dict[str, TileType]] = {}
+
+    def walk(stmts: tuple[Stmt, ...], outer: dict[str, TileType]) -> None:
+        scope = dict(outer)
+        for s in stmts:
+            if isinstance(s, Assign) and isinstance(s.value.type, TileType):
+                scope[s.target] = s.value.type
+            elif isinstance(s, Assign):
+                scope.pop(s.target, None)
+            out[id(s)] = dict(scope)
+            if isinstance(s, For):
+                inner = {n: t for n, t in scope.items() if n != s.var}
+                walk(s.body, inner)
+            elif isinstance(s, If):
+                walk(s.then, scope)
+                walk(s.orelse, scope)
+
+    walk(body, {})
+    return out
+
+
 def local_memory_peak(kernel: Kernel) -> MemoryPeak:
     """The largest local-memory footprint of ``kernel``: live named tiles plus the temporaries
     of the statement being evaluated, over every program point."""
-    types: dict[str, TileType] = {}
-    for s in walk_stmts(kernel.body):
-        if isinstance(s, Assign) and isinstance(s.value.type, TileType):
-            types[s.target] = s.value.type
+    types_at = visible_tile_types(kernel.body)
     best = MemoryPeak(0, kernel.loc, (), 0)
 
     def visit(s: Stmt, live_after: set[str]) -> None:
@@ -101,6 +125,7 @@ def local_memory_peak(kernel: Kernel) -> MemoryPeak:
         if isinstance(s, Assign):
             named.discard(s.target)
         named |= stmt_uses(s)
+        types = types_at[id(s)]
         tiles = tuple(sorted((n, types[n]) for n in named if n in types))
         temps = max((expr_peak(e) for e in stmt_exprs(s)), default=0)
         total = sum(t.nbytes for _, t in tiles) + temps

@@ -107,7 +107,7 @@ def expr_str(e: Expr) -> str:
             return f"ts.load({t.name}, {_list(map(expr_str, offs))}, {_list(map(str, sizes))})"
         case Full(value=v, type=t):
             shape = _list(map(str, t.shape))
-            if isinstance(v, Const) and v.value == 0 and not isinstance(v.value, bool):
+            if _is_positive_zero(v):
                 return f"ts.zeros({shape}, {dtype_str(t.dtype)})"
             return f"ts.full({shape}, {expr_str(v)}, {dtype_str(t.dtype)})"
         case Cast(value=v, mode=mode, type=t):
@@ -150,6 +150,16 @@ def expr_str(e: Expr) -> str:
         case DumpTag(tensor=t):
             return f"ts.dump_tag({expr_str(t)})"
     raise TypeError(f"cannot print {e!r}")
+
+
+def _is_positive_zero(e: Expr) -> bool:
+    """A literal +0 (``-0.0`` is printed as itself: it keeps its sign through a division)."""
+    return (
+        isinstance(e, Const)
+        and not isinstance(e.value, bool)
+        and e.value == 0
+        and math.copysign(1.0, e.value) > 0
+    )
 
 
 def _is_const(e: Expr, value: int) -> bool:

@@ -2,8 +2,8 @@
 the verifier (which re-derives every type and compares).
 
 Rules: numpy broadcasting between tiles; no implicit promotion between dtypes (an explicit
-``ts.cast`` is required); scalars and literals adopt the tile's dtype; integer scalars act as
-indices; true division is for floats (``//`` for indices).
+``ts.cast`` is required); scalars and literals adopt the tile's dtype, and an integer literal
+must fit it; integer scalars act as indices; true division is for floats (``//`` for indices).
 """
 
 from __future__ import annotations
@@ -72,6 +72,25 @@ def _fail(msg: str, loc: SourceLoc | None, hint: str | None = None) -> VerifyErr
     return VerifyError(msg, loc, hint)
 
 
+def int_range(dtype: dt.DType) -> tuple[int, int]:
+    """Inclusive range of an integer dtype."""
+    bits = dtype.itemsize * 8
+    return (0, 2**bits - 1) if dtype.name.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
+def check_literal(value: object, dtype: dt.DType, what: str, loc: SourceLoc | None) -> None:
+    """Reject an integer literal that the integer ``dtype`` it adopts cannot hold."""
+    if not dtype.is_int or isinstance(value, bool) or not isinstance(value, int):
+        return
+    lo, hi = int_range(dtype)
+    if not lo <= value <= hi:
+        raise _fail(
+            f"{what}: integer literal {value} is out of range for {dtype.name} [{lo}, {hi}]",
+            loc,
+            f"use a value in [{lo}, {hi}], or cast to a wider dtype first (ts.cast(t, ts.i32))",
+        )
+
+
 def _scalar_fits_tile(e: Expr, tile: TileType, op: str, loc: SourceLoc | None) -> None:
     """A scalar operand adopts the tile's dtype; reject float scalars with integer tiles."""
     t = e.type
@@ -82,6 +101,7 @@ def _scalar_fits_tile(e: Expr, tile: TileType, op: str, loc: SourceLoc | None) -
                 loc,
                 "cast the tile to a float dtype first (ts.cast(t, ts.f32))",
             )
+        check_literal(e.value, tile.dtype, f"{op_label(op)} with a {tile} operand", loc)
         return
     if isinstance(t, ScalarType) and t.dtype.is_float and not tile.dtype.is_float:
         raise _fail(

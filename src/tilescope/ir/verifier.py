@@ -1,13 +1,20 @@
 """The IR verifier, run after the front-end and after every pass.
 
 It re-derives every type with ``ir.typing`` and checks what types alone cannot: variables
-defined before use and never retyped, tensor directions (no writes to In params, no reads of
-Out params), statically known load/store/slice regions inside their tensors, kernel-vs-
-orchestration node placement, and local memory against the per-core capacity. Errors name
-the op, the shapes/dtypes and the user's source line.
+defined before use and never retyped, loop variables never assigned, tensor directions (no
+writes to In params, also through tensor variables that may hold one; no reads of Out params),
+statically known load/store/slice regions inside their tensors, kernel-vs-orchestration node
+placement, and local memory against the per-core capacity. Errors name the op, the
+shapes/dtypes and the user's source line.
+
+Static bounds use the inclusive range of each loop variable (scoped like the variable: a
+nested loop of the same name hides the outer range only inside it) and, in kernels, of index
+variables assigned once from an affine expression of known ranges.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from tilescope.errors import SourceLoc, VerifyError
 from tilescope.ir import typing as rules
@@ -39,8 +46,9 @@ from tilescope.ir.nodes import (
     Var,
     Where,
     children,
+    walk_stmts,
 )
-from tilescope.ir.types import Direction, TaskType, TensorType, TileType
+from tilescope.ir.types import Direction, IndexType, ScalarType, TaskType, TensorType, TileType
 
 _KERNEL_ONLY = (Load, Full, Cast, Reduce, MatMul, Transpose, Where)
 _ORCH_ONLY = (CreateTensor, Slice, Submit, DumpTag)
@@ -57,8 +65,30 @@ class _Verifier:
         self.kind = kind
         self.params = {p.name: p for p in params}
         self.scopes: list[dict[str, object]] = [{p.name: p.type for p in params}]
+        self.loop_vars: list[str | None] = [None]  # the loop variable each scope introduces
         self.ranges: dict[str, tuple[int, int]] = {}
         self.loc = loc
+        self.assign_counts: Counter[str] = Counter()
+        self.roots: dict[str, set[str]] = {}
+
+    def prepare(self, body: tuple[Stmt, ...]) -> None:
+        """Facts about the whole body: how often each name is assigned, and the parameters
+        each tensor variable may hold (a fixed point over its assignments)."""
+        assigns = [s for s in walk_stmts(body) if isinstance(s, Assign)]
+        self.assign_counts = Counter(s.target for s in assigns)
+        changed = True
+        while changed:
+            changed = False
+            for s in assigns:
+                if isinstance(s.value, Var) and isinstance(s.value.type, TensorType):
+                    new = self.tensor_roots(s.value.name) - self.roots.get(s.target, set())
+                    if new:
+                        self.roots.setdefault(s.target, set()).update(new)
+                        changed = True
+
+    def tensor_roots(self, name: str) -> set[str]:
+        """Parameters the tensor variable ``name`` may hold."""
+        return {name} if name in self.params else self.roots.get(name, set())
 
     def fail(self, msg: str, loc: SourceLoc | None, hint: str | None = None) -> VerifyError:
         return VerifyError(f"{self.where}: {msg}", loc or self.loc, hint)
@@ -68,6 +98,25 @@ class _Verifier:
             if name in scope:
                 return scope[name]
         return None
+
+    def is_loop_var(self, name: str) -> bool:
+        """Whether ``name`` is, where it is visible now, the variable of an enclosing loop."""
+        for scope, var in zip(reversed(self.scopes), reversed(self.loop_vars)):
+            if name in scope:
+                return var == name
+        return False
+
+    def nested(self, body: tuple[Stmt, ...], loop_var: str | None = None, var_type=None) -> None:
+        """Verify a nested body in its own scope; ranges learnt inside it end with it."""
+        saved = dict(self.ranges)
+        self.scopes.append({} if loop_var is None else {loop_var: var_type})
+        self.loop_vars.append(loop_var)
+        try:
+            self.body(body)
+        finally:
+            self.scopes.pop()
+            self.loop_vars.pop()
+            self.ranges = saved
 
     # -- expressions ---------------------------------------------------------------------------
 
@@ -110,6 +159,9 @@ class _Verifier:
                 return TileType((c, r), a.type.dtype)
             case Load():
                 self.load(e)
+                return None
+            case Full(value=Const(value=v), type=t):
+                rules.check_literal(v, t.dtype, "ts.full", loc)
                 return None
             case Full() | CreateTensor() | Slice() | Submit() | DumpTag():
                 if isinstance(e, Submit):
@@ -195,14 +247,16 @@ class _Verifier:
             if not isinstance(a.type, TensorType):
                 raise self.fail(f"kernel {e.kernel} parameter {p.name!r} needs a tensor, got {a.type}", e.loc)
             root = a.tensor if isinstance(a, Slice) else a
-            prog_param = self.params.get(root.name) if isinstance(root, Var) else None
-            if p.direction.writes and prog_param is not None and prog_param.direction is Direction.IN:
-                raise self.fail(
-                    f"kernel {e.kernel} writes its {p.direction.value} param {p.name!r}, "
-                    f"but it is given the In param {root.name!r}",
-                    e.loc,
-                    f"declare {root.name} as ts.Out[...] or ts.InOut[...] in the orchestration",
-                )
+            held = sorted(self.tensor_roots(root.name)) if isinstance(root, Var) else []
+            for name in held:
+                if p.direction.writes and self.params[name].direction is Direction.IN:
+                    through = "" if name == root.name else f" (through the tensor variable {root.name!r})"
+                    raise self.fail(
+                        f"kernel {e.kernel} writes its {p.direction.value} param {p.name!r}, "
+                        f"but it is given the In param {name!r}{through}",
+                        e.loc,
+                        f"declare {name} as ts.Out[...] or ts.InOut[...] in the orchestration",
+                    )
             shape_ok = len(a.type.shape) == len(p.type.shape) and all(
                 s in (-1, x) for s, x in zip(a.type.shape, p.type.shape)
             )
@@ -226,11 +280,18 @@ class _Verifier:
                 self.expr(v)
                 if t in self.params:
                     raise self.fail(f"assigns to parameter {t!r}", s.loc)
+                if self.is_loop_var(t):
+                    raise self.fail(
+                        f"assigns to the loop variable {t!r} inside its loop",
+                        s.loc,
+                        f"the loop owns its counter; assign to a new name (e.g. {t}_next = {t} + 1)",
+                    )
                 prev = self.lookup(t)
                 if prev is not None and prev != v.type:
                     raise self.fail(f"{t!r} changes type from {prev} to {v.type}", s.loc)
                 if prev is None:
                     self.scopes[-1][t] = v.type
+                self.learn_range(t, v)
             case Store():
                 if self.kind != "kernel":
                     raise self.fail("ts.store is a kernel op", s.loc)
@@ -244,27 +305,42 @@ class _Verifier:
                     self.expr(e)
                 if not (isinstance(c, Const) and isinstance(c.value, int) and c.value > 0):
                     raise self.fail("a loop step must be a positive constant", s.loc)
+                outer = self.ranges.pop(var, None)
                 if isinstance(a, Const) and isinstance(b, Const) and b.value > a.value:
                     last = a.value + (b.value - 1 - a.value) // c.value * c.value
                     self.ranges[var] = (a.value, last)
-                self.scopes.append({var: a.type})
-                self.body(inner)
-                self.scopes.pop()
+                self.nested(inner, var, a.type)
                 self.ranges.pop(var, None)
+                if outer is not None:
+                    self.ranges[var] = outer
             case If(cond=c, then=a, orelse=b):
                 if self.kind != "orch":
                     raise self.fail("run-time 'if' is only allowed in orchestrations", s.loc)
                 self.expr(c)
                 for branch in (a, b):
-                    self.scopes.append({})
-                    self.body(branch)
-                    self.scopes.pop()
+                    self.nested(branch)
             case _:
                 raise self.fail(f"unknown statement {type(s).__name__}", s.loc)
+
+    def learn_range(self, target: str, value: Expr) -> None:
+        """In a kernel (no run-time branches: every statement of a loop body runs in every
+        iteration), an index assigned once from an affine expression of known ranges has a
+        known range wherever it is used."""
+        self.ranges.pop(target, None)
+        if self.kind != "kernel" or self.assign_counts[target] != 1:
+            return
+        t = value.type
+        if not (isinstance(t, IndexType) or (isinstance(t, ScalarType) and t.dtype.is_int)):
+            return
+        form = affine(value)
+        rng = bounds(form, self.ranges) if form is not None else None
+        if rng is not None:
+            self.ranges[target] = rng
 
 
 def verify_kernel(k: Kernel, local_memory_bytes: int) -> None:
     v = _Verifier(f"kernel {k.name}", "kernel", k.params, k.loc)
+    v.prepare(k.body)
     v.body(k.body)
     peak = local_memory_peak(k)
     if peak.bytes > local_memory_bytes:
@@ -291,4 +367,5 @@ def verify_program(p: Program, local_memory_bytes: int = 256 * 1024) -> None:
     for k in p.kernels:
         verify_kernel(k, local_memory_bytes)
     v = _Verifier(f"orchestration {p.name}", "orch", p.params, p.loc, p.kernels)
+    v.prepare(p.body)
     v.body(p.body)

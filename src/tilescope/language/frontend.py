@@ -8,7 +8,15 @@ Invariants:
   branch; ``for v in ts.range(...)`` is always a real loop.
 - A variable assigned inside a real loop (or run-time ``if``) that held a compile-time value
   before it is materialised as an IR variable first, so loop-carried values are real.
-- Every error is a DSLError at the user's file:line that says what to write instead.
+- IR variables are only assigned in place when the name owns them: a loop variable, an inline
+  helper's parameter (the caller's variable) and a tensor alias are never overwritten;
+  rebinding one makes a new IR variable, and one reassigned inside a real loop or branch is
+  first copied into a variable of its own (``materialize``). Tensor variables copied that way
+  are run-time handles (``handles``); other tensor names are compile-time aliases.
+- Loop variables get an IR name of their own when the name is already visible, so a nested
+  loop or a helper's loop never captures an enclosing loop's variable.
+- Every error is a DSLError at the user's file:line that says what to write instead; errors
+  raised by compile-time Python (``a.shape[2]``, ``math.sqrt(-1.0)``) are reported the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from typing import Any
 from tilescope.errors import DSLError, SourceLoc, UnsupportedSyntaxError, VerifyError
 from tilescope.ir import typing as rules
 from tilescope.ir.affine import affine
+from tilescope.ir.analysis import uses
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
@@ -168,6 +177,9 @@ class _Frame:
     namespace: dict[str, Any]
     scopes: list[dict[str, Any]] = field(default_factory=lambda: [{}])
     returned: Any = None
+    # Parameters of an inlined helper still bound to the caller's values: assigning one binds
+    # a new variable of the helper instead of overwriting the caller's.
+    borrowed: set[str] = field(default_factory=set)
 
 
 class _Lowering:
@@ -181,6 +193,8 @@ class _Lowering:
         self.kernels: dict[str, Kernel] = {}
         self.kernel_ir = kernel_ir
         self.inline_depth = 0
+        self.loop_vars: set[str] = set()  # IR names of the loop variables of enclosing loops
+        self.handles: set[str] = set()  # IR names of run-time tensor handles (orchestrations)
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -238,6 +252,16 @@ class _Lowering:
             i += 1
         return f"{name}_{i}"
 
+    def _owns(self, name: str, scope: dict[str, Any], v: Var) -> bool:
+        """Whether assigning ``name`` may overwrite the IR variable ``v`` it is bound to in
+        ``scope``: not a loop variable, a caller's variable seen through a helper's parameter,
+        nor a tensor that is not a run-time handle (an alias of a parameter or a new tensor)."""
+        if v.name in self.loop_vars:
+            return False
+        if scope is self.frame.scopes[0] and name in self.frame.borrowed:
+            return False
+        return not isinstance(v.type, TensorType) or v.name in self.handles
+
     def assign(self, name: str, value: Any, node: ast.AST) -> None:
         loc = self.loc(node)
         if name in self.params and self.inline_depth == 0:
@@ -250,7 +274,7 @@ class _Lowering:
         existing = scope[name] if scope is not None else None
         if value is None:
             raise DSLError(f"the value assigned to {name!r} has no value (did you assign ts.store?)", loc)
-        if isinstance(existing, Var) and not isinstance(existing.type, TensorType | TaskType):
+        if isinstance(existing, Var) and self._owns(name, scope, existing):
             if not is_ir(value):
                 value = self.as_expr(value, node, like=existing.type)
             if value.type == existing.type:
@@ -262,11 +286,13 @@ class _Lowering:
                     loc,
                     "a value carried across iterations must keep its shape and dtype; use a new name",
                 )
+        if scope is self.frame.scopes[0]:
+            self.frame.borrowed.discard(name)
         if not is_ir(value):
             self.frame.scopes[-1][name] = value
             return
-        if isinstance(value, Var) and isinstance(value.type, TensorType):
-            self.frame.scopes[-1][name] = value  # a tensor alias
+        if isinstance(value, Var) and isinstance(value.type, TensorType) and value.name not in self.handles:
+            self.frame.scopes[-1][name] = value  # an alias of a tensor that is never reassigned
             return
         if isinstance(value, Slice):
             raise DSLError(
@@ -274,27 +300,95 @@ class _Lowering:
                 loc,
                 "write the slice directly in the kernel call",
             )
+        self.frame.scopes[-1][name] = self.new_var(name, value, loc)
+
+    def new_var(self, name: str, value: Any, loc: SourceLoc) -> Var:
+        """Assign ``value`` to a new IR variable named after ``name``."""
+        if isinstance(value.type, TensorType) and self.mode == "kernel":
+            raise DSLError(
+                f"{name!r} names a tensor parameter and is reassigned in a loop; kernels have no "
+                "tensor variables",
+                loc,
+                "use the tensor parameters themselves in ts.load / ts.store",
+            )
         cpp = self._fresh(name)
         self.emit(Assign(cpp, value, loc))
-        self.frame.scopes[-1][name] = Var(cpp, value.type, loc)
+        if isinstance(value.type, TensorType):
+            self.handles.add(cpp)  # a copy of a handle, or a tensor a loop/branch reassigns
+        return Var(cpp, value.type, loc)
 
-    def materialize(self, body: list[ast.stmt], node: ast.AST) -> None:
-        """Give compile-time variables reassigned in a real loop/branch an IR variable."""
-        for name in sorted(_assigned_names(body)):
+    def assign_many(self, names: list[str], values: list[Any], node: ast.AST) -> None:
+        """``a, b = x, y``: every value is taken before any name is assigned. A value that reads
+        a variable an earlier name overwrites is copied into a temporary first (and so is every
+        task submitted before it, to keep the submission order)."""
+        loc = self.loc(node)
+        overwritten: list[set[str]] = []  # IR variables assigned in place by names[:j]
+        seen: set[str] = set()
+        for n in names:
+            overwritten.append(set(seen))
+            scope = self._binding_scope(n)
+            if scope is not None and isinstance(scope[n], Var) and self._owns(n, scope, scope[n]):
+                seen.add(scope[n].name)
+        copy = [
+            is_ir(v) and not isinstance(v, Slice) and bool(uses(v) & before)
+            for v, before in zip(values, overwritten)
+        ]
+        last = max((j for j, c in enumerate(copy) if c), default=-1)
+        for j in range(last):
+            copy[j] = copy[j] or isinstance(values[j], Submit)
+        taken = [self.new_var(n, v, loc) if c else v for n, v, c in zip(names, values, copy)]
+        for n, v in zip(names, taken):
+            self.assign(n, v, node)
+
+    def materialize(self, body: list[ast.stmt], node: ast.AST, skip: str | None = None) -> None:
+        """Before a real loop/branch: give every name it reassigns a variable it owns. A
+        compile-time number becomes an IR variable (so loop-carried values are real); a loop
+        variable, a helper's parameter or a tensor alias is copied into a new variable."""
+        loc = self.loc(node)
+        for name in sorted(_assigned_names(body) - {skip}):
             scope = self._binding_scope(name)
-            if scope is None:
-                continue
+            if scope is None or (
+                self.inline_depth == 0 and name in self.params and scope is self.frame.scopes[0]
+            ):
+                continue  # new here, or a parameter (assigning it is an error)
             v = scope[name]
             if _is_number(v):
                 expr = self.as_expr(v, node)
                 cpp = self._fresh(name)
-                self.emit(Assign(cpp, expr, self.loc(node)))
-                scope[name] = Var(cpp, expr.type, self.loc(node))
+                self.emit(Assign(cpp, expr, loc))
+                scope[name] = Var(cpp, expr.type, loc)
+            elif isinstance(v, Var) and not self._owns(name, scope, v):
+                scope[name] = self.new_var(name, v, loc)
+            else:
+                continue
+            if scope is self.frame.scopes[0]:
+                self.frame.borrowed.discard(name)
+
+    def fold(self, node: ast.AST, fn: Callable, *args: Any) -> Any:
+        """``fn(*args)`` on compile-time values; a Python error is a DSLError at ``node``."""
+        try:
+            return fn(*args)
+        except DSLError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure of compile-time Python is the user's
+            raise self.fold_error(node, e) from None
+
+    def fold_error(self, node: ast.AST, e: Exception) -> DSLError:
+        if isinstance(e, ZeroDivisionError):
+            return VerifyError(
+                f"division by zero in the compile-time expression {ast.unparse(node)}", self.loc(node)
+            )
+        return DSLError(
+            f"cannot evaluate {ast.unparse(node)} at compile time: {type(e).__name__}: {e}",
+            self.loc(node),
+            "this expression runs in Python while the program is compiled",
+        )
 
     # -- conversions ---------------------------------------------------------------------------
 
-    def as_expr(self, v: Any, node: ast.AST, like: Any = None) -> Any:
-        """A Python number as an IR constant (typed like ``like`` when given)."""
+    def as_expr(self, v: Any, node: ast.AST, like: Any = None, what: str | None = None) -> Any:
+        """A Python number as an IR constant (typed like ``like`` when given; ``what`` names
+        the value in errors)."""
         if is_ir(v):
             return v
         loc = self.loc(node)
@@ -303,7 +397,9 @@ class _Lowering:
         if isinstance(like, ScalarType):
             if like.dtype.is_int and not float(v).is_integer():
                 raise VerifyError(f"{v!r} is not an integer for a {like}", loc)
-            return Const(int(v) if not like.dtype.is_float else float(v), like, loc)
+            value = int(v) if not like.dtype.is_float else float(v)
+            rules.check_literal(value, like.dtype, what or f"a {like} value", loc)
+            return Const(value, like, loc)
         if isinstance(v, int):
             return Const(v, INDEX, loc)
         if isinstance(v, float):
@@ -350,8 +446,7 @@ class _Lowering:
                 v = self.expr(value)
                 if not isinstance(v, tuple | list) or len(v) != len(elts):
                     raise self.error(node, f"cannot unpack {v!r} into {len(elts)} names")
-                for e, x in zip(elts, v):
-                    self.assign(e.id, x, node)
+                self.assign_many([e.id for e in elts], list(v), node)
             case ast.Assign():
                 raise self.error(
                     node, "only 'name = value' assignments are supported", "assign one name at a time"
@@ -443,19 +538,26 @@ class _Lowering:
             )
         start_e = self.index(start, it, "ts.range start")
         stop_e = self.index(stop, it, "ts.range stop")
-        self.materialize(node.body, node)
+        name = node.target.id
+        self.materialize(node.body, node, skip=name)
+        # NOTE: a loop variable whose name is already visible (an enclosing loop's, or the
+        # caller's seen from a helper) gets a new IR name, so the IR never shadows a variable.
+        var = self._fresh(name)
         self.blocks.append([])
-        var = node.target.id
-        self.frame.scopes.append({var: Var(var, INDEX, self.loc(node))})
-        self.body(node.body)
-        self.frame.scopes.pop()
+        self.frame.scopes.append({name: Var(var, INDEX, self.loc(node))})
+        self.loop_vars.add(var)
+        try:
+            self.body(node.body)
+        finally:
+            self.loop_vars.discard(var)
+            self.frame.scopes.pop()
         body = tuple(self.blocks.pop())
         self.emit(For(var, start_e, stop_e, Const(step, INDEX), body, self.loc(node)))
 
     def if_stmt(self, node: ast.If) -> None:
         cond = self.expr(node.test)
         if not is_ir(cond):
-            self.body(node.body if cond else node.orelse)
+            self.body(node.body if self.fold(node.test, bool, cond) else node.orelse)
             return
         if self.mode == "kernel" or not (isinstance(cond.type, ScalarType) and cond.type.dtype == dt.bool_):
             raise self.error(
@@ -505,14 +607,14 @@ class _Lowering:
                         "'and'/'or' need compile-time values",
                         "use ts.logical_and / ts.logical_or on bool tiles",
                     )
-                return all(vals) if isinstance(op, ast.And) else any(vals)
+                return self.fold(node, all if isinstance(op, ast.And) else any, vals)
             case ast.IfExp(test=t, body=b, orelse=o):
                 cond = self.expr(t)
                 if is_ir(cond):
                     raise self.error(
                         node, "'x if c else y' needs a compile-time condition", "use ts.where(c, x, y)"
                     )
-                return self.expr(b if cond else o)
+                return self.expr(b if self.fold(t, bool, cond) else o)
             case ast.Call():
                 return self.call(node)
             case ast.Subscript(value=base, slice=sl):
@@ -548,6 +650,8 @@ class _Lowering:
             return getattr(base, attr)
         except AttributeError:
             raise DSLError(f"{base!r} has no attribute {attr!r}", self.loc(node)) from None
+        except Exception as e:  # noqa: BLE001 - a property of a compile-time object failed
+            raise self.fold_error(node, e) from None
 
     def binop(self, op: ast.operator | str, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         if isinstance(op, str):
@@ -562,10 +666,7 @@ class _Lowering:
         if not is_ir(lhs) and not is_ir(rhs):
             if fold is None or not (_is_number(lhs) and _is_number(rhs)):
                 raise self.error(node, f"cannot apply {name} to {lhs!r} and {rhs!r}")
-            try:
-                return fold(lhs, rhs)
-            except ZeroDivisionError:
-                raise VerifyError("division by zero in a compile-time expression", self.loc(node)) from None
+            return self.fold(node, fold, lhs, rhs)
         loc = self.loc(node)
         lhs, rhs = self.operands(lhs, rhs, node)
         return BinOp(name, lhs, rhs, rules.binop_type(name, lhs, rhs, loc), loc)
@@ -581,7 +682,7 @@ class _Lowering:
             raise self.error(node, f"comparison {type(op).__name__} is not supported", "use == != < <= > >=")
         name, fold = _AST_CMPOPS[type(op)]
         if not is_ir(lhs) and not is_ir(rhs):
-            return fold(lhs, rhs)
+            return self.fold(node, fold, lhs, rhs)
         loc = self.loc(node)
         lhs, rhs = self.operands(lhs, rhs, node)
         return BinOp(name, lhs, rhs, rules.binop_type(name, lhs, rhs, loc), loc)
@@ -590,11 +691,11 @@ class _Lowering:
         if not is_ir(v):
             match op:
                 case ast.USub():
-                    return -v
+                    return self.fold(node, operator.neg, v)
                 case ast.UAdd():
-                    return +v
+                    return self.fold(node, operator.pos, v)
                 case ast.Not():
-                    return not v
+                    return self.fold(node, operator.not_, v)
             raise self.error(node, f"operator {type(op).__name__} is not supported")
         match op:
             case ast.USub():
@@ -623,7 +724,7 @@ class _Lowering:
             i = self.expr(sl)
             if not isinstance(i, int):
                 raise self.error(node, "compile-time lists are indexed with compile-time ints")
-            return base[i]
+            return self.fold(node, operator.getitem, base, i)
         if isinstance(base, Var) and isinstance(base.type, TensorType):
             if self.mode != "orch":
                 raise self.error(
@@ -713,7 +814,7 @@ class _Lowering:
                     f"{func.__name__}() works on compile-time values only",
                     "use ts.maximum / ts.minimum on tiles",
                 )
-            return func(*args)
+            return self.fold(node, func, *args)
         if func is builtins.range:
             raise self.error(node, "Python's range() is not supported", "use ts.range(...): a real loop")
         if isinstance(func, type(math.sqrt)) and getattr(func, "__module__", None) == "math":
@@ -722,7 +823,7 @@ class _Lowering:
                 raise self.error(
                     node, f"math.{func.__name__} works on compile-time values only", "use the ts.* op"
                 )
-            return func(*args)
+            return self.fold(node, func, *args)
         name = ast.unparse(node.func)
         raise self.error(
             node,
@@ -813,7 +914,7 @@ class _Lowering:
             if not isinstance(value.type, ScalarType | IndexType):
                 raise VerifyError(f"ts.full value must be a scalar, got {value.type}", loc)
         else:
-            value = self.as_expr(value, node, like=ScalarType(dtype))
+            value = self.as_expr(value, node, like=ScalarType(dtype), what="ts.full value")
         return Full(value, tile, loc)
 
     def op_zeros(self, node: ast.Call) -> Full:
@@ -954,7 +1055,7 @@ class _Lowering:
         where = f"kernel {kernel.name} parameter {p.name!r}"
         if p.direction is Direction.SCALAR:
             if _is_number(a):
-                return self.as_expr(a, node, like=p.type)
+                return self.as_expr(a, node, like=p.type, what=where)
             if is_ir(a) and isinstance(a.type, ScalarType | IndexType):
                 if isinstance(a.type, ScalarType) and a.type.dtype != p.type.dtype:
                     raise VerifyError(
@@ -1003,7 +1104,7 @@ class _Lowering:
                 values[n] = self.expr(defaults[n])
         if len(self.frames) > 32:
             raise self.error(node, f"@ts.inline helpers nest too deeply (recursion in {ifn.__name__}?)")
-        self.frames.append(_Frame(src.tree.name, src.file, src.namespace, [values]))
+        self.frames.append(_Frame(src.tree.name, src.file, src.namespace, [values], borrowed=set(values)))
         self.inline_depth += 1
         try:
             self.body(src.tree.body)

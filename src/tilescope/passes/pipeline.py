@@ -2,7 +2,8 @@
 
 - FoldConstants: fold constant index/scalar arithmetic and index identities (x + 0, x * 1).
 - FuseMatmulAccumulate: ``acc = acc + ts.matmul(a, b)`` -> ``acc = ts.matmul(a, b, acc=acc)``,
-  which accumulates in place instead of building a temporary.
+  which accumulates in place instead of building a temporary; not when ``a`` or ``b`` reads
+  ``acc`` (accumulating in place would change ``acc`` while the product reads it).
 - EliminateDeadCode: drop kernel assignments whose value is never used.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 
-from tilescope.ir.analysis import live_before
+from tilescope.ir.analysis import live_before, uses
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
@@ -73,6 +74,7 @@ def _fuse_acc(s: Stmt) -> Stmt:
                 and isinstance(mm, MatMul)
                 and mm.acc is None
                 and acc.type == mm.type
+                and acc.name not in uses(mm.lhs) | uses(mm.rhs)
             ):
                 return dataclasses.replace(s, value=dataclasses.replace(mm, acc=acc, loc=s.value.loc))
     if isinstance(s, For):

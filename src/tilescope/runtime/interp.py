@@ -4,15 +4,21 @@ Invariants:
 - It runs the same IR the C++ is generated from (the final IR of a build), one task at a
   time in submission order — a valid schedule of every dependency.
 - Tiles are torch tensors of their dtype, so each op rounds like torch eager; scalars adopt
-  the tile's dtype as in the tile library.
+  the tile's dtype as in the tile library. bf16/f16 scalars (and their literals) are rounded
+  after every op, as the generated C++ converts them.
 - ``float64=True`` computes every float tile in float64 and casts only when storing, giving
   a reference free of intermediate rounding for precision work.
+- Variables live in one environment per function; a loop variable is scoped to its loop as
+  in the C++ (``for (int64_t i = ...)``): a variable of the same name outside is restored.
+- float -> integer casts round and saturate in float64 like the tile library: exact at .5
+  and clamped to the integer range (NaN -> 0) instead of torch's undefined overflow.
 - Region shape mismatches and out-of-bounds regions raise RuntimeFailure naming the task,
   kernel and argument, as the sim runtime does.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -122,9 +128,15 @@ class _Interp:
                 case Assign(target=t, value=v):
                     env[t] = self.expr(v, env)
                 case For(var=var, start=a, stop=b, step=c, body=inner):
+                    missing = object()
+                    outer = env.get(var, missing)
                     for i in range(self.expr(a, env), self.expr(b, env), self.expr(c, env)):
                         env[var] = i
                         self.body(inner, env)
+                    if outer is missing:
+                        env.pop(var, None)
+                    else:
+                        env[var] = outer
                 case _:
                     self.stmt(s, env)
 
@@ -133,6 +145,8 @@ class _Interp:
 
     def expr(self, e: Expr, env: dict[str, Any]) -> Any:
         match e:
+            case Const(value=v, type=ScalarType(dtype=d)) if d in (dt.bf16, dt.f16):
+                return _round_scalar(v, d, self.float64)  # as the C++ converts the literal
             case Const(value=v):
                 return v
             case Var(name=n):
@@ -211,16 +225,32 @@ class _KernelInterp(_Interp):
         if to.is_float:
             return x.to(self.tile_dtype(to))
         if x.is_floating_point() and to != dt.bool_:
-            x = {
-                "rint": torch.round,
-                "round": lambda v: torch.sign(v) * torch.floor(torch.abs(v) + 0.5),
-                "floor": torch.floor,
-                "ceil": torch.ceil,
-                "trunc": torch.trunc,
-            }[mode](x)
-            info = torch.iinfo(to.torch)
-            x = torch.nan_to_num(x, nan=0.0).clamp(info.min, info.max)
+            return _float_to_int(x, to, mode)
         return x.to(to.torch)
+
+
+def _float_to_int(x: torch.Tensor, to: dt.DType, mode: str) -> torch.Tensor:
+    """Round with ``mode`` and saturate to ``to``'s range, as the tile library's cast does.
+
+    NOTE: done in float64, where every float32/bf16/f16 value, ``x + 0.5`` and the integer
+    bounds up to 2**53 are exact: in the input dtype ``0.49999997 + 0.5`` rounds up to 1 and
+    int32's max rounds to 2**31, which then overflows.
+    """
+    v = x.to(torch.float64)
+    v = {
+        "rint": torch.round,
+        "round": lambda t: torch.sign(t) * torch.floor(torch.abs(t) + 0.5),
+        "floor": torch.floor,
+        "ceil": torch.ceil,
+        "trunc": torch.trunc,
+    }[mode](v)
+    info = torch.iinfo(to.torch)
+    limit = float(info.max) + 1.0  # 2**(bits-1) or 2**bits: exact in float64
+    v = torch.nan_to_num(v, nan=0.0, posinf=limit, neginf=float(info.min))
+    too_big = v >= limit
+    # the largest float64 below ``limit`` truncates to info.max (2**63 - 1 is not a float64)
+    out = v.clamp(float(info.min), math.nextafter(limit, 0.0)).to(to.torch)
+    return torch.where(too_big, torch.tensor(info.max, dtype=to.torch), out)
 
 
 def _store_sizes(view: torch.Tensor, tile: torch.Tensor) -> tuple[int, ...]:
