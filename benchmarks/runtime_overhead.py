@@ -1,4 +1,5 @@
-"""Runtime overhead per task: empty tasks through the C++ runtime vs a Python loop of ctypes calls.
+"""Runtime overhead: per task (empty tasks through the C++ runtime vs a Python loop of ctypes
+calls) and per run (an empty graph).
 
 Three measurements, each the median of ``repeat`` runs of ``n`` calls to the same no-op kernel:
 
@@ -7,6 +8,15 @@ Three measurements, each the median of ``repeat`` runs of ``n`` calls to the sam
 - ``fanout``: every task writes its own row of an [n, 16] intermediate (no edges; the tensor map
   holds n disjoint entries).
 - ``python_loop``: a plain Python loop calling the compiled kernel through ctypes n times.
+
+and the fixed cost of one run, the median over ``runs`` calls of ``core.run_graph`` (as the
+Python caller sees it):
+
+- ``empty``: an orchestration that submits nothing.
+- ``tiny``: 8 no-op tasks writing disjoint rows (no edges).
+
+Workers are reused between runs (``core.runtime_pool()``), so these measure the hand-off to
+parked workers, not thread start-up; the first run, which starts them, is not counted.
 
 Run as a script to print a table: ``python benchmarks/runtime_overhead.py [--n 100000]``.
 """
@@ -60,9 +70,28 @@ extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_a
 }
 """
 
+EMPTY = """
+#include <tilescope/abi.h>
+extern "C" int orchestration_entry(const ts_orch_api *, void *, const ts_arg *, int32_t) { return 0; }
+"""
+
+TINY = """
+#include <tilescope/orchestration.hpp>
+extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_arg *args, int32_t nargs) {
+    ts::Orchestrator orch(api, ctx, args, nargs);
+    ts::TensorHandle rows = orch.create_tensor(TS_F32, {8, 16});
+    for (int64_t i = 0; i < 8; ++i) {
+        ts::Task t = orch.task(0, "noop");
+        t.add_output(rows.slice({{i, i + 1}, {0, 16}}), {1, 16});
+        orch.submit(t);
+    }
+    return orch.status();
+}
+"""
+
 
 def _build(workdir: Path) -> dict[str, core.EntryPoint]:
-    sources = {"noop": NOOP_KERNEL, "chain": CHAIN, "fanout": FANOUT}
+    sources = {"noop": NOOP_KERNEL, "chain": CHAIN, "fanout": FANOUT, "empty": EMPTY, "tiny": TINY}
     jobs = []
     for name, text in sources.items():
         src = workdir / f"{name}.cpp"
@@ -92,6 +121,18 @@ def _time_graph(
     return elapsed, report.num_workers
 
 
+def _time_runs(entries: dict[str, core.EntryPoint], orch: str, runs: int, num_workers: int) -> float:
+    """Median seconds of one ``run_graph`` call of a small graph (after one warm-up run)."""
+    args = (entries[orch].address, [entries["noop"].address], ["noop"], [])
+    core.run_graph(*args, num_workers=num_workers)
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        core.run_graph(*args, num_workers=num_workers)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 def _time_python_loop(kernel: core.EntryPoint, n: int) -> float:
     fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(core.TsArg))(kernel.address)
     state = (ctypes.c_float * 16)()
@@ -108,11 +149,12 @@ def _time_python_loop(kernel: core.EntryPoint, n: int) -> float:
     return time.perf_counter() - started
 
 
-def measure(n: int = 100_000, num_workers: int = 0, repeat: int = 3) -> dict:
-    """Microseconds per task (per call for the Python loop), median of ``repeat`` runs.
+def measure(n: int = 100_000, num_workers: int = 0, repeat: int = 3, runs: int = 1000) -> dict:
+    """Microseconds per task (per call for the Python loop), median of ``repeat`` runs, and
+    microseconds per small run, median of ``runs`` runs.
 
     Returns a dict with ``n``, ``num_workers`` (as resolved), ``cpus`` and ``chain_us``,
-    ``fanout_us``, ``python_loop_us``.
+    ``fanout_us``, ``python_loop_us``, ``empty_run_us``, ``tiny_run_us``.
     """
     core.load_core()
     with tempfile.TemporaryDirectory(prefix="tilescope-bench-") as tmp:
@@ -120,6 +162,8 @@ def measure(n: int = 100_000, num_workers: int = 0, repeat: int = 3) -> dict:
         chain = [_time_graph(entries, "chain", n, num_workers) for _ in range(repeat)]
         fanout = [_time_graph(entries, "fanout", n, num_workers) for _ in range(repeat)]
         loop = [_time_python_loop(entries["noop"], n) for _ in range(repeat)]
+        empty = _time_runs(entries, "empty", runs, num_workers)
+        tiny = _time_runs(entries, "tiny", runs, num_workers)
     return {
         "n": n,
         "num_workers": chain[0][1],
@@ -127,6 +171,8 @@ def measure(n: int = 100_000, num_workers: int = 0, repeat: int = 3) -> dict:
         "chain_us": statistics.median(t for t, _ in chain) / n * 1e6,
         "fanout_us": statistics.median(t for t, _ in fanout) / n * 1e6,
         "python_loop_us": statistics.median(loop) / n * 1e6,
+        "empty_run_us": empty * 1e6,
+        "tiny_run_us": tiny * 1e6,
     }
 
 
@@ -135,13 +181,17 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000, help="tasks per graph (default 100000)")
     parser.add_argument("--workers", type=int, default=0, help="worker threads (0 = all hardware threads)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is kept")
+    parser.add_argument("--runs", type=int, default=1000, help="runs of the small graphs; the median is kept")
     args = parser.parse_args()
-    r = measure(args.n, args.workers, args.repeat)
+    r = measure(args.n, args.workers, args.repeat, args.runs)
     print(f"{r['n']} empty tasks, {r['num_workers']} workers, {r['cpus']} CPUs")
     print(f"{'graph':<28}{'us/task':>10}")
     print(f"{'chain (INOUT, 1 RAW each)':<28}{r['chain_us']:>10.2f}")
     print(f"{'fan-out (disjoint writes)':<28}{r['fanout_us']:>10.2f}")
     print(f"{'python loop via ctypes':<28}{r['python_loop_us']:>10.2f}")
+    print(f"{'graph':<28}{'us/run':>10}")
+    print(f"{'empty (no task)':<28}{r['empty_run_us']:>10.1f}")
+    print(f"{'tiny (8 no-op tasks)':<28}{r['tiny_run_us']:>10.1f}")
 
 
 if __name__ == "__main__":

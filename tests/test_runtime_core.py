@@ -1,9 +1,14 @@
 """Runtime core: dependency inference (RAW/WAW/WAR on boxes), explicit deps, scheduling order,
-errors, intermediate tensors and GIL release, through hand-written C++ orchestrations."""
+errors, intermediate tensors, GIL release and reused runtimes (clean state between runs, pools,
+threads, process exit and fork), through hand-written C++ orchestrations."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -606,3 +611,316 @@ def test_arguments_are_validated_in_python(libs):
     arg = tensor_arg(torch.zeros(6, 8)[2:5, 1:3], Direction.IN)
     t = arg.u.t
     assert (t.ndim, list(t.shape[:2]), list(t.strides[:2]), t.offset, t.dtype) == (2, [3, 2], [8, 1], 17, 0)
+
+
+# --- Reused runtimes: workers outlive a run, nothing else does. ---
+
+OVERLAP_EDGES = sorted(
+    [
+        T(0, 1, 0, "RAW"),
+        T(0, 2, 0, "WAW"),
+        T(1, 2, 0, "WAR"),
+        T(0, 5, 0, "WAW"),
+        T(1, 5, 0, "WAR"),
+        T(2, 5, 0, "WAW"),
+        T(3, 5, 0, "WAR"),
+        T(4, 5, 0, "WAW"),
+        T(5, 6, 0, "RAW"),
+    ]
+)
+COLUMNS_EDGES = sorted(
+    [
+        T(0, 2, 0, "RAW"),
+        T(1, 2, 0, "RAW"),
+        T(0, 3, 0, "RAW"),
+        T(0, 4, 0, "WAW"),
+        T(1, 4, 0, "WAW"),
+        T(2, 4, 0, "WAR"),
+        T(3, 4, 0, "WAR"),
+    ]
+)
+
+
+def run_on(
+    runtime: core.Runtime, libs, orch: str, kernels: list[str], args: list, **kwargs
+) -> core.RunReport:
+    return runtime.run(
+        libs[f"o_{orch}"].address, [libs[f"k_{k}"].address for k in kernels], kernels, args, **kwargs
+    )
+
+
+def check_clean_overlap(report: core.RunReport, num_workers: int) -> None:
+    """The report of the "overlap" program holds that run's records and nothing else."""
+    assert (report.status, report.error, report.num_tasks, report.num_dependencies) == (0, "", 7, 9)
+    assert edges_of(report) == OVERLAP_EDGES
+    assert [t.name for t in report.tasks] == ["w0", "r1", "w2", "r3", "rw4", "w5", "r6"]
+    assert [t.task_id for t in report.tasks] == list(range(7))
+    assert all(0 <= t.worker < num_workers for t in report.tasks)
+    assert report.dump_tags == []
+    assert report.num_workers == num_workers
+
+
+def test_a_failed_run_leaves_nothing_behind_on_its_runtime(libs):
+    with core.Runtime(2) as runtime:
+        x = torch.zeros(8, 8)
+        y = torch.full((4, 8), -5, dtype=torch.int64)
+        inter_args = [
+            tensor_arg(torch.arange(16, dtype=torch.int64).reshape(4, 4), Direction.IN),
+            tensor_arg(y, Direction.OUT),
+            scalar_arg(3.0, dtypes.f32),
+        ]
+        first = run_on(runtime, libs, "intermediate", ["copy_add"], inter_args, record_edges=True)
+        assert len(first.dump_tags) == 1
+        with pytest.raises(RuntimeFailure, match="func_id 3 is out of range"):
+            run_on(
+                runtime,
+                libs,
+                "bad_func_id",
+                ["noop"],
+                [tensor_arg(x, Direction.INOUT)],
+                record_edges=True,
+                record_tasks=True,
+            )
+        with pytest.raises(RuntimeFailure, match="plan file is corrupt"):
+            run_on(runtime, libs, "throws", ["noop"], [tensor_arg(x, Direction.INOUT)], record_tasks=True)
+
+        # Same buffer as the failed runs: a leaked tensor map would add edges from their tasks.
+        report = run_on(
+            runtime,
+            libs,
+            "overlap",
+            ["noop"],
+            [tensor_arg(x, Direction.INOUT)],
+            record_edges=True,
+            record_tasks=True,
+        )
+        check_clean_overlap(report, 2)
+
+        # Intermediates are fresh and zero-filled again; ids, edges and dump tags start over.
+        y.fill_(-5)
+        again = run_on(runtime, libs, "intermediate", ["copy_add"], inter_args, record_edges=True)
+        assert torch.equal(y[:, 4:], torch.zeros(4, 4, dtype=torch.int64))
+        assert again.edges == [EdgeRecord(0, 1, 0, "RAW", "tensormap")]
+        assert [(t.first_task, t.shape) for t in again.dump_tags] == [(2, (2, 8))]
+        assert again.num_tasks == 2 and again.error == ""
+
+
+def test_two_programs_alternately_on_one_runtime(libs):
+    rng = random.Random(99)
+    plan = make_plan(rng, 300)
+    init = [np.arange(64 * 64, dtype=np.int64).reshape(64, 64) % 97, np.zeros((64, 64), np.int64)]
+    expected = [b.copy() for b in init]
+    sequential_reference(plan, expected)
+    x = torch.zeros(8, 8)
+    with core.Runtime(3) as runtime:
+        for i in range(60):
+            report = run_on(
+                runtime,
+                libs,
+                "overlap",
+                ["noop"],
+                [tensor_arg(x, Direction.INOUT)],
+                record_edges=True,
+                record_tasks=True,
+            )
+            check_clean_overlap(report, 3)
+            report = run_on(
+                runtime,
+                libs,
+                "columns",
+                ["noop"],
+                [tensor_arg(x, Direction.INOUT)],
+                record_edges=True,
+                record_tasks=i % 2 == 0,
+            )
+            assert edges_of(report) == COLUMNS_EDGES and report.num_tasks == 5
+            assert [t.name for t in report.tasks] == (
+                ["left", "right", "middle", "left_again", "top"] if i % 2 == 0 else []
+            )
+            if i % 10 == 0:
+                ids = torch.zeros(3, dtype=torch.int64)
+                with pytest.raises(RuntimeFailure, match="is out of bounds"):
+                    run_on(
+                        runtime,
+                        libs,
+                        "oob_slice",
+                        ["noop"],
+                        [tensor_arg(x, Direction.INOUT), tensor_arg(ids, Direction.OUT)],
+                    )
+                bufs = [torch.from_numpy(b.copy()) for b in init]
+                args = [tensor_arg(bufs[0], Direction.INOUT), tensor_arg(bufs[1], Direction.INOUT)]
+                args.append(tensor_arg(torch.from_numpy(plan), Direction.IN))
+                report = run_on(runtime, libs, "plan", ["affine", "copy_add"], args, record_tasks=True)
+                assert all(np.array_equal(g.numpy(), e) for g, e in zip(bufs, expected))
+                assert {t.worker for t in report.tasks} <= {0, 1, 2}
+
+
+def test_run_graph_reuses_pooled_runtimes(libs, monkeypatch):
+    pool = core.RuntimePool(max_idle=2)
+    monkeypatch.setattr(core, "_runtimes", pool)
+    created: list[core.Runtime] = []
+
+    class CountingRuntime(core.Runtime):
+        def __init__(self, num_workers: int = 0) -> None:
+            super().__init__(num_workers)
+            created.append(self)
+
+    monkeypatch.setattr(core, "Runtime", CountingRuntime)
+    x = torch.zeros(8, 8)
+    for _ in range(3):
+        check_clean_overlap(
+            run(
+                libs,
+                "overlap",
+                ["noop"],
+                [tensor_arg(x, Direction.INOUT)],
+                num_workers=3,
+                record_edges=True,
+                record_tasks=True,
+            ),
+            3,
+        )
+    assert len(created) == 1 and pool.idle_workers() == [3]
+    with pytest.raises(RuntimeFailure):
+        run(libs, "returns_nonzero", ["noop"], [], num_workers=3)
+    assert len(created) == 1 and pool.idle_workers() == [3]  # a failed run gives its runtime back
+
+    run(libs, "overlap", ["noop"], [tensor_arg(x, Direction.INOUT)], num_workers=1)
+    run(libs, "overlap", ["noop"], [tensor_arg(x, Direction.INOUT)], num_workers=0)
+    assert [r.requested_workers for r in created] == [3, 1, 0]
+    assert pool.idle_workers() == [1, 0]  # the least recently used one was closed
+    assert created[0].closed and not created[1].closed
+    pool.close()
+    assert all(r.closed for r in created) and pool.idle_workers() == []
+    run(libs, "overlap", ["noop"], [tensor_arg(x, Direction.INOUT)], num_workers=1)
+    assert created[-1].closed  # a closed pool closes what it is given back
+
+
+def test_concurrent_runs_get_separate_runtimes_or_wait(libs):
+    """Threads calling run_graph (pooled runtimes) and threads sharing one Runtime all get
+    correct results."""
+    rng = random.Random(5)
+    plan = make_plan(rng, 400)
+    init = [np.arange(64 * 64, dtype=np.int64).reshape(64, 64) % 89, np.ones((64, 64), np.int64)]
+    expected = [b.copy() for b in init]
+    sequential_reference(plan, expected)
+    errors: list[str] = []
+
+    def worker(shared: core.Runtime | None) -> None:
+        for _ in range(8):
+            bufs = [torch.from_numpy(b.copy()) for b in init]
+            args = [tensor_arg(bufs[0], Direction.INOUT), tensor_arg(bufs[1], Direction.INOUT)]
+            args.append(tensor_arg(torch.from_numpy(plan), Direction.IN))
+            try:
+                if shared is None:
+                    report = run(libs, "plan", ["affine", "copy_add"], args, num_workers=2, record_tasks=True)
+                else:
+                    report = run_on(shared, libs, "plan", ["affine", "copy_add"], args, record_tasks=True)
+            except RuntimeFailure as e:  # pragma: no cover - reported below
+                errors.append(str(e))
+                continue
+            if not all(np.array_equal(g.numpy(), e) for g, e in zip(bufs, expected)):
+                errors.append("results differ from the sequential reference")
+            if report.num_tasks != 400 or not {t.worker for t in report.tasks} <= {0, 1}:
+                errors.append(f"bad report: {report.num_tasks} tasks")
+
+    with core.Runtime(2) as shared:
+        threads = [threading.Thread(target=worker, args=(shared if i % 2 else None,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert len(core.runtime_pool().idle_workers()) <= core.MAX_IDLE_RUNTIMES
+    with pytest.raises(RuntimeFailure, match="this runtime is closed"):
+        run_on(shared, libs, "returns_nonzero", ["noop"], [])
+
+
+def test_the_c_api_without_a_pool(libs):
+    """ts_run (a runtime of its own per call) still works; ts_runtime_run checks the worker count."""
+    lib = core.load_core()
+    x = torch.zeros(8, 8)
+    kernels = (core.ctypes.c_void_p * 1)(libs["k_noop"].address)
+    names = (core.ctypes.c_char_p * 1)(b"noop")
+    args = (core.TsArg * 1)(tensor_arg(x, Direction.INOUT))
+    config = core.TsRunConfig(2, 1, 1)
+    handle = lib.ts_run(core.ctypes.byref(config), libs["o_overlap"].address, kernels, names, 1, args, 1)
+    try:
+        check_clean_overlap(core._collect(lib, handle, True), 2)
+    finally:
+        lib.ts_run_free(handle)
+
+    runtime = lib.ts_runtime_create(3)
+    try:
+        assert lib.ts_runtime_num_workers(runtime) == 3
+        handle = lib.ts_runtime_run(
+            runtime, core.ctypes.byref(config), libs["o_overlap"].address, kernels, names, 1, args, 1
+        )
+        try:
+            assert lib.ts_run_status(handle) == 1
+            assert (
+                lib.ts_run_error(handle)
+                == b"ts_runtime_run: the config asks for 2 worker(s) but the runtime has 3"
+            )
+        finally:
+            lib.ts_run_free(handle)
+    finally:
+        lib.ts_runtime_destroy(runtime)
+
+
+EXIT_SCRIPT = """
+import os, sys, threading, time
+from tilescope.language import dtypes
+from tilescope.runtime import core
+
+mode, orch_path, kernel_path = sys.argv[1:4]
+orch = core.load_entry(orch_path, "orchestration_entry")
+spin = core.load_entry(kernel_path, "kernel_entry")
+
+
+def chain(n, us, **kw):
+    args = [core.scalar_arg(n, dtypes.i64), core.scalar_arg(us, dtypes.f64)]
+    return core.run_graph(orch.address, [spin.address], ["spin"], args, **kw)
+
+
+for workers in (2, 0, 2):
+    assert chain(20, 50, num_workers=workers).num_tasks == 20
+kept = core.Runtime(3)  # never closed: parked workers at exit
+kept.run(orch.address, [spin.address], ["spin"], [core.scalar_arg(5, dtypes.i64), core.scalar_arg(10.0, dtypes.f64)])
+if mode == "daemon":  # a run still in progress when the interpreter exits
+    threading.Thread(target=chain, args=(1000, 1e6), kwargs={"num_workers": 2}, daemon=True).start()
+    time.sleep(0.2)
+elif mode == "fork":
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            ok = chain(30, 20, num_workers=2).num_tasks == 30
+            try:
+                kept.run(orch.address, [spin.address], ["spin"], [])
+                ok = False
+            except core.RuntimeFailure as e:
+                ok = ok and "another process" in str(e)
+        finally:
+            os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    assert chain(10, 10, num_workers=2).num_tasks == 10
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["plain", "daemon", "fork"])
+def test_process_exits_cleanly_with_parked_workers(libs, tmp_path, mode):
+    script = tmp_path / "exit_script.py"
+    script.write_text(textwrap.dedent(EXIT_SCRIPT))
+    env = dict(os.environ, TILESCOPE_CACHE_DIR=str(core.library_path().parents[2]))
+    # NOTE: the timeout is the assertion that exit does not wait for the daemon's 1000 s graph.
+    proc = subprocess.run(
+        [sys.executable, str(script), mode, libs["o_spin_chain"].library._name, libs["k_spin"].library._name],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert (proc.returncode, proc.stdout) == (0, "done\n"), proc.stderr

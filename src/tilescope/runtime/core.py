@@ -6,11 +6,11 @@ Invariants:
   C structs (ABI version and ``sizeof(ts_arg)``) before use.
 - Python is never on the per-task path: ``run_graph`` makes one ctypes call, which releases the
   GIL while the graph runs, and converts the records afterwards.
-- Worker threads outlive a run: ``run_graph`` borrows a ``ts_runtime`` (parked workers) from a
-  small pool keyed by the requested worker count and gives it back afterwards. A runtime is
-  lent to one call at a time, so concurrent ``run_graph`` calls never share one; the pool keeps
-  at most ``MAX_IDLE_RUNTIMES`` idle, destroys them at interpreter exit and forgets them in a
-  forked child (whose copies have no threads).
+- Worker threads outlive a run: a ``Runtime`` owns a ``ts_runtime`` whose workers park between
+  runs. ``run_graph`` borrows one from a pool keyed by the requested worker count and gives it
+  back afterwards; a Runtime is lent to one call at a time, so concurrent ``run_graph`` calls
+  never share one. The pool keeps at most ``MAX_IDLE_RUNTIMES`` idle, closes them at
+  interpreter exit and forgets them in a forked child (whose copies have no threads).
 - ``TsArg`` values hold raw pointers: the tensors they describe must stay alive, and must not
   be resized, until ``run_graph`` returns.
 """
@@ -295,80 +295,6 @@ def _open_core(path: Path) -> ctypes.CDLL:
     return lib
 
 
-class RuntimePool:
-    """Idle ``ts_runtime`` handles (worker threads parked between runs), by requested worker count.
-
-    Invariants:
-    - A handle is either idle here or lent to exactly one caller, so runs on one runtime never
-      overlap; a caller that finds no idle runtime of its worker count gets a new one.
-    - At most ``max_idle`` stay idle: giving back one more destroys the least recently used
-      (its workers are joined). ``close()`` destroys every idle one and every one given back
-      later; lent ones are the borrower's until given back.
-    """
-
-    def __init__(self, max_idle: int = MAX_IDLE_RUNTIMES) -> None:
-        self.max_idle = max_idle
-        self._lock = threading.Lock()
-        self._idle: list[tuple[int, int]] = []  # (num_workers, handle), least recently used first
-        self._closed = False
-
-    def borrow(self, lib: ctypes.CDLL, num_workers: int) -> int:
-        """A runtime with ``num_workers`` workers (0 = all hardware threads), idle or new.
-
-        Raises:
-            RuntimeFailure: the runtime cannot be created (out of memory).
-        """
-        with self._lock:
-            for i in range(len(self._idle) - 1, -1, -1):
-                if self._idle[i][0] == num_workers:
-                    return self._idle.pop(i)[1]
-        handle = lib.ts_runtime_create(num_workers)
-        if not handle:
-            raise RuntimeFailure(f"cannot create a runtime with {num_workers} worker(s): out of memory")
-        return handle
-
-    def give_back(self, lib: ctypes.CDLL, num_workers: int, handle: int) -> None:
-        """Return a borrowed runtime for reuse (or destroy it, if the pool is full or closed)."""
-        with self._lock:
-            if not self._closed:
-                self._idle.append((num_workers, handle))
-                if len(self._idle) <= self.max_idle:
-                    return
-                num_workers, handle = self._idle.pop(0)
-        lib.ts_runtime_destroy(handle)
-
-    def idle_counts(self) -> list[int]:
-        """The worker counts of the idle runtimes, least recently used first."""
-        with self._lock:
-            return [n for n, _ in self._idle]
-
-    def close(self) -> None:
-        """Destroy every idle runtime (joining its workers); later give-backs destroy theirs."""
-        with self._lock:
-            idle, self._idle, self._closed = self._idle, [], True
-        if idle:
-            lib = load_core()
-            for _, handle in idle:
-                lib.ts_runtime_destroy(handle)
-
-    def _forget_after_fork(self) -> None:
-        # NOTE: the child has the handles but none of their threads, and the lock may have been
-        # held by a thread that does not exist there: start afresh (the handles leak).
-        self._lock = threading.Lock()
-        self._idle = []
-
-
-_runtimes = RuntimePool()
-atexit.register(_runtimes.close)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_runtimes._forget_after_fork)
-
-
-def runtime_pool() -> RuntimePool:
-    """The process's pool of idle runtimes that ``run_graph`` borrows from."""
-    return _runtimes
-
-
 def load_entry(path: Path, symbol: str) -> EntryPoint:
     """Open a kernel or orchestration library (RTLD_LOCAL) and find ``symbol`` in it.
 
@@ -448,6 +374,188 @@ def scalar_arg(value: float | int | bool, dtype: DType) -> TsArg:
     return arg
 
 
+class Runtime:
+    """A ``ts_runtime``: worker threads started by the first run, parked (asleep) between runs
+    and reused by every later one, until ``close()``.
+
+    Runs on one Runtime are serialized (a concurrent ``run`` waits for the one in progress); each
+    starts from a clean state, whatever the previous run left behind or failed with.
+    The workers are joined by ``close()``, on leaving a ``with`` block, or when the object is
+    collected; a Runtime inherited by a forked child has no threads there and is never used or
+    destroyed by it.
+    """
+
+    def __init__(self, num_workers: int = 0) -> None:
+        """A runtime whose workers start with its first run.
+
+        Args:
+            num_workers: worker threads; 0 = one per hardware thread.
+
+        Raises:
+            ArgumentError: ``num_workers`` is negative.
+            RuntimeFailure: the runtime cannot be created (out of memory).
+        """
+        if num_workers < 0:
+            raise ArgumentError(
+                f"Runtime: num_workers must be >= 0 (0 = all hardware threads), got {num_workers}"
+            )
+        self._lib = load_core()
+        self._pid = os.getpid()
+        self._lock = threading.Lock()  # a run and close() never overlap on one handle
+        self._handle: int | None = self._lib.ts_runtime_create(num_workers)
+        if not self._handle:
+            raise RuntimeFailure(f"cannot create a runtime with {num_workers} worker(s): out of memory")
+        self.requested_workers = num_workers
+        self.num_workers: int = self._lib.ts_runtime_num_workers(self._handle)
+
+    def run(
+        self,
+        orch_fn_address: int,
+        kernel_fn_addresses: list[int],
+        kernel_names: list[str],
+        args: list[TsArg],
+        record_edges: bool = False,
+        record_tasks: bool = False,
+    ) -> RunReport:
+        """Run an orchestration on this runtime's workers; see ``run_graph``.
+
+        Raises:
+            RuntimeFailure: the run failed (``exc.report`` holds the RunReport), or the runtime
+                is closed or belongs to another process.
+            ArgumentError: the kernel tables disagree or an address is NULL.
+        """
+        _check_graph("Runtime.run", orch_fn_address, kernel_fn_addresses, kernel_names)
+        lib = self._lib
+        nkernels = len(kernel_fn_addresses)
+        kernels = (ctypes.c_void_p * nkernels)(*kernel_fn_addresses)
+        names = (ctypes.c_char_p * nkernels)(*(n.encode() for n in kernel_names))
+        arg_array = (TsArg * len(args))(*args)
+        config = TsRunConfig(0, int(record_edges), int(record_tasks))
+        with self._lock:
+            if self._handle is None or self._pid != os.getpid():
+                raise RuntimeFailure(
+                    "Runtime.run: this runtime is closed (or was created by another process)"
+                )
+            handle = lib.ts_runtime_run(
+                self._handle,
+                ctypes.byref(config),
+                orch_fn_address,
+                kernels,
+                names,
+                nkernels,
+                arg_array,
+                len(args),
+            )
+        try:
+            report = _collect(lib, handle, record_tasks)
+        finally:
+            lib.ts_run_free(handle)
+        if report.status != 0:
+            failure = RuntimeFailure(report.error)
+            failure.report = report  # type: ignore[attr-defined]
+            raise failure
+        return report
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        """Wait for a run in progress, then join the workers. Idempotent."""
+        if self._pid != os.getpid():
+            # NOTE: a forked child has the handle but not its threads (joining them would hang)
+            # and perhaps a lock held by a thread that does not exist there: leave both alone.
+            self._handle = None
+            return
+        with self._lock:
+            handle, self._handle = self._handle, None
+            if handle is not None:
+                self._lib.ts_runtime_destroy(handle)
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            self.close()
+
+
+class RuntimePool:
+    """Idle Runtimes (parked workers) by requested worker count, lent to one caller at a time.
+
+    Invariants:
+    - A Runtime is either idle here or lent to exactly one caller, so runs on one Runtime never
+      overlap; a caller that finds no idle Runtime of its worker count gets a new one.
+    - At most ``max_idle`` stay idle: giving back one more closes the least recently used.
+      ``close()`` closes every idle one, and every one given back later.
+    """
+
+    def __init__(self, max_idle: int = MAX_IDLE_RUNTIMES) -> None:
+        self.max_idle = max_idle
+        self._lock = threading.Lock()
+        self._idle: list[Runtime] = []  # least recently used first
+        self._closed = False
+
+    def borrow(self, num_workers: int) -> Runtime:
+        """An idle Runtime with ``num_workers`` requested workers, or a new one."""
+        with self._lock:
+            for i in range(len(self._idle) - 1, -1, -1):
+                if self._idle[i].requested_workers == num_workers:
+                    return self._idle.pop(i)
+        return Runtime(num_workers)
+
+    def give_back(self, runtime: Runtime) -> None:
+        """Keep ``runtime`` for reuse (or close it, if the pool is full or closed)."""
+        with self._lock:
+            if not self._closed:
+                self._idle.append(runtime)
+                if len(self._idle) <= self.max_idle:
+                    return
+                runtime = self._idle.pop(0)
+        runtime.close()
+
+    def idle_workers(self) -> list[int]:
+        """The requested worker counts of the idle Runtimes, least recently used first."""
+        with self._lock:
+            return [r.requested_workers for r in self._idle]
+
+    def close(self) -> None:
+        """Close every idle Runtime (joining its workers); later give-backs close theirs."""
+        with self._lock:
+            idle, self._idle, self._closed = self._idle, [], True
+        for runtime in idle:
+            runtime.close()
+
+    def _forget_after_fork(self) -> None:
+        # NOTE: the lock may have been held by a thread that does not exist in the child.
+        self._lock = threading.Lock()
+        self._idle = []
+
+
+_runtimes = RuntimePool()
+atexit.register(_runtimes.close)
+os.register_at_fork(after_in_child=_runtimes._forget_after_fork)
+
+
+def runtime_pool() -> RuntimePool:
+    """The process's pool of idle Runtimes that ``run_graph`` borrows from."""
+    return _runtimes
+
+
+def _check_graph(
+    caller: str, orch_fn_address: int, kernel_fn_addresses: list[int], kernel_names: list[str]
+) -> None:
+    if len(kernel_fn_addresses) != len(kernel_names):
+        raise ArgumentError(
+            f"{caller}: {len(kernel_fn_addresses)} kernel addresses but {len(kernel_names)} names"
+        )
+    if not orch_fn_address or not all(kernel_fn_addresses):
+        raise ArgumentError(f"{caller}: the orchestration and every kernel need a non-NULL entry address")
+
+
 def run_graph(
     orch_fn_address: int,
     kernel_fn_addresses: list[int],
@@ -460,7 +568,7 @@ def run_graph(
     """Run an orchestration (``orchestration_entry``'s address) with kernels indexed by func_id.
 
     Blocks until the orchestration returned and every task finished; the GIL is released
-    meanwhile. ``num_workers=0`` uses every hardware thread. The run borrows a runtime from
+    meanwhile. ``num_workers=0`` uses every hardware thread. The run borrows a Runtime from
     ``runtime_pool()``, so consecutive runs reuse parked worker threads instead of starting them.
 
     Raises:
@@ -468,38 +576,18 @@ def run_graph(
             RunReport (records included, as far as the run got).
         ArgumentError: the kernel tables disagree or an address is NULL.
     """
-    if len(kernel_fn_addresses) != len(kernel_names):
-        raise ArgumentError(
-            f"run_graph: {len(kernel_fn_addresses)} kernel addresses but {len(kernel_names)} names"
-        )
-    if not orch_fn_address or not all(kernel_fn_addresses):
-        raise ArgumentError("run_graph: the orchestration and every kernel need a non-NULL entry address")
+    _check_graph("run_graph", orch_fn_address, kernel_fn_addresses, kernel_names)
     if num_workers < 0:
         raise ArgumentError(
             f"run_graph: num_workers must be >= 0 (0 = all hardware threads), got {num_workers}"
         )
-    lib = load_core()
-    nkernels = len(kernel_fn_addresses)
-    kernels = (ctypes.c_void_p * nkernels)(*kernel_fn_addresses)
-    names = (ctypes.c_char_p * nkernels)(*(n.encode() for n in kernel_names))
-    arg_array = (TsArg * len(args))(*args)
-    config = TsRunConfig(num_workers, int(record_edges), int(record_tasks))
-    runtime = _runtimes.borrow(lib, num_workers)
+    runtime = _runtimes.borrow(num_workers)
     try:
-        handle = lib.ts_runtime_run(
-            runtime, ctypes.byref(config), orch_fn_address, kernels, names, nkernels, arg_array, len(args)
+        return runtime.run(
+            orch_fn_address, kernel_fn_addresses, kernel_names, args, record_edges, record_tasks
         )
     finally:
-        _runtimes.give_back(lib, num_workers, runtime)
-    try:
-        report = _collect(lib, handle, record_tasks)
-    finally:
-        lib.ts_run_free(handle)
-    if report.status != 0:
-        failure = RuntimeFailure(report.error)
-        failure.report = report  # type: ignore[attr-defined]
-        raise failure
-    return report
+        _runtimes.give_back(runtime)
 
 
 def _collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:

@@ -7,6 +7,7 @@ namespace ts::rt {
 namespace {
 
 constexpr auto kSpinTime = std::chrono::microseconds(50);
+constexpr int64_t kUnknownCount = INT64_MAX / 2;  // more tasks than any run can submit
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,8 +36,11 @@ void Scheduler::start_workers() {
 
 void Scheduler::begin(const RunContext &context) {
     context_ = context;
-    completed_.store(0, std::memory_order_seq_cst);
-    target_.store(INT64_MAX, std::memory_order_seq_cst);
+    remaining_.store(kUnknownCount, std::memory_order_relaxed);
+    {
+        std::lock_guard<std::mutex> lock(done_mu_);
+        ended_ = false;
+    }
     run_active_.store(true, std::memory_order_relaxed);
 }
 
@@ -56,15 +60,22 @@ void Scheduler::seal(Task &t) {
 }
 
 void Scheduler::finish(int64_t submitted) {
-    // NOTE: seq_cst on target_ and completed_ (free on x86): this store and the wait's load of
-    // completed_ against a worker's increment and its load of target_ is a store-buffering
-    // pattern, where acquire/release alone would let both sides miss each other and hang.
-    target_.store(submitted, std::memory_order_seq_cst);
-    {
-        std::unique_lock<std::mutex> lock(done_mu_);
-        done_cv_.wait(lock, [&] { return completed_.load(std::memory_order_seq_cst) == submitted; });
+    const int64_t unknown = kUnknownCount - submitted;
+    if (remaining_.fetch_sub(unknown, std::memory_order_acq_rel) == unknown) {
+        run_active_.store(false, std::memory_order_relaxed);  // every task had completed already
+        return;
     }
+    std::unique_lock<std::mutex> lock(done_mu_);
+    done_cv_.wait(lock, [&] { return ended_; });
+}
+
+void Scheduler::end_run() {
+    // NOTE: before ended_, so that no worker spins for a run that is over, and so that this
+    // store cannot land after the next run's begin().
     run_active_.store(false, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(done_mu_);
+    ended_ = true;
+    done_cv_.notify_one();
 }
 
 void Scheduler::stop_workers() {
@@ -112,12 +123,8 @@ Task *Scheduler::complete(Task &t) {
         else
             push(s);
     }
-    // NOTE: past this increment the run may be over and its tasks freed: touch no task below.
-    const int64_t completed = completed_.fetch_add(1, std::memory_order_seq_cst) + 1;
-    if (completed == target_.load(std::memory_order_seq_cst)) {
-        std::lock_guard<std::mutex> lock(done_mu_);
-        done_cv_.notify_all();
-    }
+    // NOTE: past this decrement the run may be over and its tasks freed: touch no task below.
+    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) end_run();
     return next;
 }
 

@@ -5,7 +5,9 @@
 //  - Worker `i` keeps index `i` in [0, num_workers) for its whole life; workers exist from
 //    start_workers() until the scheduler is destroyed (which wakes and joins them).
 //  - Runs are sequential: begin() ... finish(). finish() returns once every task submitted in
-//    the run has completed; from then on no worker touches a task or the run context, and the
+//    the run has completed and the run has ended: exactly one party (the worker completing the
+//    last task, or finish() if they all completed before it) ends it, by one atomic countdown.
+//    From then on no worker touches a task, the run context or the run's end state, and the
 //    ready queue is empty, so the caller may free the run's tasks and begin the next run.
 //  - A task runs exactly once, on one worker, after every predecessor it was given has finished.
 //  - After `*context.failed` becomes true, tasks that have not started are finished without
@@ -72,6 +74,7 @@ private:
     void worker_main(int32_t index);
     void execute(Task &t, int32_t worker);
     Task *complete(Task &t);
+    void end_run();
     Task *acquire();
     Task *pop_locked();
     void push(Task *t);
@@ -92,10 +95,12 @@ private:
     std::atomic<bool> run_active_{false};  // spinning is worth it only while a run is active
     std::atomic<bool> stopping_{false};
 
-    std::atomic<int64_t> completed_{0};
-    std::atomic<int64_t> target_{INT64_MAX};  // the run's task count, known once the orchestration returns
-    std::mutex done_mu_;
+    // kUnknownCount - completed until finish() learns the run's task count, then submitted -
+    // completed: whoever brings it to 0 (the last task's worker, or finish()) ends the run.
+    std::atomic<int64_t> remaining_{0};
+    std::mutex done_mu_;  // guards ended_
     std::condition_variable done_cv_;
+    bool ended_ = false;
 };
 
 }  // namespace ts::rt
