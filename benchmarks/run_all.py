@@ -108,6 +108,8 @@ def main() -> int:
     print(f"  {'chain (each task INOUT on one tensor)':<44}{r['chain_us']:>7.2f} us/task")
     print(f"  {'fan-out (disjoint writes)':<44}{r['fanout_us']:>7.2f} us/task")
     print(f"  {'Python loop calling the kernel via ctypes':<44}{r['python_loop_us']:>7.2f} us/call")
+    print(f"  {'one run of an empty graph':<44}{r['empty_run_us']:>7.1f} us/run")
+    print(f"  {'one run of 8 no-op tasks':<44}{r['tiny_run_us']:>7.1f} us/run")
     print(
         f"  chain / Python loop: {r['chain_us'] / r['python_loop_us']:.2f}x;  "
         f"fan-out / Python loop: {r['fanout_us'] / r['python_loop_us']:.2f}x"
