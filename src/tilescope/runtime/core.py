@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import enum
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -228,6 +229,10 @@ def _build_core() -> Path:
         extra_flags=("-pthread",),
     )
     (result,) = build([job])
+    if not result.cache_hit:
+        logging.getLogger("tilescope").info(
+            "[runtime] built the runtime core on first use (%.1fs); later runs reuse it", result.seconds
+        )
     return object_path(result.key)
 
 
