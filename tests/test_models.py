@@ -13,6 +13,13 @@ CASES = {
     "vector_dag": (vector_dag.vector_dag, vector_dag.SPECS, vector_dag.golden, 1e-5, 1e-6),
     "rms_norm": (rms_norm.rms_norm, rms_norm.specs(), rms_norm.golden, 1e-5, 1e-5),
     "softmax": (softmax.softmax, softmax.specs(), softmax.golden, 1e-5, 1e-6),
+    "softmax_single_pass": (
+        softmax.build(256, 512, block=32, chunk=512),
+        softmax.specs(256, 512),
+        softmax.golden,
+        1e-5,
+        1e-6,
+    ),
     "matmul_f32": (matmul.matmul, matmul.specs(), matmul.golden, 1e-4, 1e-3),
     "matmul_bf16": (matmul.matmul_bf16, matmul.specs(dtype="bf16"), matmul.golden, 1e-4, 1e-3),
 }
