@@ -61,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     replay.add_replay_args(p)
     p.set_defaults(fn=replay.run_cli)
+    from tilescope.tools import deps, trace
+
+    deps.register(sub)
+    trace.register(sub)
     args = parser.parse_args(argv)
     return args.fn(args)
 

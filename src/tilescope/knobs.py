@@ -127,9 +127,8 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "write dfx_outputs/deps.json and deps_graph.html",
             _is_bool,
             "a bool",
-            available=False,
         ),
-        Knob("enable_trace", False, "write dfx_outputs/trace.json", _is_bool, "a bool", available=False),
+        Knob("enable_trace", False, "write dfx_outputs/trace.json", _is_bool, "a bool"),
     )
 }
 

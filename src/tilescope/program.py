@@ -29,7 +29,8 @@ from tilescope.codegen.build_files import write_build_files
 from tilescope.codegen.kernel_config import BUILD_FORMAT, config_data, kernel_config_source
 from tilescope.codegen.kernel_cpp import kernel_cpp
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
-from tilescope.errors import ArgumentError, TilescopeError
+from tilescope.dfx import write_dfx
+from tilescope.errors import ArgumentError, RuntimeFailure, TilescopeError
 from tilescope.ir.nodes import Program
 from tilescope.ir.printer import program_str
 from tilescope.language import dtypes as dt
@@ -270,13 +271,23 @@ class CompiledProgram:
             core.scalar_arg(a, spec.dtype) if spec.shape is None else core.tensor_arg(a, spec.direction)
             for spec, a in zip(self.args, args)
         ]
-        report = core.run_graph(
-            loaded.orch,
-            loaded.kernels,
-            [k["name"] for k in self.kernels],
-            cargs,
-            num_workers=opts["num_workers"],
-        )
+        dfx = bool(opts["enable_dep_gen"] or opts["enable_trace"])
+        try:
+            report = core.run_graph(
+                loaded.orch,
+                loaded.kernels,
+                [k["name"] for k in self.kernels],
+                cargs,
+                num_workers=opts["num_workers"],
+                record_edges=bool(opts["enable_dep_gen"]),
+                record_tasks=dfx,
+            )
+        except RuntimeFailure as e:
+            if dfx and getattr(e, "report", None) is not None:
+                write_dfx(self, e.report, opts, run_failed=True)  # what was recorded up to the failure
+            raise
+        if dfx:
+            write_dfx(self, report, opts)
         return RunInfo("sim", report.wall_s, report.num_tasks)
 
     __call__ = run

@@ -128,6 +128,19 @@ class TsTaskRecord(ctypes.Structure):
     ]
 
 
+class TsTaskArgRecord(ctypes.Structure):
+    _fields_ = [
+        ("task_id", ctypes.c_int64),
+        ("arg_index", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("arg", TsArg),
+    ]
+
+
+class TsBufferRecord(ctypes.Structure):
+    _fields_ = [("tensor", TsTensor), ("program_arg", ctypes.c_int32), ("reserved", ctypes.c_int32)]
+
+
 class TsDumpTagRecord(ctypes.Structure):
     _fields_ = [("tensor", TsTensor), ("first_task", ctypes.c_int64)]
 
@@ -159,6 +172,39 @@ class EdgeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskArgRecord:
+    """One argument of one task as submitted (recorded with ``record_edges``). ``kind`` is
+    ``tensor`` or ``scalar``; ``direction`` ``in``, ``out``, ``inout`` or ``scalar``. A tensor is a
+    view of buffer ``buffer_id`` (``shape``/``strides``/``offset`` in elements, ``value`` None);
+    a scalar has ``value`` and no buffer (``buffer_id`` 0, empty shape)."""
+
+    task_id: int
+    arg_index: int
+    kind: str
+    direction: str
+    dtype: str
+    buffer_id: int = 0
+    ndim: int = 0
+    shape: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
+    offset: int = 0
+    value: float | int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BufferRecord:
+    """A buffer the run knows as a whole (recorded with ``record_edges``): a tensor program
+    argument (``program_arg`` its index) or an intermediate from ``create_tensor`` (-1)."""
+
+    buffer_id: int
+    program_arg: int
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class DumpTagRecord:
     """A tensor region the orchestration marked with ``dump_tag``, effective from ``first_task``."""
 
@@ -180,6 +226,8 @@ class RunReport:
     num_dependencies: int  # distinct (pred, succ) pairs the scheduler enforced
     tasks: list[TaskRecord] = field(default_factory=list)  # with record_tasks
     edges: list[EdgeRecord] = field(default_factory=list)  # with record_edges
+    task_args: list[TaskArgRecord] = field(default_factory=list)  # with record_edges
+    buffers: list[BufferRecord] = field(default_factory=list)  # with record_edges
     dump_tags: list[DumpTagRecord] = field(default_factory=list)
 
 
@@ -277,6 +325,13 @@ def _open_core(path: Path) -> ctypes.CDLL:
         "ts_run_wall_seconds": (ctypes.c_double, [c_result]),
         "ts_run_copy_tasks": (ctypes.c_int64, [c_result, ctypes.POINTER(TsTaskRecord), ctypes.c_int64]),
         "ts_run_copy_edges": (ctypes.c_int64, [c_result, ctypes.POINTER(TsEdgeRecord), ctypes.c_int64]),
+        "ts_run_num_task_args": (ctypes.c_int64, [c_result]),
+        "ts_run_copy_task_args": (
+            ctypes.c_int64,
+            [c_result, ctypes.POINTER(TsTaskArgRecord), ctypes.c_int64],
+        ),
+        "ts_run_num_buffers": (ctypes.c_int64, [c_result]),
+        "ts_run_copy_buffers": (ctypes.c_int64, [c_result, ctypes.POINTER(TsBufferRecord), ctypes.c_int64]),
         "ts_run_num_dump_tags": (ctypes.c_int64, [c_result]),
         "ts_run_copy_dump_tags": (
             ctypes.c_int64,
@@ -623,6 +678,27 @@ def _collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:
             EdgeRecord(pred, succ, arg, EDGE_KINDS[kind], EDGE_SOURCES[source])
             for pred, succ, arg, kind, source, _ in np.ctypeslib.as_array(buf)[:n].tolist()
         ]
+    num_args = lib.ts_run_num_task_args(handle)
+    if num_args:
+        buf = (TsTaskArgRecord * num_args)()
+        n = lib.ts_run_copy_task_args(handle, buf, num_args)
+        report.task_args = [_task_arg(rec) for rec in buf[:n]]
+    num_buffers = lib.ts_run_num_buffers(handle)
+    if num_buffers:
+        buf = (TsBufferRecord * num_buffers)()
+        n = lib.ts_run_copy_buffers(handle, buf, num_buffers)
+        for rec in buf[:n]:
+            t = rec.tensor
+            report.buffers.append(
+                BufferRecord(
+                    t.buffer_id,
+                    rec.program_arg,
+                    dtypes.BY_CODE[t.dtype].name,
+                    tuple(t.shape[: t.ndim]),
+                    tuple(t.strides[: t.ndim]),
+                    t.offset,
+                )
+            )
     num_tags = lib.ts_run_num_dump_tags(handle)
     if num_tags:
         buf = (TsDumpTagRecord * num_tags)()
@@ -640,3 +716,25 @@ def _collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:
                 )
             )
     return report
+
+
+def _task_arg(rec: TsTaskArgRecord) -> TaskArgRecord:
+    a = rec.arg
+    direction = Direction(a.dir).name.lower()
+    if a.kind == ArgKind.SCALAR:
+        dtype = dtypes.BY_CODE[a.u.s.dtype]
+        value = a.u.s.v.f if dtype.is_float else a.u.s.v.i
+        return TaskArgRecord(rec.task_id, rec.arg_index, "scalar", direction, dtype.name, value=value)
+    t = a.u.t
+    return TaskArgRecord(
+        rec.task_id,
+        rec.arg_index,
+        "tensor",
+        direction,
+        dtypes.BY_CODE[t.dtype].name,
+        buffer_id=t.buffer_id,
+        ndim=t.ndim,
+        shape=tuple(t.shape[: t.ndim]),
+        strides=tuple(t.strides[: t.ndim]),
+        offset=t.offset,
+    )

@@ -11,6 +11,8 @@
 #include "tilescope/runtime_api.h"
 #include "validation.hpp"
 
+static_assert(sizeof(ts_task_arg_record) == 120, "ts_task_arg_record layout changed: update core.py");
+static_assert(sizeof(ts_buffer_record) == 104, "ts_buffer_record layout changed: update core.py");
 static_assert(sizeof(ts_arg) == 104, "ts_arg layout changed: update the Python ctypes mirror in core.py");
 
 struct ts_runtime {
@@ -137,6 +139,18 @@ int64_t ts_run_copy_tasks(const ts_run_result *r, ts_task_record *out, int64_t c
 
 int64_t ts_run_copy_edges(const ts_run_result *r, ts_edge_record *out, int64_t capacity) {
     return copy_out(r->edges, out, capacity);
+}
+
+int64_t ts_run_num_task_args(const ts_run_result *r) { return static_cast<int64_t>(r->task_args.size()); }
+
+int64_t ts_run_copy_task_args(const ts_run_result *r, ts_task_arg_record *out, int64_t capacity) {
+    return copy_out(r->task_args, out, capacity);
+}
+
+int64_t ts_run_num_buffers(const ts_run_result *r) { return static_cast<int64_t>(r->buffers.size()); }
+
+int64_t ts_run_copy_buffers(const ts_run_result *r, ts_buffer_record *out, int64_t capacity) {
+    return copy_out(r->buffers, out, capacity);
 }
 
 int64_t ts_run_num_dump_tags(const ts_run_result *r) { return static_cast<int64_t>(r->dump_tags.size()); }

@@ -24,8 +24,11 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     api_.submit = &Run::api_submit;
     api_.dump_tag = &Run::api_dump_tag;
     api_.fail = &Run::api_fail;
-    for (int32_t i = 0; i < nargs_; ++i)
-        if (args_[i].kind == TS_ARG_TENSOR) tensor_map_.register_buffer(args_[i].u.t);
+    for (int32_t i = 0; i < nargs_; ++i) {
+        if (args_[i].kind != TS_ARG_TENSOR) continue;
+        tensor_map_.register_buffer(args_[i].u.t);
+        if (config_.record_edges) buffers_.push_back(ts_buffer_record{args_[i].u.t, i, 0});
+    }
 }
 
 void Run::execute(ts_run_result &result) {
@@ -55,6 +58,8 @@ void Run::execute(ts_run_result &result) {
         result.task_names = std::move(task_names_);
     }
     result.edges = std::move(edges_);
+    result.task_args = std::move(task_args_);
+    result.buffers = std::move(buffers_);
     result.dump_tags = std::move(dump_tags_);
 }
 
@@ -113,6 +118,7 @@ int Run::create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_ten
         stride *= std::max<int64_t>(shape[d], 1);
     }
     tensor_map_.register_buffer(*out);
+    if (config_.record_edges) buffers_.push_back(ts_buffer_record{*out, -1, 0});
     return 0;
 }
 
@@ -141,7 +147,10 @@ int64_t Run::submit(const SubmitRequest &req) {
     explicit_.assign(req.deps, req.deps + req.ndeps);
     std::sort(explicit_.begin(), explicit_.end());
     explicit_.erase(std::unique(explicit_.begin(), explicit_.end()), explicit_.end());
-    if (config_.record_edges) record_edges(id);
+    if (config_.record_edges) {
+        record_edges(id);
+        for (int32_t i = 0; i < req.nargs; ++i) task_args_.push_back(ts_task_arg_record{id, i, 0, args[i]});
+    }
 
     preds_.clear();
     for (const FoundEdge &e : found_) preds_.push_back(e.pred);

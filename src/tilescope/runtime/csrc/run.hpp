@@ -86,6 +86,8 @@ private:
     std::vector<int64_t> preds_;         // scratch: its distinct predecessors
 
     std::vector<ts_edge_record> edges_;
+    std::vector<ts_task_arg_record> task_args_;
+    std::vector<ts_buffer_record> buffers_;
     std::vector<std::string> task_names_;
     std::vector<ts_dump_tag_record> dump_tags_;
     std::vector<std::unique_ptr<void, FreeDeleter>> intermediates_;

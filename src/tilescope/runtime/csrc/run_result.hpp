@@ -19,5 +19,7 @@ struct ts_run_result {
     std::vector<ts_task_record> tasks;     // only with record_tasks
     std::vector<std::string> task_names;   // only with record_tasks
     std::vector<ts_edge_record> edges;     // only with record_edges
+    std::vector<ts_task_arg_record> task_args;  // only with record_edges
+    std::vector<ts_buffer_record> buffers;      // only with record_edges
     std::vector<ts_dump_tag_record> dump_tags;
 };

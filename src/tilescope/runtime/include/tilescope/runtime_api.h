@@ -27,7 +27,8 @@ extern "C" {
 
 typedef struct ts_run_config {
     int32_t num_workers;  /* worker threads; 0 = std::thread::hardware_concurrency() */
-    int32_t record_edges; /* nonzero: keep every dependency edge (ts_edge_record) */
+    int32_t record_edges; /* nonzero: keep every dependency edge (ts_edge_record), every task
+                             argument (ts_task_arg_record) and every buffer (ts_buffer_record) */
     int32_t record_tasks; /* nonzero: keep per-task timing records and names */
 } ts_run_config;
 
@@ -58,6 +59,23 @@ typedef struct ts_task_record {
     int64_t start_ns;
     int64_t end_ns;
 } ts_task_record;
+
+/* One argument of one task, as submitted (recorded with record_edges): with the buffers, it names
+ * the regions behind each edge. Records are in submission order, then argument order. */
+typedef struct ts_task_arg_record {
+    int64_t task_id;
+    int32_t arg_index;
+    int32_t reserved;
+    ts_arg arg; /* kind, dir, and the tensor view (buffer_id, dtype, ndim, shape, strides, offset) or scalar */
+} ts_task_arg_record;
+
+/* A buffer the run knows as a whole (recorded with record_edges): each tensor program argument,
+ * then each intermediate from create_tensor, in creation order. */
+typedef struct ts_buffer_record {
+    ts_tensor tensor;    /* the full tensor that defines the buffer's index space */
+    int32_t program_arg; /* its program argument index, or -1 for an intermediate */
+    int32_t reserved;
+} ts_buffer_record;
 
 /* A tensor the orchestration marked with dump_tag: tasks from `first_task` on that touch it are
  * dumped at level 1. */
@@ -101,6 +119,10 @@ double ts_run_wall_seconds(const ts_run_result *r);
 /* Copy up to `capacity` records into `out`; return how many were copied (0 if not recorded). */
 int64_t ts_run_copy_tasks(const ts_run_result *r, ts_task_record *out, int64_t capacity);
 int64_t ts_run_copy_edges(const ts_run_result *r, ts_edge_record *out, int64_t capacity);
+int64_t ts_run_num_task_args(const ts_run_result *r); /* 0 unless record_edges */
+int64_t ts_run_copy_task_args(const ts_run_result *r, ts_task_arg_record *out, int64_t capacity);
+int64_t ts_run_num_buffers(const ts_run_result *r); /* 0 unless record_edges */
+int64_t ts_run_copy_buffers(const ts_run_result *r, ts_buffer_record *out, int64_t capacity);
 int64_t ts_run_num_dump_tags(const ts_run_result *r);
 int64_t ts_run_copy_dump_tags(const ts_run_result *r, ts_dump_tag_record *out, int64_t capacity);
 /* A task's display name, or NULL if tasks were not recorded or the id is out of range. */

@@ -1,0 +1,386 @@
+"""The run trace: ``dfx_outputs/trace.json`` and ``tilescope trace``.
+
+Invariants:
+- ``trace.json`` is Chrome Trace Event JSON (loads in https://ui.perfetto.dev and
+  chrome://tracing): one process, one lane per worker (``tid`` = worker + 1) and an
+  ``orchestration`` lane (``tid`` 0). Times are microseconds since the run started.
+- Every executed task is exactly one complete (``"X"``) event, category ``task``, on its worker's
+  lane; every submitted task is one instant event on the orchestration lane. A skipped task
+  (worker -1, after a failure) has no slice: it is listed in ``otherData.skipped_tasks``.
+- With dependency recording on, every distinct ``pred -> succ`` pair between two executed tasks
+  is one flow (a ``"s"``/``"f"`` pair sharing an id), each end placed inside its task's slice so
+  viewers bind the arrow to the slices. The ``"s"`` event's args carry ``pred``/``succ``, so a
+  reader rebuilds the graph from the file alone (``summarize_trace`` does).
+- The file is written to a temp file and moved into place with ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tilescope.errors import TilescopeError
+
+if TYPE_CHECKING:
+    from tilescope.program import CompiledProgram
+    from tilescope.runtime.core import RunReport
+
+TRACE_FILE = "trace.json"
+PID = 1
+ORCH_TID = 0
+PERFETTO_URL = "https://ui.perfetto.dev"
+
+
+class TraceError(TilescopeError):
+    """A trace file that is missing or cannot be read."""
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+
+def _us(ns: int) -> float:
+    return ns / 1000.0
+
+
+def _meta(name: str, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+    return {"ph": "M", "name": name, "pid": PID, "tid": tid, "args": args}
+
+
+def trace_events(program: CompiledProgram, report: RunReport) -> dict[str, Any]:
+    """The Chrome trace of ``report`` (a run of ``program``) as a JSON-ready dict."""
+    kernels = [k["name"] for k in program.kernels]
+
+    def kernel(func_id: int) -> str:
+        return kernels[func_id] if 0 <= func_id < len(kernels) else f"func_{func_id}"
+
+    executed = {t.task_id: t for t in report.tasks if t.worker >= 0}
+    skipped = [t for t in report.tasks if t.worker < 0]
+    num_workers = max([report.num_workers, *(t.worker + 1 for t in executed.values())])
+
+    events: list[dict[str, Any]] = [
+        _meta("process_name", ORCH_TID, {"name": f"tilescope sim: {program.name}"}),
+        _meta("thread_name", ORCH_TID, {"name": "orchestration"}),
+        _meta("thread_sort_index", ORCH_TID, {"sort_index": 0}),
+    ]
+    for w in range(num_workers):
+        events.append(_meta("thread_name", w + 1, {"name": f"worker {w}"}))
+        events.append(_meta("thread_sort_index", w + 1, {"sort_index": w + 1}))
+
+    for t in report.tasks:
+        events.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "cat": "submit",
+                "name": f"submit {t.name or kernel(t.func_id)}",
+                "pid": PID,
+                "tid": ORCH_TID,
+                "ts": _us(t.submit_ns),
+                "args": {"task_id": t.task_id, "kernel": kernel(t.func_id)},
+            }
+        )
+    for t in executed.values():
+        events.append(
+            {
+                "ph": "X",
+                "cat": "task",
+                "name": kernel(t.func_id),
+                "pid": PID,
+                "tid": t.worker + 1,
+                "ts": _us(t.start_ns),
+                "dur": _us(max(t.end_ns - t.start_ns, 0)),
+                "args": {"task_id": t.task_id, "func_id": t.func_id, "task": t.name, "worker": t.worker},
+            }
+        )
+
+    kinds: dict[tuple[int, int], list[str]] = defaultdict(list)
+    for e in report.edges:
+        if e.kind not in kinds[(e.pred, e.succ)]:
+            kinds[(e.pred, e.succ)].append(e.kind)
+    undrawn = 0
+    for flow_id, ((pred, succ), ks) in enumerate(sorted(kinds.items())):
+        p, s = executed.get(pred), executed.get(succ)
+        if p is None or s is None:
+            undrawn += 1
+            continue
+        name = "+".join(ks)
+        # NOTE: each end sits mid-slice, so it is unambiguously inside its task's slice even when
+        # a neighbouring slice on the lane starts or ends at the same microsecond.
+        events.append(
+            {
+                "ph": "s",
+                "cat": "dependency",
+                "name": name,
+                "id": flow_id,
+                "pid": PID,
+                "tid": p.worker + 1,
+                "ts": _us((p.start_ns + max(p.end_ns, p.start_ns)) // 2),
+                "args": {"pred": pred, "succ": succ, "kinds": ks},
+            }
+        )
+        events.append(
+            {
+                "ph": "f",
+                "bp": "e",
+                "cat": "dependency",
+                "name": name,
+                "id": flow_id,
+                "pid": PID,
+                "tid": s.worker + 1,
+                "ts": _us((s.start_ns + max(s.end_ns, s.start_ns)) // 2),
+            }
+        )
+
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "tool": "tilescope",
+            "program": program.name,
+            "build_dir": str(program.work_dir),
+            "kernels": kernels,
+            "status": report.status,
+            "error": report.error,
+            "wall_us": report.wall_s * 1e6,
+            "num_workers": num_workers,
+            "num_tasks": report.num_tasks,
+            "num_dependencies": report.num_dependencies,
+            "edges_recorded": bool(report.edges),
+            "flows_not_drawn": undrawn,
+            "skipped_tasks": [
+                {"task_id": t.task_id, "func_id": t.func_id, "kernel": kernel(t.func_id), "task": t.name}
+                for t in skipped
+            ],
+        },
+    }
+
+
+def write_trace(out_dir: Path, program: CompiledProgram, report: RunReport) -> list[Path]:
+    """Write ``out_dir/trace.json`` for ``report``; returns ``[path]``."""
+    path = Path(out_dir) / TRACE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(trace_events(program, report), separators=(",", ":")))
+    os.replace(tmp, path)
+    return [path]
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KernelTotal:
+    name: str
+    tasks: int
+    total_us: float
+    mean_us: float
+    share: float  # of all busy time
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerUse:
+    worker: int
+    tasks: int
+    busy_us: float
+    utilisation: float  # busy / wall
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSummary:
+    """What ``tilescope trace`` prints, read back from a ``trace.json``."""
+
+    path: Path
+    program: str
+    status: int
+    error: str
+    wall_us: float
+    num_tasks: int  # executed (drawn) tasks
+    skipped: int
+    kernels: tuple[KernelTotal, ...]  # by total time, largest first
+    workers: tuple[WorkerUse, ...]
+    utilisation: float  # all busy time / (wall * workers)
+    num_flows: int
+    critical_path_us: float | None  # None without dependency edges
+    critical_path: tuple[int, ...]  # task ids, first to last
+
+
+def find_trace(where: str | Path) -> Path:
+    """``where`` itself (a trace file), or the ``trace.json`` in it or in its ``dfx_outputs``."""
+    p = Path(where)
+    if p.is_dir():
+        for cand in (p / TRACE_FILE, p / "dfx_outputs" / TRACE_FILE):
+            if cand.is_file():
+                return cand
+        raise TraceError(
+            f"no {TRACE_FILE} in {p} or {p / 'dfx_outputs'}: run with runtime_cfg enable_trace=True "
+            "(harness flag --trace) to write one"
+        )
+    if not p.is_file():
+        raise TraceError(f"{p} does not exist")
+    return p
+
+
+def _critical_path(dur: dict[int, float], edges: list[tuple[int, int]]) -> tuple[float, tuple[int, ...]]:
+    succs: dict[int, list[int]] = defaultdict(list)
+    indeg = dict.fromkeys(dur, 0)
+    for a, b in edges:
+        if a in dur and b in dur:
+            succs[a].append(b)
+            indeg[b] += 1
+    best = dict(dur)  # longest path ending at each task, its duration included
+    prev: dict[int, int] = {}
+    ready = [t for t, d in indeg.items() if d == 0]
+    while ready:
+        a = ready.pop()
+        for b in succs[a]:
+            if best[a] + dur[b] > best[b]:
+                best[b], prev[b] = best[a] + dur[b], a
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                ready.append(b)
+    if not best:
+        return 0.0, ()
+    end = max(best, key=best.__getitem__)
+    path = [end]
+    while path[-1] in prev:
+        path.append(prev[path[-1]])
+    return best[end], tuple(reversed(path))
+
+
+def summarize_trace(path: str | Path) -> TraceSummary:
+    """Read a ``trace.json`` (or the one in a build / ``dfx_outputs`` dir) and total it up.
+
+    Raises:
+        TraceError: the file is missing, is not JSON, or is not a Chrome trace.
+    """
+    p = find_trace(path)
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TraceError(
+            f"{p} is not a readable trace ({e}); re-run with --trace to write it again"
+        ) from None
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        raise TraceError(f"{p} is not a Chrome trace: no traceEvents list")
+    other = data.get("otherData", {}) if isinstance(data, dict) else {}
+    try:
+        tasks = [e for e in events if e.get("ph") == "X" and e.get("cat", "task") == "task"]
+        lane_worker = {
+            e["tid"]: int(e["args"]["name"].split()[1])
+            for e in events
+            if e.get("ph") == "M"
+            and e.get("name") == "thread_name"
+            and e["args"]["name"].startswith("worker ")
+        }
+        per_kernel: dict[str, list[float]] = defaultdict(list)
+        per_worker: dict[int, list[float]] = defaultdict(list)
+        dur: dict[int, float] = {}
+        end = 0.0
+        for e in tasks:
+            d = float(e.get("dur", 0.0))
+            per_kernel[e["name"]].append(d)
+            per_worker[lane_worker.get(e["tid"], e["tid"])].append(d)
+            end = max(end, float(e["ts"]) + d)
+            if "task_id" in e.get("args", {}):
+                dur[int(e["args"]["task_id"])] = d
+        flows = [(int(e["args"]["pred"]), int(e["args"]["succ"])) for e in events if e.get("ph") == "s"]
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as e:
+        raise TraceError(f"{p}: malformed trace event ({type(e).__name__}: {e})") from None
+
+    wall = float(other.get("wall_us") or end) or 1.0
+    busy = sum(sum(v) for v in per_kernel.values())
+    kernels = sorted(
+        (
+            KernelTotal(name, len(ds), sum(ds), sum(ds) / len(ds), sum(ds) / busy if busy else 0.0)
+            for name, ds in per_kernel.items()
+        ),
+        key=lambda k: (-k.total_us, k.name),
+    )
+    worker_ids = sorted(set(lane_worker.values()) | set(per_worker))
+    workers = tuple(
+        WorkerUse(w, len(per_worker[w]), sum(per_worker[w]), sum(per_worker[w]) / wall) for w in worker_ids
+    )
+    cp_us, cp = _critical_path(dur, flows) if flows else (None, ())
+    return TraceSummary(
+        path=p,
+        program=str(other.get("program", "?")),
+        status=int(other.get("status", 0)),
+        error=str(other.get("error", "")),
+        wall_us=wall,
+        num_tasks=len(tasks),
+        skipped=len(other.get("skipped_tasks", [])),
+        kernels=tuple(kernels),
+        workers=workers,
+        utilisation=busy / (wall * len(workers)) if workers else 0.0,
+        num_flows=len(flows),
+        critical_path_us=cp_us,
+        critical_path=cp,
+    )
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+
+def format_summary(s: TraceSummary) -> str:
+    """The text ``tilescope trace`` prints."""
+    lines = [
+        f"trace {s.path}",
+        f"program {s.program}: {s.num_tasks} tasks on {len(s.workers)} workers, wall {s.wall_us / 1000:.3f} ms",
+    ]
+    if s.status or s.skipped:
+        lines.append(f"run FAILED (status {s.status}): {s.error or '?'}; {s.skipped} task(s) skipped")
+    width = max([len("kernel"), *(len(k.name) for k in s.kernels)])
+    lines += ["", f"{'kernel':<{width}}  {'tasks':>6}  {'total ms':>9}  {'mean us':>9}  {'busy %':>6}"]
+    for k in s.kernels:
+        lines.append(
+            f"{k.name:<{width}}  {k.tasks:>6}  {k.total_us / 1000:>9.3f}  {k.mean_us:>9.1f}  {100 * k.share:>6.1f}"
+        )
+    lines += ["", f"{'worker':<8}  {'tasks':>6}  {'busy ms':>9}  {'util %':>6}"]
+    for w in s.workers:
+        lines.append(f"{w.worker:<8}  {w.tasks:>6}  {w.busy_us / 1000:>9.3f}  {100 * w.utilisation:>6.1f}")
+    lines.append(
+        f"{'all':<8}  {s.num_tasks:>6}  {sum(w.busy_us for w in s.workers) / 1000:>9.3f}  "
+        f"{100 * s.utilisation:>6.1f}"
+    )
+    lines.append("")
+    if s.critical_path_us is not None:
+        lines.append(
+            f"critical path: {s.critical_path_us / 1000:.3f} ms over {len(s.critical_path)} task(s) "
+            f"({100 * s.critical_path_us / s.wall_us:.1f}% of wall), {s.num_flows} dependency arrow(s)"
+        )
+        lines.append(f"next: open {s.path} in {PERFETTO_URL} (Open trace file) to see the workers and arrows")
+    else:
+        lines.append("critical path: unknown (no dependency edges in this trace)")
+        lines.append(
+            f"next: open {s.path} in {PERFETTO_URL}; re-run with --enable-dep-gen "
+            "(runtime_cfg enable_dep_gen=True) for dependency arrows and the critical path"
+        )
+    return "\n".join(lines)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """``tilescope trace DIR``: print the summary; a one-line error and 1 when it cannot."""
+    try:
+        summary = summarize_trace(args.dir)
+    except TraceError as e:
+        print(f"tilescope trace: error: {e}", file=sys.stderr)
+        return 1
+    print(format_summary(summary))
+    return 0
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``trace DIR`` to the ``tilescope`` command's subparsers."""
+    p = subparsers.add_parser(
+        "trace", help="summarize a run trace: time per kernel, worker utilisation, critical path"
+    )
+    p.add_argument("dir", metavar="DIR", help="a build directory, its dfx_outputs directory, or a trace.json")
+    p.set_defaults(fn=run_cli)
+    return p

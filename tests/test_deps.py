@@ -1,0 +1,239 @@
+"""The dependency graph output: deps.json of real runs against the expected graphs, the
+`tilescope deps` summary, and the offline HTML viewer in a real headless browser."""
+
+import argparse
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+import tilescope as ts
+from tilescope.tools import deps
+
+import vector_dag
+
+F = ts.f32
+C = 8
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@ts.kernel
+def copy8(a: ts.Tensor[[8, C], F], out: ts.Out[[8, C], F]):
+    ts.store(out, [0, 0], ts.load(a, [0, 0], [8, C]))
+
+
+@ts.jit
+def hazards(x: ts.Tensor[[16, C], F], y: ts.Out[[16, C], F], z: ts.Out[[16, C], F]):
+    t = ts.create_tensor([16, C], F)
+    copy8(x[0:8, :], t[0:8, :])  # 0 writes t[0:8]
+    copy8(t[4:12, :], y[0:8, :])  # 1 reads t[4:12]: RAW after 0
+    t2 = ts.submit(copy8, x[8:16, :], t[6:14, :], name="refill")  # 2 writes t[6:14]: WAW after 0, WAR after 1
+    ts.submit(copy8, x[0:8, :], z[8:16, :], deps=[t2])  # 3: no shared data, explicit edge from 2
+
+
+def run_with_deps(fn, *args):
+    prog = fn.compile()
+    prog.run(*args, enable_dep_gen=True, num_workers=2)
+    return prog, prog.work_dir / "dfx_outputs"
+
+
+@pytest.fixture(scope="module")
+def hazards_run(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TILESCOPE_BUILD_DIR", str(tmp_path_factory.mktemp("hazards")))
+    try:
+        yield run_with_deps(hazards, torch.randn(16, C), torch.zeros(16, C), torch.zeros(16, C))
+    finally:
+        mp.undo()
+
+
+def test_vector_dag_edges_tasks_and_tensor_names():
+    x, y = torch.randn(64, 128), torch.randn(64, 128)
+    prog, out = run_with_deps(vector_dag.vector_dag, x, y, torch.zeros(64, 128))
+    data = json.loads((out / "deps.json").read_text())
+    assert sorted((e["pred"], e["succ"], e["kind"], e["source"]) for e in data["edges"]) == [
+        (0, 2, "RAW", "tensormap"),
+        (0, 4, "RAW", "tensormap"),
+        (1, 3, "RAW", "tensormap"),
+        (2, 3, "RAW", "tensormap"),
+        (3, 4, "RAW", "tensormap"),
+    ]
+    assert [(t["id"], t["kernel"], t["core"]) for t in data["tasks"]] == [
+        (0, "add", "vec"),
+        (1, "mul", "vec"),
+        (2, "silu", "vec"),
+        (3, "maximum", "vec"),
+        (4, "combine", "vec"),
+    ]
+    assert [(t["name"], t["shape"], t["dtype"]) for t in data["tensors"]] == [
+        ("x", [64, 128], "f32"),
+        ("y", [64, 128], "f32"),
+        ("out", [64, 128], "f32"),
+        ("tmp0", [64, 128], "f32"),  # a
+        ("tmp1", [64, 128], "f32"),  # b
+        ("tmp2", [64, 128], "f32"),  # c
+        ("tmp3", [64, 128], "f32"),  # d
+    ]
+    name = {t["id"]: t["name"] for t in data["tensors"]}
+    combine = data["tasks"][4]
+    assert [(a["index"], a["role"], name[a["tensor"]], a["region"]) for a in combine["args"]] == [
+        (0, "input", "tmp3", [[0, 64], [0, 128]]),
+        (1, "input", "tmp0", [[0, 64], [0, 128]]),
+        (2, "output", "out", [[0, 64], [0, 128]]),
+    ]
+    edge_0_4 = next(e for e in data["edges"] if (e["pred"], e["succ"]) == (0, 4))
+    assert (edge_0_4["arg"], name[edge_0_4["tensor"]], edge_0_4["pred_arg"]) == (1, "tmp0", 2)
+    assert edge_0_4["overlap"] == [[0, 64], [0, 128]]
+    assert data["counts"] == {
+        "tasks": 5,
+        "tensors": 7,
+        "edges": 5,
+        "by_kind": {"RAW": 5},
+        "by_source": {"tensormap": 5},
+    }
+    assert deps.critical_path(deps.load_deps(out)) == [0, 2, 3, 4]
+
+
+def test_war_waw_on_overlapping_slices_and_explicit_edge(hazards_run):
+    _, out = hazards_run
+    data = json.loads((out / "deps.json").read_text())
+    tmp = next(t["id"] for t in data["tensors"] if t["name"] == "tmp0")
+    rows = [
+        (
+            e["pred"],
+            e["succ"],
+            e["arg"],
+            e["kind"],
+            e["source"],
+            e["tensor"],
+            e["pred_region"],
+            e["succ_region"],
+            e["overlap"],
+        )
+        for e in data["edges"]
+    ]
+    assert rows == [
+        (0, 1, 0, "RAW", "tensormap", tmp, [[0, 8], [0, 8]], [[4, 12], [0, 8]], [[4, 8], [0, 8]]),
+        (0, 2, 1, "WAW", "tensormap", tmp, [[0, 8], [0, 8]], [[6, 14], [0, 8]], [[6, 8], [0, 8]]),
+        (1, 2, 1, "WAR", "tensormap", tmp, [[4, 12], [0, 8]], [[6, 14], [0, 8]], [[6, 12], [0, 8]]),
+        (2, 3, -1, "ORDER", "explicit", None, None, None, None),
+    ]
+    refill = data["tasks"][2]
+    assert (refill["name"], refill["kernel"]) == ("refill", "copy8")
+    assert [(a["role"], a["tensor"], a["region"], a["offset"]) for a in refill["args"]] == [
+        ("input", 0, [[8, 16], [0, 8]], 64),
+        ("output", tmp, [[6, 14], [0, 8]], 48),
+    ]
+    assert [t["name"] for t in data["tensors"]] == ["x", "y", "z", "tmp0"]
+
+
+def test_cli_summary(hazards_run, capsys):
+    prog, out = hazards_run
+    for where in (prog.work_dir, out, out / "deps.json"):
+        assert deps.run_cli(argparse.Namespace(dir=str(where))) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            "hazards: 4 tasks, 4 edges",
+            "  by kind:   ORDER 1, RAW 1, WAR 1, WAW 1",
+            "  by source: explicit 1, tensormap 3",
+            "  critical path: 4 tasks: 0 copy8 -> 1 copy8 -> 2 refill -> 3 copy8",
+            f"open {out / 'deps_graph.html'} in a browser (works offline) to explore the graph",
+        ]
+
+
+def test_cli_registers_subcommand(hazards_run, capsys):
+    parser = argparse.ArgumentParser(prog="tilescope")
+    deps.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["deps", str(hazards_run[0].work_dir)])
+    assert args.fn(args) == 0
+    assert capsys.readouterr().out.startswith("hazards: 4 tasks, 4 edges\n")
+
+
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (None, "no deps.json at"),
+        ("{not json", "is not a readable deps.json"),
+        ('{"tasks": 3}', "is not a tilescope deps.json"),
+    ],
+)
+def test_cli_missing_or_corrupt_file(tmp_path, capsys, content, why):
+    if content is not None:
+        (tmp_path / "deps.json").write_text(content)
+    assert deps.run_cli(argparse.Namespace(dir=str(tmp_path))) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tilescope deps: ") and why in lines[0]
+
+
+def test_html_is_self_contained(hazards_run):
+    html = (hazards_run[1] / "deps_graph.html").read_text()
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    assert "https://" not in html.replace("https://github.com/dagrejs/dagre", "")
+    assert "<script src" not in html and "<link" not in html
+    assert "Copyright (c) 2012-2014 Chris Pettitt" in html  # the vendored layout library's license
+
+
+# NOTE: CI installs chromium and playwright (.ci/run, the test extras), so there the test must
+# run; elsewhere it is skipped, saying what to install.
+_IN_CI = bool(os.environ.get("CI"))
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None and not _IN_CI, reason="no chromium binary on PATH (apt-get install -y chromium)"
+)
+def test_html_in_headless_chromium(hazards_run):
+    if _IN_CI:
+        assert CHROMIUM is not None, "CI must install chromium (.ci/run)"
+        from playwright import sync_api
+    else:
+        sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    page_path = hazards_run[1] / "deps_graph.html"
+    errors, requests = [], []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
+        )
+        try:
+            page = browser.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(page_path.as_uri())
+            page.wait_for_selector("g.task")
+            ids = page.eval_on_selector_all("svg g.task", "els => els.map(e => Number(e.dataset.taskId))")
+            assert sorted(ids) == [0, 1, 2, 3]
+            labels = page.eval_on_selector_all("svg g.task text", "els => els.map(e => e.textContent)")
+            assert "2: refill" in labels
+            assert page.locator("path.edge").count() == 4
+            assert page.locator("path.kind-WAR").count() == 1 and page.locator("path.kind-WAW").count() == 1
+
+            page.click("g.task[data-task-id='2']")
+            assert page.inner_text("#sel-title") == "task 2: refill"
+            args = page.eval_on_selector_all(
+                "#sel-args tr.arg", "rs => rs.map(r => r.innerText.split('\\t'))"
+            )
+            assert args == [["0", "input", "x", "[8:16, 0:8]"], ["1", "output", "tmp0", "[6:14, 0:8]"]]
+            assert "WAR" in page.inner_text("#sel-in") and "WAW" in page.inner_text("#sel-in")
+            assert "deps=" in page.inner_text("#sel-out")
+
+            page.fill("#search", "3")
+            page.press("#search", "Enter")
+            assert page.inner_text("#sel-title") == "task 3: copy8"
+            page.fill("#search", "99")
+            page.press("#search", "Enter")
+            assert page.inner_text("#msg") == "no task 99"
+        finally:
+            browser.close()
+    assert errors == []
+    assert all(u.startswith("file://") for u in requests), requests
