@@ -61,8 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     replay.add_replay_args(p)
     p.set_defaults(fn=replay.run_cli)
-    from tilescope.tools import deps, trace
+    from tilescope.tools import deps, dump_viewer, trace
 
+    dump_viewer.register(sub)
     deps.register(sub)
     trace.register(sub)
     args = parser.parse_args(argv)

@@ -1,7 +1,8 @@
 """Run-time debug outputs of a sim run, written to ``<build>/dfx_outputs/``.
 
 Invariants: each output is written only when its option is on (``enable_dep_gen``:
-``deps.json`` + ``deps_graph.html``; ``enable_trace``: ``trace.json``), after the run — also
+``deps.json`` + ``deps_graph.html``; ``enable_trace``: ``trace.json``; ``enable_dump_tensor``:
+``tensor_dump/tensor_dump.json`` + ``tensor_dump.bin``), after the run — also
 after a failed run, from what was recorded up to the failure. Files are replaced atomically,
 so a reader never sees half a file.
 """
@@ -33,6 +34,10 @@ def _writers(opts: dict[str, Any]) -> list[tuple[str, Any]]:
         from tilescope.tools.trace import write_trace
 
         writers.append(("trace", write_trace))
+    if opts["enable_dump_tensor"]:
+        from tilescope.tools.dump_writer import write_tensor_dump
+
+        writers.append(("tensor dump", write_tensor_dump))
     return writers
 
 

@@ -1,9 +1,7 @@
 """One typed registry of every compile and runtime option.
 
 Invariants: ``compile_cfg`` and ``runtime_cfg`` accept only registered keys; an unknown key is
-a ConfigError listing the known ones. An option that exists in the flag surface but is not
-available yet is registered with ``available=False`` and rejected when set to anything but
-its default, so it never silently does nothing. A value from a knob's environment variable is
+a ConfigError listing the known ones. A value from a knob's environment variable is
 checked like a given one: ``compile_options`` / ``runtime_options`` raise a ConfigError that
 names the variable (so ``run_jit`` reports it as a failed run); ``Knob.value`` alone never
 raises and ignores an invalid environment value.
@@ -30,7 +28,6 @@ class Knob:
     check: Callable[[Any], bool] = lambda v: True
     expect: str = ""
     env: str | None = None
-    available: bool = True
 
     def env_value(self) -> Any:
         """The value set by the knob's environment variable, or None when it is unset; a
@@ -120,7 +117,14 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             _is_bool,
             "a bool",
         ),
-        Knob("enable_dump_tensor", 0, "tensor/scalar dump level 0-3", _is_int(0, 3), "0..3", available=False),
+        Knob(
+            "enable_dump_tensor",
+            0,
+            "sim only: write dfx_outputs/tensor_dump/ (0 off, 1 tagged with dump_tag/dumps=, 2 every argument, "
+            "3 metadata only)",
+            _is_int(0, 3),
+            "0..3",
+        ),
         Knob(
             "enable_dep_gen",
             False,
@@ -145,11 +149,6 @@ def _validate(cfg: dict[str, Any] | None, knobs: dict[str, Knob], what: str) -> 
         value = cfg.get(name)
         if value is not None and not knob.check(value):
             raise ConfigError(f"{what}[{name!r}] = {value!r}: expected {knob.expect}")
-        if value is not None and not knob.available and value != knob.default:
-            raise ConfigError(
-                f"{what}[{name!r}] ({knob.help}) is not implemented yet in this version of tilescope; "
-                "remove it to run without it"
-            )
         if value is None:
             value = knob.env_value()
         out[name] = knob.default if value is None else value

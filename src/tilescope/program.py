@@ -260,6 +260,12 @@ class CompiledProgram:
         if opts["platform"] == "interp":
             from tilescope.runtime.interp import run_program
 
+            if opts["enable_dump_tensor"]:
+                raise knobs.ConfigError(
+                    "runtime_cfg['enable_dump_tensor'] is implemented on the sim platform only for now; "
+                    "run with platform='sim' to dump tensors"
+                )
+
             n = run_program(self.program(), list(args), float64=bool(opts["float64"]))
             return RunInfo("interp", time.perf_counter() - t0, n)
         if opts["float64"]:
@@ -271,7 +277,7 @@ class CompiledProgram:
             core.scalar_arg(a, spec.dtype) if spec.shape is None else core.tensor_arg(a, spec.direction)
             for spec, a in zip(self.args, args)
         ]
-        dfx = bool(opts["enable_dep_gen"] or opts["enable_trace"])
+        dfx = bool(opts["enable_dep_gen"] or opts["enable_trace"] or opts["enable_dump_tensor"])
         try:
             report = core.run_graph(
                 loaded.orch,
@@ -280,7 +286,8 @@ class CompiledProgram:
                 cargs,
                 num_workers=opts["num_workers"],
                 record_edges=bool(opts["enable_dep_gen"]),
-                record_tasks=dfx,
+                record_tasks=bool(opts["enable_dep_gen"] or opts["enable_trace"]),
+                dump_level=opts["enable_dump_tensor"],
             )
         except RuntimeFailure as e:
             if dfx and getattr(e, "report", None) is not None:

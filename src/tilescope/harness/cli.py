@@ -1,9 +1,7 @@
 """The flags every model script shares, and their mapping onto ``run_jit`` keyword arguments.
 
 ``add_runtime_args`` holds the flags about one run (shared with ``tilescope replay`` and the
-build's ``debug/run.py``); ``add_harness_args`` adds those about compiling and data. Flags that
-later versions fill in are accepted and forwarded; the runtime options reject them with a
-clear "not implemented yet" instead of ignoring them.
+build's ``debug/run.py``); ``add_harness_args`` adds those about compiling and data.
 """
 
 from __future__ import annotations

@@ -37,6 +37,11 @@ from tilescope.toolchain.cache import abi_version
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
 MAX_DIMS = 4  # TS_MAX_DIMS
 MAX_IDLE_RUNTIMES = 4  # idle runtimes (each with parked workers) kept for reuse
+DUMP_ARENA_BYTES = 64 << 20  # tensor dump payload ring per worker (levels 1 and 2)
+DUMP_MAX_RECORDS = 1 << 20  # tensor dump records kept per worker; later ones are dropped (and counted)
+DUMP_STAGES = ("before_dispatch", "after_completion")  # ts_dump_stage
+DUMP_ROLES = ("input", "output", "inout", "scalar")  # by ts_dir
+DUMP_TRUNCATED, DUMP_OVERWRITTEN = 1, 2  # ts_dump_record flags
 
 
 class Direction(enum.IntEnum):
@@ -103,6 +108,9 @@ class TsRunConfig(ctypes.Structure):
         ("num_workers", ctypes.c_int32),
         ("record_edges", ctypes.c_int32),
         ("record_tasks", ctypes.c_int32),
+        ("dump_level", ctypes.c_int32),
+        ("dump_arena_bytes", ctypes.c_int64),
+        ("dump_max_records", ctypes.c_int64),
     ]
 
 
@@ -143,6 +151,29 @@ class TsBufferRecord(ctypes.Structure):
 
 class TsDumpTagRecord(ctypes.Structure):
     _fields_ = [("tensor", TsTensor), ("first_task", ctypes.c_int64)]
+
+
+class TsDumpRecord(ctypes.Structure):
+    _fields_ = [
+        ("task_id", ctypes.c_int64),
+        ("func_id", ctypes.c_int32),
+        ("arg_index", ctypes.c_int32),
+        ("role", ctypes.c_int32),
+        ("stage", ctypes.c_int32),
+        ("kind", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("flags", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("strides", ctypes.c_int64 * MAX_DIMS),
+        ("start_offset", ctypes.c_int64),
+        ("buffer_id", ctypes.c_int64),
+        ("value", TsScalar),
+        ("bin_offset", ctypes.c_int64),
+        ("bin_size", ctypes.c_int64),
+        ("worker", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +247,44 @@ class DumpTagRecord:
     offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class DumpRecord:
+    """One dumped argument of one task. ``stage`` is ``before_dispatch`` (inputs, inouts,
+    scalars) or ``after_completion`` (outputs, inouts); ``role`` is ``input``, ``output``,
+    ``inout`` or ``scalar``. A tensor's payload is ``payload[bin_offset:bin_offset + bin_size]``
+    of its DumpReport (``bin_offset`` None: no payload kept); a scalar has ``value``."""
+
+    task_id: int
+    func_id: int
+    arg_index: int
+    role: str
+    stage: str
+    kind: str
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    start_offset: int
+    buffer_id: int
+    value: float | int | bool | None
+    bin_offset: int | None
+    bin_size: int
+    truncated: bool
+    overwritten: bool
+    worker: int
+
+
+@dataclass
+class DumpReport:
+    """The tensor dump of one run (flushed from every worker, a failed run included): records
+    sorted by (task_id, stage, arg_index) and their payloads, concatenated in record order."""
+
+    level: int
+    records: list[DumpRecord]
+    payload: np.ndarray  # uint8
+    dropped_records: int
+    task_names: dict[int, str]
+
+
 @dataclass
 class RunReport:
     status: int
@@ -227,8 +296,9 @@ class RunReport:
     tasks: list[TaskRecord] = field(default_factory=list)  # with record_tasks
     edges: list[EdgeRecord] = field(default_factory=list)  # with record_edges
     task_args: list[TaskArgRecord] = field(default_factory=list)  # with record_edges
-    buffers: list[BufferRecord] = field(default_factory=list)  # with record_edges
+    buffers: list[BufferRecord] = field(default_factory=list)  # with record_edges or a dump
     dump_tags: list[DumpTagRecord] = field(default_factory=list)
+    dump: DumpReport | None = None  # with dump_level 1..3
 
 
 @dataclass(frozen=True)
@@ -263,7 +333,8 @@ def _loaded() -> tuple[ctypes.CDLL, Path]:
         return _core
 
 
-def _build_core() -> Path:
+def _build_core(defines: tuple[str, ...] = ()) -> Path:
+    """Build (or fetch) the core; ``defines`` (e.g. ``TS_RUNTIME_NO_DUMP``) only for benchmarks."""
     sources = sorted(CSRC_DIR.glob("*.cpp"))
     if not sources:
         raise ToolchainError(f"the runtime core sources are missing from {CSRC_DIR}; reinstall tilescope")
@@ -274,7 +345,7 @@ def _build_core() -> Path:
         # object itself, which no other build can replace while it is being opened.
         output=cache_dir() / "runtime" / "libtilescope_core.so",
         include_dirs=(CSRC_DIR,),
-        extra_flags=("-pthread",),
+        extra_flags=("-pthread", *(f"-D{d}" for d in defines)),
     )
     (result,) = build([job])
     if not result.cache_hit:
@@ -337,6 +408,15 @@ def _open_core(path: Path) -> ctypes.CDLL:
             ctypes.c_int64,
             [c_result, ctypes.POINTER(TsDumpTagRecord), ctypes.c_int64],
         ),
+        "ts_run_dump_level": (ctypes.c_int32, [c_result]),
+        "ts_run_num_dump_records": (ctypes.c_int64, [c_result]),
+        "ts_run_copy_dump_records": (
+            ctypes.c_int64,
+            [c_result, ctypes.POINTER(TsDumpRecord), ctypes.c_int64],
+        ),
+        "ts_run_dump_payload_size": (ctypes.c_int64, [c_result]),
+        "ts_run_copy_dump_payload": (ctypes.c_int64, [c_result, ctypes.c_void_p, ctypes.c_int64]),
+        "ts_run_dump_dropped": (ctypes.c_int64, [c_result]),
         "ts_run_task_name": (ctypes.c_char_p, [c_result, ctypes.c_int64]),
         "ts_run_free": (None, [c_result]),
         "ts_core_abi_version": (ctypes.c_uint32, []),
@@ -476,6 +556,7 @@ class Runtime:
         args: list[TsArg],
         record_edges: bool = False,
         record_tasks: bool = False,
+        dump_level: int = 0,
     ) -> RunReport:
         """Run an orchestration on this runtime's workers; see ``run_graph``.
 
@@ -490,7 +571,11 @@ class Runtime:
         kernels = (ctypes.c_void_p * nkernels)(*kernel_fn_addresses)
         names = (ctypes.c_char_p * nkernels)(*(n.encode() for n in kernel_names))
         arg_array = (TsArg * len(args))(*args)
-        config = TsRunConfig(0, int(record_edges), int(record_tasks))
+        if dump_level not in (0, 1, 2, 3):
+            raise ArgumentError(f"Runtime.run: dump_level must be 0..3, got {dump_level!r}")
+        config = TsRunConfig(
+            0, int(record_edges), int(record_tasks), dump_level, DUMP_ARENA_BYTES, DUMP_MAX_RECORDS
+        )
         with self._lock:
             if self._handle is None or self._pid != os.getpid():
                 raise RuntimeFailure(
@@ -624,11 +709,14 @@ def run_graph(
     num_workers: int = 0,
     record_edges: bool = False,
     record_tasks: bool = False,
+    dump_level: int = 0,
 ) -> RunReport:
     """Run an orchestration (``orchestration_entry``'s address) with kernels indexed by func_id.
 
     Blocks until the orchestration returned and every task finished; the GIL is released
-    meanwhile. ``num_workers=0`` uses every hardware thread. The run borrows a Runtime from
+    meanwhile. ``num_workers=0`` uses every hardware thread. ``dump_level`` 1..3 collects the
+    tensor dump into ``report.dump`` (1 tagged, 2 every argument, 3 metadata only), bounded by
+    ``DUMP_ARENA_BYTES`` and ``DUMP_MAX_RECORDS`` per worker. The run borrows a Runtime from
     ``runtime_pool()``, so consecutive runs reuse parked worker threads instead of starting them.
 
     Raises:
@@ -644,7 +732,7 @@ def run_graph(
     runtime = _runtimes.borrow(num_workers)
     try:
         return runtime.run(
-            orch_fn_address, kernel_fn_addresses, kernel_names, args, record_edges, record_tasks
+            orch_fn_address, kernel_fn_addresses, kernel_names, args, record_edges, record_tasks, dump_level
         )
     finally:
         _runtimes.give_back(runtime)
@@ -715,7 +803,59 @@ def _collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:
                     t.offset,
                 )
             )
+    if lib.ts_run_dump_level(handle):
+        report.dump = _collect_dump(lib, handle)
     return report
+
+
+def _collect_dump(lib: ctypes.CDLL, handle: int) -> DumpReport:
+    n = lib.ts_run_num_dump_records(handle)
+    buf = (TsDumpRecord * n)()
+    n = lib.ts_run_copy_dump_records(handle, buf, n)
+    payload = np.empty(lib.ts_run_dump_payload_size(handle), dtype=np.uint8)
+    if payload.size:
+        lib.ts_run_copy_dump_payload(handle, payload.ctypes.data, payload.size)
+    records = []
+    names: dict[int, str] = {}
+    for rec in buf[:n]:
+        dtype = dtypes.BY_CODE.get(rec.dtype)
+        value: float | int | bool | None = None
+        if rec.kind == ArgKind.SCALAR and dtype is not None:
+            value = rec.value.v.f if dtype.is_float else rec.value.v.i
+            if dtype.name == "bool":
+                value = bool(value)
+        kept = rec.bin_size > 0
+        records.append(
+            DumpRecord(
+                task_id=rec.task_id,
+                func_id=rec.func_id,
+                arg_index=rec.arg_index,
+                role=DUMP_ROLES[rec.role],
+                stage=DUMP_STAGES[rec.stage],
+                kind="scalar" if rec.kind == ArgKind.SCALAR else "tensor",
+                dtype=dtype.name if dtype is not None else f"invalid({rec.dtype})",
+                shape=tuple(rec.shape[: rec.ndim]),
+                strides=tuple(rec.strides[: rec.ndim]),
+                start_offset=rec.start_offset,
+                buffer_id=rec.buffer_id,
+                value=value,
+                bin_offset=rec.bin_offset if kept else None,
+                bin_size=rec.bin_size if kept else 0,
+                truncated=bool(rec.flags & DUMP_TRUNCATED),
+                overwritten=bool(rec.flags & DUMP_OVERWRITTEN),
+                worker=rec.worker,
+            )
+        )
+        if rec.task_id not in names:
+            name = lib.ts_run_task_name(handle, rec.task_id)
+            names[rec.task_id] = name.decode(errors="replace") if name is not None else ""
+    return DumpReport(
+        level=lib.ts_run_dump_level(handle),
+        records=records,
+        payload=payload,
+        dropped_records=lib.ts_run_dump_dropped(handle),
+        task_names=names,
+    )
 
 
 def _task_arg(rec: TsTaskArgRecord) -> TaskArgRecord:

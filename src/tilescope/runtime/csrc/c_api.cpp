@@ -13,6 +13,8 @@
 
 static_assert(sizeof(ts_task_arg_record) == 120, "ts_task_arg_record layout changed: update core.py");
 static_assert(sizeof(ts_buffer_record) == 104, "ts_buffer_record layout changed: update core.py");
+static_assert(sizeof(ts_dump_record) == 160, "ts_dump_record layout changed: update core.py");
+static_assert(sizeof(ts_run_config) == 32, "ts_run_config layout changed: update core.py");
 static_assert(sizeof(ts_arg) == 104, "ts_arg layout changed: update the Python ctypes mirror in core.py");
 
 struct ts_runtime {
@@ -63,7 +65,7 @@ ts_run_result *checked_run(const char *caller, ts::rt::Runtime *runtime, const t
     auto *result = new (std::nothrow) ts_run_result;
     if (result == nullptr) return const_cast<ts_run_result *>(&kOutOfMemory);
     try {
-        const ts_run_config cfg = config != nullptr ? *config : ts_run_config{0, 0, 0};
+        const ts_run_config cfg = config != nullptr ? *config : ts_run_config{};
         std::string why = check_inputs(orch, kernels, kernel_names, nkernels, args, nargs);
         if (why.empty() && runtime != nullptr && cfg.num_workers > 0 && cfg.num_workers != runtime->num_workers())
             why = "the config asks for " + std::to_string(cfg.num_workers) + " worker(s) but the runtime has " +
@@ -158,6 +160,23 @@ int64_t ts_run_num_dump_tags(const ts_run_result *r) { return static_cast<int64_
 int64_t ts_run_copy_dump_tags(const ts_run_result *r, ts_dump_tag_record *out, int64_t capacity) {
     return copy_out(r->dump_tags, out, capacity);
 }
+
+int32_t ts_run_dump_level(const ts_run_result *r) { return r->dump.level; }
+int64_t ts_run_num_dump_records(const ts_run_result *r) { return static_cast<int64_t>(r->dump.records.size()); }
+
+int64_t ts_run_copy_dump_records(const ts_run_result *r, ts_dump_record *out, int64_t capacity) {
+    return copy_out(r->dump.records, out, capacity);
+}
+
+int64_t ts_run_dump_payload_size(const ts_run_result *r) { return r->dump.payload_bytes; }
+
+int64_t ts_run_copy_dump_payload(const ts_run_result *r, void *out, int64_t capacity) {
+    if (out == nullptr || capacity < r->dump.payload_bytes) return 0;
+    r->dump.copy_payload(static_cast<char *>(out));
+    return r->dump.payload_bytes;
+}
+
+int64_t ts_run_dump_dropped(const ts_run_result *r) { return r->dump.dropped; }
 
 const char *ts_run_task_name(const ts_run_result *r, int64_t task_id) {
     if (task_id < 0 || task_id >= static_cast<int64_t>(r->task_names.size())) return nullptr;

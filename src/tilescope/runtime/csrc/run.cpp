@@ -19,6 +19,9 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
       nargs_(nargs),
       t0_(Clock::now()),
       scheduler_(scheduler) {
+    if (config_.dump_level >= 1 && config_.dump_level <= 3)
+        dump_ = std::make_unique<TensorDump>(config_.dump_level, scheduler_.num_workers(), config_.dump_arena_bytes,
+                                             config_.dump_max_records);
     api_.abi_version = TS_ABI_VERSION;
     api_.create_tensor = &Run::api_create_tensor;
     api_.submit = &Run::api_submit;
@@ -27,22 +30,24 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     for (int32_t i = 0; i < nargs_; ++i) {
         if (args_[i].kind != TS_ARG_TENSOR) continue;
         tensor_map_.register_buffer(args_[i].u.t);
-        if (config_.record_edges) buffers_.push_back(ts_buffer_record{args_[i].u.t, i, 0});
+        if (config_.record_edges || dump_) buffers_.push_back(ts_buffer_record{args_[i].u.t, i, 0});
     }
 }
 
 void Run::execute(ts_run_result &result) {
-    scheduler_.begin(RunContext{kernels_, config_.record_tasks != 0, t0_, &failed_});
+    scheduler_.begin(RunContext{kernels_, config_.record_tasks != 0, t0_, &failed_, dump_.get()});
     try {
         orchestrate();
     } catch (...) {
         // NOTE: only a failure to record an error gets here; the tasks already sealed must still
-        // drain before this Run (their storage) can go away.
+        // drain before this Run (their storage) can go away, and what was dumped is kept.
         failed_.store(true, std::memory_order_release);
         scheduler_.finish(static_cast<int64_t>(tasks_.size()));
+        flush_dump(result);
         throw;
     }
     scheduler_.finish(static_cast<int64_t>(tasks_.size()));
+    flush_dump(result);
 
     result.wall_seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
     result.status = failed_.load() ? 1 : 0;
@@ -55,12 +60,18 @@ void Run::execute(ts_run_result &result) {
         result.tasks.reserve(tasks_.size());
         for (const Task *t : tasks_)
             result.tasks.push_back(ts_task_record{t->id, t->func_id, t->worker, t->submit_ns, t->start_ns, t->end_ns});
-        result.task_names = std::move(task_names_);
     }
+    result.task_names = std::move(task_names_);
     result.edges = std::move(edges_);
     result.task_args = std::move(task_args_);
     result.buffers = std::move(buffers_);
     result.dump_tags = std::move(dump_tags_);
+}
+
+void Run::flush_dump(ts_run_result &result) {
+    // NOTE: every worker's buffer, whichever workers ran tasks (Scheduler::finish has returned,
+    // so no worker touches them any more).
+    if (dump_) dump_->flush(result.dump);
 }
 
 void Run::orchestrate() {
@@ -118,7 +129,7 @@ int Run::create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_ten
         stride *= std::max<int64_t>(shape[d], 1);
     }
     tensor_map_.register_buffer(*out);
-    if (config_.record_edges) buffers_.push_back(ts_buffer_record{*out, -1, 0});
+    if (config_.record_edges || dump_) buffers_.push_back(ts_buffer_record{*out, -1, 0});
     return 0;
 }
 
@@ -138,8 +149,9 @@ int64_t Run::submit(const SubmitRequest &req) {
     task->func_id = req.func_id;
     task->nargs = req.nargs;
     task->args = args;
-    if (config_.record_tasks) {
-        task->submit_ns = scheduler_.now_ns();
+    if (dump_) select_dump(*task, args, req.nargs);
+    if (config_.record_tasks) task->submit_ns = scheduler_.now_ns();
+    if (config_.record_tasks || dump_) {
         task_names_.emplace_back(req.name != nullptr ? req.name : kernel_names_[static_cast<size_t>(req.func_id)]);
     }
 
@@ -163,6 +175,25 @@ int64_t Run::submit(const SubmitRequest &req) {
     tasks_.push_back(task);
     scheduler_.seal(*task);
     return id;
+}
+
+void Run::select_dump(Task &task, const ts_arg *args, int32_t nargs) {
+    if (dump_->level() != 1) {
+        task.dump = kDumpAll;
+        return;
+    }
+    if (dump_tagged_buffers_.empty()) return;
+    uint8_t *chosen = nullptr;
+    for (int32_t i = 0; i < nargs; ++i) {
+        if (args[i].kind != TS_ARG_TENSOR || dump_tagged_buffers_.count(args[i].u.t.buffer_id) == 0) continue;
+        if (chosen == nullptr) chosen = dump_args_arena_.allocate(static_cast<size_t>(nargs));
+        chosen[i] = 1;
+    }
+    if (chosen == nullptr) return;
+    for (int32_t i = 0; i < nargs; ++i)
+        if (args[i].kind == TS_ARG_SCALAR) chosen[i] = 1;  // the scalars of a task with a tagged tensor
+    task.dump = kDumpSelected;
+    task.dump_args = chosen;
 }
 
 void Run::record_edges(int64_t succ) {
@@ -226,6 +257,7 @@ void Run::dump_tag(const ts_tensor *t) {
         return;
     }
     dump_tags_.push_back(ts_dump_tag_record{*t, static_cast<int64_t>(tasks_.size())});
+    if (dump_) dump_tagged_buffers_.insert(t->buffer_id);
 }
 
 }  // namespace ts::rt

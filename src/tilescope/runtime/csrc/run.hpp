@@ -12,6 +12,8 @@
 //    so the tasks and intermediates may be freed when the Run is destroyed.
 //  - The first error is kept verbatim; after it, submit returns -1 and records nothing, and
 //    workers skip tasks that have not started.
+//  - The tensor dump (dump_) is collected by the workers into per-worker buffers owned by this Run
+//    and flushed for every worker into the result after the run, a failed run included.
 //  - Intermediate tensors are zero-filled, 64-byte aligned, identified by their base address,
 //    and freed when the Run is destroyed.
 #pragma once
@@ -21,12 +23,14 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "block_arena.hpp"
 #include "run_result.hpp"
 #include "scheduler.hpp"
 #include "task.hpp"
+#include "tensor_dump.hpp"
 #include "tensor_map.hpp"
 #include "tilescope/abi.h"
 #include "tilescope/runtime_api.h"
@@ -57,6 +61,8 @@ private:
     int64_t submit(const SubmitRequest &req);
     void dump_tag(const ts_tensor *t);
     void record_edges(int64_t succ);
+    void select_dump(Task &task, const ts_arg *args, int32_t nargs);
+    void flush_dump(ts_run_result &result);
     void fail(std::string message);
 
     struct FreeDeleter {
@@ -90,6 +96,9 @@ private:
     std::vector<ts_buffer_record> buffers_;
     std::vector<std::string> task_names_;
     std::vector<ts_dump_tag_record> dump_tags_;
+    std::unordered_set<int64_t> dump_tagged_buffers_;  // level 1: buffers dumped from now on
+    BlockArena<uint8_t> dump_args_arena_{64, 8192};
+    std::unique_ptr<TensorDump> dump_;  // nullptr unless config_.dump_level is 1..3
     std::vector<std::unique_ptr<void, FreeDeleter>> intermediates_;
 
     Scheduler &scheduler_;

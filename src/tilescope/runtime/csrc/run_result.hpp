@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor_dump.hpp"
 #include "tilescope/runtime_api.h"
 
 struct ts_run_result {
@@ -17,9 +18,10 @@ struct ts_run_result {
     int32_t num_workers = 0;
     double wall_seconds = 0.0;
     std::vector<ts_task_record> tasks;     // only with record_tasks
-    std::vector<std::string> task_names;   // only with record_tasks
+    std::vector<std::string> task_names;   // with record_tasks or a dump
     std::vector<ts_edge_record> edges;     // only with record_edges
     std::vector<ts_task_arg_record> task_args;  // only with record_edges
-    std::vector<ts_buffer_record> buffers;      // only with record_edges
+    std::vector<ts_buffer_record> buffers;      // with record_edges or a dump
     std::vector<ts_dump_tag_record> dump_tags;
+    ts::rt::DumpResult dump;               // level 0 (empty) unless a dump was asked for
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tensor_dump.hpp"
+
 namespace ts::rt {
 
 namespace {
@@ -102,9 +104,17 @@ void Scheduler::worker_main(int32_t index) {
 
 void Scheduler::execute(Task &t, int32_t worker) {
     if (context_.failed->load(std::memory_order_acquire)) return;
+    // NOTE: TS_RUNTIME_NO_DUMP builds the core without the dump hooks, only so that
+    // benchmarks/dump_throughput.py can show the hooks cost nothing measurable when off.
+#ifndef TS_RUNTIME_NO_DUMP
+    if (context_.dump != nullptr) context_.dump->before_dispatch(t, worker);
+#endif
     if (context_.record_times) t.start_ns = now_ns();
     context_.kernels[t.func_id](t.args);
     if (context_.record_times) t.end_ns = now_ns();
+#ifndef TS_RUNTIME_NO_DUMP
+    if (context_.dump != nullptr) context_.dump->after_completion(t, worker);
+#endif
     t.worker = worker;
 }
 

@@ -34,6 +34,8 @@
 
 namespace ts::rt {
 
+class TensorDump;
+
 using Clock = std::chrono::steady_clock;
 
 // What the workers need from the run in progress; fixed from begin() until finish() returns.
@@ -42,6 +44,7 @@ struct RunContext {
     bool record_times = false;
     Clock::time_point t0{};
     const std::atomic<bool> *failed = nullptr;
+    TensorDump *dump = nullptr;  // nullptr: no tensor dump (the per-task cost is this one test)
 };
 
 class Scheduler {

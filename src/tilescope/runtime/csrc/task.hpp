@@ -18,11 +18,18 @@
 
 namespace ts::rt {
 
+// Task::dump: which arguments the tensor dump records.
+constexpr int8_t kDumpNone = 0;
+constexpr int8_t kDumpSelected = 1;  // those with a nonzero dump_args entry (level 1)
+constexpr int8_t kDumpAll = 2;
+
 struct Task {
     int64_t id = 0;
     int32_t func_id = 0;
     int32_t nargs = 0;
     const ts_arg *args = nullptr;
+    int8_t dump = kDumpNone;
+    const uint8_t *dump_args = nullptr;  // nargs entries, with kDumpSelected
 
     std::mutex mu;
     bool done = false;

@@ -28,8 +28,13 @@ extern "C" {
 typedef struct ts_run_config {
     int32_t num_workers;  /* worker threads; 0 = std::thread::hardware_concurrency() */
     int32_t record_edges; /* nonzero: keep every dependency edge (ts_edge_record), every task
-                             argument (ts_task_arg_record) and every buffer (ts_buffer_record) */
+                             argument (ts_task_arg_record) and every buffer (ts_buffer_record;
+                             buffers are also kept when dump_level is nonzero) */
     int32_t record_tasks; /* nonzero: keep per-task timing records and names */
+    int32_t dump_level;   /* tensor/scalar dump: 0 off, 1 tagged (dump_tag), 2 every argument,
+                             3 every argument, metadata only (no payload) */
+    int64_t dump_arena_bytes; /* payload ring per worker (levels 1, 2); 0 = 64 MiB */
+    int64_t dump_max_records; /* records kept per worker, later ones are dropped; 0 = 1 << 20 */
 } ts_run_config;
 
 /* Why an edge exists. An INOUT argument after a writer is RAW, after a reader WAR. */
@@ -84,6 +89,38 @@ typedef struct ts_dump_tag_record {
     int64_t first_task;
 } ts_dump_tag_record;
 
+/* When a dump record was taken. */
+typedef enum ts_dump_stage { TS_DUMP_BEFORE_DISPATCH = 0, TS_DUMP_AFTER_COMPLETION = 1 } ts_dump_stage;
+
+/* ts_dump_record::flags */
+#define TS_DUMP_TRUNCATED 1   /* the payload was cut to the arena size; bin_size bytes are kept */
+#define TS_DUMP_OVERWRITTEN 2 /* the payload was overwritten by a later one (ring reuse); none kept */
+
+/* One dumped argument of one task (see ts_run_config::dump_level). Inputs, inouts and scalars are
+ * taken on the worker just before the kernel runs (TS_DUMP_BEFORE_DISPATCH), outputs and inouts
+ * just after it returns (TS_DUMP_AFTER_COMPLETION). A tensor's payload is its region copied
+ * contiguous (row-major over shape). Records come sorted by (task_id, stage, arg_index). */
+typedef struct ts_dump_record {
+    int64_t task_id;
+    int32_t func_id;
+    int32_t arg_index;
+    int32_t role;   /* ts_dir */
+    int32_t stage;  /* ts_dump_stage */
+    int32_t kind;   /* ts_arg_kind */
+    int32_t dtype;  /* ts_dtype */
+    int32_t ndim;   /* 0 for scalars; never more than TS_MAX_DIMS */
+    int32_t flags;  /* TS_DUMP_TRUNCATED | TS_DUMP_OVERWRITTEN */
+    int64_t shape[TS_MAX_DIMS];   /* in elements; unused dims 0 */
+    int64_t strides[TS_MAX_DIMS]; /* in elements */
+    int64_t start_offset;         /* element offset of the region's first element in its buffer */
+    int64_t buffer_id;
+    ts_scalar value;    /* scalars only */
+    int64_t bin_offset; /* payload offset in ts_run_copy_dump_payload's output, -1 if none */
+    int64_t bin_size;   /* payload bytes kept (0: no payload) */
+    int32_t worker;
+    int32_t reserved;
+} ts_dump_record;
+
 typedef struct ts_run_result ts_run_result;
 typedef struct ts_runtime ts_runtime;
 
@@ -125,7 +162,17 @@ int64_t ts_run_num_buffers(const ts_run_result *r); /* 0 unless record_edges */
 int64_t ts_run_copy_buffers(const ts_run_result *r, ts_buffer_record *out, int64_t capacity);
 int64_t ts_run_num_dump_tags(const ts_run_result *r);
 int64_t ts_run_copy_dump_tags(const ts_run_result *r, ts_dump_tag_record *out, int64_t capacity);
-/* A task's display name, or NULL if tasks were not recorded or the id is out of range. */
+/* The tensor dump (ts_run_config::dump_level), flushed from every worker after the run, a failed
+ * run included. Records are sorted; the payload is every kept payload, concatenated in record
+ * order (each at its record's bin_offset). */
+int32_t ts_run_dump_level(const ts_run_result *r);
+int64_t ts_run_num_dump_records(const ts_run_result *r);
+int64_t ts_run_copy_dump_records(const ts_run_result *r, ts_dump_record *out, int64_t capacity);
+int64_t ts_run_dump_payload_size(const ts_run_result *r);
+/* Copy the payload into `out` if `capacity` holds all of it; returns the bytes copied (0 if not). */
+int64_t ts_run_copy_dump_payload(const ts_run_result *r, void *out, int64_t capacity);
+int64_t ts_run_dump_dropped(const ts_run_result *r); /* records lost: a worker's record buffer was full */
+/* A task's display name, or NULL if neither tasks nor a dump were recorded or the id is out of range. */
 const char *ts_run_task_name(const ts_run_result *r, int64_t task_id);
 void ts_run_free(ts_run_result *r);
 

@@ -1,0 +1,223 @@
+#include "tensor_dump.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include <sys/mman.h>
+
+#include "dtype.hpp"
+
+namespace ts::rt {
+
+namespace {
+
+// Copy the first `limit` bytes of view `t`, row-major over its shape, to `dst`; returns the bytes
+// copied. `t` must have 1..TS_MAX_DIMS dims and a valid dtype.
+int64_t copy_region(char *dst, const ts_tensor &t, int64_t itemsize, int64_t limit) {
+    int64_t shape[TS_MAX_DIMS], strides[TS_MAX_DIMS];
+    const int32_t pad = TS_MAX_DIMS - t.ndim;  // leading unit dims
+    for (int32_t d = 0; d < TS_MAX_DIMS; ++d) {
+        shape[d] = d < pad ? 1 : t.shape[d - pad];
+        strides[d] = d < pad ? 0 : t.strides[d - pad];
+    }
+    const char *base = static_cast<const char *>(t.data) + t.offset * itemsize;
+    bool dense = true;
+    int64_t expected = 1, total = itemsize;
+    for (int32_t d = TS_MAX_DIMS - 1; d >= 0; --d) {
+        if (shape[d] != 1 && strides[d] != expected) dense = false;
+        expected *= shape[d];
+        total *= shape[d];
+    }
+    if (total <= 0 || limit <= 0) return 0;
+    if (dense) {
+        const int64_t n = std::min(total, limit);
+        std::memcpy(dst, base, static_cast<size_t>(n));
+        return n;
+    }
+    const bool rows_dense = strides[3] == 1 || shape[3] == 1;
+    const int64_t row_bytes = shape[3] * itemsize;
+    int64_t written = 0;
+    for (int64_t i0 = 0; i0 < shape[0]; ++i0)
+        for (int64_t i1 = 0; i1 < shape[1]; ++i1)
+            for (int64_t i2 = 0; i2 < shape[2]; ++i2) {
+                const char *src = base + (i0 * strides[0] + i1 * strides[1] + i2 * strides[2]) * itemsize;
+                const int64_t n = std::min(row_bytes, limit - written);
+                if (rows_dense) {
+                    std::memcpy(dst + written, src, static_cast<size_t>(n));
+                } else {
+                    for (int64_t b = 0; b < n; b += itemsize)
+                        std::memcpy(dst + written + b, src + (b / itemsize) * strides[3] * itemsize,
+                                    static_cast<size_t>(std::min(itemsize, n - b)));
+                }
+                written += n;
+                if (written >= limit) return written;
+            }
+    return written;
+}
+
+bool selected(const Task &t, int32_t arg_index) {
+    return t.dump == kDumpAll || (t.dump == kDumpSelected && t.dump_args[arg_index] != 0);
+}
+
+}  // namespace
+
+PayloadRing::PayloadRing(size_t bytes) : bytes_(bytes) {
+    void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without it the ring only takes more page faults
+#endif
+    data_ = static_cast<char *>(p);
+}
+
+PayloadRing::~PayloadRing() {
+    if (data_ != nullptr) munmap(data_, bytes_);
+}
+
+PayloadRing &PayloadRing::operator=(PayloadRing &&o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+}
+
+void DumpResult::copy_payload(char *out) const {
+    for (size_t i = 0; i < records.size(); ++i) {
+        const ts_dump_record &r = records[i];
+        if (r.bin_size <= 0) continue;
+        std::memcpy(out + r.bin_offset, rings[static_cast<size_t>(r.worker)].get() + ring_offsets[i],
+                    static_cast<size_t>(r.bin_size));
+    }
+}
+
+TensorDump::TensorDump(int32_t level, int32_t num_workers, int64_t arena_bytes, int64_t max_records)
+    : level_(level),
+      arena_bytes_(level == 1 || level == 2 ? (arena_bytes > 0 ? arena_bytes : kDefaultDumpArenaBytes) : 0),
+      max_records_(max_records > 0 ? max_records : kDefaultDumpMaxRecords),
+      workers_(static_cast<size_t>(num_workers)) {
+    for (WorkerBuffer &w : workers_)
+        if (arena_bytes_ > 0) w.ring = PayloadRing(static_cast<size_t>(arena_bytes_));
+}
+
+void TensorDump::before_dispatch(const Task &t, int32_t worker) {
+    if (t.dump == kDumpNone) return;
+    WorkerBuffer &w = workers_[static_cast<size_t>(worker)];
+    for (int32_t i = 0; i < t.nargs; ++i) {
+        const int32_t dir = t.args[i].dir;
+        if ((dir == TS_IN || dir == TS_INOUT || dir == TS_SCALAR) && selected(t, i))
+            capture(w, t, i, TS_DUMP_BEFORE_DISPATCH, worker);
+    }
+}
+
+void TensorDump::after_completion(const Task &t, int32_t worker) {
+    if (t.dump == kDumpNone) return;
+    WorkerBuffer &w = workers_[static_cast<size_t>(worker)];
+    for (int32_t i = 0; i < t.nargs; ++i) {
+        const int32_t dir = t.args[i].dir;
+        if ((dir == TS_OUT || dir == TS_INOUT) && selected(t, i)) capture(w, t, i, TS_DUMP_AFTER_COMPLETION, worker);
+    }
+}
+
+void TensorDump::capture(WorkerBuffer &w, const Task &t, int32_t arg_index, int32_t stage, int32_t worker) {
+    if (static_cast<int64_t>(w.records.size()) >= max_records_) {
+        ++w.dropped;
+        return;
+    }
+    const ts_arg &a = t.args[arg_index];
+    ts_dump_record rec{};
+    rec.task_id = t.id;
+    rec.func_id = t.func_id;
+    rec.arg_index = arg_index;
+    rec.role = a.dir;
+    rec.stage = stage;
+    rec.kind = a.kind;
+    rec.bin_offset = -1;
+    rec.worker = worker;
+    if (a.kind == TS_ARG_SCALAR) {
+        rec.dtype = a.u.s.dtype;
+        rec.value = a.u.s;
+        w.records.push_back(rec);
+        return;
+    }
+    const ts_tensor &tensor = a.u.t;
+    rec.dtype = tensor.dtype;
+    rec.ndim = std::clamp<int32_t>(tensor.ndim, 0, TS_MAX_DIMS);
+    for (int32_t d = 0; d < rec.ndim; ++d) {
+        rec.shape[d] = tensor.shape[d];
+        rec.strides[d] = tensor.strides[d];
+    }
+    rec.start_offset = tensor.offset;
+    rec.buffer_id = tensor.buffer_id;
+    const bool describable = tensor.ndim >= 1 && tensor.ndim <= TS_MAX_DIMS && dtype_valid(tensor.dtype);
+    if (arena_bytes_ > 0 && describable) store_payload(w, rec, tensor);
+    w.records.push_back(rec);
+}
+
+void TensorDump::store_payload(WorkerBuffer &w, ts_dump_record &rec, const ts_tensor &t) {
+    const int64_t itemsize = dtype_itemsize(t.dtype);
+    int64_t bytes = itemsize;
+    for (int32_t d = 0; d < t.ndim; ++d) bytes *= std::max<int64_t>(t.shape[d], 0);
+    if (bytes <= 0) return;
+    const int64_t n = std::min(bytes, arena_bytes_);
+    if (n < bytes) rec.flags |= TS_DUMP_TRUNCATED;
+    if (w.head + n > arena_bytes_) {
+        // NOTE: wrapping: payloads of the previous lap past the head are given up too, so the
+        // live payloads always follow record order and `oldest` is all the bookkeeping needed.
+        for (; w.oldest < w.records.size(); ++w.oldest) {
+            ts_dump_record &old = w.records[w.oldest];
+            if (old.bin_size == 0) continue;
+            if (old.bin_offset < w.head) break;
+            old.flags |= TS_DUMP_OVERWRITTEN;
+            old.bin_size = 0;
+            old.bin_offset = -1;
+        }
+        w.head = 0;
+    }
+    for (; w.oldest < w.records.size(); ++w.oldest) {
+        ts_dump_record &old = w.records[w.oldest];
+        if (old.bin_size == 0) continue;
+        if (old.bin_offset >= w.head + n || old.bin_offset + old.bin_size <= w.head) break;
+        old.flags |= TS_DUMP_OVERWRITTEN;
+        old.bin_size = 0;
+        old.bin_offset = -1;
+    }
+    rec.bin_size = copy_region(w.ring.get() + w.head, t, itemsize, n);
+    rec.bin_offset = w.head;  // the ring offset until flush() assigns the output offset
+    w.head += rec.bin_size;
+}
+
+void TensorDump::flush(DumpResult &out) {
+    out.level = level_;
+    size_t total = 0;
+    for (const WorkerBuffer &w : workers_) total += w.records.size();
+    out.records.clear();
+    out.records.reserve(total);
+    for (WorkerBuffer &w : workers_) {
+        out.records.insert(out.records.end(), w.records.begin(), w.records.end());
+        out.dropped += w.dropped;
+        w.records.clear();
+        w.records.shrink_to_fit();
+        out.rings.push_back(std::move(w.ring));
+    }
+    std::sort(out.records.begin(), out.records.end(), [](const ts_dump_record &a, const ts_dump_record &b) {
+        if (a.task_id != b.task_id) return a.task_id < b.task_id;
+        if (a.stage != b.stage) return a.stage < b.stage;
+        return a.arg_index < b.arg_index;
+    });
+    out.ring_offsets.assign(out.records.size(), -1);
+    int64_t offset = 0;
+    for (size_t i = 0; i < out.records.size(); ++i) {
+        ts_dump_record &r = out.records[i];
+        if (r.bin_size <= 0) {
+            r.bin_offset = -1;
+            continue;
+        }
+        out.ring_offsets[i] = r.bin_offset;
+        r.bin_offset = offset;
+        offset += r.bin_size;
+    }
+    out.payload_bytes = offset;
+}
+
+}  // namespace ts::rt

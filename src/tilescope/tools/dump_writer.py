@@ -1,0 +1,119 @@
+"""The tensor dump of a sim run: ``dfx_outputs/tensor_dump/tensor_dump.json`` + ``tensor_dump.bin``.
+
+Invariants (format: tilescope-tensor-dump version 1):
+- Built only from a ``RunReport`` whose ``dump`` the runtime flushed from every worker (after a
+  failed run too, with the run's status and error) and the build's kernel and argument tables.
+- Records keep the runtime's order, (task_id, stage [before_dispatch first], arg_index);
+  ``index`` is the position. ``tensor`` names a program argument by its buffer (the first
+  argument of aliasing ones), else ``tmp<k>`` in creation order, as ``deps.json`` does.
+- ``tensor_dump.bin`` holds every kept payload at its record's ``bin_offset`` (nothing at level
+  3); a payload lost to the arena is flagged (``truncated``/``overwritten``) and counted, and
+  records lost to a full record buffer are counted in ``dropped_records``.
+- Both files are replaced atomically, the payload first, so a manifest never names a missing bin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tilescope.program import CompiledProgram
+    from tilescope.runtime.core import DumpReport, RunReport
+
+FORMAT = "tilescope-tensor-dump"
+VERSION = 1
+DUMP_DIR = "tensor_dump"
+MANIFEST = "tensor_dump.json"
+BIN_FILE = "tensor_dump.bin"
+
+
+def tensor_names(program: CompiledProgram, report: RunReport) -> dict[int, str]:
+    """Buffer id -> name: the program argument's, else ``tmp<k>`` for the k-th intermediate."""
+    names: dict[int, str] = {}
+    ntmp = 0
+    for b in report.buffers:
+        if b.program_arg < 0:
+            name, ntmp = f"tmp{ntmp}", ntmp + 1
+        else:
+            name = program.args[b.program_arg].name
+        names.setdefault(b.buffer_id, name)
+    return names
+
+
+def manifest(program: CompiledProgram, report: RunReport) -> dict[str, Any]:
+    """The ``tensor_dump.json`` object for ``report`` (which must carry a dump)."""
+    dump: DumpReport | None = report.dump
+    if dump is None:
+        raise ValueError("manifest: the run report has no tensor dump (run with enable_dump_tensor)")
+    kernels = [k["name"] for k in program.kernels]
+    names = tensor_names(program, report)
+    counts = {
+        "before_dispatch": {"input": 0, "inout": 0, "scalar": 0},
+        "after_completion": {"output": 0, "inout": 0},
+    }
+    records = []
+    for index, r in enumerate(dump.records):
+        counts[r.stage][r.role] += 1
+        kernel = kernels[r.func_id] if 0 <= r.func_id < len(kernels) else f"kernel{r.func_id}"
+        records.append(
+            {
+                "index": index,
+                "task_id": r.task_id,
+                "kernel": kernel,
+                "func_id": r.func_id,
+                "task_name": dump.task_names.get(r.task_id) or kernel,
+                "arg_index": r.arg_index,
+                "role": r.role,
+                "stage": r.stage,
+                "kind": r.kind,
+                "dtype": r.dtype,
+                "shape": list(r.shape),
+                "strides": list(r.strides),
+                "start_offset": r.start_offset,
+                "tensor": None if r.kind == "scalar" else names.get(r.buffer_id, f"buffer@{r.buffer_id:#x}"),
+                "value": r.value,
+                "bin_offset": r.bin_offset,
+                "bin_size": r.bin_size,
+                "truncated": r.truncated,
+                "overwritten": r.overwritten,
+            }
+        )
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "program": program.name,
+        "level": dump.level,
+        "bin_file": BIN_FILE,
+        "bin_size": int(dump.payload.size),
+        "num_workers": report.num_workers,
+        "status": report.status,
+        "error": report.error,
+        "counts": counts,
+        "truncated": sum(r.truncated for r in dump.records),
+        "overwritten": sum(r.overwritten for r in dump.records),
+        "dropped_records": dump.dropped_records,
+        "records": records,
+    }
+
+
+def write_tensor_dump(out: Path, program: CompiledProgram, report: RunReport) -> list[Path]:
+    """Write ``<out>/tensor_dump/tensor_dump.{bin,json}``; returns their paths."""
+    data = manifest(program, report)
+    assert report.dump is not None
+    folder = Path(out) / DUMP_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    bin_path, json_path = folder / BIN_FILE, folder / MANIFEST
+    tmp = bin_path.with_name(f".{BIN_FILE}.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(memoryview(report.dump.payload))
+    os.replace(tmp, bin_path)
+    tmp = json_path.with_name(f".{MANIFEST}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, json_path)
+    return [json_path, bin_path]
+
+
+__all__ = ["manifest", "tensor_names", "write_tensor_dump"]
