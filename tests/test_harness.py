@@ -1,6 +1,7 @@
 """The harness: specs, phase lines, comparison reports, compare_fn, compile_only, errors."""
 
 import argparse
+import re
 
 import pytest
 import torch
@@ -184,3 +185,23 @@ def test_matching_infinities_are_equal():
     assert (rep.max_abs_diff, rep.max_abs_at) == (inf, (0, 1))
     assert (rep.max_rel_diff, rep.max_rel_at) == (inf, (0, 1))
     assert rep.first == [((0, 1), inf, -inf), ((1, 2), -3.5, -3.0)]
+
+
+def test_log_levels_filter_runtime_messages_and_log_dir_collects_them(tmp_path, monkeypatch, capsys):
+    import rms_norm as model
+
+    prog = model.build(rows=128, cols=256, block=32, chunk=128).compile()
+    x, g, y = torch.randn(128, 256), torch.rand(1, 256), torch.zeros(128, 256)
+    prog.run(x, g, y, 1e-6, log_level="v5")
+    assert "[runtime]" not in capsys.readouterr().err  # a v3 message: below the default
+    prog.run(x, g, y, 1e-6, log_level="v0")
+    err = capsys.readouterr().err
+    assert re.search(r"\[v3\] \[runtime\] rms_norm: 4 tasks on \d+ workers, \d+ dependencies", err)
+    monkeypatch.setenv("TILESCOPE_LOG_DIR", str(tmp_path / "logs"))
+    prog.run(x, g, y, 1e-6, log_level="debug")
+    logs = list((tmp_path / "logs").glob("tilescope_*.log"))
+    assert len(logs) == 1
+    text = logs[0].read_text()
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} v3 +\[runtime\] rms_norm: 4 tasks", text, re.M)
+    prog.run(x, g, y, 1e-6, log_level="error")
+    assert logs[0].read_text() == text  # filtered out at the error level

@@ -3,12 +3,17 @@
 Levels: ``debug``, ``v0``..``v9`` (v0 most verbose, v5 = info, the default), ``info``, ``warn``,
 ``error``, ``null`` (silent). They map onto Python logging levels of the ``tilescope`` logger:
 v0 = 10 (DEBUG) ... v5 = 20 (INFO) ... v9 = 28; warn = 30; error = 40; null disables output.
+
+With ``TILESCOPE_LOG_DIR`` set, every message that passes the level is also appended, with a
+timestamp, to ``$TILESCOPE_LOG_DIR/tilescope_<pid>.log`` (runtime messages included).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from pathlib import Path
 
 _LOGGER = logging.getLogger("tilescope")
 DEFAULT_LEVEL = "v5"
@@ -54,8 +59,34 @@ class _Formatter(logging.Formatter):
             msg += "\n" + self.formatException(record.exc_info)
         if logging.INFO <= record.levelno < logging.WARNING:
             return msg
-        name = "DEBUG" if record.levelno < logging.INFO else record.levelname
-        return f"[{name}] {msg}"
+        return f"[{level_name(record.levelno)}] {msg}"
+
+
+def level_name(levelno: int) -> str:
+    """``v0``..``v4`` below info, else the standard name."""
+    if levelno < logging.INFO:
+        return f"v{max(0, (levelno - logging.DEBUG) // 2)}"
+    return logging.getLevelName(levelno)
+
+
+class _FileFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = self.formatTime(record, "%Y-%m-%d %H:%M:%S")
+        return f"{stamp}.{int(record.msecs):03d} {level_name(record.levelno):<7} {record.getMessage()}"
+
+
+def _attach_log_dir() -> None:
+    log_dir = os.environ.get("TILESCOPE_LOG_DIR")
+    if not log_dir:
+        return
+    path = Path(log_dir) / f"tilescope_{os.getpid()}.log"
+    if any(getattr(h, "_tilescope_file", None) == path for h in _LOGGER.handlers):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(_FileFormatter())
+    handler._tilescope_file = path  # type: ignore[attr-defined]
+    _LOGGER.addHandler(handler)
 
 
 def configure(level: str | None = None) -> None:
@@ -68,5 +99,6 @@ def configure(level: str | None = None) -> None:
         _LOGGER.propagate = False
         if level is None:
             _LOGGER.setLevel(level_number(DEFAULT_LEVEL))
+    _attach_log_dir()
     if level is not None:
         _LOGGER.setLevel(level_number(level))

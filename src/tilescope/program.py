@@ -251,7 +251,7 @@ class CompiledProgram:
 
     def run(self, *args: Any, **runtime_cfg: Any) -> RunInfo:
         """Run on ``args`` (outputs are written into the Out/InOut tensors passed in)."""
-        from tilescope._logging import configure
+        from tilescope._logging import configure, level_number
 
         opts = knobs.runtime_options(runtime_cfg)
         configure(opts["log_level"])
@@ -290,9 +290,19 @@ class CompiledProgram:
                 dump_level=opts["enable_dump_tensor"],
             )
         except RuntimeFailure as e:
+            log.error("[runtime] %s failed: %s", self.name, e)
             if dfx and getattr(e, "report", None) is not None:
                 write_dfx(self, e.report, opts, run_failed=True)  # what was recorded up to the failure
             raise
+        log.log(
+            level_number("v3"),
+            "[runtime] %s: %d tasks on %d workers, %d dependencies, %.3f ms",
+            self.name,
+            report.num_tasks,
+            report.num_workers,
+            report.num_dependencies,
+            report.wall_s * 1e3,
+        )
         if dfx:
             write_dfx(self, report, opts)
         return RunInfo("sim", report.wall_s, report.num_tasks)
