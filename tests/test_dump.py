@@ -250,10 +250,16 @@ def late_failure(x: ts.Tensor[[64, 8], F], y: ts.Out[[64, 8], F], n: ts.Scalar[t
 def test_failed_run_still_writes_what_was_collected():
     prog = late_failure.compile()
     x, y = torch.randn(64, 8), torch.zeros(64, 8)
-    with pytest.raises(ts.RuntimeFailure) as info:
-        prog.run(x, y, 12, enable_dump_tensor=2, enable_trace=True, num_workers=2)
-    ran = sorted(t.task_id for t in info.value.report.tasks if t.worker >= 0)
-    assert ran, "no task ran before the failure"
+    # NOTE: how many of the 200 tasks start before the failing submission depends on the
+    # scheduler's timing; on a loaded machine it can be none, so retry until some have run
+    # (the checks below hold whatever the count is, but are only meaningful with records).
+    for _attempt in range(20):
+        with pytest.raises(ts.RuntimeFailure) as info:
+            prog.run(x, y, 12, enable_dump_tensor=2, enable_trace=True, num_workers=2)
+        ran = sorted(t.task_id for t in info.value.report.tasks if t.worker >= 0)
+        if ran:
+            break
+    assert ran, "no task ran before the failure in 20 attempts"
     m, payload = read_dump(prog)
     check_envelope(m, 2)
     assert m["status"] == 1 and "[12, 8]" in m["error"] and "copy_rows" in m["error"]
