@@ -9,8 +9,6 @@ VerifyError at the user's line; kernel calls are checked against the kernel's pa
 from __future__ import annotations
 
 import ast
-import builtins
-import operator
 from typing import Any
 
 from tilescope.errors import VerifyError
@@ -47,50 +45,6 @@ from tilescope.ir.types import (
     TileType,
 )
 from tilescope.language import dtypes as dt
-
-IR_EXPRS = (
-    Const,
-    Var,
-    BinOp,
-    UnOp,
-    Load,
-    Full,
-    Cast,
-    Reduce,
-    MatMul,
-    Transpose,
-    Where,
-    CreateTensor,
-    Slice,
-    Submit,
-)
-
-_AST_BINOPS = {
-    ast.Add: ("add", operator.add),
-    ast.Sub: ("sub", operator.sub),
-    ast.Mult: ("mul", operator.mul),
-    ast.Div: ("div", operator.truediv),
-    ast.FloorDiv: ("floordiv", operator.floordiv),
-    ast.Mod: ("mod", operator.mod),
-}
-_AST_CMPOPS = {
-    ast.Eq: ("eq", operator.eq),
-    ast.NotEq: ("ne", operator.ne),
-    ast.Lt: ("lt", operator.lt),
-    ast.LtE: ("le", operator.le),
-    ast.Gt: ("gt", operator.gt),
-    ast.GtE: ("ge", operator.ge),
-}
-_SAFE_BUILTINS = {
-    builtins.min,
-    builtins.max,
-    builtins.abs,
-    builtins.int,
-    builtins.float,
-    builtins.len,
-    builtins.bool,
-}
-
 
 IR_EXPRS = (
     Const,
