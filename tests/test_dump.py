@@ -283,3 +283,23 @@ def test_dump_off_writes_nothing():
     dag = vector_dag.vector_dag.compile()
     dag.run(torch.randn(64, 128), torch.randn(64, 128), torch.zeros(64, 128))
     assert not (dag.work_dir / "dfx_outputs" / "tensor_dump").exists()
+
+
+@ts.jit
+def per_task(x: ts.Tensor[[4, 8], F], acc: ts.InOut[[4, 8], F]):
+    add_into(x[0, :], acc[0, :])  # task 0: not dumped
+    ts.submit(add_into, x[1, :], acc[1, :], dumps=[acc])  # task 1: acc before and after
+    add_into(x[2, :], acc[2, :])  # task 2: acc again, but dumps= applied to task 1 only
+
+
+def test_submit_dumps_apply_to_that_task_only():
+    prog = per_task.compile()
+    x, acc = torch.randn(4, 8), torch.randn(4, 8)
+    acc0 = acc.clone()
+    prog.run(x, acc, enable_dump_tensor=1, num_workers=2)
+    m, payload = read_dump(prog)
+    got = [(r["task_id"], r["arg_index"], r["stage"], r["tensor"]) for r in m["records"]]
+    assert got == [(1, 1, "before_dispatch", "acc"), (1, 1, "after_completion", "acc")]
+    before, after = (tensor_of(r, payload) for r in m["records"])
+    torch.testing.assert_close(before, acc0[1])
+    torch.testing.assert_close(after, acc0[1] + x[1])

@@ -150,7 +150,7 @@ def orchestration_cpp(p: Program) -> str:
             dep = em.emit(d)
             lines.append(f"{inner}if ({dep} >= 0) task.depends_on({dep});")
         for t in e.dumps:
-            lines.append(f"{inner}orch.dump_tag({em.emit(t)});")
+            lines.append(f"{inner}orch.dump_in_next_task({em.emit(t)});")
         result = f"{name_of(target)} = " if target is not None else ""
         lines.append(f"{inner}{result}orch.submit(task);")
         lines.append(f"{ind}}}")

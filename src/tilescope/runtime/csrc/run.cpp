@@ -26,6 +26,7 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     api_.create_tensor = &Run::api_create_tensor;
     api_.submit = &Run::api_submit;
     api_.dump_tag = &Run::api_dump_tag;
+    api_.dump_in_next_task = &Run::api_dump_in_next_task;
     api_.fail = &Run::api_fail;
     for (int32_t i = 0; i < nargs_; ++i) {
         if (args_[i].kind != TS_ARG_TENSOR) continue;
@@ -182,13 +183,16 @@ void Run::select_dump(Task &task, const ts_arg *args, int32_t nargs) {
         task.dump = kDumpAll;
         return;
     }
-    if (dump_tagged_buffers_.empty()) return;
+    if (dump_tagged_buffers_.empty() && dump_next_buffers_.empty()) return;
     uint8_t *chosen = nullptr;
     for (int32_t i = 0; i < nargs; ++i) {
-        if (args[i].kind != TS_ARG_TENSOR || dump_tagged_buffers_.count(args[i].u.t.buffer_id) == 0) continue;
+        if (args[i].kind != TS_ARG_TENSOR) continue;
+        const int64_t buffer = args[i].u.t.buffer_id;
+        if (dump_tagged_buffers_.count(buffer) == 0 && dump_next_buffers_.count(buffer) == 0) continue;
         if (chosen == nullptr) chosen = dump_args_arena_.allocate(static_cast<size_t>(nargs));
         chosen[i] = 1;
     }
+    dump_next_buffers_.clear();  // they applied to this task only
     if (chosen == nullptr) return;
     for (int32_t i = 0; i < nargs; ++i)
         if (args[i].kind == TS_ARG_SCALAR) chosen[i] = 1;  // the scalars of a task with a tagged tensor
@@ -245,19 +249,38 @@ void Run::api_fail(void *ctx, const char *message) {
     }
 }
 
-void Run::dump_tag(const ts_tensor *t) {
-    if (failed_.load(std::memory_order_relaxed)) return;
+bool Run::valid_dump_tensor(const char *what, const ts_tensor *t) {
+    if (failed_.load(std::memory_order_relaxed)) return false;
     ts_arg probe{};
     probe.kind = TS_ARG_TENSOR;
     probe.dir = TS_IN;
     if (t != nullptr) probe.u.t = *t;
     const std::string why = t == nullptr ? "no tensor given" : validate_arg(probe);
     if (!why.empty()) {
-        fail("dump_tag: " + why);
-        return;
+        fail(std::string(what) + ": " + why);
+        return false;
     }
+    return true;
+}
+
+void Run::dump_tag(const ts_tensor *t) {
+    if (!valid_dump_tensor("dump_tag", t)) return;
     dump_tags_.push_back(ts_dump_tag_record{*t, static_cast<int64_t>(tasks_.size())});
     if (dump_) dump_tagged_buffers_.insert(t->buffer_id);
+}
+
+void Run::dump_in_next_task(const ts_tensor *t) {
+    if (!valid_dump_tensor("dumps=", t)) return;
+    if (dump_) dump_next_buffers_.insert(t->buffer_id);
+}
+
+void Run::api_dump_in_next_task(void *ctx, const ts_tensor *t) {
+    Run *run = static_cast<Run *>(ctx);
+    try {
+        run->dump_in_next_task(t);
+    } catch (const std::exception &e) {
+        run->fail(std::string("dumps=: runtime internal error: ") + e.what());
+    }
 }
 
 }  // namespace ts::rt

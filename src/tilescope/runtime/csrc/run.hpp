@@ -54,12 +54,15 @@ private:
     static int64_t api_submit(void *ctx, int32_t func_id, const ts_arg *args, int32_t nargs, const int64_t *deps,
                               int32_t ndeps, const char *name);
     static void api_dump_tag(void *ctx, const ts_tensor *t);
+    static void api_dump_in_next_task(void *ctx, const ts_tensor *t);
     static void api_fail(void *ctx, const char *message);
 
     void orchestrate();
     int create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_tensor *out);
     int64_t submit(const SubmitRequest &req);
     void dump_tag(const ts_tensor *t);
+    void dump_in_next_task(const ts_tensor *t);
+    bool valid_dump_tensor(const char *what, const ts_tensor *t);
     void record_edges(int64_t succ);
     void select_dump(Task &task, const ts_arg *args, int32_t nargs);
     void flush_dump(ts_run_result &result);
@@ -97,6 +100,7 @@ private:
     std::vector<std::string> task_names_;
     std::vector<ts_dump_tag_record> dump_tags_;
     std::unordered_set<int64_t> dump_tagged_buffers_;  // level 1: buffers dumped from now on
+    std::unordered_set<int64_t> dump_next_buffers_;    // level 1: buffers dumped in the next task only
     BlockArena<uint8_t> dump_args_arena_{64, 8192};
     std::unique_ptr<TensorDump> dump_;  // nullptr unless config_.dump_level is 1..3
     std::vector<std::unique_ptr<void, FreeDeleter>> intermediates_;

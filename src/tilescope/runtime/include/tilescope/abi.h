@@ -82,6 +82,9 @@ typedef struct ts_orch_api {
     void (*dump_tag)(void *ctx, const ts_tensor *t);
     /* Record a fatal orchestration error (e.g. a region out of bounds); the run fails. */
     void (*fail)(void *ctx, const char *message);
+    /* Mark a tensor for partial (level 1) dumps in the next submitted task only (its
+     * arguments on that tensor's buffer): ts.submit(..., dumps=[t]). */
+    void (*dump_in_next_task)(void *ctx, const ts_tensor *t);
 } ts_orch_api;
 
 /* Every orchestration .so exports this symbol. Returns 0 on success. */

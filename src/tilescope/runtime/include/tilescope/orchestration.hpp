@@ -300,6 +300,16 @@ public:
         api_->dump_tag(ctx_, &t.t_);
     }
 
+    // Mark `t` for level-1 tensor dumps in the next submitted task only (`dumps=[t]`).
+    void dump_in_next_task(const TensorHandle &t) {
+        if (failed_) return;
+        if (!t.valid()) {
+            fail("dumps=: " + (t.error_.empty() ? t.describe() + " is not a tensor" : t.error_));
+            return;
+        }
+        api_->dump_in_next_task(ctx_, &t.t_);
+    }
+
     // Record a fatal error; the run fails with `message`.
     void fail(const std::string &message) {
         if (failed_) return;
