@@ -111,7 +111,7 @@ class BuildCase(pytest.Item):
 
     def _run_scene_case(self, work: Path):
         from tilescope.errors import TilescopeError
-        from tilescope.harness.run import RunResult, _golden_outputs, _Phases, execute, finish
+        from tilescope.harness.run import Phases, RunResult, execute, finish, golden_outputs
         from tilescope.program import CompiledProgram
 
         try:
@@ -142,7 +142,7 @@ class BuildCase(pytest.Item):
         rtol, atol = self.case.get("rtol", 1e-5), self.case.get("atol", 1e-5)
         try:
             execute(
-                _Phases(None), result, compiled, dict(args), _golden_outputs(golden, outputs), cfg, rtol, atol
+                Phases(None), result, compiled, dict(args), golden_outputs(golden, outputs), cfg, rtol, atol
             )
         except TilescopeError as e:
             result.error = str(e)

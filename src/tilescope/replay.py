@@ -21,7 +21,7 @@ from tilescope._logging import configure
 from tilescope.errors import TilescopeError
 from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args
 from tilescope.harness.data import DataError, load_meta, load_snapshot
-from tilescope.harness.run import RunResult, _Phases, data_args, execute, finish
+from tilescope.harness.run import Phases, RunResult, data_args, execute, finish
 
 
 def replay_compiled(
@@ -46,7 +46,7 @@ def replay_compiled(
     work = Path(work_dir)
     if platform is not None:
         runtime_cfg["platform"] = platform
-    phases = _Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
+    phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
     result = RunResult(
         False, work_dir=work, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings
     )

@@ -43,7 +43,7 @@ class RunResult:
         return self.passed
 
 
-class _Phases:
+class Phases:
     """Prints ``[RUN] <phase> … done (1.23s)`` lines unless the log level silences info."""
 
     def __init__(self, log_level: str | None):
@@ -81,7 +81,7 @@ def _clone(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def execute(
-    phases: _Phases,
+    phases: Phases,
     result: RunResult,
     compiled,
     inputs: dict[str, Any],
@@ -159,7 +159,7 @@ def run_jit(
     from tilescope.program import CompiledProgram
 
     runtime_cfg = dict(runtime_cfg or {})
-    phases = _Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
+    phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
     result = RunResult(False, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings)
     try:
         configure(knobs.runtime_options(runtime_cfg)["log_level"])
@@ -200,7 +200,7 @@ def run_jit(
                 "inputs", "generate inputs", lambda: generate(specs, seed), lambda d: f"seed {seed}"
             )
             golden = (
-                None if golden_fn is None else _golden_outputs(golden_fn, [s.name for s in outputs(specs)])
+                None if golden_fn is None else golden_outputs(golden_fn, [s.name for s in outputs(specs)])
             )
         execute(
             phases,
@@ -221,7 +221,7 @@ def run_jit(
     return finish(result, fn.name)
 
 
-def _golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):
+def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):
     def run(values: dict[str, Any]) -> dict[str, torch.Tensor]:
         golden_fn(values)
         return {n: values[n] for n in names}

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from tilescope.errors import SourceLoc
 from tilescope.ir.types import Direction, IndexType, ScalarType, TaskType, TensorType, TileType, Type
-from tilescope.language.dtypes import DType
 
 _LOC = field(default=None, compare=False, repr=False)
 
@@ -271,9 +270,6 @@ class Kernel:
         """``cube`` if the kernel uses the matrix unit (matmul), else ``vec``."""
         return "cube" if any(isinstance(e, MatMul) for e in walk_exprs(self.body)) else "vec"
 
-    def param(self, name: str) -> Param | None:
-        return next((p for p in self.params if p.name == name), None)
-
 
 @dataclass(frozen=True, slots=True)
 class Program:
@@ -358,7 +354,3 @@ def walk_exprs(body: tuple[Stmt, ...]):
     for s in walk_stmts(body):
         for e in stmt_exprs(s):
             yield from walk_expr(e)
-
-
-def dtype_of(t: Type) -> DType | None:
-    return getattr(t, "dtype", None)

@@ -78,7 +78,3 @@ dump_tag = _op("dump_tag", "orch", "(tensor)", "Mark a tensor for partial (level
 
 # both
 range = _op("range", "both", "([start,] stop[, step])", "A real loop (not unrolled) in the generated code.")  # noqa: A001
-
-UNARY = {op.name: op for op in (exp, log, sqrt, rsqrt, abs, neg, tanh, sigmoid, silu, logical_not)}
-BINARY = {op.name: op for op in (maximum, minimum, logical_and, logical_or)}
-REDUCE = {op.name: op for op in (row_sum, row_max, row_min, col_sum, col_max)}
