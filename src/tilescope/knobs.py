@@ -65,6 +65,24 @@ def _is_bool(v: Any) -> bool:
     return isinstance(v, bool) or v in (0, 1)
 
 
+def _is_seconds(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 and v == v
+
+
+def _is_names(v: Any) -> bool:
+    if isinstance(v, str):
+        return bool(v.strip())
+    return isinstance(v, list | tuple) and bool(v) and all(isinstance(n, str) and n for n in v)
+
+
+def kernel_names(v: str | list[str] | tuple[str, ...] | None) -> list[str] | None:
+    """The names a ``kernel_filter`` value lists (None: no filter)."""
+    if v is None:
+        return None
+    parts = v.split(",") if isinstance(v, str) else list(v)
+    return [p.strip() for p in parts if p.strip()]
+
+
 COMPILE_KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
@@ -87,6 +105,14 @@ COMPILE_KNOBS: dict[str, Knob] = {
             env="TILESCOPE_BUILD_DIR",
         ),
         Knob("verify", True, "run the IR verifier after every pass", _is_bool, "a bool"),
+        Knob(
+            "check_bounds",
+            False,
+            "checked build: every tile load/store and dynamic index checks its bounds at run time and "
+            "reports the kernel, op, DSL line, index, shape and task on a violation",
+            _is_bool,
+            "a bool",
+        ),
     )
 }
 
@@ -133,6 +159,54 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "a bool",
         ),
         Knob("enable_trace", False, "write dfx_outputs/trace.json", _is_bool, "a bool"),
+        Knob(
+            "task_timeout_s",
+            60.0,
+            "sim only: wall-clock budget of one task (and of the orchestration between submissions); "
+            "past it the run stops with a report of what was running and where; 0 = no budget",
+            _is_seconds,
+            "a number of seconds >= 0",
+            env="TILESCOPE_TASK_TIMEOUT_S",
+        ),
+        Knob(
+            "isolate",
+            False,
+            "sim only: run in a child process, so that a crashing kernel becomes a report (task, kernel, "
+            "signal, C++ and DSL line, the task's inputs) and the caller goes on",
+            _is_bool,
+            "a bool",
+        ),
+        Knob(
+            "nan_check",
+            False,
+            "sim only: check every task's outputs for NaN/Inf; report the first task that makes them from "
+            "finite inputs and save its inputs for `tilescope replay --task`",
+            _is_bool,
+            "a bool",
+        ),
+        Knob(
+            "print_intermediates",
+            0,
+            "sim only: 1 save each task's inputs before and outputs after as .pt, 2 print their "
+            "statistics, 3 print each task as it starts and finishes",
+            _is_int(0, 3),
+            "0..3",
+        ),
+        Knob(
+            "kernel_filter",
+            None,
+            "restrict print_intermediates to these kernels (a list of names, or one comma-separated string)",
+            _is_names,
+            "a list of kernel names or a comma-separated string",
+        ),
+        Knob(
+            "serial",
+            False,
+            "sim only: one worker runs the tasks in submission order after the orchestration returned "
+            "(deterministic, for bisecting schedule-dependent failures)",
+            _is_bool,
+            "a bool",
+        ),
     )
 }
 

@@ -82,7 +82,7 @@ def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None)
     jobs = []
     for k in final.kernels:
         src = work / "kernels" / k.core / f"{k.name}.cpp"
-        _write_atomic(src, kernel_cpp(k))
+        _write_atomic(src, kernel_cpp(k, check_bounds=bool(opts["check_bounds"])))
         jobs.append(toolchain.BuildJob(src, src.with_suffix(".so")))
     orch_src = work / "orchestration" / f"{final.name}.cpp"
     _write_atomic(orch_src, orchestration_cpp(final))
@@ -92,7 +92,11 @@ def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None)
     t_build = time.perf_counter() - t1
 
     write_report(work / "report", final, pass_report, results, opts)
-    runtime_config = {"platforms": list(knobs.PLATFORMS), "local_memory_bytes": opts["local_memory_bytes"]}
+    runtime_config = {
+        "platforms": list(knobs.PLATFORMS),
+        "local_memory_bytes": opts["local_memory_bytes"],
+        "check_bounds": bool(opts["check_bounds"]),
+    }
     data = config_data(final, runtime_config)
     record_state(work, data, ir_state(work, data, final))
     write_build_files(work, data)

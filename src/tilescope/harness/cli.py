@@ -33,6 +33,36 @@ def add_runtime_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     g.add_argument("--log-level", choices=LOG_LEVELS, default=None, help="log level (default: v5 = info)")
     g.add_argument("--workers", type=int, default=0, help="worker threads (default: one per CPU)")
     g.add_argument("--float64", action="store_true", help="interp only: compute floats in float64")
+    f = parser.add_argument_group("failures")
+    f.add_argument(
+        "--task-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a task (or the orchestration) that runs longer, with a report (default: 60; 0 = none)",
+    )
+    f.add_argument(
+        "--isolate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run in a child process: a crashing kernel becomes a report and the caller goes on",
+    )
+    f.add_argument("--nan-check", action="store_true", help="report the first task that makes a NaN/Inf")
+    f.add_argument(
+        "--print-intermediates",
+        type=int,
+        choices=(1, 2, 3),
+        default=0,
+        metavar="{1,2,3}",
+        help="1 save every task's inputs and outputs as .pt, 2 print their statistics, "
+        "3 print tasks as they start and finish",
+    )
+    f.add_argument(
+        "--kernel-filter", default=None, metavar="A,B", help="only these kernels for --print-intermediates"
+    )
+    f.add_argument(
+        "--serial", action="store_true", help="one worker, submission order (deterministic schedule)"
+    )
     return parser
 
 
@@ -47,6 +77,9 @@ def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     g.add_argument("--dump-passes", action="store_true", help="write the IR after every pass")
     g.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default: 0)")
     g.add_argument("--compile-only", action="store_true", help="stop after compiling")
+    g.add_argument(
+        "--check-bounds", action="store_true", help="checked build: every load/store checks its bounds"
+    )
     return parser
 
 
@@ -63,6 +96,18 @@ def runtime_cfg_from_args(args: argparse.Namespace) -> dict[str, Any]:
         cfg["enable_trace"] = True
     if args.float64:
         cfg["float64"] = True
+    if args.task_timeout is not None:
+        cfg["task_timeout_s"] = args.task_timeout
+    if args.isolate is not None:
+        cfg["isolate"] = args.isolate
+    if args.nan_check:
+        cfg["nan_check"] = True
+    if args.print_intermediates:
+        cfg["print_intermediates"] = args.print_intermediates
+    if args.kernel_filter:
+        cfg["kernel_filter"] = args.kernel_filter
+    if args.serial:
+        cfg["serial"] = True
     return cfg
 
 
@@ -70,7 +115,10 @@ def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``run_jit`` keyword arguments from parsed harness flags."""
     return {
         "runtime_cfg": runtime_cfg_from_args(args),
-        "compile_cfg": {"dump_passes": True} if args.dump_passes else {},
+        "compile_cfg": {
+            **({"dump_passes": True} if args.dump_passes else {}),
+            **({"check_bounds": True} if args.check_bounds else {}),
+        },
         "runtime_dir": args.runtime_dir,
         "golden_data": args.golden_data,
         "save_data": args.save_data,

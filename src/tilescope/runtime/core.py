@@ -111,6 +111,13 @@ class TsRunConfig(ctypes.Structure):
         ("dump_level", ctypes.c_int32),
         ("dump_arena_bytes", ctypes.c_int64),
         ("dump_max_records", ctypes.c_int64),
+        ("task_timeout_s", ctypes.c_double),
+        ("serial", ctypes.c_int32),
+        ("nan_check", ctypes.c_int32),
+        ("trace_tasks", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("kernel_filter", ctypes.c_void_p),
+        ("crash_report_path", ctypes.c_char_p),
     ]
 
 

@@ -14,7 +14,7 @@
 static_assert(sizeof(ts_task_arg_record) == 120, "ts_task_arg_record layout changed: update core.py");
 static_assert(sizeof(ts_buffer_record) == 104, "ts_buffer_record layout changed: update core.py");
 static_assert(sizeof(ts_dump_record) == 160, "ts_dump_record layout changed: update core.py");
-static_assert(sizeof(ts_run_config) == 32, "ts_run_config layout changed: update core.py");
+static_assert(sizeof(ts_run_config) == 72, "ts_run_config layout changed: update core.py");
 static_assert(sizeof(ts_arg) == 104, "ts_arg layout changed: update the Python ctypes mirror in core.py");
 
 struct ts_runtime {

@@ -35,7 +35,71 @@ typedef struct ts_run_config {
                              3 every argument, metadata only (no payload) */
     int64_t dump_arena_bytes; /* payload ring per worker (levels 1, 2); 0 = 64 MiB */
     int64_t dump_max_records; /* records kept per worker, later ones are dropped; 0 = 1 << 20 */
+    double task_timeout_s;    /* > 0: a task, or the orchestration between two submissions, that runs
+                                 longer is stopped (TS_FAILURE_TIMEOUT); 0: no budget */
+    int32_t serial;           /* nonzero: tasks run one at a time, lowest ready id first, after the
+                                 orchestration has returned (a deterministic schedule) */
+    int32_t nan_check;        /* nonzero: scan every task's outputs for NaN/Inf (ts_nan_record) */
+    int32_t trace_tasks;      /* nonzero: a line on stderr as each task starts and finishes */
+    int32_t reserved;
+    const uint8_t *kernel_filter; /* NULL: every kernel; else one flag per func_id: trace_tasks and
+                                     dump levels 2 and 3 cover the flagged kernels' tasks only */
+    const char *crash_report_path; /* NULL: none; else a fatal signal inside a kernel writes a crash
+                                      report there (format: docs/failures.md) before the process dies */
 } ts_run_config;
+
+/* Why a run failed (ts_failure_record::kind). */
+typedef enum ts_failure_kind {
+    TS_FAILURE_NONE = 0,
+    TS_FAILURE_ERROR = 1,        /* an orchestration or submission error: ts_run_error says which */
+    TS_FAILURE_DEADLOCK = 2,     /* tasks remain that can never run: ts_run_copy_waits says on what */
+    TS_FAILURE_TIMEOUT = 3,      /* a task or the orchestration ran past task_timeout_s and was stopped */
+    TS_FAILURE_KERNEL_ERROR = 4  /* a kernel threw (a checked build's bounds check): ts_run_error */
+} ts_failure_kind;
+
+#define TS_MAX_FRAMES 32
+
+/* The first failure of a run. */
+typedef struct ts_failure_record {
+    int32_t kind;       /* ts_failure_kind */
+    int32_t worker;     /* the worker that ran the task; -1: the orchestration thread, or none */
+    int64_t task_id;    /* the failing task; -1: the orchestration, or none */
+    int32_t func_id;    /* its kernel; -1 if none */
+    int32_t nframes;    /* TIMEOUT: return addresses of the stopped thread when it was stopped */
+    int64_t elapsed_ns; /* TIMEOUT: how long it had run */
+    uint64_t frames[TS_MAX_FRAMES]; /* frames[0] is the interrupted instruction */
+} ts_failure_record;
+
+/* One unmet dependency of a task that can never run (TS_FAILURE_DEADLOCK). */
+typedef struct ts_wait_record {
+    int64_t task;       /* the blocked task */
+    int64_t pred;       /* the task it waits for */
+    int32_t func_id;    /* task's kernel */
+    int32_t pred_func_id; /* pred's kernel; -1 if pred was never submitted */
+    int32_t pred_state; /* 0: pred is blocked too; 1: pred was never submitted */
+    int32_t kind;       /* ts_edge_kind */
+    int32_t source;     /* ts_edge_source */
+    int32_t arg_index;  /* task's argument behind the edge; -1 for explicit deps */
+    ts_arg arg;         /* that argument as submitted (zeroed for explicit deps) */
+} ts_wait_record;
+
+/* A task whose outputs hold NaN/Inf after it completed (nan_check). */
+typedef struct ts_nan_record {
+    int64_t task_id;
+    int32_t func_id;
+    int32_t worker;
+    int32_t arg_index;   /* the output (or inout) argument */
+    int32_t origin;      /* 0: every input was finite (the task made them); 1: input_arg was not */
+    int64_t first_index; /* row-major element index, within the argument's region, of the first one */
+    int64_t nan_count;
+    int64_t inf_count;
+    int32_t input_arg;   /* origin 1: the first non-finite input argument; else -1 */
+    int32_t reserved;
+    int64_t producer;    /* origin 1: the task that last wrote that input; -1: a program input */
+} ts_nan_record;
+
+/* ts_dump_record::flags of saved inputs: an inout captured after its kernel had partly run */
+#define TS_SAVED_PARTIAL 4
 
 /* Why an edge exists. An INOUT argument after a writer is RAW, after a reader WAR. */
 typedef enum ts_edge_kind {
@@ -175,6 +239,26 @@ int64_t ts_run_dump_dropped(const ts_run_result *r); /* records lost: a worker's
 /* A task's display name, or NULL if neither tasks nor a dump were recorded or the id is out of range. */
 const char *ts_run_task_name(const ts_run_result *r, int64_t task_id);
 void ts_run_free(ts_run_result *r);
+
+/* How the run failed; returns the kind (TS_FAILURE_NONE when it did not), filling `out` if not NULL. */
+int32_t ts_run_failure(const ts_run_result *r, ts_failure_record *out);
+int64_t ts_run_num_waits(const ts_run_result *r); /* TS_FAILURE_DEADLOCK: unmet dependencies */
+int64_t ts_run_copy_waits(const ts_run_result *r, ts_wait_record *out, int64_t capacity);
+int64_t ts_run_num_nan(const ts_run_result *r);   /* nan_check: records kept (at most 256) */
+int64_t ts_run_nan_total(const ts_run_result *r); /* nan_check: tasks with non-finite outputs */
+int64_t ts_run_copy_nan(const ts_run_result *r, ts_nan_record *out, int64_t capacity);
+/* The inputs of the task worth replaying alone: the timed-out or throwing task, else the first task
+ * that made a NaN/Inf from finite inputs. Records as in the dump (stage TS_DUMP_BEFORE_DISPATCH,
+ * inputs, inouts and scalars); payload as ts_run_copy_dump_payload. */
+int64_t ts_run_saved_task(const ts_run_result *r); /* its id, or -1 */
+int64_t ts_run_num_saved(const ts_run_result *r);
+int64_t ts_run_copy_saved(const ts_run_result *r, ts_dump_record *out, int64_t capacity);
+int64_t ts_run_saved_payload_size(const ts_run_result *r);
+int64_t ts_run_copy_saved_payload(const ts_run_result *r, void *out, int64_t capacity);
+
+/* An orchestration that submits one task: kernel 0 on every program argument, as given. Runs one
+ * task alone (tilescope replay --task). */
+int ts_single_task_orchestration(const ts_orch_api *api, void *ctx, const ts_arg *args, int32_t nargs);
 
 /* Layout checks for bindings: TS_ABI_VERSION and sizeof(ts_arg) this core was built with. */
 uint32_t ts_core_abi_version(void);

@@ -1,0 +1,138 @@
+"""Failure reports: what went wrong in a run, named by task, kernel, tensor and source line.
+
+Every way a sim run can fail (an orchestration error, a deadlock, a task past its time budget,
+a kernel that threw, a crash in an isolated child, a NaN/Inf) ends in one ``Failure``. It
+renders as the text the user reads, converts to and from JSON (an isolated child hands it to
+its parent), and says where the failing task's inputs were saved for ``tilescope replay --task``.
+
+Invariants:
+  - ``Failure.render()`` needs nothing but the Failure: every name, region and source line is
+    resolved when the Failure is built, while the run's records and binaries are at hand.
+  - Saved task inputs live in ``<build>/dfx_outputs/failure/task_<id>/`` (``task.json`` plus one
+    ``.pt`` per argument); an existing directory of that name is never overwritten: a new one
+    gets a ``_<n>`` suffix.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+FAILURE_DIR = "failure"
+KINDS = ("error", "deadlock", "timeout", "kernel_error", "crash", "nan")
+
+
+@dataclass
+class SourceFrame:
+    """One frame of a stopped or crashed thread, resolved as far as the binaries allow."""
+
+    pc: int
+    module: str = ""  # the shared object's path ("" if unknown)
+    function: str = ""
+    cpp: str = ""  # "path/to/kernel.cpp:41" when the module has line info
+    dsl: str = ""  # "model.py:17" from the C++ line's `// @ file:line` marker
+    dsl_source: str = ""  # that DSL line's text, stripped
+
+    def describe(self) -> str:
+        where = self.cpp or f"{Path(self.module).name or '?'}+{self.pc:#x}"
+        text = f"{self.function or '??'} at {where}"
+        if self.dsl:
+            text += f" (DSL {self.dsl}" + (f": {self.dsl_source}" if self.dsl_source else "") + ")"
+        return text
+
+
+@dataclass
+class Failure:
+    kind: str  # one of KINDS
+    message: str  # one line: what happened
+    task_id: int = -1
+    task_name: str = ""
+    kernel: str = ""
+    worker: int = -1
+    details: list[str] = field(default_factory=list)  # further lines of the report, already worded
+    frames: list[SourceFrame] = field(default_factory=list)
+    saved_inputs: str = ""  # directory of the saved task inputs, "" if none
+    next_steps: list[str] = field(default_factory=list)  # commands worth running next
+
+    def where(self) -> SourceFrame | None:
+        """The innermost frame with a DSL line (the user's code), else the innermost frame."""
+        for f in self.frames:
+            if f.dsl:
+                return f
+        return self.frames[0] if self.frames else None
+
+    def render(self) -> str:
+        lines = [f"[{self.kind}] {self.message}"]
+        lines += [f"  {d}" for d in self.details]
+        if self.frames:
+            lines.append("  where:")
+            lines += [f"    #{i} {f.describe()}" for i, f in enumerate(self.frames[:8])]
+        if self.saved_inputs:
+            lines.append(f"  the task's inputs are saved in {self.saved_inputs}")
+        lines += [f"  next: {s}" for s in self.next_steps]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Failure:
+        data = dict(data)
+        data["frames"] = [SourceFrame(**f) for f in data.get("frames", [])]
+        return cls(**data)
+
+
+@dataclass
+class SavedArg:
+    """One argument of a task, as saved for replaying the task alone."""
+
+    index: int
+    name: str  # the kernel parameter's name
+    role: str  # input | inout | output | scalar
+    value: Any  # a torch tensor (the region, contiguous) or a Python number
+    partial: bool = False  # an inout captured after the kernel had partly run
+
+
+def _fresh_dir(base: Path) -> Path:
+    path, n = base, 1
+    while True:
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            path = base.with_name(f"{base.name}_{n}")
+            n += 1
+
+
+def save_task_inputs(
+    work_dir: Path, task_id: int, task_name: str, kernel: str, kernel_index: int, args: list[SavedArg], why: str
+) -> Path:
+    """Write a task's arguments to ``dfx_outputs/failure/task_<id>[_n]/``; returns the directory.
+
+    ``task.json`` names the kernel and lists every argument (its kernel parameter name, role,
+    dtype, shape, and file or scalar value); tensors are ``<name>.pt``. Outputs are listed
+    without a file (the kernel writes them).
+    """
+    import torch
+
+    out = _fresh_dir(Path(work_dir) / "dfx_outputs" / FAILURE_DIR / f"task_{task_id}")
+    entries = []
+    for a in args:
+        entry: dict[str, Any] = {"index": a.index, "name": a.name, "role": a.role, "partial": a.partial}
+        if torch.is_tensor(a.value):
+            entry.update(dtype=str(a.value.dtype).removeprefix("torch."), shape=list(a.value.shape))
+            if a.role != "output":
+                entry["file"] = f"{a.name}.pt"
+                torch.save(a.value.clone(), out / entry["file"])
+        else:
+            entry["value"] = a.value
+        entries.append(entry)
+    meta = {"task_id": task_id, "task_name": task_name, "kernel": kernel, "kernel_index": kernel_index,
+            "why": why, "args": entries}
+    (out / "task.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+__all__ = ["FAILURE_DIR", "KINDS", "Failure", "SavedArg", "SourceFrame", "save_task_inputs"]
