@@ -29,8 +29,9 @@ from tilescope.codegen.build_files import write_build_files
 from tilescope.codegen.kernel_config import BUILD_FORMAT, config_data, kernel_config_source
 from tilescope.codegen.kernel_cpp import kernel_cpp
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
-from tilescope.dfx import write_dfx
+from tilescope.dfx import DFX_DIR, write_dfx
 from tilescope.errors import ArgumentError, RuntimeFailure, TilescopeError
+from tilescope.failures import Failure
 from tilescope.ir.nodes import Program
 from tilescope.ir.printer import program_str
 from tilescope.language import dtypes as dt
@@ -38,6 +39,7 @@ from tilescope.passes.manager import PassManager
 from tilescope.passes.pipeline import DEFAULT_PIPELINE
 from tilescope.report import write_report
 from tilescope.toolchain import compiler as toolchain
+from tilescope.tools.intermediates import write_intermediates
 
 log = logging.getLogger("tilescope")
 
@@ -138,6 +140,11 @@ class RunInfo:
     platform: str
     wall_s: float
     num_tasks: int
+    nan: Failure | None = None  # nan_check: the NaN/Inf report, None if every output was finite
+
+
+# runtime_cfg keys that only the sim platform implements (a truthy value on interp is an error)
+SIM_ONLY = ("isolate", "nan_check", "print_intermediates", "serial", "kernel_filter")
 
 
 @dataclass
@@ -254,28 +261,86 @@ class CompiledProgram:
             return self._loaded
 
     def run(self, *args: Any, **runtime_cfg: Any) -> RunInfo:
-        """Run on ``args`` (outputs are written into the Out/InOut tensors passed in)."""
-        from tilescope._logging import configure, level_number
+        """Run on ``args`` (outputs are written into the Out/InOut tensors passed in).
+
+        Raises:
+            RuntimeFailure: the run failed; ``exc.failure`` (a failures.Failure) names the task,
+                kernel and source line, and where the failing task's inputs were saved.
+        """
+        from tilescope._logging import configure
 
         opts = knobs.runtime_options(runtime_cfg)
         configure(opts["log_level"])
         self.check_args(args)
-        t0 = time.perf_counter()
         if opts["platform"] == "interp":
-            from tilescope.runtime.interp import run_program
-
-            if opts["enable_dump_tensor"]:
-                raise knobs.ConfigError(
-                    "runtime_cfg['enable_dump_tensor'] is implemented on the sim platform only for now; "
-                    "run with platform='sim' to dump tensors"
-                )
-
-            n = run_program(self.program(), list(args), float64=bool(opts["float64"]))
-            return RunInfo("interp", time.perf_counter() - t0, n)
+            return self._run_interp(args, opts, runtime_cfg)
         if opts["float64"]:
             raise knobs.ConfigError("runtime_cfg['float64'] applies to the interp platform only")
+        if opts["isolate"]:
+            from tilescope.isolate import run_isolated
+
+            return run_isolated(self, args, opts)
+        dfx = self.work_dir / DFX_DIR
+        dfx.mkdir(exist_ok=True)
+        return self._execute(args, opts, crash_report=dfx / "crash_report.txt")
+
+    __call__ = run
+
+    def _run_interp(self, args: tuple, opts: dict[str, Any], given: dict[str, Any]) -> RunInfo:
+        sim_only = [k for k in SIM_ONLY if given.get(k)]
+        if opts["enable_dump_tensor"]:
+            sim_only.insert(0, "enable_dump_tensor")
+        if sim_only:
+            raise knobs.ConfigError(
+                f"runtime_cfg {', '.join(repr(k) for k in sim_only)}: implemented on the sim platform only; "
+                "run with platform='sim'"
+            )
+        from tilescope.runtime.interp import run_program
+
+        t0 = time.perf_counter()
+        n = run_program(self.program(), list(args), float64=bool(opts["float64"]))
+        return RunInfo("interp", time.perf_counter() - t0, n)
+
+    def _kernel_filter(self, opts: dict[str, Any]) -> tuple[bool, ...] | None:
+        wanted = knobs.kernel_names(opts["kernel_filter"])
+        if wanted is None:
+            return None
+        names = [k["name"] for k in self.kernels]
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            raise knobs.ConfigError(
+                f"runtime_cfg['kernel_filter']: {', '.join(map(repr, unknown))} is not a kernel of {self.name}; "
+                f"its kernels: {', '.join(names)}"
+            )
+        return tuple(n in wanted for n in names)
+
+    def _execute(self, args: tuple, opts: dict[str, Any], crash_report: Path | None = None) -> RunInfo:
+        """One in-process sim run with validated ``opts`` (``isolate`` is not looked at).
+
+        Raises:
+            RuntimeFailure: with ``.failure`` (a Failure) and ``.report`` (the RunReport).
+        """
+        from tilescope._logging import level_number
+        from tilescope.diagnose import failure_from_report, nan_failure
         from tilescope.runtime import core
 
+        printing = opts["print_intermediates"]
+        dump_level = opts["enable_dump_tensor"]
+        if printing in (1, 2):
+            if dump_level not in (0, 2):
+                raise knobs.ConfigError(
+                    f"print_intermediates={printing} records every task's arguments (a level-2 dump); it "
+                    f"cannot be combined with enable_dump_tensor={dump_level}: drop one of them"
+                )
+            dump_level = 2
+        checks = core.RunChecks(
+            task_timeout_s=float(opts["task_timeout_s"]),
+            serial=bool(opts["serial"]),
+            nan_check=bool(opts["nan_check"]),
+            trace_tasks=printing == 3,
+            kernel_filter=self._kernel_filter(opts),
+            crash_report_path=str(crash_report) if crash_report is not None else None,
+        )
         loaded = self._load()
         cargs = [
             core.scalar_arg(a, spec.dtype) if spec.shape is None else core.tensor_arg(a, spec.direction)
@@ -291,13 +356,23 @@ class CompiledProgram:
                 num_workers=opts["num_workers"],
                 record_edges=bool(opts["enable_dep_gen"]),
                 record_tasks=bool(opts["enable_dep_gen"] or opts["enable_trace"]),
-                dump_level=opts["enable_dump_tensor"],
+                dump_level=dump_level,
+                checks=checks,
             )
         except RuntimeFailure as e:
-            log.error("[runtime] %s failed: %s", self.name, e)
-            if dfx and getattr(e, "report", None) is not None:
-                write_dfx(self, e.report, opts, run_failed=True)  # what was recorded up to the failure
-            raise
+            report = getattr(e, "report", None)
+            if report is None:
+                raise
+            failure = failure_from_report(self, report)
+            log.error("[runtime] %s failed: %s", self.name, failure.message)
+            if dfx:
+                write_dfx(self, report, opts, run_failed=True)  # what was recorded up to the failure
+            if printing in (1, 2) and report.dump is not None:
+                write_intermediates(self, report.dump, printing)
+            err = RuntimeFailure(failure.render())
+            err.failure = failure  # type: ignore[attr-defined]
+            err.report = report  # type: ignore[attr-defined]
+            raise err from None
         log.log(
             level_number("v3"),
             "[runtime] %s: %d tasks on %d workers, %d dependencies, %.3f ms",
@@ -309,9 +384,13 @@ class CompiledProgram:
         )
         if dfx:
             write_dfx(self, report, opts)
-        return RunInfo("sim", report.wall_s, report.num_tasks)
+        if printing in (1, 2) and report.dump is not None:
+            write_intermediates(self, report.dump, printing)
+        nan = nan_failure(self, report) if checks.nan_check else None
+        if nan is not None:
+            log.error("[nan_check] %s:\n%s", self.name, nan.render())
+        return RunInfo("sim", report.wall_s, report.num_tasks, nan)
 
-    __call__ = run
 
 
 def _open(path: Path) -> ctypes.CDLL:

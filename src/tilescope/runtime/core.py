@@ -42,6 +42,9 @@ DUMP_MAX_RECORDS = 1 << 20  # tensor dump records kept per worker; later ones ar
 DUMP_STAGES = ("before_dispatch", "after_completion")  # ts_dump_stage
 DUMP_ROLES = ("input", "output", "inout", "scalar")  # by ts_dir
 DUMP_TRUNCATED, DUMP_OVERWRITTEN = 1, 2  # ts_dump_record flags
+SAVED_PARTIAL = 4  # ts_dump_record flag of saved task inputs (TS_SAVED_PARTIAL)
+MAX_FRAMES = 32  # TS_MAX_FRAMES
+FAILURE_KINDS = ("none", "error", "deadlock", "timeout", "kernel_error")  # ts_failure_kind
 
 
 class Direction(enum.IntEnum):
@@ -183,6 +186,107 @@ class TsDumpRecord(ctypes.Structure):
     ]
 
 
+class TsFailureRecord(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_int32),
+        ("worker", ctypes.c_int32),
+        ("task_id", ctypes.c_int64),
+        ("func_id", ctypes.c_int32),
+        ("nframes", ctypes.c_int32),
+        ("elapsed_ns", ctypes.c_int64),
+        ("frames", ctypes.c_uint64 * MAX_FRAMES),
+    ]
+
+
+class TsWaitRecord(ctypes.Structure):
+    _fields_ = [
+        ("task", ctypes.c_int64),
+        ("pred", ctypes.c_int64),
+        ("func_id", ctypes.c_int32),
+        ("pred_func_id", ctypes.c_int32),
+        ("pred_state", ctypes.c_int32),
+        ("kind", ctypes.c_int32),
+        ("source", ctypes.c_int32),
+        ("arg_index", ctypes.c_int32),
+        ("arg", TsArg),
+    ]
+
+
+class TsNanRecord(ctypes.Structure):
+    _fields_ = [
+        ("task_id", ctypes.c_int64),
+        ("func_id", ctypes.c_int32),
+        ("worker", ctypes.c_int32),
+        ("arg_index", ctypes.c_int32),
+        ("origin", ctypes.c_int32),
+        ("first_index", ctypes.c_int64),
+        ("nan_count", ctypes.c_int64),
+        ("inf_count", ctypes.c_int64),
+        ("input_arg", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("producer", ctypes.c_int64),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class FailureInfo:
+    """How a run failed: ``kind`` is ``error``, ``deadlock``, ``timeout`` or ``kernel_error``;
+    ``task_id``/``func_id``/``worker`` are -1 where they do not apply (the orchestration).
+    ``frames`` are the stopped thread's return addresses (timeouts; ``frames[0]`` the pc)."""
+
+    kind: str
+    task_id: int
+    func_id: int
+    worker: int
+    elapsed_ns: int
+    frames: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WaitRecord:
+    """An unmet dependency of a task that can never run (a deadlock): ``task`` waits for
+    ``pred``, which is blocked too or was never submitted (``pred_func_id`` -1). ``kind``/``source``
+    as in EdgeRecord; ``arg`` is task's argument behind a tensor-map edge (None for explicit deps)."""
+
+    task: int
+    pred: int
+    func_id: int
+    pred_func_id: int
+    never_submitted: bool
+    kind: str
+    source: str
+    arg: TaskArgRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class NanRecord:
+    """A task whose output argument ``arg_index`` holds NaN/Inf after it ran. ``fresh``: all its
+    inputs were finite (the task made them); otherwise ``input_arg`` was not, last written by
+    task ``producer`` (-1: a program input). ``first_index`` is row-major within the region."""
+
+    task_id: int
+    func_id: int
+    worker: int
+    arg_index: int
+    fresh: bool
+    first_index: int
+    nan_count: int
+    inf_count: int
+    input_arg: int
+    producer: int
+
+
+@dataclass
+class SavedInputs:
+    """The arguments of the one task worth replaying alone (see ``ts_run_saved_task``):
+    records as in the dump (stage before_dispatch; outputs without payload)."""
+
+    task_id: int
+    records: list[DumpRecord]
+    payload: np.ndarray  # uint8
+    partial_args: tuple[int, ...]  # inouts captured after the kernel had partly run
+
+
 @dataclass(frozen=True, slots=True)
 class TaskRecord:
     """One task's timing (nanoseconds since the run started, steady clock). ``worker`` is -1
@@ -306,6 +410,11 @@ class RunReport:
     buffers: list[BufferRecord] = field(default_factory=list)  # with record_edges or a dump
     dump_tags: list[DumpTagRecord] = field(default_factory=list)
     dump: DumpReport | None = None  # with dump_level 1..3
+    failure: FailureInfo | None = None  # None when the run did not fail
+    waits: list[WaitRecord] = field(default_factory=list)  # deadlocks
+    nan: list[NanRecord] = field(default_factory=list)  # nan_check (at most 256)
+    nan_total: int = 0  # nan_check: tasks whose outputs held NaN/Inf
+    saved: SavedInputs | None = None
 
 
 @dataclass(frozen=True)
@@ -425,6 +534,17 @@ def _open_core(path: Path) -> ctypes.CDLL:
         "ts_run_copy_dump_payload": (ctypes.c_int64, [c_result, ctypes.c_void_p, ctypes.c_int64]),
         "ts_run_dump_dropped": (ctypes.c_int64, [c_result]),
         "ts_run_task_name": (ctypes.c_char_p, [c_result, ctypes.c_int64]),
+        "ts_run_failure": (ctypes.c_int32, [c_result, ctypes.POINTER(TsFailureRecord)]),
+        "ts_run_num_waits": (ctypes.c_int64, [c_result]),
+        "ts_run_copy_waits": (ctypes.c_int64, [c_result, ctypes.POINTER(TsWaitRecord), ctypes.c_int64]),
+        "ts_run_num_nan": (ctypes.c_int64, [c_result]),
+        "ts_run_nan_total": (ctypes.c_int64, [c_result]),
+        "ts_run_copy_nan": (ctypes.c_int64, [c_result, ctypes.POINTER(TsNanRecord), ctypes.c_int64]),
+        "ts_run_saved_task": (ctypes.c_int64, [c_result]),
+        "ts_run_num_saved": (ctypes.c_int64, [c_result]),
+        "ts_run_copy_saved": (ctypes.c_int64, [c_result, ctypes.POINTER(TsDumpRecord), ctypes.c_int64]),
+        "ts_run_saved_payload_size": (ctypes.c_int64, [c_result]),
+        "ts_run_copy_saved_payload": (ctypes.c_int64, [c_result, ctypes.c_void_p, ctypes.c_int64]),
         "ts_run_free": (None, [c_result]),
         "ts_core_abi_version": (ctypes.c_uint32, []),
         "ts_core_sizeof_arg": (ctypes.c_int32, []),
@@ -564,6 +684,7 @@ class Runtime:
         record_edges: bool = False,
         record_tasks: bool = False,
         dump_level: int = 0,
+        checks: RunChecks | None = None,
     ) -> RunReport:
         """Run an orchestration on this runtime's workers; see ``run_graph``.
 
@@ -580,8 +701,28 @@ class Runtime:
         arg_array = (TsArg * len(args))(*args)
         if dump_level not in (0, 1, 2, 3):
             raise ArgumentError(f"Runtime.run: dump_level must be 0..3, got {dump_level!r}")
+        checks = checks or RunChecks()
+        filt = None
+        if checks.kernel_filter is not None:
+            if len(checks.kernel_filter) != nkernels:
+                raise ArgumentError(
+                    f"Runtime.run: kernel_filter has {len(checks.kernel_filter)} flags for {nkernels} kernel(s)"
+                )
+            filt = (ctypes.c_uint8 * nkernels)(*(int(bool(f)) for f in checks.kernel_filter))
         config = TsRunConfig(
-            0, int(record_edges), int(record_tasks), dump_level, DUMP_ARENA_BYTES, DUMP_MAX_RECORDS
+            0,
+            int(record_edges),
+            int(record_tasks),
+            dump_level,
+            DUMP_ARENA_BYTES,
+            DUMP_MAX_RECORDS,
+            float(checks.task_timeout_s),
+            int(checks.serial),
+            int(checks.nan_check),
+            int(checks.trace_tasks),
+            0,
+            ctypes.cast(filt, ctypes.c_void_p) if filt is not None else None,
+            os.fsencode(checks.crash_report_path) if checks.crash_report_path else None,
         )
         with self._lock:
             if self._handle is None or self._pid != os.getpid():
@@ -708,6 +849,26 @@ def _check_graph(
         raise ArgumentError(f"{caller}: the orchestration and every kernel need a non-NULL entry address")
 
 
+@dataclass(frozen=True)
+class RunChecks:
+    """What a run watches for (see ``ts_run_config``): a per-task time budget (0: none), a
+    serial schedule (needs a 1-worker runtime), NaN/Inf checks, a stderr line per task start and
+    finish, a per-kernel filter (one flag per func_id) for those lines and dump levels 2/3, and
+    where a crashing kernel writes its report."""
+
+    task_timeout_s: float = 0.0
+    serial: bool = False
+    nan_check: bool = False
+    trace_tasks: bool = False
+    kernel_filter: tuple[bool, ...] | None = None
+    crash_report_path: str | None = None
+
+
+def single_task_orchestration() -> int:
+    """Address of the core's orchestration that submits kernel 0 on every program argument."""
+    return ctypes.cast(load_core().ts_single_task_orchestration, ctypes.c_void_p).value
+
+
 def run_graph(
     orch_fn_address: int,
     kernel_fn_addresses: list[int],
@@ -717,6 +878,7 @@ def run_graph(
     record_edges: bool = False,
     record_tasks: bool = False,
     dump_level: int = 0,
+    checks: RunChecks | None = None,
 ) -> RunReport:
     """Run an orchestration (``orchestration_entry``'s address) with kernels indexed by func_id.
 
@@ -736,10 +898,19 @@ def run_graph(
         raise ArgumentError(
             f"run_graph: num_workers must be >= 0 (0 = all hardware threads), got {num_workers}"
         )
+    if checks is not None and checks.serial:
+        num_workers = 1
     runtime = _runtimes.borrow(num_workers)
     try:
         return runtime.run(
-            orch_fn_address, kernel_fn_addresses, kernel_names, args, record_edges, record_tasks, dump_level
+            orch_fn_address,
+            kernel_fn_addresses,
+            kernel_names,
+            args,
+            record_edges,
+            record_tasks,
+            dump_level,
+            checks,
         )
     finally:
         _runtimes.give_back(runtime)
@@ -812,7 +983,72 @@ def _collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:
             )
     if lib.ts_run_dump_level(handle):
         report.dump = _collect_dump(lib, handle)
+    _collect_failure(lib, handle, report)
     return report
+
+
+def _collect_failure(lib: ctypes.CDLL, handle: int, report: RunReport) -> None:
+    rec = TsFailureRecord()
+    kind = lib.ts_run_failure(handle, ctypes.byref(rec))
+    if kind:
+        report.failure = FailureInfo(
+            FAILURE_KINDS[kind],
+            rec.task_id,
+            rec.func_id,
+            rec.worker,
+            rec.elapsed_ns,
+            tuple(rec.frames[: rec.nframes]),
+        )
+    n = lib.ts_run_num_waits(handle)
+    if n:
+        buf = (TsWaitRecord * n)()
+        n = lib.ts_run_copy_waits(handle, buf, n)
+        for w in buf[:n]:
+            arg = None
+            if w.arg_index >= 0:
+                arg = _task_arg(TsTaskArgRecord(w.task, w.arg_index, 0, w.arg))
+            report.waits.append(
+                WaitRecord(
+                    w.task,
+                    w.pred,
+                    w.func_id,
+                    w.pred_func_id,
+                    w.pred_state == 1,
+                    EDGE_KINDS[w.kind],
+                    EDGE_SOURCES[w.source],
+                    arg,
+                )
+            )
+    n = lib.ts_run_num_nan(handle)
+    if n:
+        buf = (TsNanRecord * n)()
+        n = lib.ts_run_copy_nan(handle, buf, n)
+        report.nan = [
+            NanRecord(
+                r.task_id,
+                r.func_id,
+                r.worker,
+                r.arg_index,
+                r.origin == 0,
+                r.first_index,
+                r.nan_count,
+                r.inf_count,
+                r.input_arg,
+                r.producer,
+            )
+            for r in buf[:n]
+        ]
+    report.nan_total = lib.ts_run_nan_total(handle)
+    n = lib.ts_run_num_saved(handle)
+    if n:
+        buf = (TsDumpRecord * n)()
+        n = lib.ts_run_copy_saved(handle, buf, n)
+        payload = np.empty(lib.ts_run_saved_payload_size(handle), dtype=np.uint8)
+        if payload.size:
+            lib.ts_run_copy_saved_payload(handle, payload.ctypes.data, payload.size)
+        records, _ = _dump_records(lib, handle, buf[:n])
+        partial = tuple(r.arg_index for r in buf[:n] if r.flags & SAVED_PARTIAL)
+        report.saved = SavedInputs(lib.ts_run_saved_task(handle), records, payload, partial)
 
 
 def _collect_dump(lib: ctypes.CDLL, handle: int) -> DumpReport:
@@ -822,9 +1058,20 @@ def _collect_dump(lib: ctypes.CDLL, handle: int) -> DumpReport:
     payload = np.empty(lib.ts_run_dump_payload_size(handle), dtype=np.uint8)
     if payload.size:
         lib.ts_run_copy_dump_payload(handle, payload.ctypes.data, payload.size)
+    records, names = _dump_records(lib, handle, buf[:n])
+    return DumpReport(
+        level=lib.ts_run_dump_level(handle),
+        records=records,
+        payload=payload,
+        dropped_records=lib.ts_run_dump_dropped(handle),
+        task_names=names,
+    )
+
+
+def _dump_records(lib: ctypes.CDLL, handle: int, raw: list[TsDumpRecord]) -> tuple[list[DumpRecord], dict]:
     records = []
     names: dict[int, str] = {}
-    for rec in buf[:n]:
+    for rec in raw:
         dtype = dtypes.BY_CODE.get(rec.dtype)
         value: float | int | bool | None = None
         if rec.kind == ArgKind.SCALAR and dtype is not None:
@@ -856,13 +1103,7 @@ def _collect_dump(lib: ctypes.CDLL, handle: int) -> DumpReport:
         if rec.task_id not in names:
             name = lib.ts_run_task_name(handle, rec.task_id)
             names[rec.task_id] = name.decode(errors="replace") if name is not None else ""
-    return DumpReport(
-        level=lib.ts_run_dump_level(handle),
-        records=records,
-        payload=payload,
-        dropped_records=lib.ts_run_dump_dropped(handle),
-        task_names=names,
-    )
+    return records, names
 
 
 def _task_arg(rec: TsTaskArgRecord) -> TaskArgRecord:

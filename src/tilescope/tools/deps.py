@@ -135,6 +135,22 @@ def _tensors(program: CompiledProgram, report: RunReport) -> tuple[list[dict[str
     return rows, ids
 
 
+def buffer_names(program: CompiledProgram, report: RunReport) -> dict[int, tuple[str, tuple]]:
+    """Each buffer's display name (its program argument's name, or ``tmp<k>``) and layout
+    (shape, strides, offset), by buffer id."""
+    rows, ids = _tensors(program, report)
+    return {i: (r["name"], (r["shape"], r["strides"], r["offset"])) for i, r in zip(ids, rows)}
+
+
+def region_text(a: TaskArgRecord, names: dict[int, tuple[str, tuple]]) -> str:
+    """``x[0:64, 128:256]``: the region a task argument covers, in its buffer's index space."""
+    name, layout = names.get(a.buffer_id, (f"buffer@{a.buffer_id:#x}", None))
+    box = _region(a, layout)
+    if box is None:
+        return f"{name}(offset {a.offset}, shape {list(a.shape)})"
+    return name + "[" + ", ".join(f"{lo}:{hi}" for lo, hi in box) + "]"
+
+
 def _tensor_row(tid: int, name: str, dtype: str, shape: list[int] | None, strides, offset: int):
     return {
         "id": tid,

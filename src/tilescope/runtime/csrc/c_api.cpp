@@ -15,6 +15,9 @@ static_assert(sizeof(ts_task_arg_record) == 120, "ts_task_arg_record layout chan
 static_assert(sizeof(ts_buffer_record) == 104, "ts_buffer_record layout changed: update core.py");
 static_assert(sizeof(ts_dump_record) == 160, "ts_dump_record layout changed: update core.py");
 static_assert(sizeof(ts_run_config) == 72, "ts_run_config layout changed: update core.py");
+static_assert(sizeof(ts_failure_record) == 288, "ts_failure_record layout changed: update core.py");
+static_assert(sizeof(ts_wait_record) == 144, "ts_wait_record layout changed: update core.py");
+static_assert(sizeof(ts_nan_record) == 64, "ts_nan_record layout changed: update core.py");
 static_assert(sizeof(ts_arg) == 104, "ts_arg layout changed: update the Python ctypes mirror in core.py");
 
 struct ts_runtime {
@@ -70,6 +73,11 @@ ts_run_result *checked_run(const char *caller, ts::rt::Runtime *runtime, const t
         if (why.empty() && runtime != nullptr && cfg.num_workers > 0 && cfg.num_workers != runtime->num_workers())
             why = "the config asks for " + std::to_string(cfg.num_workers) + " worker(s) but the runtime has " +
                   std::to_string(runtime->num_workers());
+        const int32_t workers = runtime != nullptr ? runtime->num_workers() : cfg.num_workers;
+        if (why.empty() && cfg.serial && workers != 1)
+            why = "a serial run needs a runtime of exactly 1 worker, not " + std::to_string(workers);
+        if (why.empty() && !(cfg.task_timeout_s >= 0))
+            why = "task_timeout_s must be >= 0 (0: no budget)";
         if (!why.empty()) {
             result->status = 1;
             result->error = std::string(caller) + ": " + why;
@@ -181,6 +189,44 @@ int64_t ts_run_dump_dropped(const ts_run_result *r) { return r->dump.dropped; }
 const char *ts_run_task_name(const ts_run_result *r, int64_t task_id) {
     if (task_id < 0 || task_id >= static_cast<int64_t>(r->task_names.size())) return nullptr;
     return r->task_names[static_cast<size_t>(task_id)].c_str();
+}
+
+int32_t ts_run_failure(const ts_run_result *r, ts_failure_record *out) {
+    if (out != nullptr) *out = r->failure;
+    return r->failure.kind;
+}
+
+int64_t ts_run_num_waits(const ts_run_result *r) { return static_cast<int64_t>(r->waits.size()); }
+
+int64_t ts_run_copy_waits(const ts_run_result *r, ts_wait_record *out, int64_t capacity) {
+    return copy_out(r->waits, out, capacity);
+}
+
+int64_t ts_run_num_nan(const ts_run_result *r) { return static_cast<int64_t>(r->nan.size()); }
+int64_t ts_run_nan_total(const ts_run_result *r) { return r->nan_total; }
+
+int64_t ts_run_copy_nan(const ts_run_result *r, ts_nan_record *out, int64_t capacity) {
+    return copy_out(r->nan, out, capacity);
+}
+
+int64_t ts_run_saved_task(const ts_run_result *r) { return r->saved_task; }
+int64_t ts_run_num_saved(const ts_run_result *r) { return static_cast<int64_t>(r->saved.size()); }
+
+int64_t ts_run_copy_saved(const ts_run_result *r, ts_dump_record *out, int64_t capacity) {
+    return copy_out(r->saved, out, capacity);
+}
+
+int64_t ts_run_saved_payload_size(const ts_run_result *r) { return static_cast<int64_t>(r->saved_payload.size()); }
+
+int64_t ts_run_copy_saved_payload(const ts_run_result *r, void *out, int64_t capacity) {
+    const int64_t n = static_cast<int64_t>(r->saved_payload.size());
+    if (out == nullptr || capacity < n) return 0;
+    std::copy(r->saved_payload.begin(), r->saved_payload.end(), static_cast<char *>(out));
+    return n;
+}
+
+int ts_single_task_orchestration(const ts_orch_api *api, void *ctx, const ts_arg *args, int32_t nargs) {
+    return api->submit(ctx, 0, args, nargs, nullptr, 0, nullptr) < 0 ? 1 : 0;
 }
 
 void ts_run_free(ts_run_result *r) {

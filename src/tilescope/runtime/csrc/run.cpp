@@ -1,13 +1,41 @@
 #include "run.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
 #include "dtype.hpp"
+#include "finite.hpp"
 #include "validation.hpp"
 
 namespace ts::rt {
+
+namespace {
+
+constexpr size_t kMaxNanRecords = 256;
+
+}  // namespace
+
+// Marks the orchestration thread as inside the runtime (not stoppable) for one callback, and
+// counts the callback as progress for the watchdog.
+class Run::OrchestrationCall {
+public:
+    explicit OrchestrationCall(Run *run) : slot_(run->scheduler_.orch_slot()), armed_(slot_.armed) {
+        slot_.armed = 0;
+        if (armed_) slot_.seq.fetch_add(1, std::memory_order_release);  // even: in the runtime
+    }
+    ~OrchestrationCall() {
+        if (armed_) slot_.seq.fetch_add(1, std::memory_order_release);  // odd: orchestration code again
+        slot_.armed = armed_;
+    }
+    OrchestrationCall(const OrchestrationCall &) = delete;
+    OrchestrationCall &operator=(const OrchestrationCall &) = delete;
+
+private:
+    ThreadSlot &slot_;
+    const sig_atomic_t armed_;
+};
 
 Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kernels,
          std::vector<std::string> kernel_names, const ts_arg *args, int32_t nargs, Scheduler &scheduler)
@@ -28,32 +56,65 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     api_.dump_tag = &Run::api_dump_tag;
     api_.dump_in_next_task = &Run::api_dump_in_next_task;
     api_.fail = &Run::api_fail;
+    for (const std::string &name : kernel_names_) kernel_cnames_.push_back(name.c_str());
+    if (config_.nan_check) nan_scratch_.resize(static_cast<size_t>(scheduler_.num_workers()));
+    failure_.task_id = -1;
+    failure_.func_id = -1;
+    failure_.worker = -1;
     for (int32_t i = 0; i < nargs_; ++i) {
         if (args_[i].kind != TS_ARG_TENSOR) continue;
         tensor_map_.register_buffer(args_[i].u.t);
-        if (config_.record_edges || dump_) buffers_.push_back(ts_buffer_record{args_[i].u.t, i, 0});
+        buffers_.push_back(ts_buffer_record{args_[i].u.t, i, 0});
     }
 }
 
 void Run::execute(ts_run_result &result) {
-    scheduler_.begin(RunContext{kernels_, config_.record_tasks != 0, t0_, &failed_, dump_.get()});
+    RunContext context;
+    context.kernels = kernels_;
+    context.record_times = config_.record_tasks != 0;
+    context.t0 = t0_;
+    context.failed = &failed_;
+    context.dump = dump_.get();
+    context.hooks = this;
+    context.nan_check = config_.nan_check != 0;
+    context.serial = config_.serial != 0;
+    context.trace_tasks = config_.trace_tasks != 0;
+    context.kernel_filter = config_.kernel_filter;
+    context.kernel_names = kernel_cnames_.data();
+    context.crash_report_path = config_.crash_report_path;
+    context.timeout_ns = config_.task_timeout_s > 0 ? static_cast<int64_t>(config_.task_timeout_s * 1e9) : 0;
+    scheduler_.begin(context);
     try {
         orchestrate();
     } catch (...) {
         // NOTE: only a failure to record an error gets here; the tasks already sealed must still
         // drain before this Run (their storage) can go away, and what was dumped is kept.
         failed_.store(true, std::memory_order_release);
-        scheduler_.finish(static_cast<int64_t>(tasks_.size()));
+        if (!scheduler_.finish(static_cast<int64_t>(tasks_.size()))) report_deadlock();
         flush_dump(result);
         throw;
     }
-    scheduler_.finish(static_cast<int64_t>(tasks_.size()));
+    if (!scheduler_.finish(static_cast<int64_t>(tasks_.size()))) report_deadlock();
     flush_dump(result);
+    fill_result(result);
+}
 
+void Run::fill_result(ts_run_result &result) {
     result.wall_seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
+    std::lock_guard<std::mutex> lock(fail_mu_);
     result.status = failed_.load() ? 1 : 0;
     result.error = error_;
     if (suppressed_errors_ > 0) result.error += " (" + std::to_string(suppressed_errors_) + " later error(s) not shown)";
+    result.failure = failure_;
+    result.waits = std::move(waits_);
+    result.saved_task = saved_task_;
+    result.saved = std::move(saved_);
+    result.saved_payload = std::move(saved_payload_);
+    {
+        std::lock_guard<std::mutex> nan_lock(nan_mu_);
+        result.nan = std::move(nan_);
+        result.nan_total = nan_total_;
+    }
     result.num_tasks = static_cast<int64_t>(tasks_.size());
     result.num_dependencies = num_dependencies_;
     result.num_workers = scheduler_.num_workers();
@@ -76,27 +137,261 @@ void Run::flush_dump(ts_run_result &result) {
 }
 
 void Run::orchestrate() {
-    int rc = 0;
-    try {
-        rc = orch_(&api_, this, args_, nargs_);
-    } catch (const std::exception &e) {
-        fail(std::string("the orchestration threw a C++ exception: ") + e.what());
-        return;
-    } catch (...) {
-        fail("the orchestration threw a C++ exception of unknown type");
-        return;
+    ThreadSlot &slot = scheduler_.orch_slot();
+    ThreadSlot *const outer = current_slot();
+    set_current_slot(&slot);
+    slot.task = nullptr;
+    slot.kernel_name = "orchestration";
+    volatile int rc = 0;
+    slot.seq.fetch_add(1, std::memory_order_release);  // odd: orchestration code runs
+    if (sigsetjmp(slot.jump, 0) == 0) {
+        slot.armed = 1;
+        try {
+            rc = orch_(&api_, this, args_, nargs_);
+            slot.armed = 0;
+        } catch (const std::exception &e) {
+            slot.armed = 0;
+            fail(std::string("the orchestration threw a C++ exception: ") + e.what());
+        } catch (...) {
+            slot.armed = 0;
+            fail("the orchestration threw a C++ exception of unknown type");
+        }
+    } else {
+        stopped(nullptr, -1, slot.frames, slot.nframes);
     }
+    slot.seq.fetch_add(1, std::memory_order_release);
+    set_current_slot(outer);
     if (rc != 0 && !failed_.load())
         fail("the orchestration returned " + std::to_string(rc) + " without reporting an error");
 }
 
-void Run::fail(std::string message) {
+void Run::fail(std::string message) { fail_with(TS_FAILURE_ERROR, nullptr, -1, message); }
+
+bool Run::fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message) {
+    std::lock_guard<std::mutex> lock(fail_mu_);
     if (failed_.load()) {
         ++suppressed_errors_;
-        return;
+        return false;
     }
-    error_ = std::move(message);
+    error_ = message;
+    failure_.kind = kind;
+    failure_.worker = worker;
+    failure_.task_id = t != nullptr ? t->id : -1;
+    failure_.func_id = t != nullptr ? t->func_id : -1;
     failed_.store(true, std::memory_order_release);
+    return true;
+}
+
+std::string Run::describe(const Task &t) const {
+    return "task " + std::to_string(t.id) + " (kernel '" + kernel_names_[static_cast<size_t>(t.func_id)] + "')";
+}
+
+void Run::kernel_threw(const Task &t, int32_t worker, const char *what) {
+    if (fail_with(TS_FAILURE_KERNEL_ERROR, &t, worker, describe(t) + " on worker " + std::to_string(worker) + ": " + what))
+        save_inputs(t, worker, true, nullptr);
+}
+
+void Run::timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) {
+    char secs[32];
+    std::snprintf(secs, sizeof(secs), "%.2f s", elapsed_ns / 1e9);
+    char budget[32];
+    std::snprintf(budget, sizeof(budget), "%g s", config_.task_timeout_s);
+    std::string message;
+    if (t != nullptr) {
+        message = describe(*t) + " has run for " + secs + " on worker " + std::to_string(worker) +
+                  ", past task_timeout_s (" + budget + "); it was stopped";
+    } else {
+        message = std::string("the orchestration has run for ") + secs + " without a runtime call (" +
+                  std::to_string(tasks_.size()) + " task(s) submitted so far), past task_timeout_s (" + budget +
+                  "); it was stopped";
+    }
+    std::lock_guard<std::mutex> lock(fail_mu_);
+    if (failed_.load()) return;  // NOTE: stopping it still proceeds (the watchdog retries)
+    error_ = message;
+    failure_.kind = TS_FAILURE_TIMEOUT;
+    failure_.worker = worker;
+    failure_.task_id = t != nullptr ? t->id : -1;
+    failure_.func_id = t != nullptr ? t->func_id : -1;
+    failure_.elapsed_ns = elapsed_ns;
+    failed_.store(true, std::memory_order_release);
+}
+
+void Run::stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t nframes) {
+    {
+        std::lock_guard<std::mutex> lock(fail_mu_);
+        const int64_t id = t != nullptr ? t->id : -1;
+        if (failure_.kind == TS_FAILURE_TIMEOUT && failure_.task_id == id && failure_.nframes == 0) {
+            failure_.nframes = std::min<int32_t>(nframes, TS_MAX_FRAMES);
+            std::copy(frames, frames + failure_.nframes, failure_.frames);
+        }
+    }
+    if (t != nullptr) save_inputs(*t, worker, true, nullptr);
+}
+
+void Run::save_inputs(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot) {
+    std::lock_guard<std::mutex> lock(fail_mu_);
+    if (saved_task_ >= 0) return;
+    saved_task_ = t.id;
+    for (int32_t i = 0; i < t.nargs; ++i) {
+        const ts_arg &a = t.args[i];
+        ts_dump_record rec{};
+        rec.task_id = t.id;
+        rec.func_id = t.func_id;
+        rec.arg_index = i;
+        rec.role = a.dir;
+        rec.stage = TS_DUMP_BEFORE_DISPATCH;
+        rec.kind = a.kind;
+        rec.worker = worker;
+        rec.bin_offset = -1;
+        if (a.kind == TS_ARG_SCALAR) {
+            rec.dtype = a.u.s.dtype;
+            rec.value = a.u.s;
+            saved_.push_back(rec);
+            continue;
+        }
+        const ts_tensor &x = a.u.t;
+        rec.dtype = x.dtype;
+        rec.ndim = x.ndim;
+        std::copy(x.shape, x.shape + x.ndim, rec.shape);
+        std::copy(x.strides, x.strides + x.ndim, rec.strides);
+        rec.start_offset = x.offset;
+        rec.buffer_id = x.buffer_id;
+        if (a.dir != TS_OUT) {
+            int64_t bytes = dtype_itemsize(x.dtype);
+            for (int32_t d = 0; d < x.ndim; ++d) bytes *= x.shape[d];
+            rec.bin_offset = static_cast<int64_t>(saved_payload_.size());
+            saved_payload_.resize(saved_payload_.size() + static_cast<size_t>(bytes));
+            char *dst = saved_payload_.data() + rec.bin_offset;
+            const bool from_snapshot = snapshot != nullptr && a.dir == TS_INOUT && snapshot->offsets[i] >= 0;
+            if (from_snapshot)
+                std::memcpy(dst, snapshot->data.data() + snapshot->offsets[i], static_cast<size_t>(bytes));
+            else
+                copy_region(dst, x, dtype_itemsize(x.dtype), bytes);
+            rec.bin_size = bytes;
+            if (partial && a.dir == TS_INOUT && !from_snapshot) rec.flags |= TS_SAVED_PARTIAL;
+        }
+        saved_.push_back(rec);
+    }
+}
+
+void Run::before_task(const Task &t, int32_t worker) {
+    NanScratch &s = nan_scratch_[static_cast<size_t>(worker)];
+    s.offsets.assign(static_cast<size_t>(t.nargs), -1);
+    s.dirty_in.assign(static_cast<size_t>(t.nargs), 0);
+    s.data.clear();
+    const bool snapshot = !fresh_saved_.load(std::memory_order_relaxed);
+    for (int32_t i = 0; i < t.nargs; ++i) {
+        const ts_arg &a = t.args[i];
+        if (a.kind != TS_ARG_TENSOR || a.dir != TS_INOUT) continue;
+        s.dirty_in[static_cast<size_t>(i)] = !scan_finite(a.u.t).clean();
+        if (!snapshot) continue;
+        int64_t bytes = dtype_itemsize(a.u.t.dtype);
+        for (int32_t d = 0; d < a.u.t.ndim; ++d) bytes *= a.u.t.shape[d];
+        s.offsets[static_cast<size_t>(i)] = static_cast<int64_t>(s.data.size());
+        s.data.resize(s.data.size() + static_cast<size_t>(bytes));
+        copy_region(s.data.data() + s.offsets[static_cast<size_t>(i)], a.u.t, dtype_itemsize(a.u.t.dtype), bytes);
+    }
+}
+
+void Run::after_task(const Task &t, int32_t worker) {
+    const NanScratch &s = nan_scratch_[static_cast<size_t>(worker)];
+    int32_t input_arg = -2;  // -2: not looked at yet; -1: every input finite
+    for (int32_t i = 0; i < t.nargs; ++i) {
+        const ts_arg &a = t.args[i];
+        if (a.kind != TS_ARG_TENSOR || a.dir == TS_IN) continue;
+        const FiniteScan scan = scan_finite(a.u.t);
+        if (scan.clean()) continue;
+        if (input_arg == -2) {
+            input_arg = -1;
+            for (int32_t j = 0; j < t.nargs && input_arg < 0; ++j) {
+                const ts_arg &b = t.args[j];
+                if (b.kind != TS_ARG_TENSOR) continue;
+                if ((b.dir == TS_IN && !scan_finite(b.u.t).clean()) || (b.dir == TS_INOUT && s.dirty_in[static_cast<size_t>(j)]))
+                    input_arg = j;
+            }
+        }
+        ts_nan_record rec{};
+        rec.task_id = t.id;
+        rec.func_id = t.func_id;
+        rec.worker = worker;
+        rec.arg_index = i;
+        rec.origin = input_arg >= 0 ? 1 : 0;
+        rec.first_index = scan.first;
+        rec.nan_count = scan.nan;
+        rec.inf_count = scan.inf;
+        rec.input_arg = input_arg;
+        rec.producer = -1;
+        for (int32_t k = 0; k < t.nfound; ++k)
+            if (t.found[k].arg_index == input_arg && t.found[k].kind == TS_EDGE_RAW)
+                rec.producer = std::max(rec.producer, t.found[k].pred);
+        std::lock_guard<std::mutex> lock(nan_mu_);
+        if (nan_.size() < kMaxNanRecords) nan_.push_back(rec);
+    }
+    if (input_arg == -2) return;  // every output finite
+    {
+        std::lock_guard<std::mutex> lock(nan_mu_);
+        ++nan_total_;
+    }
+    if (input_arg == -1 && !fresh_saved_.exchange(true)) save_inputs(t, worker, false, &s);
+}
+
+void Run::report_deadlock() {
+    std::vector<Task *> blocked;
+    for (Task *t : tasks_) {
+        std::lock_guard<std::mutex> lock(t->mu);
+        if (!t->done) blocked.push_back(t);
+    }
+    auto done = [&](int64_t id) {
+        std::lock_guard<std::mutex> lock(tasks_[static_cast<size_t>(id)]->mu);
+        return tasks_[static_cast<size_t>(id)]->done;
+    };
+    std::vector<ts_wait_record> waits;
+    const int64_t submitted = static_cast<int64_t>(tasks_.size());
+    for (const Task *t : blocked) {
+        for (int32_t k = 0; k < t->nfound; ++k) {
+            const FoundEdge &e = t->found[k];
+            if (done(e.pred)) continue;
+            ts_wait_record w{};
+            w.task = t->id;
+            w.pred = e.pred;
+            w.func_id = t->func_id;
+            w.pred_func_id = tasks_[static_cast<size_t>(e.pred)]->func_id;
+            w.kind = e.kind;
+            w.source = TS_EDGE_TENSORMAP;
+            w.arg_index = e.arg_index;
+            w.arg = t->args[e.arg_index];
+            waits.push_back(w);
+        }
+        for (int32_t k = 0; k < t->ndeps; ++k) {
+            const int64_t d = t->deps[k];
+            const bool missing = d >= submitted;
+            if (!missing && done(d)) continue;
+            ts_wait_record w{};
+            w.task = t->id;
+            w.pred = d;
+            w.func_id = t->func_id;
+            w.pred_func_id = missing ? -1 : tasks_[static_cast<size_t>(d)]->func_id;
+            w.pred_state = missing ? 1 : 0;
+            w.kind = TS_EDGE_ORDER;
+            w.source = TS_EDGE_EXPLICIT;
+            w.arg_index = -1;
+            waits.push_back(w);
+        }
+    }
+    std::string message = "deadlock: " + std::to_string(blocked.size()) + " of " + std::to_string(submitted) +
+                          " task(s) can never run";
+    for (const ts_wait_record &w : waits) {
+        if (w.pred_state == 1) {
+            message += " (task " + std::to_string(w.task) + " waits for task " + std::to_string(w.pred) +
+                       ", which was never submitted)";
+            break;
+        }
+    }
+    if (fail_with(TS_FAILURE_DEADLOCK, blocked.empty() ? nullptr : blocked.front(), -1, message)) {
+        std::lock_guard<std::mutex> lock(fail_mu_);
+        waits_ = std::move(waits);
+    }
+    scheduler_.abandon(blocked);
 }
 
 int Run::create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_tensor *out) {
@@ -130,7 +425,7 @@ int Run::create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_ten
         stride *= std::max<int64_t>(shape[d], 1);
     }
     tensor_map_.register_buffer(*out);
-    if (config_.record_edges || dump_) buffers_.push_back(ts_buffer_record{*out, -1, 0});
+    buffers_.push_back(ts_buffer_record{*out, -1, 0});
     return 0;
 }
 
@@ -160,6 +455,18 @@ int64_t Run::submit(const SubmitRequest &req) {
     explicit_.assign(req.deps, req.deps + req.ndeps);
     std::sort(explicit_.begin(), explicit_.end());
     explicit_.erase(std::unique(explicit_.begin(), explicit_.end()), explicit_.end());
+    if (!found_.empty()) {
+        FoundEdge *found = found_arena_.allocate(found_.size());
+        std::copy(found_.begin(), found_.end(), found);
+        task->found = found;
+        task->nfound = static_cast<int32_t>(found_.size());
+    }
+    if (!explicit_.empty()) {
+        int64_t *deps = deps_arena_.allocate(explicit_.size());
+        std::copy(explicit_.begin(), explicit_.end(), deps);
+        task->deps = deps;
+        task->ndeps = static_cast<int32_t>(explicit_.size());
+    }
     if (config_.record_edges) {
         record_edges(id);
         for (int32_t i = 0; i < req.nargs; ++i) task_args_.push_back(ts_task_arg_record{id, i, 0, args[i]});
@@ -167,20 +474,38 @@ int64_t Run::submit(const SubmitRequest &req) {
 
     preds_.clear();
     for (const FoundEdge &e : found_) preds_.push_back(e.pred);
-    preds_.insert(preds_.end(), explicit_.begin(), explicit_.end());
+    for (int64_t d : explicit_) {
+        if (d < id) {
+            preds_.push_back(d);
+        } else {  // a forward dep: counted now, linked when task d is submitted
+            task->pending.fetch_add(1, std::memory_order_relaxed);
+            forward_waiters_[d].push_back(id);
+        }
+    }
     std::sort(preds_.begin(), preds_.end());
     preds_.erase(std::unique(preds_.begin(), preds_.end()), preds_.end());
     for (int64_t p : preds_) scheduler_.add_dependency(*tasks_[static_cast<size_t>(p)], *task);
     num_dependencies_ += static_cast<int64_t>(preds_.size());
 
     tasks_.push_back(task);
+    if (!forward_waiters_.empty()) {
+        const auto waiting = forward_waiters_.find(id);
+        if (waiting != forward_waiters_.end()) {
+            for (int64_t w : waiting->second) {
+                scheduler_.link(*task, *tasks_[static_cast<size_t>(w)]);
+                if (config_.record_edges) edges_.push_back(ts_edge_record{id, w, -1, TS_EDGE_ORDER, TS_EDGE_EXPLICIT, 0});
+            }
+            num_dependencies_ += static_cast<int64_t>(waiting->second.size());
+            forward_waiters_.erase(waiting);
+        }
+    }
     scheduler_.seal(*task);
     return id;
 }
 
 void Run::select_dump(Task &task, const ts_arg *args, int32_t nargs) {
     if (dump_->level() != 1) {
-        task.dump = kDumpAll;
+        if (config_.kernel_filter == nullptr || config_.kernel_filter[task.func_id]) task.dump = kDumpAll;
         return;
     }
     if (dump_tagged_buffers_.empty() && dump_next_buffers_.empty()) return;
@@ -203,7 +528,8 @@ void Run::select_dump(Task &task, const ts_arg *args, int32_t nargs) {
 void Run::record_edges(int64_t succ) {
     for (const FoundEdge &e : found_)
         edges_.push_back(ts_edge_record{e.pred, succ, e.arg_index, e.kind, TS_EDGE_TENSORMAP, 0});
-    for (int64_t p : explicit_) edges_.push_back(ts_edge_record{p, succ, -1, TS_EDGE_ORDER, TS_EDGE_EXPLICIT, 0});
+    for (int64_t p : explicit_)
+        if (p < succ) edges_.push_back(ts_edge_record{p, succ, -1, TS_EDGE_ORDER, TS_EDGE_EXPLICIT, 0});
 }
 
 // NOTE: the trampolines below are called from orchestration code that may be plain C, so no
@@ -211,6 +537,7 @@ void Run::record_edges(int64_t succ) {
 
 int Run::api_create_tensor(void *ctx, int32_t dtype, int32_t ndim, const int64_t *shape, ts_tensor *out) {
     Run *run = static_cast<Run *>(ctx);
+    const OrchestrationCall call(run);
     try {
         return run->create_tensor(dtype, ndim, shape, out);
     } catch (const std::exception &e) {
@@ -222,6 +549,7 @@ int Run::api_create_tensor(void *ctx, int32_t dtype, int32_t ndim, const int64_t
 int64_t Run::api_submit(void *ctx, int32_t func_id, const ts_arg *args, int32_t nargs, const int64_t *deps,
                         int32_t ndeps, const char *name) {
     Run *run = static_cast<Run *>(ctx);
+    const OrchestrationCall call(run);
     try {
         const SubmitRequest req{static_cast<int64_t>(run->tasks_.size()), func_id, args, nargs, deps, ndeps, name};
         return run->submit(req);
@@ -233,6 +561,7 @@ int64_t Run::api_submit(void *ctx, int32_t func_id, const ts_arg *args, int32_t 
 
 void Run::api_dump_tag(void *ctx, const ts_tensor *t) {
     Run *run = static_cast<Run *>(ctx);
+    const OrchestrationCall call(run);
     try {
         run->dump_tag(t);
     } catch (const std::exception &e) {
@@ -242,6 +571,7 @@ void Run::api_dump_tag(void *ctx, const ts_tensor *t) {
 
 void Run::api_fail(void *ctx, const char *message) {
     Run *run = static_cast<Run *>(ctx);
+    const OrchestrationCall call(run);
     try {
         run->fail(message != nullptr && *message ? message : "the orchestration failed (no message given)");
     } catch (const std::exception &) {
@@ -276,6 +606,7 @@ void Run::dump_in_next_task(const ts_tensor *t) {
 
 void Run::api_dump_in_next_task(void *ctx, const ts_tensor *t) {
     Run *run = static_cast<Run *>(ctx);
+    const OrchestrationCall call(run);
     try {
         run->dump_in_next_task(t);
     } catch (const std::exception &e) {

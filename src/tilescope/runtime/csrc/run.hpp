@@ -14,6 +14,12 @@
 //    workers skip tasks that have not started.
 //  - The tensor dump (dump_) is collected by the workers into per-worker buffers owned by this Run
 //    and flushed for every worker into the result after the run, a failed run included.
+//  - The first failure is kept (kind, task, worker, message): an orchestration error, a deadlock,
+//    a timeout, or a kernel that threw; workers and the watchdog report through the RunHooks
+//    methods, which take `fail_mu_`. The inputs of the task worth replaying alone are saved once.
+//  - An explicit dep on a later task id (a forward dep) is counted in the waiter's `pending` at
+//    submission and linked when that id is submitted; one never submitted leaves the waiter
+//    blocked, which finish() reports as a deadlock (ts_wait_record, pred_state 1).
 //  - Intermediate tensors are zero-filled, 64-byte aligned, identified by their base address,
 //    and freed when the Run is destroyed.
 #pragma once
@@ -22,7 +28,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -38,7 +46,7 @@
 
 namespace ts::rt {
 
-class Run {
+class Run final : public RunHooks {
 public:
     // `scheduler` has its workers started and no run in progress; it is used until execute() returns.
     Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kernels, std::vector<std::string> kernel_names,
@@ -49,7 +57,22 @@ public:
     // Run the orchestration and every task it submits to completion, then fill `result`.
     void execute(ts_run_result &result);
 
+    void before_task(const Task &t, int32_t worker) override;
+    void after_task(const Task &t, int32_t worker) override;
+    void kernel_threw(const Task &t, int32_t worker, const char *what) override;
+    void timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) override;
+    void stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t nframes) override;
+
 private:
+    // nan_check: one worker's view of the task it runs (inouts as they were before the kernel).
+    struct NanScratch {
+        std::vector<char> data;
+        std::vector<int64_t> offsets;   // per argument: where its snapshot starts in `data`, or -1
+        std::vector<uint8_t> dirty_in;  // per argument: an inout held NaN/Inf before the kernel
+    };
+
+    class OrchestrationCall;  // pauses the orchestration's watchdog arming inside a callback
+
     static int api_create_tensor(void *ctx, int32_t dtype, int32_t ndim, const int64_t *shape, ts_tensor *out);
     static int64_t api_submit(void *ctx, int32_t func_id, const ts_arg *args, int32_t nargs, const int64_t *deps,
                               int32_t ndeps, const char *name);
@@ -67,6 +90,11 @@ private:
     void select_dump(Task &task, const ts_arg *args, int32_t nargs);
     void flush_dump(ts_run_result &result);
     void fail(std::string message);
+    bool fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message);
+    std::string describe(const Task &t) const;
+    void save_inputs(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot);
+    void report_deadlock();
+    void fill_result(ts_run_result &result);
 
     struct FreeDeleter {
         void operator()(void *p) const { std::free(p); }
@@ -82,8 +110,25 @@ private:
     ts_orch_api api_{};
 
     std::atomic<bool> failed_{false};
+    std::mutex fail_mu_;  // guards error_, suppressed_errors_, failure_, saved_*
     std::string error_;
     int64_t suppressed_errors_ = 0;
+    ts_failure_record failure_{};
+    int64_t saved_task_ = -1;
+    std::vector<ts_dump_record> saved_;
+    std::vector<char> saved_payload_;
+    std::vector<ts_wait_record> waits_;
+
+    std::vector<const char *> kernel_cnames_;
+    std::unordered_map<int64_t, std::vector<int64_t>> forward_waiters_;  // later id -> waiting ids
+    BlockArena<FoundEdge> found_arena_{64, 4096};
+    BlockArena<int64_t> deps_arena_{64, 1024};
+
+    std::mutex nan_mu_;  // guards nan_, nan_total_
+    std::vector<ts_nan_record> nan_;
+    int64_t nan_total_ = 0;
+    std::atomic<bool> fresh_saved_{false};
+    std::vector<NanScratch> nan_scratch_;  // one per worker
 
     TensorMap tensor_map_;
     BlockArena<Task> task_arena_{16, 1024};

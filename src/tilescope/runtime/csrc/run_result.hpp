@@ -24,4 +24,11 @@ struct ts_run_result {
     std::vector<ts_buffer_record> buffers;      // with record_edges or a dump
     std::vector<ts_dump_tag_record> dump_tags;
     ts::rt::DumpResult dump;               // level 0 (empty) unless a dump was asked for
+    ts_failure_record failure{};           // kind TS_FAILURE_NONE unless the run failed
+    std::vector<ts_wait_record> waits;     // TS_FAILURE_DEADLOCK
+    std::vector<ts_nan_record> nan;        // nan_check, at most kMaxNanRecords
+    int64_t nan_total = 0;
+    int64_t saved_task = -1;
+    std::vector<ts_dump_record> saved;
+    std::vector<char> saved_payload;
 };

@@ -1,6 +1,9 @@
 #include "scheduler.hpp"
 
 #include <algorithm>
+#include <cstdio>
+
+#include <unistd.h>
 
 #include "tensor_dump.hpp"
 
@@ -19,14 +22,21 @@ inline void cpu_relax() {
 #endif
 }
 
+bool later_id(const Task *a, const Task *b) { return a->id > b->id; }  // std heaps: min id on top
+
 }  // namespace
 
 Scheduler::Scheduler(int32_t num_workers)
-    : num_workers_(num_workers), max_spinners_(std::max(1, num_workers / 2)) {}
+    : num_workers_(num_workers),
+      max_spinners_(std::max(1, num_workers / 2)),
+      states_(new WorkerState[static_cast<size_t>(num_workers)]) {
+    install_guards();
+}
 
 Scheduler::~Scheduler() { stop_workers(); }
 
 void Scheduler::start_workers() {
+    if (!watchdog_.joinable()) watchdog_ = std::thread(&Scheduler::watchdog_main, this);
     workers_.reserve(static_cast<size_t>(num_workers_));
     // NOTE: reserved, so a thread that fails to start leaves the vector as it was and a later
     // call starts the missing workers with the right indices.
@@ -43,7 +53,21 @@ void Scheduler::begin(const RunContext &context) {
         std::lock_guard<std::mutex> lock(done_mu_);
         ended_ = false;
     }
+    {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        released_ = !context_.serial;
+    }
+    orch_slot_.thread = pthread_self();
+    orch_slot_.worker = -1;
+    for (int32_t i = 0; i < num_workers_; ++i) {
+        states_[i].slot.crash_report_path = context_.crash_report_path;
+    }
     run_active_.store(true, std::memory_order_relaxed);
+    if (context_.timeout_ns > 0) {
+        std::lock_guard<std::mutex> lock(wd_mu_);
+        wd_run_ = true;
+        wd_cv_.notify_one();
+    }
 }
 
 int64_t Scheduler::now_ns() const {
@@ -57,18 +81,71 @@ void Scheduler::add_dependency(Task &pred, Task &succ) {
     pred.successors.push_back(&succ);
 }
 
+void Scheduler::link(Task &pred, Task &succ) {
+    std::lock_guard<std::mutex> lock(pred.mu);
+    pred.successors.push_back(&succ);
+}
+
 void Scheduler::seal(Task &t) {
     if (t.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) push(&t);
 }
 
-void Scheduler::finish(int64_t submitted) {
+bool Scheduler::finish(int64_t submitted) {
+    if (context_.serial) {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        released_ = true;
+        for (Task *t : held_) {
+            serial_heap_.push_back(t);
+            std::push_heap(serial_heap_.begin(), serial_heap_.end(), later_id);
+        }
+        held_.clear();
+        queued_.store(static_cast<int64_t>(serial_heap_.size()), std::memory_order_relaxed);
+        queue_cv_.notify_all();
+    }
+    bool ended = true;
     const int64_t unknown = kUnknownCount - submitted;
     if (remaining_.fetch_sub(unknown, std::memory_order_acq_rel) == unknown) {
         run_active_.store(false, std::memory_order_relaxed);  // every task had completed already
-        return;
+    } else {
+        std::unique_lock<std::mutex> lock(done_mu_);
+        // NOTE: the poll is only for deadlocks; a run that ends wakes this wait at once.
+        while (!done_cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return ended_; })) {
+            lock.unlock();
+            const bool stuck = quiescent();
+            lock.lock();
+            if (stuck && !ended_) {
+                ended = false;
+                break;
+            }
+        }
     }
+    if (ended) {
+        std::lock_guard<std::mutex> lock(wd_mu_);
+        wd_run_ = false;  // from here on the watchdog does not touch this run
+    }
+    return ended;
+}
+
+bool Scheduler::quiescent() {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (!ready_.empty() || !serial_heap_.empty() || !held_.empty()) return false;
+    for (int32_t i = 0; i < num_workers_; ++i)
+        if (states_[i].holding.load(std::memory_order_acquire)) return false;
+    return remaining_.load(std::memory_order_acquire) > 0;
+}
+
+void Scheduler::abandon(const std::vector<Task *> &blocked) {
+    for (Task *t : blocked) {
+        std::lock_guard<std::mutex> lock(t->mu);
+        t->done = true;
+        t->successors.clear();
+    }
+    const int64_t n = static_cast<int64_t>(blocked.size());
+    if (remaining_.fetch_sub(n, std::memory_order_acq_rel) == n) end_run();
     std::unique_lock<std::mutex> lock(done_mu_);
     done_cv_.wait(lock, [&] { return ended_; });
+    std::lock_guard<std::mutex> wd(wd_mu_);
+    wd_run_ = false;
 }
 
 void Scheduler::end_run() {
@@ -82,6 +159,12 @@ void Scheduler::end_run() {
 
 void Scheduler::stop_workers() {
     {
+        std::lock_guard<std::mutex> lock(wd_mu_);
+        wd_stop_ = true;
+        wd_cv_.notify_all();
+    }
+    if (watchdog_.joinable()) watchdog_.join();
+    {
         std::lock_guard<std::mutex> lock(queue_mu_);
         stop_ = true;
     }
@@ -93,32 +176,139 @@ void Scheduler::stop_workers() {
 }
 
 void Scheduler::worker_main(int32_t index) {
+    ThreadSlot &slot = states_[index].slot;
+    slot.thread = pthread_self();
+    slot.worker = index;
+    set_current_slot(&slot);
+    ensure_alt_stack();
     Task *next = nullptr;
     for (;;) {
-        Task *t = next ? next : acquire();
+        Task *t = next ? next : acquire(index);
         if (t == nullptr) return;
         execute(*t, index);
         next = complete(*t);
+        // NOTE: after complete() queued what `t` made ready (see the header's invariants).
+        if (next == nullptr) states_[index].holding.store(false, std::memory_order_release);
     }
 }
 
 void Scheduler::execute(Task &t, int32_t worker) {
     if (context_.failed->load(std::memory_order_acquire)) return;
+    const bool traced = context_.trace_tasks && (context_.kernel_filter == nullptr || context_.kernel_filter[t.func_id]);
+    if (traced) trace_line(t, worker, "start", -1);
     // NOTE: TS_RUNTIME_NO_DUMP builds the core without the dump hooks, only so that
     // benchmarks/dump_throughput.py can show the hooks cost nothing measurable when off.
 #ifndef TS_RUNTIME_NO_DUMP
     if (context_.dump != nullptr) context_.dump->before_dispatch(t, worker);
 #endif
+    if (context_.nan_check) context_.hooks->before_task(t, worker);
+    const Clock::time_point start = traced ? Clock::now() : Clock::time_point{};
     if (context_.record_times) t.start_ns = now_ns();
-    context_.kernels[t.func_id](t.args);
+    run_kernel(t, worker);
     if (context_.record_times) t.end_ns = now_ns();
 #ifndef TS_RUNTIME_NO_DUMP
     if (context_.dump != nullptr) context_.dump->after_completion(t, worker);
 #endif
+    if (context_.nan_check) context_.hooks->after_task(t, worker);
     t.worker = worker;
+    if (traced)
+        trace_line(t, worker, "done", std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+}
+
+void Scheduler::run_kernel(Task &t, int32_t worker) {
+    ThreadSlot &slot = states_[worker].slot;
+    slot.task = &t;
+    slot.kernel_name = context_.kernel_names != nullptr ? context_.kernel_names[t.func_id] : "";
+    slot.seq.fetch_add(1, std::memory_order_release);  // odd: user code runs
+    // NOTE: savemask 0 keeps sigsetjmp free of syscalls; the interrupt handler runs with
+    // SA_NODEFER, so jumping out of it leaves no signal blocked.
+    if (sigsetjmp(slot.jump, 0) == 0) {
+        slot.armed = 1;
+        try {
+            context_.kernels[t.func_id](t.args);
+            slot.armed = 0;
+        } catch (const std::exception &e) {
+            slot.armed = 0;
+            context_.hooks->kernel_threw(t, worker, e.what());
+        } catch (...) {
+            slot.armed = 0;
+            context_.hooks->kernel_threw(t, worker, "the kernel threw a C++ exception of unknown type");
+        }
+    } else {
+        context_.hooks->stopped(&t, worker, slot.frames, slot.nframes);
+    }
+    slot.seq.fetch_add(1, std::memory_order_release);  // even: idle
+    slot.task = nullptr;
+}
+
+void Scheduler::trace_line(const Task &t, int32_t worker, const char *what, int64_t ns) {
+    char line[256];
+    const char *name = context_.kernel_names != nullptr ? context_.kernel_names[t.func_id] : "?";
+    int n = ns < 0 ? std::snprintf(line, sizeof(line), "[tilescope] task %lld %s: kernel %s on worker %d\n",
+                                   static_cast<long long>(t.id), what, name, worker)
+                   : std::snprintf(line, sizeof(line), "[tilescope] task %lld %s: kernel %s on worker %d (%.3f ms)\n",
+                                   static_cast<long long>(t.id), what, name, worker, ns / 1e6);
+    n = std::min<int>(n, static_cast<int>(sizeof(line)) - 1);
+    if (n > 0 && ::write(2, line, static_cast<size_t>(n)) < 0) return;  // NOTE: one write: whole lines
+}
+
+void Scheduler::watchdog_main() {
+    std::vector<uint64_t> last, fired;
+    std::vector<Clock::time_point> since;
+    std::unique_lock<std::mutex> lock(wd_mu_);
+    for (;;) {
+        wd_cv_.wait(lock, [&] { return wd_stop_ || wd_run_; });
+        if (wd_stop_) return;
+        const int64_t budget = context_.timeout_ns;
+        const auto poll = std::chrono::nanoseconds(std::clamp<int64_t>(budget / 10, 1000000, 100000000));
+        last.assign(static_cast<size_t>(num_workers_) + 1, 0);
+        fired.assign(last.size(), 0);
+        since.assign(last.size(), Clock::now());
+        while (wd_run_ && !wd_stop_) {
+            wd_cv_.wait_for(lock, poll);
+            if (!wd_run_ || wd_stop_) break;
+            watch(last, since, fired);
+        }
+    }
+}
+
+void Scheduler::watch(std::vector<uint64_t> &last, std::vector<Clock::time_point> &since, std::vector<uint64_t> &fired) {
+    const Clock::time_point now = Clock::now();
+    for (int32_t i = 0; i <= num_workers_; ++i) {
+        ThreadSlot &slot = i < num_workers_ ? states_[i].slot : orch_slot_;
+        const size_t k = static_cast<size_t>(i);
+        const uint64_t seq = slot.seq.load(std::memory_order_acquire);
+        if ((seq & 1) == 0 || seq != last[k]) {
+            last[k] = seq;
+            since[k] = now;
+            continue;
+        }
+        const int64_t elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(now - since[k]).count();
+        if (elapsed < context_.timeout_ns) continue;
+        if (fired[k] != seq) {
+            fired[k] = seq;
+            const Task *task = slot.task;
+            if (slot.seq.load(std::memory_order_acquire) != seq) continue;  // it moved on meanwhile
+            context_.hooks->timed_out(i < num_workers_ ? task : nullptr, slot.worker, elapsed);
+        }
+        request_stop(slot, seq);  // NOTE: again at every poll until it stops (a signal may come early)
+    }
 }
 
 Task *Scheduler::complete(Task &t) {
+    if (context_.serial) {
+        // NOTE: no successor shortcut: the lowest ready id runs next, whoever made it ready.
+        std::vector<Task *> successors;
+        {
+            std::lock_guard<std::mutex> lock(t.mu);
+            t.done = true;
+            successors.swap(t.successors);
+        }
+        for (Task *s : successors)
+            if (s->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) push(s);
+        if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) end_run();
+        return nullptr;
+    }
     std::vector<Task *> successors;
     {
         std::lock_guard<std::mutex> lock(t.mu);
@@ -142,8 +332,18 @@ void Scheduler::push(Task *t) {
     bool wake;
     {
         std::lock_guard<std::mutex> lock(queue_mu_);
-        ready_.push_back(t);
-        queued_.store(static_cast<int64_t>(ready_.size()), std::memory_order_relaxed);
+        if (context_.serial) {
+            if (!released_) {
+                held_.push_back(t);
+                return;
+            }
+            serial_heap_.push_back(t);
+            std::push_heap(serial_heap_.begin(), serial_heap_.end(), later_id);
+            queued_.store(static_cast<int64_t>(serial_heap_.size()), std::memory_order_relaxed);
+        } else {
+            ready_.push_back(t);
+            queued_.store(static_cast<int64_t>(ready_.size()), std::memory_order_relaxed);
+        }
         wake = sleepers_ > 0;
     }
     // NOTE: a spinner re-checks the queue under the lock before it sleeps, so skipping the
@@ -151,25 +351,33 @@ void Scheduler::push(Task *t) {
     if (wake && spinners_.load(std::memory_order_seq_cst) == 0) queue_cv_.notify_one();
 }
 
-Task *Scheduler::pop_locked() {
-    Task *t = ready_.front();
-    ready_.pop_front();
-    queued_.store(static_cast<int64_t>(ready_.size()), std::memory_order_relaxed);
-    if (!ready_.empty() && sleepers_ > 0 && spinners_.load(std::memory_order_seq_cst) == 0)
-        queue_cv_.notify_one();
+Task *Scheduler::pop_locked(int32_t worker) {
+    Task *t;
+    if (context_.serial) {
+        std::pop_heap(serial_heap_.begin(), serial_heap_.end(), later_id);
+        t = serial_heap_.back();
+        serial_heap_.pop_back();
+    } else {
+        t = ready_.front();
+        ready_.pop_front();
+    }
+    states_[worker].holding.store(true, std::memory_order_relaxed);  // NOTE: under the queue lock
+    const size_t left = context_.serial ? serial_heap_.size() : ready_.size();
+    queued_.store(static_cast<int64_t>(left), std::memory_order_relaxed);
+    if (left > 0 && sleepers_ > 0 && spinners_.load(std::memory_order_seq_cst) == 0) queue_cv_.notify_one();
     return t;
 }
 
-Task *Scheduler::acquire() {
+Task *Scheduler::acquire(int32_t worker) {
     if (run_active_.load(std::memory_order_relaxed)) {
         if (spinners_.fetch_add(1, std::memory_order_seq_cst) < max_spinners_) {
             const auto deadline = Clock::now() + kSpinTime;
             for (uint32_t i = 1; run_active_.load(std::memory_order_relaxed); ++i) {
                 if (queued_.load(std::memory_order_relaxed) > 0) {
                     std::lock_guard<std::mutex> lock(queue_mu_);
-                    if (!ready_.empty()) {
+                    if (queued_.load(std::memory_order_relaxed) > 0) {
                         spinners_.fetch_sub(1, std::memory_order_seq_cst);
-                        return pop_locked();
+                        return pop_locked(worker);
                     }
                 }
                 cpu_relax();
@@ -179,13 +387,14 @@ Task *Scheduler::acquire() {
         spinners_.fetch_sub(1, std::memory_order_seq_cst);
     }
     std::unique_lock<std::mutex> lock(queue_mu_);
-    while (ready_.empty() && !stop_) {
+    auto empty = [&] { return context_.serial ? serial_heap_.empty() : ready_.empty(); };
+    while (empty() && !stop_) {
         ++sleepers_;
         queue_cv_.wait(lock);
         --sleepers_;
     }
-    if (ready_.empty()) return nullptr;
-    return pop_locked();
+    if (empty()) return nullptr;
+    return pop_locked(worker);
 }
 
 }  // namespace ts::rt

@@ -14,6 +14,16 @@
 //    running their kernel (worker stays -1), so the graph drains quickly and nothing waits forever.
 //  - A worker that finishes a task runs one newly ready successor itself (no queue round trip);
 //    other ready successors go to the shared queue.
+//  - Serial runs (RunContext::serial, one worker) hold every ready task until finish(), then run
+//    them one at a time, lowest ready id first: the schedule depends on the graph only.
+//  - Each worker's `holding` flag is set (under the queue lock) when it takes a task and cleared
+//    only after the successors that task made ready are queued, so "queue empty and nobody
+//    holding" read under the queue lock means no task can ever become ready again: finish()
+//    reports that as a deadlock instead of waiting forever.
+//  - With a time budget, the watchdog thread samples each worker's and the orchestration's
+//    ThreadSlot and stops user code that has run past it (RunHooks::timed_out, then the stopped
+//    thread reports RunHooks::stopped and goes on). It touches the run only between begin() and
+//    the end of finish().
 //  - Idle workers spin briefly while a run is active (at most max(1, workers / 2) at a time, so
 //    the orchestration keeps a core) and then sleep; between runs they only sleep (parked on
 //    `queue_cv_`). A push wakes a sleeper only when nobody is spinning, and a worker that takes
@@ -25,10 +35,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "guard.hpp"
 #include "task.hpp"
 #include "tilescope/abi.h"
 
@@ -38,6 +50,19 @@ class TensorDump;
 
 using Clock = std::chrono::steady_clock;
 
+// What the run in progress does about failures; called from workers and the watchdog.
+class RunHooks {
+public:
+    virtual ~RunHooks() = default;
+    virtual void before_task(const Task &t, int32_t worker) = 0;  // with nan_check only
+    virtual void after_task(const Task &t, int32_t worker) = 0;   // with nan_check only
+    virtual void kernel_threw(const Task &t, int32_t worker, const char *what) = 0;
+    // Watchdog thread: `t` (nullptr: the orchestration) has run `elapsed_ns` past its budget.
+    virtual void timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) = 0;
+    // On the stopped thread, right after it was stopped.
+    virtual void stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t nframes) = 0;
+};
+
 // What the workers need from the run in progress; fixed from begin() until finish() returns.
 struct RunContext {
     const ts_kernel_fn *kernels = nullptr;
@@ -45,6 +70,14 @@ struct RunContext {
     Clock::time_point t0{};
     const std::atomic<bool> *failed = nullptr;
     TensorDump *dump = nullptr;  // nullptr: no tensor dump (the per-task cost is this one test)
+    RunHooks *hooks = nullptr;
+    bool nan_check = false;
+    bool serial = false;
+    bool trace_tasks = false;
+    const uint8_t *kernel_filter = nullptr;  // trace_tasks: only flagged func_ids
+    const char *const *kernel_names = nullptr;
+    const char *crash_report_path = nullptr;
+    int64_t timeout_ns = 0;  // 0: no budget
 };
 
 class Scheduler {
@@ -69,28 +102,53 @@ public:
     void add_dependency(Task &pred, Task &succ);
     // Orchestration thread: all of `t`'s dependencies are added; it may run once they finish.
     void seal(Task &t);
-    // After the orchestration returned: wait until all `submitted` tasks of the run finished.
-    // The workers stay alive, parked until the next run's tasks arrive.
-    void finish(int64_t submitted);
+    // Orchestration thread: like add_dependency for a `pred` that is not sealed yet, whose edge
+    // was already counted in `succ.pending` when succ was submitted (a forward explicit dep).
+    void link(Task &pred, Task &succ);
+    // After the orchestration returned: wait until all `submitted` tasks of the run finished and
+    // return true, or return false as soon as the run is deadlocked (tasks remain, none is ready
+    // or running); the caller then reports and abandon()s the blocked tasks.
+    bool finish(int64_t submitted);
+    // After finish() returned false: mark `blocked` (every unfinished task) finished without
+    // running them, which ends the run.
+    void abandon(const std::vector<Task *> &blocked);
+
+    // The orchestration thread's slot (armed by the Run around orchestration code).
+    ThreadSlot &orch_slot() { return orch_slot_; }
 
 private:
+    struct alignas(64) WorkerState {
+        ThreadSlot slot;
+        std::atomic<bool> holding{false};
+    };
+
     void worker_main(int32_t index);
     void execute(Task &t, int32_t worker);
+    void run_kernel(Task &t, int32_t worker);
+    void trace_line(const Task &t, int32_t worker, const char *what, int64_t ns);
+    bool quiescent();
+    void watchdog_main();
+    void watch(std::vector<uint64_t> &last, std::vector<Clock::time_point> &since, std::vector<uint64_t> &fired);
     Task *complete(Task &t);
     void end_run();
-    Task *acquire();
-    Task *pop_locked();
+    Task *acquire(int32_t worker);
+    Task *pop_locked(int32_t worker);
     void push(Task *t);
     void stop_workers();
 
     const int32_t num_workers_;
     const int32_t max_spinners_;
     std::vector<std::thread> workers_;
+    std::unique_ptr<WorkerState[]> states_;
+    ThreadSlot orch_slot_;
     RunContext context_;
 
-    std::mutex queue_mu_;  // guards ready_, sleepers_, stop_
+    std::mutex queue_mu_;  // guards ready_, serial_heap_, held_, released_, sleepers_, stop_
     std::condition_variable queue_cv_;
     std::deque<Task *> ready_;
+    std::vector<Task *> serial_heap_;  // serial runs: ready tasks, a min-heap by id
+    std::vector<Task *> held_;         // serial runs: ready before finish()
+    bool released_ = true;
     int32_t sleepers_ = 0;
     bool stop_ = false;
     std::atomic<int64_t> queued_{0};  // ready_.size(), readable without the lock
@@ -104,6 +162,12 @@ private:
     std::mutex done_mu_;  // guards ended_
     std::condition_variable done_cv_;
     bool ended_ = false;
+
+    std::thread watchdog_;
+    std::mutex wd_mu_;  // guards wd_run_, wd_stop_
+    std::condition_variable wd_cv_;
+    bool wd_run_ = false;
+    bool wd_stop_ = false;
 };
 
 }  // namespace ts::rt

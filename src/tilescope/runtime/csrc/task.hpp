@@ -14,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "tensor_map.hpp"
 #include "tilescope/abi.h"
 
 namespace ts::rt {
@@ -30,6 +31,10 @@ struct Task {
     const ts_arg *args = nullptr;
     int8_t dump = kDumpNone;
     const uint8_t *dump_args = nullptr;  // nargs entries, with kDumpSelected
+    const FoundEdge *found = nullptr;    // the tensor-map edges that ordered it (why it waits)
+    int32_t nfound = 0;
+    int32_t ndeps = 0;
+    const int64_t *deps = nullptr;       // its explicit deps, sorted and distinct
 
     std::mutex mu;
     bool done = false;

@@ -11,10 +11,6 @@
 
 namespace ts::rt {
 
-namespace {
-
-// Copy the first `limit` bytes of view `t`, row-major over its shape, to `dst`; returns the bytes
-// copied. `t` must have 1..TS_MAX_DIMS dims and a valid dtype.
 int64_t copy_region(char *dst, const ts_tensor &t, int64_t itemsize, int64_t limit) {
     int64_t shape[TS_MAX_DIMS], strides[TS_MAX_DIMS];
     const int32_t pad = TS_MAX_DIMS - t.ndim;  // leading unit dims
@@ -56,6 +52,8 @@ int64_t copy_region(char *dst, const ts_tensor &t, int64_t itemsize, int64_t lim
             }
     return written;
 }
+
+namespace {
 
 bool selected(const Task &t, int32_t arg_index) {
     return t.dump == kDumpAll || (t.dump == kDumpSelected && t.dump_args[arg_index] != 0);

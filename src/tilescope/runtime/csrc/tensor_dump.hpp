@@ -24,6 +24,11 @@
 
 namespace ts::rt {
 
+// Copy the first `limit` bytes of view `t`, row-major over its shape, to `dst`; returns the bytes
+// copied. `t` must have 1..TS_MAX_DIMS dims and a valid dtype.
+int64_t copy_region(char *dst, const ts_tensor &t, int64_t itemsize, int64_t limit);
+
+
 // A worker's payload ring: anonymous memory, uninitialized (a page costs nothing until a payload
 // lands on it), with transparent huge pages asked for so filling it takes few page faults.
 class PayloadRing {

@@ -84,10 +84,12 @@ std::string validate_submission(const SubmitRequest &req, const std::vector<std:
     if (req.ndeps < 0 || (req.ndeps > 0 && req.deps == nullptr))
         return concat(describe_task(req, kernel_names), ": invalid dependency list (ndeps ", req.ndeps, ")");
     for (int32_t i = 0; i < req.ndeps; ++i) {
-        if (req.deps[i] < 0 || req.deps[i] >= req.task_id) {
+        if (req.deps[i] < 0)
             return concat(describe_task(req, kernel_names), ": explicit dependency ", i, " names task ", req.deps[i],
-                          ", which is not an earlier task (ids 0..", req.task_id - 1, " exist)");
-        }
+                          "; task ids are >= 0");
+        if (req.deps[i] == req.task_id)
+            return concat(describe_task(req, kernel_names), ": explicit dependency ", i,
+                          " names the task itself: a task cannot wait for itself (a dependency cycle)");
     }
     return {};
 }

@@ -1,0 +1,302 @@
+"""From a run's records to a Failure a person can act on.
+
+``failure_from_report`` words how a sim run failed (an orchestration error, a deadlock with the
+blocked tasks, what they wait for and the cycle, a timeout with the stopped code's C++ and DSL
+line, a kernel that threw) and saves the inputs of the task worth replaying alone.
+``nan_failure`` words a NaN/Inf check: the first task that made them from finite inputs, and
+the tasks that only passed them on, each pointing at the task upstream.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tilescope.failures import Failure, SavedArg, SourceFrame, save_task_inputs
+
+if TYPE_CHECKING:
+    from tilescope.program import CompiledProgram
+    from tilescope.runtime.core import NanRecord, RunReport, SavedInputs, WaitRecord
+
+log = logging.getLogger("tilescope")
+
+_ROLE = {"input": "input", "inout": "inout", "output": "output", "scalar": "scalar"}
+
+
+class _Names:
+    """Kernel, task and tensor names of one run."""
+
+    def __init__(self, program: CompiledProgram, report: RunReport) -> None:
+        from tilescope.tools.deps import buffer_names
+
+        self.program = program
+        self.report = report
+        self.kernels = [k["name"] for k in program.kernels]
+        self.buffers = buffer_names(program, report)
+        self.task_names = {t.task_id: t.name for t in report.tasks}
+        if report.dump is not None:
+            self.task_names.update(report.dump.task_names)
+
+    def kernel(self, func_id: int) -> str:
+        return self.kernels[func_id] if 0 <= func_id < len(self.kernels) else f"func_id {func_id}"
+
+    def task(self, task_id: int, func_id: int) -> str:
+        kernel = self.kernel(func_id)
+        name = self.task_names.get(task_id, "")
+        label = f"task {task_id}"
+        if name and name != kernel:
+            label += f" {name!r}"
+        return f"{label} (kernel {kernel})"
+
+    def param(self, func_id: int, arg_index: int) -> str:
+        if 0 <= func_id < len(self.kernels):
+            params = self.program.kernels[func_id].get("params", [])
+            if 0 <= arg_index < len(params):
+                return params[arg_index]["name"]
+        return f"arg{arg_index}"
+
+    def param_shape(self, func_id: int, arg_index: int) -> list[int] | None:
+        if 0 <= func_id < len(self.kernels):
+            params = self.program.kernels[func_id].get("params", [])
+            if 0 <= arg_index < len(params):
+                return params[arg_index]["shape"]
+        return None
+
+    def region(self, arg) -> str:
+        from tilescope.tools.deps import region_text
+
+        return region_text(arg, self.buffers)
+
+
+def failure_from_report(program: CompiledProgram, report: RunReport) -> Failure:
+    """The Failure of a failed sim run (``report.status != 0``); saves the replayable task's inputs."""
+    names = _Names(program, report)
+    info = report.failure
+    kind = info.kind if info is not None else "error"
+    task_id = info.task_id if info is not None else -1
+    func_id = info.func_id if info is not None else -1
+    f = Failure(kind=kind, message=report.error, task_id=task_id, worker=info.worker if info else -1)
+    if func_id >= 0:
+        f.kernel = names.kernel(func_id)
+        f.task_name = names.task_names.get(task_id, "") or f.kernel
+    if kind == "deadlock":
+        _explain_deadlock(f, names, report.waits)
+    elif kind == "timeout":
+        _explain_timeout(f, names, info)
+    elif kind == "kernel_error":
+        _explain_kernel_error(f, names, report)
+    if report.saved is not None:
+        _save(f, program, names, report.saved, why=kind)
+    return f
+
+
+def _explain_deadlock(f: Failure, names: _Names, waits: list[WaitRecord]) -> None:
+    blocked = sorted({w.task for w in waits})
+    f.details.append(f"{len(blocked)} blocked task(s) with unmet dependencies; nothing is running or ready")
+    func_of = {w.task: w.func_id for w in waits}
+    func_of.update({w.pred: w.pred_func_id for w in waits if not w.never_submitted})
+    for w in waits:
+        f.details.append(f"{names.task(w.task, w.func_id)} waits for {_wait_target(w, names)}")
+    cycle = _find_cycle(waits)
+    if cycle:
+        path = " -> ".join(names.task(t, func_of.get(t, -1)) for t in [*cycle, cycle[0]])
+        f.details.append(f"dependency cycle: {path}")
+        f.message = f"deadlock: a dependency cycle through {len(cycle)} task(s); " + f.message.removeprefix(
+            "deadlock: "
+        )
+        f.next_steps.append("remove one edge of the cycle (an explicit deps= entry, or the argument behind it)")
+    missing = sorted({w.pred for w in waits if w.never_submitted})
+    if missing:
+        f.next_steps.append(
+            f"task(s) {', '.join(map(str, missing))} were never submitted: submit the producer, or drop the "
+            "dependency on it"
+        )
+    f.next_steps.append("see every edge: run again with --enable-dep-gen, then `tilescope deps <build>`")
+
+
+def _wait_target(w: WaitRecord, names: _Names) -> str:
+    if w.never_submitted:
+        return f"task {w.pred}, which was never submitted (explicit dep)"
+    target = names.task(w.pred, w.pred_func_id)
+    if w.source == "explicit":
+        return f"{target} (explicit dep)"
+    param = names.param(w.func_id, w.arg.arg_index) if w.arg is not None else "?"
+    region = names.region(w.arg) if w.arg is not None else "?"
+    return f"{target}: {w.kind} on {param} = {region}"
+
+
+def _find_cycle(waits: list[WaitRecord]) -> list[int]:
+    """A cycle among blocked tasks (each waits for the next), or [] if there is none."""
+    graph: dict[int, list[int]] = {}
+    for w in waits:
+        if not w.never_submitted:
+            graph.setdefault(w.task, []).append(w.pred)
+    state: dict[int, int] = {}  # 1 on the stack, 2 done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        stack = [(start, iter(graph.get(start, [])))]
+        path = [start]
+        state[start] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+                path.pop()
+                continue
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :]
+            if not state.get(nxt):
+                state[nxt] = 1
+                stack.append((nxt, iter(graph.get(nxt, []))))
+                path.append(nxt)
+    return []
+
+
+def _explain_timeout(f: Failure, names: _Names, info) -> None:
+    f.frames = _symbolize(list(info.frames))
+    where = f.where()
+    if where is not None and (where.cpp or where.dsl):
+        f.details.append(f"stopped at {where.describe()}")
+    if info.task_id < 0:
+        f.next_steps.append("the orchestration loops without submitting: check its loop bounds and steps")
+    else:
+        f.next_steps.append("print tasks as they start and finish: run again with --print-intermediates 3")
+    f.next_steps.append("a longer budget: --task-timeout SECONDS (runtime_cfg task_timeout_s)")
+
+
+def _explain_kernel_error(f: Failure, names: _Names, report: RunReport) -> None:
+    m = re.search(r"\(arg (\d+)\)", report.error)
+    if m and report.saved is not None and report.saved.task_id == f.task_id:
+        index = int(m.group(1))
+        for r in report.saved.records:
+            if r.arg_index == index and r.kind == "tensor":
+                from tilescope.runtime.core import TaskArgRecord
+
+                arg = TaskArgRecord(
+                    r.task_id, index, "tensor", r.role, r.dtype, r.buffer_id, len(r.shape), r.shape, r.strides,
+                    r.start_offset,
+                )
+                f.details.append(
+                    f"{f'task {f.task_id}'}'s {names.param(report.failure.func_id, index)} is "
+                    f"{names.region(arg)}"
+                )
+
+
+def _symbolize(pcs: list[int]) -> list[SourceFrame]:
+    if not pcs:
+        return []
+    try:
+        from tilescope.symbolize import symbolize
+    except ImportError:
+        return [SourceFrame(pc) for pc in pcs]
+    try:
+        return symbolize(pcs)
+    except Exception as e:  # noqa: BLE001 - a report without lines beats no report
+        log.warning("[failure] cannot resolve source lines: %s: %s", type(e).__name__, e)
+        return [SourceFrame(pc) for pc in pcs]
+
+
+def _save(f: Failure, program: CompiledProgram, names: _Names, saved: SavedInputs, why: str) -> Path | None:
+    import torch
+
+    from tilescope.language import dtypes
+
+    func_id = saved.records[0].func_id if saved.records else -1
+    args = []
+    for r in saved.records:
+        name = names.param(func_id, r.arg_index)
+        if r.kind == "scalar":
+            args.append(SavedArg(r.arg_index, name, "scalar", r.value))
+            continue
+        dtype = dtypes.by_name(r.dtype).torch
+        if r.bin_offset is None:
+            value = torch.empty(r.shape, dtype=dtype)
+        else:
+            raw = np.array(saved.payload[r.bin_offset : r.bin_offset + r.bin_size])
+            value = torch.from_numpy(raw).view(dtype).reshape(r.shape)
+        args.append(SavedArg(r.arg_index, name, _ROLE[r.role], value, r.arg_index in saved.partial_args))
+    try:
+        out = save_task_inputs(
+            program.work_dir,
+            saved.task_id,
+            names.task_names.get(saved.task_id, "") or names.kernel(func_id),
+            names.kernel(func_id),
+            func_id,
+            args,
+            why,
+        )
+    except OSError as e:
+        log.error("[failure] cannot save the inputs of task %d: %s", saved.task_id, e)
+        return None
+    if f.task_id == saved.task_id or f.task_id < 0:
+        f.saved_inputs = str(out)
+    f.next_steps.insert(0, f"replay the task alone: tilescope replay {program.work_dir} --task {saved.task_id}")
+    partial = [a.name for a in args if a.partial]
+    if partial:
+        f.details.append(
+            f"note: inout {', '.join(partial)} was saved after the kernel had partly run (not its input value)"
+        )
+    return out
+
+
+def nan_failure(program: CompiledProgram, report: RunReport) -> Failure | None:
+    """The NaN/Inf report of a run with nan_check, or None when every output was finite."""
+    if not report.nan:
+        return None
+    names = _Names(program, report)
+    fresh = [r for r in report.nan if r.fresh]
+    first = min(fresh, key=lambda r: r.task_id) if fresh else min(report.nan, key=lambda r: r.task_id)
+    f = Failure(
+        kind="nan",
+        message="",
+        task_id=first.task_id,
+        task_name=names.task_names.get(first.task_id, "") or names.kernel(first.func_id),
+        kernel=names.kernel(first.func_id),
+        worker=first.worker,
+    )
+    if fresh:
+        f.message = f"{names.task(first.task_id, first.func_id)} made NaN/Inf from finite inputs: " + _nan_what(
+            first, names
+        )
+    else:
+        f.message = (
+            f"{report.nan_total} task(s) produced NaN/Inf, each from a non-finite input (no task made them): "
+            "a program input holds NaN/Inf"
+        )
+    for r in sorted(report.nan, key=lambda r: (r.task_id, r.arg_index)):
+        if r is first:
+            continue
+        if r.fresh:
+            f.details.append(f"{names.task(r.task_id, r.func_id)} also made NaN/Inf: {_nan_what(r, names)}")
+            continue
+        source = f"task {r.producer}" if r.producer >= 0 else "a program input"
+        f.details.append(
+            f"{names.task(r.task_id, r.func_id)}: {names.param(r.func_id, r.arg_index)} is non-finite because "
+            f"input {names.param(r.func_id, r.input_arg)} already was (from {source})"
+        )
+    if report.nan_total > len(report.nan):
+        f.details.append(f"... {report.nan_total - len(report.nan)} more task(s) not listed")
+    if report.saved is not None:
+        _save(f, program, names, report.saved, why="nan")
+    return f
+
+
+def _nan_what(r: NanRecord, names: _Names) -> str:
+    shape = names.param_shape(r.func_id, r.arg_index)
+    where = f"element {r.first_index}"
+    if shape:
+        where = "[" + ", ".join(str(int(i)) for i in np.unravel_index(r.first_index, shape)) + "]"
+    return (
+        f"output {names.param(r.func_id, r.arg_index)} (arg {r.arg_index}) has {r.nan_count} NaN and "
+        f"{r.inf_count} Inf; the first at {where}"
+    )
+
+
+__all__ = ["failure_from_report", "nan_failure"]

@@ -1,0 +1,296 @@
+#include "guard.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include <execinfo.h>
+#include <fcntl.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "dtype.hpp"
+#include "task.hpp"
+
+namespace ts::rt {
+
+namespace {
+
+thread_local ThreadSlot *tls_slot = nullptr;
+
+constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct sigaction previous_actions[sizeof(kFatalSignals) / sizeof(kFatalSignals[0])];
+std::once_flag install_once;
+
+int interrupt_signal() { return SIGRTMIN + 3; }
+
+// -- async-signal-safe output ----------------------------------------------------------------
+
+class Out {
+public:
+    explicit Out(int fd) : fd_(fd) {}
+    ~Out() { flush(); }
+
+    Out &str(const char *s) {
+        while (s != nullptr && *s) put(*s++);
+        return *this;
+    }
+    Out &dec(int64_t v) {
+        char tmp[24];
+        int n = 0;
+        const bool neg = v < 0;
+        uint64_t u = neg ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+        do {
+            tmp[n++] = static_cast<char>('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (neg) put('-');
+        while (n) put(tmp[--n]);
+        return *this;
+    }
+    Out &hex(uint64_t v) {
+        str("0x");
+        char tmp[16];
+        int n = 0;
+        do {
+            tmp[n++] = "0123456789abcdef"[v & 15];
+            v >>= 4;
+        } while (v);
+        while (n) put(tmp[--n]);
+        return *this;
+    }
+    Out &bytes(const void *p, int64_t n) {
+        flush();
+        const char *c = static_cast<const char *>(p);
+        while (n > 0) {
+            const ssize_t w = ::write(fd_, c, static_cast<size_t>(n));
+            if (w <= 0) return *this;
+            c += w;
+            n -= w;
+        }
+        return *this;
+    }
+    void flush() {
+        if (len_ == 0) return;
+        const int64_t n = len_;
+        len_ = 0;
+        bytes(buf_, n);
+    }
+
+private:
+    void put(char c) {
+        if (len_ == sizeof(buf_)) flush();
+        buf_[len_++] = c;
+    }
+    int fd_;
+    char buf_[512];
+    int64_t len_ = 0;
+};
+
+const char *signal_name(int sig) {
+    switch (sig) {
+        case SIGSEGV: return "SIGSEGV";
+        case SIGBUS: return "SIGBUS";
+        case SIGFPE: return "SIGFPE";
+        case SIGILL: return "SIGILL";
+        case SIGABRT: return "SIGABRT";
+        default: return "signal";
+    }
+}
+
+const char *dir_name(int32_t dir) {
+    switch (dir) {
+        case TS_IN: return "in";
+        case TS_OUT: return "out";
+        case TS_INOUT: return "inout";
+        default: return "scalar";
+    }
+}
+
+uint64_t context_pc(void *uc) {
+#if defined(__x86_64__)
+    return static_cast<uint64_t>(static_cast<ucontext_t *>(uc)->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+    return static_cast<uint64_t>(static_cast<ucontext_t *>(uc)->uc_mcontext.pc);
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+// frames[0] = pc, then the return addresses above the interrupted frame.
+int32_t capture_frames(uint64_t pc, uint64_t *frames) {
+    void *raw[TS_MAX_FRAMES + 4];
+    const int n = ::backtrace(raw, TS_MAX_FRAMES + 4);
+    int start = -1;
+    for (int i = 0; i < n; ++i)
+        if (reinterpret_cast<uint64_t>(raw[i]) == pc) start = i + 1;  // the unwinder repeats the pc
+    if (start < 0) start = n < 3 ? n : 3;                              // handler, trampoline, pc
+    int32_t k = 0;
+    frames[k++] = pc;
+    for (int i = start; i < n && k < TS_MAX_FRAMES; ++i) frames[k++] = reinterpret_cast<uint64_t>(raw[i]);
+    return k;
+}
+
+void write_payload(Out &out, const ts_tensor &t) {
+    const int64_t itemsize = dtype_itemsize(t.dtype);
+    int64_t shape[TS_MAX_DIMS], strides[TS_MAX_DIMS];
+    const int32_t pad = TS_MAX_DIMS - t.ndim;
+    for (int32_t d = 0; d < TS_MAX_DIMS; ++d) {
+        shape[d] = d < pad ? 1 : t.shape[d - pad];
+        strides[d] = d < pad ? 0 : t.strides[d - pad];
+    }
+    const char *base = static_cast<const char *>(t.data) + t.offset * itemsize;
+    char buf[4096];
+    int64_t used = 0;
+    for (int64_t i0 = 0; i0 < shape[0]; ++i0)
+        for (int64_t i1 = 0; i1 < shape[1]; ++i1)
+            for (int64_t i2 = 0; i2 < shape[2]; ++i2) {
+                const char *row = base + (i0 * strides[0] + i1 * strides[1] + i2 * strides[2]) * itemsize;
+                if (strides[3] == 1) {
+                    if (used) out.bytes(buf, used), used = 0;
+                    out.bytes(row, shape[3] * itemsize);
+                    continue;
+                }
+                for (int64_t j = 0; j < shape[3]; ++j) {
+                    if (used + itemsize > static_cast<int64_t>(sizeof(buf))) out.bytes(buf, used), used = 0;
+                    std::memcpy(buf + used, row + j * strides[3] * itemsize, static_cast<size_t>(itemsize));
+                    used += itemsize;
+                }
+            }
+    if (used) out.bytes(buf, used);
+}
+
+void write_crash_report(const ThreadSlot &s, int sig, const siginfo_t *info, uint64_t pc) {
+    const int fd = ::open(s.crash_report_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    {
+        Out out(fd);
+        const Task &t = *s.task;
+        out.str("TSCRASH 1\nsignal ").dec(sig).str(" ").str(signal_name(sig)).str("\ncode ").dec(info->si_code);
+        out.str("\nfault_addr ").hex(reinterpret_cast<uint64_t>(info->si_addr));
+        out.str("\ntask ").dec(t.id).str("\nfunc_id ").dec(t.func_id).str("\nworker ").dec(s.worker);
+        out.str("\nkernel ").str(s.kernel_name).str("\nframes");
+        uint64_t frames[TS_MAX_FRAMES];
+        const int32_t nframes = capture_frames(pc, frames);
+        for (int32_t i = 0; i < nframes; ++i) out.str(" ").hex(frames[i]);
+        out.str("\nnargs ").dec(t.nargs).str("\n");
+        for (int32_t i = 0; i < t.nargs; ++i) {
+            const ts_arg &a = t.args[i];
+            out.str("arg ").dec(i);
+            if (a.kind == TS_ARG_SCALAR) {
+                out.str(" scalar ").dec(a.u.s.dtype).str(" ").hex(static_cast<uint64_t>(a.u.s.v.i)).str("\n");
+                continue;
+            }
+            const ts_tensor &x = a.u.t;
+            int64_t bytes = dtype_itemsize(x.dtype);
+            out.str(" tensor ").str(dir_name(a.dir)).str(" ").dec(x.dtype).str(" ").dec(x.ndim);
+            for (int32_t d = 0; d < x.ndim; ++d) out.str(" ").dec(x.shape[d]), bytes *= x.shape[d];
+            out.str(" ;");
+            for (int32_t d = 0; d < x.ndim; ++d) out.str(" ").dec(x.strides[d]);
+            out.str(" ; ").dec(x.offset).str(" ").dec(bytes).str("\n");
+        }
+        out.str("maps_begin\n");
+        const int maps = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+        if (maps >= 0) {
+            char buf[4096];
+            ssize_t n;
+            while ((n = ::read(maps, buf, sizeof(buf))) > 0) out.bytes(buf, n);
+            ::close(maps);
+        }
+        out.str("maps_end\n");
+        // NOTE: last, because reading the task's memory may fault again (the kernel may have been
+        // handed a bad pointer); everything above is on disk by then.
+        for (int32_t i = 0; i < t.nargs; ++i) {
+            const ts_arg &a = t.args[i];
+            if (a.kind != TS_ARG_TENSOR || a.dir == TS_OUT) continue;
+            int64_t bytes = dtype_itemsize(a.u.t.dtype);
+            for (int32_t d = 0; d < a.u.t.ndim; ++d) bytes *= a.u.t.shape[d];
+            out.str("payload ").dec(i).str(" ").dec(bytes).str("\n");
+            out.flush();
+            write_payload(out, a.u.t);
+            out.str("\n");
+        }
+        out.str("end\n");
+    }
+    ::close(fd);
+}
+
+void on_interrupt(int, siginfo_t *, void *uc) {
+    ThreadSlot *s = tls_slot;
+    if (s == nullptr || !s->armed) return;
+    if (s->seq.load(std::memory_order_relaxed) != s->stop_seq.load(std::memory_order_relaxed)) return;
+    s->nframes = capture_frames(context_pc(uc), s->frames);
+    s->armed = 0;
+    siglongjmp(s->jump, 1);
+}
+
+void on_fatal(int sig, siginfo_t *info, void *uc) {
+    const int saved_errno = errno;
+    ThreadSlot *s = tls_slot;
+    if (s != nullptr && s->armed && s->task != nullptr) {
+        s->armed = 0;
+        Out err(2);
+        err.str("\n[tilescope] task ").dec(s->task->id).str(" (kernel ").str(s->kernel_name).str(") on worker ");
+        err.dec(s->worker).str(" died of ").str(signal_name(sig)).str(" at address ");
+        err.hex(reinterpret_cast<uint64_t>(info->si_addr)).str(" (pc ").hex(context_pc(uc)).str(")\n");
+        if (s->crash_report_path != nullptr) {
+            err.str("[tilescope] crash report: ").str(s->crash_report_path).str("\n");
+        } else {
+            err.str("[tilescope] run with isolate=True (--isolate) to survive this and get the C++/DSL line\n");
+        }
+        err.flush();
+        if (s->crash_report_path != nullptr) write_crash_report(*s, sig, info, context_pc(uc));
+    }
+    // Hand the signal on: restore what was installed before us. A fault re-executes the faulting
+    // instruction on return; a sent signal (abort, kill) is raised again.
+    for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(kFatalSignals[0]); ++i)
+        if (kFatalSignals[i] == sig) sigaction(sig, &previous_actions[i], nullptr);
+    if (info->si_code <= 0) raise(sig);
+    errno = saved_errno;
+}
+
+}  // namespace
+
+ThreadSlot *current_slot() { return tls_slot; }
+void set_current_slot(ThreadSlot *slot) { tls_slot = slot; }
+
+void ensure_alt_stack() {
+    thread_local bool done = false;
+    if (done) return;
+    done = true;
+    stack_t current{};
+    if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return;  // has one
+    constexpr size_t kSize = 64 * 1024;
+    void *mem = std::malloc(kSize);  // NOTE: kept for the thread's life
+    if (mem == nullptr) return;
+    stack_t st{};
+    st.ss_sp = mem;
+    st.ss_size = kSize;
+    sigaltstack(&st, nullptr);
+}
+
+void install_guards() {
+    std::call_once(install_once, [] {
+        void *warm[2];
+        ::backtrace(warm, 2);  // NOTE: loads the unwinder now, not inside a signal handler
+        struct sigaction sa {};
+        sa.sa_sigaction = &on_interrupt;
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(interrupt_signal(), &sa, nullptr);
+        struct sigaction fatal {};
+        fatal.sa_sigaction = &on_fatal;
+        fatal.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigemptyset(&fatal.sa_mask);
+        for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(kFatalSignals[0]); ++i)
+            sigaction(kFatalSignals[i], &fatal, &previous_actions[i]);
+    });
+}
+
+bool request_stop(ThreadSlot &slot, uint64_t seq) {
+    slot.stop_seq.store(seq, std::memory_order_relaxed);
+    return pthread_kill(slot.thread, interrupt_signal()) == 0;
+}
+
+}  // namespace ts::rt

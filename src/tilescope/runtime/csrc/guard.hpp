@@ -1,0 +1,60 @@
+// Thread guards: what lets the watchdog stop a running kernel (or orchestration), and a fatal
+// signal inside a kernel leave a report behind.
+//
+// Invariants:
+//  - Each thread that runs kernels or an orchestration owns one ThreadSlot and points the
+//    thread-local `current_slot()` at it; the slot outlives every use of it by that thread.
+//  - `armed` is nonzero exactly while the thread executes user code (a kernel, or orchestration
+//    code outside the runtime's callbacks), with `jump` set by sigsetjmp just before.
+//  - The interrupt signal stops the thread only if it arrives while armed and while `seq` still
+//    equals `stop_seq` (the run of user code the watchdog chose); otherwise it is ignored, so a
+//    late signal never stops the next kernel.
+//  - The fatal-signal handler only reads the slot and writes with write(2); afterwards it hands
+//    the signal to the handler that was installed before ours (or the default action).
+#pragma once
+
+#include <atomic>
+#include <csetjmp>
+#include <csignal>
+#include <cstdint>
+
+#include <pthread.h>
+
+#include "tilescope/abi.h"
+#include "tilescope/runtime_api.h"
+
+namespace ts::rt {
+
+struct Task;
+
+struct alignas(64) ThreadSlot {
+    // Read by the watchdog (another thread).
+    std::atomic<uint64_t> seq{0};  // odd while user code runs; bumped at each start and end
+    std::atomic<uint64_t> stop_seq{0};
+    pthread_t thread{};
+    int32_t worker = -1;  // -1: the orchestration thread
+
+    // Read by this thread's signal handlers.
+    sigjmp_buf jump;
+    volatile sig_atomic_t armed = 0;
+    const Task *task = nullptr;          // the task being run (nullptr: orchestration)
+    const char *kernel_name = "";
+    const char *crash_report_path = nullptr;
+    uint64_t frames[TS_MAX_FRAMES] = {};  // filled when stopped: frames[0] = interrupted pc
+    int32_t nframes = 0;
+};
+
+// The slot of the calling thread (nullptr if it has none).
+ThreadSlot *current_slot();
+void set_current_slot(ThreadSlot *slot);
+
+// Install the interrupt and fatal-signal handlers once per process; give the calling thread an
+// alternate signal stack (so a stack overflow in a kernel can still be reported). Idempotent.
+void install_guards();
+void ensure_alt_stack();
+
+// Ask `slot`'s thread to stop the user code it runs as run `seq` (see invariants); returns false
+// if the signal could not be sent.
+bool request_stop(ThreadSlot &slot, uint64_t seq);
+
+}  // namespace ts::rt

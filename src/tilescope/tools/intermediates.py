@@ -1,0 +1,101 @@
+"""The intermediate value printer (``--print-intermediates 1|2``, ``runtime_cfg`` ``print_intermediates``).
+
+Level 1 saves every task's inputs (before it ran) and outputs (after) as ``.pt`` files under
+``<build>/dfx_outputs/intermediates/task_<id>_<kernel>/{in,out}/<param>.pt``; level 2 prints one
+line of statistics per argument (shape, dtype, min/max/mean, NaN and Inf counts). Both read a
+level-2 tensor dump restricted to ``kernel_filter``'s kernels. Level 3 (a line as each task
+starts and finishes) is written live by the runtime core and needs nothing here.
+
+Invariant: an existing ``intermediates`` directory is never overwritten; a new run writes
+``intermediates_<n>``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import numpy as np
+import torch
+
+from tilescope.language import dtypes
+
+if TYPE_CHECKING:
+    from tilescope.program import CompiledProgram
+    from tilescope.runtime.core import DumpRecord, DumpReport
+
+_STAGE_DIR = {"before_dispatch": "in", "after_completion": "out"}
+
+
+def record_tensor(dump: DumpReport, r: DumpRecord) -> torch.Tensor | None:
+    """The payload of a tensor record as a tensor of its region's shape (None: none kept)."""
+    if r.bin_offset is None or r.truncated or r.overwritten:
+        return None
+    dtype = dtypes.by_name(r.dtype).torch
+    raw = np.array(dump.payload[r.bin_offset : r.bin_offset + r.bin_size])
+    return torch.from_numpy(raw).view(dtype).reshape(r.shape)
+
+
+def _params(program: CompiledProgram, func_id: int) -> list[str]:
+    return [p["name"] for p in program.kernels[func_id].get("params", [])]
+
+
+def stats_line(t: torch.Tensor) -> str:
+    """``[64, 512] f32 min -3.1 max 3.2 mean 0.0104 nan 0 inf 0`` (float stats over finite values)."""
+    head = f"{list(t.shape)} {str(t.dtype).removeprefix('torch.')}"
+    if t.numel() == 0:
+        return head + " (empty)"
+    x = t.double()
+    finite = x[torch.isfinite(x)]
+    nan = int(torch.isnan(x).sum())
+    inf = int(torch.isinf(x).sum())
+    if finite.numel() == 0:
+        return f"{head} no finite values nan {nan} inf {inf}"
+    return (
+        f"{head} min {finite.min().item():.6g} max {finite.max().item():.6g} mean {finite.mean().item():.6g} "
+        f"nan {nan} inf {inf}"
+    )
+
+
+def write_intermediates(
+    program: CompiledProgram, dump: DumpReport, level: int, out: TextIO | None = None
+) -> Path | None:
+    """Save (level 1) or print (level 2) every dumped task argument; returns the level-1 directory."""
+    out = out or sys.stdout
+    kernels = [k["name"] for k in program.kernels]
+    base = None
+    if level == 1:
+        base = program.work_dir / "dfx_outputs" / "intermediates"
+        n = 1
+        while base.exists():
+            base = base.with_name(f"intermediates_{n}")
+            n += 1
+        base.mkdir(parents=True)
+    last_task = None
+    for r in dump.records:
+        params = _params(program, r.func_id)
+        name = params[r.arg_index] if r.arg_index < len(params) else f"arg{r.arg_index}"
+        kernel = kernels[r.func_id] if 0 <= r.func_id < len(kernels) else f"func{r.func_id}"
+        side = _STAGE_DIR[r.stage]
+        if level == 2 and r.task_id != last_task:
+            print(f"[intermediates] task {r.task_id} (kernel {kernel})", file=out)
+            last_task = r.task_id
+        if r.kind == "scalar":
+            if level == 2:
+                print(f"  {side:<3} {name} = {r.value!r}", file=out)
+            continue
+        t = record_tensor(dump, r)
+        if level == 2:
+            print(f"  {side:<3} {name} " + (stats_line(t) if t is not None else "(payload not kept)"), file=out)
+            continue
+        if t is not None:
+            d = base / f"task_{r.task_id}_{kernel}" / side
+            d.mkdir(parents=True, exist_ok=True)
+            torch.save(t.clone(), d / f"{name}.pt")
+    if level == 1:
+        print(f"[intermediates] saved every task's inputs and outputs under {base}", file=out)
+    return base
+
+
+__all__ = ["record_tensor", "stats_line", "write_intermediates"]
