@@ -108,7 +108,9 @@ def _explain_deadlock(f: Failure, names: _Names, waits: list[WaitRecord]) -> Non
         f.message = f"deadlock: a dependency cycle through {len(cycle)} task(s); " + f.message.removeprefix(
             "deadlock: "
         )
-        f.next_steps.append("remove one edge of the cycle (an explicit deps= entry, or the argument behind it)")
+        f.next_steps.append(
+            "remove one edge of the cycle (an explicit deps= entry, or the argument behind it)"
+        )
     missing = sorted({w.pred for w in waits if w.never_submitted})
     if missing:
         f.next_steps.append(
@@ -160,7 +162,7 @@ def _find_cycle(waits: list[WaitRecord]) -> list[int]:
 
 
 def _explain_timeout(f: Failure, names: _Names, info) -> None:
-    f.frames = _symbolize(list(info.frames))
+    f.frames = _symbolize(list(info.frames), names.program)
     where = f.where()
     if where is not None and (where.cpp or where.dsl):
         f.details.append(f"stopped at {where.describe()}")
@@ -180,7 +182,15 @@ def _explain_kernel_error(f: Failure, names: _Names, report: RunReport) -> None:
                 from tilescope.runtime.core import TaskArgRecord
 
                 arg = TaskArgRecord(
-                    r.task_id, index, "tensor", r.role, r.dtype, r.buffer_id, len(r.shape), r.shape, r.strides,
+                    r.task_id,
+                    index,
+                    "tensor",
+                    r.role,
+                    r.dtype,
+                    r.buffer_id,
+                    len(r.shape),
+                    r.shape,
+                    r.strides,
                     r.start_offset,
                 )
                 f.details.append(
@@ -189,18 +199,45 @@ def _explain_kernel_error(f: Failure, names: _Names, report: RunReport) -> None:
                 )
 
 
-def _symbolize(pcs: list[int]) -> list[SourceFrame]:
+def _symbolize(pcs: list[int], program: CompiledProgram) -> list[SourceFrame]:
+    """Frames of this process, resolved; those in this build's binaries name its own .cpp files,
+    and frames past the runtime core's entry (Python, ctypes) are dropped."""
     if not pcs:
         return []
+    from tilescope.symbolize import symbolize
+
     try:
-        from tilescope.symbolize import symbolize
-    except ImportError:
-        return [SourceFrame(pc) for pc in pcs]
-    try:
-        return symbolize(pcs)
+        frames = symbolize(pcs)
     except Exception as e:  # noqa: BLE001 - a report without lines beats no report
         log.warning("[failure] cannot resolve source lines: %s: %s", type(e).__name__, e)
         return [SourceFrame(pc) for pc in pcs]
+    remap_to_build(frames, program)
+    kept = []
+    for fr in frames:
+        kept.append(fr)
+        if fr.function.startswith("ts_runtime_run") or fr.function.startswith("ts_run("):
+            break
+    return kept
+
+
+def remap_to_build(frames: list[SourceFrame], program: CompiledProgram) -> None:
+    """Point frames in this build's binaries at this build's .cpp files.
+
+    NOTE: binaries come from a content-addressed cache, so their debug info names the .cpp of
+    whichever build compiled that content first; the line numbers hold for every build with
+    the same content, this one included.
+    """
+    from tilescope.buildstate import sha256_file
+
+    sources = {}
+    for entry in (program.config["ORCHESTRATION"], *program.kernels):
+        binary = program.work_dir / entry["binary"]
+        if binary.is_file():
+            sources[sha256_file(binary)] = program.work_dir / entry["source"]
+    for fr in frames:
+        source = sources.get(Path(fr.module).stem)
+        if source is not None and fr.cpp:
+            fr.cpp = f"{source}:{fr.cpp.rsplit(':', 1)[1]}"
 
 
 def _save(f: Failure, program: CompiledProgram, names: _Names, saved: SavedInputs, why: str) -> Path | None:
@@ -237,7 +274,9 @@ def _save(f: Failure, program: CompiledProgram, names: _Names, saved: SavedInput
         return None
     if f.task_id == saved.task_id or f.task_id < 0:
         f.saved_inputs = str(out)
-    f.next_steps.insert(0, f"replay the task alone: tilescope replay {program.work_dir} --task {saved.task_id}")
+    f.next_steps.insert(
+        0, f"replay the task alone: tilescope replay {program.work_dir} --task {saved.task_id}"
+    )
     partial = [a.name for a in args if a.partial]
     if partial:
         f.details.append(
@@ -262,8 +301,9 @@ def nan_failure(program: CompiledProgram, report: RunReport) -> Failure | None:
         worker=first.worker,
     )
     if fresh:
-        f.message = f"{names.task(first.task_id, first.func_id)} made NaN/Inf from finite inputs: " + _nan_what(
-            first, names
+        f.message = (
+            f"{names.task(first.task_id, first.func_id)} made NaN/Inf from finite inputs: "
+            + _nan_what(first, names)
         )
     else:
         f.message = (

@@ -107,7 +107,13 @@ def _fresh_dir(base: Path) -> Path:
 
 
 def save_task_inputs(
-    work_dir: Path, task_id: int, task_name: str, kernel: str, kernel_index: int, args: list[SavedArg], why: str
+    work_dir: Path,
+    task_id: int,
+    task_name: str,
+    kernel: str,
+    kernel_index: int,
+    args: list[SavedArg],
+    why: str,
 ) -> Path:
     """Write a task's arguments to ``dfx_outputs/failure/task_<id>[_n]/``; returns the directory.
 
@@ -129,8 +135,14 @@ def save_task_inputs(
         else:
             entry["value"] = a.value
         entries.append(entry)
-    meta = {"task_id": task_id, "task_name": task_name, "kernel": kernel, "kernel_index": kernel_index,
-            "why": why, "args": entries}
+    meta = {
+        "task_id": task_id,
+        "task_name": task_name,
+        "kernel": kernel,
+        "kernel_index": kernel_index,
+        "why": why,
+        "args": entries,
+    }
     (out / "task.json").write_text(json.dumps(meta, indent=2) + "\n")
     return out
 

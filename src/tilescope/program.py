@@ -98,6 +98,7 @@ def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None)
         "platforms": list(knobs.PLATFORMS),
         "local_memory_bytes": opts["local_memory_bytes"],
         "check_bounds": bool(opts["check_bounds"]),
+        "target": host_target(),
     }
     data = config_data(final, runtime_config)
     record_state(work, data, ir_state(work, data, final))
@@ -141,6 +142,35 @@ class RunInfo:
     wall_s: float
     num_tasks: int
     nan: Failure | None = None  # nan_check: the NaN/Inf report, None if every output was finite
+
+
+def host_target() -> dict[str, Any]:
+    """What the sim binaries are compiled for (``-march=native``): the machine and its CPU flags."""
+    import platform
+
+    from tilescope.toolchain import cache
+
+    return {"arch": platform.machine(), "cpu_flags": cache.cpu_features().split()}
+
+
+def check_target(work_dir: Path, recorded: dict[str, Any] | None, platform: str) -> None:
+    """Refuse to run a build on a platform or CPU it was not compiled for, saying what to do."""
+    if recorded is None:
+        return
+    here = host_target()
+    if recorded.get("arch") != here["arch"]:
+        raise knobs.ConfigError(
+            f"{work_dir} was compiled for {recorded.get('arch')} but this machine is {here['arch']}: its binaries "
+            f"cannot run here; compile the program again, or run it with platform='interp'"
+        )
+    missing = sorted(set(recorded.get("cpu_flags", ())) - set(here["cpu_flags"]))
+    if missing and platform == "sim":
+        shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+        raise knobs.ConfigError(
+            f"{work_dir} was compiled (with -march=native) on a CPU with {shown}, which this CPU lacks: its "
+            "kernels may crash with SIGILL here; compile the program again on this machine, or run it with "
+            "platform='interp'"
+        )
 
 
 # runtime_cfg keys that only the sim platform implements (a truthy value on interp is an error)
@@ -272,10 +302,17 @@ class CompiledProgram:
         opts = knobs.runtime_options(runtime_cfg)
         configure(opts["log_level"])
         self.check_args(args)
+        rc = self.config.get("RUNTIME_CONFIG", {})
+        if opts["platform"] not in rc.get("platforms", knobs.PLATFORMS):
+            raise knobs.ConfigError(
+                f"{self.work_dir} was compiled for platform(s) {', '.join(rc['platforms'])}, not "
+                f"{opts['platform']!r}: compile it again with this tilescope"
+            )
         if opts["platform"] == "interp":
             return self._run_interp(args, opts, runtime_cfg)
         if opts["float64"]:
             raise knobs.ConfigError("runtime_cfg['float64'] applies to the interp platform only")
+        check_target(self.work_dir, rc.get("target"), opts["platform"])
         if opts["isolate"]:
             from tilescope.isolate import run_isolated
 
@@ -390,7 +427,6 @@ class CompiledProgram:
         if nan is not None:
             log.error("[nan_check] %s:\n%s", self.name, nan.render())
         return RunInfo("sim", report.wall_s, report.num_tasks, nan)
-
 
 
 def _open(path: Path) -> ctypes.CDLL:

@@ -20,6 +20,7 @@ import torch
 from tilescope import knobs
 from tilescope._logging import configure, level_number
 from tilescope.errors import ConfigError, TilescopeError
+from tilescope.failures import Failure
 from tilescope.harness.compare import CompareReport, compare_outputs
 from tilescope.harness.data import DataArg, load_snapshot, save_snapshot
 from tilescope.harness.specs import Spec, generate, outputs
@@ -38,6 +39,8 @@ class RunResult:
     num_tasks: int = 0
     rtol: float = 0.0
     atol: float = 0.0
+    failure: Failure | None = None  # how the run failed (task, kernel, line, saved inputs)
+    nan: Failure | None = None  # nan_check: the NaN/Inf report
 
     def __bool__(self) -> bool:
         return self.passed
@@ -105,6 +108,7 @@ def execute(
         lambda i: f"{i.num_tasks} tasks",
     )
     result.num_tasks = info.num_tasks
+    result.nan = info.nan
     out_names = [a.name for a in compiled.args if a.direction in ("out", "inout")]
     result.outputs = {n: inputs[n] for n in out_names}
     if golden is None:
@@ -217,6 +221,7 @@ def run_jit(
         )
     except TilescopeError as e:
         result.error = str(e)
+        result.failure = getattr(e, "failure", None)
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)
     return finish(result, fn.name)
 

@@ -87,7 +87,9 @@ def write_intermediates(
             continue
         t = record_tensor(dump, r)
         if level == 2:
-            print(f"  {side:<3} {name} " + (stats_line(t) if t is not None else "(payload not kept)"), file=out)
+            print(
+                f"  {side:<3} {name} " + (stats_line(t) if t is not None else "(payload not kept)"), file=out
+            )
             continue
         if t is not None:
             d = base / f"task_{r.task_id}_{kernel}" / side

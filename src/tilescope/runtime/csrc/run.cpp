@@ -183,7 +183,7 @@ bool Run::fail_with(int32_t kind, const Task *t, int32_t worker, const std::stri
 }
 
 std::string Run::describe(const Task &t) const {
-    return "task " + std::to_string(t.id) + " (kernel '" + kernel_names_[static_cast<size_t>(t.func_id)] + "')";
+    return "task " + std::to_string(t.id) + " (kernel " + kernel_names_[static_cast<size_t>(t.func_id)] + ")";
 }
 
 void Run::kernel_threw(const Task &t, int32_t worker, const char *what) {

@@ -1,0 +1,326 @@
+"""Failures that explain themselves: deadlocks, stalls, NaN/Inf, bad input, and the tools to pin
+them down (serial runs, the intermediate value printer). Each case runs a real program that
+fails, asserts on the report's task, kernel, tensor and line, and checks the caller goes on."""
+
+import json
+import re
+import time
+
+import pytest
+import torch
+
+import tilescope as ts
+from tilescope.errors import ArgumentError, ConfigError, RuntimeFailure
+from tilescope.program import CompiledProgram
+from tilescope.runtime import core
+
+R, C = 8, 16
+T = ts.Tensor[[R, C], ts.f32]
+OUT = ts.Out[[R, C], ts.f32]
+
+
+@ts.kernel
+def divide(x: T, z: T, y: OUT):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [R, C]) / ts.load(z, [0, 0], [R, C]))
+
+
+@ts.kernel
+def twice(x: T, y: OUT):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [R, C]) * 2.0)
+
+
+@ts.jit
+def two_step(x: T, z: T, y: OUT):
+    t = ts.create_tensor([R, C], ts.f32)
+    divide(x, z, t)
+    twice(t, y)
+
+
+@ts.kernel
+def spin(x: T, y: OUT):
+    acc = ts.load(x, [0, 0], [R, C])
+    for _ in ts.range(0, 1000000000000):
+        acc = acc * 1.0000001  # the line a stopped spin is found on
+    ts.store(y, [0, 0], acc)
+
+
+@ts.jit
+def spinner(x: T, y: OUT):
+    spin(x, y)
+
+
+SPIN_LINE = next(i for i, line in enumerate(open(__file__), 1) if "the line a stopped spin" in line)
+
+
+def inputs():
+    x = torch.randn(R, C)
+    z = torch.rand(R, C) + 0.5
+    return x, z, torch.zeros(R, C)
+
+
+def expected(x, z):
+    return x / z * 2.0
+
+
+def edited(prog: CompiledProgram, old: str, new: str) -> CompiledProgram:
+    """The build with its orchestration C++ edited by hand (``old`` replaced once by ``new``)."""
+    src = prog.work_dir / "orchestration" / f"{prog.name}.cpp"
+    text = src.read_text()
+    assert old in text
+    src.write_text(text.replace(old, new, 1))
+    return CompiledProgram.from_dir(prog.work_dir)
+
+
+def failure_of(prog, *args, **cfg):
+    core.load_core()  # built on first use: not part of the time to the report
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeFailure) as e:
+        prog.run(*args, **cfg)
+    return e.value.failure, time.perf_counter() - t0
+
+
+def goes_on():
+    """The caller continues: the same process runs a healthy program right after."""
+    x, z, y = inputs()
+    two_step(x, z, y)
+    torch.testing.assert_close(y, expected(x, z))
+
+
+# -- deadlocks ----------------------------------------------------------------------------------
+
+
+def test_missing_producer_is_reported_at_once_with_the_blocked_tasks():
+    prog = edited(
+        two_step.compile(),
+        'orch.task(FUNC_DIVIDE, "divide");',
+        'orch.task(FUNC_DIVIDE, "divide"); task.depends_on(7);',
+    )
+    f, took = failure_of(prog, *inputs(), task_timeout_s=30)
+    assert f.kind == "deadlock"
+    assert took < 5  # at once, not after the 30 s budget
+    assert "2 of 2 task(s) can never run" in f.message
+    assert "task 0 waits for task 7, which was never submitted" in f.message
+    assert "task 0 (kernel divide) waits for task 7, which was never submitted (explicit dep)" in f.details
+    assert "task 1 (kernel twice) waits for task 0 (kernel divide): RAW on x = tmp0[0:8, 0:16]" in f.details
+    assert any("task(s) 7 were never submitted" in s for s in f.next_steps)
+    goes_on()
+
+
+def test_explicit_deps_cycle_is_named():
+    prog = edited(
+        two_step.compile(),
+        'orch.task(FUNC_DIVIDE, "divide");',
+        'orch.task(FUNC_DIVIDE, "divide"); task.depends_on(1);',
+    )
+    f, took = failure_of(prog, *inputs())
+    assert f.kind == "deadlock" and took < 5
+    assert f.message.startswith("deadlock: a dependency cycle through 2 task(s)")
+    assert (
+        "dependency cycle: task 0 (kernel divide) -> task 1 (kernel twice) -> task 0 (kernel divide)"
+        in f.details
+    )
+    assert "task 0 (kernel divide) waits for task 1 (kernel twice) (explicit dep)" in f.details
+    goes_on()
+
+
+def test_a_task_waiting_for_itself_is_refused_at_submit():
+    prog = edited(
+        two_step.compile(),
+        'orch.task(FUNC_TWICE, "twice");',
+        'orch.task(FUNC_TWICE, "twice"); task.depends_on(1);',
+    )
+    f, _ = failure_of(prog, *inputs())
+    assert f.kind == "error"
+    assert (
+        "task 1 'twice' (func_id 1, kernel 'twice'): explicit dependency 0 names the task itself" in f.message
+    )
+    goes_on()
+
+
+def test_forward_explicit_dep_is_honoured(capfd):
+    # task 0 waits for task 2, which is submitted after it: legal, and ordered
+    prog = two_step.compile()
+    src = prog.work_dir / "orchestration" / "two_step.cpp"
+    text = src.read_text().replace(
+        "    return orch.status();",
+        "    ts::TensorHandle u = orch.create_tensor(TS_F32, {8, 16});\n"
+        '    {\n        ts::Task task = orch.task(FUNC_TWICE, "late");\n        task.add_input(x, {8, 16});\n'
+        "        task.add_output(u, {8, 16});\n        orch.submit(task);\n    }\n    return orch.status();",
+    )
+    src.write_text(
+        text.replace(
+            'orch.task(FUNC_DIVIDE, "divide");', 'orch.task(FUNC_DIVIDE, "divide"); task.depends_on(2);'
+        )
+    )
+    prog = CompiledProgram.from_dir(prog.work_dir)
+    x, z, y = inputs()
+    prog.run(x, z, y, serial=True, print_intermediates=3)
+    torch.testing.assert_close(y, expected(x, z))
+    starts = [s.split()[2] for s in capfd.readouterr().err.splitlines() if " start:" in s]
+    assert starts == ["2", "0", "1"]  # serial: lowest ready id first; 0 became ready only after 2
+
+
+# -- stalls ---------------------------------------------------------------------------------------
+
+
+def test_a_spinning_kernel_is_stopped_with_its_line_and_inputs():
+    prog = spinner.compile()
+    x, y = torch.randn(R, C), torch.zeros(R, C)
+    f, took = failure_of(prog, x, y, task_timeout_s=0.3)
+    assert f.kind == "timeout" and f.task_id == 0 and f.kernel == "spin" and f.worker >= 0
+    assert re.match(
+        r"task 0 \(kernel spin\) has run for 0\.\d\d s on worker \d+, past task_timeout_s \(0\.3 s\)",
+        f.message,
+    )
+    assert took < 5
+    where = f.where()
+    assert where is not None and where.dsl.endswith(f"tests/test_failures.py:{SPIN_LINE}")
+    assert where.cpp.startswith(str(prog.work_dir / "kernels" / "vec" / "spin.cpp"))
+    saved = json.loads((prog.work_dir / "dfx_outputs" / "failure" / "task_0" / "task.json").read_text())
+    assert saved["kernel"] == "spin" and [a["name"] for a in saved["args"]] == ["x", "y"]
+    torch.testing.assert_close(torch.load(prog.work_dir / "dfx_outputs" / "failure" / "task_0" / "x.pt"), x)
+    assert f"tilescope replay {prog.work_dir} --task 0" in "\n".join(f.next_steps)
+    goes_on()
+    # the stopped worker is reusable: a second spin is stopped the same way
+    f2, _ = failure_of(prog, x, y, task_timeout_s=0.2)
+    assert f2.kind == "timeout" and f2.where().dsl == where.dsl
+
+
+def test_an_orchestration_that_loops_is_stopped():
+    prog = edited(
+        two_step.compile(),
+        "    return orch.status();",
+        "    for (volatile long spin = 0;; spin = spin + 1) {\n    }\n    return orch.status();",
+    )
+    line = 1 + next(
+        i
+        for i, s in enumerate((prog.work_dir / "orchestration" / "two_step.cpp").read_text().splitlines())
+        if "volatile" in s
+    )
+    f, took = failure_of(prog, *inputs(), task_timeout_s=0.3)
+    assert f.kind == "timeout" and f.task_id == -1 and took < 5
+    assert "the orchestration has run for" in f.message and "(2 task(s) submitted so far)" in f.message
+    assert any(fr.cpp == f"{prog.work_dir / 'orchestration' / 'two_step.cpp'}:{line}" for fr in f.frames)
+    goes_on()
+
+
+# -- NaN / Inf ----------------------------------------------------------------------------------
+
+
+def test_nan_check_names_the_task_that_made_inf_and_points_downstream_upstream():
+    prog = two_step.compile()
+    x, z, y = inputs()
+    z[1, 7] = 0.0
+    info = prog.run(x, z, y, nan_check=True)
+    f = info.nan
+    assert f.kind == "nan" and f.task_id == 0 and f.kernel == "divide"
+    assert f.message == (
+        "task 0 (kernel divide) made NaN/Inf from finite inputs: output y (arg 2) has 0 NaN and 1 Inf; "
+        "the first at [1, 7]"
+    )
+    assert "task 1 (kernel twice): y is non-finite because input x already was (from task 0)" in f.details
+    saved = prog.work_dir / "dfx_outputs" / "failure" / "task_0"
+    torch.testing.assert_close(torch.load(saved / "z.pt"), z)
+    assert json.loads((saved / "task.json").read_text())["why"] == "nan"
+    # without the check: no report, same outputs
+    y2 = torch.zeros(R, C)
+    assert prog.run(x, z, y2).nan is None
+    torch.testing.assert_close(y2, y, equal_nan=True)
+
+
+def test_nan_from_a_program_input_points_at_the_input():
+    prog = two_step.compile()
+    x, z, y = inputs()
+    x[0, 3] = float("nan")
+    f = prog.run(x, z, y, nan_check=True).nan
+    assert f.message.startswith("2 task(s) produced NaN/Inf, each from a non-finite input")
+    assert "task 1 (kernel twice): y is non-finite because input x already was (from task 0)" in f.details
+
+
+# -- input guards ---------------------------------------------------------------------------------
+
+
+def test_wrong_shape_input_lists_every_mismatch_and_the_caller_goes_on():
+    prog = two_step.compile()
+    x, z, y = inputs()
+    with pytest.raises(ArgumentError) as e:
+        prog.run(x[:4], z.double(), y)
+    msg = str(e.value)
+    assert "2 argument(s) of two_step do not match" in msg
+    assert "argument 'x': shape [4, 16] (expected [8, 16])" in msg
+    assert "argument 'z': dtype torch.float64 (expected torch.float32)" in msg
+    goes_on()
+
+
+# -- serial runs and the intermediate value printer ----------------------------------------------
+
+
+def test_serial_runs_tasks_in_submission_order(capfd):
+    import rms_norm
+
+    prog = rms_norm.build().compile()
+    x, g = torch.randn(512, 512), torch.rand(1, 512)
+    outs = []
+    for _ in range(2):
+        y = torch.zeros(512, 512)
+        prog.run(x, g, y, 1e-6, serial=True, print_intermediates=3)
+        outs.append(y)
+        lines = [s for s in capfd.readouterr().err.splitlines() if s.startswith("[tilescope] task")]
+        starts = [int(s.split()[2]) for s in lines if " start:" in s]
+        assert starts == list(range(8))
+        assert all(" on worker 0" in s for s in lines)
+        assert [s.split()[3] for s in lines] == ["start:", "done:"] * 8  # one at a time
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+
+
+def test_print_intermediates_saves_and_prints_the_filtered_kernels(capsys):
+    prog = two_step.compile()
+    x, z, y = inputs()
+    prog.run(x, z, y, print_intermediates=1, kernel_filter="twice")
+    base = prog.work_dir / "dfx_outputs" / "intermediates"
+    assert sorted(p.name for p in base.iterdir()) == ["task_1_twice"]
+    torch.testing.assert_close(torch.load(base / "task_1_twice" / "in" / "x.pt"), x / z)
+    torch.testing.assert_close(torch.load(base / "task_1_twice" / "out" / "y.pt"), y)
+    prog.run(x, z, y, print_intermediates=2)
+    out = capsys.readouterr().out
+    assert "[intermediates] task 0 (kernel divide)" in out and "[intermediates] task 1 (kernel twice)" in out
+    lo, hi = float(x.min()), float(x.max())
+    assert f"  in  x [8, 16] float32 min {lo:.6g} max {hi:.6g}" in out
+    # a second level-1 run does not overwrite the first
+    prog.run(x, z, y, print_intermediates=1)
+    assert (prog.work_dir / "dfx_outputs" / "intermediates_1" / "task_0_divide").is_dir()
+
+
+def test_bad_failure_options_are_clear_errors():
+    prog = two_step.compile()
+    with pytest.raises(ConfigError, match=r"'nope' is not a kernel of two_step; its kernels: divide, twice"):
+        prog.run(*inputs(), print_intermediates=2, kernel_filter="twice,nope")
+    with pytest.raises(ConfigError, match=r"'nan_check', 'serial': implemented on the sim platform only"):
+        prog.run(*inputs(), platform="interp", nan_check=True, serial=True)
+    with pytest.raises(ConfigError, match=r"task_timeout_s.*expected a number of seconds >= 0"):
+        prog.run(*inputs(), task_timeout_s=-1)
+    with pytest.raises(ConfigError, match=r"cannot be combined with enable_dump_tensor=1"):
+        prog.run(*inputs(), print_intermediates=1, enable_dump_tensor=1)
+
+
+def test_a_build_from_another_cpu_or_platform_says_so():
+    prog = two_step.compile()
+    cfg = prog.work_dir / "kernel_config.py"
+    text = cfg.read_text()
+    flags_start = text.index("'cpu_flags': [") if "'cpu_flags': [" in text else text.index('"cpu_flags": [')
+    cfg.write_text(text[:flags_start] + text[flags_start:].replace("[", "['avx9000_imaginary', ", 1))
+    with pytest.raises(
+        ConfigError, match=r"on a CPU with avx9000_imaginary, which this CPU lacks.*platform='interp'"
+    ):
+        CompiledProgram(prog.work_dir).run(*inputs())
+    x, z, y = inputs()
+    CompiledProgram(prog.work_dir).run(x, z, y, platform="interp")  # the IR runs anywhere
+    torch.testing.assert_close(y, expected(x, z))
+    cfg.write_text(
+        text.replace("'arch': '", "'arch': 'riscv64-", 1).replace('"arch": "', '"arch": "riscv64-', 1)
+    )
+    with pytest.raises(ConfigError, match=r"was compiled for riscv64-\w+ but this machine is"):
+        CompiledProgram(prog.work_dir).run(*inputs())
+    cfg.write_text(text.replace("'platforms': ['sim', 'interp']", "'platforms': ['interp']"))
+    with pytest.raises(ConfigError, match=r"was compiled for platform\(s\) interp, not 'sim'"):
+        CompiledProgram(prog.work_dir).run(*inputs())
