@@ -207,37 +207,16 @@ def _symbolize(pcs: list[int], program: CompiledProgram) -> list[SourceFrame]:
     from tilescope.symbolize import symbolize
 
     try:
-        frames = symbolize(pcs)
+        frames = symbolize(pcs, build=program.work_dir)
     except Exception as e:  # noqa: BLE001 - a report without lines beats no report
         log.warning("[failure] cannot resolve source lines: %s: %s", type(e).__name__, e)
         return [SourceFrame(pc) for pc in pcs]
-    remap_to_build(frames, program)
     kept = []
     for fr in frames:
         kept.append(fr)
         if fr.function.startswith("ts_runtime_run") or fr.function.startswith("ts_run("):
             break
     return kept
-
-
-def remap_to_build(frames: list[SourceFrame], program: CompiledProgram) -> None:
-    """Point frames in this build's binaries at this build's .cpp files.
-
-    NOTE: binaries come from a content-addressed cache, so their debug info names the .cpp of
-    whichever build compiled that content first; the line numbers hold for every build with
-    the same content, this one included.
-    """
-    from tilescope.buildstate import sha256_file
-
-    sources = {}
-    for entry in (program.config["ORCHESTRATION"], *program.kernels):
-        binary = program.work_dir / entry["binary"]
-        if binary.is_file():
-            sources[sha256_file(binary)] = program.work_dir / entry["source"]
-    for fr in frames:
-        source = sources.get(Path(fr.module).stem)
-        if source is not None and fr.cpp:
-            fr.cpp = f"{source}:{fr.cpp.rsplit(':', 1)[1]}"
 
 
 def _save(f: Failure, program: CompiledProgram, names: _Names, saved: SavedInputs, why: str) -> Path | None:

@@ -1,0 +1,507 @@
+"""Running a build in a child process, so that a crashing kernel becomes a report.
+
+``run_isolated(program, args, opts)`` runs one sim run in ``python -m tilescope.isolate <dir>``
+and returns its ``RunInfo`` as ``CompiledProgram.run`` would; a kernel that dies of a fatal
+signal ends the child, not the caller, and is reported from the crash report the runtime core
+writes (task, kernel, signal, C++ and DSL line; the task's inputs saved for
+``tilescope replay --task``).
+
+Invariants:
+- Tensors travel through one shared file (``/dev/shm`` when it has room, else the temp dir):
+  the parent copies every tensor argument in, the child runs on views of it, and the parent
+  copies the Out and InOut regions back into the caller's tensors when the child has ended,
+  however it ended (a crash leaves the outputs as an in-process run that died midway would).
+  Arguments that share a storage share one region of the file, and each storage is its own
+  buffer in the child too, so the runtime sees the same aliasing as in-process.
+- Scalars, options and the result travel as JSON (``request.json``, ``result.json``).
+- The child's stdout and stderr are streamed to the caller's as they come, and the last lines
+  of its stderr are kept for the report of a child that died without a crash report.
+- Backstop: the in-child watchdog (``task_timeout_s``) stops stalled tasks. Should the child
+  still hang while idle (no CPU time used, nothing printed, not stopped by a debugger) for
+  ``idle_limit_s(opts)`` = max(60 s, 10 x task_timeout_s), the parent kills it and reports a
+  timeout. A busy child is never killed by the parent.
+- The shared file and the request directory are removed on every path; what the crash report
+  saved (under the build directory) is kept.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import mmap
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, NoReturn
+
+from tilescope import errors
+from tilescope.errors import RuntimeFailure, TilescopeError
+from tilescope.failures import Failure
+
+SHM_DIR = Path("/dev/shm")
+REQUEST = "request.json"
+RESULT = "result.json"
+CRASH_REPORT = "crash_report.txt"
+MIN_IDLE_LIMIT_S = 60.0
+_ALIGN = 64
+_TAIL_BYTES = 8192
+_POLL_S = 0.2
+
+
+def idle_limit_s(opts: dict[str, Any]) -> float:
+    """How long an isolated child may sit idle (no CPU time, no output) before it is killed."""
+    return max(MIN_IDLE_LIMIT_S, 10.0 * float(opts.get("task_timeout_s") or 0.0))
+
+
+# -- the shared file ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Region:
+    """Where one tensor argument lives in the shared file."""
+
+    group: int  # index of its storage's span
+    offset: int  # bytes from the start of that span
+    dtype: str  # tilescope dtype name
+    shape: list[int]
+    direction: str  # in | out | inout
+
+
+@dataclass
+class _Span:
+    offset: int  # bytes from the start of the file
+    nbytes: int
+
+
+def _layout(args: list[Any], directions: list[str]) -> tuple[list[_Span], list[_Region | None]]:
+    """One span per distinct storage, covering the bytes of every argument on it."""
+
+    from tilescope.language import dtypes as dt
+
+    extents: dict[int, list[int]] = {}
+    for a, direction in zip(args, directions):
+        if direction != "scalar":
+            lo = a.storage_offset() * a.element_size()
+            span = extents.setdefault(a.untyped_storage().data_ptr(), [lo, lo])
+            span[0], span[1] = min(span[0], lo), max(span[1], lo + a.numel() * a.element_size())
+    spans: list[_Span] = []
+    group_of: dict[int, int] = {}
+    end = 0
+    for key, (lo, hi) in extents.items():
+        group_of[key] = len(spans)
+        spans.append(_Span(end, hi - lo))
+        end += -(-(hi - lo) // _ALIGN) * _ALIGN
+    regions: list[_Region | None] = []
+    for a, direction in zip(args, directions):
+        if direction == "scalar":
+            regions.append(None)
+            continue
+        key = a.untyped_storage().data_ptr()
+        offset = a.storage_offset() * a.element_size() - extents[key][0]
+        regions.append(_Region(group_of[key], offset, dt.from_torch(a.dtype).name, list(a.shape), direction))
+    return spans, regions
+
+
+def _views(mm: mmap.mmap, spans: list[_Span], regions: list[_Region | None]) -> list[Any]:
+    """A tensor per region, on the mapped file; each span is a storage of its own."""
+    import torch
+
+    from tilescope.language import dtypes as dt
+
+    storages = [torch.frombuffer(mm, dtype=torch.uint8, count=s.nbytes, offset=s.offset) if s.nbytes else
+                torch.empty(0, dtype=torch.uint8) for s in spans]  # fmt: skip
+    out: list[Any] = []
+    for r in regions:
+        if r is None:
+            out.append(None)
+            continue
+        dtype = dt.by_name(r.dtype)
+        n = dtype.itemsize
+        for s in r.shape:
+            n *= s
+        out.append(storages[r.group][r.offset : r.offset + n].view(dtype.torch).view(r.shape))
+    return out
+
+
+def _shared_file(nbytes: int) -> Path:
+    """A new file of ``nbytes`` in /dev/shm when it has room, else in the temp directory."""
+    candidates = [SHM_DIR, Path(tempfile.gettempdir())]
+    for d in candidates:
+        try:
+            st = os.statvfs(d)
+            if not os.access(d, os.W_OK) or st.f_bavail * st.f_frsize < nbytes + (64 << 20):
+                continue
+            fd, name = tempfile.mkstemp(prefix="tilescope-isolate-", suffix=".bin", dir=d)
+        except OSError:
+            continue
+        try:
+            os.ftruncate(fd, max(nbytes, 1))
+        finally:
+            os.close(fd)
+        return Path(name)
+    raise TilescopeError(
+        f"isolate: no room for {nbytes} bytes of arguments in {SHM_DIR} or {tempfile.gettempdir()}"
+    )
+
+
+def _map(path: Path, nbytes: int) -> mmap.mmap:
+    with open(path, "r+b") as f:
+        return mmap.mmap(f.fileno(), max(nbytes, 1))
+
+
+# -- the parent --------------------------------------------------------------------------------
+
+
+class _Stream(threading.Thread):
+    """Copies a child's pipe to one of our streams as it comes; keeps the tail."""
+
+    def __init__(self, pipe: Any, target: str, on_output: Any):
+        super().__init__(daemon=True, name=f"tilescope-isolate-{target}")
+        self.pipe, self.target, self.on_output = pipe, target, on_output
+        self._tail_text = ""
+
+    def run(self) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        fd = self.pipe.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            text = decoder.decode(chunk, final=not chunk)
+            if text:
+                self.on_output()
+                stream = getattr(sys, self.target)
+                try:
+                    stream.write(text)
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+                self._tail_text = (self._tail_text + text)[-_TAIL_BYTES:]
+            if not chunk:
+                break
+
+    def last_lines(self, n: int = 12) -> list[str]:
+        return [line for line in self._tail_text.splitlines() if line.strip()][-n:]
+
+
+def _cpu_ticks(pid: int) -> tuple[int, str] | None:
+    """(utime + stime of every thread, state letter) of a process, or None if unreadable."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    parts = text.rpartition(")")[2].split()
+    try:
+        return int(parts[11]) + int(parts[12]), parts[0]
+    except (IndexError, ValueError):
+        return None
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    root = Path(__file__).resolve().parent.parent  # the directory holding this tilescope package
+    if root.name not in ("site-packages", "dist-packages"):
+        # NOTE: a source tree (src/, or a path a script put on sys.path) goes first, so that the
+        # child runs this tilescope; an installed one is found by the same interpreter anyway, and
+        # putting site-packages ahead of the standard library could shadow it.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"  # its prints reach us (and the user) as they happen
+    return env
+
+
+def _raise(
+    failure: Failure, error: str | None = None, cls: type[TilescopeError] = RuntimeFailure
+) -> NoReturn:
+    exc = cls(error or failure.render())
+    exc.failure = failure  # type: ignore[attr-defined]
+    raise exc
+
+
+def _signal_name(signo: int) -> str:
+    try:
+        return signal.Signals(signo).name
+    except ValueError:
+        return f"signal {signo}"
+
+
+def run_isolated(program: Any, args: tuple, opts: dict[str, Any]) -> Any:
+    """Run ``program`` on ``args`` in a child process; see the module docstring.
+
+    Args:
+        program: a ``CompiledProgram``, already loaded (and refreshed) from its build directory.
+        args: its arguments, checked (Out and InOut tensors are written in place).
+        opts: validated runtime options.
+
+    Returns:
+        The child's ``RunInfo``.
+
+    Raises:
+        RuntimeFailure: the run failed, crashed or hung; ``exc.failure`` holds the ``Failure``.
+        TilescopeError: the child reported another tilescope error (same class), or the
+            arguments do not fit in shared memory.
+    """
+    directions = [spec.direction for spec in program.args]
+    return run_child(program, list(args), directions, opts, {"kind": "program"})
+
+
+def run_child(
+    program: Any,
+    args: list[Any],
+    directions: list[str],
+    opts: dict[str, Any],
+    target: dict[str, Any],
+    *,
+    crash_kernels: list[dict[str, Any]] | None = None,
+    crash_task_id: int | None = None,
+    save_inputs: bool = True,
+) -> Any:
+    """Run ``target`` (``{"kind": "program"}`` or ``{"kind": "task", "kernel_index": i}``: one
+    kernel alone, for ``tilescope replay --task``) on ``args`` in a child process.
+
+    ``crash_kernels``, ``crash_task_id`` and ``save_inputs`` are handed to
+    ``read_crash_report`` when the child crashes (a task replayed alone runs kernel ``i`` as
+    func_id 0, and its inputs are saved already).
+    """
+    from tilescope.program import RunInfo
+
+    spans, regions = _layout(args, directions)
+    nbytes = spans[-1].offset + spans[-1].nbytes if spans else 0
+    request_dir = Path(tempfile.mkdtemp(prefix="tilescope-isolate-"))
+    # NOTE: in the build, so the path the dying child prints stays true; created only on a crash
+    crash_path = Path(program.work_dir).resolve() / "dfx_outputs" / f"{CRASH_REPORT[:-4]}_{request_dir.name}.txt"
+    crash_path.parent.mkdir(parents=True, exist_ok=True)
+    shared: Path | None = None
+    mm: mmap.mmap | None = None
+    views: list[Any] = []
+    try:
+        shared = _shared_file(nbytes)
+        mm = _map(shared, nbytes)
+        views = _views(mm, spans, regions)
+        for view, a in zip(views, args):
+            if view is not None:
+                view.copy_(a)
+        child_opts = {**opts, "isolate": False}
+        request = {
+            "work_dir": str(Path(program.work_dir).resolve()),
+            "target": target,
+            "shared_file": str(shared),
+            "shared_bytes": nbytes,
+            "spans": [asdict(s) for s in spans],
+            "args": [
+                {"tensor": asdict(r)} if r is not None else {"scalar": _scalar(a)}
+                for r, a in zip(regions, args)
+            ],
+            "opts": child_opts,
+            "crash_report": str(crash_path),
+        }
+        (request_dir / REQUEST).write_text(json.dumps(request))
+        rc, streams, hung = _run(request_dir, opts)
+        for view, a, d in zip(views, args, directions):
+            if view is not None and d in ("out", "inout"):
+                a.copy_(view)
+        result_path = request_dir / RESULT
+        if rc == 0 and result_path.is_file():
+            result = json.loads(result_path.read_text())
+            if result.get("ok"):
+                known = {f.name for f in fields(RunInfo)}
+                return RunInfo(**{k: _decode(v) for k, v in result["info"].items() if k in known})
+            failure = Failure.from_json(result["failure"]) if result.get("failure") else None
+            cls = getattr(errors, result.get("error_type") or "", None)
+            if not (isinstance(cls, type) and issubclass(cls, TilescopeError)):
+                cls = RuntimeFailure
+            exc = cls(result.get("error") or "the isolated run failed")
+            exc.failure = failure  # type: ignore[attr-defined]
+            raise exc
+        last = streams[1].last_lines()
+        said = ["the child's last words (stderr):", *(f"  {line}" for line in last)] if last else []
+        if hung:
+            limit = idle_limit_s(opts)
+            _raise(
+                Failure(
+                    "timeout",
+                    f"the isolated run of {program.name} sat idle (no CPU time used, nothing printed) for "
+                    f"{limit:.0f}s and was killed",
+                    details=said,
+                    next_steps=["run it without isolation under gdb to see where it waits"],
+                )
+            )
+        report = crash_path
+        if rc < 0 and report.is_file() and report.stat().st_size > 0:
+            from tilescope.crash import read_crash_report
+
+            failure = read_crash_report(
+                report, program, kernels=crash_kernels, task_id=crash_task_id, save_inputs=save_inputs
+            )
+            _raise(failure)
+        if rc < 0:
+            name = _signal_name(-rc)
+            if -rc == signal.SIGKILL:
+                why = " (killed from outside: the kernel's out-of-memory killer, or a user)"
+            elif any(line.startswith("[tilescope] task ") and " died of " in line for line in last):
+                why = " in a kernel, but its crash report could not be written"
+            else:
+                why = " outside a kernel, so there is no crash report"
+            _raise(Failure("crash", f"the isolated run of {program.name} died of {name}{why}", details=said))
+        _raise(
+            Failure(
+                "error",
+                f"the isolated run of {program.name} ended (exit status {rc}) without reporting a result",
+                details=said,
+            )
+        )
+    finally:
+        del views
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:  # a view is still referenced somewhere; the GC unmaps it later
+                pass
+        if shared is not None:
+            shared.unlink(missing_ok=True)
+        shutil.rmtree(request_dir, ignore_errors=True)
+
+
+def _encode(value: Any) -> Any:
+    """A RunInfo field as JSON: a Failure (``RunInfo.nan``) is tagged so that it comes back as one."""
+    return {"__failure__": value.to_json()} if isinstance(value, Failure) else value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and "__failure__" in value:
+        return Failure.from_json(value["__failure__"])
+    return value
+
+
+def _scalar(a: Any) -> Any:
+    import torch
+
+    return a.item() if torch.is_tensor(a) else a
+
+
+def _run(request_dir: Path, opts: dict[str, Any]) -> tuple[int, tuple[_Stream, _Stream], bool]:
+    """Start the child, stream its output and wait for it; (exit status, streams, killed as hung)."""
+    last_output = [time.monotonic()]
+
+    def touched() -> None:
+        last_output[0] = time.monotonic()
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tilescope.isolate", str(request_dir)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_child_env(),
+    )
+    streams = (_Stream(proc.stdout, "stdout", touched), _Stream(proc.stderr, "stderr", touched))
+    for s in streams:
+        s.start()
+    limit = idle_limit_s(opts)
+    hung = False
+    cpu_seen: int | None = None
+    active = time.monotonic()
+    try:
+        while True:
+            try:
+                proc.wait(timeout=_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            stat = _cpu_ticks(proc.pid)
+            if stat is None:
+                continue  # cannot tell idle from busy: no backstop
+            ticks, state = stat
+            if ticks != cpu_seen or state in "tT" or last_output[0] > active:
+                cpu_seen, active = ticks, now
+            elif now - active > limit:
+                hung = True
+                proc.kill()
+                proc.wait()
+                break
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        for s in streams:
+            s.join(timeout=5.0)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    return proc.returncode, streams, hung
+
+
+# -- the child ---------------------------------------------------------------------------------
+
+
+def _child(request_dir: Path) -> int:
+    """Run the request in ``request_dir`` and write its result; the process exits right after."""
+    request = json.loads((request_dir / REQUEST).read_text())
+    result: dict[str, Any] = {"ok": False, "info": None, "error": None, "error_type": None, "failure": None}
+    try:
+        from tilescope._logging import configure
+        from tilescope.program import CompiledProgram
+
+        opts = request["opts"]
+        configure(opts.get("log_level"))
+        program = CompiledProgram(request["work_dir"])
+        spans = [_Span(**s) for s in request["spans"]]
+        regions = [_Region(**a["tensor"]) if "tensor" in a else None for a in request["args"]]
+        mm = _map(Path(request["shared_file"]), request["shared_bytes"])
+        views = _views(mm, spans, regions)
+        args = [v if v is not None else a["scalar"] for v, a in zip(views, request["args"])]
+        target = request["target"]
+        if target["kind"] == "task":
+            from tilescope.replay import run_task_in_process
+
+            directions = [r.direction if r is not None else "scalar" for r in regions]
+            info = run_task_in_process(
+                program, target["kernel_index"], args, directions, opts, crash_report=request["crash_report"]
+            )
+        else:
+            info = program._execute(tuple(args), opts, crash_report=request["crash_report"])
+        result.update(ok=True, info={f.name: _encode(getattr(info, f.name)) for f in fields(info)})
+    except TilescopeError as e:
+        failure = getattr(e, "failure", None)
+        result.update(
+            error=str(e), error_type=type(e).__name__, failure=failure.to_json() if failure else None
+        )
+    except Exception as e:  # noqa: BLE001 - the parent reports whatever broke in the child
+        import traceback
+
+        traceback.print_exc()
+        result.update(
+            error=f"the isolated child failed: {type(e).__name__}: {e}", error_type="RuntimeFailure"
+        )
+    tmp = request_dir / f".{RESULT}.tmp"
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, request_dir / RESULT)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m tilescope.isolate REQUEST_DIR (started by tilescope itself)", file=sys.stderr)
+        return 2
+    rc = _child(Path(argv[0]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # NOTE: skip interpreter teardown (joining the runtime's parked workers, unmapping the shared
+    # file under live views): the result is on disk, and nothing else is left to do.
+    os._exit(rc)
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["idle_limit_s", "run_child", "run_isolated"]
