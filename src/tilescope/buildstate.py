@@ -8,8 +8,9 @@ Invariants:
   still noticed. Only edited sources (or missing binaries) are rebuilt; the compiler cache makes
   a return to an earlier text a cache hit.
 - An edited IR dump is re-lowered into the C++ of the kernels (and the orchestration) whose IR
-  changed. A C++ file that would be regenerated but was also edited by hand is never
-  overwritten: that is a conflict, reported with both paths.
+  changed, with the build's recorded ``check_bounds`` (a checked build stays checked). A C++
+  file that would be regenerated but was also edited by hand is never overwritten: that is a
+  conflict, reported with both paths.
 - Signature changes (argument count, kind, dtype, direction) are refused with the fix; nothing
   the user wrote is deleted.
 """
@@ -137,12 +138,12 @@ def _relower_ir(
     verify_program(program, config["RUNTIME_CONFIG"]["local_memory_bytes"])
     _check_ir_signatures(program, config, ir_path)
     hashes = ir_hashes(program)
+    check_bounds = bool(config["RUNTIME_CONFIG"].get("check_bounds", False))
     targets: list[tuple[str, str]] = []
     for k in program.kernels:
         if hashes["kernels"][k.name] != state["ir"]["kernels"].get(k.name):
-            targets.append(
-                (next(x["source"] for x in config["KERNELS"] if x["name"] == k.name), kernel_cpp(k))
-            )
+            source = next(x["source"] for x in config["KERNELS"] if x["name"] == k.name)
+            targets.append((source, kernel_cpp(k, check_bounds=check_bounds)))
     if hashes["orchestration"] != state["ir"]["orchestration"]:
         targets.append((config["ORCHESTRATION"]["source"], orchestration_cpp(program)))
     conflicts = [

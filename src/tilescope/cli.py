@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     from tilescope import replay
 
     p = sub.add_parser(
-        "replay", help="re-run a build on its saved data (or --golden-data), without the source"
+        "replay",
+        help="re-run a build on its saved data (or --golden-data), or one task on its saved inputs (--task ID)",
     )
     replay.add_replay_args(p)
     p.set_defaults(fn=replay.run_cli)

@@ -2,6 +2,14 @@
 
 ``acc = ts.matmul(a, b, acc=acc)`` is emitted in place (``matmul_acc(acc, a, b)``) only when
 ``a`` and ``b`` do not read ``acc``: the in-place form writes ``acc`` while it is being read.
+
+A checked build (``check_bounds=True``) also includes ``tilescope/check.hpp``, defines a
+``check_sites`` table (kernel, op, tensor, argument index, DSL line of every load/store, in
+evaluation order) and passes each load/store its entry as one more argument, which selects
+the checked overload: ``load<8, 128>(x, {row, 0}, ::check_sites[0])``. Without
+``check_bounds`` nothing of this is emitted: the text, and so the ``source`` part of the
+build cache key, is the same as before checked builds existed, and no compile flag differs.
+The table is named with ``::`` so that no kernel variable can shadow it.
 """
 
 from __future__ import annotations
@@ -13,12 +21,15 @@ from tilescope.codegen.cpp_common import (
     CppNames,
     ExprEmitter,
     context_dtype,
+    display_path,
     function_names,
     header_comment,
     marker,
+    string_literal,
     tile_dims,
     value_type,
 )
+from tilescope.errors import SourceLoc
 from tilescope.ir.analysis import uses
 from tilescope.ir.nodes import (
     Assign,
@@ -50,7 +61,39 @@ _TILE_FN = {
 _CMP_FN = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
 
 
+class _CheckSites:
+    """The ``check_sites`` table of a checked kernel, filled as its loads and stores are emitted."""
+
+    def __init__(self, k: Kernel):
+        self.kernel = k.name
+        self.arg_index = {p.name: i for i, p in enumerate(k.params)}
+        self.rows: list[str] = []
+
+    def add(self, op: str, tensor: str, loc: SourceLoc | None) -> str:
+        """Record one load/store; returns the C++ expression naming its entry."""
+        where = f"{display_path(loc.file)}:{loc.line}" if loc else "an unknown line"
+        fields = [string_literal(self.kernel), string_literal(op), string_literal(tensor)]
+        fields += [str(self.arg_index[tensor]), string_literal(where)]
+        self.rows.append(f"    {{{', '.join(fields)}}},  // {len(self.rows)}")
+        return f"::check_sites[{len(self.rows) - 1}]"
+
+    def table(self) -> list[str]:
+        if not self.rows:  # a kernel without loads or stores has nothing to check
+            return []
+        return [
+            "// Checked build: what a bounds violation names (kernel, op, tensor, arg, DSL line).",
+            "static const CheckSite check_sites[] = {",
+            *self.rows,
+            "};",
+            "",
+        ]
+
+
 class _KernelEmitter(ExprEmitter):
+    def __init__(self, names: CppNames, sites: _CheckSites | None):
+        super().__init__(names)
+        self.sites = sites
+
     def emit_other(self, e: Expr, ctx) -> str:
         match e:
             case BinOp(op=op, lhs=a, rhs=b) if op in _TILE_FN or op in _CMP_FN:
@@ -61,7 +104,10 @@ class _KernelEmitter(ExprEmitter):
                 return f"{op}({self.emit(a)})"
             case Load(tensor=t, offsets=offs, type=tt):
                 r, c = tile_dims(tt)
-                return f"load<{r}, {c}>({self.name(t.name)}, {{{', '.join(self.emit(o) for o in offs)}}})"
+                args = f"{self.name(t.name)}, {{{', '.join(self.emit(o) for o in offs)}}}"
+                if self.sites is not None:
+                    args += f", {self.sites.add('load', t.name, e.loc)}"
+                return f"load<{r}, {c}>({args})"
             case Full(value=v, type=tt):
                 r, c = tile_dims(tt)
                 return f"full<{tt.dtype.cpp}, {r}, {c}>({self.emit(v, tt.dtype)})"
@@ -101,12 +147,24 @@ def _accumulates_in_place(target: str, v: Expr) -> bool:
     )
 
 
-def kernel_cpp(k: Kernel) -> str:
-    """The C++ source of one kernel: ``extern "C" void kernel_entry(const ts_arg *args)``."""
+def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
+    """The C++ source of one kernel: ``extern "C" void kernel_entry(const ts_arg *args)``.
+
+    Args:
+        k: the kernel.
+        check_bounds: emit a checked kernel, whose loads and stores throw ``ts::BoundsError``
+            (naming the kernel, op, tensor, DSL line, offsets and shape) instead of reading or
+            writing outside their tensor.
+    """
     name_of = CppNames(function_names(k.params, k.body))
-    em = _KernelEmitter(name_of)
+    sites = _CheckSites(k) if check_bounds else None
+    em = _KernelEmitter(name_of, sites)
     lines = header_comment(f"kernel {k.name} ({k.core})", k.loc, __version__)
-    lines += ["#include <tilescope/kernel.hpp>", "", "using namespace ts;", ""]
+    lines.append("#include <tilescope/kernel.hpp>")
+    if check_bounds:
+        lines.append("#include <tilescope/check.hpp>")
+    lines += ["", "using namespace ts;", ""]
+    entry = len(lines)
     lines.append('extern "C" void kernel_entry(const ts_arg *args) {')
     for i, p in enumerate(k.params):
         name = name_of(p.name)
@@ -139,8 +197,10 @@ def kernel_cpp(k: Kernel) -> str:
                     declared[-1].add(t)
                     lines.append(f"{ind}{value_type(v.type)} {name} = {rhs};{m}")
             case Store(tensor=t, offsets=offs, value=v):
-                off = ", ".join(em.emit(o) for o in offs)
-                lines.append(f"{ind}store({name_of(t.name)}, {{{off}}}, {em.emit(v)});{m}")
+                args = f"{name_of(t.name)}, {{{', '.join(em.emit(o) for o in offs)}}}, {em.emit(v)}"
+                if sites is not None:
+                    args += f", {sites.add('store', t.name, s.loc)}"
+                lines.append(f"{ind}store({args});{m}")
             case For(var=v, start=a, stop=b, step=c, body=body):
                 var = name_of(v)
                 lines.append(
@@ -157,4 +217,6 @@ def kernel_cpp(k: Kernel) -> str:
     for s in k.body:
         stmt(s, "    ")
     lines.append("}")
+    if sites is not None:
+        lines[entry:entry] = sites.table()
     return "\n".join(lines) + "\n"

@@ -1,9 +1,9 @@
 // Checked builds (compile_cfg check_bounds=True, --check-bounds): bounds-checked load/store.
 //
-// Generated kernels include this header only when checked, and call ts::checked_load /
-// ts::checked_store where an unchecked kernel calls load / store, passing the op's CheckSite
-// (kernel, op, tensor parameter, argument index, DSL file:line) from a table the kernel file
-// defines.
+// Generated kernels include this header only when checked. A checked kernel calls the
+// overloads of load / store defined here, which take one more argument: the op's CheckSite
+// (kernel, op, tensor parameter, argument index, DSL file:line), from a table the kernel file
+// defines. Everything else reads exactly like the unchecked kernel.
 //
 // Invariants:
 //  - The box checked is exactly the box load/store address (tile_core.hpp): one offset per
@@ -111,15 +111,15 @@ inline void check_box(const TensorView<T> &view, const int64_t (&offsets)[N], co
 
 /// load<R, C>(view, offsets), after checking the box against the view's shape.
 template <int R, int C, class T, std::size_t N>
-inline Tile<T, R, C> checked_load(const TensorView<T> &view, const int64_t (&offsets)[N], const CheckSite &site) {
+inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N], const CheckSite &site) {
     detail::check_box<R, C>(view, offsets, site);
     return load<R, C>(view, offsets);
 }
 
 /// store(view, offsets, tile), after checking the box against the view's shape.
 template <class T, std::size_t N, class U, int R, int C>
-inline void checked_store(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
-                          const CheckSite &site) {
+inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
+                  const CheckSite &site) {
     detail::check_box<R, C>(view, offsets, site);
     store(view, offsets, tile);
 }
