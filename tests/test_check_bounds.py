@@ -103,6 +103,11 @@ def test_out_of_range_load_fails_the_run_and_the_build_keeps_working(start, task
         prog(x, torch.zeros(32, 128), start)
     expected = failure_line(task, "take_rows", f"kernel take_rows: load of x (arg 0) at {LOAD_AT}: {detail}")
     assert re.search(expected, str(info.value)), str(info.value)
+    f = info.value.failure
+    assert f.kind == "kernel_error" and f.task_id == task and f.kernel == "take_rows"
+    assert f"task {task}'s x is x[0:256, 0:128]" in f.details  # the region the task was given
+    saved = prog.work_dir / "dfx_outputs" / "failure" / f"task_{task}"
+    assert torch.equal(torch.load(saved / "x.pt"), x)
 
     y = torch.zeros(32, 128)
     prog(x, y, 40)  # the same build, in range
