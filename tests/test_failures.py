@@ -324,3 +324,16 @@ def test_a_build_from_another_cpu_or_platform_says_so():
     cfg.write_text(text.replace("'platforms': ['sim', 'interp']", "'platforms': ['interp']"))
     with pytest.raises(ConfigError, match=r"was compiled for platform\(s\) interp, not 'sim'"):
         CompiledProgram(prog.work_dir).run(*inputs())
+
+
+def test_a_stopped_run_still_writes_its_dump_and_trace():
+    prog = spinner.compile()
+    x, y = torch.randn(R, C), torch.zeros(R, C)
+    f, _ = failure_of(prog, x, y, task_timeout_s=0.2, enable_dump_tensor=2, enable_trace=True)
+    assert f.kind == "timeout"
+    dfx = prog.work_dir / "dfx_outputs"
+    trace = json.loads((dfx / "trace.json").read_text())
+    assert any(e.get("name") == "spin" for e in trace["traceEvents"])
+    manifest = json.loads((dfx / "tensor_dump" / "tensor_dump.json").read_text())
+    inputs_of_0 = [r for r in manifest["records"] if r["task_id"] == 0 and r["stage"] == "before_dispatch"]
+    assert [r["arg_index"] for r in inputs_of_0] == [0]  # the stalled task's input x
