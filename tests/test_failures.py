@@ -337,3 +337,22 @@ def test_a_stopped_run_still_writes_its_dump_and_trace():
     manifest = json.loads((dfx / "tensor_dump" / "tensor_dump.json").read_text())
     inputs_of_0 = [r for r in manifest["records"] if r["task_id"] == 0 and r["stage"] == "before_dispatch"]
     assert [r["arg_index"] for r in inputs_of_0] == [0]  # the stalled task's input x
+
+
+def test_an_orchestration_looping_through_malloc_is_stopped_in_its_own_code():
+    # most of this loop's time is in malloc/free: the stop must wait for the orchestration's own
+    # code, or the thread would be left holding the allocator's lock (and the next run would hang)
+    prog = edited(
+        two_step.compile(),
+        "    return orch.status();",
+        "    for (volatile long spin = 0;; spin = spin + 1) {\n"
+        "        std::vector<std::string> v(64, std::string(100, 'x'));\n"
+        "        static volatile char sink; sink = v[spin % 64][0];\n"
+        "    }\n    return orch.status();",
+    )
+    for _ in range(3):
+        f, took = failure_of(prog, *inputs(), task_timeout_s=0.2)
+        assert f.kind == "timeout" and f.task_id == -1 and took < 5
+        assert f.frames[0].module.endswith("two_step.so")  # stopped in its own code (maybe inlined std::)
+        assert any("two_step.cpp" in fr.cpp for fr in f.frames)
+        goes_on()

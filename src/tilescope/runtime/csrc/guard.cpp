@@ -1,10 +1,15 @@
 #include "guard.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <utility>
 
+#include <dlfcn.h>
 #include <execinfo.h>
+#include <link.h>
 #include <fcntl.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -220,7 +225,9 @@ void on_interrupt(int, siginfo_t *, void *uc) {
     ThreadSlot *s = tls_slot;
     if (s == nullptr || !s->armed) return;
     if (s->seq.load(std::memory_order_relaxed) != s->stop_seq.load(std::memory_order_relaxed)) return;
-    s->nframes = capture_frames(context_pc(uc), s->frames);
+    const uint64_t pc = context_pc(uc);
+    if (s->code_lo != 0 && (pc < s->code_lo || pc >= s->code_hi)) return;  // NOTE: the watchdog asks again
+    s->nframes = capture_frames(pc, s->frames);
     s->armed = 0;
     siglongjmp(s->jump, 1);
 }
@@ -250,7 +257,50 @@ void on_fatal(int sig, siginfo_t *info, void *uc) {
     errno = saved_errno;
 }
 
+struct RangeQuery {
+    uint64_t addr;
+    uint64_t lo = 0;
+    uint64_t hi = 0;
+};
+
+int find_module(struct dl_phdr_info *info, size_t, void *data) {
+    auto *q = static_cast<RangeQuery *>(data);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    bool holds = false;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD) continue;
+        const uint64_t start = info->dlpi_addr + ph.p_vaddr;
+        const uint64_t end = start + ph.p_memsz;
+        if (q->addr >= start && q->addr < end) holds = true;
+        if (ph.p_flags & PF_X) {
+            lo = std::min(lo, start);
+            hi = std::max(hi, end);
+        }
+    }
+    if (!holds || hi == 0) return 0;
+    q->lo = lo;
+    q->hi = hi;
+    return 1;
+}
+
 }  // namespace
+
+bool module_code_range(const void *addr, uint64_t *lo, uint64_t *hi) {
+    static std::mutex mu;
+    static std::map<uint64_t, std::pair<uint64_t, uint64_t>> cache;
+    const uint64_t key = reinterpret_cast<uint64_t>(addr);
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+        RangeQuery q{key};
+        dl_iterate_phdr(&find_module, &q);
+        it = cache.emplace(key, std::make_pair(q.lo, q.hi)).first;
+    }
+    *lo = it->second.first;
+    *hi = it->second.second;
+    return *lo != 0;
+}
 
 ThreadSlot *current_slot() { return tls_slot; }
 void set_current_slot(ThreadSlot *slot) { tls_slot = slot; }

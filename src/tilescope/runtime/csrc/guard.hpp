@@ -42,7 +42,15 @@ struct alignas(64) ThreadSlot {
     const char *crash_report_path = nullptr;
     uint64_t frames[TS_MAX_FRAMES] = {};  // filled when stopped: frames[0] = interrupted pc
     int32_t nframes = 0;
+    // Nonzero: stop only while the pc is in [code_lo, code_hi) (the orchestration's own module), so
+    // that the thread is never abandoned inside malloc or the C++ library holding a lock.
+    uint64_t code_lo = 0;
+    uint64_t code_hi = 0;
 };
+
+// The executable segments' span of the loaded module holding `addr` (cached per address); false if
+// none holds it.
+bool module_code_range(const void *addr, uint64_t *lo, uint64_t *hi);
 
 // The slot of the calling thread (nullptr if it has none).
 ThreadSlot *current_slot();

@@ -142,6 +142,9 @@ void Run::orchestrate() {
     set_current_slot(&slot);
     slot.task = nullptr;
     slot.kernel_name = "orchestration";
+    // NOTE: unlike kernels, orchestration code allocates; it is stopped only inside its own module.
+    if (!module_code_range(reinterpret_cast<const void *>(orch_), &slot.code_lo, &slot.code_hi))
+        slot.code_lo = slot.code_hi = 0;
     volatile int rc = 0;
     slot.seq.fetch_add(1, std::memory_order_release);  // odd: orchestration code runs
     if (sigsetjmp(slot.jump, 0) == 0) {
