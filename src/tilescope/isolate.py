@@ -276,7 +276,9 @@ def run_child(
     nbytes = spans[-1].offset + spans[-1].nbytes if spans else 0
     request_dir = Path(tempfile.mkdtemp(prefix="tilescope-isolate-"))
     # NOTE: in the build, so the path the dying child prints stays true; created only on a crash
-    crash_path = Path(program.work_dir).resolve() / "dfx_outputs" / f"{CRASH_REPORT[:-4]}_{request_dir.name}.txt"
+    crash_path = (
+        Path(program.work_dir).resolve() / "dfx_outputs" / f"{CRASH_REPORT[:-4]}_{request_dir.name}.txt"
+    )
     crash_path.parent.mkdir(parents=True, exist_ok=True)
     shared: Path | None = None
     mm: mmap.mmap | None = None
