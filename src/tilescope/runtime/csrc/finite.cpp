@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "dtype.hpp"
+#include "region_rows.hpp"
 
 namespace ts::rt {
 
@@ -41,27 +41,16 @@ FiniteScan scan_finite(const ts_tensor &t) {
         case TS_F64: f = {0x7ff0000000000000ull, 0x000fffffffffffffull}; break;
         default: return out;
     }
-    const int64_t itemsize = dtype_itemsize(t.dtype);
-    int64_t shape[TS_MAX_DIMS], strides[TS_MAX_DIMS];
-    const int32_t pad = TS_MAX_DIMS - t.ndim;
-    for (int32_t d = 0; d < TS_MAX_DIMS; ++d) {
-        shape[d] = d < pad ? 1 : t.shape[d - pad];
-        strides[d] = d < pad ? 0 : t.strides[d - pad];
-    }
-    const char *base = static_cast<const char *>(t.data) + t.offset * itemsize;
-    int64_t index = 0;
-    for (int64_t i0 = 0; i0 < shape[0]; ++i0)
-        for (int64_t i1 = 0; i1 < shape[1]; ++i1)
-            for (int64_t i2 = 0; i2 < shape[2]; ++i2) {
-                const char *row = base + (i0 * strides[0] + i1 * strides[1] + i2 * strides[2]) * itemsize;
-                const int64_t step = strides[3] * itemsize;
-                switch (itemsize) {
-                    case 2: scan_row<uint16_t>(row, shape[3], step, f, index, out); break;
-                    case 4: scan_row<uint32_t>(row, shape[3], step, f, index, out); break;
-                    default: scan_row<uint64_t>(row, shape[3], step, f, index, out); break;
-                }
-                index += shape[3];
-            }
+    const Rows r = rows_of(t);
+    const int64_t step = r.strides[3] * r.itemsize;
+    for_each_row(r, [&](const char *row, int64_t index) {
+        switch (r.itemsize) {
+            case 2: scan_row<uint16_t>(row, r.shape[3], step, f, index, out); break;
+            case 4: scan_row<uint32_t>(row, r.shape[3], step, f, index, out); break;
+            default: scan_row<uint64_t>(row, r.shape[3], step, f, index, out); break;
+        }
+        return true;
+    });
     return out;
 }
 

@@ -14,7 +14,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "dtype.hpp"
+#include "region_rows.hpp"
 #include "task.hpp"
 
 namespace ts::rt {
@@ -138,31 +138,22 @@ int32_t capture_frames(uint64_t pc, uint64_t *frames) {
 }
 
 void write_payload(Out &out, const ts_tensor &t) {
-    const int64_t itemsize = dtype_itemsize(t.dtype);
-    int64_t shape[TS_MAX_DIMS], strides[TS_MAX_DIMS];
-    const int32_t pad = TS_MAX_DIMS - t.ndim;
-    for (int32_t d = 0; d < TS_MAX_DIMS; ++d) {
-        shape[d] = d < pad ? 1 : t.shape[d - pad];
-        strides[d] = d < pad ? 0 : t.strides[d - pad];
-    }
-    const char *base = static_cast<const char *>(t.data) + t.offset * itemsize;
+    const Rows r = rows_of(t);
     char buf[4096];
     int64_t used = 0;
-    for (int64_t i0 = 0; i0 < shape[0]; ++i0)
-        for (int64_t i1 = 0; i1 < shape[1]; ++i1)
-            for (int64_t i2 = 0; i2 < shape[2]; ++i2) {
-                const char *row = base + (i0 * strides[0] + i1 * strides[1] + i2 * strides[2]) * itemsize;
-                if (strides[3] == 1) {
-                    if (used) out.bytes(buf, used), used = 0;
-                    out.bytes(row, shape[3] * itemsize);
-                    continue;
-                }
-                for (int64_t j = 0; j < shape[3]; ++j) {
-                    if (used + itemsize > static_cast<int64_t>(sizeof(buf))) out.bytes(buf, used), used = 0;
-                    std::memcpy(buf + used, row + j * strides[3] * itemsize, static_cast<size_t>(itemsize));
-                    used += itemsize;
-                }
-            }
+    for_each_row(r, [&](const char *row, int64_t) {
+        if (r.strides[3] == 1) {
+            if (used) out.bytes(buf, used), used = 0;
+            out.bytes(row, r.shape[3] * r.itemsize);
+            return true;
+        }
+        for (int64_t j = 0; j < r.shape[3]; ++j) {
+            if (used + r.itemsize > static_cast<int64_t>(sizeof(buf))) out.bytes(buf, used), used = 0;
+            std::memcpy(buf + used, row + j * r.strides[3] * r.itemsize, static_cast<size_t>(r.itemsize));
+            used += r.itemsize;
+        }
+        return true;
+    });
     if (used) out.bytes(buf, used);
 }
 
@@ -188,12 +179,11 @@ void write_crash_report(const ThreadSlot &s, int sig, const siginfo_t *info, uin
                 continue;
             }
             const ts_tensor &x = a.u.t;
-            int64_t bytes = dtype_itemsize(x.dtype);
             out.str(" tensor ").str(dir_name(a.dir)).str(" ").dec(x.dtype).str(" ").dec(x.ndim);
-            for (int32_t d = 0; d < x.ndim; ++d) out.str(" ").dec(x.shape[d]), bytes *= x.shape[d];
+            for (int32_t d = 0; d < x.ndim; ++d) out.str(" ").dec(x.shape[d]);
             out.str(" ;");
             for (int32_t d = 0; d < x.ndim; ++d) out.str(" ").dec(x.strides[d]);
-            out.str(" ; ").dec(x.offset).str(" ").dec(bytes).str("\n");
+            out.str(" ; ").dec(x.offset).str(" ").dec(region_bytes(x)).str("\n");
         }
         out.str("maps_begin\n");
         const int maps = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -209,9 +199,7 @@ void write_crash_report(const ThreadSlot &s, int sig, const siginfo_t *info, uin
         for (int32_t i = 0; i < t.nargs; ++i) {
             const ts_arg &a = t.args[i];
             if (a.kind != TS_ARG_TENSOR || a.dir == TS_OUT) continue;
-            int64_t bytes = dtype_itemsize(a.u.t.dtype);
-            for (int32_t d = 0; d < a.u.t.ndim; ++d) bytes *= a.u.t.shape[d];
-            out.str("payload ").dec(i).str(" ").dec(bytes).str("\n");
+            out.str("payload ").dec(i).str(" ").dec(region_bytes(a.u.t)).str("\n");
             out.flush();
             write_payload(out, a.u.t);
             out.str("\n");

@@ -7,6 +7,7 @@
 
 #include "dtype.hpp"
 #include "finite.hpp"
+#include "region_rows.hpp"
 #include "validation.hpp"
 
 namespace ts::rt {
@@ -260,8 +261,7 @@ void Run::save_inputs(const Task &t, int32_t worker, bool partial, const NanScra
         rec.start_offset = x.offset;
         rec.buffer_id = x.buffer_id;
         if (a.dir != TS_OUT) {
-            int64_t bytes = dtype_itemsize(x.dtype);
-            for (int32_t d = 0; d < x.ndim; ++d) bytes *= x.shape[d];
+            const int64_t bytes = region_bytes(x);
             rec.bin_offset = static_cast<int64_t>(saved_payload_.size());
             saved_payload_.resize(saved_payload_.size() + static_cast<size_t>(bytes));
             char *dst = saved_payload_.data() + rec.bin_offset;
@@ -288,8 +288,7 @@ void Run::before_task(const Task &t, int32_t worker) {
         if (a.kind != TS_ARG_TENSOR || a.dir != TS_INOUT) continue;
         s.dirty_in[static_cast<size_t>(i)] = !scan_finite(a.u.t).clean();
         if (!snapshot) continue;
-        int64_t bytes = dtype_itemsize(a.u.t.dtype);
-        for (int32_t d = 0; d < a.u.t.ndim; ++d) bytes *= a.u.t.shape[d];
+        const int64_t bytes = region_bytes(a.u.t);
         s.offsets[static_cast<size_t>(i)] = static_cast<int64_t>(s.data.size());
         s.data.resize(s.data.size() + static_cast<size_t>(bytes));
         copy_region(s.data.data() + s.offsets[static_cast<size_t>(i)], a.u.t, dtype_itemsize(a.u.t.dtype), bytes);

@@ -8,48 +8,40 @@
 #include <sys/mman.h>
 
 #include "dtype.hpp"
+#include "region_rows.hpp"
 
 namespace ts::rt {
 
 int64_t copy_region(char *dst, const ts_tensor &t, int64_t itemsize, int64_t limit) {
-    int64_t shape[TS_MAX_DIMS], strides[TS_MAX_DIMS];
-    const int32_t pad = TS_MAX_DIMS - t.ndim;  // leading unit dims
-    for (int32_t d = 0; d < TS_MAX_DIMS; ++d) {
-        shape[d] = d < pad ? 1 : t.shape[d - pad];
-        strides[d] = d < pad ? 0 : t.strides[d - pad];
-    }
-    const char *base = static_cast<const char *>(t.data) + t.offset * itemsize;
+    const Rows r = rows_of(t);
     bool dense = true;
     int64_t expected = 1, total = itemsize;
     for (int32_t d = TS_MAX_DIMS - 1; d >= 0; --d) {
-        if (shape[d] != 1 && strides[d] != expected) dense = false;
-        expected *= shape[d];
-        total *= shape[d];
+        if (r.shape[d] != 1 && r.strides[d] != expected) dense = false;
+        expected *= r.shape[d];
+        total *= r.shape[d];
     }
     if (total <= 0 || limit <= 0) return 0;
     if (dense) {
         const int64_t n = std::min(total, limit);
-        std::memcpy(dst, base, static_cast<size_t>(n));
+        std::memcpy(dst, r.base, static_cast<size_t>(n));
         return n;
     }
-    const bool rows_dense = strides[3] == 1 || shape[3] == 1;
-    const int64_t row_bytes = shape[3] * itemsize;
+    const bool rows_dense = r.strides[3] == 1 || r.shape[3] == 1;
+    const int64_t row_bytes = r.shape[3] * itemsize;
     int64_t written = 0;
-    for (int64_t i0 = 0; i0 < shape[0]; ++i0)
-        for (int64_t i1 = 0; i1 < shape[1]; ++i1)
-            for (int64_t i2 = 0; i2 < shape[2]; ++i2) {
-                const char *src = base + (i0 * strides[0] + i1 * strides[1] + i2 * strides[2]) * itemsize;
-                const int64_t n = std::min(row_bytes, limit - written);
-                if (rows_dense) {
-                    std::memcpy(dst + written, src, static_cast<size_t>(n));
-                } else {
-                    for (int64_t b = 0; b < n; b += itemsize)
-                        std::memcpy(dst + written + b, src + (b / itemsize) * strides[3] * itemsize,
-                                    static_cast<size_t>(std::min(itemsize, n - b)));
-                }
-                written += n;
-                if (written >= limit) return written;
-            }
+    for_each_row(r, [&](const char *src, int64_t) {
+        const int64_t n = std::min(row_bytes, limit - written);
+        if (rows_dense) {
+            std::memcpy(dst + written, src, static_cast<size_t>(n));
+        } else {
+            for (int64_t b = 0; b < n; b += itemsize)
+                std::memcpy(dst + written + b, src + (b / itemsize) * r.strides[3] * itemsize,
+                            static_cast<size_t>(std::min(itemsize, n - b)));
+        }
+        written += n;
+        return written < limit;
+    });
     return written;
 }
 
