@@ -223,6 +223,7 @@ def _save(f: Failure, program: CompiledProgram, names: _Names, saved: SavedInput
     import torch
 
     from tilescope.language import dtypes
+    from tilescope.tools.intermediates import record_tensor
 
     func_id = saved.records[0].func_id if saved.records else -1
     args = []
@@ -231,12 +232,9 @@ def _save(f: Failure, program: CompiledProgram, names: _Names, saved: SavedInput
         if r.kind == "scalar":
             args.append(SavedArg(r.arg_index, name, "scalar", r.value))
             continue
-        dtype = dtypes.by_name(r.dtype).torch
-        if r.bin_offset is None:
-            value = torch.empty(r.shape, dtype=dtype)
-        else:
-            raw = np.array(saved.payload[r.bin_offset : r.bin_offset + r.bin_size])
-            value = torch.from_numpy(raw).view(dtype).reshape(r.shape)
+        value = record_tensor(saved.payload, r)
+        if value is None:  # an output: the kernel writes it
+            value = torch.empty(r.shape, dtype=dtypes.by_name(r.dtype).torch)
         args.append(SavedArg(r.arg_index, name, _ROLE[r.role], value, r.arg_index in saved.partial_args))
     try:
         out = save_task_inputs(

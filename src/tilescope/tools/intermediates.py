@@ -28,12 +28,13 @@ if TYPE_CHECKING:
 _STAGE_DIR = {"before_dispatch": "in", "after_completion": "out"}
 
 
-def record_tensor(dump: DumpReport, r: DumpRecord) -> torch.Tensor | None:
-    """The payload of a tensor record as a tensor of its region's shape (None: none kept)."""
+def record_tensor(payload: np.ndarray, r: DumpRecord) -> torch.Tensor | None:
+    """A tensor record's payload (from the dump's or the saved inputs' ``payload``) as a tensor of
+    its region's shape (None: none kept)."""
     if r.bin_offset is None or r.truncated or r.overwritten:
         return None
     dtype = dtypes.by_name(r.dtype).torch
-    raw = np.array(dump.payload[r.bin_offset : r.bin_offset + r.bin_size])
+    raw = np.array(payload[r.bin_offset : r.bin_offset + r.bin_size])
     return torch.from_numpy(raw).view(dtype).reshape(r.shape)
 
 
@@ -85,7 +86,7 @@ def write_intermediates(
             if level == 2:
                 print(f"  {side:<3} {name} = {r.value!r}", file=out)
             continue
-        t = record_tensor(dump, r)
+        t = record_tensor(dump.payload, r)
         if level == 2:
             print(
                 f"  {side:<3} {name} " + (stats_line(t) if t is not None else "(payload not kept)"), file=out
