@@ -85,10 +85,11 @@ def throughput(rows: int, repeat: int, workers: int) -> dict:
 
 
 def overhead_child(variant: str, repeat: int, workers: int) -> float:
-    from tilescope.runtime import core
+    from tilescope.runtime import library
 
-    path = core._build_core(("TS_RUNTIME_NO_DUMP",) if variant == "plain" else ())
-    core._core = (core._open_core(path), path)  # NOTE: before any run, so every runtime uses it
+    library.load_core_variant(
+        ("TS_RUNTIME_NO_DUMP",) if variant == "plain" else ()
+    )  # NOTE: before any run, so every runtime uses it
     prog = tiny_tasks.compile()
     x, y = torch.randn(TINY_TASKS, 8), torch.zeros(TINY_TASKS, 8)
     return timed(lambda: prog.run(x, y, num_workers=workers), repeat)

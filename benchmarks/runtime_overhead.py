@@ -9,13 +9,13 @@ Three measurements, each the median of ``repeat`` runs of ``n`` calls to the sam
   holds n disjoint entries).
 - ``python_loop``: a plain Python loop calling the compiled kernel through ctypes n times.
 
-and the fixed cost of one run, the median over ``runs`` calls of ``core.run_graph`` (as the
+and the fixed cost of one run, the median over ``runs`` calls of ``graph.run_graph`` (as the
 Python caller sees it):
 
 - ``empty``: an orchestration that submits nothing.
 - ``tiny``: 8 no-op tasks writing disjoint rows (no edges).
 
-Workers are reused between runs (``core.runtime_pool()``), so these measure the hand-off to
+Workers are reused between runs (``graph.runtime_pool()``), so these measure the hand-off to
 parked workers, not thread start-up; the first run, which starts them, is not counted.
 
 Run as a script to print a table: ``python benchmarks/runtime_overhead.py [--n 100000]``.
@@ -31,8 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tilescope.language import dtypes
-from tilescope.runtime import core
+from tilescope.ir import dtypes
+from tilescope.ir.types import Direction
+from tilescope.runtime import abi, graph, library
 from tilescope.toolchain import BuildJob, build
 
 NOOP_KERNEL = """
@@ -90,7 +91,7 @@ extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_a
 """
 
 
-def _build(workdir: Path) -> dict[str, core.EntryPoint]:
+def _build(workdir: Path) -> dict[str, library.EntryPoint]:
     sources = {"noop": NOOP_KERNEL, "chain": CHAIN, "fanout": FANOUT, "empty": EMPTY, "tiny": TINY}
     jobs = []
     for name, text in sources.items():
@@ -99,21 +100,21 @@ def _build(workdir: Path) -> dict[str, core.EntryPoint]:
         jobs.append(BuildJob(src, workdir / f"{name}.so"))
     build(jobs)
     return {
-        name: core.load_entry(job.output, "kernel_entry" if name == "noop" else "orchestration_entry")
+        name: library.load_entry(job.output, "kernel_entry" if name == "noop" else "orchestration_entry")
         for name, job in zip(sources, jobs)
     }
 
 
 def _time_graph(
-    entries: dict[str, core.EntryPoint], orch: str, n: int, num_workers: int
+    entries: dict[str, library.EntryPoint], orch: str, n: int, num_workers: int
 ) -> tuple[float, int]:
     """Seconds for one run (as the Python caller sees it) and the number of workers it used."""
     started = time.perf_counter()
-    report = core.run_graph(
+    report = graph.run_graph(
         entries[orch].address,
         [entries["noop"].address],
         ["noop"],
-        [core.scalar_arg(n, dtypes.i64)],
+        [graph.scalar_arg(n, dtypes.i64)],
         num_workers=num_workers,
     )
     elapsed = time.perf_counter() - started
@@ -121,28 +122,28 @@ def _time_graph(
     return elapsed, report.num_workers
 
 
-def _time_runs(entries: dict[str, core.EntryPoint], orch: str, runs: int, num_workers: int) -> float:
+def _time_runs(entries: dict[str, library.EntryPoint], orch: str, runs: int, num_workers: int) -> float:
     """Median seconds of one ``run_graph`` call of a small graph (after one warm-up run)."""
     args = (entries[orch].address, [entries["noop"].address], ["noop"], [])
-    core.run_graph(*args, num_workers=num_workers)
+    graph.run_graph(*args, num_workers=num_workers)
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        core.run_graph(*args, num_workers=num_workers)
+        graph.run_graph(*args, num_workers=num_workers)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
 
-def _time_python_loop(kernel: core.EntryPoint, n: int) -> float:
-    fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(core.TsArg))(kernel.address)
+def _time_python_loop(kernel: library.EntryPoint, n: int) -> float:
+    fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(abi.TsArg))(kernel.address)
     state = (ctypes.c_float * 16)()
-    arg = core.TsArg(kind=core.ArgKind.TENSOR, dir=core.Direction.INOUT)
+    arg = abi.TsArg(kind=abi.ArgKind.TENSOR, dir=abi.DIRECTION_CODES[Direction.INOUT])
     arg.u.t.data = ctypes.addressof(state)
     arg.u.t.buffer_id = ctypes.addressof(state)
     arg.u.t.ndim = 1
     arg.u.t.shape[0] = 16
     arg.u.t.strides[0] = 1
-    args = (core.TsArg * 1)(arg)
+    args = (abi.TsArg * 1)(arg)
     started = time.perf_counter()
     for _ in range(n):
         fn(args)
@@ -156,7 +157,7 @@ def measure(n: int = 100_000, num_workers: int = 0, repeat: int = 3, runs: int =
     Returns a dict with ``n``, ``num_workers`` (as resolved), ``cpus`` and ``chain_us``,
     ``fanout_us``, ``python_loop_us``, ``empty_run_us``, ``tiny_run_us``.
     """
-    core.load_core()
+    library.load_core()
     with tempfile.TemporaryDirectory(prefix="tilescope-bench-") as tmp:
         entries = _build(Path(tmp))
         chain = [_time_graph(entries, "chain", n, num_workers) for _ in range(repeat)]

@@ -35,26 +35,27 @@ def child(variant: str, n: int, repeat: int) -> dict:
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-    from tilescope.language import dtypes
-    from tilescope.runtime import core
+    from tilescope.ir import dtypes
+    from tilescope.runtime import graph, library
 
     import rms_norm
     import runtime_overhead
 
-    path = core._build_core(("TS_RUNTIME_NO_GUARDS",) if variant == "plain" else ())
-    core._core = (core._open_core(path), path)  # NOTE: before any run, so every runtime uses it
+    library.load_core_variant(
+        ("TS_RUNTIME_NO_GUARDS",) if variant == "plain" else ()
+    )  # NOTE: before any run, so every runtime uses it
     budget = 60.0 if variant == "watchdog" else 0.0
-    checks = core.RunChecks(task_timeout_s=budget)
+    checks = graph.RunChecks(task_timeout_s=budget)
     with tempfile.TemporaryDirectory(prefix="tilescope-bench-") as tmp:
         entries = runtime_overhead._build(Path(tmp))
         chain = []
         for _ in range(repeat):
             t0 = time.perf_counter()
-            core.run_graph(
+            graph.run_graph(
                 entries["chain"].address,
                 [entries["noop"].address],
                 ["noop"],
-                [core.scalar_arg(n, dtypes.i64)],
+                [graph.scalar_arg(n, dtypes.i64)],
                 checks=checks,
             )
             chain.append((time.perf_counter() - t0) / n * 1e6)

@@ -11,8 +11,8 @@ import torch
 
 import tilescope as ts
 from tilescope.errors import ArgumentError, ConfigError, RuntimeFailure
-from tilescope.program import CompiledProgram
-from tilescope.runtime import core
+from tilescope.launch.program import CompiledProgram
+from tilescope.runtime import library
 
 R, C = 8, 16
 T = ts.Tensor[[R, C], ts.f32]
@@ -72,7 +72,7 @@ def edited(prog: CompiledProgram, old: str, new: str) -> CompiledProgram:
 
 
 def failure_of(prog, *args, **cfg):
-    core.load_core()  # built on first use: not part of the time to the report
+    library.load_core()  # built on first use: not part of the time to the report
     t0 = time.perf_counter()
     with pytest.raises(RuntimeFailure) as e:
         prog.run(*args, **cfg)

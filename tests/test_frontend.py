@@ -7,6 +7,7 @@ import pytest
 import tilescope as ts
 from tilescope.ir.nodes import Assign, BinOp, Evaluate, For, Load, MatMul, Reduce, Store, Submit, Var
 from tilescope.ir.types import Direction, IndexType, TileType
+from tilescope.language.frontend import kernel_ir
 
 F = ts.f32
 
@@ -30,7 +31,7 @@ def scale_rows(x: ts.Tensor[[8, 16], F], y: ts.Out[[8, 16], F], s: ts.Scalar[F])
 
 
 def test_kernel_ir_structure():
-    k = scale_rows.ir()
+    k = kernel_ir(scale_rows)
     assert [p.direction for p in k.params] == [Direction.IN, Direction.OUT, Direction.SCALAR]
     assert isinstance(k.body[0], Assign) and k.body[0].value.type == TileType((8, 1), F)
     loop = k.body[1]
@@ -92,7 +93,7 @@ def compile_time(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
 
 
 def test_compile_time_values_and_inline_helpers():
-    k = compile_time.ir()
+    k = kernel_ir(compile_time)
     assigns = [s for s in k.body if isinstance(s, Assign)]
     assert [s.target for s in assigns] == ["t", "u", "t"]  # the helper's local keeps its name
     assert isinstance(assigns[1].value, BinOp) and assigns[1].value.op == "add"
@@ -109,7 +110,7 @@ def counter(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
 
 
 def test_compile_time_variable_reassigned_in_loop_becomes_a_loop_carried_value():
-    k = counter.ir()
+    k = kernel_ir(counter)
     assert [getattr(s, "target", None) for s in k.body[:2]] == ["acc", "k"]  # k materialised before the loop
     assert isinstance(k.body[1].value.type, IndexType)
     inner = k.body[2].body
@@ -120,7 +121,7 @@ def test_compile_time_variable_reassigned_in_loop_becomes_a_loop_carried_value()
 # -- unsupported constructs: each error names the user's file:line and says what to write ----
 
 
-def _expect(fn, fragment: str, hint: str, getter=lambda f: f.ir()):
+def _expect(fn, fragment: str, hint: str, getter=lambda f: kernel_ir(f)):
     with pytest.raises(ts.DSLError) as info:
         getter(fn)
     err = info.value
@@ -296,7 +297,7 @@ def test_annotation_errors_are_clear():
 # -- compile-time Python, literals, assignments --------------------------------------------------
 
 
-def _expect_at(fn, text: str, fragment: str, error=ts.DSLError, getter=lambda f: f.ir()):
+def _expect_at(fn, text: str, fragment: str, error=ts.DSLError, getter=lambda f: kernel_ir(f)):
     with pytest.raises(error) as info:
         getter(fn)
     assert fragment in info.value.message
@@ -344,7 +345,7 @@ def test_errors_in_compile_time_python_point_at_the_line():
         def div0(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
             ts.store(y, [0, 1 // 0], ts.load(x, [0, 0], [4, 4]))
 
-        div0.ir()
+        kernel_ir(div0)
 
 
 def test_integer_literals_must_fit_the_dtype():
@@ -401,7 +402,7 @@ def calls_reassigning_helper(a: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
 
 
 def test_helper_parameter_is_a_new_variable():
-    body = calls_reassigning_helper.ir().body
+    body = kernel_ir(calls_reassigning_helper).body
     assert [s.target for s in body if isinstance(s, Assign)] == ["t", "x", "u"]
     assert body[1].value.lhs == Var("t", TileType((4, 4), F))
 
@@ -416,7 +417,7 @@ def swaps_three(a: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
 
 
 def test_tuple_assignment_copies_only_values_an_earlier_name_overwrites():
-    body = swaps_three.ir().body
+    body = kernel_ir(swaps_three).body
     assigns = [(s.target, s.value) for s in body if isinstance(s, Assign)]
     # r's value (p) is overwritten by the first name: it alone is copied first
     assert [t for t, _ in assigns] == ["p", "q", "r", "r_1", "p", "q", "r"]

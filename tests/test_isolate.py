@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from tilescope import cli, isolate
-from tilescope.crash import parse_crash_report, read_crash_report
+from tilescope import cli
+from tilescope.debug.crash import parse_crash_report, read_crash_report
 from tilescope.errors import RuntimeFailure, TilescopeError
-from tilescope.program import CompiledProgram
-from tilescope.replay import replay_task, saved_task_dirs
+from tilescope.launch import isolate
+from tilescope.launch.program import CompiledProgram
+from tilescope.launch.task import replay_task, saved_task_dirs
 
 import rms_norm
 
@@ -205,7 +206,7 @@ def test_crash_report_cut_short_still_reads(crashing, crashed, tmp_path):
     x, gamma, y, eps = crashed[1]
     script = (
         "import sys, torch\n"
-        "from tilescope.program import CompiledProgram\n"
+        "from tilescope.launch.program import CompiledProgram\n"
         "p = CompiledProgram(sys.argv[1])\n"
         "x, g, y = (torch.load(f, weights_only=True) for f in sys.argv[2:5])\n"
         "p.run(x, g, y, 1e-6, serial=True)\n"

@@ -28,7 +28,7 @@ def program(body: str, orch: str = "    k(x, y)\n", params: str = ""):
         )
         + orch
     )
-    return load_source(src, f"<pass test {abs(hash(src))}>").program()
+    return load_source(src, f"<pass test {abs(hash(src))}>")
 
 
 def test_fold_constants_simplifies_index_identities():

@@ -12,6 +12,7 @@ import tilescope as ts
 from tilescope.codegen.kernel_cpp import kernel_cpp
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
 from tilescope.ir.nodes import Assign, For, walk_stmts
+from tilescope.language.frontend import kernel_ir
 from tilescope.toolchain.compiler import BuildJob, compile_command, find_cxx
 
 F = ts.f32
@@ -178,7 +179,7 @@ def p_nested_same_name(a: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
 
 
 def test_nested_loops_of_the_same_name():
-    loops = [s for s in walk_stmts(nested_same_name.ir().body) if isinstance(s, For)]
+    loops = [s for s in walk_stmts(kernel_ir(nested_same_name).body) if isinstance(s, For)]
     assert [f.var for f in loops] == ["i", "i_1"]
     a = torch.arange(16.0).reshape(4, 4)
     _, out = run_both(p_nested_same_name, lambda: [a.clone(), torch.zeros(4, 4)])
@@ -188,7 +189,7 @@ def test_nested_loops_of_the_same_name():
 def test_interp_scopes_a_shadowing_loop_variable_like_the_cpp():
     import dataclasses
 
-    from tilescope.program import compile_program
+    from tilescope.launch.program import compile_program
 
     program = p_nested_same_name.program()
     k = program.kernels[0]
@@ -235,7 +236,7 @@ def p_shifted_rows(a: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
 
 
 def test_assigning_the_loop_variable_binds_a_new_variable():
-    loop = shifted_rows.ir().body[0]
+    loop = kernel_ir(shifted_rows).body[0]
     assert loop.var == "i" and isinstance(loop.body[0], Assign) and loop.body[0].target == "i_1"
     a = torch.arange(1.0, 17.0).reshape(4, 4)
     _, out = run_both(p_shifted_rows, lambda: [a.clone(), torch.zeros(4, 4)])

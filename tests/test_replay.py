@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import tilescope as ts
+from tilescope.build.signature_check import SignatureMismatch
 from tilescope.harness import run_jit
 from tilescope.harness.data import DataError
-from tilescope.signature_check import SignatureMismatch
 from tilescope.toolchain import compiler as toolchain
 
 import vector_dag

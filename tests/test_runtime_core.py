@@ -4,6 +4,7 @@ threads, process exit and fork), through hand-written C++ orchestrations."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import random
 import subprocess
@@ -17,9 +18,11 @@ import pytest
 import torch
 
 from tilescope.errors import ArgumentError, RuntimeFailure
-from tilescope.language import dtypes
-from tilescope.runtime import core
-from tilescope.runtime.core import Direction, EdgeRecord, scalar_arg, tensor_arg
+from tilescope.ir import dtypes
+from tilescope.ir.types import Direction
+from tilescope.runtime import abi, collect, graph, library, records
+from tilescope.runtime.graph import scalar_arg, tensor_arg
+from tilescope.runtime.records import EdgeRecord
 from tilescope.toolchain import BuildJob, build
 
 PRIME = 1_000_003
@@ -253,22 +256,22 @@ def libs(tmp_path_factory):
                 src.write_text(text)
                 jobs[prefix + name] = BuildJob(src, root / f"{prefix}{name}.so")
         build(list(jobs.values()))
-        core.load_core()
+        library.load_core()
     entries = {}
     for key, job in jobs.items():
-        entries[key] = core.load_entry(
+        entries[key] = library.load_entry(
             job.output, "kernel_entry" if key.startswith("k_") else "orchestration_entry"
         )
     return entries
 
 
-def run(libs, orch: str, kernels: list[str], args: list, **kwargs) -> core.RunReport:
-    return core.run_graph(
+def run(libs, orch: str, kernels: list[str], args: list, **kwargs) -> records.RunReport:
+    return graph.run_graph(
         libs[f"o_{orch}"].address, [libs[f"k_{k}"].address for k in kernels], kernels, args, **kwargs
     )
 
 
-def edges_of(report: core.RunReport) -> list[tuple]:
+def edges_of(report: records.RunReport) -> list[tuple]:
     return sorted((e.pred, e.succ, e.arg, e.kind, e.source) for e in report.edges)
 
 
@@ -277,8 +280,8 @@ def T(pred, succ, arg, kind):
 
 
 def test_ctypes_mirror_matches_the_core(libs):
-    lib = core.load_core()
-    assert lib.ts_core_sizeof_arg() == 104 == core.ctypes.sizeof(core.TsArg)
+    lib = library.load_core()
+    assert lib.ts_core_sizeof_arg() == 104 == ctypes.sizeof(abi.TsArg)
     assert lib.ts_core_abi_version() == 1
 
 
@@ -414,7 +417,7 @@ def sequential_reference(plan: np.ndarray, bufs: list[np.ndarray]) -> None:
 
 def run_plan(
     libs, plan: np.ndarray, init: list[np.ndarray], **kwargs
-) -> tuple[core.RunReport, list[torch.Tensor]]:
+) -> tuple[records.RunReport, list[torch.Tensor]]:
     bufs = [torch.from_numpy(b.copy()) for b in init]
     plan_t = torch.from_numpy(plan)
     args = [
@@ -600,14 +603,14 @@ def test_intermediate_tensors_are_zero_filled_and_ordered(libs):
 
 def test_arguments_are_validated_in_python(libs):
     with pytest.raises(ArgumentError, match="run_graph: 1 kernel addresses but 2 names"):
-        core.run_graph(libs["o_overlap"].address, [libs["k_noop"].address], ["a", "b"], [])
+        graph.run_graph(libs["o_overlap"].address, [libs["k_noop"].address], ["a", "b"], [])
     with pytest.raises(ArgumentError, match="at most 4"):
         tensor_arg(torch.zeros(1, 1, 1, 1, 1), Direction.IN)
     with pytest.raises(ArgumentError, match="not an integer"):
         scalar_arg(1.5, dtypes.i32)
     with pytest.raises(ArgumentError, match="unknown argument direction 'sideways'"):
         tensor_arg(torch.zeros(2), "sideways")
-    assert tensor_arg(torch.zeros(2), "inout").dir == Direction.INOUT
+    assert tensor_arg(torch.zeros(2), "inout").dir == abi.DIRECTION_CODES[Direction.INOUT]
     arg = tensor_arg(torch.zeros(6, 8)[2:5, 1:3], Direction.IN)
     t = arg.u.t
     assert (t.ndim, list(t.shape[:2]), list(t.strides[:2]), t.offset, t.dtype) == (2, [3, 2], [8, 1], 17, 0)
@@ -642,14 +645,14 @@ COLUMNS_EDGES = sorted(
 
 
 def run_on(
-    runtime: core.Runtime, libs, orch: str, kernels: list[str], args: list, **kwargs
-) -> core.RunReport:
+    runtime: graph.Runtime, libs, orch: str, kernels: list[str], args: list, **kwargs
+) -> records.RunReport:
     return runtime.run(
         libs[f"o_{orch}"].address, [libs[f"k_{k}"].address for k in kernels], kernels, args, **kwargs
     )
 
 
-def check_clean_overlap(report: core.RunReport, num_workers: int) -> None:
+def check_clean_overlap(report: records.RunReport, num_workers: int) -> None:
     """The report of the "overlap" program holds that run's records and nothing else."""
     assert (report.status, report.error, report.num_tasks, report.num_dependencies) == (0, "", 7, 9)
     assert edges_of(report) == OVERLAP_EDGES
@@ -661,7 +664,7 @@ def check_clean_overlap(report: core.RunReport, num_workers: int) -> None:
 
 
 def test_a_failed_run_leaves_nothing_behind_on_its_runtime(libs):
-    with core.Runtime(2) as runtime:
+    with graph.Runtime(2) as runtime:
         x = torch.zeros(8, 8)
         y = torch.full((4, 8), -5, dtype=torch.int64)
         inter_args = [
@@ -712,7 +715,7 @@ def test_two_programs_alternately_on_one_runtime(libs):
     expected = [b.copy() for b in init]
     sequential_reference(plan, expected)
     x = torch.zeros(8, 8)
-    with core.Runtime(3) as runtime:
+    with graph.Runtime(3) as runtime:
         for i in range(60):
             report = run_on(
                 runtime,
@@ -756,16 +759,16 @@ def test_two_programs_alternately_on_one_runtime(libs):
 
 
 def test_run_graph_reuses_pooled_runtimes(libs, monkeypatch):
-    pool = core.RuntimePool(max_idle=2)
-    monkeypatch.setattr(core, "_runtimes", pool)
-    created: list[core.Runtime] = []
+    pool = graph.RuntimePool(max_idle=2)
+    monkeypatch.setattr(graph, "_runtimes", pool)
+    created: list[graph.Runtime] = []
 
-    class CountingRuntime(core.Runtime):
+    class CountingRuntime(graph.Runtime):
         def __init__(self, num_workers: int = 0) -> None:
             super().__init__(num_workers)
             created.append(self)
 
-    monkeypatch.setattr(core, "Runtime", CountingRuntime)
+    monkeypatch.setattr(graph, "Runtime", CountingRuntime)
     x = torch.zeros(8, 8)
     for _ in range(3):
         check_clean_overlap(
@@ -806,7 +809,7 @@ def test_concurrent_runs_get_separate_runtimes_or_wait(libs):
     sequential_reference(plan, expected)
     errors: list[str] = []
 
-    def worker(shared: core.Runtime | None) -> None:
+    def worker(shared: graph.Runtime | None) -> None:
         for _ in range(8):
             bufs = [torch.from_numpy(b.copy()) for b in init]
             args = [tensor_arg(bufs[0], Direction.INOUT), tensor_arg(bufs[1], Direction.INOUT)]
@@ -824,29 +827,29 @@ def test_concurrent_runs_get_separate_runtimes_or_wait(libs):
             if report.num_tasks != 400 or not {t.worker for t in report.tasks} <= {0, 1}:
                 errors.append(f"bad report: {report.num_tasks} tasks")
 
-    with core.Runtime(2) as shared:
+    with graph.Runtime(2) as shared:
         threads = [threading.Thread(target=worker, args=(shared if i % 2 else None,)) for i in range(4)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     assert errors == []
-    assert len(core.runtime_pool().idle_workers()) <= core.MAX_IDLE_RUNTIMES
+    assert len(graph.runtime_pool().idle_workers()) <= graph.MAX_IDLE_RUNTIMES
     with pytest.raises(RuntimeFailure, match="this runtime is closed"):
         run_on(shared, libs, "returns_nonzero", ["noop"], [])
 
 
 def test_the_c_api_without_a_pool(libs):
     """ts_run (a runtime of its own per call) still works; ts_runtime_run checks the worker count."""
-    lib = core.load_core()
+    lib = library.load_core()
     x = torch.zeros(8, 8)
-    kernels = (core.ctypes.c_void_p * 1)(libs["k_noop"].address)
-    names = (core.ctypes.c_char_p * 1)(b"noop")
-    args = (core.TsArg * 1)(tensor_arg(x, Direction.INOUT))
-    config = core.TsRunConfig(2, 1, 1)
-    handle = lib.ts_run(core.ctypes.byref(config), libs["o_overlap"].address, kernels, names, 1, args, 1)
+    kernels = (ctypes.c_void_p * 1)(libs["k_noop"].address)
+    names = (ctypes.c_char_p * 1)(b"noop")
+    args = (abi.TsArg * 1)(tensor_arg(x, Direction.INOUT))
+    config = abi.TsRunConfig(2, 1, 1)
+    handle = lib.ts_run(ctypes.byref(config), libs["o_overlap"].address, kernels, names, 1, args, 1)
     try:
-        check_clean_overlap(core._collect(lib, handle, True), 2)
+        check_clean_overlap(collect.collect(lib, handle, True), 2)
     finally:
         lib.ts_run_free(handle)
 
@@ -854,7 +857,7 @@ def test_the_c_api_without_a_pool(libs):
     try:
         assert lib.ts_runtime_num_workers(runtime) == 3
         handle = lib.ts_runtime_run(
-            runtime, core.ctypes.byref(config), libs["o_overlap"].address, kernels, names, 1, args, 1
+            runtime, ctypes.byref(config), libs["o_overlap"].address, kernels, names, 1, args, 1
         )
         try:
             assert lib.ts_run_status(handle) == 1
@@ -870,23 +873,23 @@ def test_the_c_api_without_a_pool(libs):
 
 EXIT_SCRIPT = """
 import os, sys, threading, time
-from tilescope.language import dtypes
-from tilescope.runtime import core
+from tilescope.ir import dtypes
+from tilescope.runtime import graph, library
 
 mode, orch_path, kernel_path = sys.argv[1:4]
-orch = core.load_entry(orch_path, "orchestration_entry")
-spin = core.load_entry(kernel_path, "kernel_entry")
+orch = library.load_entry(orch_path, "orchestration_entry")
+spin = library.load_entry(kernel_path, "kernel_entry")
 
 
 def chain(n, us, **kw):
-    args = [core.scalar_arg(n, dtypes.i64), core.scalar_arg(us, dtypes.f64)]
-    return core.run_graph(orch.address, [spin.address], ["spin"], args, **kw)
+    args = [graph.scalar_arg(n, dtypes.i64), graph.scalar_arg(us, dtypes.f64)]
+    return graph.run_graph(orch.address, [spin.address], ["spin"], args, **kw)
 
 
 for workers in (2, 0, 2):
     assert chain(20, 50, num_workers=workers).num_tasks == 20
-kept = core.Runtime(3)  # never closed: parked workers at exit
-kept.run(orch.address, [spin.address], ["spin"], [core.scalar_arg(5, dtypes.i64), core.scalar_arg(10.0, dtypes.f64)])
+kept = graph.Runtime(3)  # never closed: parked workers at exit
+kept.run(orch.address, [spin.address], ["spin"], [graph.scalar_arg(5, dtypes.i64), graph.scalar_arg(10.0, dtypes.f64)])
 if mode == "daemon":  # a run still in progress when the interpreter exits
     threading.Thread(target=chain, args=(1000, 1e6), kwargs={"num_workers": 2}, daemon=True).start()
     time.sleep(0.2)
@@ -899,7 +902,7 @@ elif mode == "fork":
             try:
                 kept.run(orch.address, [spin.address], ["spin"], [])
                 ok = False
-            except core.RuntimeFailure as e:
+            except RuntimeFailure as e:
                 ok = ok and "another process" in str(e)
         finally:
             os._exit(0 if ok else 3)
@@ -914,7 +917,7 @@ print("done", flush=True)
 def test_process_exits_cleanly_with_parked_workers(libs, tmp_path, mode):
     script = tmp_path / "exit_script.py"
     script.write_text(textwrap.dedent(EXIT_SCRIPT))
-    env = dict(os.environ, TILESCOPE_CACHE_DIR=str(core.library_path().parents[2]))
+    env = dict(os.environ, TILESCOPE_CACHE_DIR=str(library.library_path().parents[2]))
     # NOTE: the timeout is the assertion that exit does not wait for the daemon's 1000 s graph.
     proc = subprocess.run(
         [sys.executable, str(script), mode, libs["o_spin_chain"].library._name, libs["k_spin"].library._name],

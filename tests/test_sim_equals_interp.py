@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tilescope.language.frontend import load_source
+from tilescope.launch.program import compile_program
 
 LEAVES = ["a", "b", "r", "c", "s", "0.5", "2.0"]  # a, b: [8, 16]; r: [8, 1]; c: [1, 16]; s: scalar
 
@@ -56,7 +57,7 @@ def p(x: ts.Tensor[[8, 16], ts.f32], v: ts.Tensor[[8, 1], ts.f32], w: ts.Tensor[
 @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(exprs())
 def test_sim_equals_interp(expr):
-    prog = load_source(TEMPLATE.format(expr=expr), f"<sim-vs-interp {abs(hash(expr))}>").compile()
+    prog = compile_program(load_source(TEMPLATE.format(expr=expr), f"<sim-vs-interp {abs(hash(expr))}>"))
     gen = torch.Generator().manual_seed(0)
     x, v, w = (torch.rand(shape, generator=gen) * 2 - 1 for shape in ([8, 16], [8, 1], [1, 16]))
     outs = {}
@@ -84,7 +85,7 @@ def p(x: ts.Tensor[[16, 32], ts.bf16], y: ts.Out[[16, 32], ts.bf16], s: ts.Scala
 
 
 def test_bf16_scalars_adopt_the_tile_dtype_identically_on_sim_and_interp():
-    prog = load_source(BF16_SOURCE, "<bf16 scalars>").compile()
+    prog = compile_program(load_source(BF16_SOURCE, "<bf16 scalars>"))
     x = torch.randn(16, 32, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
     outs = {}
     for platform in ("sim", "interp"):
@@ -123,7 +124,7 @@ def _cast_program():
         f"    ts.store(yh, [{r}, 0], ts.cast(b, ts.i8, mode={m!r}))"
         for r, m in enumerate(CAST_MODES)
     )
-    return load_source(CAST_SOURCE.format(stores=stores), "<casts>").compile()
+    return compile_program(load_source(CAST_SOURCE.format(stores=stores), "<casts>"))
 
 
 halves = st.integers(-300, 300).map(lambda n: n + 0.5)

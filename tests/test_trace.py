@@ -7,14 +7,10 @@ from collections import Counter
 import pytest
 import torch
 
+from tilescope.debug.trace import write_trace
 from tilescope.harness import run_jit
-from tilescope.runtime import core
-from tilescope.tools.trace import (
-    TraceError,
-    register,
-    summarize_trace,
-    write_trace,
-)
+from tilescope.runtime import graph, records
+from tilescope.tools.trace import TraceError, register, summarize_trace
 
 import rms_norm
 import vector_dag
@@ -94,7 +90,7 @@ def test_trace_through_run_jit_and_the_command(capsys):
     assert result.passed, result
     path = result.work_dir / "dfx_outputs" / "trace.json"
     data = _load(path)
-    from tilescope.program import CompiledProgram
+    from tilescope.launch.program import CompiledProgram
 
     prog = CompiledProgram.from_dir(result.work_dir)
     slices = _check_structure(data, prog, num_workers=2)
@@ -130,13 +126,13 @@ def test_no_trace_without_enable_trace():
 
 def _run_with_edges(prog, args, num_workers=2):
     """A sim run of ``prog`` with dependency and task recording on (what enable_dep_gen will do)."""
-    loaded = prog._load()
+    loaded = prog.binaries()
     cargs = [
-        core.scalar_arg(a, spec.dtype) if spec.shape is None else core.tensor_arg(a, spec.direction)
+        graph.scalar_arg(a, spec.dtype) if spec.shape is None else graph.tensor_arg(a, spec.direction)
         for spec, a in zip(prog.args, args)
     ]
-    return core.run_graph(
-        loaded.orch,
+    return graph.run_graph(
+        loaded.orchestration,
         loaded.kernels,
         [k["name"] for k in prog.kernels],
         cargs,
@@ -184,7 +180,7 @@ def test_skipped_tasks_are_listed_not_drawn(tmp_path):
     prog = vector_dag.vector_dag.compile()
     report = _run_with_edges(prog, _vector_dag_args())
     t3 = report.tasks[3]
-    report.tasks[3] = core.TaskRecord(t3.task_id, t3.func_id, t3.name, -1, 0, 0, 0)
+    report.tasks[3] = records.TaskRecord(t3.task_id, t3.func_id, t3.name, -1, 0, 0, 0)
     report.status, report.error = 1, "injected failure"
     (path,) = write_trace(tmp_path, prog, report)
     data = _load(path)

@@ -13,10 +13,10 @@ from tilescope.errors import (
     UnsupportedSyntaxError,
     VerifyError,
 )
+from tilescope.ir.dtypes import bf16, bool_, f16, f32, f64, i8, i32, i64, u8
 from tilescope.ir.types import Direction as ArgDirection
 from tilescope.language.annotations import InOut, Out, Scalar, Tensor
-from tilescope.language.decorators import inline, jit, kernel
-from tilescope.language.dtypes import bf16, bool_, f16, f32, f64, i8, i32, i64, u8
+from tilescope.language.decorators import inline, kernel
 from tilescope.language.ops import (
     abs,
     cast,
@@ -50,10 +50,13 @@ from tilescope.language.ops import (
     where,
     zeros,
 )
+from tilescope.launch.jit import jit
+from tilescope.launch.program import CompiledProgram
 
 __all__ = [
     "__version__",
     "ArgDirection",
+    "CompiledProgram",
     "ArgumentError",
     "ConfigError",
     "DSLError",
@@ -113,13 +116,9 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # CompiledProgram pulls in the runtime binding; import it on first use.
-    if name == "CompiledProgram":
-        from tilescope.program import CompiledProgram
-
-        return CompiledProgram
+    # NOTE: the harness (and torch behind it) is imported on first use only.
     if name == "replay_compiled":
-        from tilescope.replay import replay_compiled
+        from tilescope.harness.replay import replay_compiled
 
         return replay_compiled
     raise AttributeError(f"module 'tilescope' has no attribute {name!r}")

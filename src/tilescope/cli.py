@@ -9,6 +9,10 @@ import argparse
 import sys
 
 from tilescope._version import __version__
+from tilescope.harness import replay
+from tilescope.runtime import library
+from tilescope.toolchain import compiler
+from tilescope.tools import deps, dump_viewer, trace
 
 
 def _check_torch() -> tuple[str, bool, str]:
@@ -21,17 +25,13 @@ def _check_torch() -> tuple[str, bool, str]:
 
 def _check_runtime() -> tuple[str, bool, str]:
     try:
-        from tilescope.runtime import core
-
-        path = core.library_path()
+        path = library.library_path()
     except Exception as e:  # noqa: BLE001 - doctor reports whatever failed
         return ("runtime core", False, f"cannot build or load: {e}")
     return ("runtime core", True, f"built and loaded ({path})")
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from tilescope.toolchain import compiler
-
     checks = [*compiler.check(), _check_torch()]
     if all(ok for _, ok, _ in checks):
         checks.append(_check_runtime())
@@ -54,16 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("doctor", help="check g++, torch and the cache directory")
     p.set_defaults(fn=cmd_doctor)
-    from tilescope import replay
-
     p = sub.add_parser(
         "replay",
         help="re-run a build on its saved data (or --golden-data), or one task on its saved inputs (--task ID)",
     )
     replay.add_replay_args(p)
     p.set_defaults(fn=replay.run_cli)
-    from tilescope.tools import deps, dump_viewer, trace
-
     dump_viewer.register(sub)
     deps.register(sub)
     trace.register(sub)

@@ -22,7 +22,7 @@ Hand edits to kernels/**/*.cpp, orchestration/*.cpp or ir/{program}.py are rebui
 import sys
 from pathlib import Path
 
-from tilescope.replay import main
+from tilescope.harness.replay import main
 
 BUILD_DIR = Path(__file__).resolve().parent.parent
 

@@ -16,10 +16,10 @@ import os
 from collections.abc import Iterable
 
 from tilescope.errors import SourceLoc
+from tilescope.ir import dtypes as dt
+from tilescope.ir.dtypes import DType
 from tilescope.ir.nodes import Assign, BinOp, Const, Expr, For, UnOp, Var, walk_exprs, walk_stmts
 from tilescope.ir.types import IndexType, ScalarType, TileType, Type
-from tilescope.language import dtypes as dt
-from tilescope.language.dtypes import DType
 
 CPP_RESERVED = frozenset(
     """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t char32_t class

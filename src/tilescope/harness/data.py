@@ -13,52 +13,29 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from tilescope.build.manifest import ArgSpec
+from tilescope.build.paths import atomic_save
 from tilescope.errors import TilescopeError
-from tilescope.language import dtypes as dt
+from tilescope.ir.types import Direction
 
 
 class DataError(TilescopeError):
     """A data directory does not match the program it is replayed against."""
 
 
-@dataclass(frozen=True)
-class DataArg:
-    """What a data directory must hold for one program argument."""
-
-    name: str
-    direction: str  # in | out | inout | scalar
-    shape: tuple[int, ...] | None  # None for scalars
-    dtype: dt.DType
-
-    @property
-    def is_input(self) -> bool:
-        return self.direction in ("in", "inout", "scalar")
-
-    @property
-    def is_output(self) -> bool:
-        return self.direction in ("out", "inout")
-
-
-def _atomic_save(value: torch.Tensor, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    torch.save(value, tmp)
-    os.replace(tmp, path)
-
-
-def _as_tensor(arg: DataArg, value: Any) -> torch.Tensor:
+def _as_tensor(arg: ArgSpec, value: Any) -> torch.Tensor:
     if arg.shape is None:
         return torch.tensor(value, dtype=arg.dtype.torch)
     return value.detach().cpu().contiguous()
 
 
 def save_snapshot(
-    data_dir: Path, args: list[DataArg], inputs: dict[str, Any], golden: dict[str, Any], meta: dict[str, Any]
+    data_dir: Path, args: list[ArgSpec], inputs: dict[str, Any], golden: dict[str, Any], meta: dict[str, Any]
 ) -> Path:
     """Write ``inputs`` (values before the run) to ``in/``, ``golden`` to ``out/`` and ``meta``
     (the tolerances and seed of the run) to ``meta.json``."""
@@ -70,9 +47,9 @@ def save_snapshot(
     (data_dir / "out").mkdir(parents=True)
     for a in args:
         if a.is_input:
-            _atomic_save(_as_tensor(a, inputs[a.name]), data_dir / "in" / f"{a.name}.pt")
+            atomic_save(_as_tensor(a, inputs[a.name]), data_dir / "in" / f"{a.name}.pt")
         if a.is_output:
-            _atomic_save(_as_tensor(a, golden[a.name]), data_dir / "out" / f"{a.name}.pt")
+            atomic_save(_as_tensor(a, golden[a.name]), data_dir / "out" / f"{a.name}.pt")
     (data_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     return data_dir
 
@@ -98,7 +75,7 @@ def _load(path: Path, problems: list[str]) -> torch.Tensor | None:
     return value
 
 
-def _check(a: DataArg, value: torch.Tensor, path: Path, problems: list[str]) -> None:
+def _check(a: ArgSpec, value: torch.Tensor, path: Path, problems: list[str]) -> None:
     shape = () if a.shape is None else a.shape
     if tuple(value.shape) != shape:
         problems.append(f"{path}: shape {list(value.shape)}, expected {list(shape)} for argument {a.name!r}")
@@ -107,7 +84,7 @@ def _check(a: DataArg, value: torch.Tensor, path: Path, problems: list[str]) -> 
 
 
 def load_snapshot(
-    data_dir: str | os.PathLike, args: list[DataArg]
+    data_dir: str | os.PathLike, args: list[ArgSpec]
 ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """Every argument's value before the run (from ``in/``; scalars as Python numbers; Out-only
     tensors as zeros) and the golden outputs (from ``out/``)."""
@@ -133,7 +110,7 @@ def load_snapshot(
         for a in wanted:
             path = folder / f"{a.name}.pt"
             if a.name not in present:
-                problems.append(f"{path}: missing (argument {a.name!r}, {a.direction})")
+                problems.append(f"{path}: missing (argument {a.name!r}, {a.direction.value})")
                 continue
             value = _load(path, problems)
             if value is None:
@@ -145,7 +122,7 @@ def load_snapshot(
             f"{present[n]}: not an {'input' if sub == 'in' else 'output'} of the program" for n in extra
         ]
     for a in args:
-        if a.direction == "out":  # written by the program; starts as zeros, like a generated run
+        if a.direction is Direction.OUT:  # written by the program; starts as zeros, like a generated run
             inputs[a.name] = torch.zeros(a.shape, dtype=a.dtype.torch)
     if problems:
         raise DataError(

@@ -19,11 +19,14 @@ import torch
 
 from tilescope import knobs
 from tilescope._logging import configure, level_number
+from tilescope.build.manifest import ArgSpec, Build
+from tilescope.build.paths import DATA_DIR
+from tilescope.debug.failures import Failure
 from tilescope.errors import ConfigError, TilescopeError
-from tilescope.failures import Failure
 from tilescope.harness.compare import CompareReport, compare_outputs
-from tilescope.harness.data import DataArg, load_snapshot, save_snapshot
+from tilescope.harness.data import load_snapshot, save_snapshot
 from tilescope.harness.specs import Spec, generate, outputs
+from tilescope.launch.program import CompiledProgram
 
 
 @dataclass
@@ -75,8 +78,8 @@ class Phases:
         return out
 
 
-def data_args(compiled) -> list[DataArg]:
-    return [DataArg(a.name, a.direction, a.shape, a.dtype) for a in compiled.args]
+def data_args(compiled: Build) -> list[ArgSpec]:
+    return list(compiled.args)
 
 
 def _clone(values: dict[str, Any]) -> dict[str, Any]:
@@ -109,7 +112,7 @@ def execute(
     )
     result.num_tasks = info.num_tasks
     result.nan = info.nan
-    out_names = [a.name for a in compiled.args if a.direction in ("out", "inout")]
+    out_names = [a.name for a in compiled.args if a.is_output]
     result.outputs = {n: inputs[n] for n in out_names}
     if golden is None:
         phases.say("[RUN] no golden_fn: outputs are not checked")
@@ -122,7 +125,7 @@ def execute(
             "save",
             "save data",
             lambda: save_snapshot(
-                compiled.work_dir / "data", data_args(compiled), before, result.golden, meta
+                compiled.work_dir / DATA_DIR, data_args(compiled), before, result.golden, meta
             ),
             str,
         )
@@ -160,8 +163,6 @@ def run_jit(
     """Compile ``fn`` (or reuse the build ``runtime_dir``), run it on inputs generated from
     ``specs`` (or replayed from ``golden_data``) and compare every output with ``golden_fn``
     (which fills the outputs of a dict name -> tensor in place) or the replayed golden."""
-    from tilescope.program import CompiledProgram
-
     runtime_cfg = dict(runtime_cfg or {})
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
     result = RunResult(False, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from tilescope.ir.dtypes import DType
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
@@ -37,7 +38,6 @@ from tilescope.ir.nodes import (
     Where,
 )
 from tilescope.ir.types import Direction, IndexType, ScalarType
-from tilescope.language.dtypes import DType
 
 _INFIX = {
     "add": ("+", 2),

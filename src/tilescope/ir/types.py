@@ -12,7 +12,7 @@ import enum
 import math
 from dataclasses import dataclass
 
-from tilescope.language.dtypes import DType
+from tilescope.ir.dtypes import DType
 
 MAX_TENSOR_DIMS = 4
 MAX_TILE_DIMS = 2

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from tilescope.errors import SourceLoc, VerifyError
-from tilescope.ir import typing as rules
+from tilescope.ir import type_rules as rules
 from tilescope.ir.affine import affine, bounds
 from tilescope.ir.analysis import local_memory_peak
 from tilescope.ir.nodes import (

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilescope.ir.dtypes import DType
 from tilescope.ir.types import MAX_TENSOR_DIMS, Direction
-from tilescope.language.dtypes import DType
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilescope.errors import DSLError, SourceLoc, UnsupportedSyntaxError, VerifyError
-from tilescope.ir import typing as rules
+from tilescope.ir import dtypes as dt
+from tilescope.ir import type_rules as rules
 from tilescope.ir.affine import affine
 from tilescope.ir.analysis import uses
 from tilescope.ir.nodes import (
@@ -59,9 +60,9 @@ from tilescope.ir.types import (
     ScalarType,
     TensorType,
 )
-from tilescope.language import dtypes as dt
 from tilescope.language import ops
 from tilescope.language.annotations import ParamSpec
+from tilescope.language.decorators import InlineFunction, KernelFunction, Orchestration
 from tilescope.language.op_lowering import OpLowering, is_ir, is_number
 
 _AST_BINOPS = {
@@ -746,8 +747,6 @@ class _Lowering(OpLowering):
     # -- calls ---------------------------------------------------------------------------------
 
     def call(self, node: ast.Call) -> Any:
-        from tilescope.language.decorators import InlineFunction, JitFunction, KernelFunction
-
         func = self.expr(node.func)
         if isinstance(func, ops.DSLOp):
             if func is ops.range:
@@ -764,7 +763,7 @@ class _Lowering(OpLowering):
             return self.submit_call(func, node.args, node.keywords, node)
         if isinstance(func, InlineFunction):
             return self.inline(func, node)
-        if isinstance(func, JitFunction):
+        if isinstance(func, Orchestration):
             raise self.error(
                 node, "a @ts.jit function cannot be called from DSL code", "call its kernels directly"
             )
@@ -911,7 +910,14 @@ def parse_kernel(fn: Callable) -> Kernel:
     return Kernel(src.tree.name, params, body, SourceLoc(src.file, src.tree.lineno))
 
 
-def parse_program(fn: Callable, kernel_ir: Callable) -> Program:
+def kernel_ir(k: KernelFunction) -> Kernel:
+    """The IR of a ``@ts.kernel`` (parsed on first use, then cached on it)."""
+    if k.cached_ir is None:
+        k.cached_ir = parse_kernel(k.fn)
+    return k.cached_ir
+
+
+def parse_program(fn: Callable) -> Program:
     """Lower a ``@ts.jit`` function's source and every kernel it calls to a Program."""
     src = function_source(fn)
     low = _Lowering("orch", src, kernel_ir)
@@ -921,12 +927,17 @@ def parse_program(fn: Callable, kernel_ir: Callable) -> Program:
     )
 
 
-def load_source(text: str, filename: str):
-    """Define the kernels and the one ``@ts.jit`` orchestration of a DSL module's source (such
-    as a printed IR dump) and return that orchestration's JitFunction."""
-    import linecache
+def program_ir(orch: Orchestration) -> Program:
+    """The front-end IR of an orchestration and its kernels (parsed on first use, then cached)."""
+    if orch.cached_program is None:
+        orch.cached_program = parse_program(orch.fn)
+    return orch.cached_program
 
-    from tilescope.language.decorators import JitFunction
+
+def load_source(text: str, filename: str) -> Program:
+    """The front-end IR of the one ``@ts.jit`` orchestration (and its kernels) that a DSL
+    module's source defines, such as a printed IR dump."""
+    import linecache
 
     linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
     namespace: dict[str, Any] = {"__name__": f"tilescope_source_{abs(hash(filename))}", "__file__": filename}
@@ -935,7 +946,7 @@ def load_source(text: str, filename: str):
     except SyntaxError as e:
         raise DSLError(f"invalid Python: {e.msg}", SourceLoc(filename, e.lineno or 0)) from None
     exec(code, namespace)  # defines decorated functions only; their bodies are never run
-    jits = [v for v in namespace.values() if isinstance(v, JitFunction)]
+    jits = [v for v in namespace.values() if isinstance(v, Orchestration)]
     if len(jits) != 1:
         raise DSLError(f"{filename} must define exactly one @ts.jit function, found {len(jits)}")
-    return jits[0]
+    return program_ir(jits[0])

@@ -12,7 +12,8 @@ import ast
 from typing import Any
 
 from tilescope.errors import VerifyError
-from tilescope.ir import typing as rules
+from tilescope.ir import dtypes as dt
+from tilescope.ir import type_rules as rules
 from tilescope.ir.nodes import (
     BinOp,
     Cast,
@@ -44,7 +45,7 @@ from tilescope.ir.types import (
     TensorType,
     TileType,
 )
-from tilescope.language import dtypes as dt
+from tilescope.language.decorators import KernelFunction
 
 IR_EXPRS = (
     Const,
@@ -222,8 +223,6 @@ class OpLowering:
         return t
 
     def op_submit(self, node: ast.Call) -> Submit:
-        from tilescope.language.decorators import KernelFunction
-
         if not node.args:
             raise self.error(node, "ts.submit(kernel, *args, name=None, deps=(), dumps=()) needs a kernel")
         kfn = self.expr(node.args[0])

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from tilescope.errors import RuntimeFailure
+from tilescope.ir import dtypes as dt
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
@@ -52,7 +53,6 @@ from tilescope.ir.nodes import (
     Where,
 )
 from tilescope.ir.types import Direction, ScalarType, TileType
-from tilescope.language import dtypes as dt
 
 _SCALAR_OPS = {
     "add": operator.add,

@@ -22,14 +22,13 @@ from typing import Any
 
 import torch
 
+from tilescope.build.paths import DFX_DIR
+from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
+from tilescope.build.paths import TENSOR_DUMP_DIR as DUMP_DIR
+from tilescope.build.paths import TENSOR_DUMP_JSON as MANIFEST
+from tilescope.debug.tensor_dump import FORMAT, VERSION
 from tilescope.errors import TilescopeError
 
-DFX_DIR = "dfx_outputs"
-DUMP_DIR = "tensor_dump"
-MANIFEST = "tensor_dump.json"
-BIN_FILE = "tensor_dump.bin"
-FORMAT = "tilescope-tensor-dump"
-VERSION = 1
 MAX_NDIM = 4
 
 DTYPES: dict[str, torch.dtype] = {

@@ -1,174 +1,28 @@
-"""The run trace: ``dfx_outputs/trace.json`` and ``tilescope trace``.
+"""``tilescope trace``: summarising a run's ``dfx_outputs/trace.json`` (written by
+``debug/trace.py``): per-kernel totals, worker use and the critical path.
 
-Invariants:
-- ``trace.json`` is Chrome Trace Event JSON (loads in https://ui.perfetto.dev and
-  chrome://tracing): one process, one lane per worker (``tid`` = worker + 1) and an
-  ``orchestration`` lane (``tid`` 0). Times are microseconds since the run started.
-- Every executed task is exactly one complete (``"X"``) event, category ``task``, on its worker's
-  lane; every submitted task is one instant event on the orchestration lane. A skipped task
-  (worker -1, after a failure) has no slice: it is listed in ``otherData.skipped_tasks``.
-- With dependency recording on, every distinct ``pred -> succ`` pair between two executed tasks
-  is one flow (a ``"s"``/``"f"`` pair sharing an id), each end placed inside its task's slice so
-  viewers bind the arrow to the slices. The ``"s"`` event's args carry ``pred``/``succ``, so a
-  reader rebuilds the graph from the file alone (``summarize_trace`` does).
-- The file is written to a temp file and moved into place with ``os.replace``.
+Invariants: the viewer only reads; a missing or unreadable trace is a ``TraceError`` that says
+how to get one.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tilescope.build.paths import DFX_DIR, TRACE_JSON
 from tilescope.errors import TilescopeError
 
-if TYPE_CHECKING:
-    from tilescope.program import CompiledProgram
-    from tilescope.runtime.core import RunReport
-
-TRACE_FILE = "trace.json"
-PID = 1
-ORCH_TID = 0
 PERFETTO_URL = "https://ui.perfetto.dev"
 
 
 class TraceError(TilescopeError):
     """A trace file that is missing or cannot be read."""
-
-
-# -- writing ---------------------------------------------------------------------------------------
-
-
-def _us(ns: int) -> float:
-    return ns / 1000.0
-
-
-def _meta(name: str, tid: int, args: dict[str, Any]) -> dict[str, Any]:
-    return {"ph": "M", "name": name, "pid": PID, "tid": tid, "args": args}
-
-
-def trace_events(program: CompiledProgram, report: RunReport) -> dict[str, Any]:
-    """The Chrome trace of ``report`` (a run of ``program``) as a JSON-ready dict."""
-    kernels = [k["name"] for k in program.kernels]
-
-    def kernel(func_id: int) -> str:
-        return kernels[func_id] if 0 <= func_id < len(kernels) else f"func_{func_id}"
-
-    executed = {t.task_id: t for t in report.tasks if t.worker >= 0}
-    skipped = [t for t in report.tasks if t.worker < 0]
-    num_workers = max([report.num_workers, *(t.worker + 1 for t in executed.values())])
-
-    events: list[dict[str, Any]] = [
-        _meta("process_name", ORCH_TID, {"name": f"tilescope sim: {program.name}"}),
-        _meta("thread_name", ORCH_TID, {"name": "orchestration"}),
-        _meta("thread_sort_index", ORCH_TID, {"sort_index": 0}),
-    ]
-    for w in range(num_workers):
-        events.append(_meta("thread_name", w + 1, {"name": f"worker {w}"}))
-        events.append(_meta("thread_sort_index", w + 1, {"sort_index": w + 1}))
-
-    for t in report.tasks:
-        events.append(
-            {
-                "ph": "i",
-                "s": "t",
-                "cat": "submit",
-                "name": f"submit {t.name or kernel(t.func_id)}",
-                "pid": PID,
-                "tid": ORCH_TID,
-                "ts": _us(t.submit_ns),
-                "args": {"task_id": t.task_id, "kernel": kernel(t.func_id)},
-            }
-        )
-    for t in executed.values():
-        events.append(
-            {
-                "ph": "X",
-                "cat": "task",
-                "name": kernel(t.func_id),
-                "pid": PID,
-                "tid": t.worker + 1,
-                "ts": _us(t.start_ns),
-                "dur": _us(max(t.end_ns - t.start_ns, 0)),
-                "args": {"task_id": t.task_id, "func_id": t.func_id, "task": t.name, "worker": t.worker},
-            }
-        )
-
-    kinds: dict[tuple[int, int], list[str]] = defaultdict(list)
-    for e in report.edges:
-        if e.kind not in kinds[(e.pred, e.succ)]:
-            kinds[(e.pred, e.succ)].append(e.kind)
-    undrawn = 0
-    for flow_id, ((pred, succ), ks) in enumerate(sorted(kinds.items())):
-        p, s = executed.get(pred), executed.get(succ)
-        if p is None or s is None:
-            undrawn += 1
-            continue
-        name = "+".join(ks)
-        # NOTE: each end sits mid-slice, so it is unambiguously inside its task's slice even when
-        # a neighbouring slice on the lane starts or ends at the same microsecond.
-        events.append(
-            {
-                "ph": "s",
-                "cat": "dependency",
-                "name": name,
-                "id": flow_id,
-                "pid": PID,
-                "tid": p.worker + 1,
-                "ts": _us((p.start_ns + max(p.end_ns, p.start_ns)) // 2),
-                "args": {"pred": pred, "succ": succ, "kinds": ks},
-            }
-        )
-        events.append(
-            {
-                "ph": "f",
-                "bp": "e",
-                "cat": "dependency",
-                "name": name,
-                "id": flow_id,
-                "pid": PID,
-                "tid": s.worker + 1,
-                "ts": _us((s.start_ns + max(s.end_ns, s.start_ns)) // 2),
-            }
-        )
-
-    return {
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "tool": "tilescope",
-            "program": program.name,
-            "build_dir": str(program.work_dir),
-            "kernels": kernels,
-            "status": report.status,
-            "error": report.error,
-            "wall_us": report.wall_s * 1e6,
-            "num_workers": num_workers,
-            "num_tasks": report.num_tasks,
-            "num_dependencies": report.num_dependencies,
-            "edges_recorded": bool(report.edges),
-            "flows_not_drawn": undrawn,
-            "skipped_tasks": [
-                {"task_id": t.task_id, "func_id": t.func_id, "kernel": kernel(t.func_id), "task": t.name}
-                for t in skipped
-            ],
-        },
-    }
-
-
-def write_trace(out_dir: Path, program: CompiledProgram, report: RunReport) -> list[Path]:
-    """Write ``out_dir/trace.json`` for ``report``; returns ``[path]``."""
-    path = Path(out_dir) / TRACE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(trace_events(program, report), separators=(",", ":")))
-    os.replace(tmp, path)
-    return [path]
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -214,11 +68,11 @@ def find_trace(where: str | Path) -> Path:
     """``where`` itself (a trace file), or the ``trace.json`` in it or in its ``dfx_outputs``."""
     p = Path(where)
     if p.is_dir():
-        for cand in (p / TRACE_FILE, p / "dfx_outputs" / TRACE_FILE):
+        for cand in (p / TRACE_JSON, p / DFX_DIR / TRACE_JSON):
             if cand.is_file():
                 return cand
         raise TraceError(
-            f"no {TRACE_FILE} in {p} or {p / 'dfx_outputs'}: run with runtime_cfg enable_trace=True "
+            f"no {TRACE_JSON} in {p} or {p / 'dfx_outputs'}: run with runtime_cfg enable_trace=True "
             "(harness flag --trace) to write one"
         )
     if not p.is_file():

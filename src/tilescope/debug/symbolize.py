@@ -31,7 +31,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tilescope.failures import SourceFrame
+from tilescope.debug.failures import SourceFrame
 
 #: ``... // @ models/x.py:12`` or ``... // in [64, 512] @ models/x.py:9`` (as toolchain.compiler).
 DSL_MARKER = re.compile(r"//[^@\n]*@\s*(\S+):(\d+)\s*$")

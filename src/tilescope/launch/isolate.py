@@ -1,6 +1,6 @@
 """Running a build in a child process, so that a crashing kernel becomes a report.
 
-``run_isolated(program, args, opts)`` runs one sim run in ``python -m tilescope.isolate <dir>``
+``run_isolated(program, args, opts)`` runs one sim run in ``python -m tilescope.launch.isolate <dir>``
 and returns its ``RunInfo`` as ``CompiledProgram.run`` would; a kernel that dies of a fatal
 signal ends the child, not the caller, and is reported from the crash report the runtime core
 writes (task, kernel, signal, C++ and DSL line; the task's inputs saved for
@@ -42,13 +42,18 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from tilescope import errors
+from tilescope._logging import configure
+from tilescope.build.manifest import Build
+from tilescope.build.paths import CRASH_REPORT, DFX_DIR
+from tilescope.debug.crash import read_crash_report
+from tilescope.debug.failures import Failure
 from tilescope.errors import RuntimeFailure, TilescopeError
-from tilescope.failures import Failure
+from tilescope.ir import dtypes as dt
+from tilescope.launch.run import RunInfo, launch, load_binaries
 
 SHM_DIR = Path("/dev/shm")
 REQUEST = "request.json"
 RESULT = "result.json"
-CRASH_REPORT = "crash_report.txt"
 MIN_IDLE_LIMIT_S = 60.0
 _ALIGN = 64
 _TAIL_BYTES = 8192
@@ -83,8 +88,6 @@ class _Span:
 def _layout(args: list[Any], directions: list[str]) -> tuple[list[_Span], list[_Region | None]]:
     """One span per distinct storage, covering the bytes of every argument on it."""
 
-    from tilescope.language import dtypes as dt
-
     extents: dict[int, list[int]] = {}
     for a, direction in zip(args, directions):
         if direction != "scalar":
@@ -112,8 +115,6 @@ def _layout(args: list[Any], directions: list[str]) -> tuple[list[_Span], list[_
 def _views(mm: mmap.mmap, spans: list[_Span], regions: list[_Region | None]) -> list[Any]:
     """A tensor per region, on the mapped file; each span is a storage of its own."""
     import torch
-
-    from tilescope.language import dtypes as dt
 
     storages = [torch.frombuffer(mm, dtype=torch.uint8, count=s.nbytes, offset=s.offset) if s.nbytes else
                 torch.empty(0, dtype=torch.uint8) for s in spans]  # fmt: skip
@@ -248,7 +249,7 @@ def run_isolated(program: Any, args: tuple, opts: dict[str, Any]) -> Any:
         TilescopeError: the child reported another tilescope error (same class), or the
             arguments do not fit in shared memory.
     """
-    directions = [spec.direction for spec in program.args]
+    directions = [spec.direction.value for spec in program.args]
     return run_child(program, list(args), directions, opts, {"kind": "program"})
 
 
@@ -270,15 +271,11 @@ def run_child(
     ``read_crash_report`` when the child crashes (a task replayed alone runs kernel ``i`` as
     func_id 0, and its inputs are saved already).
     """
-    from tilescope.program import RunInfo
-
     spans, regions = _layout(args, directions)
     nbytes = spans[-1].offset + spans[-1].nbytes if spans else 0
     request_dir = Path(tempfile.mkdtemp(prefix="tilescope-isolate-"))
     # NOTE: in the build, so the path the dying child prints stays true; created only on a crash
-    crash_path = (
-        Path(program.work_dir).resolve() / "dfx_outputs" / f"{CRASH_REPORT[:-4]}_{request_dir.name}.txt"
-    )
+    crash_path = Path(program.work_dir).resolve() / DFX_DIR / f"{CRASH_REPORT[:-4]}_{request_dir.name}.txt"
     crash_path.parent.mkdir(parents=True, exist_ok=True)
     shared: Path | None = None
     mm: mmap.mmap | None = None
@@ -337,8 +334,6 @@ def run_child(
             )
         report = crash_path
         if rc < 0 and report.is_file() and report.stat().st_size > 0:
-            from tilescope.crash import read_crash_report
-
             failure = read_crash_report(
                 report, program, kernels=crash_kernels, task_id=crash_task_id, save_inputs=save_inputs
             )
@@ -396,7 +391,7 @@ def _run(request_dir: Path, opts: dict[str, Any]) -> tuple[int, tuple[_Stream, _
         last_output[0] = time.monotonic()
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tilescope.isolate", str(request_dir)],
+        [sys.executable, "-m", "tilescope.launch.isolate", str(request_dir)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -449,27 +444,23 @@ def _child(request_dir: Path) -> int:
     request = json.loads((request_dir / REQUEST).read_text())
     result: dict[str, Any] = {"ok": False, "info": None, "error": None, "error_type": None, "failure": None}
     try:
-        from tilescope._logging import configure
-        from tilescope.program import CompiledProgram
-
         opts = request["opts"]
         configure(opts.get("log_level"))
-        program = CompiledProgram(request["work_dir"])
+        build = Build(request["work_dir"])
         spans = [_Span(**s) for s in request["spans"]]
         regions = [_Region(**a["tensor"]) if "tensor" in a else None for a in request["args"]]
         mm = _map(Path(request["shared_file"]), request["shared_bytes"])
         views = _views(mm, spans, regions)
         args = [v if v is not None else a["scalar"] for v, a in zip(views, request["args"])]
         target = request["target"]
-        if target["kind"] == "task":
-            from tilescope.replay import run_task_in_process
-
-            directions = [r.direction if r is not None else "scalar" for r in regions]
-            info = run_task_in_process(
-                program, target["kernel_index"], args, directions, opts, crash_report=request["crash_report"]
-            )
-        else:
-            info = program._execute(tuple(args), opts, crash_report=request["crash_report"])
+        info = launch(
+            build,
+            load_binaries(build),
+            args,
+            opts,
+            task=target["kernel_index"] if target["kind"] == "task" else None,
+            crash_report=request["crash_report"],
+        )
         result.update(ok=True, info={f.name: _encode(getattr(info, f.name)) for f in fields(info)})
     except TilescopeError as e:
         failure = getattr(e, "failure", None)
@@ -492,7 +483,10 @@ def _child(request_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m tilescope.isolate REQUEST_DIR (started by tilescope itself)", file=sys.stderr)
+        print(
+            "usage: python -m tilescope.launch.isolate REQUEST_DIR (started by tilescope itself)",
+            file=sys.stderr,
+        )
         return 2
     rc = _child(Path(argv[0]))
     sys.stdout.flush()

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 import numpy as np
 import torch
 
-from tilescope.language import dtypes
-
-if TYPE_CHECKING:
-    from tilescope.program import CompiledProgram
-    from tilescope.runtime.core import DumpRecord, DumpReport
+from tilescope.build.manifest import Build
+from tilescope.build.paths import DFX_DIR, INTERMEDIATES_DIR
+from tilescope.ir import dtypes
+from tilescope.runtime.records import DumpRecord, DumpReport
 
 _STAGE_DIR = {"before_dispatch": "in", "after_completion": "out"}
 
@@ -38,7 +37,7 @@ def record_tensor(payload: np.ndarray, r: DumpRecord) -> torch.Tensor | None:
     return torch.from_numpy(raw).view(dtype).reshape(r.shape)
 
 
-def _params(program: CompiledProgram, func_id: int) -> list[str]:
+def _params(program: Build, func_id: int) -> list[str]:
     return [p["name"] for p in program.kernels[func_id].get("params", [])]
 
 
@@ -60,17 +59,17 @@ def stats_line(t: torch.Tensor) -> str:
 
 
 def write_intermediates(
-    program: CompiledProgram, dump: DumpReport, level: int, out: TextIO | None = None
+    program: Build, dump: DumpReport, level: int, out: TextIO | None = None
 ) -> Path | None:
     """Save (level 1) or print (level 2) every dumped task argument; returns the level-1 directory."""
     out = out or sys.stdout
     kernels = [k["name"] for k in program.kernels]
     base = None
     if level == 1:
-        base = program.work_dir / "dfx_outputs" / "intermediates"
+        base = program.work_dir / DFX_DIR / INTERMEDIATES_DIR
         n = 1
         while base.exists():
-            base = base.with_name(f"intermediates_{n}")
+            base = base.with_name(f"{INTERMEDIATES_DIR}_{n}")
             n += 1
         base.mkdir(parents=True)
     last_task = None

@@ -97,7 +97,7 @@ class BuildCase(pytest.Item):
     def runtest(self) -> None:
         work = self.path.parent
         if self.case is None:
-            from tilescope.replay import replay_compiled
+            from tilescope.harness.replay import replay_compiled
 
             result = replay_compiled(work, **self._runtime_cfg())
         else:
@@ -112,7 +112,7 @@ class BuildCase(pytest.Item):
     def _run_scene_case(self, work: Path):
         from tilescope.errors import TilescopeError
         from tilescope.harness.run import Phases, RunResult, execute, finish, golden_outputs
-        from tilescope.program import CompiledProgram
+        from tilescope.launch.program import CompiledProgram
 
         try:
             compiled = CompiledProgram.from_dir(work)
@@ -127,7 +127,7 @@ class BuildCase(pytest.Item):
         missing = [a.name for a in compiled.args if a.name not in args]
         if missing:
             raise BuildCaseFailure(f"scene_test.py generate_args returned no value for: {', '.join(missing)}")
-        outputs = [a.name for a in compiled.args if a.direction in ("out", "inout")]
+        outputs = [a.name for a in compiled.args if a.is_output]
 
         def golden(values: dict[str, Any]) -> None:
             try:

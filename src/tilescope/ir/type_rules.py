@@ -9,6 +9,7 @@ must fit it; integer scalars act as indices; true division is for floats (``//``
 from __future__ import annotations
 
 from tilescope.errors import SourceLoc, VerifyError
+from tilescope.ir import dtypes as dt
 from tilescope.ir.nodes import (
     BINARY_OPS,
     COMPARE_OPS,
@@ -26,7 +27,6 @@ from tilescope.ir.types import (
     TileType,
     Type,
 )
-from tilescope.language import dtypes as dt
 
 _SYMBOL = {
     "add": "+",

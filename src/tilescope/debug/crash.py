@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilescope.failures import Failure, SavedArg, SourceFrame, save_task_inputs
-from tilescope.language import dtypes as dt
+from tilescope.debug.failures import Failure, SavedArg, SourceFrame, save_task_inputs
+from tilescope.debug.symbolize import kernel_frame, symbolize
+from tilescope.ir import dtypes as dt
 
 MAGIC = b"TSCRASH"
 FORMAT_VERSION = 1
@@ -351,8 +352,6 @@ def read_crash_report(
 
     Never raises: what could not be read is said in the Failure.
     """
-    from tilescope.symbolize import kernel_frame, symbolize
-
     kernels = program.kernels if kernels is None else kernels
     try:
         data = Path(path).read_bytes()

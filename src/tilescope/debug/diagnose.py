@@ -12,15 +12,16 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tilescope.failures import Failure, SavedArg, SourceFrame, save_task_inputs
-
-if TYPE_CHECKING:
-    from tilescope.program import CompiledProgram
-    from tilescope.runtime.core import NanRecord, RunReport, SavedInputs, WaitRecord
+from tilescope.build.manifest import Build
+from tilescope.debug.deps import buffer_names, region_text
+from tilescope.debug.failures import Failure, SavedArg, SourceFrame, save_task_inputs
+from tilescope.debug.intermediates import record_tensor
+from tilescope.debug.symbolize import symbolize
+from tilescope.ir import dtypes
+from tilescope.runtime.records import NanRecord, RunReport, SavedInputs, TaskArgRecord, WaitRecord
 
 log = logging.getLogger("tilescope")
 
@@ -30,9 +31,7 @@ _ROLE = {"input": "input", "inout": "inout", "output": "output", "scalar": "scal
 class _Names:
     """Kernel, task and tensor names of one run."""
 
-    def __init__(self, program: CompiledProgram, report: RunReport) -> None:
-        from tilescope.tools.deps import buffer_names
-
+    def __init__(self, program: Build, report: RunReport) -> None:
         self.program = program
         self.report = report
         self.kernels = [k["name"] for k in program.kernels]
@@ -67,12 +66,10 @@ class _Names:
         return None
 
     def region(self, arg) -> str:
-        from tilescope.tools.deps import region_text
-
         return region_text(arg, self.buffers)
 
 
-def failure_from_report(program: CompiledProgram, report: RunReport) -> Failure:
+def failure_from_report(program: Build, report: RunReport) -> Failure:
     """The Failure of a failed sim run (``report.status != 0``); saves the replayable task's inputs."""
     names = _Names(program, report)
     info = report.failure
@@ -179,8 +176,6 @@ def _explain_kernel_error(f: Failure, names: _Names, report: RunReport) -> None:
         index = int(m.group(1))
         for r in report.saved.records:
             if r.arg_index == index and r.kind == "tensor":
-                from tilescope.runtime.core import TaskArgRecord
-
                 arg = TaskArgRecord(
                     r.task_id,
                     index,
@@ -199,13 +194,11 @@ def _explain_kernel_error(f: Failure, names: _Names, report: RunReport) -> None:
                 )
 
 
-def _symbolize(pcs: list[int], program: CompiledProgram) -> list[SourceFrame]:
+def _symbolize(pcs: list[int], program: Build) -> list[SourceFrame]:
     """Frames of this process, resolved; those in this build's binaries name its own .cpp files,
     and frames past the runtime core's entry (Python, ctypes) are dropped."""
     if not pcs:
         return []
-    from tilescope.symbolize import symbolize
-
     try:
         frames = symbolize(pcs, build=program.work_dir)
     except Exception as e:  # noqa: BLE001 - a report without lines beats no report
@@ -219,11 +212,8 @@ def _symbolize(pcs: list[int], program: CompiledProgram) -> list[SourceFrame]:
     return kept
 
 
-def _save(f: Failure, program: CompiledProgram, names: _Names, saved: SavedInputs, why: str) -> Path | None:
+def _save(f: Failure, program: Build, names: _Names, saved: SavedInputs, why: str) -> Path | None:
     import torch
-
-    from tilescope.language import dtypes
-    from tilescope.tools.intermediates import record_tensor
 
     func_id = saved.records[0].func_id if saved.records else -1
     args = []
@@ -262,7 +252,7 @@ def _save(f: Failure, program: CompiledProgram, names: _Names, saved: SavedInput
     return out
 
 
-def nan_failure(program: CompiledProgram, report: RunReport) -> Failure | None:
+def nan_failure(program: Build, report: RunReport) -> Failure | None:
     """The NaN/Inf report of a run with nan_check, or None when every output was finite."""
     if not report.nan:
         return None

@@ -15,22 +15,21 @@ Invariants (format: tilescope-tensor-dump version 1):
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from tilescope.program import CompiledProgram
-    from tilescope.runtime.core import DumpReport, RunReport
+from tilescope.build.manifest import Build
+from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
+from tilescope.build.paths import TENSOR_DUMP_DIR as DUMP_DIR
+from tilescope.build.paths import TENSOR_DUMP_JSON as MANIFEST
+from tilescope.build.paths import atomic_write, atomic_write_bytes
+from tilescope.runtime.records import DumpReport, RunReport
 
 FORMAT = "tilescope-tensor-dump"
 VERSION = 1
-DUMP_DIR = "tensor_dump"
-MANIFEST = "tensor_dump.json"
-BIN_FILE = "tensor_dump.bin"
 
 
-def tensor_names(program: CompiledProgram, report: RunReport) -> dict[int, str]:
+def tensor_names(program: Build, report: RunReport) -> dict[int, str]:
     """Buffer id -> name: the program argument's, else ``tmp<k>`` for the k-th intermediate."""
     names: dict[int, str] = {}
     ntmp = 0
@@ -43,7 +42,7 @@ def tensor_names(program: CompiledProgram, report: RunReport) -> dict[int, str]:
     return names
 
 
-def manifest(program: CompiledProgram, report: RunReport) -> dict[str, Any]:
+def manifest(program: Build, report: RunReport) -> dict[str, Any]:
     """The ``tensor_dump.json`` object for ``report`` (which must carry a dump)."""
     dump: DumpReport | None = report.dump
     if dump is None:
@@ -99,20 +98,15 @@ def manifest(program: CompiledProgram, report: RunReport) -> dict[str, Any]:
     }
 
 
-def write_tensor_dump(out: Path, program: CompiledProgram, report: RunReport) -> list[Path]:
+def write_tensor_dump(out: Path, program: Build, report: RunReport) -> list[Path]:
     """Write ``<out>/tensor_dump/tensor_dump.{bin,json}``; returns their paths."""
     data = manifest(program, report)
     assert report.dump is not None
     folder = Path(out) / DUMP_DIR
     folder.mkdir(parents=True, exist_ok=True)
     bin_path, json_path = folder / BIN_FILE, folder / MANIFEST
-    tmp = bin_path.with_name(f".{BIN_FILE}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(memoryview(report.dump.payload))
-    os.replace(tmp, bin_path)
-    tmp = json_path.with_name(f".{MANIFEST}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, json_path)
+    atomic_write_bytes(bin_path, memoryview(report.dump.payload))
+    atomic_write(json_path, json.dumps(data, indent=1) + "\n")
     return [json_path, bin_path]
 
 

@@ -20,19 +20,25 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tilescope.build.paths import BUILD_STATE, atomic_write
+from tilescope.build.signature_check import FIX, SignatureMismatch, check_sources
+from tilescope.codegen.kernel_config import arg_spec
+from tilescope.codegen.kernel_cpp import kernel_cpp
+from tilescope.codegen.orchestration_cpp import orchestration_cpp
 from tilescope.errors import TilescopeError
 from tilescope.ir.nodes import Program
 from tilescope.ir.printer import function_lines, kernel_str
-from tilescope.signature_check import FIX, SignatureMismatch, check_sources
+from tilescope.ir.verifier import verify_program
+from tilescope.language.frontend import load_source
+from tilescope.toolchain import compiler as toolchain
 
 log = logging.getLogger("tilescope")
 
-STATE_FILE = "build_state.json"
+STATE_FILE = BUILD_STATE
 STATE_FORMAT = 1
 
 
@@ -64,9 +70,7 @@ def _sources(config: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
 
 
 def record_state(
@@ -126,15 +130,10 @@ def _relower_ir(
     work: Path, config: dict[str, Any], state: dict[str, Any], report: RefreshReport
 ) -> Program | None:
     """Re-lower an edited IR dump into the C++ of what changed; None if the dump is unchanged."""
-    from tilescope.codegen.kernel_cpp import kernel_cpp
-    from tilescope.codegen.orchestration_cpp import orchestration_cpp
-    from tilescope.ir.verifier import verify_program
-    from tilescope.language.frontend import load_source
-
     ir_path = work / state["ir"]["file"]
     if not ir_path.is_file() or sha256_file(ir_path) == state["ir"]["sha256"]:
         return None
-    program = load_source(ir_path.read_text(), str(ir_path)).program()
+    program = load_source(ir_path.read_text(), str(ir_path))
     verify_program(program, config["RUNTIME_CONFIG"]["local_memory_bytes"])
     _check_ir_signatures(program, config, ir_path)
     hashes = ir_hashes(program)
@@ -156,9 +155,7 @@ def _relower_ir(
             "and run again"
         )
     for rel, text in targets:
-        tmp = (work / rel).with_name(f".{Path(rel).name}.tmp{os.getpid()}")
-        tmp.write_text(text)
-        os.replace(tmp, work / rel)
+        atomic_write(work / rel, text)
         report.relowered.append(rel)
     log.info(
         "[ir->cpp] %s edited: re-lowered %s",
@@ -169,8 +166,6 @@ def _relower_ir(
 
 
 def _check_ir_signatures(program: Program, config: dict[str, Any], ir_path: Path) -> None:
-    from tilescope.codegen.kernel_config import arg_spec
-
     problems = []
     args = [arg_spec(p) for p in program.params]
     if args != config["ARGS"]:
@@ -188,8 +183,6 @@ def _check_ir_signatures(program: Program, config: dict[str, Any], ir_path: Path
 
 def refresh(work: Path, config: dict[str, Any]) -> RefreshReport:
     """Bring a build's binaries up to date with its (possibly hand-edited) IR dump and C++."""
-    from tilescope.toolchain import compiler as toolchain
-
     state = load_state(work)
     report = RefreshReport()
     missing_sources = [src for src, _ in _sources(config) if not (work / src).is_file()]

@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-FAILURE_DIR = "failure"
+from tilescope.build.paths import DFX_DIR, FAILURE_DIR
+
 KINDS = ("error", "deadlock", "timeout", "kernel_error", "crash", "nan")
 
 
@@ -123,7 +124,7 @@ def save_task_inputs(
     """
     import torch
 
-    out = _fresh_dir(Path(work_dir) / "dfx_outputs" / FAILURE_DIR / f"task_{task_id}")
+    out = _fresh_dir(Path(work_dir) / DFX_DIR / FAILURE_DIR / f"task_{task_id}")
     entries = []
     for a in args:
         entry: dict[str, Any] = {"index": a.index, "name": a.name, "role": a.role, "partial": a.partial}

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.errors import TilescopeError
+from tilescope.ir import dtypes as dt
 from tilescope.ir.types import Direction
-from tilescope.language import dtypes as dt
 
 FIX = "a signature change needs a new build: edit the DSL source and re-run without --runtime-dir"
 

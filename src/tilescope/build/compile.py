@@ -1,0 +1,98 @@
+"""Compiling a Program into a build directory: the compile driver.
+
+Invariants:
+- A build directory is created exclusively (``os.mkdir``), so two compiles started in the
+  same second never share one; ``kernel_config.py`` is written last and atomically, so a
+  directory without it is an interrupted build.
+- The order is fixed: passes (each verified, optionally dumped) -> the final IR as DSL source
+  (``ir/<program>.py``) -> one C++ file per kernel and one for the orchestration -> g++ (in
+  parallel, cached by content) -> report -> build state -> ``debug/run.py`` and
+  ``scene_test.py`` -> ``kernel_config.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilescope import knobs
+from tilescope.build.paths import IR_DIR, KERNEL_CONFIG, atomic_write, new_build_dir
+from tilescope.build.report import write_report
+from tilescope.build.state import ir_state, record_state
+from tilescope.build.target import host_target
+from tilescope.codegen.build_files import write_build_files
+from tilescope.codegen.kernel_config import config_data, kernel_config_source
+from tilescope.codegen.kernel_cpp import kernel_cpp
+from tilescope.codegen.orchestration_cpp import orchestration_cpp
+from tilescope.ir.nodes import Program
+from tilescope.ir.printer import program_str
+from tilescope.passes.manager import PassManager
+from tilescope.passes.pipeline import DEFAULT_PIPELINE
+from tilescope.toolchain import compiler as toolchain
+
+log = logging.getLogger("tilescope")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A finished compile: the new build directory, the final IR, and the seconds spent in the
+    passes and in g++ (``{"passes": ..., "build": ...}``)."""
+
+    work_dir: Path
+    program: Program
+    timings: dict[str, float]
+
+
+def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) -> Compiled:
+    """Front-end IR -> passes -> C++ -> g++ -> a new build directory (see the module's order)."""
+    opts = knobs.compile_options(compile_cfg)
+    work = new_build_dir(Path(opts["build_dir"]), program.name)
+    t0 = time.perf_counter()
+    manager = PassManager(
+        DEFAULT_PIPELINE,
+        verify=bool(opts["verify"]),
+        local_memory_bytes=opts["local_memory_bytes"],
+        dump_dir=work / "passes_dump" if opts["dump_passes"] else None,
+    )
+    final, pass_report = manager.run(program)
+    atomic_write(work / IR_DIR / f"{final.name}.py", program_str(final, f"final IR of {final.name}"))
+    t_passes = time.perf_counter() - t0
+
+    jobs = []
+    for k in final.kernels:
+        src = work / "kernels" / k.core / f"{k.name}.cpp"
+        atomic_write(src, kernel_cpp(k, check_bounds=bool(opts["check_bounds"])))
+        jobs.append(toolchain.BuildJob(src, src.with_suffix(".so")))
+    orch_src = work / "orchestration" / f"{final.name}.cpp"
+    atomic_write(orch_src, orchestration_cpp(final))
+    jobs.append(toolchain.BuildJob(orch_src, orch_src.with_suffix(".so")))
+    t1 = time.perf_counter()
+    results = toolchain.build(jobs)
+    t_build = time.perf_counter() - t1
+
+    write_report(work / "report", final, pass_report, results, opts)
+    runtime_config = {
+        "platforms": list(knobs.PLATFORMS),
+        "local_memory_bytes": opts["local_memory_bytes"],
+        "check_bounds": bool(opts["check_bounds"]),
+        "target": host_target(),
+    }
+    data = config_data(final, runtime_config)
+    record_state(work, data, ir_state(work, data, final))
+    write_build_files(work, data)
+    atomic_write(work / KERNEL_CONFIG, kernel_config_source(data))  # last: marks the build complete
+    hits = sum(r.cache_hit for r in results)
+    log.debug(
+        "[compile] %s: %d kernels, passes %.2fs, g++ %.2fs (%d of %d from cache) -> %s",
+        final.name,
+        len(final.kernels),
+        t_passes,
+        t_build,
+        hits,
+        len(results),
+        work,
+    )
+    return Compiled(work, final, {"passes": t_passes, "build": t_build})

@@ -1,0 +1,168 @@
+"""A build directory, read back: its ``kernel_config.py`` manifest, argument specs and final IR.
+
+Invariants:
+- ``Build`` needs only the build directory: ``kernel_config.py`` for signatures and argument
+  specs, and ``ir/<program>.py`` (the final IR as DSL source) for what reads the IR. It never
+  runs anything; ``launch.program.CompiledProgram`` adds running.
+- A directory without ``kernel_config.py`` is not a build (or an interrupted one), and one
+  written in another build format is refused with what to do; nothing in it is changed.
+- ``check_args`` lists every argument that does not match, in one error.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilescope.build.paths import IR_DIR, KERNEL_CONFIG
+from tilescope.build.state import refresh
+from tilescope.codegen.kernel_config import BUILD_FORMAT
+from tilescope.errors import ArgumentError, TilescopeError
+from tilescope.ir import dtypes as dt
+from tilescope.ir.nodes import Program
+from tilescope.ir.types import Direction
+from tilescope.language.frontend import load_source
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One parameter of a program (or of a kernel): its name, direction, shape (None for a
+    scalar) and dtype."""
+
+    name: str
+    direction: Direction
+    shape: tuple[int, ...] | None
+    dtype: dt.DType
+
+    @property
+    def is_input(self) -> bool:
+        return self.direction is not Direction.OUT
+
+    @property
+    def is_output(self) -> bool:
+        return self.direction.writes
+
+    def describe(self) -> str:
+        if self.shape is None:
+            return f"scalar {self.dtype.name}"
+        return f"{self.direction.value} tensor {list(self.shape)} {self.dtype.name}"
+
+
+def arg_specs(entries: list[dict[str, Any]]) -> list[ArgSpec]:
+    """ArgSpecs from ``kernel_config.py`` rows (``ARGS``, or a kernel's ``params``)."""
+    return [
+        ArgSpec(
+            a["name"],
+            Direction(a["direction"]),
+            None if a.get("shape") is None else tuple(a["shape"]),
+            dt.by_name(a["dtype"]),
+        )
+        for a in entries
+    ]
+
+
+def load_config(work: Path) -> dict[str, Any]:
+    """The namespace of ``<work>/kernel_config.py``, checked for format and required names."""
+    path = work / KERNEL_CONFIG
+    if not work.is_dir():
+        raise TilescopeError(f"build directory {work} does not exist")
+    if not path.is_file():
+        raise TilescopeError(
+            f"{work} has no kernel_config.py: it is not a tilescope build directory, or its compile was "
+            "interrupted; compile again"
+        )
+    try:
+        cfg = runpy.run_path(str(path))
+    except Exception as e:  # noqa: BLE001 - a corrupt config is reported, whatever broke
+        raise TilescopeError(f"{path} cannot be loaded: {type(e).__name__}: {e}") from None
+    fmt = cfg.get("BUILD_FORMAT")
+    if fmt != BUILD_FORMAT:
+        raise TilescopeError(
+            f"{work} was written by tilescope {cfg.get('TILESCOPE_VERSION', '?')} (build format {fmt}); this "
+            f"version reads format {BUILD_FORMAT}: compile the program again"
+        )
+    missing = [k for k in ("PROGRAM", "ORCHESTRATION", "KERNELS", "ARGS") if k not in cfg]
+    if missing:
+        raise TilescopeError(f"{path} lacks {', '.join(missing)}: compile the program again")
+    return cfg
+
+
+class Build:
+    """A build directory's manifest: ``name``, ``args`` (ArgSpecs), ``kernels`` (the
+    ``KERNELS`` rows of ``kernel_config.py``) and ``config`` (the whole namespace)."""
+
+    def __init__(self, work_dir: str | os.PathLike, program: Program | None = None):
+        self.work_dir = Path(work_dir)
+        self.config = load_config(self.work_dir)
+        self.name: str = self.config["PROGRAM"]
+        self.args = arg_specs(self.config["ARGS"])
+        self.kernels: list[dict] = self.config["KERNELS"]
+        self.runtime_config: dict[str, Any] = self.config.get("RUNTIME_CONFIG", {})
+        self._program = program
+
+    @classmethod
+    def refreshed(cls, path: str | os.PathLike) -> Build:
+        """Load a build directory, first rebuilding only what was edited in it by hand (C++
+        sources, or the IR dump ``ir/<program>.py``)."""
+        refresh(Path(path), load_config(Path(path)))
+        return cls(path)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} at {self.work_dir}>"
+
+    def kernel_params(self, index: int) -> list[ArgSpec]:
+        """The parameters of kernel ``index`` (its func_id)."""
+        return arg_specs(self.kernels[index].get("params") or [])
+
+    def program(self) -> Program:
+        """The final IR (read back from ``ir/<program>.py`` for a loaded build)."""
+        if self._program is None:
+            path = self.work_dir / IR_DIR / f"{self.name}.py"
+            if not path.is_file():
+                raise TilescopeError(f"{path} is missing: the interp platform needs the build's final IR")
+            self._program = load_source(path.read_text(), str(path))
+        return self._program
+
+    def check_args(self, args: tuple | list) -> None:
+        """Raise ArgumentError listing every argument that does not match the program."""
+        import torch
+
+        problems = []
+        if len(args) != len(self.args):
+            names = ", ".join(a.name for a in self.args)
+            raise ArgumentError(f"{self.name}({names}) takes {len(self.args)} arguments, got {len(args)}")
+        for spec, a in zip(self.args, args):
+            where = f"argument {spec.name!r}"
+            if spec.shape is None:
+                ok = isinstance(a, int | float | bool) if spec.dtype.is_float else isinstance(a, int | bool)
+                if torch.is_tensor(a) and a.dim() == 0:
+                    ok = True
+                if not ok:
+                    problems.append(
+                        f"{where}: expected a Python number ({spec.describe()}), got {type(a).__name__}"
+                    )
+                continue
+            if not torch.is_tensor(a):
+                problems.append(
+                    f"{where}: expected a torch.Tensor ({spec.describe()}), got {type(a).__name__}"
+                )
+                continue
+            got = []
+            if tuple(a.shape) != spec.shape:
+                got.append(f"shape {list(a.shape)} (expected {list(spec.shape)})")
+            if a.dtype != spec.dtype.torch:
+                got.append(f"dtype {a.dtype} (expected {spec.dtype.torch})")
+            if a.device.type != "cpu":
+                got.append(f"device {a.device} (expected cpu: move it with .cpu())")
+            if not a.is_contiguous():
+                got.append("a non-contiguous tensor (expected contiguous: pass .contiguous())")
+            if got:
+                problems.append(f"{where}: " + "; ".join(got))
+        if problems:
+            raise ArgumentError(
+                f"{len(problems)} argument(s) of {self.name} do not match the compiled program:\n  "
+                + "\n  ".join(problems)
+            )

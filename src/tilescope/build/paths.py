@@ -1,0 +1,91 @@
+"""The names inside a build directory, and the one way files in it are replaced.
+
+Invariants:
+- Every path a writer or a reader of a build uses is named here once (DESIGN §2's table):
+  ``dfx_outputs/`` and what goes in it, ``kernel_config.py``, ``build_state.json``, ``ir/``,
+  ``data/``.
+- ``atomic_write`` / ``atomic_write_bytes`` / ``atomic_save`` make a file appear complete or not
+  at all: the content goes to a unique temporary file beside it (``mkstemp``, so two threads or
+  two processes never share one) and is moved over the target with ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tilescope.errors import TilescopeError
+
+KERNEL_CONFIG = "kernel_config.py"  # written last: a build without it is incomplete
+BUILD_STATE = "build_state.json"
+IR_DIR = "ir"  # ir/<program>.py: the final IR as DSL source
+DATA_DIR = "data"  # --save-data snapshots: data/in, data/out, data/meta.json
+DFX_DIR = "dfx_outputs"  # everything a run writes for debugging
+FAILURE_DIR = "failure"  # dfx_outputs/failure/task_<id>: a failing task's saved inputs
+INTERMEDIATES_DIR = "intermediates"  # dfx_outputs/intermediates[_n]: print_intermediates
+TENSOR_DUMP_DIR = "tensor_dump"  # dfx_outputs/tensor_dump/: the manifest and the payloads
+TENSOR_DUMP_JSON = "tensor_dump.json"
+TENSOR_DUMP_BIN = "tensor_dump.bin"
+DEPS_JSON = "deps.json"
+DEPS_HTML = "deps_graph.html"
+TRACE_JSON = "trace.json"
+CRASH_REPORT = "crash_report.txt"  # dfx_outputs/crash_report[_<id>].txt
+
+
+def dfx_dir(work_dir: str | os.PathLike) -> Path:
+    """``<work_dir>/dfx_outputs``, created if missing."""
+    out = Path(work_dir) / DFX_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def new_build_dir(base: Path, name: str) -> Path:
+    """``<base>/_jit_<name>_<YYYYMMDD_HHMMSS>[_n]``, created exclusively."""
+    base.mkdir(parents=True, exist_ok=True)
+    stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
+    stem = f"_jit_{name}_{stamp}"
+    for n in range(10_000):
+        path = base / (stem if n == 0 else f"{stem}_{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise TilescopeError(f"cannot create a build directory under {base}: too many builds named {stem}_*")
+
+
+def atomic_replace(path: Path, write: Callable[[Path], Any]) -> None:
+    """Call ``write(tmp)`` on a fresh temporary file beside ``path``, then move it over ``path``.
+
+    The temporary file is removed if ``write`` raises (or the process is interrupted in it).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically."""
+    atomic_replace(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
+    """Replace ``path`` with ``data`` atomically."""
+    atomic_replace(path, lambda tmp: tmp.write_bytes(data))
+
+
+def atomic_save(value: Any, path: Path) -> None:
+    """``torch.save(value, path)`` atomically."""
+    import torch
+
+    atomic_replace(path, lambda tmp: torch.save(value, tmp))

@@ -1,0 +1,201 @@
+"""Run observers: every instrument of a sim run, one object each, keyed by its user-facing knob.
+
+An observer says what the runtime core must record for it (``Recording``) and, once the run
+is over, turns the records into its output (``finish``). ``launch`` builds the list from the
+run's options with ``observers_for`` and calls each observer once, on success and on failure
+alike, so an instrument has exactly one name through every layer:
+
+| knob (``runtime_cfg``)  | CLI flag                 | output                                          |
+|-------------------------|--------------------------|-------------------------------------------------|
+| ``enable_dep_gen``      | ``--enable-dep-gen``     | ``dfx_outputs/deps.json`` + ``deps_graph.html`` |
+| ``enable_trace``        | ``--trace``              | ``dfx_outputs/trace.json``                      |
+| ``enable_dump_tensor``  | ``--dump-tensor [N]``    | ``dfx_outputs/tensor_dump/``                    |
+| ``print_intermediates`` | ``--print-intermediates``| ``dfx_outputs/intermediates/`` or stdout lines  |
+| ``nan_check``           | ``--nan-check``          | a ``nan`` Failure on the run's result           |
+
+Invariants:
+- An observer that is off is not in the list: it costs nothing.
+- Each observer's output is written even if another one fails. After a failed run a writing
+  error is only logged, so it never hides the run's own error; otherwise it raises.
+- Files are replaced atomically (``build.paths``), so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Protocol
+
+from tilescope.build.manifest import Build
+from tilescope.build.paths import dfx_dir
+from tilescope.debug.deps import write_deps
+from tilescope.debug.diagnose import nan_failure
+from tilescope.debug.intermediates import write_intermediates
+from tilescope.debug.tensor_dump import write_tensor_dump
+from tilescope.debug.trace import write_trace
+from tilescope.errors import ConfigError, TilescopeError
+from tilescope.runtime.records import RunReport
+
+log = logging.getLogger("tilescope")
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What the runtime core records during a run (see ``ts_run_config``)."""
+
+    record_edges: bool = False  # dependency edges, task arguments and buffers
+    record_tasks: bool = False  # per-task timestamps
+    dump_level: int = 0  # tensor dump: 1 tagged, 2 every argument, 3 metadata only
+    trace_tasks: bool = False  # a stderr line as each task starts and finishes
+    nan_check: bool = False  # scan Out/InOut regions for NaN/Inf after each task
+
+    def merge(self, other: Recording) -> Recording:
+        """Both recordings at once; two different dump levels cannot be combined."""
+        if self.dump_level and other.dump_level and self.dump_level != other.dump_level:
+            raise ConfigError(
+                f"a level-{self.dump_level} and a level-{other.dump_level} tensor dump cannot be recorded in "
+                "one run (print_intermediates 1 and 2 record a level-2 dump): drop one of the options"
+            )
+        merged = {f.name: getattr(self, f.name) or getattr(other, f.name) for f in fields(self)}
+        merged["dump_level"] = self.dump_level or other.dump_level
+        return Recording(**merged)
+
+
+class RunObserver(Protocol):
+    """One instrument of a sim run."""
+
+    knob: str  # the runtime_cfg key that turns it on
+    what: str  # what it writes, for messages
+
+    def recording(self) -> Recording:
+        """What the core must record for this observer."""
+        ...
+
+    def finish(self, build: Build, report: RunReport, failed: bool) -> Any:
+        """Write the output from the run's records (as far as a failed run got); returns what it
+        made (paths, or a Failure)."""
+        ...
+
+
+class DepsObserver:
+    knob, what = "enable_dep_gen", "dependency graph"
+
+    def recording(self) -> Recording:
+        return Recording(record_edges=True, record_tasks=True)
+
+    def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
+        return write_deps(dfx_dir(build.work_dir), build, report)
+
+
+class TraceObserver:
+    knob, what = "enable_trace", "trace"
+
+    def recording(self) -> Recording:
+        return Recording(record_tasks=True)
+
+    def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
+        return write_trace(dfx_dir(build.work_dir), build, report)
+
+
+class TensorDumpObserver:
+    knob, what = "enable_dump_tensor", "tensor dump"
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+
+    def recording(self) -> Recording:
+        return Recording(dump_level=self.level)
+
+    def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
+        if report.dump is None:
+            return []
+        return write_tensor_dump(dfx_dir(build.work_dir), build, report)
+
+
+class IntermediatesObserver:
+    """``print_intermediates``: 1 saves every task's arguments as ``.pt``, 2 prints their
+    statistics (both from a level-2 dump), 3 prints a line as each task starts and finishes."""
+
+    knob, what = "print_intermediates", "intermediate values"
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+
+    def recording(self) -> Recording:
+        return Recording(trace_tasks=True) if self.level == 3 else Recording(dump_level=2)
+
+    def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
+        if self.level == 3 or report.dump is None:
+            return []
+        saved = write_intermediates(build, report.dump, self.level)
+        return [saved] if saved is not None else []
+
+
+class NanCheckObserver:
+    knob, what = "nan_check", "NaN/Inf report"
+
+    def recording(self) -> Recording:
+        return Recording(nan_check=True)
+
+    def finish(self, build: Build, report: RunReport, failed: bool) -> Any:
+        if failed:  # the run's own failure report comes first; its saved task is the failing one
+            return None
+        nan = nan_failure(build, report)
+        if nan is not None:
+            log.error("[nan_check] %s:\n%s", build.name, nan.render())
+        return nan
+
+
+def observers_for(opts: dict[str, Any]) -> list[RunObserver]:
+    """The observers validated run options ``opts`` turn on, in the order they finish."""
+    printing, dump_level = opts.get("print_intermediates") or 0, opts.get("enable_dump_tensor") or 0
+    if printing in (1, 2) and dump_level not in (0, 2):
+        raise ConfigError(
+            f"print_intermediates={printing} records every task's arguments (a level-2 dump); it "
+            f"cannot be combined with enable_dump_tensor={dump_level}: drop one of them"
+        )
+    observers: list[RunObserver] = []
+    if opts.get("enable_dep_gen"):
+        observers.append(DepsObserver())
+    if opts.get("enable_trace"):
+        observers.append(TraceObserver())
+    if opts.get("enable_dump_tensor"):
+        observers.append(TensorDumpObserver(int(opts["enable_dump_tensor"])))
+    if opts.get("print_intermediates"):
+        observers.append(IntermediatesObserver(int(opts["print_intermediates"])))
+    if opts.get("nan_check"):
+        observers.append(NanCheckObserver())
+    return observers
+
+
+def recording_of(observers: list[RunObserver]) -> Recording:
+    """What the core must record for all of ``observers``."""
+    recording = Recording()
+    for o in observers:
+        recording = recording.merge(o.recording())
+    return recording
+
+
+def finish_all(observers: list[RunObserver], build: Build, report: RunReport, failed: bool) -> dict[str, Any]:
+    """Finish every observer (each even if another one fails); returns their results by knob.
+
+    Raises:
+        TilescopeError: an observer could not write its output and the run itself succeeded.
+    """
+    results: dict[str, Any] = {}
+    problems: list[str] = []
+    for o in observers:
+        try:
+            results[o.knob] = made = o.finish(build, report, failed)
+        except Exception as e:  # noqa: BLE001 - one broken output must not lose the others
+            problems.append(f"cannot write the {o.what} of {build.name}: {type(e).__name__}: {e}")
+            continue
+        if isinstance(made, list):
+            for p in made:
+                log.info("[dfx] wrote %s", p)
+    for problem in problems:
+        log.error("[dfx] %s", problem)
+    if problems and not failed:
+        raise TilescopeError("; ".join(problems))
+    return results

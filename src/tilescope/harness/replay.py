@@ -1,0 +1,186 @@
+"""Re-running a build without its Python source: ``tilescope replay BUILD_DIR`` and
+``replay_compiled(work_dir, ...)``; one task alone on its saved inputs: ``tilescope replay
+BUILD_DIR --task ID`` (``launch.task``).
+
+Invariants: the build is loaded with ``CompiledProgram.from_dir`` (so hand edits are rebuilt
+first, only the edited files); with no tensors given, the inputs and golden come from the
+build's saved data (``data/``) or ``golden_data``, with the tolerances the data was saved with
+unless overridden. The ``tilescope replay`` command isolates sim runs (``--no-isolate`` turns it
+off), so a crash is reported, not fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tilescope import knobs
+from tilescope._logging import configure
+from tilescope.errors import TilescopeError
+from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args
+from tilescope.harness.data import DataError, load_meta, load_snapshot
+from tilescope.harness.run import Phases, RunResult, data_args, execute, finish
+from tilescope.launch.program import CompiledProgram
+from tilescope.launch.task import SavedTask, TaskReplay, load_saved_task, run_saved_task
+
+
+def replay_compiled(
+    work_dir: str | os.PathLike,
+    *args: Any,
+    golden_data: str | os.PathLike | None = None,
+    platform: str | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    compare_fn: Callable[..., Any] | None = None,
+    **runtime_cfg: Any,
+) -> RunResult:
+    """Run the build ``work_dir``.
+
+    With ``args`` (torch tensors and numbers, in parameter order) it runs on them and writes the
+    outputs in place. Without, it replays saved data — ``golden_data`` or ``<work_dir>/data`` —
+    and compares every output with the saved golden. Edited C++ or IR in the build is rebuilt
+    first (only what changed).
+    """
+    work = Path(work_dir)
+    if platform is not None:
+        runtime_cfg["platform"] = platform
+    phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
+    result = RunResult(
+        False, work_dir=work, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings
+    )
+    name = work.name
+    try:
+        configure(knobs.runtime_options(runtime_cfg)["log_level"])
+        compiled = phases.run("compile", f"load build {work}", lambda: CompiledProgram.from_dir(work))
+        name = compiled.name
+        if args:
+            compiled.check_args(args)
+            inputs = {a.name: v for a, v in zip(compiled.args, args)}
+            execute(phases, result, compiled, inputs, None, runtime_cfg, rtol or 0.0, atol or 0.0)
+            return finish(result, name)
+        data = Path(golden_data) if golden_data else work / "data"
+        if not golden_data and not data.is_dir():
+            raise DataError(
+                f"{work} has no saved data ({data}): re-run the model with --save-data, pass --golden-data DIR, "
+                "or call replay_compiled with tensors"
+            )
+        meta = load_meta(data)
+        rtol = meta.get("rtol", 1e-5) if rtol is None else rtol
+        atol = meta.get("atol", 1e-5) if atol is None else atol
+        inputs, saved = phases.run(
+            "inputs", f"load golden data {data}", lambda: load_snapshot(data, data_args(compiled))
+        )
+        execute(phases, result, compiled, inputs, lambda _: saved, runtime_cfg, rtol, atol, compare_fn)
+    except TilescopeError as e:
+        result.error = str(e)
+        print(f"[ERROR] {e}", file=sys.stderr, flush=True)
+    return finish(result, name)
+
+
+def tensor_stats(t: Any) -> str:
+    """``min .. max, mean m, k NaN, j Inf`` over the finite values of a tensor."""
+    import torch
+
+    x = t.detach().to(torch.float64)
+    finite = x[torch.isfinite(x)]
+    nan, inf = int(torch.isnan(x).sum()), int(torch.isinf(x).sum())
+    head = (
+        f"min {finite.min().item():.6g}, max {finite.max().item():.6g}, mean {finite.mean().item():.6g}"
+        if finite.numel()
+        else "no finite value"
+    )
+    return f"{head}, {nan} NaN, {inf} Inf"
+
+
+def _say(line: str, file: Any = None) -> None:
+    print(line, file=file or sys.stdout, flush=True)
+
+
+def print_task_header(task: SavedTask, platform: str, file: Any = None) -> None:
+    """What is about to be replayed, as the CLI prints it before running."""
+    _say(f"[REPLAY] task {task.task_id} '{task.task_name}' (kernel {task.kernel['name']}) alone on "
+         f"{platform}, inputs from {task.dir}", file)  # fmt: skip
+    if task.why:
+        _say(f"[REPLAY] saved because: {task.why.splitlines()[0]}", file)
+    for name in task.partial:
+        _say(
+            f"[REPLAY] note: inout {name!r} was saved after the kernel had partly run; the replay starts from it",
+            file,
+        )
+
+
+def print_task_outcome(result: TaskReplay, file: Any = None) -> None:
+    """How the replay ended and the statistics of every output, as the CLI prints them."""
+    if result.passed:
+        _say(f"[REPLAY] ran to the end ({result.wall_s:.2f}s)", file)
+    else:
+        _say("[REPLAY] FAILED:", file)
+        text = result.failure.render() if result.failure is not None else (result.error or "")
+        for line in text.splitlines():
+            _say(f"  {line}", file)
+    for name, t in result.outputs.items():
+        _say(f"  {name} {list(t.shape)} {str(t.dtype).removeprefix('torch.')}: {tensor_stats(t)}", file)
+
+
+def add_replay_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("build_dir", help="a build directory (build_output/_jit_<fn>_<stamp>)")
+    parser.add_argument("--golden-data", default=None, help="replay this data dir (default: BUILD_DIR/data)")
+    parser.add_argument(
+        "--rtol", type=float, default=None, help="relative tolerance (default: the saved run's)"
+    )
+    parser.add_argument(
+        "--atol", type=float, default=None, help="absolute tolerance (default: the saved run's)"
+    )
+    t = parser.add_argument_group("one task")
+    t.add_argument(
+        "--task",
+        type=int,
+        default=None,
+        metavar="ID",
+        help="replay task ID alone on its saved inputs (BUILD_DIR/dfx_outputs/failure/task_ID)",
+    )
+    t.add_argument(
+        "--from",
+        dest="from_dir",
+        default=None,
+        metavar="DIR",
+        help="replay the task saved in DIR (default: BUILD_DIR/dfx_outputs/failure/task_ID)",
+    )
+    add_runtime_args(parser)
+    return parser
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    cfg = runtime_cfg_from_args(args)
+    if cfg.get("platform", "sim") == "sim":
+        cfg.setdefault("isolate", True)  # a crash in the replayed code is reported, not fatal
+    if args.task is None and args.from_dir is None:
+        result = replay_compiled(
+            args.build_dir, golden_data=args.golden_data, rtol=args.rtol, atol=args.atol, **cfg
+        )
+        return 0 if result.passed else 1
+    ignored = [flag for flag, v in (("--golden-data", args.golden_data), ("--rtol", args.rtol),
+                                    ("--atol", args.atol)) if v is not None]  # fmt: skip
+    try:
+        if ignored:
+            raise TilescopeError(f"{', '.join(ignored)} apply to whole-program replays, not to --task")
+        opts = knobs.runtime_options(cfg)
+        configure(opts["log_level"])
+        program = CompiledProgram.from_dir(args.build_dir)
+        task = load_saved_task(program, args.task, args.from_dir)
+        print_task_header(task, opts["platform"])
+        replay = run_saved_task(program, task, opts)
+    except TilescopeError as e:
+        print(f"[ERROR] {e}", file=sys.stderr, flush=True)
+        return 1
+    print_task_outcome(replay)
+    return 0 if replay.passed else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = add_replay_args(argparse.ArgumentParser(prog="tilescope replay", description=__doc__))
+    return run_cli(parser.parse_args(argv))

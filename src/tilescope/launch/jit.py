@@ -1,0 +1,60 @@
+"""``@ts.jit``: an orchestration function that compiles itself on first call and runs.
+
+Invariants: decorating never parses; the IR is built on first use and cached on the object
+(``language.decorators.Orchestration``). Compiled programs are kept in memory keyed by compile
+options; the disk cache behind the toolchain makes a compile in a new process skip g++ for
+unchanged sources.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tilescope.ir.nodes import Program
+from tilescope.knobs import freeze
+from tilescope.language.decorators import Orchestration
+from tilescope.language.frontend import program_ir
+from tilescope.launch.program import CompiledProgram, compile_program
+
+
+class JitFunction(Orchestration):
+    """An orchestration: creates tensors, loops, and submits kernel tasks.
+
+    Calling it with torch tensors (and Python scalars) compiles it once per compile options
+    and runs it on the ``sim`` platform; outputs are written into the Out/InOut tensors.
+    """
+
+    def __init__(self, fn: Callable, compile_cfg: dict[str, Any] | None = None):
+        super().__init__(fn, compile_cfg)
+        self._compiled: dict[tuple, CompiledProgram] = {}
+        self._lock = threading.Lock()
+
+    def program(self) -> Program:
+        """The front-end's IR of this orchestration and its kernels (before passes)."""
+        return program_ir(self)
+
+    def compile(self, *example_args: Any, **compile_cfg: Any) -> CompiledProgram:
+        """Compile to a build directory; ``example_args`` (optional) are checked against the
+        parameters."""
+        cfg = {**self.compile_cfg, **compile_cfg}
+        compiled = compile_program(self.program(), cfg)
+        if example_args:
+            compiled.check_args(example_args)
+        return compiled
+
+    def __call__(self, *args: Any, **runtime_cfg: Any) -> None:
+        key = freeze(self.compile_cfg)
+        with self._lock:
+            compiled = self._compiled.get(key)
+            if compiled is None:
+                compiled = self._compiled[key] = self.compile()
+        compiled.run(*args, **runtime_cfg)
+
+
+def jit(fn: Callable | None = None, **compile_cfg: Any):
+    """Declare an orchestration; ``@ts.jit(dump_passes=True)`` sets compile options."""
+    if fn is None:
+        return lambda f: JitFunction(f, compile_cfg)
+    return JitFunction(fn, compile_cfg)

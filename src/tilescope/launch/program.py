@@ -1,0 +1,105 @@
+"""``CompiledProgram``: a build directory, ready to run on ``sim`` (compiled) or ``interp``
+(the reference interpreter of its final IR).
+
+Invariants:
+- Every call checks its arguments against the recorded specs and lists every mismatch, and
+  refuses a platform or CPU the build was not compiled for, saying what to do.
+- A sim run goes through the one run path (``launch.run.launch``): in this process, or in a
+  child process with ``isolate`` (``launch.isolate``), which runs ``launch`` there.
+- The build's libraries are loaded on the first sim run and stay loaded while the object lives.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from tilescope import knobs
+from tilescope._logging import configure
+from tilescope.build.compile import compile_to_dir
+from tilescope.build.manifest import Build
+from tilescope.build.paths import CRASH_REPORT, dfx_dir
+from tilescope.build.target import check_target
+from tilescope.ir.nodes import Program
+from tilescope.launch.isolate import run_isolated
+from tilescope.launch.run import Binaries, RunInfo, launch, load_binaries
+from tilescope.runtime.interp import run_program
+
+# runtime_cfg keys that only the sim platform implements (a truthy value on interp is an error)
+SIM_ONLY = ("isolate", "nan_check", "print_intermediates", "serial", "kernel_filter")
+
+
+def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None) -> CompiledProgram:
+    """Front-end IR -> passes -> C++ -> g++ -> a build directory, returned loaded."""
+    done = compile_to_dir(program, compile_cfg)
+    compiled = CompiledProgram(done.work_dir, program=done.program)
+    compiled.timings = dict(done.timings)
+    return compiled
+
+
+class CompiledProgram(Build):
+    """A build directory, ready to run on ``sim`` (compiled) or ``interp`` (reference)."""
+
+    def __init__(self, work_dir: str | os.PathLike, program: Program | None = None):
+        super().__init__(work_dir, program)
+        self._binaries: Binaries | None = None
+        self._lock = threading.Lock()
+        self.timings: dict[str, float] = {}
+
+    @classmethod
+    def from_dir(cls, path: str | os.PathLike) -> CompiledProgram:
+        """Load a build directory written by ``compile``, first rebuilding only what was edited
+        in it by hand (C++ sources, or the IR dump ``ir/<program>.py``)."""
+        return cls.refreshed(path)  # type: ignore[return-value]
+
+    def binaries(self) -> Binaries:
+        """The build's loaded libraries (loaded on first use)."""
+        with self._lock:
+            if self._binaries is None:
+                self._binaries = load_binaries(self)
+            return self._binaries
+
+    def run(self, *args: Any, **runtime_cfg: Any) -> RunInfo:
+        """Run on ``args`` (outputs are written into the Out/InOut tensors passed in).
+
+        Raises:
+            RuntimeFailure: the run failed; ``exc.failure`` (a debug.failures.Failure) names the
+                task, kernel and source line, and where the failing task's inputs were saved.
+        """
+        opts = knobs.runtime_options(runtime_cfg)
+        configure(opts["log_level"])
+        self.check_args(args)
+        rc = self.runtime_config
+        if opts["platform"] not in rc.get("platforms", knobs.PLATFORMS):
+            raise knobs.ConfigError(
+                f"{self.work_dir} was compiled for platform(s) {', '.join(rc['platforms'])}, not "
+                f"{opts['platform']!r}: compile it again with this tilescope"
+            )
+        if opts["platform"] == "interp":
+            return self._run_interp(args, opts, runtime_cfg)
+        if opts["float64"]:
+            raise knobs.ConfigError("runtime_cfg['float64'] applies to the interp platform only")
+        check_target(self.work_dir, rc.get("target"), opts["platform"])
+        if opts["isolate"]:
+            return run_isolated(self, args, opts)
+        return launch(self, self.binaries(), args, opts, crash_report=dfx_dir(self.work_dir) / CRASH_REPORT)
+
+    __call__ = run
+
+    def _run_interp(self, args: tuple, opts: dict[str, Any], given: dict[str, Any]) -> RunInfo:
+        sim_only = [k for k in SIM_ONLY if given.get(k)]
+        if opts["enable_dump_tensor"]:
+            sim_only.insert(0, "enable_dump_tensor")
+        if sim_only:
+            raise knobs.ConfigError(
+                f"runtime_cfg {', '.join(repr(k) for k in sim_only)}: implemented on the sim platform only; "
+                "run with platform='sim'"
+            )
+        t0 = time.perf_counter()
+        n = run_program(self.program(), list(args), float64=bool(opts["float64"]))
+        return RunInfo("interp", time.perf_counter() - t0, n)
+
+
+__all__ = ["CompiledProgram", "RunInfo", "compile_program"]

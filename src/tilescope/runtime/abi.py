@@ -1,0 +1,281 @@
+"""The C ABI of the runtime core, mirrored for ctypes (``tilescope/runtime_api.h``, ``abi.h``).
+
+Invariants: every struct here has the field order, types and size of its C twin; the core is
+checked against ``sizeof(ts_arg)`` and the ABI version when it is loaded (``library.py``), so a
+mismatch is an error, never a misread. The codes of enums (``ts_dir``, ``ts_edge_kind``, …) are
+the tuples' indices.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+
+from tilescope.errors import ArgumentError
+from tilescope.ir.types import Direction
+
+MAX_DIMS = 4  # TS_MAX_DIMS
+DUMP_STAGES = ("before_dispatch", "after_completion")  # ts_dump_stage
+DUMP_ROLES = ("input", "output", "inout", "scalar")  # by ts_dir
+DUMP_TRUNCATED, DUMP_OVERWRITTEN = 1, 2  # ts_dump_record flags
+SAVED_PARTIAL = 4  # ts_dump_record flag of saved task inputs (TS_SAVED_PARTIAL)
+MAX_FRAMES = 32  # TS_MAX_FRAMES
+FAILURE_KINDS = ("none", "error", "deadlock", "timeout", "kernel_error")  # ts_failure_kind
+
+
+DIRECTION_CODES = {Direction.IN: 0, Direction.OUT: 1, Direction.INOUT: 2, Direction.SCALAR: 3}  # ts_dir
+DIRECTIONS = tuple(DIRECTION_CODES)  # by ts_dir code
+
+
+def as_direction(value: Direction | int | str) -> Direction:
+    """``Direction.IN``, its ``ts_dir`` code ``0`` or its name ``"in"``, as a Direction."""
+    if isinstance(value, Direction):
+        return value
+    if isinstance(value, str):
+        try:
+            return Direction(value.lower())
+        except ValueError:
+            pass
+    elif isinstance(value, int) and 0 <= value < len(DIRECTIONS):
+        return DIRECTIONS[value]
+    known = ", ".join(d.value for d in Direction)
+    raise ArgumentError(f"unknown argument direction {value!r}; known: {known}")
+
+
+class ArgKind(enum.IntEnum):
+    TENSOR = 0
+    SCALAR = 1
+
+
+EDGE_KINDS = ("RAW", "WAW", "WAR", "ORDER")  # ts_edge_kind
+EDGE_SOURCES = ("tensormap", "explicit")  # ts_edge_source
+
+
+class TsTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("buffer_id", ctypes.c_int64),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("strides", ctypes.c_int64 * MAX_DIMS),
+        ("offset", ctypes.c_int64),
+    ]
+
+
+class TsScalarValue(ctypes.Union):
+    _fields_ = [("f", ctypes.c_double), ("i", ctypes.c_int64)]
+
+
+class TsScalar(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_int32), ("reserved", ctypes.c_int32), ("v", TsScalarValue)]
+
+
+class TsArgValue(ctypes.Union):
+    _fields_ = [("t", TsTensor), ("s", TsScalar)]
+
+
+class TsArg(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int32), ("dir", ctypes.c_int32), ("u", TsArgValue)]
+
+
+class TsRunConfig(ctypes.Structure):
+    _fields_ = [
+        ("num_workers", ctypes.c_int32),
+        ("record_edges", ctypes.c_int32),
+        ("record_tasks", ctypes.c_int32),
+        ("dump_level", ctypes.c_int32),
+        ("dump_arena_bytes", ctypes.c_int64),
+        ("dump_max_records", ctypes.c_int64),
+        ("task_timeout_s", ctypes.c_double),
+        ("serial", ctypes.c_int32),
+        ("nan_check", ctypes.c_int32),
+        ("trace_tasks", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("kernel_filter", ctypes.c_void_p),
+        ("crash_report_path", ctypes.c_char_p),
+    ]
+
+
+class TsEdgeRecord(ctypes.Structure):
+    _fields_ = [
+        ("pred", ctypes.c_int64),
+        ("succ", ctypes.c_int64),
+        ("arg_index", ctypes.c_int32),
+        ("kind", ctypes.c_int32),
+        ("source", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+    ]
+
+
+class TsTaskRecord(ctypes.Structure):
+    _fields_ = [
+        ("task_id", ctypes.c_int64),
+        ("func_id", ctypes.c_int32),
+        ("worker", ctypes.c_int32),
+        ("submit_ns", ctypes.c_int64),
+        ("start_ns", ctypes.c_int64),
+        ("end_ns", ctypes.c_int64),
+    ]
+
+
+class TsTaskArgRecord(ctypes.Structure):
+    _fields_ = [
+        ("task_id", ctypes.c_int64),
+        ("arg_index", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("arg", TsArg),
+    ]
+
+
+class TsBufferRecord(ctypes.Structure):
+    _fields_ = [("tensor", TsTensor), ("program_arg", ctypes.c_int32), ("reserved", ctypes.c_int32)]
+
+
+class TsDumpTagRecord(ctypes.Structure):
+    _fields_ = [("tensor", TsTensor), ("first_task", ctypes.c_int64)]
+
+
+class TsDumpRecord(ctypes.Structure):
+    _fields_ = [
+        ("task_id", ctypes.c_int64),
+        ("func_id", ctypes.c_int32),
+        ("arg_index", ctypes.c_int32),
+        ("role", ctypes.c_int32),
+        ("stage", ctypes.c_int32),
+        ("kind", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("flags", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("strides", ctypes.c_int64 * MAX_DIMS),
+        ("start_offset", ctypes.c_int64),
+        ("buffer_id", ctypes.c_int64),
+        ("value", TsScalar),
+        ("bin_offset", ctypes.c_int64),
+        ("bin_size", ctypes.c_int64),
+        ("worker", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+    ]
+
+
+class TsFailureRecord(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_int32),
+        ("worker", ctypes.c_int32),
+        ("task_id", ctypes.c_int64),
+        ("func_id", ctypes.c_int32),
+        ("nframes", ctypes.c_int32),
+        ("elapsed_ns", ctypes.c_int64),
+        ("frames", ctypes.c_uint64 * MAX_FRAMES),
+    ]
+
+
+class TsWaitRecord(ctypes.Structure):
+    _fields_ = [
+        ("task", ctypes.c_int64),
+        ("pred", ctypes.c_int64),
+        ("func_id", ctypes.c_int32),
+        ("pred_func_id", ctypes.c_int32),
+        ("pred_state", ctypes.c_int32),
+        ("kind", ctypes.c_int32),
+        ("source", ctypes.c_int32),
+        ("arg_index", ctypes.c_int32),
+        ("arg", TsArg),
+    ]
+
+
+class TsNanRecord(ctypes.Structure):
+    _fields_ = [
+        ("task_id", ctypes.c_int64),
+        ("func_id", ctypes.c_int32),
+        ("worker", ctypes.c_int32),
+        ("arg_index", ctypes.c_int32),
+        ("origin", ctypes.c_int32),
+        ("first_index", ctypes.c_int64),
+        ("nan_count", ctypes.c_int64),
+        ("inf_count", ctypes.c_int64),
+        ("input_arg", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("producer", ctypes.c_int64),
+    ]
+
+
+_RESULT = ctypes.c_void_p  # ts_run_result*
+
+# The C ABI's functions (``runtime_api.h``): name -> (restype, argtypes).
+PROTOTYPES = {
+    "ts_runtime_create": (ctypes.c_void_p, [ctypes.c_int32]),
+    "ts_runtime_num_workers": (ctypes.c_int32, [ctypes.c_void_p]),
+    "ts_runtime_destroy": (None, [ctypes.c_void_p]),
+    "ts_runtime_run": (
+        _RESULT,
+        [
+            ctypes.c_void_p,
+            ctypes.POINTER(TsRunConfig),
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.c_int32,
+            ctypes.POINTER(TsArg),
+            ctypes.c_int32,
+        ],
+    ),
+    "ts_run": (
+        _RESULT,
+        [
+            ctypes.POINTER(TsRunConfig),
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.c_int32,
+            ctypes.POINTER(TsArg),
+            ctypes.c_int32,
+        ],
+    ),
+    "ts_run_status": (ctypes.c_int32, [_RESULT]),
+    "ts_run_error": (ctypes.c_char_p, [_RESULT]),
+    "ts_run_num_tasks": (ctypes.c_int64, [_RESULT]),
+    "ts_run_num_dependencies": (ctypes.c_int64, [_RESULT]),
+    "ts_run_num_edges": (ctypes.c_int64, [_RESULT]),
+    "ts_run_num_workers": (ctypes.c_int32, [_RESULT]),
+    "ts_run_wall_seconds": (ctypes.c_double, [_RESULT]),
+    "ts_run_copy_tasks": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsTaskRecord), ctypes.c_int64]),
+    "ts_run_copy_edges": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsEdgeRecord), ctypes.c_int64]),
+    "ts_run_num_task_args": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_task_args": (
+        ctypes.c_int64,
+        [_RESULT, ctypes.POINTER(TsTaskArgRecord), ctypes.c_int64],
+    ),
+    "ts_run_num_buffers": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_buffers": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsBufferRecord), ctypes.c_int64]),
+    "ts_run_num_dump_tags": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_dump_tags": (
+        ctypes.c_int64,
+        [_RESULT, ctypes.POINTER(TsDumpTagRecord), ctypes.c_int64],
+    ),
+    "ts_run_dump_level": (ctypes.c_int32, [_RESULT]),
+    "ts_run_num_dump_records": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_dump_records": (
+        ctypes.c_int64,
+        [_RESULT, ctypes.POINTER(TsDumpRecord), ctypes.c_int64],
+    ),
+    "ts_run_dump_payload_size": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_dump_payload": (ctypes.c_int64, [_RESULT, ctypes.c_void_p, ctypes.c_int64]),
+    "ts_run_dump_dropped": (ctypes.c_int64, [_RESULT]),
+    "ts_run_task_name": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
+    "ts_run_failure": (ctypes.c_int32, [_RESULT, ctypes.POINTER(TsFailureRecord)]),
+    "ts_run_num_waits": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_waits": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsWaitRecord), ctypes.c_int64]),
+    "ts_run_num_nan": (ctypes.c_int64, [_RESULT]),
+    "ts_run_nan_total": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_nan": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsNanRecord), ctypes.c_int64]),
+    "ts_run_saved_task": (ctypes.c_int64, [_RESULT]),
+    "ts_run_num_saved": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_saved": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsDumpRecord), ctypes.c_int64]),
+    "ts_run_saved_payload_size": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_saved_payload": (ctypes.c_int64, [_RESULT, ctypes.c_void_p, ctypes.c_int64]),
+    "ts_run_free": (None, [_RESULT]),
+    "ts_core_abi_version": (ctypes.c_uint32, []),
+    "ts_core_sizeof_arg": (ctypes.c_int32, []),
+}

@@ -1,0 +1,260 @@
+"""Copying a finished run's results out of the core into ``records`` (one ctypes call per kind).
+
+Invariants: this runs after ``ts_runtime_run`` returned and before ``ts_run_free``; nothing it
+returns points into the run result, which the caller frees right after.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from tilescope.ir import dtypes
+from tilescope.runtime.abi import (
+    DIRECTIONS,
+    DUMP_OVERWRITTEN,
+    DUMP_ROLES,
+    DUMP_STAGES,
+    DUMP_TRUNCATED,
+    EDGE_KINDS,
+    EDGE_SOURCES,
+    FAILURE_KINDS,
+    SAVED_PARTIAL,
+    ArgKind,
+    TsBufferRecord,
+    TsDumpRecord,
+    TsDumpTagRecord,
+    TsEdgeRecord,
+    TsFailureRecord,
+    TsNanRecord,
+    TsTaskArgRecord,
+    TsTaskRecord,
+    TsWaitRecord,
+)
+from tilescope.runtime.records import (
+    BufferRecord,
+    DumpRecord,
+    DumpReport,
+    DumpTagRecord,
+    EdgeRecord,
+    FailureInfo,
+    NanRecord,
+    RunReport,
+    SavedInputs,
+    TaskArgRecord,
+    TaskRecord,
+    WaitRecord,
+)
+
+
+def collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:
+    num_tasks = lib.ts_run_num_tasks(handle)
+    report = RunReport(
+        status=lib.ts_run_status(handle),
+        error=lib.ts_run_error(handle).decode(errors="replace"),
+        wall_s=lib.ts_run_wall_seconds(handle),
+        num_tasks=num_tasks,
+        num_workers=lib.ts_run_num_workers(handle),
+        num_dependencies=lib.ts_run_num_dependencies(handle),
+    )
+    if record_tasks and num_tasks:
+        buf = (TsTaskRecord * num_tasks)()
+        n = lib.ts_run_copy_tasks(handle, buf, num_tasks)
+        rows = np.ctypeslib.as_array(buf)[:n].tolist()
+        report.tasks = [
+            TaskRecord(
+                tid, fid, lib.ts_run_task_name(handle, tid).decode(errors="replace"), worker, sub, start, end
+            )
+            for tid, fid, worker, sub, start, end in rows
+        ]
+    num_edges = lib.ts_run_num_edges(handle)
+    if num_edges:
+        buf = (TsEdgeRecord * num_edges)()
+        n = lib.ts_run_copy_edges(handle, buf, num_edges)
+        report.edges = [
+            EdgeRecord(pred, succ, arg, EDGE_KINDS[kind], EDGE_SOURCES[source])
+            for pred, succ, arg, kind, source, _ in np.ctypeslib.as_array(buf)[:n].tolist()
+        ]
+    num_args = lib.ts_run_num_task_args(handle)
+    if num_args:
+        buf = (TsTaskArgRecord * num_args)()
+        n = lib.ts_run_copy_task_args(handle, buf, num_args)
+        report.task_args = [_task_arg(rec) for rec in buf[:n]]
+    num_buffers = lib.ts_run_num_buffers(handle)
+    if num_buffers:
+        buf = (TsBufferRecord * num_buffers)()
+        n = lib.ts_run_copy_buffers(handle, buf, num_buffers)
+        for rec in buf[:n]:
+            t = rec.tensor
+            report.buffers.append(
+                BufferRecord(
+                    t.buffer_id,
+                    rec.program_arg,
+                    dtypes.BY_CODE[t.dtype].name,
+                    tuple(t.shape[: t.ndim]),
+                    tuple(t.strides[: t.ndim]),
+                    t.offset,
+                )
+            )
+    num_tags = lib.ts_run_num_dump_tags(handle)
+    if num_tags:
+        buf = (TsDumpTagRecord * num_tags)()
+        n = lib.ts_run_copy_dump_tags(handle, buf, num_tags)
+        for rec in buf[:n]:
+            t = rec.tensor
+            report.dump_tags.append(
+                DumpTagRecord(
+                    rec.first_task,
+                    t.buffer_id,
+                    dtypes.BY_CODE[t.dtype].name,
+                    tuple(t.shape[: t.ndim]),
+                    tuple(t.strides[: t.ndim]),
+                    t.offset,
+                )
+            )
+    if lib.ts_run_dump_level(handle):
+        report.dump = _collect_dump(lib, handle)
+    _collect_failure(lib, handle, report)
+    return report
+
+
+def _collect_failure(lib: ctypes.CDLL, handle: int, report: RunReport) -> None:
+    rec = TsFailureRecord()
+    kind = lib.ts_run_failure(handle, ctypes.byref(rec))
+    if kind:
+        report.failure = FailureInfo(
+            FAILURE_KINDS[kind],
+            rec.task_id,
+            rec.func_id,
+            rec.worker,
+            rec.elapsed_ns,
+            tuple(rec.frames[: rec.nframes]),
+        )
+    n = lib.ts_run_num_waits(handle)
+    if n:
+        buf = (TsWaitRecord * n)()
+        n = lib.ts_run_copy_waits(handle, buf, n)
+        for w in buf[:n]:
+            arg = None
+            if w.arg_index >= 0:
+                arg = _task_arg(TsTaskArgRecord(w.task, w.arg_index, 0, w.arg))
+            report.waits.append(
+                WaitRecord(
+                    w.task,
+                    w.pred,
+                    w.func_id,
+                    w.pred_func_id,
+                    w.pred_state == 1,
+                    EDGE_KINDS[w.kind],
+                    EDGE_SOURCES[w.source],
+                    arg,
+                )
+            )
+    n = lib.ts_run_num_nan(handle)
+    if n:
+        buf = (TsNanRecord * n)()
+        n = lib.ts_run_copy_nan(handle, buf, n)
+        report.nan = [
+            NanRecord(
+                r.task_id,
+                r.func_id,
+                r.worker,
+                r.arg_index,
+                r.origin == 0,
+                r.first_index,
+                r.nan_count,
+                r.inf_count,
+                r.input_arg,
+                r.producer,
+            )
+            for r in buf[:n]
+        ]
+    report.nan_total = lib.ts_run_nan_total(handle)
+    n = lib.ts_run_num_saved(handle)
+    if n:
+        buf = (TsDumpRecord * n)()
+        n = lib.ts_run_copy_saved(handle, buf, n)
+        payload = np.empty(lib.ts_run_saved_payload_size(handle), dtype=np.uint8)
+        if payload.size:
+            lib.ts_run_copy_saved_payload(handle, payload.ctypes.data, payload.size)
+        records, _ = _dump_records(lib, handle, buf[:n])
+        partial = tuple(r.arg_index for r in buf[:n] if r.flags & SAVED_PARTIAL)
+        report.saved = SavedInputs(lib.ts_run_saved_task(handle), records, payload, partial)
+
+
+def _collect_dump(lib: ctypes.CDLL, handle: int) -> DumpReport:
+    n = lib.ts_run_num_dump_records(handle)
+    buf = (TsDumpRecord * n)()
+    n = lib.ts_run_copy_dump_records(handle, buf, n)
+    payload = np.empty(lib.ts_run_dump_payload_size(handle), dtype=np.uint8)
+    if payload.size:
+        lib.ts_run_copy_dump_payload(handle, payload.ctypes.data, payload.size)
+    records, names = _dump_records(lib, handle, buf[:n])
+    return DumpReport(
+        level=lib.ts_run_dump_level(handle),
+        records=records,
+        payload=payload,
+        dropped_records=lib.ts_run_dump_dropped(handle),
+        task_names=names,
+    )
+
+
+def _dump_records(lib: ctypes.CDLL, handle: int, raw: list[TsDumpRecord]) -> tuple[list[DumpRecord], dict]:
+    records = []
+    names: dict[int, str] = {}
+    for rec in raw:
+        dtype = dtypes.BY_CODE.get(rec.dtype)
+        value: float | int | bool | None = None
+        if rec.kind == ArgKind.SCALAR and dtype is not None:
+            value = rec.value.v.f if dtype.is_float else rec.value.v.i
+            if dtype.name == "bool":
+                value = bool(value)
+        kept = rec.bin_size > 0
+        records.append(
+            DumpRecord(
+                task_id=rec.task_id,
+                func_id=rec.func_id,
+                arg_index=rec.arg_index,
+                role=DUMP_ROLES[rec.role],
+                stage=DUMP_STAGES[rec.stage],
+                kind="scalar" if rec.kind == ArgKind.SCALAR else "tensor",
+                dtype=dtype.name if dtype is not None else f"invalid({rec.dtype})",
+                shape=tuple(rec.shape[: rec.ndim]),
+                strides=tuple(rec.strides[: rec.ndim]),
+                start_offset=rec.start_offset,
+                buffer_id=rec.buffer_id,
+                value=value,
+                bin_offset=rec.bin_offset if kept else None,
+                bin_size=rec.bin_size if kept else 0,
+                truncated=bool(rec.flags & DUMP_TRUNCATED),
+                overwritten=bool(rec.flags & DUMP_OVERWRITTEN),
+                worker=rec.worker,
+            )
+        )
+        if rec.task_id not in names:
+            name = lib.ts_run_task_name(handle, rec.task_id)
+            names[rec.task_id] = name.decode(errors="replace") if name is not None else ""
+    return records, names
+
+
+def _task_arg(rec: TsTaskArgRecord) -> TaskArgRecord:
+    a = rec.arg
+    direction = DIRECTIONS[a.dir].value
+    if a.kind == ArgKind.SCALAR:
+        dtype = dtypes.BY_CODE[a.u.s.dtype]
+        value = a.u.s.v.f if dtype.is_float else a.u.s.v.i
+        return TaskArgRecord(rec.task_id, rec.arg_index, "scalar", direction, dtype.name, value=value)
+    t = a.u.t
+    return TaskArgRecord(
+        rec.task_id,
+        rec.arg_index,
+        "tensor",
+        direction,
+        dtypes.BY_CODE[t.dtype].name,
+        buffer_id=t.buffer_id,
+        ndim=t.ndim,
+        shape=tuple(t.shape[: t.ndim]),
+        strides=tuple(t.strides[: t.ndim]),
+        offset=t.offset,
+    )

@@ -1,0 +1,377 @@
+"""Running a task graph on the runtime core: argument descriptors, worker pools, one run.
+
+Invariants:
+- Python is never on the per-task path: ``run_graph`` makes one ctypes call, which releases the
+  GIL while the graph runs, and converts the records afterwards (``collect.py``).
+- Worker threads outlive a run: a ``Runtime`` owns a ``ts_runtime`` whose workers park between
+  runs. ``run_graph`` borrows one from a pool keyed by the requested worker count and gives it
+  back afterwards; a Runtime is lent to one call at a time, so concurrent ``run_graph`` calls
+  never share one. The pool keeps at most ``MAX_IDLE_RUNTIMES`` idle, closes them at
+  interpreter exit and forgets them in a forked child (whose copies have no threads).
+- ``TsArg`` values hold raw pointers: the tensors they describe must stay alive, and must not
+  be resized, until ``run_graph`` returns.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import threading
+from dataclasses import dataclass
+
+from tilescope.errors import ArgumentError, RuntimeFailure
+from tilescope.ir import dtypes
+from tilescope.ir.dtypes import DType
+from tilescope.ir.types import Direction
+from tilescope.runtime.abi import (
+    DIRECTION_CODES,
+    MAX_DIMS,
+    ArgKind,
+    TsArg,
+    TsRunConfig,
+    as_direction,
+)
+from tilescope.runtime.collect import collect
+from tilescope.runtime.library import load_core
+from tilescope.runtime.records import RunReport
+
+MAX_IDLE_RUNTIMES = 4  # idle runtimes (each with parked workers) kept for reuse
+DUMP_ARENA_BYTES = 64 << 20  # tensor dump payload ring per worker (levels 1 and 2)
+DUMP_MAX_RECORDS = 1 << 20  # tensor dump records kept per worker; later ones are dropped (and counted)
+
+
+def tensor_arg(t, direction: Direction | int | str) -> TsArg:
+    """Describe torch tensor ``t`` (any strided CPU view) as a ``ts_arg``.
+
+    ``data`` is the storage's base pointer and ``offset`` the view's storage offset, so views of
+    one storage share ``buffer_id`` (the storage base address) and aliasing program arguments are
+    ordered by the tensor map. A 0-d tensor is described as shape [1].
+
+    Raises:
+        ArgumentError: not a CPU tensor, too many dims, an unsupported dtype, or a bad direction.
+    """
+    direction = as_direction(direction)
+    if direction == Direction.SCALAR:
+        raise ArgumentError("tensor_arg: a tensor argument needs direction IN, OUT or INOUT, not SCALAR")
+    if t.device.type != "cpu":
+        raise ArgumentError(
+            f"tensor_arg: tensors must be on the CPU for the sim platform, got one on {t.device}"
+        )
+    if t.dim() > MAX_DIMS:
+        raise ArgumentError(
+            f"tensor_arg: a tensor of shape {list(t.shape)} has {t.dim()} dims; at most {MAX_DIMS} are supported"
+        )
+    try:
+        dtype = dtypes.from_torch(t.dtype)
+    except ValueError as exc:
+        raise ArgumentError(f"tensor_arg: {exc}") from None
+    shape = tuple(t.shape) or (1,)
+    strides = tuple(t.stride()) or (1,)
+    base = t.untyped_storage().data_ptr()
+    arg = TsArg(kind=ArgKind.TENSOR, dir=DIRECTION_CODES[direction])
+    desc = arg.u.t
+    desc.data = base
+    desc.buffer_id = base
+    desc.dtype = dtype.code
+    desc.ndim = len(shape)
+    desc.offset = t.storage_offset()
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        desc.shape[d] = n
+        desc.strides[d] = s
+    return arg
+
+
+def scalar_arg(value: float | int | bool, dtype: DType) -> TsArg:
+    """A ``ts_arg`` scalar of ``dtype``: stored as a double for float dtypes, else as an int64.
+
+    Raises:
+        ArgumentError: ``value`` does not fit (e.g. a non-integral float for an integer dtype).
+    """
+    arg = TsArg(kind=ArgKind.SCALAR, dir=DIRECTION_CODES[Direction.SCALAR])
+    arg.u.s.dtype = dtype.code
+    if dtype.is_float:
+        arg.u.s.v.f = float(value)
+        return arg
+    if isinstance(value, float) and not value.is_integer():
+        raise ArgumentError(f"scalar_arg: {value!r} is not an integer, but the dtype is {dtype!r}")
+    ivalue = int(value)
+    if not -(2**63) <= ivalue < 2**63:
+        raise ArgumentError(f"scalar_arg: {ivalue} does not fit in 64 bits")
+    arg.u.s.v.i = ivalue
+    return arg
+
+
+class Runtime:
+    """A ``ts_runtime``: worker threads started by the first run, parked (asleep) between runs
+    and reused by every later one, until ``close()``.
+
+    Runs on one Runtime are serialized (a concurrent ``run`` waits for the one in progress); each
+    starts from a clean state, whatever the previous run left behind or failed with.
+    The workers are joined by ``close()``, on leaving a ``with`` block, or when the object is
+    collected; a Runtime inherited by a forked child has no threads there and is never used or
+    destroyed by it.
+    """
+
+    def __init__(self, num_workers: int = 0) -> None:
+        """A runtime whose workers start with its first run.
+
+        Args:
+            num_workers: worker threads; 0 = one per hardware thread.
+
+        Raises:
+            ArgumentError: ``num_workers`` is negative.
+            RuntimeFailure: the runtime cannot be created (out of memory).
+        """
+        if num_workers < 0:
+            raise ArgumentError(
+                f"Runtime: num_workers must be >= 0 (0 = all hardware threads), got {num_workers}"
+            )
+        self._lib = load_core()
+        self._pid = os.getpid()
+        self._lock = threading.Lock()  # a run and close() never overlap on one handle
+        self._handle: int | None = self._lib.ts_runtime_create(num_workers)
+        if not self._handle:
+            raise RuntimeFailure(f"cannot create a runtime with {num_workers} worker(s): out of memory")
+        self.requested_workers = num_workers
+        self.num_workers: int = self._lib.ts_runtime_num_workers(self._handle)
+
+    def run(
+        self,
+        orch_fn_address: int,
+        kernel_fn_addresses: list[int],
+        kernel_names: list[str],
+        args: list[TsArg],
+        record_edges: bool = False,
+        record_tasks: bool = False,
+        dump_level: int = 0,
+        checks: RunChecks | None = None,
+    ) -> RunReport:
+        """Run an orchestration on this runtime's workers; see ``run_graph``.
+
+        Raises:
+            RuntimeFailure: the run failed (``exc.report`` holds the RunReport), or the runtime
+                is closed or belongs to another process.
+            ArgumentError: the kernel tables disagree or an address is NULL.
+        """
+        _check_graph("Runtime.run", orch_fn_address, kernel_fn_addresses, kernel_names)
+        lib = self._lib
+        nkernels = len(kernel_fn_addresses)
+        kernels = (ctypes.c_void_p * nkernels)(*kernel_fn_addresses)
+        names = (ctypes.c_char_p * nkernels)(*(n.encode() for n in kernel_names))
+        arg_array = (TsArg * len(args))(*args)
+        if dump_level not in (0, 1, 2, 3):
+            raise ArgumentError(f"Runtime.run: dump_level must be 0..3, got {dump_level!r}")
+        checks = checks or RunChecks()
+        filt = None
+        if checks.kernel_filter is not None:
+            if len(checks.kernel_filter) != nkernels:
+                raise ArgumentError(
+                    f"Runtime.run: kernel_filter has {len(checks.kernel_filter)} flags for {nkernels} kernel(s)"
+                )
+            filt = (ctypes.c_uint8 * nkernels)(*(int(bool(f)) for f in checks.kernel_filter))
+        config = TsRunConfig(
+            0,
+            int(record_edges),
+            int(record_tasks),
+            dump_level,
+            DUMP_ARENA_BYTES,
+            DUMP_MAX_RECORDS,
+            float(checks.task_timeout_s),
+            int(checks.serial),
+            int(checks.nan_check),
+            int(checks.trace_tasks),
+            0,
+            ctypes.cast(filt, ctypes.c_void_p) if filt is not None else None,
+            os.fsencode(checks.crash_report_path) if checks.crash_report_path else None,
+        )
+        with self._lock:
+            if self._handle is None or self._pid != os.getpid():
+                raise RuntimeFailure(
+                    "Runtime.run: this runtime is closed (or was created by another process)"
+                )
+            handle = lib.ts_runtime_run(
+                self._handle,
+                ctypes.byref(config),
+                orch_fn_address,
+                kernels,
+                names,
+                nkernels,
+                arg_array,
+                len(args),
+            )
+        try:
+            report = collect(lib, handle, record_tasks)
+        finally:
+            lib.ts_run_free(handle)
+        if report.status != 0:
+            failure = RuntimeFailure(report.error)
+            failure.report = report  # type: ignore[attr-defined]
+            raise failure
+        return report
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def close(self) -> None:
+        """Wait for a run in progress, then join the workers. Idempotent."""
+        if self._pid != os.getpid():
+            # NOTE: a forked child has the handle but not its threads (joining them would hang)
+            # and perhaps a lock held by a thread that does not exist there: leave both alone.
+            self._handle = None
+            return
+        with self._lock:
+            handle, self._handle = self._handle, None
+            if handle is not None:
+                self._lib.ts_runtime_destroy(handle)
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is not None:
+            self.close()
+
+
+class RuntimePool:
+    """Idle Runtimes (parked workers) by requested worker count, lent to one caller at a time.
+
+    Invariants:
+    - A Runtime is either idle here or lent to exactly one caller, so runs on one Runtime never
+      overlap; a caller that finds no idle Runtime of its worker count gets a new one.
+    - At most ``max_idle`` stay idle: giving back one more closes the least recently used.
+      ``close()`` closes every idle one, and every one given back later.
+    """
+
+    def __init__(self, max_idle: int = MAX_IDLE_RUNTIMES) -> None:
+        self.max_idle = max_idle
+        self._lock = threading.Lock()
+        self._idle: list[Runtime] = []  # least recently used first
+        self._closed = False
+
+    def borrow(self, num_workers: int) -> Runtime:
+        """An idle Runtime with ``num_workers`` requested workers, or a new one."""
+        with self._lock:
+            for i in range(len(self._idle) - 1, -1, -1):
+                if self._idle[i].requested_workers == num_workers:
+                    return self._idle.pop(i)
+        return Runtime(num_workers)
+
+    def give_back(self, runtime: Runtime) -> None:
+        """Keep ``runtime`` for reuse (or close it, if the pool is full or closed)."""
+        with self._lock:
+            if not self._closed:
+                self._idle.append(runtime)
+                if len(self._idle) <= self.max_idle:
+                    return
+                runtime = self._idle.pop(0)
+        runtime.close()
+
+    def idle_workers(self) -> list[int]:
+        """The requested worker counts of the idle Runtimes, least recently used first."""
+        with self._lock:
+            return [r.requested_workers for r in self._idle]
+
+    def close(self) -> None:
+        """Close every idle Runtime (joining its workers); later give-backs close theirs."""
+        with self._lock:
+            idle, self._idle, self._closed = self._idle, [], True
+        for runtime in idle:
+            runtime.close()
+
+    def _forget_after_fork(self) -> None:
+        # NOTE: the lock may have been held by a thread that does not exist in the child.
+        self._lock = threading.Lock()
+        self._idle = []
+
+
+_runtimes = RuntimePool()
+atexit.register(_runtimes.close)
+os.register_at_fork(after_in_child=_runtimes._forget_after_fork)
+
+
+def runtime_pool() -> RuntimePool:
+    """The process's pool of idle Runtimes that ``run_graph`` borrows from."""
+    return _runtimes
+
+
+def _check_graph(
+    caller: str, orch_fn_address: int, kernel_fn_addresses: list[int], kernel_names: list[str]
+) -> None:
+    if len(kernel_fn_addresses) != len(kernel_names):
+        raise ArgumentError(
+            f"{caller}: {len(kernel_fn_addresses)} kernel addresses but {len(kernel_names)} names"
+        )
+    if not orch_fn_address or not all(kernel_fn_addresses):
+        raise ArgumentError(f"{caller}: the orchestration and every kernel need a non-NULL entry address")
+
+
+@dataclass(frozen=True)
+class RunChecks:
+    """What a run watches for (see ``ts_run_config``): a per-task time budget (0: none), a
+    serial schedule (needs a 1-worker runtime), NaN/Inf checks, a stderr line per task start and
+    finish, a per-kernel filter (one flag per func_id) for those lines and dump levels 2/3, and
+    where a crashing kernel writes its report."""
+
+    task_timeout_s: float = 0.0
+    serial: bool = False
+    nan_check: bool = False
+    trace_tasks: bool = False
+    kernel_filter: tuple[bool, ...] | None = None
+    crash_report_path: str | None = None
+
+
+def single_task_orchestration() -> int:
+    """Address of the core's orchestration that submits kernel 0 on every program argument."""
+    return ctypes.cast(load_core().ts_single_task_orchestration, ctypes.c_void_p).value
+
+
+def run_graph(
+    orch_fn_address: int,
+    kernel_fn_addresses: list[int],
+    kernel_names: list[str],
+    args: list[TsArg],
+    num_workers: int = 0,
+    record_edges: bool = False,
+    record_tasks: bool = False,
+    dump_level: int = 0,
+    checks: RunChecks | None = None,
+) -> RunReport:
+    """Run an orchestration (``orchestration_entry``'s address) with kernels indexed by func_id.
+
+    Blocks until the orchestration returned and every task finished; the GIL is released
+    meanwhile. ``num_workers=0`` uses every hardware thread. ``dump_level`` 1..3 collects the
+    tensor dump into ``report.dump`` (1 tagged, 2 every argument, 3 metadata only), bounded by
+    ``DUMP_ARENA_BYTES`` and ``DUMP_MAX_RECORDS`` per worker. The run borrows a Runtime from
+    ``runtime_pool()``, so consecutive runs reuse parked worker threads instead of starting them.
+
+    Raises:
+        RuntimeFailure: the run failed; the message is the runtime's and ``exc.report`` holds the
+            RunReport (records included, as far as the run got).
+        ArgumentError: the kernel tables disagree or an address is NULL.
+    """
+    _check_graph("run_graph", orch_fn_address, kernel_fn_addresses, kernel_names)
+    if num_workers < 0:
+        raise ArgumentError(
+            f"run_graph: num_workers must be >= 0 (0 = all hardware threads), got {num_workers}"
+        )
+    if checks is not None and checks.serial:
+        num_workers = 1
+    runtime = _runtimes.borrow(num_workers)
+    try:
+        return runtime.run(
+            orch_fn_address,
+            kernel_fn_addresses,
+            kernel_names,
+            args,
+            record_edges,
+            record_tasks,
+            dump_level,
+            checks,
+        )
+    finally:
+        _runtimes.give_back(runtime)

@@ -1,0 +1,201 @@
+"""What a sim run reports back: plain records converted from the core's C structs.
+
+Invariants: records are plain Python values (no ctypes objects, no pointers into the core), so
+they outlive the run result they were copied from and can be pickled; task ids, func ids and
+argument indices are the runtime's own; times are nanoseconds since the run started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class FailureInfo:
+    """How a run failed: ``kind`` is ``error``, ``deadlock``, ``timeout`` or ``kernel_error``;
+    ``task_id``/``func_id``/``worker`` are -1 where they do not apply (the orchestration).
+    ``frames`` are the stopped thread's return addresses (timeouts; ``frames[0]`` the pc)."""
+
+    kind: str
+    task_id: int
+    func_id: int
+    worker: int
+    elapsed_ns: int
+    frames: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WaitRecord:
+    """An unmet dependency of a task that can never run (a deadlock): ``task`` waits for
+    ``pred``, which is blocked too or was never submitted (``pred_func_id`` -1). ``kind``/``source``
+    as in EdgeRecord; ``arg`` is task's argument behind a tensor-map edge (None for explicit deps)."""
+
+    task: int
+    pred: int
+    func_id: int
+    pred_func_id: int
+    never_submitted: bool
+    kind: str
+    source: str
+    arg: TaskArgRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class NanRecord:
+    """A task whose output argument ``arg_index`` holds NaN/Inf after it ran. ``fresh``: all its
+    inputs were finite (the task made them); otherwise ``input_arg`` was not, last written by
+    task ``producer`` (-1: a program input). ``first_index`` is row-major within the region."""
+
+    task_id: int
+    func_id: int
+    worker: int
+    arg_index: int
+    fresh: bool
+    first_index: int
+    nan_count: int
+    inf_count: int
+    input_arg: int
+    producer: int
+
+
+@dataclass
+class SavedInputs:
+    """The arguments of the one task worth replaying alone (see ``ts_run_saved_task``):
+    records as in the dump (stage before_dispatch; outputs without payload)."""
+
+    task_id: int
+    records: list[DumpRecord]
+    payload: np.ndarray  # uint8
+    partial_args: tuple[int, ...]  # inouts captured after the kernel had partly run
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """One task's timing (nanoseconds since the run started, steady clock). ``worker`` is -1
+    (and the times 0) for a task skipped after a failure."""
+
+    task_id: int
+    func_id: int
+    name: str
+    worker: int
+    submit_ns: int
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRecord:
+    """A dependency ``pred -> succ``. ``arg`` is succ's argument index (-1 for explicit edges);
+    ``kind`` is RAW, WAW, WAR or ORDER (explicit); ``source`` is ``tensormap`` or ``explicit``."""
+
+    pred: int
+    succ: int
+    arg: int
+    kind: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskArgRecord:
+    """One argument of one task as submitted (recorded with ``record_edges``). ``kind`` is
+    ``tensor`` or ``scalar``; ``direction`` ``in``, ``out``, ``inout`` or ``scalar``. A tensor is a
+    view of buffer ``buffer_id`` (``shape``/``strides``/``offset`` in elements, ``value`` None);
+    a scalar has ``value`` and no buffer (``buffer_id`` 0, empty shape)."""
+
+    task_id: int
+    arg_index: int
+    kind: str
+    direction: str
+    dtype: str
+    buffer_id: int = 0
+    ndim: int = 0
+    shape: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
+    offset: int = 0
+    value: float | int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BufferRecord:
+    """A buffer the run knows as a whole (recorded with ``record_edges``): a tensor program
+    argument (``program_arg`` its index) or an intermediate from ``create_tensor`` (-1)."""
+
+    buffer_id: int
+    program_arg: int
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class DumpTagRecord:
+    """A tensor region the orchestration marked with ``dump_tag``, effective from ``first_task``."""
+
+    first_task: int
+    buffer_id: int
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class DumpRecord:
+    """One dumped argument of one task. ``stage`` is ``before_dispatch`` (inputs, inouts,
+    scalars) or ``after_completion`` (outputs, inouts); ``role`` is ``input``, ``output``,
+    ``inout`` or ``scalar``. A tensor's payload is ``payload[bin_offset:bin_offset + bin_size]``
+    of its DumpReport (``bin_offset`` None: no payload kept); a scalar has ``value``."""
+
+    task_id: int
+    func_id: int
+    arg_index: int
+    role: str
+    stage: str
+    kind: str
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    start_offset: int
+    buffer_id: int
+    value: float | int | bool | None
+    bin_offset: int | None
+    bin_size: int
+    truncated: bool
+    overwritten: bool
+    worker: int
+
+
+@dataclass
+class DumpReport:
+    """The tensor dump of one run (flushed from every worker, a failed run included): records
+    sorted by (task_id, stage, arg_index) and their payloads, concatenated in record order."""
+
+    level: int
+    records: list[DumpRecord]
+    payload: np.ndarray  # uint8
+    dropped_records: int
+    task_names: dict[int, str]
+
+
+@dataclass
+class RunReport:
+    status: int
+    error: str
+    wall_s: float
+    num_tasks: int
+    num_workers: int
+    num_dependencies: int  # distinct (pred, succ) pairs the scheduler enforced
+    tasks: list[TaskRecord] = field(default_factory=list)  # with record_tasks
+    edges: list[EdgeRecord] = field(default_factory=list)  # with record_edges
+    task_args: list[TaskArgRecord] = field(default_factory=list)  # with record_edges
+    buffers: list[BufferRecord] = field(default_factory=list)  # with record_edges or a dump
+    dump_tags: list[DumpTagRecord] = field(default_factory=list)
+    dump: DumpReport | None = None  # with dump_level 1..3
+    failure: FailureInfo | None = None  # None when the run did not fail
+    waits: list[WaitRecord] = field(default_factory=list)  # deadlocks
+    nan: list[NanRecord] = field(default_factory=list)  # nan_check (at most 256)
+    nan_total: int = 0  # nan_check: tasks whose outputs held NaN/Inf
+    saved: SavedInputs | None = None
