@@ -15,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+from tilescope import knobs
+
 _LOGGER = logging.getLogger("tilescope")
 DEFAULT_LEVEL = "v5"
 
@@ -76,7 +78,7 @@ class _FileFormatter(logging.Formatter):
 
 
 def _attach_log_dir() -> None:
-    log_dir = os.environ.get("TILESCOPE_LOG_DIR")
+    log_dir = knobs.env_setting("log_dir")
     if not log_dir:
         return
     path = Path(log_dir) / f"tilescope_{os.getpid()}.log"

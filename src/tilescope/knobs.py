@@ -1,23 +1,55 @@
-"""One typed registry of every compile and runtime option.
+"""One typed registry of every option: compile knobs, runtime knobs, and the environment.
 
-Invariants: ``compile_cfg`` and ``runtime_cfg`` accept only registered keys; an unknown key is
-a ConfigError listing the known ones. A value from a knob's environment variable is
-checked like a given one: ``compile_options`` / ``runtime_options`` raise a ConfigError that
-names the variable (so ``run_jit`` reports it as a failed run); ``Knob.value`` alone never
-raises and ignores an invalid environment value.
+Each knob has one name through every layer (``runtime_cfg`` key, observer, log line), one help
+text, an environment variable, and — where a model script may set it — one CLI flag that
+``harness.cli`` generates from this table (``add_runtime_args`` / ``add_harness_args``).
+
+Invariants:
+- ``compile_cfg`` and ``runtime_cfg`` accept only registered keys; an unknown key is a
+  ConfigError listing the known ones.
+- A value comes from, in order: the call (``runtime_cfg``/``compile_cfg``, or a CLI flag), an
+  ``override(...)`` block around the call, the knob's environment variable, the default.
+- A value from the environment is parsed for the knob's type (bools accept 1/0, true/false,
+  yes/no, on/off) and checked like a given one: ``compile_options`` / ``runtime_options`` raise
+  a ConfigError naming the variable; ``Knob.value`` alone never raises and ignores an invalid
+  environment value.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from tilescope.errors import ConfigError
 
 LOG_LEVELS = ("debug", *(f"v{i}" for i in range(10)), "info", "warn", "error", "null")
 PLATFORMS = ("sim", "interp")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+_overrides: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "tilescope_knobs", default=MappingProxyType({})
+)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """The CLI flag of a knob: its spellings, its argument group, and argparse's options (the
+    ``dest`` is always the knob's name and the help the knob's)."""
+
+    names: tuple[str, ...]
+    group: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_bool(raw: str) -> bool | None:
+    """``1/true/yes/on`` -> True, ``0/false/no/off`` -> False (any case); None for anything else."""
+    low = raw.strip().lower()
+    return True if low in _TRUE else False if low in _FALSE else None
 
 
 @dataclass(frozen=True)
@@ -27,29 +59,44 @@ class Knob:
     help: str
     check: Callable[[Any], bool] = lambda v: True
     expect: str = ""
-    env: str | None = None
+    env: str | None = ""  # "" -> TILESCOPE_<NAME>; None -> no environment variable
+    flag: Flag | None = None
+    kind: type | None = None  # how to parse the environment's text (default: the default's type)
+
+    @property
+    def env_var(self) -> str | None:
+        return f"TILESCOPE_{self.name.upper()}" if self.env == "" else self.env
+
+    def parse(self, raw: str) -> Any:
+        """The environment's text as this knob's type; None if it does not parse."""
+        kind = self.kind or (type(self.default) if self.default is not None else str)
+        if kind is bool:
+            return parse_bool(raw)
+        try:
+            return kind(raw)
+        except ValueError:
+            return None
 
     def env_value(self) -> Any:
         """The value set by the knob's environment variable, or None when it is unset; a
         ConfigError naming the variable when it is invalid."""
-        raw = os.environ.get(self.env) if self.env else None
+        var = self.env_var
+        raw = os.environ.get(var) if var else None
         if not raw:
             return None
-        try:
-            v = type(self.default)(raw) if self.default is not None else raw
-        except ValueError:
-            v = None
+        v = self.parse(raw)
         if v is None or not self.check(v):
-            raise ConfigError(
-                f"environment variable {self.env}={raw!r} ({self.name}): expected {self.expect}"
-            )
+            raise ConfigError(f"environment variable {var}={raw!r} ({self.name}): expected {self.expect}")
         return v
 
     def value(self, given: Any = None) -> Any:
-        """``given``, else the environment's value, else the default. Never raises: an invalid
-        environment value counts as unset here and is reported by ``_validate``."""
+        """``given``, else an ``override`` block's value, else the environment's, else the
+        default. Never raises: an invalid environment value counts as unset here and is
+        reported by ``_validate``."""
         if given is not None:
             return given
+        if self.name in _overrides.get():
+            return _overrides.get()[self.name]
         try:
             v = self.env_value()
         except ConfigError:
@@ -62,7 +109,7 @@ def _is_int(lo: int, hi: int | None = None) -> Callable[[Any], bool]:
 
 
 def _is_bool(v: Any) -> bool:
-    return isinstance(v, bool) or v in (0, 1)
+    return isinstance(v, bool) or (isinstance(v, int) and v in (0, 1))
 
 
 def _is_seconds(v: Any) -> bool:
@@ -87,7 +134,12 @@ COMPILE_KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
         Knob(
-            "dump_passes", False, "write passes_dump/NN_after_<Pass>.py after every pass", _is_bool, "a bool"
+            "dump_passes",
+            False,
+            "write the IR after every pass (passes_dump/NN_after_<Pass>.py)",
+            _is_bool,
+            "a bool",
+            flag=Flag(("--dump-passes",), "compile", {"action": "store_true"}),
         ),
         Knob(
             "local_memory_bytes",
@@ -112,6 +164,7 @@ COMPILE_KNOBS: dict[str, Knob] = {
             "reports the kernel, op, DSL line, index, shape and task on a violation",
             _is_bool,
             "a bool",
+            flag=Flag(("--check-bounds",), "compile", {"action": "store_true"}),
         ),
     )
 }
@@ -125,16 +178,32 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "where to run: sim (compiled kernels on threads) or interp",
             PLATFORMS.__contains__,
             f"one of {', '.join(PLATFORMS)}",
+            flag=Flag(("-p", "--platform"), "run", {"choices": PLATFORMS}),
         ),
-        Knob("device_id", 0, "device index (sim and interp have one device, 0)", _is_int(0, 0), "0"),
-        Knob("num_workers", 0, "worker threads running tasks; 0 = one per CPU", _is_int(0), "an int >= 0"),
+        Knob(
+            "device_id",
+            0,
+            "device index (sim and interp have one device, 0)",
+            _is_int(0, 0),
+            "0",
+            flag=Flag(("-d", "--device"), "run", {"type": int, "metavar": "ID"}),
+        ),
+        Knob(
+            "num_workers",
+            0,
+            "worker threads running tasks; 0 = one per CPU",
+            _is_int(0),
+            "an int >= 0",
+            flag=Flag(("--workers",), "run", {"type": int, "metavar": "N"}),
+        ),
         Knob(
             "log_level",
             None,
             "log level: debug, v0..v9 (v0 most verbose, v5 = info), info, warn, error, null",
             LOG_LEVELS.__contains__,
             f"one of {', '.join(LOG_LEVELS)}",
-            env="TILESCOPE_LOG_LEVEL",
+            flag=Flag(("--log-level",), "run", {"choices": LOG_LEVELS, "metavar": "LEVEL"}),
+            kind=str,
         ),
         Knob(
             "float64",
@@ -142,6 +211,7 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "interp only: compute every float op in float64 (a reference for precision work)",
             _is_bool,
             "a bool",
+            flag=Flag(("--float64",), "run", {"action": "store_true"}),
         ),
         Knob(
             "enable_dump_tensor",
@@ -150,15 +220,28 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "3 metadata only)",
             _is_int(0, 3),
             "0..3",
+            flag=Flag(
+                ("--dump-tensor", "--dump-args"),
+                "run",
+                {"type": int, "nargs": "?", "const": 2, "choices": range(4), "metavar": "LEVEL"},
+            ),
         ),
         Knob(
             "enable_dep_gen",
             False,
-            "write dfx_outputs/deps.json and deps_graph.html",
+            "write the dependency graph (dfx_outputs/deps.json and deps_graph.html)",
             _is_bool,
             "a bool",
+            flag=Flag(("--enable-dep-gen",), "run", {"action": "store_true"}),
         ),
-        Knob("enable_trace", False, "write dfx_outputs/trace.json", _is_bool, "a bool"),
+        Knob(
+            "enable_trace",
+            False,
+            "write a Chrome trace of the run (dfx_outputs/trace.json)",
+            _is_bool,
+            "a bool",
+            flag=Flag(("--trace",), "run", {"action": "store_true"}),
+        ),
         Knob(
             "task_timeout_s",
             60.0,
@@ -166,7 +249,8 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "past it the run stops with a report of what was running and where; 0 = no budget",
             _is_seconds,
             "a number of seconds >= 0",
-            env="TILESCOPE_TASK_TIMEOUT_S",
+            flag=Flag(("--task-timeout",), "failures", {"type": float, "metavar": "SECONDS"}),
+            kind=float,
         ),
         Knob(
             "isolate",
@@ -175,6 +259,7 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "signal, C++ and DSL line, the task's inputs) and the caller goes on",
             _is_bool,
             "a bool",
+            flag=Flag(("--isolate",), "failures", {"action": "BooleanOptionalAction"}),
         ),
         Knob(
             "nan_check",
@@ -183,6 +268,7 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "finite inputs and save its inputs for `tilescope replay --task`",
             _is_bool,
             "a bool",
+            flag=Flag(("--nan-check",), "failures", {"action": "store_true"}),
         ),
         Knob(
             "print_intermediates",
@@ -191,6 +277,11 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "statistics, 3 print each task as it starts and finishes",
             _is_int(0, 3),
             "0..3",
+            flag=Flag(
+                ("--print-intermediates",),
+                "failures",
+                {"type": int, "choices": (1, 2, 3), "metavar": "{1,2,3}"},
+            ),
         ),
         Knob(
             "kernel_filter",
@@ -198,6 +289,8 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "restrict print_intermediates to these kernels (a list of names, or one comma-separated string)",
             _is_names,
             "a list of kernel names or a comma-separated string",
+            flag=Flag(("--kernel-filter",), "failures", {"metavar": "A,B"}),
+            kind=str,
         ),
         Knob(
             "serial",
@@ -206,9 +299,74 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "(deterministic, for bisecting schedule-dependent failures)",
             _is_bool,
             "a bool",
+            flag=Flag(("--serial",), "failures", {"action": "store_true"}),
         ),
     )
 }
+
+
+# Settings read only from the environment (no cfg key): where things live and which compiler.
+ENV_KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        Knob(
+            "cache_dir",
+            None,
+            "compiler cache and runtime core (default: ~/.cache/tilescope)",
+            lambda v: isinstance(v, str),
+            "a directory",
+            kind=str,
+        ),
+        Knob(
+            "log_dir",
+            None,
+            "also append every log message to <dir>/tilescope_<pid>.log",
+            lambda v: isinstance(v, str),
+            "a directory",
+            kind=str,
+        ),
+        Knob(
+            "cxx",
+            None,
+            "the C++ compiler (default: g++)",
+            lambda v: isinstance(v, str),
+            "a command",
+            env="CXX",
+            kind=str,
+        ),
+    )
+}
+
+
+def env_setting(name: str) -> Any:
+    """An environment-only setting (``ENV_KNOBS``): its value, or None when unset."""
+    return ENV_KNOBS[name].value()
+
+
+def all_knobs() -> dict[str, Knob]:
+    """Every knob by name: compile, runtime and environment-only."""
+    return {**COMPILE_KNOBS, **RUNTIME_KNOBS, **ENV_KNOBS}
+
+
+@contextlib.contextmanager
+def override(**values: Any) -> Iterator[None]:
+    """Set knobs for the calls made inside the block (this thread or task only); a value given
+    to a call still wins. ``with knobs.override(enable_trace=True, nan_check=True): fn(x, y)``.
+
+    Raises:
+        ConfigError: an unknown knob, or a value its check refuses.
+    """
+    known = all_knobs()
+    for name, value in values.items():
+        if name not in known:
+            raise ConfigError(f"knobs.override: unknown knob {name!r}; known: {', '.join(sorted(known))}")
+        if value is not None and not known[name].check(value):
+            raise ConfigError(f"knobs.override({name}={value!r}): expected {known[name].expect}")
+    token = _overrides.set(MappingProxyType({**_overrides.get(), **values}))
+    try:
+        yield
+    finally:
+        _overrides.reset(token)
 
 
 def _validate(cfg: dict[str, Any] | None, knobs: dict[str, Knob], what: str) -> dict[str, Any]:
@@ -223,6 +381,8 @@ def _validate(cfg: dict[str, Any] | None, knobs: dict[str, Knob], what: str) -> 
         value = cfg.get(name)
         if value is not None and not knob.check(value):
             raise ConfigError(f"{what}[{name!r}] = {value!r}: expected {knob.expect}")
+        if value is None:
+            value = _overrides.get().get(name)
         if value is None:
             value = knob.env_value()
         out[name] = knob.default if value is None else value

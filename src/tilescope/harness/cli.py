@@ -1,7 +1,12 @@
-"""The flags every model script shares, and their mapping onto ``run_jit`` keyword arguments.
+"""The flags every model script shares, generated from the knob registry (``knobs.py``), and
+their mapping onto ``run_jit`` keyword arguments.
 
 ``add_runtime_args`` holds the flags about one run (shared with ``tilescope replay`` and the
-build's ``debug/run.py``); ``add_harness_args`` adds those about compiling and data.
+build's ``debug/run.py``): one per runtime knob that has a flag, same name, same help.
+``add_harness_args`` adds the compile knobs' flags and those about builds and data.
+
+Invariant: a flag that is not given leaves its knob unset, so an ``override`` block, the knob's
+environment variable or its default decides it.
 """
 
 from __future__ import annotations
@@ -9,116 +14,71 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tilescope.knobs import LOG_LEVELS, PLATFORMS
+from tilescope.knobs import COMPILE_KNOBS, RUNTIME_KNOBS, Knob
+
+_GROUPS = {"run": "run", "failures": "failures", "compile": "compile"}
+
+
+def _help(knob: Knob) -> str:
+    default = knob.default
+    shown = "" if default in (None, False) else f" (default: {default})"
+    env = f"; env {knob.env_var}" if knob.env_var else ""
+    return f"{knob.help}{shown}{env}".replace("%", "%%")
+
+
+def _add_flags(parser: argparse.ArgumentParser, knobs: dict[str, Knob]) -> None:
+    groups: dict[str, Any] = {}
+    for knob in knobs.values():
+        if knob.flag is None:
+            continue
+        group = groups.get(knob.flag.group)
+        if group is None:
+            group = groups[knob.flag.group] = parser.add_argument_group(_GROUPS[knob.flag.group])
+        options = dict(knob.flag.options)
+        if options.get("action") == "BooleanOptionalAction":
+            options["action"] = argparse.BooleanOptionalAction
+        group.add_argument(*knob.flag.names, dest=knob.name, default=None, help=_help(knob), **options)
+
+
+def _given(args: argparse.Namespace, knobs: dict[str, Knob]) -> dict[str, Any]:
+    return {
+        k.name: getattr(args, k.name)
+        for k in knobs.values()
+        if k.flag is not None and getattr(args, k.name, None) is not None
+    }
 
 
 def add_runtime_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    g = parser.add_argument_group("run")
-    g.add_argument("-p", "--platform", choices=PLATFORMS, default="sim", help="where to run (default: sim)")
-    g.add_argument("-d", "--device", type=int, default=0, help="device index (default: 0)")
-    g.add_argument(
-        "--dump-tensor",
-        "--dump-args",
-        dest="dump_tensor",
-        type=int,
-        nargs="?",
-        const=2,
-        default=0,
-        choices=range(4),
-        metavar="LEVEL",
-        help="tensor/scalar dump level: 1 tagged, 2 full (default), 3 metadata",
-    )
-    g.add_argument("--enable-dep-gen", action="store_true", help="write the dependency graph")
-    g.add_argument("--trace", action="store_true", help="write a Chrome trace of the run")
-    g.add_argument("--log-level", choices=LOG_LEVELS, default=None, help="log level (default: v5 = info)")
-    g.add_argument("--workers", type=int, default=0, help="worker threads (default: one per CPU)")
-    g.add_argument("--float64", action="store_true", help="interp only: compute floats in float64")
-    f = parser.add_argument_group("failures")
-    f.add_argument(
-        "--task-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="stop a task (or the orchestration) that runs longer, with a report (default: 60; 0 = none)",
-    )
-    f.add_argument(
-        "--isolate",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="run in a child process: a crashing kernel becomes a report and the caller goes on",
-    )
-    f.add_argument("--nan-check", action="store_true", help="report the first task that makes a NaN/Inf")
-    f.add_argument(
-        "--print-intermediates",
-        type=int,
-        choices=(1, 2, 3),
-        default=0,
-        metavar="{1,2,3}",
-        help="1 save every task's inputs and outputs as .pt, 2 print their statistics, "
-        "3 print tasks as they start and finish",
-    )
-    f.add_argument(
-        "--kernel-filter", default=None, metavar="A,B", help="only these kernels for --print-intermediates"
-    )
-    f.add_argument(
-        "--serial", action="store_true", help="one worker, submission order (deterministic schedule)"
-    )
+    """The run flags: one per runtime knob with a flag (``knobs.RUNTIME_KNOBS``)."""
+    _add_flags(parser, RUNTIME_KNOBS)
     return parser
 
 
 def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The run flags, the compile knobs' flags, and the harness's own (builds, data, seed)."""
     add_runtime_args(parser)
+    _add_flags(parser, COMPILE_KNOBS)
     g = parser.add_argument_group("tilescope harness")
     g.add_argument(
         "--runtime-dir", default=None, help="reuse a build directory: only edited files are rebuilt"
     )
     g.add_argument("--golden-data", default=None, help="replay inputs and golden from a saved data dir")
     g.add_argument("--save-data", action="store_true", help="snapshot inputs and golden into <build>/data")
-    g.add_argument("--dump-passes", action="store_true", help="write the IR after every pass")
     g.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default: 0)")
     g.add_argument("--compile-only", action="store_true", help="stop after compiling")
-    g.add_argument(
-        "--check-bounds", action="store_true", help="checked build: every load/store checks its bounds"
-    )
     return parser
 
 
 def runtime_cfg_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """``runtime_cfg`` from parsed run flags."""
-    cfg: dict[str, Any] = {"platform": args.platform, "device_id": args.device, "num_workers": args.workers}
-    if args.log_level:
-        cfg["log_level"] = args.log_level
-    if args.dump_tensor:
-        cfg["enable_dump_tensor"] = args.dump_tensor
-    if args.enable_dep_gen:
-        cfg["enable_dep_gen"] = True
-    if args.trace:
-        cfg["enable_trace"] = True
-    if args.float64:
-        cfg["float64"] = True
-    if args.task_timeout is not None:
-        cfg["task_timeout_s"] = args.task_timeout
-    if args.isolate is not None:
-        cfg["isolate"] = args.isolate
-    if args.nan_check:
-        cfg["nan_check"] = True
-    if args.print_intermediates:
-        cfg["print_intermediates"] = args.print_intermediates
-    if args.kernel_filter:
-        cfg["kernel_filter"] = args.kernel_filter
-    if args.serial:
-        cfg["serial"] = True
-    return cfg
+    """``runtime_cfg`` from parsed run flags (only the flags that were given)."""
+    return _given(args, RUNTIME_KNOBS)
 
 
 def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``run_jit`` keyword arguments from parsed harness flags."""
     return {
         "runtime_cfg": runtime_cfg_from_args(args),
-        "compile_cfg": {
-            **({"dump_passes": True} if args.dump_passes else {}),
-            **({"check_bounds": True} if args.check_bounds else {}),
-        },
+        "compile_cfg": _given(args, COMPILE_KNOBS),
         "runtime_dir": args.runtime_dir,
         "golden_data": args.golden_data,
         "save_data": args.save_data,

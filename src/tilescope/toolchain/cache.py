@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tilescope import knobs
+
 logger = logging.getLogger("tilescope.toolchain")
 
 #: Headers under this directory (abi.h, orchestration.hpp, the tile library) are on every
@@ -36,7 +38,7 @@ HEADER_SUFFIXES = (".h", ".hpp")
 
 def cache_dir() -> Path:
     """The cache root: ``$TILESCOPE_CACHE_DIR`` if set and non-empty, else ``~/.cache/tilescope``."""
-    env = os.environ.get("TILESCOPE_CACHE_DIR")
+    env = knobs.env_setting("cache_dir")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "tilescope"
 
 

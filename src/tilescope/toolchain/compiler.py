@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tilescope import knobs
 from tilescope.errors import ToolchainError
 from tilescope.toolchain import cache
 from tilescope.toolchain.cache import CacheKey
@@ -147,14 +148,11 @@ def find_cxx() -> str:
     Raises:
         ToolchainError: the compiler cannot be found; the message says how to install one.
     """
-    wanted = os.environ.get("CXX") or "g++"
+    given = knobs.env_setting("cxx")
+    wanted = given or "g++"
     found = shutil.which(wanted)
     if found is None:
-        where = (
-            f"CXX is set to {wanted!r}, which is not an executable"
-            if os.environ.get("CXX")
-            else "g++ is not on PATH"
-        )
+        where = f"CXX is set to {wanted!r}, which is not an executable" if given else "g++ is not on PATH"
         raise ToolchainError(f"g++ was not found ({where}). {INSTALL_HINT}")
     return found
 

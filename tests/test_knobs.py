@@ -1,0 +1,108 @@
+"""The knob registry: environment parsing, override blocks, and the CLI flags generated from it."""
+
+import argparse
+
+import pytest
+import torch
+
+from tilescope import knobs
+from tilescope.errors import ConfigError
+from tilescope.harness import add_harness_args, harness_kwargs
+from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args
+
+import vector_dag
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("0", False), ("1", True), ("false", False), ("True", True), ("off", False), ("yes", True)],
+)
+def test_bool_knobs_parse_the_environment(monkeypatch, raw, expected):
+    monkeypatch.setenv("TILESCOPE_NAN_CHECK", raw)
+    assert knobs.runtime_options({})["nan_check"] is expected
+
+
+def test_a_bad_environment_value_names_the_variable(monkeypatch):
+    monkeypatch.setenv("TILESCOPE_ENABLE_TRACE", "maybe")
+    with pytest.raises(
+        ConfigError, match=r"TILESCOPE_ENABLE_TRACE='maybe' \(enable_trace\): expected a bool"
+    ):
+        knobs.runtime_options({})
+    monkeypatch.setenv("TILESCOPE_TASK_TIMEOUT_S", "soon")
+    monkeypatch.delenv("TILESCOPE_ENABLE_TRACE")
+    with pytest.raises(ConfigError, match=r"TILESCOPE_TASK_TIMEOUT_S='soon'.*seconds"):
+        knobs.runtime_options({})
+
+
+def test_override_blocks_sit_between_the_call_and_the_environment(monkeypatch):
+    monkeypatch.setenv("TILESCOPE_NUM_WORKERS", "3")
+    assert knobs.runtime_options({})["num_workers"] == 3
+    with knobs.override(num_workers=1, enable_trace=True):
+        opts = knobs.runtime_options({})
+        assert (opts["num_workers"], opts["enable_trace"]) == (1, True)
+        assert knobs.runtime_options({"num_workers": 2})["num_workers"] == 2
+        with knobs.override(num_workers=4):
+            assert knobs.runtime_options({})["num_workers"] == 4
+        assert knobs.runtime_options({})["num_workers"] == 1
+    assert knobs.runtime_options({})["num_workers"] == 3
+    with pytest.raises(ConfigError, match="unknown knob 'num_worker'"), knobs.override(num_worker=1):
+        pass
+    with (
+        pytest.raises(ConfigError, match=r"override\(num_workers=-1\): expected an int >= 0"),
+        knobs.override(num_workers=-1),
+    ):
+        pass
+
+
+def test_environment_only_settings_go_through_the_registry(monkeypatch, tmp_path):
+    monkeypatch.setenv("CXX", "clang++-99")
+    assert knobs.env_setting("cxx") == "clang++-99"
+    monkeypatch.setenv("TILESCOPE_LOG_DIR", str(tmp_path))
+    assert knobs.env_setting("log_dir") == str(tmp_path)
+    from tilescope.errors import ToolchainError
+    from tilescope.toolchain import compiler
+
+    with pytest.raises(ToolchainError, match=r"CXX is set to 'clang\+\+-99'"):
+        compiler.find_cxx()
+
+
+def test_every_flag_is_generated_from_its_knob():
+    parser = add_harness_args(argparse.ArgumentParser())
+    by_dest = {a.dest: a for a in parser._actions}
+    for knob in {**knobs.RUNTIME_KNOBS, **knobs.COMPILE_KNOBS}.values():
+        if knob.flag is None:
+            continue
+        action = by_dest[knob.name]
+        assert tuple(action.option_strings[: len(knob.flag.names)]) == knob.flag.names
+        assert action.help.startswith(knob.help.replace("%", "%%"))
+    # the flags users know keep their spellings
+    for flag in (
+        "-p",
+        "--dump-tensor",
+        "--dump-args",
+        "--enable-dep-gen",
+        "--trace",
+        "--nan-check",
+        "--check-bounds",
+    ):
+        assert flag in parser._option_string_actions
+
+
+def test_flags_map_to_knobs_and_unset_flags_stay_unset():
+    parser = add_harness_args(argparse.ArgumentParser())
+    kw = harness_kwargs(
+        parser.parse_args(["-p", "interp", "--dump-tensor", "--no-isolate", "--check-bounds"])
+    )
+    assert kw["runtime_cfg"] == {"platform": "interp", "enable_dump_tensor": 2, "isolate": False}
+    assert kw["compile_cfg"] == {"check_bounds": True}
+    assert runtime_cfg_from_args(add_runtime_args(argparse.ArgumentParser()).parse_args([])) == {}
+
+
+def test_an_override_block_turns_an_instrument_on_for_a_call(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILESCOPE_BUILD_DIR", str(tmp_path / "builds"))
+    prog = vector_dag.vector_dag.compile()
+    x, y = torch.randn(64, 128), torch.randn(64, 128)
+    out = torch.zeros(64, 128)
+    with knobs.override(enable_dep_gen=True):
+        prog.run(x, y, out)
+    assert (prog.work_dir / "dfx_outputs" / "deps.json").is_file()
