@@ -174,7 +174,9 @@ def test_a_spinning_kernel_is_stopped_with_its_line_and_inputs():
     )
     assert took < 5
     where = f.where()
-    assert where is not None and where.dsl.endswith(f"tests/test_failures.py:{SPIN_LINE}")
+    # NOTE: the watchdog stops the loop wherever it is: in its body, or in its `for` line just above
+    spin_lines = (f"test_failures.py:{SPIN_LINE}", f"test_failures.py:{SPIN_LINE - 1}")
+    assert where is not None and where.dsl.rsplit("/", 1)[-1] in spin_lines
     assert where.cpp.startswith(str(prog.work_dir / "kernels" / "vec" / "spin.cpp"))
     saved = json.loads((prog.work_dir / "dfx_outputs" / "failure" / "task_0" / "task.json").read_text())
     assert saved["kernel"] == "spin" and [a["name"] for a in saved["args"]] == ["x", "y"]
@@ -183,7 +185,7 @@ def test_a_spinning_kernel_is_stopped_with_its_line_and_inputs():
     goes_on()
     # the stopped worker is reusable: a second spin is stopped the same way
     f2, _ = failure_of(prog, x, y, task_timeout_s=0.2)
-    assert f2.kind == "timeout" and f2.where().dsl == where.dsl
+    assert f2.kind == "timeout" and f2.where().dsl.rsplit("/", 1)[-1] in spin_lines
 
 
 def test_an_orchestration_that_loops_is_stopped():

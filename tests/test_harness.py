@@ -122,9 +122,8 @@ def test_cli_flags_map_onto_run_jit_kwargs():
             ]
         )
     )
-    assert kw["runtime_cfg"] == {
+    assert kw["runtime_cfg"] == {  # only the flags given: the rest is left to the knobs' defaults
         "platform": "interp",
-        "device_id": 0,
         "num_workers": 3,
         "log_level": "v0",
         "enable_dump_tensor": 2,
