@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -63,7 +64,7 @@ class Knob:
     flag: Flag | None = None
     kind: type | None = None  # how to parse the environment's text (default: the default's type)
 
-    @property
+    @functools.cached_property
     def env_var(self) -> str | None:
         return f"TILESCOPE_{self.name.upper()}" if self.env == "" else self.env
 
@@ -369,6 +370,31 @@ def override(**values: Any) -> Iterator[None]:
         _overrides.reset(token)
 
 
+def _environment_names() -> frozenset[str] | dict:
+    """The names set in the environment (a view that membership tests cheaply)."""
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict) and os.supports_bytes_environ:
+        return _DecodedKeys(data)
+    return frozenset(os.environ)
+
+
+class _DecodedKeys:
+    """``name in os.environ`` for str names over the bytes-keyed store, without re-encoding."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: dict) -> None:
+        self._data = data
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and _encoded(name) in self._data
+
+
+@functools.lru_cache(maxsize=256)
+def _encoded(name: str) -> bytes:
+    return os.fsencode(name)
+
+
 def _validate(cfg: dict[str, Any] | None, knobs: dict[str, Knob], what: str) -> dict[str, Any]:
     cfg = dict(cfg or {})
     unknown = sorted(set(cfg) - set(knobs))
@@ -377,13 +403,16 @@ def _validate(cfg: dict[str, Any] | None, knobs: dict[str, Knob], what: str) -> 
             f"unknown {what} key(s): {', '.join(unknown)}; known keys: {', '.join(sorted(knobs))}"
         )
     out = {}
+    overrides = _overrides.get()
+    # NOTE: one dict lookup per knob (os.environ.get re-encodes each name: ~1 us a knob, per run)
+    present = _environment_names()
     for name, knob in knobs.items():
         value = cfg.get(name)
         if value is not None and not knob.check(value):
             raise ConfigError(f"{what}[{name!r}] = {value!r}: expected {knob.expect}")
         if value is None:
-            value = _overrides.get().get(name)
-        if value is None:
+            value = overrides.get(name)
+        if value is None and knob.env_var in present:
             value = knob.env_value()
         out[name] = knob.default if value is None else value
     return out
