@@ -5,6 +5,7 @@ import inspect
 import pytest
 
 import tilescope as ts
+from tilescope.ir.analysis import kernel_core
 from tilescope.ir.nodes import Assign, BinOp, Evaluate, For, Load, MatMul, Reduce, Store, Submit, Var
 from tilescope.ir.types import Direction, IndexType, TileType
 from tilescope.language.frontend import kernel_ir
@@ -44,7 +45,7 @@ def test_kernel_ir_structure():
     store = k.body[2].body[0]
     assert isinstance(store, Store) and store.value.type == TileType((8, 8), F)
     assert k.body[0].loc.line == line_of(scale_rows, "acc = ts.zeros")
-    assert k.core == "vec"
+    assert kernel_core(k) == "vec"
 
 
 @ts.kernel
@@ -63,7 +64,7 @@ def tiles(a: ts.Tensor[[32, 32], F], b: ts.Tensor[[32, 8], F], c: ts.Out[[32, 8]
 
 def test_orchestration_ir_and_cube_kernel():
     p = tiles.program()
-    assert [k.name for k in p.kernels] == ["mm"] and p.kernels[0].core == "cube"
+    assert [k.name for k in p.kernels] == ["mm"] and kernel_core(p.kernels[0]) == "cube"
     loop = p.body[0]
     sub = loop.body[0]
     assert isinstance(sub, Evaluate) and isinstance(sub.value, Submit)

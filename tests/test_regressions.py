@@ -11,7 +11,8 @@ import torch
 import tilescope as ts
 from tilescope.codegen.kernel_cpp import kernel_cpp
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
-from tilescope.ir.nodes import Assign, For, walk_stmts
+from tilescope.ir.nodes import Assign, For
+from tilescope.ir.traverse import walk_stmts
 from tilescope.language.frontend import kernel_ir
 from tilescope.toolchain.compiler import BuildJob, compile_command, find_cxx
 
@@ -212,12 +213,12 @@ def test_interp_scopes_a_shadowing_loop_variable_like_the_cpp():
 
 def _rename_var(body, old, new):
     from tilescope.ir.nodes import Var
-    from tilescope.passes.rewrite import map_stmt_exprs
+    from tilescope.ir.traverse import map_exprs
 
     def f(e):
         return Var(new, e.type, e.loc) if isinstance(e, Var) and e.name == old else e
 
-    return tuple(map_stmt_exprs(s, f) for s in body)
+    return map_exprs(body, f)
 
 
 # -- 5: rebinding a loop variable makes a new variable -----------------------------------------

@@ -27,6 +27,7 @@ from tilescope.codegen.build_files import write_build_files
 from tilescope.codegen.kernel_config import config_data, kernel_config_source
 from tilescope.codegen.kernel_cpp import kernel_cpp
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
+from tilescope.ir.analysis import kernel_core
 from tilescope.ir.nodes import Program
 from tilescope.ir.printer import program_str
 from tilescope.passes.manager import PassManager
@@ -63,7 +64,7 @@ def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) 
 
     jobs = []
     for k in final.kernels:
-        src = work / "kernels" / k.core / f"{k.name}.cpp"
+        src = work / "kernels" / kernel_core(k) / f"{k.name}.cpp"
         atomic_write(src, kernel_cpp(k, check_bounds=bool(opts["check_bounds"])))
         jobs.append(toolchain.BuildJob(src, src.with_suffix(".so")))
     orch_src = work / "orchestration" / f"{final.name}.cpp"

@@ -8,8 +8,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tilescope.ir.analysis import local_memory_peak
-from tilescope.ir.nodes import Assign, Const, Evaluate, For, If, Program, Stmt, Submit, walk_stmts
+from tilescope.ir.analysis import kernel_core, local_memory_peak
+from tilescope.ir.nodes import Assign, Const, For, Program, Stmt, Submit
+from tilescope.ir.traverse import child_exprs, stmt_bodies, walk_exprs, walk_stmts
 from tilescope.ir.types import TileType
 
 
@@ -29,17 +30,18 @@ def task_counts(body: tuple[Stmt, ...]) -> tuple[dict[str, int], bool]:
     def visit(stmts: tuple[Stmt, ...], mult: int) -> None:
         nonlocal exact
         for s in stmts:
-            if isinstance(s, Assign | Evaluate) and isinstance(s.value, Submit):
-                counts[s.value.kernel] = counts.get(s.value.kernel, 0) + mult
-            elif isinstance(s, For):
+            for e in walk_exprs(child_exprs(s)):
+                if isinstance(e, Submit):
+                    counts[e.kernel] = counts.get(e.kernel, 0) + mult
+            if isinstance(s, For):
                 trips = _static_trips(s)
                 if trips is None:
                     exact = False
                 visit(s.body, mult * (trips if trips is not None else 1))
-            elif isinstance(s, If):
+                continue
+            for b in stmt_bodies(s):  # a run-time branch: each body may run, or not
                 exact = False
-                visit(s.then, mult)
-                visit(s.orelse, mult)
+                visit(b, mult)
 
     visit(body, 1)
     return counts, exact
@@ -57,7 +59,7 @@ def build_report(program: Program, pass_timings, build_results, opts: dict[str, 
         kernels.append(
             {
                 "name": k.name,
-                "core": k.core,
+                "core": kernel_core(k),
                 "local_memory_peak_bytes": peak.bytes,
                 "local_memory_capacity_bytes": capacity,
                 "local_memory_use": round(peak.bytes / capacity, 4),

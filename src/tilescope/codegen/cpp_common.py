@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from tilescope.errors import SourceLoc
 from tilescope.ir import dtypes as dt
 from tilescope.ir.dtypes import DType
-from tilescope.ir.nodes import Assign, BinOp, Const, Expr, For, UnOp, Var, walk_exprs, walk_stmts
+from tilescope.ir.nodes import Assign, BinOp, Const, Expr, For, UnOp, Var
+from tilescope.ir.traverse import walk_exprs, walk_stmts
 from tilescope.ir.types import IndexType, ScalarType, TileType, Type
 
 CPP_RESERVED = frozenset(

@@ -12,6 +12,7 @@ from typing import Any
 
 from tilescope._version import __version__
 from tilescope.codegen.cpp_common import display_path
+from tilescope.ir.analysis import kernel_core
 from tilescope.ir.nodes import Param, Program
 from tilescope.ir.types import Direction
 
@@ -50,9 +51,9 @@ def config_data(program: Program, runtime_config: dict) -> dict[str, Any]:
         {
             "func_id": i,
             "name": k.name,
-            "core": k.core,
-            "source": f"kernels/{k.core}/{k.name}.cpp",
-            "binary": f"kernels/{k.core}/{k.name}.so",
+            "core": kernel_core(k),
+            "source": f"kernels/{kernel_core(k)}/{k.name}.cpp",
+            "binary": f"kernels/{kernel_core(k)}/{k.name}.so",
             "function_name": "kernel_entry",
             "signature": _signature(k.params),
             "params": [arg_spec(p) for p in k.params],

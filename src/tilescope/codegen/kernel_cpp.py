@@ -30,7 +30,7 @@ from tilescope.codegen.cpp_common import (
     value_type,
 )
 from tilescope.errors import SourceLoc
-from tilescope.ir.analysis import uses
+from tilescope.ir.analysis import kernel_core, uses
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
@@ -159,7 +159,7 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
     name_of = CppNames(function_names(k.params, k.body))
     sites = _CheckSites(k) if check_bounds else None
     em = _KernelEmitter(name_of, sites)
-    lines = header_comment(f"kernel {k.name} ({k.core})", k.loc, __version__)
+    lines = header_comment(f"kernel {k.name} ({kernel_core(k)})", k.loc, __version__)
     lines.append("#include <tilescope/kernel.hpp>")
     if check_bounds:
         lines.append("#include <tilescope/check.hpp>")

@@ -25,7 +25,7 @@ from tilescope.codegen.cpp_common import (
     marker,
     string_literal,
 )
-from tilescope.ir.analysis import uses
+from tilescope.ir.analysis import stmt_uses
 from tilescope.ir.nodes import (
     Assign,
     CreateTensor,
@@ -39,9 +39,8 @@ from tilescope.ir.nodes import (
     Stmt,
     Submit,
     Var,
-    stmt_exprs,
-    walk_stmts,
 )
+from tilescope.ir.traverse import walk_stmts
 from tilescope.ir.types import Direction, IndexType, ScalarType, TaskType, TensorType
 
 _ADD = {Direction.IN: "add_input", Direction.OUT: "add_output", Direction.INOUT: "add_inout"}
@@ -88,8 +87,7 @@ def _needed_names(p: Program) -> set[str]:
         reads: set[str] = set()
         for s in stmts:
             if not (_pure(s) and s.target not in needed):
-                for e in stmt_exprs(s):
-                    reads |= uses(e)
+                reads |= stmt_uses(s)
         if reads <= needed:
             return needed
         needed |= reads

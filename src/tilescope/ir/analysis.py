@@ -1,4 +1,4 @@
-"""Analyses over kernel bodies: variable uses, liveness and local-memory peak.
+"""Analyses over kernel bodies: variable uses, liveness, local-memory peak and core kind.
 
 Invariant: liveness is computed on the structured body (no CFG): a loop's body is iterated to
 a fixed point so values carried across iterations stay live through the whole loop.
@@ -13,32 +13,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilescope.errors import SourceLoc
-from tilescope.ir.nodes import (
-    Assign,
-    Evaluate,
-    Expr,
-    For,
-    If,
-    Kernel,
-    Stmt,
-    Store,
-    Var,
-    children,
-    stmt_exprs,
-    walk_expr,
-)
+from tilescope.ir.nodes import Assign, Expr, For, Kernel, MatMul, Stmt, Var
+from tilescope.ir.traverse import Roots, child_exprs, stmt_bodies, walk_exprs
 from tilescope.ir.types import TileType
 
 
-def uses(e: Expr) -> set[str]:
-    return {x.name for x in walk_expr(e) if isinstance(x, Var)}
+def uses(root: Roots) -> set[str]:
+    """Names of the variables read anywhere under ``root`` (an expression, a body...)."""
+    return {x.name for x in walk_exprs(root) if isinstance(x, Var)}
 
 
 def stmt_uses(s: Stmt) -> set[str]:
-    out: set[str] = set()
-    for e in stmt_exprs(s):
-        out |= uses(e)
-    return out
+    """Names read by the expressions of ``s`` itself (not by its nested bodies)."""
+    return uses(child_exprs(s))
+
+
+def kernel_core(k: Kernel) -> str:
+    """``cube`` if the kernel uses the matrix unit (matmul), else ``vec``."""
+    return "cube" if any(isinstance(e, MatMul) for e in walk_exprs(k.body)) else "vec"
 
 
 def live_before(body: tuple[Stmt, ...], live_after: set[str], visit=None) -> set[str]:
@@ -51,8 +43,6 @@ def live_before(body: tuple[Stmt, ...], live_after: set[str], visit=None) -> set
         match s:
             case Assign(target=t, value=v):
                 live = (live - {t}) | uses(v)
-            case Store() | Evaluate():
-                live = live | stmt_uses(s)
             case For(var=var, body=inner):
                 carried = set(live)
                 while True:
@@ -61,8 +51,11 @@ def live_before(body: tuple[Stmt, ...], live_after: set[str], visit=None) -> set
                         break
                     carried |= entry
                 live = carried | stmt_uses(s)
-            case If(then=a, orelse=b):
-                live = live_before(a, live, visit) | live_before(b, live, visit) | stmt_uses(s)
+            case _:
+                # Any other statement: its nested bodies (an If's branches) are alternatives.
+                branches = [live_before(b, live, visit) for b in stmt_bodies(s)]
+                live = set().union(*branches) if branches else live
+                live = live | stmt_uses(s)
     return live
 
 
@@ -72,7 +65,7 @@ def expr_peak(e: Expr) -> int:
     if isinstance(e, Var) or not isinstance(e.type, TileType):
         return 0
     held = peak = 0
-    for c in children(e):
+    for c in child_exprs(e):
         peak = max(peak, held + expr_peak(c))
         if not isinstance(c, Var) and isinstance(c.type, TileType):
             held += c.type.nbytes
@@ -100,12 +93,9 @@ def visible_tile_types(body: tuple[Stmt, ...]) -> dict[int, dict[str, TileType]]
             elif isinstance(s, Assign):
                 scope.pop(s.target, None)
             out[id(s)] = dict(scope)
-            if isinstance(s, For):
-                inner = {n: t for n, t in scope.items() if n != s.var}
-                walk(s.body, inner)
-            elif isinstance(s, If):
-                walk(s.then, scope)
-                walk(s.orelse, scope)
+            inner = {n: t for n, t in scope.items() if n != s.var} if isinstance(s, For) else scope
+            for b in stmt_bodies(s):
+                walk(b, inner)
 
     walk(body, {})
     return out
@@ -119,7 +109,7 @@ def local_memory_peak(kernel: Kernel) -> MemoryPeak:
 
     def visit(s: Stmt, live_after: set[str]) -> None:
         nonlocal best
-        if isinstance(s, For | If):
+        if stmt_bodies(s):
             return
         named = set(live_after)
         if isinstance(s, Assign):
@@ -127,7 +117,7 @@ def local_memory_peak(kernel: Kernel) -> MemoryPeak:
         named |= stmt_uses(s)
         types = types_at[id(s)]
         tiles = tuple(sorted((n, types[n]) for n in named if n in types))
-        temps = max((expr_peak(e) for e in stmt_exprs(s)), default=0)
+        temps = max((expr_peak(e) for e in child_exprs(s)), default=0)
         total = sum(t.nbytes for _, t in tiles) + temps
         if total > best.bytes:
             best = MemoryPeak(total, s.loc, tiles, temps)

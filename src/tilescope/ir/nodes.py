@@ -8,6 +8,9 @@ Invariants:
   before a ``For`` and reassigned in its body); a reassignment keeps the variable's type.
 - Kernels contain Assign/Store/For/Evaluate; orchestrations contain Assign/For/If/Evaluate
   with CreateTensor/Slice/Submit/DumpTag. The verifier enforces the split.
+- Nodes hold no traversal code: ``ir.traverse`` derives every node's children from these
+  field annotations, so a field that holds nodes must name their classes (``Expr``,
+  ``tuple[Stmt, ...]``, ``SliceRange``...).
 """
 
 from __future__ import annotations
@@ -265,11 +268,6 @@ class Kernel:
     body: tuple[Stmt, ...]
     loc: SourceLoc | None = _LOC
 
-    @property
-    def core(self) -> str:
-        """``cube`` if the kernel uses the matrix unit (matmul), else ``vec``."""
-        return "cube" if any(isinstance(e, MatMul) for e in walk_exprs(self.body)) else "vec"
-
 
 @dataclass(frozen=True, slots=True)
 class Program:
@@ -289,68 +287,3 @@ class Program:
 
     def func_id(self, name: str) -> int:
         return [k.name for k in self.kernels].index(name)
-
-
-# ---------------------------------------------------------------------------------------------
-# Traversal
-
-
-def children(e: Expr) -> tuple[Expr, ...]:
-    """Direct sub-expressions of ``e`` in evaluation order."""
-    match e:
-        case Const() | Var() | CreateTensor():
-            return ()
-        case BinOp(lhs=a, rhs=b):
-            return (a, b)
-        case UnOp(operand=a) | Cast(value=a) | Reduce(value=a) | Transpose(value=a) | Full(value=a):
-            return (a,)
-        case Load(tensor=t, offsets=offs):
-            return (t, *offs)
-        case MatMul(lhs=a, rhs=b, acc=c):
-            return (a, b) if c is None else (a, b, c)
-        case Where(cond=c, lhs=a, rhs=b):
-            return (c, a, b)
-        case Slice(tensor=t, ranges=rs):
-            return (t, *(x for r in rs for x in (r.start, r.stop)))
-        case Submit(args=args, deps=deps, dumps=dumps):
-            return (*args, *deps, *dumps)
-        case DumpTag(tensor=t):
-            return (t,)
-    raise TypeError(f"not an IR expression: {e!r}")
-
-
-def stmt_exprs(s: Stmt) -> tuple[Expr, ...]:
-    """Expressions a statement evaluates itself (not those of nested statements)."""
-    match s:
-        case Assign(value=v) | Evaluate(value=v):
-            return (v,)
-        case Store(tensor=t, offsets=offs, value=v):
-            return (t, *offs, v)
-        case For(start=a, stop=b, step=c):
-            return (a, b, c)
-        case If(cond=c):
-            return (c,)
-    raise TypeError(f"not an IR statement: {s!r}")
-
-
-def walk_stmts(body: tuple[Stmt, ...]):
-    """Every statement, pre-order, including nested bodies."""
-    for s in body:
-        yield s
-        if isinstance(s, For):
-            yield from walk_stmts(s.body)
-        elif isinstance(s, If):
-            yield from walk_stmts(s.then)
-            yield from walk_stmts(s.orelse)
-
-
-def walk_expr(e: Expr):
-    yield e
-    for c in children(e):
-        yield from walk_expr(c)
-
-
-def walk_exprs(body: tuple[Stmt, ...]):
-    for s in walk_stmts(body):
-        for e in stmt_exprs(s):
-            yield from walk_expr(e)

@@ -45,9 +45,8 @@ from tilescope.ir.nodes import (
     UnOp,
     Var,
     Where,
-    children,
-    walk_stmts,
 )
+from tilescope.ir.traverse import child_exprs, walk_stmts
 from tilescope.ir.types import Direction, IndexType, ScalarType, TaskType, TensorType, TileType
 
 _KERNEL_ONLY = (Load, Full, Cast, Reduce, MatMul, Transpose, Where)
@@ -121,7 +120,7 @@ class _Verifier:
     # -- expressions ---------------------------------------------------------------------------
 
     def expr(self, e: Expr) -> None:
-        for c in children(e):
+        for c in child_exprs(e):
             self.expr(c)
         loc = e.loc
         if self.kind == "kernel" and isinstance(e, _ORCH_ONLY):

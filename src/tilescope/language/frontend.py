@@ -54,6 +54,7 @@ from tilescope.ir.nodes import (
     UnOp,
     Var,
 )
+from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import (
     INDEX,
     IndexType,
@@ -63,7 +64,7 @@ from tilescope.ir.types import (
 from tilescope.language import ops
 from tilescope.language.annotations import ParamSpec
 from tilescope.language.decorators import InlineFunction, KernelFunction, Orchestration
-from tilescope.language.op_lowering import OpLowering, is_ir, is_number
+from tilescope.language.op_lowering import OpLowering, is_number
 
 _AST_BINOPS = {
     ast.Add: ("add", operator.add),
@@ -238,7 +239,7 @@ class _Lowering(OpLowering):
         if value is None:
             raise DSLError(f"the value assigned to {name!r} has no value (did you assign ts.store?)", loc)
         if isinstance(existing, Var) and self._owns(name, scope, existing):
-            if not is_ir(value):
+            if not is_expr(value):
                 value = self.as_expr(value, node, like=existing.type)
             if value.type == existing.type:
                 self.emit(Assign(existing.name, value, loc))
@@ -251,7 +252,7 @@ class _Lowering(OpLowering):
                 )
         if scope is self.frame.scopes[0]:
             self.frame.borrowed.discard(name)
-        if not is_ir(value):
+        if not is_expr(value):
             self.frame.scopes[-1][name] = value
             return
         if isinstance(value, Var) and isinstance(value.type, TensorType) and value.name not in self.handles:
@@ -293,7 +294,7 @@ class _Lowering(OpLowering):
             if scope is not None and isinstance(scope[n], Var) and self._owns(n, scope, scope[n]):
                 seen.add(scope[n].name)
         copy = [
-            is_ir(v) and not isinstance(v, Slice) and bool(uses(v) & before)
+            is_expr(v) and not isinstance(v, Slice) and bool(uses(v) & before)
             for v, before in zip(values, overwritten)
         ]
         last = max((j for j, c in enumerate(copy) if c), default=-1)
@@ -352,7 +353,7 @@ class _Lowering(OpLowering):
     def as_expr(self, v: Any, node: ast.AST, like: Any = None, what: str | None = None) -> Any:
         """A Python number as an IR constant (typed like ``like`` when given; ``what`` names
         the value in errors)."""
-        if is_ir(v):
+        if is_expr(v):
             return v
         loc = self.loc(node)
         if isinstance(v, bool):
@@ -370,7 +371,7 @@ class _Lowering(OpLowering):
         raise DSLError(f"{v!r} ({type(v).__name__}) cannot be used as a value here", loc)
 
     def index(self, v: Any, node: ast.AST, what: str) -> Any:
-        if isinstance(v, bool) or not (isinstance(v, int) or is_ir(v)):
+        if isinstance(v, bool) or not (isinstance(v, int) or is_expr(v)):
             raise VerifyError(f"{what} must be an integer index, got {v!r}", self.loc(node))
         if isinstance(v, int):
             return Const(v, INDEX, self.loc(node))
@@ -519,7 +520,7 @@ class _Lowering(OpLowering):
 
     def if_stmt(self, node: ast.If) -> None:
         cond = self.expr(node.test)
-        if not is_ir(cond):
+        if not is_expr(cond):
             self.body(node.body if self.fold(node.test, bool, cond) else node.orelse)
             return
         if self.mode == "kernel" or not (isinstance(cond.type, ScalarType) and cond.type.dtype == dt.bool_):
@@ -564,7 +565,7 @@ class _Lowering(OpLowering):
                 )
             case ast.BoolOp(op=op, values=values):
                 vals = [self.expr(v) for v in values]
-                if any(is_ir(v) for v in vals):
+                if any(is_expr(v) for v in vals):
                     raise self.error(
                         node,
                         "'and'/'or' need compile-time values",
@@ -573,7 +574,7 @@ class _Lowering(OpLowering):
                 return self.fold(node, all if isinstance(op, ast.And) else any, vals)
             case ast.IfExp(test=t, body=b, orelse=o):
                 cond = self.expr(t)
-                if is_ir(cond):
+                if is_expr(cond):
                     raise self.error(
                         node, "'x if c else y' needs a compile-time condition", "use ts.where(c, x, y)"
                     )
@@ -596,7 +597,7 @@ class _Lowering(OpLowering):
                 )
 
     def attribute(self, base: Any, attr: str, node: ast.AST) -> Any:
-        if is_ir(base):
+        if is_expr(base):
             t = base.type
             if attr == "shape" and hasattr(t, "shape"):
                 if -1 in t.shape:
@@ -626,7 +627,7 @@ class _Lowering(OpLowering):
                     node, f"operator {type(op).__name__} is not supported in {self.what()}", hint
                 )
             name, fold = _AST_BINOPS[type(op)]
-        if not is_ir(lhs) and not is_ir(rhs):
+        if not is_expr(lhs) and not is_expr(rhs):
             if fold is None or not (is_number(lhs) and is_number(rhs)):
                 raise self.error(node, f"cannot apply {name} to {lhs!r} and {rhs!r}")
             return self.fold(node, fold, lhs, rhs)
@@ -636,7 +637,7 @@ class _Lowering(OpLowering):
 
     def operands(self, lhs: Any, rhs: Any, node: ast.AST) -> tuple[Any, Any]:
         for v in (lhs, rhs):
-            if not is_ir(v) and not is_number(v):
+            if not is_expr(v) and not is_number(v):
                 raise self.error(node, f"{v!r} cannot be used as an operand")
         return self.as_expr(lhs, node), self.as_expr(rhs, node)
 
@@ -644,14 +645,14 @@ class _Lowering(OpLowering):
         if type(op) not in _AST_CMPOPS:
             raise self.error(node, f"comparison {type(op).__name__} is not supported", "use == != < <= > >=")
         name, fold = _AST_CMPOPS[type(op)]
-        if not is_ir(lhs) and not is_ir(rhs):
+        if not is_expr(lhs) and not is_expr(rhs):
             return self.fold(node, fold, lhs, rhs)
         loc = self.loc(node)
         lhs, rhs = self.operands(lhs, rhs, node)
         return BinOp(name, lhs, rhs, rules.binop_type(name, lhs, rhs, loc), loc)
 
     def unary(self, op: ast.unaryop, v: Any, node: ast.AST) -> Any:
-        if not is_ir(v):
+        if not is_expr(v):
             match op:
                 case ast.USub():
                     return self.fold(node, operator.neg, v)
@@ -671,14 +672,14 @@ class _Lowering(OpLowering):
 
     def unop(self, name: str, v: Any, node: ast.AST) -> UnOp:
         loc = self.loc(node)
-        if not is_ir(v):
+        if not is_expr(v):
             raise VerifyError(f"ts.{name} needs a tile operand, got {v!r}", loc)
         return UnOp(name, v, rules.unop_type(name, v, loc), loc)
 
     def matmul(self, a: Any, b: Any, acc: Any, node: ast.AST) -> MatMul:
         loc = self.loc(node)
         for v in (a, b):
-            if not is_ir(v):
+            if not is_expr(v):
                 raise VerifyError(f"ts.matmul needs tiles, got {v!r}", loc)
         return MatMul(a, b, acc, rules.matmul_type(a, b, acc, loc), loc)
 
@@ -698,7 +699,7 @@ class _Lowering(OpLowering):
             return self.slice(base, sl, node)
         if isinstance(base, Slice):
             raise self.error(node, "a region cannot be sliced again", "slice the tensor once: x[a:b, c:d]")
-        if is_ir(base):
+        if is_expr(base):
             raise self.error(node, f"a {base.type} cannot be indexed", "tiles are read and written whole")
         raise self.error(node, f"{base!r} cannot be indexed in {self.what()}")
 
@@ -769,7 +770,7 @@ class _Lowering(OpLowering):
             )
         if func in _SAFE_BUILTINS:
             args = [self.expr(a) for a in node.args]
-            if any(is_ir(a) for a in args) or node.keywords:
+            if any(is_expr(a) for a in args) or node.keywords:
                 raise self.error(
                     node,
                     f"{func.__name__}() works on compile-time values only",
@@ -780,7 +781,7 @@ class _Lowering(OpLowering):
             raise self.error(node, "Python's range() is not supported", "use ts.range(...): a real loop")
         if isinstance(func, type(math.sqrt)) and getattr(func, "__module__", None) == "math":
             args = [self.expr(a) for a in node.args]
-            if any(is_ir(a) for a in args):
+            if any(is_expr(a) for a in args):
                 raise self.error(
                     node, f"math.{func.__name__} works on compile-time values only", "use the ts.* op"
                 )

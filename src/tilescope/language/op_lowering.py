@@ -17,7 +17,6 @@ from tilescope.ir import type_rules as rules
 from tilescope.ir.nodes import (
     BinOp,
     Cast,
-    Const,
     CreateTensor,
     DumpTag,
     Evaluate,
@@ -27,7 +26,6 @@ from tilescope.ir.nodes import (
     MatMul,
     Param,
     Reduce,
-    Slice,
     Store,
     Submit,
     Transpose,
@@ -35,6 +33,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
+from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import (
     MAX_TILE_DIMS,
     TASK,
@@ -46,27 +45,6 @@ from tilescope.ir.types import (
     TileType,
 )
 from tilescope.language.decorators import KernelFunction
-
-IR_EXPRS = (
-    Const,
-    Var,
-    BinOp,
-    UnOp,
-    Load,
-    Full,
-    Cast,
-    Reduce,
-    MatMul,
-    Transpose,
-    Where,
-    CreateTensor,
-    Slice,
-    Submit,
-)
-
-
-def is_ir(v: object) -> bool:
-    return isinstance(v, IR_EXPRS)
 
 
 def is_number(v: object) -> bool:
@@ -82,8 +60,8 @@ class OpLowering:
         return v
 
     def tile_arg(self, v: Any, node: ast.AST, what: str) -> Any:
-        if not (is_ir(v) and isinstance(v.type, TileType)):
-            got = v.type if is_ir(v) else repr(v)
+        if not (is_expr(v) and isinstance(v.type, TileType)):
+            got = v.type if is_expr(v) else repr(v)
             raise VerifyError(f"{what} must be a tile, got {got}", self.loc(node))
         return v
 
@@ -133,7 +111,7 @@ class OpLowering:
             raise VerifyError(f"tile shape must have 1 or 2 positive dims, got {list(shape)}", loc)
         dtype = self.dtype_arg(dtype, node, "dtype")
         tile = TileType(shape, dtype)
-        if is_ir(value):
+        if is_expr(value):
             if not isinstance(value.type, ScalarType | IndexType):
                 raise VerifyError(f"ts.full value must be a scalar, got {value.type}", loc)
         else:
@@ -167,7 +145,7 @@ class OpLowering:
         loc = self.loc(node)
         cond = self.tile_arg(a["cond"], node, "ts.where's condition")
         for k in ("a", "b"):
-            if not is_ir(a[k]) and not is_number(a[k]):
+            if not is_expr(a[k]) and not is_number(a[k]):
                 raise VerifyError(f"ts.where's {k} must be a tile or number, got {a[k]!r}", loc)
         lhs, rhs = self.as_expr(a["a"], node), self.as_expr(a["b"], node)
         return Where(cond, lhs, rhs, rules.where_type(cond, lhs, rhs, loc), loc)
@@ -177,7 +155,7 @@ class OpLowering:
         loc = self.loc(node)
         dtype = self.dtype_arg(a["dtype"], node, "ts.cast dtype")
         x = a["x"]
-        if not is_ir(x):
+        if not is_expr(x):
             raise VerifyError(f"ts.cast needs a tile or scalar, got {x!r}", loc)
         return Cast(x, a["mode"], rules.cast_type(x, dtype, a["mode"], loc), loc)
 
@@ -267,7 +245,7 @@ class OpLowering:
                 raise VerifyError(f"deps= takes tasks returned by ts.submit / kernel calls, got {d!r}", loc)
         dumps = opts["dumps"] if isinstance(opts["dumps"], list | tuple) else [opts["dumps"]]
         for d in dumps:
-            if not (is_ir(d) and isinstance(d.type, TensorType)):
+            if not (is_expr(d) and isinstance(d.type, TensorType)):
                 raise VerifyError(f"dumps= takes tensors, got {d!r}", loc)
         return Submit(kernel.name, lowered, name, tuple(deps), tuple(dumps), TASK, loc)
 
@@ -277,7 +255,7 @@ class OpLowering:
         if p.direction is Direction.SCALAR:
             if is_number(a):
                 return self.as_expr(a, node, like=p.type, what=where)
-            if is_ir(a) and isinstance(a.type, ScalarType | IndexType):
+            if is_expr(a) and isinstance(a.type, ScalarType | IndexType):
                 if isinstance(a.type, ScalarType) and a.type.dtype != p.type.dtype:
                     raise VerifyError(
                         f"{where} expects a {p.type}, got a {a.type}", loc, "cast it explicitly"
@@ -286,8 +264,8 @@ class OpLowering:
                     raise VerifyError(f"{where} expects a {p.type}, got an index", loc)
                 return a
             raise VerifyError(f"{where} expects a {p.type}, got {a!r}", loc)
-        if not (is_ir(a) and isinstance(a.type, TensorType)):
-            got = a.type if is_ir(a) else repr(a)
+        if not (is_expr(a) and isinstance(a.type, TensorType)):
+            got = a.type if is_expr(a) else repr(a)
             raise VerifyError(f"{where} expects a tensor region {p.type}, got {got}", loc)
         t: TensorType = a.type
         if t.dtype != p.type.dtype:

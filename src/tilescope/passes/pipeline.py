@@ -19,16 +19,15 @@ from tilescope.ir.nodes import (
     Const,
     Expr,
     For,
-    If,
     Kernel,
     MatMul,
     Program,
     Stmt,
     Var,
 )
+from tilescope.ir.traverse import map_bodies, map_exprs, map_stmts
 from tilescope.ir.types import IndexType
 from tilescope.passes.manager import Pass
-from tilescope.passes.rewrite import map_program_exprs
 
 _FOLD = {
     "add": operator.add,
@@ -61,7 +60,7 @@ def _fold(e: Expr) -> Expr:
 
 
 def fold_constants(p: Program) -> Program:
-    return map_program_exprs(p, _fold)
+    return map_exprs(p, _fold)
 
 
 def _fuse_acc(s: Stmt) -> Stmt:
@@ -77,14 +76,11 @@ def _fuse_acc(s: Stmt) -> Stmt:
                 and acc.name not in uses(mm.lhs) | uses(mm.rhs)
             ):
                 return dataclasses.replace(s, value=dataclasses.replace(mm, acc=acc, loc=s.value.loc))
-    if isinstance(s, For):
-        return dataclasses.replace(s, body=tuple(map(_fuse_acc, s.body)))
     return s
 
 
 def fuse_matmul_accumulate(p: Program) -> Program:
-    kernels = tuple(dataclasses.replace(k, body=tuple(map(_fuse_acc, k.body))) for k in p.kernels)
-    return dataclasses.replace(p, kernels=kernels)
+    return dataclasses.replace(p, kernels=map_stmts(p.kernels, _fuse_acc))
 
 
 def _dce_body(body: tuple[Stmt, ...], live_after: set[str]) -> tuple[Stmt, ...]:
@@ -98,8 +94,8 @@ def _dce_body(body: tuple[Stmt, ...], live_after: set[str]) -> tuple[Stmt, ...]:
         if isinstance(s, For):
             carried = live_before((s,), after) | after
             s = dataclasses.replace(s, body=_dce_body(s.body, carried))
-        elif isinstance(s, If):
-            s = dataclasses.replace(s, then=_dce_body(s.then, after), orelse=_dce_body(s.orelse, after))
+        else:  # the branches of an If: each sees what is live after it
+            s = map_bodies(s, lambda b, after=after: _dce_body(b, after))
         out.append(s)
         live = live_before((s,), after)
     return tuple(reversed(out))
