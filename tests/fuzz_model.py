@@ -1,0 +1,962 @@
+"""The model behind the fuzz net's random programs (tests/fuzz_programs.py generates them).
+
+A program is built from the nodes below: kernel expressions and statements, orchestration
+statements, and ``FuzzProgram``, which renders the DSL source and evaluates the program the way
+the interp platform does — one task at a time in submission order, each op in torch in the
+program's dtypes — carrying next to every value a sound elementwise bound on how far the sim
+platform's value can be from it:
+
+- 0 where every op on the way is exactly rounded in both (+ - * /, neg, abs, maximum/minimum,
+  sqrt, casts, comparisons and where, transpose, loads and stores): the two must then agree
+  bit for bit;
+- else the documented error of each op on each side (exp/log/tanh/sigmoid/silu: SIM_ULPS +
+  TORCH_ULPS; sums and matmuls: Higham's gamma_n for two different f32 summation orders), plus
+  the input error propagated through the op (Lipschitz bounds; a comparison that may flip
+  makes ``where`` pick the other branch), plus one rounding of the result.
+
+docs/testing.md describes the model. The nodes also carry an interval of the values they can
+take, which the generator uses to keep every value finite and every op inside its domain.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+F32, F16, BF16, I32 = "f32", "f16", "bf16", "i32"
+FLOATS = (F32, F16, BF16)
+TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, I32: torch.int32}
+MANT = {F32: 23, F16: 10, BF16: 7}  # explicit mantissa bits
+EMIN = {F32: -126, F16: -14, BF16: -126}  # exponent of the smallest normal
+CAP = 4096.0  # |value| bound the generator keeps every float value under (f16's max is 65504)
+INT_CAP = 1 << 20  # |value| bound for i32 values (no wrap-around)
+IN_MAG = 2.0  # float inputs are uniform in [-IN_MAG, IN_MAG]
+INT_IN = 20  # i32 inputs are uniform integers in [-INT_IN, INT_IN]
+SCALAR_MAG = 2.0
+
+# Documented max errors in ulps of the exact result. sim: tile_math.hpp (max over all 2^32
+# floats against libm in double). torch (interp, CPU): not documented; measured on ~10^7
+# floats each (tests/test_fuzz.py::test_torch_transcendental_error_assumptions re-checks them
+# on every run) as exp 0.56, log 0.88, tanh 0.51, sigmoid 2.4, silu 2.4 ulp; we assume a margin.
+SIM_ULPS = {"exp": 1.0, "log": 1.0, "tanh": 0.51, "sigmoid": 0.51, "silu": 0.51}
+TORCH_ULPS = {"exp": 1.0, "log": 1.0, "tanh": 1.0, "sigmoid": 3.0, "silu": 3.0}
+# Lipschitz constants on the whole line (log: 1 / lower end of the interval, exp: e^upper end)
+LIPSCHITZ = {"tanh": 1.0, "sigmoid": 0.25, "silu": 1.1}
+U32 = 2.0**-24  # unit roundoff of f32 (the accumulator of sums and matmuls)
+
+# Known bugs: generator features that trigger them are off by default so that the fuzz net can
+# find other bugs; tests/test_fuzz.py keeps an xfail(strict=True) regression test for each, and
+# TILESCOPE_FUZZ_KNOWN_BUGS=1 turns them back on.
+
+# ------------------------------------------------------------------------------------------------
+# Error-model helpers (float64 tensors)
+
+
+def ulp(dtype: str, mag: torch.Tensor) -> torch.Tensor:
+    """Spacing of ``dtype`` at magnitude ``mag`` (>= the spacing of every value below it)."""
+    mag = mag.abs().double()
+    _, e = torch.frexp(mag)
+    e = torch.clamp(e.to(torch.int64) - 1, min=EMIN[dtype])
+    u = torch.ldexp(torch.ones_like(mag), (e - MANT[dtype]).to(torch.float64))
+    u = torch.where(mag == 0, torch.full_like(mag, 2.0 ** (EMIN[dtype] - MANT[dtype])), u)
+    return torch.where(torch.isfinite(mag), u, torch.full_like(mag, math.inf))
+
+
+def rounding(dtype: str, mag: torch.Tensor) -> torch.Tensor:
+    """Bound on |round(a) - round(b)| - |a - b| for |a|, |b| <= mag: half an ulp each side. One
+    full ulp plus 1% covers bf16/f16 results that are first rounded to f32 (double rounding)."""
+    return 1.01 * ulp(dtype, mag * (1 + 2.0**-30))
+
+
+def gamma(n: int) -> float:
+    """Higham's gamma_n for f32: bound on the relative error of n roundings in a sum/dot."""
+    return n * U32 / (1 - n * U32)
+
+
+def f64(x: Any) -> torch.Tensor:
+    return x.double() if torch.is_tensor(x) else torch.tensor(float(x), dtype=torch.float64)
+
+
+@dataclass
+class Val:
+    """A value of the model: ``v`` what interp computes (a torch tensor in the program dtype, or
+    a Python number for scalars), ``e`` a float64 bound on |sim - interp| (0 = bit-exact; for
+    bool tiles > 0 means the two may differ)."""
+
+    v: Any
+    e: torch.Tensor
+
+
+def _zero_err(v: Any) -> torch.Tensor:
+    return torch.zeros(v.shape if torch.is_tensor(v) else (), dtype=torch.float64)
+
+
+# ------------------------------------------------------------------------------------------------
+# Kernel expressions. Each node knows its tile type, an interval containing every value it can
+# take (used by the generator to keep values finite and ops in their domain), its DSL text and
+# its model semantics.
+
+
+def broadcast(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    out = []
+    for x, y in zip(a, b):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            return None
+    return tuple(out)
+
+
+class Expr:
+    shape: tuple[int, int] | None = None  # None for scalars
+    dtype: str = F32
+    lo: float = 0.0
+    hi: float = 0.0
+    uses_minmax = False
+
+    @property
+    def mag(self) -> float:
+        return max(abs(self.lo), abs(self.hi))
+
+    def render(self) -> str:
+        raise NotImplementedError
+
+    def ev(self, env: dict[str, Any]) -> Val:
+        raise NotImplementedError
+
+    def children(self) -> tuple[Expr, ...]:
+        return ()
+
+
+class Var(Expr):
+    def __init__(self, name: str, shape, dtype: str, lo: float, hi: float, defn: Expr | None = None):
+        self.name, self.shape, self.dtype, self.lo, self.hi = name, shape, dtype, lo, hi
+        self.defn = defn  # the expression assigned to it (None for a loop-carried value)
+
+    def render(self) -> str:
+        return self.name
+
+    def ev(self, env):
+        return env[self.name]
+
+
+class Lit(Expr):
+    """A number literal; it adopts the dtype of the tile it combines with."""
+
+    def __init__(self, value: float | int, dtype: str):
+        self.value, self.dtype = value, dtype
+        self.lo = self.hi = float(value)
+
+    def render(self) -> str:
+        return repr(self.value)
+
+    def ev(self, env):
+        return Val(self.value, _zero_err(0.0))
+
+
+class ScalarParam(Expr):
+    def __init__(self, name: str):
+        self.name = name
+        self.dtype = F32
+        self.lo, self.hi = -SCALAR_MAG, SCALAR_MAG
+
+    def render(self) -> str:
+        return self.name
+
+    def ev(self, env):
+        return env[self.name]
+
+
+def _as_tensor(x: Any, dtype: str) -> torch.Tensor:
+    """A scalar operand adopts the tile's dtype (as interp and the tile library do)."""
+    return x if torch.is_tensor(x) else torch.tensor(x, dtype=TORCH[dtype])
+
+
+class Full(Expr):
+    def __init__(self, shape, value: float | int, dtype: str):
+        self.shape, self.value, self.dtype = shape, value, dtype
+        self.lo = self.hi = float(value)
+
+    def render(self) -> str:
+        if self.value == 0 and not (isinstance(self.value, float) and math.copysign(1, self.value) < 0):
+            return f"ts.zeros({list(self.shape)}, ts.{self.dtype})"
+        return f"ts.full({list(self.shape)}, {self.value!r}, ts.{self.dtype})"
+
+    def ev(self, env):
+        v = torch.full(self.shape, self.value, dtype=TORCH[self.dtype])
+        return Val(v, _zero_err(v))
+
+
+class Load(Expr):
+    """ts.load(param, [row, col], [rows, cols]); ``col`` may be a loop variable's name."""
+
+    def __init__(self, param: str, offsets: tuple, sizes, dtype: str, lo: float, hi: float):
+        self.param, self.offsets, self.shape, self.dtype = param, offsets, tuple(sizes), dtype
+        self.lo, self.hi = lo, hi
+
+    def render(self) -> str:
+        offs = ", ".join(str(o) for o in self.offsets)
+        return f"ts.load({self.param}, [{offs}], {list(self.shape)})"
+
+    def ev(self, env):
+        view, err = env[self.param]
+        r0, c0 = (env[o] if isinstance(o, str) else o for o in self.offsets)
+        r, c = self.shape
+        return Val(view[r0 : r0 + r, c0 : c0 + c].clone(), err[r0 : r0 + r, c0 : c0 + c].clone())
+
+
+UNARY = ("neg", "abs", "sqrt", "exp", "log", "tanh", "sigmoid", "silu")
+_TORCH_UNARY = {
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "sqrt": torch.sqrt,
+    "exp": torch.exp,
+    "log": torch.log,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "silu": torch.nn.functional.silu,
+}
+
+
+def _silu(x: float) -> float:
+    return x / (1 + math.exp(-x)) if x > -700 else 0.0
+
+
+def _sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x)) if x > -700 else 0.0
+
+
+class Unary(Expr):
+    def __init__(self, op: str, x: Expr):
+        self.op, self.x = op, x
+        self.shape, self.dtype = x.shape, x.dtype
+        lo, hi = x.lo, x.hi
+        if op == "neg":
+            self.lo, self.hi = -hi, -lo
+        elif op == "abs":
+            self.lo, self.hi = (0.0 if lo <= 0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
+        elif op == "sqrt":
+            assert lo >= 0, "sqrt of a possibly negative value"
+            self.lo, self.hi = math.sqrt(lo), math.sqrt(hi)
+        elif op == "exp":
+            self.lo, self.hi = math.exp(lo), math.exp(hi)
+        elif op == "log":
+            assert lo > 0, "log of a possibly non-positive value"
+            self.lo, self.hi = math.log(lo), math.log(hi)
+        elif op == "tanh":
+            self.lo, self.hi = math.tanh(lo), math.tanh(hi)
+        elif op == "sigmoid":
+            self.lo, self.hi = _sigmoid(lo), _sigmoid(hi)
+        elif op == "silu":
+            self.lo, self.hi = (-0.2785 if lo < 0 else _silu(lo)), max(_silu(hi), 0.0)
+        self.uses_minmax = x.uses_minmax
+
+    def children(self):
+        return (self.x,)
+
+    def render(self) -> str:
+        return f"-{self.x.render()}" if self.op == "neg" else f"ts.{self.op}({self.x.render()})"
+
+    def ev(self, env):
+        x = self.x.ev(env)
+        v = _TORCH_UNARY[self.op](x.v)
+        xv, ex = f64(x.v), x.e
+        d = self.dtype
+        if self.op in ("neg", "abs"):  # exact, 1-Lipschitz
+            return Val(v, ex.clone())
+        if self.op == "sqrt":  # correctly rounded in both
+            lower = torch.clamp(xv - ex, min=0)
+            prop = torch.minimum(torch.sqrt(ex), ex / (torch.sqrt(lower) + torch.sqrt(xv)).clamp(min=1e-300))
+            top = torch.sqrt(xv + ex)
+            e = torch.where(ex > 0, prop + rounding(d, top), torch.zeros_like(ex))
+            if d == F32 and "inexact_interp_sqrt" in env["#tolerate"]:  # known bug: 0.75 ulp on interp
+                e = e + ulp(F32, top * (1 + 2.0**-22))
+            return Val(v, e)
+        # exp, log, tanh, sigmoid, silu: not correctly rounded; each side errs by its ulp bound
+        # (in f32, bf16/f16 compute in float), plus the input error through the Lipschitz bound,
+        # plus the final rounding of bf16/f16.
+        hi_in, lo_in = xv + ex, xv - ex
+        if self.op == "exp":
+            lip = torch.exp(hi_in)
+            top = torch.exp(hi_in)
+        elif self.op == "log":
+            lip = torch.where(lo_in > 0, 1 / lo_in.clamp(min=1e-300), torch.full_like(lo_in, math.inf))
+            top = torch.maximum(torch.log(hi_in).abs(), torch.log(lo_in.clamp(min=1e-300)).abs())
+        else:
+            lip = torch.full_like(xv, LIPSCHITZ[self.op])
+            top = (
+                torch.maximum(xv.abs() + ex, torch.ones_like(xv))
+                if self.op != "silu"
+                else xv.abs() + ex + 0.3
+            )
+            if self.op in ("tanh", "sigmoid"):
+                top = torch.ones_like(xv)
+        k = SIM_ULPS[self.op] + TORCH_ULPS[self.op]
+        e = torch.where(ex > 0, lip * ex, torch.zeros_like(ex)) + k * ulp(F32, top * (1 + 2.0**-20))
+        if d != F32:
+            e = e + rounding(d, top + e)
+        return Val(v, e)
+
+
+def is_product(e: Expr) -> bool:
+    """An f32 product g++ may fuse into a following add/sub (through names and moves)."""
+    if e.dtype != F32 or e.shape is None:
+        return False
+    if isinstance(e, Binary):
+        return e.op == "mul"
+    if isinstance(e, Var):
+        return e.defn is not None and is_product(e.defn)
+    if isinstance(e, Unary) and e.op == "neg" or isinstance(e, Transpose):
+        return is_product(e.x)
+    if isinstance(e, Reduce) and e.n == 1 and e.op.endswith("sum"):  # the element itself
+        return is_product(e.x)
+    return False
+
+
+BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
+_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_TORCH_BINARY = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+}
+
+
+def _interval(op: str, a: Expr, b: Expr) -> tuple[float, float]:
+    if op == "add":
+        return a.lo + b.lo, a.hi + b.hi
+    if op == "sub":
+        return a.lo - b.hi, a.hi - b.lo
+    if op == "mul":
+        ps = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi]
+        return min(ps), max(ps)
+    if op == "div":  # the generator only divides by values of magnitude >= 1/2
+        m = a.mag / max(min(abs(b.lo), abs(b.hi)), 0.5)
+        return (-m if a.lo < 0 else 0.0), (m if a.hi > 0 else 0.0)
+    if op == "maximum":
+        return max(a.lo, b.lo), max(a.hi, b.hi)
+    return min(a.lo, b.lo), min(a.hi, b.hi)
+
+
+class Binary(Expr):
+    def __init__(self, op: str, a: Expr, b: Expr):
+        self.op, self.a, self.b = op, a, b
+        tile = a if a.shape is not None else b
+        self.dtype = tile.dtype
+        self.shape = broadcast(a.shape, b.shape) if a.shape and b.shape else tile.shape
+        assert self.shape is not None, (a.shape, b.shape)
+        self.lo, self.hi = _interval(op, a, b)
+        self.uses_minmax = op in ("maximum", "minimum") or a.uses_minmax or b.uses_minmax
+
+    def children(self):
+        return (self.a, self.b)
+
+    def render(self) -> str:
+        if self.op in _SYM:
+            return f"({self.a.render()} {_SYM[self.op]} {self.b.render()})"
+        return f"ts.{self.op}({self.a.render()}, {self.b.render()})"
+
+    def ev(self, env):
+        a, b = self.a.ev(env), self.b.ev(env)
+        v = _TORCH_BINARY[self.op](_as_tensor(a.v, self.dtype), _as_tensor(b.v, self.dtype))
+        av, bv, ea, eb = f64(a.v), f64(b.v), a.e, b.e
+        if self.op in ("maximum", "minimum"):  # exact, 1-Lipschitz in the max norm
+            return Val(v, torch.maximum(ea, eb).expand(v.shape).clone())
+        if self.op in ("add", "sub"):
+            prop = ea + eb
+            exact = av + bv if self.op == "add" else av - bv
+            if "fma_contraction" in env["#tolerate"]:  # known bug: fused on sim
+                for x, xv in ((self.a, av), (self.b, bv)):
+                    if is_product(x):
+                        prop = prop + 0.505 * ulp(F32, xv * (1 + 2.0**-22))
+        elif self.op == "mul":
+            prop = av.abs() * eb + bv.abs() * ea + ea * eb
+            exact = av * bv
+        else:  # |x'/y' - x/y| <= (ex |y| + |x| ey) / (|y| (|y| - ey))
+            gap = bv.abs() - eb
+            prop = torch.where(
+                gap > 0,
+                (ea * bv.abs() + av.abs() * eb) / (bv.abs() * gap.clamp(min=1e-300)),
+                torch.full_like(gap, math.inf),
+            )
+            prop = torch.where((ea == 0) & (eb == 0), torch.zeros_like(prop), prop)
+            exact = av / bv
+        prop = prop.expand(v.shape)
+        if self.dtype == I32:  # exact integer arithmetic (the generator avoids wrap-around)
+            return Val(v, prop.clone())
+        e = torch.where(prop > 0, prop + rounding(self.dtype, exact.abs() + prop), torch.zeros_like(prop))
+        return Val(v, e)
+
+
+CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_TORCH_CMP = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne}
+
+
+class Cmp(Expr):
+    """A comparison (bool tile); its error is 1 where sim and interp may decide differently."""
+
+    def __init__(self, op: str, a: Expr, b: Expr):
+        self.op, self.a, self.b = op, a, b
+        tile = a if a.shape is not None else b
+        self.shape = broadcast(a.shape, b.shape) if a.shape and b.shape else tile.shape
+        self.dtype = "bool"
+        self.operand_dtype = tile.dtype
+        self.lo, self.hi = 0.0, 1.0
+        self.uses_minmax = a.uses_minmax or b.uses_minmax
+
+    def children(self):
+        return (self.a, self.b)
+
+    def render(self) -> str:
+        return f"({self.a.render()} {CMP[self.op]} {self.b.render()})"
+
+    def ev(self, env):
+        a, b = self.a.ev(env), self.b.ev(env)
+        v = _TORCH_CMP[self.op](_as_tensor(a.v, self.operand_dtype), _as_tensor(b.v, self.operand_dtype))
+        slack = a.e + b.e
+        may_flip = (slack > 0) & ((f64(a.v) - f64(b.v)).abs() <= slack)
+        return Val(v, may_flip.double().expand(v.shape).clone())
+
+
+class Logical(Expr):
+    def __init__(self, op: str, a: Expr, b: Expr | None):
+        self.op, self.a, self.b = op, a, b
+        self.shape = a.shape if b is None else broadcast(a.shape, b.shape)
+        self.dtype = "bool"
+        self.uses_minmax = a.uses_minmax or (b is not None and b.uses_minmax)
+
+    def children(self):
+        return (self.a,) if self.b is None else (self.a, self.b)
+
+    def render(self) -> str:
+        if self.b is None:
+            return f"ts.logical_not({self.a.render()})"
+        return f"ts.{self.op}({self.a.render()}, {self.b.render()})"
+
+    def ev(self, env):
+        a = self.a.ev(env)
+        if self.b is None:
+            return Val(torch.logical_not(a.v), a.e.clone())
+        b = self.b.ev(env)
+        fn = torch.logical_and if self.op == "logical_and" else torch.logical_or
+        return Val(fn(a.v, b.v), torch.maximum(a.e, b.e).expand(broadcast(a.v.shape, b.v.shape)).clone())
+
+
+class Where(Expr):
+    def __init__(self, cond: Expr, a: Expr, b: Expr):
+        self.cond, self.a, self.b = cond, a, b
+        tile = a if a.shape is not None else b
+        self.dtype = tile.dtype
+        ab = broadcast(a.shape, b.shape) if a.shape and b.shape else tile.shape
+        self.shape = broadcast(cond.shape, ab)
+        assert self.shape is not None
+        self.lo, self.hi = min(a.lo, b.lo), max(a.hi, b.hi)
+        self.uses_minmax = cond.uses_minmax or a.uses_minmax or b.uses_minmax
+
+    def children(self):
+        return (self.cond, self.a, self.b)
+
+    def render(self) -> str:
+        return f"ts.where({self.cond.render()}, {self.a.render()}, {self.b.render()})"
+
+    def ev(self, env):
+        c, a, b = self.cond.ev(env), self.a.ev(env), self.b.ev(env)
+        v = torch.where(c.v, _as_tensor(a.v, self.dtype), _as_tensor(b.v, self.dtype))
+        chosen = torch.where(c.v, a.e, b.e)
+        # a flipped choice: sim took the other branch, |a_s - b_i| <= |a_i - b_i| + e_a (or e_b)
+        flipped = (f64(a.v) - f64(b.v)).abs() + torch.maximum(a.e, b.e)
+        return Val(v, torch.where(c.e > 0, flipped, chosen).expand(v.shape).clone())
+
+
+REDUCE = ("row_sum", "row_max", "row_min", "col_sum", "col_max")
+
+
+class Reduce(Expr):
+    def __init__(self, op: str, x: Expr):
+        self.op, self.x = op, x
+        r, c = x.shape
+        self.n = c if op.startswith("row") else r
+        self.shape = (r, 1) if op.startswith("row") else (1, c)
+        self.dtype = x.dtype
+        if op.endswith("sum"):
+            self.lo, self.hi = self.n * x.lo, self.n * x.hi
+        else:
+            self.lo, self.hi = x.lo, x.hi
+        self.uses_minmax = not op.endswith("sum") or x.uses_minmax
+
+    def children(self):
+        return (self.x,)
+
+    def render(self) -> str:
+        return f"ts.{self.op}({self.x.render()})"
+
+    def ev(self, env):
+        x = self.x.ev(env)
+        dim = -1 if self.op.startswith("row") else 0
+        kind = self.op.split("_")[1]
+        if kind == "sum":
+            v = x.v.sum(dim=dim, keepdim=True, dtype=x.v.dtype)
+        else:
+            v = (torch.amax if kind == "max" else torch.amin)(x.v, dim=dim, keepdim=True)
+        if kind != "sum":  # exact, 1-Lipschitz
+            return Val(v, x.e.amax(dim=dim, keepdim=True))
+        prop = x.e.sum(dim=dim, keepdim=True)
+        if self.dtype == I32 or self.n == 1:  # exact (no wrap-around) / a single element
+            return Val(v, prop)
+        # both sum in f32 in some order (sim: the documented lanes; interp: torch's): each is
+        # within gamma_{n-1} * sum|x| of the exact sum; bf16/f16 then round once.
+        absum = (f64(x.v).abs() + x.e).sum(dim=dim, keepdim=True)
+        e = prop + 2 * gamma(self.n) * absum  # gamma_n: sim may fuse a product into the sum
+        if self.dtype != F32:
+            e = e + rounding(self.dtype, absum)
+        return Val(v, e)
+
+
+MODES = ("rint", "round", "floor", "ceil", "trunc")
+
+
+def _round_mode(x: torch.Tensor, mode: str) -> torch.Tensor:
+    v = x.double()
+    return {
+        "rint": torch.round,
+        "round": lambda t: torch.sign(t) * torch.floor(torch.abs(t) + 0.5),
+        "floor": torch.floor,
+        "ceil": torch.ceil,
+        "trunc": torch.trunc,
+    }[mode](v)
+
+
+class Cast(Expr):
+    def __init__(self, x: Expr, dtype: str, mode: str | None = None):
+        self.x, self.dtype, self.mode = x, dtype, mode
+        self.shape = x.shape
+        self.lo, self.hi = x.lo, x.hi
+        if dtype == I32:
+            self.lo, self.hi = math.floor(x.lo) - 1.0, math.ceil(x.hi) + 1.0
+        self.uses_minmax = x.uses_minmax
+
+    def children(self):
+        return (self.x,)
+
+    def render(self) -> str:
+        mode = f", mode={self.mode!r}" if self.mode else ""
+        return f"ts.cast({self.x.render()}, ts.{self.dtype}{mode})"
+
+    def ev(self, env):
+        x = self.x.ev(env)
+        src, dst = self.x.dtype, self.dtype
+        ex = x.e
+        if dst == I32:
+            v = _round_mode(x.v, self.mode or "rint").to(torch.int32)  # |x| <= CAP: no saturation
+            return Val(v, torch.where(ex > 0, torch.floor(ex) + 1, torch.zeros_like(ex)))
+        v = x.v.to(TORCH[dst])
+        if src in (F16, BF16) and dst == F32:  # exact
+            return Val(v, ex.clone())
+        e = torch.where(ex > 0, ex + rounding(dst, f64(x.v).abs() + ex), torch.zeros_like(ex))
+        return Val(v, e)
+
+
+class MatMul(Expr):
+    """ts.matmul(a, b) (optionally with acc=), f32 result with f32 accumulation."""
+
+    def __init__(self, a: Expr, b: Expr, acc: Expr | None = None):
+        self.a, self.b, self.acc = a, b, acc
+        self.k = a.shape[1]
+        assert b.shape[0] == self.k and a.dtype == b.dtype
+        self.shape = (a.shape[0], b.shape[1])
+        self.dtype = F32
+        m = self.k * a.mag * b.mag + (acc.mag if acc is not None else 0.0)
+        self.lo, self.hi = -m, m
+        self.uses_minmax = a.uses_minmax or b.uses_minmax or (acc is not None and acc.uses_minmax)
+
+    def children(self):
+        return (self.a, self.b) if self.acc is None else (self.a, self.b, self.acc)
+
+    def render(self) -> str:
+        acc = f", acc={self.acc.render()}" if self.acc is not None else ""
+        return f"ts.matmul({self.a.render()}, {self.b.render()}{acc})"
+
+    def ev(self, env):
+        a, b = self.a.ev(env), self.b.ev(env)
+        v = a.v.to(torch.float32) @ b.v.to(torch.float32)
+        aa, ba = f64(a.v).abs(), f64(b.v).abs()
+        prop = aa @ b.e + a.e @ ba + a.e @ b.e
+        mag = (aa + a.e) @ (ba + b.e)
+        n = self.k
+        if self.acc is not None:
+            c = self.acc.ev(env)
+            v = c.v + v
+            prop = prop + c.e
+            mag = mag + f64(c.v).abs() + c.e
+            n += 1
+        # sim: K fused multiply-adds from acc (or 0) in order; interp: torch's f32 GEMM in any
+        # order, then + acc: each within gamma_{K+1} * (|acc| + sum |a||b|) of the exact value.
+        return Val(v, prop + 2 * gamma(n) * mag)
+
+
+class AccMatMul(MatMul):
+    """``acc = acc + ts.matmul(a, b)`` (or ``ts.matmul(a, b) + acc``, or ``acc=acc``): the
+    FuseMatmulAccumulate pass turns the first two into ``ts.matmul(a, b, acc=acc)``, which sim
+    accumulates in place, so the model treats all three as the fused form."""
+
+    def __init__(self, a: Expr, b: Expr, acc: Expr, form: str):
+        super().__init__(a, b, acc)
+        self.form = form
+
+    def render(self) -> str:
+        mm = f"ts.matmul({self.a.render()}, {self.b.render()})"
+        if self.form == "acc+mm":
+            return f"{self.acc.render()} + {mm}"
+        if self.form == "mm+acc":
+            return f"{mm} + {self.acc.render()}"
+        return super().render()
+
+
+class Transpose(Expr):
+    def __init__(self, x: Expr):
+        self.x = x
+        self.shape = (x.shape[1], x.shape[0])
+        self.dtype, self.lo, self.hi = x.dtype, x.lo, x.hi
+        self.uses_minmax = x.uses_minmax
+
+    def children(self):
+        return (self.x,)
+
+    def render(self) -> str:
+        return f"ts.transpose({self.x.render()})"
+
+    def ev(self, env):
+        x = self.x.ev(env)
+        return Val(x.v.transpose(0, 1).contiguous(), x.e.transpose(0, 1).contiguous())
+
+
+# ------------------------------------------------------------------------------------------------
+# Kernel statements
+
+
+@dataclass
+class Assign:
+    name: str
+    value: Expr
+
+    def lines(self, ind: str) -> list[str]:
+        return [f"{ind}{self.name} = {self.value.render()}"]
+
+    def run(self, env):
+        env[self.name] = self.value.ev(env)
+
+
+@dataclass
+class Store:
+    param: str
+    offsets: tuple
+    value: Expr
+
+    def lines(self, ind: str) -> list[str]:
+        offs = ", ".join(str(o) for o in self.offsets)
+        return [f"{ind}ts.store({self.param}, [{offs}], {self.value.render()})"]
+
+    def run(self, env):
+        tile = self.value.ev(env)
+        view, err = env[self.param]
+        r0, c0 = (env[o] if isinstance(o, str) else o for o in self.offsets)
+        r, c = tile.v.shape
+        view[r0 : r0 + r, c0 : c0 + c].copy_(tile.v.to(view.dtype))
+        err[r0 : r0 + r, c0 : c0 + c].copy_(tile.e.expand(r, c))
+
+
+@dataclass
+class Loop:
+    var: str
+    start: int
+    stop: int
+    step: int
+    body: list
+
+    def lines(self, ind: str) -> list[str]:
+        out = [f"{ind}for {self.var} in ts.range({self.start}, {self.stop}, {self.step}):"]
+        for s in self.body:
+            out += s.lines(ind + "    ")
+        return out
+
+    def run(self, env):
+        for i in range(self.start, self.stop, self.step):
+            env[self.var] = i
+            for s in self.body:
+                s.run(env)
+
+
+@dataclass
+class Param:
+    name: str
+    kind: str  # in | out | inout | scalar
+    shape: tuple[int, int] | None
+    dtype: str
+
+    def annotation(self) -> str:
+        if self.kind == "scalar":
+            return f"ts.Scalar[ts.{self.dtype}]"
+        wrap = {"in": "Tensor", "out": "Out", "inout": "InOut"}[self.kind]
+        return f"ts.{wrap}[{list(self.shape)}, ts.{self.dtype}]"
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: list[Param]
+    body: list
+
+    def source(self) -> str:
+        sig = ", ".join(f"{p.name}: {p.annotation()}" for p in self.params)
+        lines = ["@ts.kernel", f"def {self.name}({sig}):"]
+        for s in self.body:
+            lines += s.lines("    ")
+        return "\n".join(lines)
+
+    def run(self, args: list[Any], tolerate: frozenset[str]) -> None:
+        env = {p.name: a for p, a in zip(self.params, args)}
+        env["#tolerate"] = tolerate
+        for s in self.body:
+            s.run(env)
+
+    def exprs(self):
+        def walk(e):
+            yield e
+            for c in e.children():
+                yield from walk(c)
+
+        def stmts(body):
+            for s in body:
+                if isinstance(s, Loop):
+                    yield from stmts(s.body)
+                else:
+                    yield from walk(s.value)
+
+        return stmts(self.body)
+
+
+# ------------------------------------------------------------------------------------------------
+# Orchestration statements
+
+
+@dataclass
+class Rng:
+    """A slice ``start:start + size`` of one dim; ``var`` is a loop variable added to ``start``."""
+
+    var: str | None
+    start: int
+    size: int
+
+    def render(self) -> str:
+        lo = (
+            self.var
+            if self.var and self.start == 0
+            else (f"{self.var} + {self.start}" if self.var else str(self.start))
+        )
+        return f"{lo}:{lo} + {self.size}" if self.var else f"{self.start}:{self.start + self.size}"
+
+    def bounds(self, env) -> tuple[int, int]:
+        lo = self.start + (env[self.var] if self.var else 0)
+        return lo, lo + self.size
+
+
+@dataclass
+class TArg:
+    """A tensor argument: ``tensor[rows, cols]``, or ``tensor[lead, rows, cols]`` (an integer
+    index that drops the leading dim of a 3-D tensor)."""
+
+    tensor: str
+    rows: Rng | None = None
+    cols: Rng | None = None
+    lead: int | None = None
+
+    def render(self) -> str:
+        if self.rows is None and self.cols is None and self.lead is None:
+            return self.tensor
+        r = self.rows.render() if self.rows else ":"
+        c = self.cols.render() if self.cols else ":"
+        lead = "" if self.lead is None else f"{self.lead}, "
+        return f"{self.tensor}[{lead}{r}, {c}]"
+
+    def view(self, env):
+        v, e = env[self.tensor]
+        if self.lead is not None:
+            v, e = v[self.lead], e[self.lead]
+        if self.rows:
+            a, b = self.rows.bounds(env)
+            v, e = v[a:b], e[a:b]
+        if self.cols:
+            a, b = self.cols.bounds(env)
+            v, e = v[:, a:b], e[:, a:b]
+        return v, e
+
+
+@dataclass
+class SArg:
+    name: str
+
+    def render(self) -> str:
+        return self.name
+
+    def view(self, env):
+        return env[self.name]
+
+
+@dataclass
+class Call:
+    kernel: Kernel
+    args: list
+    handle: str | None = None  # `h = k(...)` / `h = ts.submit(...)`
+    deps: list[str] = field(default_factory=list)
+    name: str | None = None  # ts.submit(..., name=)
+
+    def lines(self, ind: str) -> list[str]:
+        args = ", ".join(a.render() for a in self.args)
+        lhs = f"{self.handle} = " if self.handle else ""
+        if self.deps or self.name:
+            extra = ""
+            if self.name:
+                extra += f", name={self.name!r}"
+            if self.deps:
+                extra += f", deps=[{', '.join(self.deps)}]"
+            return [f"{ind}{lhs}ts.submit({self.kernel.name}, {args}{extra})"]
+        return [f"{ind}{lhs}{self.kernel.name}({args})"]
+
+    def run(self, env):
+        task = env["#tasks"]
+        env["#tasks"] = task + 1
+        for d in self.deps:
+            env["#explicit"].append((env[d], task))
+        self.kernel.run([a.view(env) for a in self.args], env["#tolerate"])
+        if self.handle:
+            env[self.handle] = task
+
+
+@dataclass
+class Create:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def lines(self, ind: str) -> list[str]:
+        return [f"{ind}{self.name} = ts.create_tensor({list(self.shape)}, ts.{self.dtype})"]
+
+    def run(self, env):
+        v = torch.zeros(self.shape, dtype=TORCH[self.dtype])
+        env[self.name] = (v, _zero_err(v))
+
+
+@dataclass
+class Rebind:
+    """``a, b = x, y`` of tensor variables (a ping-pong swap is ``src, dst = dst, src``)."""
+
+    targets: tuple[str, ...]
+    values: tuple[str, ...]
+
+    def lines(self, ind: str) -> list[str]:
+        return [f"{ind}{', '.join(self.targets)} = {', '.join(self.values)}"]
+
+    def run(self, env):
+        vals = [env[v] for v in self.values]
+        for t, v in zip(self.targets, vals):
+            env[t] = v
+
+
+@dataclass
+class OLoop(Loop):
+    pass
+
+
+@dataclass
+class OIf:
+    """``if var % 2 == 0: ... else: ...``, a run-time branch on a loop index."""
+
+    var: str
+    then: list
+    orelse: list
+
+    def lines(self, ind: str) -> list[str]:
+        out = [f"{ind}if {self.var} % 2 == 0:"]
+        for s in self.then:
+            out += s.lines(ind + "    ")
+        out.append(f"{ind}else:")
+        for s in self.orelse:
+            out += s.lines(ind + "    ")
+        return out
+
+    def run(self, env):
+        for s in self.then if env[self.var] % 2 == 0 else self.orelse:
+            s.run(env)
+
+
+# ------------------------------------------------------------------------------------------------
+# A whole program
+
+
+@dataclass
+class FuzzProgram:
+    name: str
+    params: list[Param]
+    kernels: list[Kernel]
+    body: list
+    data_seed: int
+    scalar_value: float
+    features: set[str] = field(default_factory=set)
+
+    def __repr__(self) -> str:  # what hypothesis prints as the falsifying example
+        return f"<FuzzProgram (data seed {self.data_seed}, s={self.scalar_value!r}):\n{self.source()}>"
+
+    def source(self) -> str:
+        parts = ["import tilescope as ts", ""]
+        for k in self.kernels:
+            parts += ["", k.source(), ""]
+        sig = ", ".join(f"{p.name}: {p.annotation()}" for p in self.params)
+        lines = ["@ts.jit", f"def {self.name}({sig}):"]
+        for s in self.body:
+            lines += s.lines("    ")
+        parts += ["", "\n".join(lines), ""]
+        return "\n".join(parts)
+
+    @property
+    def uses_minmax(self) -> bool:
+        return any(e.uses_minmax for k in self.kernels for e in k.exprs())
+
+    def evaluate(
+        self, args: list[Any], tolerate: frozenset[str] = frozenset()
+    ) -> tuple[list[Any], list[torch.Tensor | None], dict]:
+        """Run the model on copies of ``args``: (outputs, error bounds, info) where outputs and
+        bounds follow ``params`` (None for scalars) and info has ``tasks`` and ``explicit``
+        (pairs (dep task, task) of every ``deps=``). ``tolerate``: known bugs (KNOWN_BUGS) the
+        bounds allow for."""
+        env: dict[str, Any] = {"#tasks": 0, "#explicit": [], "#tolerate": tolerate}
+        vals: list[Any] = []
+        for p, a in zip(self.params, args):
+            if p.kind == "scalar":
+                v = float(torch.tensor(a, dtype=TORCH[p.dtype]).item())
+                env[p.name] = Val(v, _zero_err(v))
+                vals.append(None)
+            else:
+                v = a.clone()
+                env[p.name] = (v, _zero_err(v))
+                vals.append(env[p.name])
+        for s in self.body:
+            s.run(env)
+        outs = [None if x is None else x[0] for x in vals]
+        errs = [None if x is None else x[1] for x in vals]
+        return outs, errs, {"tasks": env["#tasks"], "explicit": env["#explicit"]}
+
+
+def stores(body):
+    for s in body:
+        if isinstance(s, Loop):
+            yield from stores(s.body)
+        elif isinstance(s, Store):
+            yield s
