@@ -2,6 +2,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "models"))
@@ -11,3 +12,9 @@ sys.path.insert(0, str(ROOT / "models"))
 def _isolated_build_dir(tmp_path, monkeypatch):
     """Every test writes its build directories under its own tmp dir."""
     monkeypatch.setenv("TILESCOPE_BUILD_DIR", str(tmp_path / "build_output"))
+
+
+# Profiles of the fuzz net (tests/test_fuzz.py). Registered here so that
+# `--hypothesis-profile fuzz` (make fuzz) can select one; no profile is loaded by default.
+settings.register_profile("ci", max_examples=20, deadline=None, derandomize=False, print_blob=True)
+settings.register_profile("fuzz", max_examples=10_000, deadline=None, derandomize=False, print_blob=True)
