@@ -1,11 +1,12 @@
 # make demo: set up a virtualenv and run the rms_norm model on the sim platform.
 # make test: set up a virtualenv and run the test suite.
+# make fuzz SEED=n: the fuzz net (tests/test_fuzz.py) with >= 10,000 random programs on all cores.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: demo test bench lint venv clean
+.PHONY: demo test fuzz bench lint venv clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +23,26 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest -q
+
+# The fuzz net's "fuzz" profile: FUZZ_EXAMPLES programs (>= 10,000) split into FUZZ_SHARDS
+# shards, each with its own seed derived from SEED, run by pytest-xdist on every core. A failure
+# prints the seed, its shard and the DSL source; `make fuzz SEED=n FUZZ_SHARD=k` reruns one shard.
+SEED ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+FUZZ_SEED := $(SEED)
+FUZZ_SHARDS ?= 32
+FUZZ_EXAMPLES ?= 10000
+FUZZ_SHARD ?=
+# its own object cache (every program's objects, ~1 MB each), removed afterwards
+FUZZ_CACHE ?= $(CURDIR)/build_output/fuzz-cache
+
+fuzz: venv
+	@echo "make fuzz: SEED=$(FUZZ_SEED), $(FUZZ_EXAMPLES) programs in $(FUZZ_SHARDS) shards (reproduce: make fuzz SEED=$(FUZZ_SEED))"
+	rm -rf $(FUZZ_CACHE)
+	TILESCOPE_FUZZ_SEED=$(FUZZ_SEED) TILESCOPE_FUZZ_SHARDS=$(FUZZ_SHARDS) TILESCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) \
+	TILESCOPE_FUZZ_SHARD=$(FUZZ_SHARD) TILESCOPE_LOG_LEVEL=error TILESCOPE_CACHE_DIR=$(FUZZ_CACHE) \
+	$(PY) -m pytest tests/test_fuzz.py -k 'test_fuzz_programs or test_fuzz_frontend' \
+	    --hypothesis-profile=fuzz -n auto -q -p no:cacheprovider; \
+	status=$$?; rm -rf $(FUZZ_CACHE); echo "make fuzz: SEED=$(FUZZ_SEED)"; exit $$status
 
 bench: venv
 	$(PY) benchmarks/run_all.py
