@@ -42,6 +42,7 @@ from fuzz_model import (  # noqa: F401  (some are re-exported for test_fuzz)
     SCALAR_MAG,
     TORCH,
     TORCH_ULPS,
+    ZERO_SIGN,
     AccMatMul,
     Assign,
     Binary,
@@ -241,7 +242,6 @@ class KernelGen:
         name = self.fresh()
         (self.body if body is None else body).append(Assign(name, value))
         var = Var(name, value.shape, value.dtype, value.lo, value.hi, value)
-        var.uses_minmax = value.uses_minmax
         (self.pool if pool is None else pool).append(var)
         return var
 
@@ -472,7 +472,6 @@ class KernelGen:
         else:
             acc.lo, acc.hi = min(part.lo, init_val), max(part.hi, init_val)
         step = Binary(combine, acc, part)
-        acc.uses_minmax = step.uses_minmax
         body.append(Assign(acc.name, step))
         self.body.append(Loop(h, 0, c, w, body))
 
@@ -560,10 +559,7 @@ def clamp(e: Expr, bound: float) -> Expr:
     if -bound <= e.lo and e.hi <= bound:
         return e
     b = int(bound) if e.dtype == I32 else float(bound)
-    minmax = e.uses_minmax
-    out = Binary("minimum", Binary("maximum", e, Lit(-b, e.dtype)), Lit(b, e.dtype))
-    out.uses_minmax = out.a.uses_minmax = minmax
-    return out
+    return Binary("minimum", Binary("maximum", e, Lit(-b, e.dtype)), Lit(b, e.dtype))
 
 
 def _clamp_stores(body: list, param: str, bound: float) -> None:

@@ -89,12 +89,10 @@ def bits_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a == b
 
 
-def compare(name: str, sim: torch.Tensor, interp: torch.Tensor, bound: torch.Tensor, zero_sign_ok: bool):
+def compare(name: str, sim: torch.Tensor, interp: torch.Tensor, bound: torch.Tensor):
     """Problems of one output: elements with bound 0 must be bit-exact, others within the bound."""
     exact = bound == 0
     same = bits_equal(sim, interp)
-    if zero_sign_ok and sim.is_floating_point():  # known bug: maximum/minimum of -0 and +0
-        same |= (sim == 0) & (interp == 0)
     s64, i64 = sim.double(), interp.double()
     diff = (s64 - i64).abs()
     finite = torch.isfinite(i64) & torch.isfinite(bound)
@@ -192,7 +190,6 @@ def run_checks(prog: fp.FuzzProgram, directory, hint: str) -> None:
     outs, bounds, info = prog.evaluate(args, TOLERATE)
 
     problems = []
-    zero_sign_ok = prog.uses_minmax and "zero_sign_minmax" in TOLERATE
     exact = total = 0
     for spec, model, bound, sim, interp in zip(specs, outs, bounds, runs["sim"], runs["interp"]):
         if spec.kind in ("in", "scalar"):
@@ -205,7 +202,7 @@ def run_checks(prog: fp.FuzzProgram, directory, hint: str) -> None:
                 f"(model {[model[tuple(i)].item() for i in bad]}, interp {[interp[tuple(i)].item() for i in bad]})"
             )
             continue
-        p = compare(spec.name, sim, interp, bound, zero_sign_ok)
+        p = compare(spec.name, sim, interp, bound)
         if p:
             problems.append(p)
         exact += int((bound == 0).sum())
@@ -322,11 +319,13 @@ def test_compare_demands_bits_where_the_bound_is_zero():
     sim[1] = torch.nextafter(sim[1], torch.tensor(9.0))
     sim[3] = -0.0
     bound = torch.tensor([0.0, 0.0, 1e-3, 0.0], dtype=torch.float64)
-    problem = compare("y", sim, interp, bound, zero_sign_ok=False)
-    assert "2 of 4 elements" in problem
-    assert "1 of 4 elements" in compare("y", sim, interp, bound, zero_sign_ok=True)
+    assert "2 of 4 elements" in compare("y", sim, interp, bound)
+    bound[3] = fp.ZERO_SIGN  # a zero whose sign may differ: equal, not bit-exact
+    assert "1 of 4 elements" in compare("y", sim, interp, bound)
     bound[1] = 1e-6
-    assert compare("y", sim, interp, bound, zero_sign_ok=True) is None
+    assert compare("y", sim, interp, bound) is None
+    sim[3] = 2.0**-149
+    assert "1 of 4 elements" in compare("y", sim, interp, bound)
 
 
 # --- the assumptions of the tolerance model --------------------------------------------------------
