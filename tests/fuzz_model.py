@@ -50,10 +50,6 @@ U32 = 2.0**-24  # unit roundoff of f32 (the accumulator of sums and matmuls)
 # double, so the element need not be bit-exact but must still be equal (|diff| = 0).
 ZERO_SIGN = 2.0**-1074
 
-# Known bugs: generator features that trigger them are off by default so that the fuzz net can
-# find other bugs; tests/test_fuzz.py keeps an xfail(strict=True) regression test for each, and
-# TILESCOPE_FUZZ_KNOWN_BUGS=1 turns them back on.
-
 # ------------------------------------------------------------------------------------------------
 # Error-model helpers (float64 tensors)
 
@@ -282,21 +278,20 @@ class Unary(Expr):
         # (in f32, bf16/f16 compute in float), plus the input error through the Lipschitz bound,
         # plus the final rounding of bf16/f16.
         hi_in, lo_in = xv + ex, xv - ex
+        # lip: the largest |f'| over [lo_in, hi_in]; top: the largest |f| there
         if self.op == "exp":
-            lip = torch.exp(hi_in)
-            top = torch.exp(hi_in)
+            lip = top = torch.exp(hi_in)
         elif self.op == "log":
             lip = torch.where(lo_in > 0, 1 / lo_in.clamp(min=1e-300), torch.full_like(lo_in, math.inf))
             top = torch.maximum(torch.log(hi_in).abs(), torch.log(lo_in.clamp(min=1e-300)).abs())
         else:
             lip = torch.full_like(xv, LIPSCHITZ[self.op])
-            top = (
-                torch.maximum(xv.abs() + ex, torch.ones_like(xv))
-                if self.op != "silu"
-                else xv.abs() + ex + 0.3
-            )
-            if self.op in ("tanh", "sigmoid"):
-                top = torch.ones_like(xv)
+            if self.op == "tanh":  # |tanh x| <= min(|x|, 1)
+                top = torch.clamp(xv.abs() + ex, max=1.0)
+            elif self.op == "sigmoid":  # increasing
+                top = torch.sigmoid(hi_in)
+            else:  # |silu x| = |x| sigmoid(x) <= |x|
+                top = xv.abs() + ex
         k = SIM_ULPS[self.op] + TORCH_ULPS[self.op]
         e = torch.where(ex > 0, lip * ex, torch.zeros_like(ex)) + k * ulp(F32, top * (1 + 2.0**-20))
         if d != F32:

@@ -55,13 +55,19 @@ def shard_seed(shard: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{SEED}:{shard}".encode()).digest()[:8], "little")
 
 
-def reproduce_hint(shard: int) -> str:
-    if FUZZ:
+def reproduce_hint(shard: int | None) -> str:
+    """How to run the failing example again (shard None: test_fuzz_frontend)."""
+    if not FUZZ:
+        return f"ci profile, seed {SEED}; reproduce: TILESCOPE_FUZZ_SEED={SEED} pytest tests/test_fuzz.py"
+    if shard is None:
         return (
-            f"fuzz seed {SEED}, shard {shard} of {SHARDS} (derived hypothesis seed {shard_seed(shard)}); "
-            f"reproduce: make fuzz SEED={SEED} FUZZ_SHARDS={SHARDS} FUZZ_SHARD={shard}"
+            f"fuzz seed {SEED}, test_fuzz_frontend; reproduce: TILESCOPE_FUZZ_SEED={SEED} "
+            "pytest tests/test_fuzz.py -k test_fuzz_frontend --hypothesis-profile=fuzz"
         )
-    return f"ci profile, seed {SEED} (reproduce: pytest tests/test_fuzz.py)"
+    return (
+        f"fuzz seed {SEED}, shard {shard} of {SHARDS} (derived hypothesis seed {shard_seed(shard)}); "
+        f"reproduce: make fuzz SEED={SEED} FUZZ_SHARDS={SHARDS} FUZZ_SHARD={shard}"
+    )
 
 
 # --- checks --------------------------------------------------------------------------------------
@@ -255,7 +261,7 @@ def test_fuzz_programs(shard, tmp_path_factory):
 @given(prog=fp.programs(OPTS))
 def test_fuzz_frontend(tmp_path_factory, prog):
     """(b) and the pass pipeline on many more programs: no g++, so it is cheap."""
-    where = describe(prog, reproduce_hint(0))
+    where = describe(prog, reproduce_hint(None))
     jit, _, path = fp.load_program(prog, tmp_path_factory.getbasetemp() / "fuzz_frontend")
     try:
         program = jit.program()
