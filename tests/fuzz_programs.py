@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from fuzz_model import (  # noqa: F401  (some are re-exported for test_fuzz)
     _TORCH_UNARY,
@@ -145,9 +146,6 @@ def make_inputs(prog: FuzzProgram) -> list[Any]:
     return out
 
 
-_LOADED: dict[str, Any] = {}
-
-
 def load_module_source(source: str, name: str, directory: str | Path) -> tuple[Any, Path]:
     """Write DSL ``source`` to a new file under ``directory``, import it as a module and return
     (the module's attribute ``name``, the file). The front-end reads the functions' source with
@@ -199,12 +197,27 @@ def float_literals(draw, opts: GenOptions):
     if kind == "f32":
         return draw(st.floats(-4, 4, width=32, allow_subnormal=False))
     if kind == "double":
-        return draw(st.floats(-4, 4, allow_subnormal=False))
+        v = draw(st.floats(-4, 4, allow_subnormal=False))
+        if "midpoint_literal" not in opts.known_bugs and _f32_midpoint(v):
+            v = float(torch.tensor(v, dtype=torch.float32).item())
+        return v
     # a double exactly halfway between two neighbouring f32 values
     f = draw(st.floats(0.125, 4, width=32))
-    below = float(torch.tensor(f, dtype=torch.float32).item())
-    step = 2.0 ** (math.frexp(below)[1] - 1 - 23)
-    return below + step / 2
+    return f + _f32_spacing(f) / 2
+
+
+def _f32_spacing(f: float) -> float:
+    return 2.0 ** (math.frexp(abs(f))[1] - 1 - 23)
+
+
+def _f32_midpoint(v: float) -> bool:
+    """Whether the double ``v`` lies exactly halfway between two neighbouring f32 values (the
+    known bug midpoint_literal)."""
+    f = np.float32(v)
+    if float(f) == v:
+        return False
+    g = np.nextafter(f, np.float32(math.copysign(math.inf, v - float(f))))
+    return v == (float(f) + float(g)) / 2
 
 
 OP_KINDS = (
