@@ -7,10 +7,10 @@ c. dependency ordering: every two tasks whose regions overlap, one of them writi
    connected by a path in the recorded task graph (overlaps recomputed from the tasks' views).
 
 One generated program is compiled once and checked for all three. `pytest` runs the "ci"
-profile (a fixed seed, ~100 s of CPU on 2 cores); `make fuzz SEED=n` runs the "fuzz" profile
-(>= 10,000 programs across pytest-xdist workers, one shard per worker with its own derived
-seed). A failure prints the DSL source, the seed and shard, and hypothesis's falsifying
-example; docs/testing.md says how to reproduce it.
+profile (a fixed seed; about a minute on 2 cores); `make fuzz SEED=n` runs the "fuzz" profile
+(>= 10,000 programs in shards, each with its own seed derived from SEED, spread over every core
+by pytest-xdist). A failure prints what differed, the DSL source, the seed and shard, and
+hypothesis's falsifying example; docs/testing.md says how to reproduce it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, event, given, seed, settings
 PROFILE = settings.get_current_profile_name()
 FUZZ = PROFILE == "fuzz"
 SEED = int(os.environ.get("TILESCOPE_FUZZ_SEED", "0"))
-SHARDS = int(os.environ.get("TILESCOPE_FUZZ_SHARDS", "16")) if FUZZ else 1
+SHARDS = int(os.environ.get("TILESCOPE_FUZZ_SHARDS", "32")) if FUZZ else 1
 TOTAL = int(
     os.environ.get("TILESCOPE_FUZZ_EXAMPLES", settings.get_profile("fuzz" if FUZZ else "ci").max_examples)
 )
@@ -267,7 +267,10 @@ def test_fuzz_frontend(tmp_path_factory, prog):
         program = jit.program()
         final, _ = fp.PassManager(fp.DEFAULT_PIPELINE).run(program)
     except Exception as e:  # noqa: BLE001
-        pytest.fail(f"a valid program failed in the front-end or passes: {type(e).__name__}: {e}\n{where}")
+        pytest.fail(
+            f"a valid program failed in the front-end or passes: {type(e).__name__}: {e}\nsource: {path}\n{where}",
+            pytrace=False,
+        )
     try:
         check_roundtrip(program, "front-end IR")
         check_roundtrip(final, "final IR")
