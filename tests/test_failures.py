@@ -230,6 +230,85 @@ def test_nan_check_names_the_task_that_made_inf_and_points_downstream_upstream()
     torch.testing.assert_close(y2, y, equal_nan=True)
 
 
+@ts.jit
+def blocks(
+    x: ts.Tensor[[80 * R, C], ts.f32], z: ts.Tensor[[80 * R, C], ts.f32], y: ts.Out[[80 * R, C], ts.f32]
+):
+    t = ts.create_tensor([80 * R, C], ts.f32)
+    for r in ts.range(0, 80 * R, R):
+        divide(x[r : r + R, :], z[r : r + R, :], t[r : r + R, :])  # tasks 0..79
+    for r in ts.range(0, 80 * R, R):
+        twice(t[r : r + R, :], y[r : r + R, :])  # tasks 80..159
+
+
+def test_nan_check_names_saves_and_replays_every_task_that_made_nan(capsys):
+    from tilescope import cli
+
+    prog = blocks.compile()
+    failure_dir = prog.work_dir / "dfx_outputs" / "failure"
+    x, z, y = torch.randn(80 * R, C), torch.rand(80 * R, C) + 0.5, torch.zeros(80 * R, C)
+    z[R + 2, 3] = 0.0  # task 1 makes an Inf
+    z[2 * R + 5, 0] = 0.0  # task 2 makes an Inf
+    for run in range(3):  # whichever finishes first, the same tasks are named and saved
+        f = prog.run(x, z, y, nan_check=True, num_workers=4).nan
+        suffix = "" if run == 0 else f"_{run}"  # an earlier run's directories are kept
+        assert f.task_id == 1 and f.message == (
+            "task 1 (kernel divide) made NaN/Inf from finite inputs: output y (arg 2) has 0 NaN and 1 Inf; "
+            "the first at [2, 3]"
+        )
+        assert f.details == [
+            "task 2 (kernel divide) also made NaN/Inf: output y (arg 2) has 0 NaN and 1 Inf; the first at [5, 0]",
+            "task 81 (kernel twice): y is non-finite because input x already was (from task 1)",
+            "task 82 (kernel twice): y is non-finite because input x already was (from task 2)",
+            "2 tasks made NaN/Inf from finite inputs: 1, 2",
+        ]
+        assert f.saved_inputs == str(failure_dir / f"task_1{suffix}")
+        assert f.saved_tasks == [
+            f"1: {failure_dir / f'task_1{suffix}'}",
+            f"2: {failure_dir / f'task_2{suffix}'}",
+        ]
+        commands = [
+            f"tilescope replay {prog.work_dir} --task {task}"
+            + (f" --from {failure_dir / f'task_{task}{suffix}'}" if suffix else "")
+            for task in (1, 2)
+        ]
+        assert f.next_steps == [f"replay the task alone: {c}" for c in commands]
+        assert "  the inputs of these tasks are saved:\n    task 1: " in f.render()
+    assert sorted(d.name for d in failure_dir.iterdir()) == [
+        "task_1", "task_1_1", "task_1_2", "task_2", "task_2_1", "task_2_2"
+    ]  # fmt: skip
+    for task, row in ((1, R), (2, 2 * R)):
+        saved = json.loads((failure_dir / f"task_{task}" / "task.json").read_text())
+        assert saved["task_id"] == task and saved["kernel"] == "divide" and saved["why"] == "nan"
+        torch.testing.assert_close(torch.load(failure_dir / f"task_{task}" / "z.pt"), z[row : row + R])
+    capsys.readouterr()
+    for command in [
+        f"tilescope replay {prog.work_dir} --task 1",
+        f"tilescope replay {prog.work_dir} --task 2",
+        *commands,
+    ]:
+        assert cli.main(command.split()[1:]) == 0, command
+        out = capsys.readouterr().out
+        task = command.split("--task ")[1].split()[0]
+        assert f"[REPLAY] task {task} 'divide' (kernel divide) alone on sim" in out
+        assert "[REPLAY] ran to the end" in out and "y [8, 16] float32:" in out and "0 NaN, 1 Inf" in out
+
+
+def test_nan_check_saves_the_lowest_64_tasks_that_made_nan():
+    prog = blocks.compile()
+    x, z, y = torch.randn(80 * R, C), torch.zeros(80 * R, C), torch.zeros(80 * R, C)  # every divide makes Inf
+    f = prog.run(x, z, y, nan_check=True, num_workers=4).nan
+    assert f.task_id == 0
+    assert f"80 tasks made NaN/Inf from finite inputs: {', '.join(map(str, range(80)))}" in f.details
+    assert (
+        "the inputs of task(s) 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 78, 79 are not saved: "
+        "nan_check saves those of the 64 lowest task ids"
+    ) in f.details
+    failure_dir = prog.work_dir / "dfx_outputs" / "failure"
+    assert f.saved_tasks == [f"{i}: {failure_dir / f'task_{i}'}" for i in range(64)]
+    assert sorted(int(d.name.removeprefix("task_")) for d in failure_dir.iterdir()) == list(range(64))
+
+
 def test_nan_from_a_program_input_points_at_the_input():
     prog = two_step.compile()
     x, z, y = inputs()

@@ -265,8 +265,8 @@ RUNTIME_KNOBS: dict[str, Knob] = {
         Knob(
             "nan_check",
             False,
-            "sim only: check every task's outputs for NaN/Inf; report the first task that makes them from "
-            "finite inputs and save its inputs for `tilescope replay --task`",
+            "sim only: check every task's outputs for NaN/Inf; report the tasks that make them from finite "
+            "inputs and save their inputs for `tilescope replay --task`",
             _is_bool,
             "a bool",
             flag=Flag(("--nan-check",), "failures", {"action": "store_true"}),

@@ -3,8 +3,9 @@
 ``failure_from_report`` words how a sim run failed (an orchestration error, a deadlock with the
 blocked tasks, what they wait for and the cycle, a timeout with the stopped code's C++ and DSL
 line, a kernel that threw) and saves the inputs of the task worth replaying alone.
-``nan_failure`` words a NaN/Inf check: the first task that made them from finite inputs, and
-the tasks that only passed them on, each pointing at the task upstream.
+``nan_failure`` words a NaN/Inf check: every task that made them from finite inputs (the lowest
+id first, each one's inputs saved), and the tasks that only passed them on, each pointing at the
+task upstream. A replay command names a saved directory that got a ``_<n>`` suffix with --from.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tilescope.runtime.records import NanRecord, RunReport, SavedInputs, TaskArg
 log = logging.getLogger("tilescope")
 
 _ROLE = {"input": "input", "inout": "inout", "output": "output", "scalar": "scalar"}
+MAX_NAN_SAVED = 64  # tasks whose inputs nan_check saves (kMaxNanSaved of the runtime core)
 
 
 class _Names:
@@ -213,6 +215,32 @@ def _symbolize(pcs: list[int], program: Build) -> list[SourceFrame]:
 
 
 def _save(f: Failure, program: Build, names: _Names, saved: SavedInputs, why: str) -> Path | None:
+    saved_args = _save_task(program, names, saved, why)
+    if saved_args is None:
+        return None
+    out, args = saved_args
+    if f.task_id == saved.task_id or f.task_id < 0:
+        f.saved_inputs = str(out)
+    f.next_steps.insert(0, f"replay the task alone: {_replay_command(program, saved.task_id, out)}")
+    partial = [a.name for a in args if a.partial]
+    if partial:
+        f.details.append(
+            f"note: inout {', '.join(partial)} was saved after the kernel had partly run (not its input value)"
+        )
+    return out
+
+
+def _replay_command(program: Build, task_id: int, out: Path) -> str:
+    """The command that replays task ``task_id`` on the inputs saved in ``out`` (a directory
+    with a suffix, because an earlier run saved that task too, is named with --from)."""
+    command = f"tilescope replay {program.work_dir} --task {task_id}"
+    return command if out.name == f"task_{task_id}" else f"{command} --from {out}"
+
+
+def _save_task(
+    program: Build, names: _Names, saved: SavedInputs, why: str
+) -> tuple[Path, list[SavedArg]] | None:
+    """Write one task's saved inputs; returns the directory and the arguments (None on failure)."""
     import torch
 
     func_id = saved.records[0].func_id if saved.records else -1
@@ -239,17 +267,7 @@ def _save(f: Failure, program: Build, names: _Names, saved: SavedInputs, why: st
     except OSError as e:
         log.error("[failure] cannot save the inputs of task %d: %s", saved.task_id, e)
         return None
-    if f.task_id == saved.task_id or f.task_id < 0:
-        f.saved_inputs = str(out)
-    f.next_steps.insert(
-        0, f"replay the task alone: tilescope replay {program.work_dir} --task {saved.task_id}"
-    )
-    partial = [a.name for a in args if a.partial]
-    if partial:
-        f.details.append(
-            f"note: inout {', '.join(partial)} was saved after the kernel had partly run (not its input value)"
-        )
-    return out
+    return out, args
 
 
 def nan_failure(program: Build, report: RunReport) -> Failure | None:
@@ -258,7 +276,7 @@ def nan_failure(program: Build, report: RunReport) -> Failure | None:
         return None
     names = _Names(program, report)
     fresh = [r for r in report.nan if r.fresh]
-    first = min(fresh, key=lambda r: r.task_id) if fresh else min(report.nan, key=lambda r: r.task_id)
+    first = min(fresh or report.nan, key=lambda r: (r.task_id, r.arg_index))
     f = Failure(
         kind="nan",
         message="",
@@ -290,9 +308,42 @@ def nan_failure(program: Build, report: RunReport) -> Failure | None:
         )
     if report.nan_total > len(report.nan):
         f.details.append(f"... {report.nan_total - len(report.nan)} more task(s) not listed")
-    if report.saved is not None:
-        _save(f, program, names, report.saved, why="nan")
+    _save_nan_tasks(f, program, names, report, sorted({r.task_id for r in fresh}))
     return f
+
+
+def _save_nan_tasks(
+    f: Failure, program: Build, names: _Names, report: RunReport, fresh: list[int]
+) -> None:
+    """Save the inputs of every task that made NaN/Inf from finite inputs (those the runtime
+    kept), each with its replay command; name the ones it could not keep."""
+    saved = {s.task_id: s for s in report.nan_saved}
+    tasks = sorted(set(fresh) | set(saved))
+    if len(tasks) > 1:
+        f.details.append(f"{len(tasks)} tasks made NaN/Inf from finite inputs: {', '.join(map(str, tasks))}")
+    missing = [t for t in tasks if t not in saved]
+    if missing:
+        f.details.append(
+            f"the inputs of task(s) {', '.join(map(str, missing))} are not saved: nan_check saves those of "
+            f"the {MAX_NAN_SAVED} lowest task ids"
+        )
+    for task_id in tasks:
+        if task_id not in saved:
+            continue
+        saved_args = _save_task(program, names, saved[task_id], why="nan")
+        if saved_args is None:
+            continue
+        out, args = saved_args
+        if not f.saved_inputs:
+            f.saved_inputs = str(out)
+        f.saved_tasks.append(f"{task_id}: {out}")
+        f.next_steps.append(f"replay the task alone: {_replay_command(program, task_id, out)}")
+        partial = [a.name for a in args if a.partial]
+        if partial:
+            f.details.append(
+                f"note: task {task_id}'s inout {', '.join(partial)} was saved after the kernel had run "
+                "(not its input value)"
+            )
 
 
 def _nan_what(r: NanRecord, names: _Names) -> str:

@@ -55,6 +55,8 @@ class Failure:
     details: list[str] = field(default_factory=list)  # further lines of the report, already worded
     frames: list[SourceFrame] = field(default_factory=list)
     saved_inputs: str = ""  # directory of the saved task inputs, "" if none
+    # nan: every task saved, "<id>: <dir>" in task id order (saved_inputs is the first's)
+    saved_tasks: list[str] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)  # commands worth running next
 
     def where(self) -> SourceFrame | None:
@@ -70,7 +72,10 @@ class Failure:
         if self.frames:
             lines.append("  where:")
             lines += [f"    #{i} {f.describe()}" for i, f in enumerate(self.frames[:8])]
-        if self.saved_inputs:
+        if len(self.saved_tasks) > 1:
+            lines.append("  the inputs of these tasks are saved:")
+            lines += [f"    task {s}" for s in self.saved_tasks]
+        elif self.saved_inputs:
             lines.append(f"  the task's inputs are saved in {self.saved_inputs}")
         lines += [f"  next: {s}" for s in self.next_steps]
         return "\n".join(lines)

@@ -171,16 +171,37 @@ def _collect_failure(lib: ctypes.CDLL, handle: int, report: RunReport) -> None:
             for r in buf[:n]
         ]
     report.nan_total = lib.ts_run_nan_total(handle)
-    n = lib.ts_run_num_saved(handle)
-    if n:
-        buf = (TsDumpRecord * n)()
-        n = lib.ts_run_copy_saved(handle, buf, n)
-        payload = np.empty(lib.ts_run_saved_payload_size(handle), dtype=np.uint8)
-        if payload.size:
-            lib.ts_run_copy_saved_payload(handle, payload.ctypes.data, payload.size)
-        records, _ = _dump_records(lib, handle, buf[:n])
-        partial = tuple(r.arg_index for r in buf[:n] if r.flags & SAVED_PARTIAL)
+    saved = _saved_records(lib, handle, "saved")
+    if saved:
+        raw, records, payload = saved
+        partial = tuple(r.arg_index for r in raw if r.flags & SAVED_PARTIAL)
         report.saved = SavedInputs(lib.ts_run_saved_task(handle), records, payload, partial)
+    saved = _saved_records(lib, handle, "nan_saved")
+    if saved:
+        by_task: dict[int, SavedInputs] = {}
+        for raw, rec in zip(*saved[:2]):
+            task = by_task.setdefault(rec.task_id, SavedInputs(rec.task_id, [], saved[2], ()))
+            task.records.append(rec)
+            if raw.flags & SAVED_PARTIAL:
+                task.partial_args += (rec.arg_index,)
+        report.nan_saved = list(by_task.values())
+
+
+def _saved_records(
+    lib: ctypes.CDLL, handle: int, which: str
+) -> tuple[list[TsDumpRecord], list[DumpRecord], np.ndarray] | None:
+    """The raw records, decoded records and payload of a set of saved task inputs (``which`` is
+    ``saved``, the failed task's, or ``nan_saved``, those of the tasks that made NaN/Inf)."""
+    n = getattr(lib, f"ts_run_num_{which}")(handle)
+    if not n:
+        return None
+    buf = (TsDumpRecord * n)()
+    n = getattr(lib, f"ts_run_copy_{which}")(handle, buf, n)
+    payload = np.empty(getattr(lib, f"ts_run_{which}_payload_size")(handle), dtype=np.uint8)
+    if payload.size:
+        getattr(lib, f"ts_run_copy_{which}_payload")(handle, payload.ctypes.data, payload.size)
+    records, _ = _dump_records(lib, handle, buf[:n])
+    return list(buf[:n]), records, payload
 
 
 def _collect_dump(lib: ctypes.CDLL, handle: int) -> DumpReport:

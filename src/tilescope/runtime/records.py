@@ -62,8 +62,9 @@ class NanRecord:
 
 @dataclass
 class SavedInputs:
-    """The arguments of the one task worth replaying alone (see ``ts_run_saved_task``):
-    records as in the dump (stage before_dispatch; outputs without payload)."""
+    """The arguments of a task worth replaying alone (see ``ts_run_saved_task`` and
+    ``ts_run_copy_nan_saved``): records as in the dump (stage before_dispatch; outputs without
+    payload), their ``bin_offset`` into ``payload``."""
 
     task_id: int
     records: list[DumpRecord]
@@ -199,3 +200,6 @@ class RunReport:
     nan: list[NanRecord] = field(default_factory=list)  # nan_check (at most 256)
     nan_total: int = 0  # nan_check: tasks whose outputs held NaN/Inf
     saved: SavedInputs | None = None
+    # nan_check: the inputs of the tasks that made NaN/Inf from finite inputs (at most 64, the
+    # lowest task ids), in task id order
+    nan_saved: list[SavedInputs] = field(default_factory=list)

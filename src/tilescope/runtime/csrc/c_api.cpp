@@ -225,6 +225,23 @@ int64_t ts_run_copy_saved_payload(const ts_run_result *r, void *out, int64_t cap
     return n;
 }
 
+int64_t ts_run_num_nan_saved(const ts_run_result *r) { return static_cast<int64_t>(r->nan_saved.size()); }
+
+int64_t ts_run_copy_nan_saved(const ts_run_result *r, ts_dump_record *out, int64_t capacity) {
+    return copy_out(r->nan_saved, out, capacity);
+}
+
+int64_t ts_run_nan_saved_payload_size(const ts_run_result *r) {
+    return static_cast<int64_t>(r->nan_saved_payload.size());
+}
+
+int64_t ts_run_copy_nan_saved_payload(const ts_run_result *r, void *out, int64_t capacity) {
+    const int64_t n = static_cast<int64_t>(r->nan_saved_payload.size());
+    if (out == nullptr || capacity < n) return 0;
+    std::copy(r->nan_saved_payload.begin(), r->nan_saved_payload.end(), static_cast<char *>(out));
+    return n;
+}
+
 int ts_single_task_orchestration(const ts_orch_api *api, void *ctx, const ts_arg *args, int32_t nargs) {
     return api->submit(ctx, 0, args, nargs, nullptr, 0, nullptr) < 0 ? 1 : 0;
 }

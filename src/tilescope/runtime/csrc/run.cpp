@@ -15,6 +15,7 @@ namespace ts::rt {
 namespace {
 
 constexpr size_t kMaxNanRecords = 256;
+constexpr size_t kMaxNanSaved = 64;  // tasks whose inputs nan_check saves
 
 }  // namespace
 
@@ -115,6 +116,15 @@ void Run::fill_result(ts_run_result &result) {
         std::lock_guard<std::mutex> nan_lock(nan_mu_);
         result.nan = std::move(nan_);
         result.nan_total = nan_total_;
+        for (auto &[id, saved] : nan_saved_) {  // in task id order, one payload
+            const int64_t base = static_cast<int64_t>(result.nan_saved_payload.size());
+            result.nan_saved_payload.insert(result.nan_saved_payload.end(), saved.payload.begin(), saved.payload.end());
+            for (ts_dump_record rec : saved.records) {
+                if (rec.bin_offset >= 0) rec.bin_offset += base;
+                result.nan_saved.push_back(rec);
+            }
+        }
+        nan_saved_.clear();
     }
     result.num_tasks = static_cast<int64_t>(tasks_.size());
     result.num_dependencies = num_dependencies_;
@@ -236,6 +246,26 @@ void Run::save_inputs(const Task &t, int32_t worker, bool partial, const NanScra
     std::lock_guard<std::mutex> lock(fail_mu_);
     if (saved_task_ >= 0) return;
     saved_task_ = t.id;
+    copy_args(t, worker, partial, snapshot, saved_, saved_payload_);
+}
+
+void Run::save_nan_inputs(const Task &t, int32_t worker, const NanScratch &snapshot) {
+    if (t.id >= nan_saved_below_.load(std::memory_order_relaxed)) return;  // enough lower ids kept
+    SavedTask saved;
+    copy_args(t, worker, true, &snapshot, saved.records, saved.payload);
+    std::lock_guard<std::mutex> lock(nan_mu_);
+    if (nan_saved_.size() >= kMaxNanSaved) {
+        auto highest = std::prev(nan_saved_.end());
+        if (highest->first < t.id) return;
+        nan_saved_.erase(highest);
+    }
+    nan_saved_.emplace(t.id, std::move(saved));
+    if (nan_saved_.size() >= kMaxNanSaved)
+        nan_saved_below_.store(std::prev(nan_saved_.end())->first, std::memory_order_relaxed);
+}
+
+void Run::copy_args(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot,
+                    std::vector<ts_dump_record> &records, std::vector<char> &payload) {
     for (int32_t i = 0; i < t.nargs; ++i) {
         const ts_arg &a = t.args[i];
         ts_dump_record rec{};
@@ -250,7 +280,7 @@ void Run::save_inputs(const Task &t, int32_t worker, bool partial, const NanScra
         if (a.kind == TS_ARG_SCALAR) {
             rec.dtype = a.u.s.dtype;
             rec.value = a.u.s;
-            saved_.push_back(rec);
+            records.push_back(rec);
             continue;
         }
         const ts_tensor &x = a.u.t;
@@ -262,9 +292,9 @@ void Run::save_inputs(const Task &t, int32_t worker, bool partial, const NanScra
         rec.buffer_id = x.buffer_id;
         if (a.dir != TS_OUT) {
             const int64_t bytes = region_bytes(x);
-            rec.bin_offset = static_cast<int64_t>(saved_payload_.size());
-            saved_payload_.resize(saved_payload_.size() + static_cast<size_t>(bytes));
-            char *dst = saved_payload_.data() + rec.bin_offset;
+            rec.bin_offset = static_cast<int64_t>(payload.size());
+            payload.resize(payload.size() + static_cast<size_t>(bytes));
+            char *dst = payload.data() + rec.bin_offset;
             const bool from_snapshot = snapshot != nullptr && a.dir == TS_INOUT && snapshot->offsets[i] >= 0;
             if (from_snapshot)
                 std::memcpy(dst, snapshot->data.data() + snapshot->offsets[i], static_cast<size_t>(bytes));
@@ -273,7 +303,7 @@ void Run::save_inputs(const Task &t, int32_t worker, bool partial, const NanScra
             rec.bin_size = bytes;
             if (partial && a.dir == TS_INOUT && !from_snapshot) rec.flags |= TS_SAVED_PARTIAL;
         }
-        saved_.push_back(rec);
+        records.push_back(rec);
     }
 }
 
@@ -282,7 +312,7 @@ void Run::before_task(const Task &t, int32_t worker) {
     s.offsets.assign(static_cast<size_t>(t.nargs), -1);
     s.dirty_in.assign(static_cast<size_t>(t.nargs), 0);
     s.data.clear();
-    const bool snapshot = !fresh_saved_.load(std::memory_order_relaxed);
+    const bool snapshot = t.id < nan_saved_below_.load(std::memory_order_relaxed);
     for (int32_t i = 0; i < t.nargs; ++i) {
         const ts_arg &a = t.args[i];
         if (a.kind != TS_ARG_TENSOR || a.dir != TS_INOUT) continue;
@@ -334,7 +364,7 @@ void Run::after_task(const Task &t, int32_t worker) {
         std::lock_guard<std::mutex> lock(nan_mu_);
         ++nan_total_;
     }
-    if (input_arg == -1 && !fresh_saved_.exchange(true)) save_inputs(t, worker, false, &s);
+    if (input_arg == -1) save_nan_inputs(t, worker, s);
 }
 
 void Run::report_deadlock() {

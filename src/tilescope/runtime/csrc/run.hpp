@@ -17,6 +17,8 @@
 //  - The first failure is kept (kind, task, worker, message): an orchestration error, a deadlock,
 //    a timeout, or a kernel that threw; workers and the watchdog report through the RunHooks
 //    methods, which take `fail_mu_`. The inputs of the task worth replaying alone are saved once.
+//  - nan_check saves the inputs of every task that made NaN/Inf from finite inputs, up to
+//    kMaxNanSaved of them: the lowest task ids, so the saved set does not depend on the schedule.
 //  - An explicit dep on a later task id (a forward dep) is counted in the waiter's `pending` at
 //    submission and linked when that id is submitted; one never submitted leaves the waiter
 //    blocked, which finish() reports as a deadlock (ts_wait_record, pred_state 1).
@@ -27,6 +29,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -93,6 +97,9 @@ private:
     bool fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message);
     std::string describe(const Task &t) const;
     void save_inputs(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot);
+    void save_nan_inputs(const Task &t, int32_t worker, const NanScratch &snapshot);
+    static void copy_args(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot,
+                          std::vector<ts_dump_record> &records, std::vector<char> &payload);
     void report_deadlock();
     void fill_result(ts_run_result &result);
 
@@ -127,7 +134,15 @@ private:
     std::mutex nan_mu_;  // guards nan_, nan_total_
     std::vector<ts_nan_record> nan_;
     int64_t nan_total_ = 0;
-    std::atomic<bool> fresh_saved_{false};
+    // nan_check: the inputs of tasks that made NaN/Inf from finite inputs, by task id (guarded by
+    // nan_mu_); once kMaxNanSaved are kept, only a lower id replaces the highest, and
+    // `nan_saved_below_` (the highest kept) says which tasks are still worth a snapshot.
+    struct SavedTask {
+        std::vector<ts_dump_record> records;
+        std::vector<char> payload;
+    };
+    std::map<int64_t, SavedTask> nan_saved_;
+    std::atomic<int64_t> nan_saved_below_{std::numeric_limits<int64_t>::max()};
     std::vector<NanScratch> nan_scratch_;  // one per worker
 
     TensorMap tensor_map_;

@@ -31,4 +31,6 @@ struct ts_run_result {
     int64_t saved_task = -1;
     std::vector<ts_dump_record> saved;
     std::vector<char> saved_payload;
+    std::vector<ts_dump_record> nan_saved;  // nan_check: inputs of the tasks that made NaN/Inf, by task id
+    std::vector<char> nan_saved_payload;
 };

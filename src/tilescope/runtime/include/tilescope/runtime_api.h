@@ -247,14 +247,21 @@ int64_t ts_run_copy_waits(const ts_run_result *r, ts_wait_record *out, int64_t c
 int64_t ts_run_num_nan(const ts_run_result *r);   /* nan_check: records kept (at most 256) */
 int64_t ts_run_nan_total(const ts_run_result *r); /* nan_check: tasks with non-finite outputs */
 int64_t ts_run_copy_nan(const ts_run_result *r, ts_nan_record *out, int64_t capacity);
-/* The inputs of the task worth replaying alone: the timed-out or throwing task, else the first task
- * that made a NaN/Inf from finite inputs. Records as in the dump (stage TS_DUMP_BEFORE_DISPATCH,
- * inputs, inouts and scalars); payload as ts_run_copy_dump_payload. */
+/* The inputs of the task worth replaying alone: the timed-out or throwing task. Records as in the
+ * dump (stage TS_DUMP_BEFORE_DISPATCH, inputs, inouts and scalars); payload as
+ * ts_run_copy_dump_payload. */
 int64_t ts_run_saved_task(const ts_run_result *r); /* its id, or -1 */
 int64_t ts_run_num_saved(const ts_run_result *r);
 int64_t ts_run_copy_saved(const ts_run_result *r, ts_dump_record *out, int64_t capacity);
 int64_t ts_run_saved_payload_size(const ts_run_result *r);
 int64_t ts_run_copy_saved_payload(const ts_run_result *r, void *out, int64_t capacity);
+/* nan_check: the inputs of the tasks that made NaN/Inf from finite inputs (inouts as they were
+ * before the kernel), the 64 lowest task ids; records of every task in task id order, each with its
+ * task_id, as ts_run_copy_saved; one payload. */
+int64_t ts_run_num_nan_saved(const ts_run_result *r);
+int64_t ts_run_copy_nan_saved(const ts_run_result *r, ts_dump_record *out, int64_t capacity);
+int64_t ts_run_nan_saved_payload_size(const ts_run_result *r);
+int64_t ts_run_copy_nan_saved_payload(const ts_run_result *r, void *out, int64_t capacity);
 
 /* An orchestration that submits one task: kernel 0 on every program argument, as given. Runs one
  * task alone (tilescope replay --task). */
