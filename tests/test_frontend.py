@@ -189,7 +189,121 @@ def test_power_operator():
         t = ts.load(x, [0, 0], [4, 4])
         ts.store(y, [0, 0], t**2)
 
-    _expect(k, "operator Pow is not supported", "x * x")
+    err = _expect(
+        k,
+        "operator ** (Pow) is not supported on a tile[4, 4] f32 in a @ts.kernel: it is only folded when "
+        "every operand is a compile-time constant",
+        "x * x",
+    )
+    assert err.hint == (
+        "write x * x (or use ts.exp / ts.sqrt); run-time values support + - * / // % (and @ on tiles), "
+        "unary -, and == != < <= > >="
+    )
+
+
+BIG = 1 << 40
+
+
+@ts.kernel
+def folds_every_operator(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+    offs = [
+        (1 << 40) - BIG,
+        (10**12) // 10**11,
+        7 % 3,
+        (6 & 3) + (6 | 1) + (6 ^ 3),
+        ~5 + 10,
+        (256 >> 4) + (-(2**3)),
+        +2 * (3 / 2 == 1.5),
+        int(not 0) + (2 in (1, 2)) + (None is None) + (N is not None) + (4 not in [4]),
+        (0 <= N < 8) + (1 < N > 8),  # chained comparisons
+        (0 or N) + (N and 0) + (1 and N),  # and/or give Python's values, with short-circuit
+        (N > 10 and 1 // 0) + (N < 10 or 1 // 0),
+    ]
+    acc = ts.zeros([4, 4], F)
+    for _ in ts.range(0, 1 << 40, 10**12):
+        acc = acc + ts.load(x, [0, 0], [4, 4]) * offs[3]
+    ts.store(y, [0, 0], acc)
+
+
+@ts.jit
+def orch_folds(x: ts.Tensor[[1 << 2, 4], F], y: ts.Out[[2**2, 4], F]):
+    for _ in ts.range(0, (16 >> 2) ** 1, 1 << 1):
+        if 1 < N <= 4 and (N & 1) == 0 or N is None:
+            folds_every_operator(x, y)
+
+
+def test_every_python_operator_folds_on_compile_time_constants():
+    import ast as pyast
+
+    k = kernel_ir(folds_every_operator)
+    loop = next(s for s in k.body if isinstance(s, For))
+    assert (loop.start.value, loop.stop.value, loop.step.value) == (0, 1 << 40, 10**12)
+    tree = pyast.parse(inspect.getsource(folds_every_operator.fn)).body[0]
+    offs = [pyast.unparse(e) for e in tree.body[0].value.elts]
+    assert len(offs) == 11
+    values = [eval(e, {"BIG": BIG, "N": N}) for e in offs]  # what Python computes
+    assert values == [0, 10, 1, 14, 4, 8, 2, 4, 1, 4 + 0 + 4, 1]
+    mul = loop.body[0].value.rhs
+    assert isinstance(mul, BinOp) and mul.rhs.value == 14  # (6 & 3) + (6 | 1) + (6 ^ 3)
+    p = orch_folds.program()
+    assert [pa.type.shape for pa in p.params] == [(4, 4), (4, 4)]
+    assert (p.body[0].stop.value, p.body[0].step.value) == (4, 2)
+    assert isinstance(p.body[0].body[0].value, Submit)  # the compile-time `if` took its branch
+
+
+def test_operators_on_run_time_values_say_what_is_supported():
+    @ts.kernel
+    def inverted(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        t = ts.load(x, [0, 0], [4, 4])
+        ts.store(y, [0, 0], ts.where(~(t > 0.0), t, t))
+
+    @ts.kernel
+    def chained(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        t = ts.load(x, [0, 0], [4, 4])
+        ts.store(y, [0, 0], ts.where(0.0 < t < 1.0, t, t))
+
+    @ts.jit
+    def shifted(x: ts.Tensor[[16, 4], F], y: ts.Out[[4, 4], F]):
+        for i in ts.range(0, 4):
+            folds_every_operator(x[i << 2 : (i << 2) + 4, :], y)
+
+    err = _expect(
+        inverted,
+        "operator ~ (Invert) is not supported on a tile[4, 4] bool in a @ts.kernel: it is only folded when "
+        "every operand is a compile-time constant",
+        "use ts.logical_not on bool tiles; run-time values support + - * / // %",
+    )
+    assert err.loc.line == line_of(inverted, "~(t > 0.0)")
+    _expect(chained, "chained comparisons work on compile-time values only", "ts.logical_and")
+    err = _expect(
+        shifted,
+        "operator << (LShift) is not supported on an index in a @ts.jit orchestration",
+        "multiply by a power of two instead (i * 4)",
+        getter=lambda f: f.program(),
+    )
+    assert err.loc.line == line_of(shifted, "i << 2")
+
+
+def test_compile_time_integers_must_fit_an_index():
+    @ts.kernel
+    def too_big(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        for _ in ts.range(0, 1 << 63):
+            ts.store(y, [0, 0], ts.load(x, [0, 0], [4, 4]))
+
+    @ts.kernel
+    def enormous(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        ts.store(y, [0, 10**10**10], ts.load(x, [0, 0], [4, 4]))
+
+    err = _expect_at(too_big, "ts.range(0, 1 << 63)", "ts.range stop", ts.VerifyError)
+    assert err.message == (
+        "ts.range stop 9223372036854775808 does not fit a 64-bit index "
+        "[-9223372036854775808, 9223372036854775807]"
+    )
+    err = _expect_at(enormous, "10**10**10", "", ts.VerifyError)
+    assert err.message == (
+        "the compile-time value 10 ** 10 ** 10 has about 33219280949 bits, more than the 4096 bits "
+        "tilescope folds"
+    )
 
 
 def test_lambda_and_comprehension():

@@ -66,6 +66,7 @@ from tilescope.language.annotations import ParamSpec
 from tilescope.language.decorators import InlineFunction, KernelFunction, Orchestration
 from tilescope.language.op_lowering import OpLowering, is_number
 
+# operator -> (IR op, fold); an IR op of None: folded on compile-time values only
 _AST_BINOPS = {
     ast.Add: ("add", operator.add),
     ast.Sub: ("sub", operator.sub),
@@ -73,6 +74,12 @@ _AST_BINOPS = {
     ast.Div: ("div", operator.truediv),
     ast.FloorDiv: ("floordiv", operator.floordiv),
     ast.Mod: ("mod", operator.mod),
+    ast.Pow: (None, operator.pow),
+    ast.LShift: (None, operator.lshift),
+    ast.RShift: (None, operator.rshift),
+    ast.BitAnd: (None, operator.and_),
+    ast.BitOr: (None, operator.or_),
+    ast.BitXor: (None, operator.xor),
 }
 _AST_CMPOPS = {
     ast.Eq: ("eq", operator.eq),
@@ -81,7 +88,58 @@ _AST_CMPOPS = {
     ast.LtE: ("le", operator.le),
     ast.Gt: ("gt", operator.gt),
     ast.GtE: ("ge", operator.ge),
+    ast.Is: (None, operator.is_),
+    ast.IsNot: (None, operator.is_not),
+    ast.In: (None, lambda a, b: a in b),
+    ast.NotIn: (None, lambda a, b: a not in b),
 }
+_AST_UNARYOPS = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+    ast.Not: operator.not_,
+    ast.Invert: operator.invert,
+}
+_OP_SYMBOLS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+    ast.MatMult: "@",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.In: "in",
+    ast.NotIn: "not in",
+    ast.Not: "not",
+    ast.Invert: "~",
+}
+# what to write instead of an operator that only folds compile-time values, on run-time ones
+_RUNTIME_OP_HINTS = {
+    "**": "write x * x (or use ts.exp / ts.sqrt)",
+    "<<": "multiply by a power of two instead (i * 4)",
+    ">>": "floor-divide by a power of two instead (i // 4)",
+    "&": "use ts.logical_and on bool tiles",
+    "|": "use ts.logical_or on bool tiles",
+    "^": "use ts.logical_and / ts.logical_or / ts.logical_not on bool tiles",
+    "~": "use ts.logical_not on bool tiles",
+    "not": "use ts.logical_not on bool tiles",
+    "is": "compare values with == or !=",
+    "is not": "compare values with == or !=",
+    "in": "compare values with == or !=",
+    "not in": "compare values with == or !=",
+}
+RUNTIME_OPERATORS = "+ - * / // % (and @ on tiles), unary -, and == != < <= > >="
+# the largest integer (in bits) compile-time ** and << may produce: a typo such as 10 ** 10 ** 10
+# would otherwise hang the compile
+_MAX_FOLD_BITS = 4096
+INDEX_MIN, INDEX_MAX = -(2**63), 2**63 - 1
 _SAFE_BUILTINS = {
     builtins.min,
     builtins.max,
@@ -365,7 +423,7 @@ class _Lowering(OpLowering):
             rules.check_literal(value, like.dtype, what or f"a {like} value", loc)
             return Const(value, like, loc)
         if isinstance(v, int):
-            return Const(v, INDEX, loc)
+            return Const(self.check_index(v, node), INDEX, loc)
         if isinstance(v, float):
             return Const(v, ScalarType(dt.f32), loc)
         raise DSLError(f"{v!r} ({type(v).__name__}) cannot be used as a value here", loc)
@@ -374,11 +432,19 @@ class _Lowering(OpLowering):
         if isinstance(v, bool) or not (isinstance(v, int) or is_expr(v)):
             raise VerifyError(f"{what} must be an integer index, got {v!r}", self.loc(node))
         if isinstance(v, int):
-            return Const(v, INDEX, self.loc(node))
+            return Const(self.check_index(v, node, what), INDEX, self.loc(node))
         t = v.type
         if isinstance(t, IndexType) or (isinstance(t, ScalarType) and t.dtype.is_int):
             return v
         raise VerifyError(f"{what} must be an integer index, got a {t}", self.loc(node))
+
+    def check_index(self, v: int, node: ast.AST, what: str = "an integer") -> int:
+        """A compile-time int that becomes an index: it must fit 64 bits."""
+        if not INDEX_MIN <= v <= INDEX_MAX:
+            raise VerifyError(
+                f"{what} {v} does not fit a 64-bit index [{INDEX_MIN}, {INDEX_MAX}]", self.loc(node)
+            )
+        return v
 
     def static_ints(self, v: Any, node: ast.AST, what: str) -> tuple[int, ...]:
         if not isinstance(v, list | tuple) or not all(
@@ -559,19 +625,10 @@ class _Lowering(OpLowering):
                 return self.unary(op, self.expr(a), node)
             case ast.Compare(left=l, ops=[op], comparators=[r]):
                 return self.compare(op, self.expr(l), self.expr(r), node)
-            case ast.Compare():
-                raise self.error(
-                    node, "chained comparisons are not supported", "compare two values at a time"
-                )
+            case ast.Compare(left=l, ops=cmpops, comparators=rs):
+                return self.chained_compare(l, cmpops, rs, node)
             case ast.BoolOp(op=op, values=values):
-                vals = [self.expr(v) for v in values]
-                if any(is_expr(v) for v in vals):
-                    raise self.error(
-                        node,
-                        "'and'/'or' need compile-time values",
-                        "use ts.logical_and / ts.logical_or on bool tiles",
-                    )
-                return self.fold(node, all if isinstance(op, ast.And) else any, vals)
+                return self.bool_op(op, values, node)
             case ast.IfExp(test=t, body=b, orelse=o):
                 cond = self.expr(t)
                 if is_expr(cond):
@@ -622,15 +679,15 @@ class _Lowering(OpLowering):
             name, fold = op, None
         else:
             if type(op) not in _AST_BINOPS:
-                hint = "write x * x" if isinstance(op, ast.Pow) else None
-                raise self.error(
-                    node, f"operator {type(op).__name__} is not supported in {self.what()}", hint
-                )
+                raise self.error(node, f"operator {type(op).__name__} is not supported in {self.what()}")
             name, fold = _AST_BINOPS[type(op)]
         if not is_expr(lhs) and not is_expr(rhs):
-            if fold is None or not (is_number(lhs) and is_number(rhs)):
+            if fold is None:
                 raise self.error(node, f"cannot apply {name} to {lhs!r} and {rhs!r}")
+            self.check_fold_size(op, lhs, rhs, node)
             return self.fold(node, fold, lhs, rhs)
+        if name is None:
+            raise self.runtime_operator_error(op, lhs if is_expr(lhs) else rhs, node)
         loc = self.loc(node)
         lhs, rhs = self.operands(lhs, rhs, node)
         return BinOp(name, lhs, rhs, rules.binop_type(name, lhs, rhs, loc), loc)
@@ -641,34 +698,92 @@ class _Lowering(OpLowering):
                 raise self.error(node, f"{v!r} cannot be used as an operand")
         return self.as_expr(lhs, node), self.as_expr(rhs, node)
 
+    def runtime_operator_error(self, op: ast.AST, operand: Any, node: ast.AST) -> DSLError:
+        """An operator that only folds compile-time values, applied to a run-time one."""
+        sym = _OP_SYMBOLS.get(type(op), type(op).__name__)
+        hint = _RUNTIME_OP_HINTS.get(sym)
+        return self.error(
+            node,
+            f"operator {sym} ({type(op).__name__}) is not supported on {_a(operand.type)} in {self.what()}: "
+            "it is only folded when every operand is a compile-time constant",
+            (f"{hint}; " if hint else "") + f"run-time values support {RUNTIME_OPERATORS}",
+        )
+
+    def check_fold_size(self, op: ast.AST, lhs: Any, rhs: Any, node: ast.AST) -> None:
+        """Refuse a compile-time ``**`` or ``<<`` whose integer result would be enormous."""
+        if not (isinstance(lhs, int) and isinstance(rhs, int)) or lhs in (0, 1, -1) or rhs <= 0:
+            return
+        if isinstance(op, ast.Pow):
+            bits = int(rhs * math.log2(abs(lhs))) + 1
+        elif isinstance(op, ast.LShift):
+            bits = abs(lhs).bit_length() + rhs
+        else:
+            return
+        if bits > _MAX_FOLD_BITS:
+            raise VerifyError(
+                f"the compile-time value {ast.unparse(node)} has about {bits} bits, more than the "
+                f"{_MAX_FOLD_BITS} bits tilescope folds",
+                self.loc(node),
+                "indices and literals must fit 64 bits",
+            )
+
+    def chained_compare(self, left: ast.expr, cmpops: list[ast.cmpop], rights: list[ast.expr], node) -> Any:
+        """``a < b < c`` on compile-time values, with Python's short-circuit."""
+        lhs = self.expr(left)
+        result: Any = True
+        for op, r in zip(cmpops, rights):
+            rhs = self.expr(r)
+            if is_expr(lhs) or is_expr(rhs):
+                raise self.error(
+                    node,
+                    "chained comparisons work on compile-time values only",
+                    "compare two run-time values at a time (a < b), and combine bool tiles with "
+                    "ts.logical_and",
+                )
+            result = self.compare(op, lhs, rhs, node)
+            if not self.fold(node, bool, result):
+                return result
+            lhs = rhs
+        return result
+
+    def bool_op(self, op: ast.boolop, values: list[ast.expr], node: ast.AST) -> Any:
+        """``a and b`` / ``a or b`` on compile-time values: Python's value and short-circuit."""
+        v: Any = None
+        for e in values:
+            v = self.expr(e)
+            if is_expr(v):
+                raise self.error(
+                    node,
+                    f"'and'/'or' need compile-time values, got a {v.type}",
+                    "use ts.logical_and / ts.logical_or on bool tiles",
+                )
+            if self.fold(e, bool, v) == isinstance(op, ast.Or):
+                return v
+        return v
+
     def compare(self, op: ast.cmpop, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         if type(op) not in _AST_CMPOPS:
             raise self.error(node, f"comparison {type(op).__name__} is not supported", "use == != < <= > >=")
         name, fold = _AST_CMPOPS[type(op)]
         if not is_expr(lhs) and not is_expr(rhs):
             return self.fold(node, fold, lhs, rhs)
+        if name is None:
+            raise self.runtime_operator_error(op, lhs if is_expr(lhs) else rhs, node)
         loc = self.loc(node)
         lhs, rhs = self.operands(lhs, rhs, node)
         return BinOp(name, lhs, rhs, rules.binop_type(name, lhs, rhs, loc), loc)
 
     def unary(self, op: ast.unaryop, v: Any, node: ast.AST) -> Any:
         if not is_expr(v):
-            match op:
-                case ast.USub():
-                    return self.fold(node, operator.neg, v)
-                case ast.UAdd():
-                    return self.fold(node, operator.pos, v)
-                case ast.Not():
-                    return self.fold(node, operator.not_, v)
-            raise self.error(node, f"operator {type(op).__name__} is not supported")
+            if type(op) not in _AST_UNARYOPS:
+                raise self.error(node, f"operator {type(op).__name__} is not supported")
+            return self.fold(node, _AST_UNARYOPS[type(op)], v)
         match op:
             case ast.USub():
                 return self.unop("neg", v, node)
             case ast.UAdd():
                 return v
-            case ast.Not():
-                raise self.error(node, "'not' needs a compile-time value", "use ts.logical_not on bool tiles")
-        raise self.error(node, f"operator {type(op).__name__} is not supported in {self.what()}")
+        raise self.runtime_operator_error(op, v, node)
 
     def unop(self, name: str, v: Any, node: ast.AST) -> UnOp:
         loc = self.loc(node)
@@ -892,6 +1007,12 @@ class _Lowering(OpLowering):
         self.frame.scopes[0].update({p.name: Var(p.name, p.type, p.loc) for p in params})
         self.body(self.tree.body)
         return params, tuple(self.blocks[0])
+
+
+def _a(thing: Any) -> str:
+    """``thing`` with its indefinite article: "a tile[4, 4] f32", "an index"."""
+    text = str(thing)
+    return f"{'an' if text[:1] in 'aeiou' else 'a'} {text}"
 
 
 def _assigned_names(stmts: list[ast.stmt]) -> set[str]:
