@@ -121,4 +121,12 @@ def __getattr__(name: str):
         from tilescope.harness.replay import replay_compiled
 
         return replay_compiled
-    raise AttributeError(f"module 'tilescope' has no attribute {name!r}")
+    message = f"module 'tilescope' has no attribute {name!r}"
+    if not name.startswith("__"):
+        from tilescope.language.ops import close_matches, op_names
+
+        matches = close_matches(name, [*__all__, "CompiledProgram", "replay_compiled"])
+        if matches:
+            message += f"; did you mean {' or '.join('ts.' + m for m in matches)}?"
+        message += f" (the DSL ops: {', '.join('ts.' + n for n in op_names())}; see docs/dsl.md)"
+    raise AttributeError(message)

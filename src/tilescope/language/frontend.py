@@ -27,6 +27,7 @@ import inspect
 import math
 import operator
 import textwrap
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -670,9 +671,26 @@ class _Lowering(OpLowering):
         try:
             return getattr(base, attr)
         except AttributeError:
-            raise DSLError(f"{base!r} has no attribute {attr!r}", self.loc(node)) from None
+            raise self.no_attribute(base, attr, node) from None
         except Exception as e:  # noqa: BLE001 - a property of a compile-time object failed
             raise self.fold_error(node, e) from None
+
+    def no_attribute(self, base: Any, attr: str, node: ast.Attribute) -> DSLError:
+        """``ts.gelu``: which ops exist, with close matches; ``math.sqroot``: close matches."""
+        import tilescope
+
+        prefix = f"{ast.unparse(node.value)}."
+        if base is tilescope:
+            dsl_names = [
+                *ops.op_names(),
+                *(n for n in tilescope.__all__ if isinstance(getattr(tilescope, n), dt.DType)),
+            ]
+            message, listing = ops.unknown_op_message(prefix, attr, dsl_names, self.mode)
+            return DSLError(message, self.loc(node), f"{listing} (see docs/dsl.md)")
+        matches = ops.close_matches(attr, [n for n in dir(base) if not n.startswith("_")])
+        hint = f"did you mean {' or '.join(prefix + m for m in matches)}?" if matches else None
+        what = f"module {base.__name__!r}" if isinstance(base, types.ModuleType) else repr(base)
+        return DSLError(f"{what} has no attribute {attr!r}", self.loc(node), hint)
 
     def binop(self, op: ast.operator | str, lhs: Any, rhs: Any, node: ast.AST) -> Any:
         if isinstance(op, str):

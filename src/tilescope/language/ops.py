@@ -4,6 +4,9 @@ from ordinary Python raises, because kernels and orchestrations are compiled, no
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 from tilescope.errors import TilescopeError
 
 
@@ -78,3 +81,28 @@ dump_tag = _op("dump_tag", "orch", "(tensor)", "Mark a tensor for partial (level
 
 # both
 range = _op("range", "both", "([start,] stop[, step])", "A real loop (not unrolled) in the generated code.")  # noqa: A001
+
+
+def op_names(kind: str | None = None) -> list[str]:
+    """The names of the DSL ops usable in ``kind`` code ("kernel" or "orch"; None: every op)."""
+    return sorted(
+        n for n, v in globals().items() if isinstance(v, DSLOp) and (kind is None or v.kind in (kind, "both"))
+    )
+
+
+def close_matches(name: str, candidates: Iterable[str]) -> list[str]:
+    """Up to three of ``candidates`` spelled like ``name``, closest first."""
+    return difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.6)
+
+
+def unknown_op_message(
+    prefix: str, name: str, candidates: Iterable[str], kind: str | None = None
+) -> tuple[str, str]:
+    """``<prefix><name> is not a tilescope op`` with the close matches among ``candidates``, and
+    the list of the ops that exist (those usable in ``kind`` code, or every op)."""
+    matches = close_matches(name, candidates)
+    text = f"{prefix}{name} is not a tilescope op"
+    if matches:
+        text += f"; did you mean {' or '.join(prefix + m for m in matches)}?"
+    where = {"kernel": " in a @ts.kernel", "orch": " in a @ts.jit orchestration"}.get(kind or "", "")
+    return text, f"the ops{where}: {', '.join(prefix + n for n in op_names(kind))}"
