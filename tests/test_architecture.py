@@ -16,7 +16,7 @@ PACKAGE = Path(tilescope.__file__).resolve().parent
 # The rooms, lowest first. A module may import its own room and any room below it; rooms on one
 # row are siblings and never import each other. The package root (the ``tilescope`` facade)
 # and ``cli`` sit on top.
-BASE = ("_version", "errors", "_logging", "knobs")  # one room: the modules every room may use
+BASE = ("_version", "errors", "_logging", "knobs", "_tracebacks")  # one room: the modules every room may use
 LAYERS: list[tuple[str, ...]] = [
     ("base",),
     ("ir",),

@@ -2,11 +2,13 @@
 and every bad input a caller can make."""
 
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
 import tilescope as ts
+from tilescope.language.frontend import kernel_ir
 from tilescope.toolchain import compiler as toolchain
 
 import rms_norm
@@ -162,3 +164,56 @@ def test_missing_compiler_says_how_to_install(monkeypatch, tmp_path):
         rms_norm.build(rows=64, cols=128, block=32, chunk=128).compile()
     msg = str(info.value)
     assert "/nonexistent/g++" in msg and "apt-get install g++" in msg
+
+
+# -- tracebacks end at the user's call ----------------------------------------------------------
+
+
+@ts.kernel
+def squares(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+    t = ts.load(x, [0, 0], [4, 4])
+    ts.store(y, [0, 0], t**2)  # squares: the DSL error
+
+
+@ts.jit
+def calls_squares(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+    squares(x, y)
+
+
+def traceback_of(call) -> tuple[BaseException, str, int]:
+    """The exception ``call`` raises, its printed traceback and how many frames of it are
+    tilescope's own."""
+    import traceback
+
+    with pytest.raises(ts.TilescopeError) as info:
+        call()
+    text = "".join(traceback.format_exception(info.value))
+    package = str(Path(ts.__file__).parent)
+    return info.value, text, len(re.findall(rf'File "{re.escape(package)}/', text))
+
+
+def test_dsl_error_traceback_ends_at_the_users_call(monkeypatch):
+    lines = Path(__file__).read_text().splitlines()
+    line = next(i for i, s in enumerate(lines, 1) if s.rstrip().endswith("# squares: the DSL error"))
+    x, y = torch.zeros(4, 4), torch.zeros(4, 4)
+    for call in (lambda: calls_squares(x, y), lambda: calls_squares.compile(), lambda: kernel_ir(squares)):
+        err, text, internal = traceback_of(call)
+        assert isinstance(err, ts.DSLError) and f"{__file__}:{line}: operator ** (Pow)" in str(err)
+        assert internal == 1, text  # the entry point that re-raises it, nothing below
+        assert 'File "' + __file__ in text  # the user's call
+        assert text.rstrip().endswith(
+            "(tilescope's internal frames are hidden; TILESCOPE_TRACEBACK=full shows them)"
+        )
+    monkeypatch.setenv("TILESCOPE_TRACEBACK", "full")
+    _, text, internal = traceback_of(lambda: calls_squares(x, y))
+    assert internal > 10 and "frontend.py" in text and "internal frames are hidden" not in text
+
+
+def test_run_errors_hide_internal_frames_too(tmp_path):
+    prog = rms_norm.build().compile()
+    x, g, y, eps = args_for_rms()
+    err, text, internal = traceback_of(lambda: prog.run(x[:4], g, y, eps))
+    assert isinstance(err, ts.ArgumentError) and "argument 'x': shape [4, 512]" in str(err)
+    assert internal == 1, text
+    err, text, internal = traceback_of(lambda: ts.CompiledProgram.from_dir(tmp_path / "missing"))
+    assert f"build directory {tmp_path / 'missing'} does not exist" in str(err) and internal == 1, text

@@ -335,6 +335,14 @@ ENV_KNOBS: dict[str, Knob] = {
             env="CXX",
             kind=str,
         ),
+        Knob(
+            "traceback",
+            "short",
+            "short: a tilescope error's traceback ends at the user's call; full: keep tilescope's own frames",
+            lambda v: v in ("short", "full"),
+            "short or full",
+            kind=str,
+        ),
     )
 }
 

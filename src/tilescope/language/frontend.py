@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tilescope._tracebacks import api_boundary
 from tilescope.errors import DSLError, SourceLoc, UnsupportedSyntaxError, VerifyError
 from tilescope.ir import dtypes as dt
 from tilescope.ir import type_rules as rules
@@ -677,13 +678,11 @@ class _Lowering(OpLowering):
 
     def no_attribute(self, base: Any, attr: str, node: ast.Attribute) -> DSLError:
         """``ts.gelu``: which ops exist, with close matches; ``math.sqroot``: close matches."""
-        import tilescope
-
         prefix = f"{ast.unparse(node.value)}."
-        if base is tilescope:
+        if isinstance(base, types.ModuleType) and base.__name__ == "tilescope":  # the package, as `ts`
             dsl_names = [
                 *ops.op_names(),
-                *(n for n in tilescope.__all__ if isinstance(getattr(tilescope, n), dt.DType)),
+                *(n for n in base.__all__ if isinstance(getattr(base, n, None), dt.DType)),
             ]
             message, listing = ops.unknown_op_message(prefix, attr, dsl_names, self.mode)
             return DSLError(message, self.loc(node), f"{listing} (see docs/dsl.md)")
@@ -1050,6 +1049,7 @@ def parse_kernel(fn: Callable) -> Kernel:
     return Kernel(src.tree.name, params, body, SourceLoc(src.file, src.tree.lineno))
 
 
+@api_boundary
 def kernel_ir(k: KernelFunction) -> Kernel:
     """The IR of a ``@ts.kernel`` (parsed on first use, then cached on it)."""
     if k.cached_ir is None:

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tilescope._tracebacks import api_boundary
 from tilescope.ir.nodes import Program
 from tilescope.knobs import freeze
 from tilescope.language.decorators import Orchestration
@@ -31,10 +32,12 @@ class JitFunction(Orchestration):
         self._compiled: dict[tuple, CompiledProgram] = {}
         self._lock = threading.Lock()
 
+    @api_boundary
     def program(self) -> Program:
         """The front-end's IR of this orchestration and its kernels (before passes)."""
         return program_ir(self)
 
+    @api_boundary
     def compile(self, *example_args: Any, **compile_cfg: Any) -> CompiledProgram:
         """Compile to a build directory; ``example_args`` (optional) are checked against the
         parameters."""
@@ -44,6 +47,7 @@ class JitFunction(Orchestration):
             compiled.check_args(example_args)
         return compiled
 
+    @api_boundary
     def __call__(self, *args: Any, **runtime_cfg: Any) -> None:
         key = freeze(self.compile_cfg)
         with self._lock:

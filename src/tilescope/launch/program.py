@@ -18,6 +18,7 @@ from typing import Any
 
 from tilescope import knobs
 from tilescope._logging import configure
+from tilescope._tracebacks import api_boundary
 from tilescope.build.compile import compile_to_dir
 from tilescope.build.manifest import Build
 from tilescope.build.paths import CRASH_REPORT, dfx_dir
@@ -49,6 +50,7 @@ class CompiledProgram(Build):
         self.timings: dict[str, float] = {}
 
     @classmethod
+    @api_boundary
     def from_dir(cls, path: str | os.PathLike) -> CompiledProgram:
         """Load a build directory written by ``compile``, first rebuilding only what was edited
         in it by hand (C++ sources, or the IR dump ``ir/<program>.py``)."""
@@ -61,6 +63,7 @@ class CompiledProgram(Build):
                 self._binaries = load_binaries(self)
             return self._binaries
 
+    @api_boundary
     def run(self, *args: Any, **runtime_cfg: Any) -> RunInfo:
         """Run on ``args`` (outputs are written into the Out/InOut tensors passed in).
 
