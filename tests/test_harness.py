@@ -6,6 +6,7 @@ import re
 import pytest
 import torch
 
+import tilescope as ts
 from tilescope.harness import ScalarSpec, TensorSpec, add_harness_args, harness_kwargs, run_jit
 from tilescope.harness.compare import compare_tensor
 
@@ -204,3 +205,35 @@ def test_log_levels_filter_runtime_messages_and_log_dir_collects_them(tmp_path, 
     assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} v3 +\[runtime\] rms_norm: 4 tasks", text, re.M)
     prog.run(x, g, y, 1e-6, log_level="error")
     assert logs[0].read_text() == text  # filtered out at the error level
+
+
+@ts.kernel
+def take_rows(x: ts.Tensor[[256, 128], ts.f32], y: ts.Out[[8, 128], ts.f32], row: ts.Scalar[ts.i32]):
+    ts.store(y, [0, 0], ts.load(x, [row, 0], [8, 128]))
+
+
+@ts.jit
+def gather(x: ts.Tensor[[256, 128], ts.f32], y: ts.Out[[32, 128], ts.f32], start: ts.Scalar[ts.i32]):
+    for i in ts.range(0, 32, 8):
+        take_rows(x, y[i : i + 8, :], start + i)
+
+
+def test_a_runtime_failure_is_printed_once(capfd):
+    specs = [
+        TensorSpec("x", [256, 128], torch.float32),
+        TensorSpec("y", [32, 128], torch.float32, is_output=True),
+        ScalarSpec("start", torch.int32, 232),  # task 3 reads rows 256..264
+    ]
+    for isolate in (False, True):
+        result = run_jit(
+            gather,
+            specs,
+            golden_fn=lambda t: None,
+            compile_cfg={"check_bounds": True},
+            runtime_cfg={"isolate": isolate, "log_level": "v5"},  # the default level
+        )
+        assert not result.passed and result.failure.kind == "kernel_error"
+        captured = capfd.readouterr()
+        both = captured.out + captured.err
+        assert both.count("is outside x's shape [256, 128]") == 1, both
+        assert "[ERROR] [kernel_error] task 3 (kernel take_rows) on worker" in captured.err

@@ -161,7 +161,9 @@ def launch(
         if task is not None:
             report.saved = None  # NOTE: a task run alone was saved already: reported, not saved again
         failure = failure_from_report(target, report)
-        log.error("[runtime] %s failed: %s", target.name, failure.message)
+        # NOTE: the caller reports the failure (it is the message of the error raised below);
+        # logging it as an error too printed every failure twice.
+        log.log(level_number("v3"), "[runtime] %s failed: %s", target.name, failure.message)
         finish_all(observers, target, report, failed=True)  # what was recorded up to the failure
         err = RuntimeFailure(failure.render())
         err.failure = failure  # type: ignore[attr-defined]
