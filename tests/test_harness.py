@@ -207,6 +207,25 @@ def test_log_levels_filter_runtime_messages_and_log_dir_collects_them(tmp_path, 
     assert logs[0].read_text() == text  # filtered out at the error level
 
 
+def test_golden_data_run_says_the_golden_came_from_the_data(capsys):
+    first = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden, save_data=True)
+    data = first.work_dir / "data"
+    capsys.readouterr()
+    result = run_jit(
+        rms_norm.rms_norm,
+        rms_norm.specs(),
+        golden_fn=lambda t: pytest.fail("golden_fn must not run with golden data"),
+        golden_data=str(data),
+    )
+    assert result.passed
+    lines = capsys.readouterr().out.splitlines()
+    assert f"[RUN] golden … from {data / 'out'} (saved, not computed)" in lines
+    assert not any(line.startswith("[RUN] golden … done") for line in lines)
+    replayed = ts.replay_compiled(first.work_dir)
+    assert replayed.passed
+    assert f"[RUN] golden … from {data / 'out'} (saved, not computed)" in capsys.readouterr().out.splitlines()
+
+
 @ts.kernel
 def take_rows(x: ts.Tensor[[256, 128], ts.f32], y: ts.Out[[8, 128], ts.f32], row: ts.Scalar[ts.i32]):
     ts.store(y, [0, 0], ts.load(x, [row, 0], [8, 128]))

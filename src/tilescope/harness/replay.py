@@ -74,7 +74,18 @@ def replay_compiled(
         inputs, saved = phases.run(
             "inputs", f"load golden data {data}", lambda: load_snapshot(data, data_args(compiled))
         )
-        execute(phases, result, compiled, inputs, lambda _: saved, runtime_cfg, rtol, atol, compare_fn)
+        execute(
+            phases,
+            result,
+            compiled,
+            inputs,
+            lambda _: saved,
+            runtime_cfg,
+            rtol,
+            atol,
+            compare_fn,
+            golden_from=data,
+        )
     except TilescopeError as e:
         result.error = str(e)
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)

@@ -8,6 +8,7 @@ data; the golden runs on copies, never on the tensors the program wrote.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -98,9 +99,11 @@ def execute(
     compare_fn: Callable[..., Any] | None = None,
     save_data: bool = False,
     tolerances: dict[str, float] | None = None,
+    golden_from: str | os.PathLike | None = None,
 ) -> None:
     """Run ``compiled`` on ``inputs`` (written in place), then compute the golden from a copy of
-    the inputs, optionally snapshot both, and compare. Fills ``result``."""
+    the inputs (or, with ``golden_from``, take the golden loaded from that data directory),
+    optionally snapshot both, and compare. Fills ``result``."""
     opts = knobs.runtime_options(runtime_cfg)
     before = _clone(inputs)
     args = [inputs[a.name] for a in compiled.args]
@@ -118,7 +121,11 @@ def execute(
         phases.say("[RUN] no golden_fn: outputs are not checked")
         result.passed = True
         return
-    result.golden = phases.run("golden", "golden", lambda: golden(_clone(before)))
+    if golden_from is not None:
+        result.golden = golden(before)
+        phases.say(f"[RUN] golden … from {Path(golden_from) / 'out'} (saved, not computed)")
+    else:
+        result.golden = phases.run("golden", "golden", lambda: golden(_clone(before)))
     if save_data:
         meta = {"rtol": rtol, "atol": atol, **(tolerances or {})}
         where = phases.run(
@@ -219,6 +226,7 @@ def run_jit(
             compare_fn,
             save_data,
             {"seed": seed},
+            golden_data,
         )
     except TilescopeError as e:
         result.error = str(e)
