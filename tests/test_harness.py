@@ -79,7 +79,16 @@ def test_compare_fn_replaces_the_tolerance_check(capsys):
 def test_compile_only_and_no_golden(capsys):
     result = run_jit(rms_norm.rms_norm, rms_norm.specs(), compile_only=True)
     assert result.passed and result.work_dir.is_dir() and result.num_tasks == 0
-    assert "run on" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "run on" not in out and "[PASS]" not in out  # nothing ran, so nothing passed
+    assert out.splitlines()[-1] == (
+        f"[COMPILED] rms_norm: compiled OK, not run (compile only): {result.work_dir}"
+    )
+    again = run_jit(rms_norm.rms_norm, rms_norm.specs(), compile_only=True, runtime_dir=str(result.work_dir))
+    assert again.passed and again.work_dir == result.work_dir
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"[COMPILED] rms_norm: loaded OK, not run (compile only): {result.work_dir}"
+    )
     result = run_jit(rms_norm.rms_norm, rms_norm.specs())
     assert result.passed and result.outputs["y"].abs().sum() > 0
     assert "no golden_fn: outputs are not checked" in capsys.readouterr().out

@@ -192,7 +192,9 @@ def run_jit(
         result.work_dir = compiled.work_dir
         if compile_only:
             result.passed = True
-            return finish(result, fn.name)
+            done = "loaded" if runtime_dir else "compiled"
+            print(f"[COMPILED] {fn.name}: {done} OK, not run (compile only): {result.work_dir}", flush=True)
+            return result
         names = [s.name for s in specs]
         expected_names = [a.name for a in compiled.args]
         if names != expected_names:
