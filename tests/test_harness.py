@@ -2,6 +2,7 @@
 
 import argparse
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -214,6 +215,39 @@ def test_log_levels_filter_runtime_messages_and_log_dir_collects_them(tmp_path, 
     assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} v3 +\[runtime\] rms_norm: 4 tasks", text, re.M)
     prog.run(x, g, y, 1e-6, log_level="error")
     assert logs[0].read_text() == text  # filtered out at the error level
+
+
+def _missing_input(t):
+    return t["x"] * t["no_such_input"]  # golden helper: raises
+
+
+def test_a_golden_fn_that_raises_is_an_error_line_at_the_users_frame(capsys):
+    def golden(t):
+        t["y"][:] = _missing_input(t)
+
+    source = Path(__file__).read_text().splitlines()
+    line = next(i for i, s in enumerate(source, 1) if s.rstrip().endswith("# golden helper: raises"))
+    result = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=golden)
+    assert not result.passed
+    assert result.error == (
+        f"golden_fn test_a_golden_fn_that_raises_is_an_error_line_at_the_users_frame.<locals>.golden raised at "
+        f"{__file__}:{line}: KeyError: 'no_such_input'\n"
+        '    return t["x"] * t["no_such_input"]  # golden helper: raises'
+    )
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "Traceback" not in captured.out
+    assert f"[ERROR] {result.error}\n" in captured.err
+    assert "[RUN] golden … FAILED" in captured.out and "[FAIL] rms_norm on sim" in captured.out
+
+    def torch_raises(t):
+        t["y"][:] = t["x"] @ t["x"][:3]  # a torch error: the user's line, not torch's
+
+    result = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=torch_raises)
+    torch_line = next(i for i, s in enumerate(source, 1) if "# a torch error: the user's line" in s)
+    assert result.error.startswith(
+        f"golden_fn test_a_golden_fn_that_raises_is_an_error_line_at_the_users_frame.<locals>.torch_raises raised "
+        f"at {__file__}:{torch_line}: RuntimeError: mat1 and mat2 shapes cannot be multiplied"
+    )
 
 
 def test_golden_data_run_says_the_golden_came_from_the_data(capsys):

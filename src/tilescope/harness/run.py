@@ -2,7 +2,8 @@
 compare — printing one phase line per step and a comparison report per output.
 
 Invariants: a TilescopeError in any phase ends the run with a report (``RunResult.passed`` is
-False, ``error`` holds the message); inputs are generated from ``seed`` so reruns see the same
+False, ``error`` holds the message), and so does a ``golden_fn`` that raises (a GoldenError
+naming the user's line it raised at); inputs are generated from ``seed`` so reruns see the same
 data; the golden runs on copies, never on the tensors the program wrote.
 """
 
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +31,10 @@ from tilescope.harness.compare import CompareReport, compare_outputs
 from tilescope.harness.data import load_snapshot, save_snapshot
 from tilescope.harness.specs import Spec, generate, outputs
 from tilescope.launch.program import CompiledProgram
+
+
+class GoldenError(TilescopeError):
+    """``golden_fn`` raised; the message names the user's line it raised at."""
 
 
 @dataclass
@@ -239,7 +246,36 @@ def run_jit(
 
 def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):
     def run(values: dict[str, Any]) -> dict[str, torch.Tensor]:
-        golden_fn(values)
+        try:
+            golden_fn(values)
+        except Exception as e:  # noqa: BLE001 - whatever the user's golden raises ends the run with a report
+            raise GoldenError(golden_failure(golden_fn, e)) from e
         return {n: values[n] for n in names}
 
     return run
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Directories of code that is not the user's: tilescope, the standard library, installed packages."""
+    paths = sysconfig.get_paths()
+    dirs = {str(Path(__file__).resolve().parents[1])}
+    dirs.update(paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(k))
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
+
+
+def golden_failure(golden_fn: Callable[..., Any], e: BaseException) -> str:
+    """``golden_fn <name> raised at <file>:<line>: <Type>: <message>`` and that line's source:
+    the innermost frame of the user's own code (not tilescope, torch or the standard library),
+    else the golden function's definition."""
+    name = getattr(golden_fn, "__qualname__", None) or repr(golden_fn)
+    frames = traceback.extract_tb(e.__traceback__)
+    libs = _library_dirs()
+    user = [f for f in frames if not os.path.realpath(f.filename).startswith(libs)]
+    what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    if user:
+        where, source = f"{user[-1].filename}:{user[-1].lineno}", (user[-1].line or "").strip()
+    else:
+        code = getattr(golden_fn, "__code__", None)
+        where = f"{code.co_filename}:{code.co_firstlineno}" if code else "?"
+        source = ""
+    return f"golden_fn {name} raised at {where}: {what}" + (f"\n    {source}" if source else "")
