@@ -299,3 +299,26 @@ def test_a_runtime_failure_is_printed_once(capfd):
         both = captured.out + captured.err
         assert both.count("is outside x's shape [256, 128]") == 1, both
         assert "[ERROR] [kernel_error] task 3 (kernel take_rows) on worker" in captured.err
+
+
+def test_mismatch_lines_print_enough_digits_and_the_differences():
+    got = torch.tensor([[25559.78, 1.0], [0.0, float("nan")]])  # f32: differ in the 7th digit
+    want = torch.tensor([[25559.79, 1.0000001], [1e-3, 1.0]])
+    lines = compare_tensor("y", got, want, rtol=1e-9, atol=0).lines(1e-9, 0)
+    assert lines[-4:] == [
+        "      [0, 0]: got 25559.78, expected 25559.79 (abs diff 0.009766, rel diff 3.82e-07)",
+        "      [0, 1]: got 1, expected 1.0000001 (abs diff 1.192e-07, rel diff 1.19e-07)",
+        "      [1, 0]: got 0, expected 0.001 (abs diff 0.001, rel diff 1)",
+        "      [1, 1]: got nan, expected 1 (abs diff inf, rel diff inf)",
+    ]
+    # f64 prints up to 17 digits, integers exactly; agreeing digits stop at the first difference
+    f64 = torch.float64
+    lines = compare_tensor(
+        "y", torch.tensor([3.0], dtype=f64), torch.tensor([3.000000000001], dtype=f64), 0, 0
+    )
+    lines = lines.lines(0, 0)
+    assert lines[-1] == "      [0]: got 3, expected 3.000000000001 (abs diff 1e-12, rel diff 3.33e-13)"
+    ints = compare_tensor(
+        "i", torch.tensor([1234567], dtype=torch.int32), torch.tensor([1234568], dtype=torch.int32), 0, 0
+    )
+    assert ints.lines(0, 0)[-1] == "      [0]: got 1234567, expected 1234568 (abs diff 1, rel diff 8.1e-07)"

@@ -2,10 +2,14 @@
 diff with their N-d coordinates, the first mismatches, NaN/Inf counts.
 
 Equal values differ by 0, infinities of the same sign and NaN against NaN included; a NaN or
-an infinity against anything else differs by inf (abs and rel)."""
+an infinity against anything else differs by inf (abs and rel).
+
+A mismatch prints both values with as many significant digits as it takes to tell them apart
+(up to what the output's dtype holds: 9 for f32, 17 for f64), then their abs and rel diff."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +17,33 @@ from typing import Any
 import torch
 
 FIRST_MISMATCHES = 8
+# significant digits that round-trip every value of a float dtype
+_MAX_DIGITS = {torch.float64: 17, torch.float32: 9, torch.float16: 5, torch.bfloat16: 4}
+
+
+def distinct_values(a: float, e: float, dtype: torch.dtype | None) -> tuple[str, str]:
+    """``a`` and ``e`` printed with the fewest significant digits (6 or more, up to what
+    ``dtype`` holds) that tell them apart; integers and bools exactly."""
+    if dtype is not None and dtype == torch.bool:
+        return str(bool(a)), str(bool(e))
+    if dtype is not None and not dtype.is_floating_point and not dtype.is_complex:
+        exact = [str(int(v)) if math.isfinite(v) else str(v) for v in (a, e)]
+        return exact[0], exact[1]
+    most = _MAX_DIGITS.get(dtype, 17)
+    digits = min(6, most)
+    while digits < most and f"{a:.{digits}g}" == f"{e:.{digits}g}":
+        digits += 1
+    return f"{a:.{digits}g}", f"{e:.{digits}g}"
+
+
+def value_diffs(a: float, e: float) -> tuple[float, float]:
+    """The abs and rel diff of one element, as compare_tensor counts them."""
+    if a == e or (math.isnan(a) and math.isnan(e)):
+        return 0.0, 0.0
+    diff = abs(a - e)
+    if math.isnan(diff):
+        diff = math.inf
+    return diff, (diff / abs(e) if e != 0 and math.isfinite(e) else math.inf)
 
 
 @dataclass
@@ -31,6 +62,7 @@ class CompareReport:
     inf_expected: int = 0
     first: list[tuple[tuple[int, ...], float, float]] = field(default_factory=list)
     message: str = ""
+    dtype: torch.dtype | None = None  # the output's dtype: how many digits its values print with
 
     def lines(self, rtol: float, atol: float) -> list[str]:
         status = "PASS" if self.passed else "FAIL"
@@ -55,8 +87,14 @@ class CompareReport:
             )
         if self.first:
             out.append("    first mismatches:")
-            out += [f"      {list(i)}: got {a:.6g}, expected {e:.6g}" for i, a, e in self.first]
+            out += [f"      {list(i)}: {self.mismatch_text(a, e)}" for i, a, e in self.first]
         return out
+
+    def mismatch_text(self, a: float, e: float) -> str:
+        """``got 25559.78, expected 25559.79 (abs diff 0.0078, rel diff 3.1e-07)``."""
+        got, expected = distinct_values(a, e, self.dtype)
+        diff, rel = value_diffs(a, e)
+        return f"got {got}, expected {expected} (abs diff {diff:.4g}, rel diff {rel:.3g})"
 
 
 def _coords(flat: int, shape: torch.Size) -> tuple[int, ...]:
@@ -81,7 +119,7 @@ def compare_tensor(
     diff = torch.where(same, torch.zeros_like(a), (a - e).abs().nan_to_num(nan=inf, posinf=inf))
     rel = diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
     rel = torch.where(same, torch.zeros_like(rel), rel.nan_to_num(nan=inf, posinf=inf))
-    rep = CompareReport(name, bool(close.all()), a.numel())
+    rep = CompareReport(name, bool(close.all()), a.numel(), dtype=actual.dtype)
     rep.mismatches = int((~close).sum())
     if a.numel():
         i = int(diff.reshape(-1).argmax())
