@@ -1,6 +1,7 @@
 """The ``tilescope`` command.
 
 tilescope doctor      check g++ (version, C++17), torch and the cache directory
+tilescope builds      list the build directories; tilescope clean --keep N removes old ones
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from tilescope._version import __version__
 from tilescope.harness import replay
 from tilescope.runtime import library
 from tilescope.toolchain import compiler
-from tilescope.tools import deps, dump_viewer, trace
+from tilescope.tools import builds, deps, dump_viewer, trace
 
 
 def _check_torch() -> tuple[str, bool, str]:
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     dump_viewer.register(sub)
     deps.register(sub)
     trace.register(sub)
+    builds.register(sub)
     args = parser.parse_args(argv)
     return args.fn(args)
 

@@ -3,7 +3,8 @@
 Invariants:
 - A build directory is created exclusively (``os.mkdir``), so two compiles started in the
   same second never share one; ``kernel_config.py`` is written last and atomically, so a
-  directory without it is an interrupted build.
+  directory without it is an interrupted build. The compile holds the build's lock
+  (``build.lock``) from its creation, so ``tilescope clean`` never removes a build being made.
 - The order is fixed: passes (each verified, optionally dumped) -> the final IR as DSL source
   (``ir/<program>.py``) -> one C++ file per kernel and one for the orchestration -> g++ (in
   parallel, cached by content) -> report -> build state -> ``debug/run.py`` and
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope import knobs
+from tilescope.build.lock import BuildLock, hold_build
 from tilescope.build.paths import IR_DIR, KERNEL_CONFIG, atomic_write, new_build_dir
 from tilescope.build.report import write_report
 from tilescope.build.state import ir_state, record_state
@@ -45,12 +47,14 @@ class Compiled:
     work_dir: Path
     program: Program
     timings: dict[str, float]
+    lock: BuildLock | None = None  # held from the directory's creation; the caller closes it
 
 
 def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) -> Compiled:
     """Front-end IR -> passes -> C++ -> g++ -> a new build directory (see the module's order)."""
     opts = knobs.compile_options(compile_cfg)
     work = new_build_dir(Path(opts["build_dir"]), program.name)
+    held = hold_build(work)  # `tilescope clean` leaves a build being compiled alone
     t0 = time.perf_counter()
     manager = PassManager(
         DEFAULT_PIPELINE,
@@ -96,4 +100,4 @@ def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) 
         len(results),
         work,
     )
-    return Compiled(work, final, {"passes": t_passes, "build": t_build})
+    return Compiled(work, final, {"passes": t_passes, "build": t_build}, held)

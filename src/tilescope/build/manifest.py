@@ -7,6 +7,8 @@ Invariants:
 - A directory without ``kernel_config.py`` is not a build (or an interrupted one), and one
   written in another build format is refused with what to do; nothing in it is changed.
 - ``check_args`` lists every argument that does not match, in one error.
+- A ``Build`` holds a shared lock on its directory (``build.lock``) for as long as it lives, so
+  ``tilescope clean`` never removes a build some process has loaded.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tilescope.build.lock import hold_build
 from tilescope.build.paths import IR_DIR, KERNEL_CONFIG
 from tilescope.build.state import refresh
 from tilescope.codegen.kernel_config import BUILD_FORMAT
@@ -97,6 +100,7 @@ class Build:
     def __init__(self, work_dir: str | os.PathLike, program: Program | None = None):
         self.work_dir = Path(work_dir)
         self.config = load_config(self.work_dir)
+        self._build_lock = hold_build(self.work_dir)  # `tilescope clean` leaves it alone while this lives
         self.name: str = self.config["PROGRAM"]
         self.args = arg_specs(self.config["ARGS"])
         self.kernels: list[dict] = self.config["KERNELS"]
@@ -107,8 +111,13 @@ class Build:
     def refreshed(cls, path: str | os.PathLike) -> Build:
         """Load a build directory, first rebuilding only what was edited in it by hand (C++
         sources, or the IR dump ``ir/<program>.py``)."""
-        refresh(Path(path), load_config(Path(path)))
-        return cls(path)
+        config = load_config(Path(path))
+        held = hold_build(path)  # not removed by `tilescope clean` while it is rebuilt
+        refresh(Path(path), config)
+        build = cls(path)
+        if held is not None:
+            held.close()
+        return build
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} at {self.work_dir}>"

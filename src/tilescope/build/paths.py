@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,8 @@ from typing import Any
 from tilescope.errors import TilescopeError
 
 KERNEL_CONFIG = "kernel_config.py"  # written last: a build without it is incomplete
+BUILD_LOCK = ".lock"  # flock'd by every process using the build (build.lock)
+LAST_RUN = "last_run.json"  # the harness's last result: passed, platform, time
 BUILD_STATE = "build_state.json"
 IR_DIR = "ir"  # ir/<program>.py: the final IR as DSL source
 DATA_DIR = "data"  # --save-data snapshots: data/in, data/out, data/meta.json
@@ -41,6 +44,10 @@ def dfx_dir(work_dir: str | os.PathLike) -> Path:
     out = Path(work_dir) / DFX_DIR
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+# the name new_build_dir gives: the program, the time, and a count when that name was taken
+BUILD_DIR_NAME = re.compile(r"_jit_(?P<program>.+)_(?P<stamp>\d{8}_\d{6})(?:_(?P<n>\d+))?")
 
 
 def new_build_dir(base: Path, name: str) -> Path:

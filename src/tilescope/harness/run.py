@@ -9,6 +9,8 @@ data; the golden runs on copies, never on the tensors the program wrote.
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 import os
 import sys
 import sysconfig
@@ -24,7 +26,7 @@ import torch
 from tilescope import knobs
 from tilescope._logging import configure, level_number
 from tilescope.build.manifest import ArgSpec, Build
-from tilescope.build.paths import DATA_DIR
+from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write
 from tilescope.debug.failures import Failure
 from tilescope.errors import ConfigError, TilescopeError
 from tilescope.harness.compare import CompareReport, compare_outputs
@@ -152,7 +154,20 @@ def execute(
     result.passed = all(r.passed for r in result.comparisons)
 
 
+def record_last_run(result: RunResult) -> None:
+    """Write ``last_run.json`` (passed, platform, time) into the build, for ``tilescope builds``."""
+    if result.work_dir is None:
+        return
+    stamp = _dt.datetime.now().isoformat(timespec="seconds")
+    text = json.dumps({"passed": result.passed, "platform": result.platform, "time": stamp}) + "\n"
+    try:
+        atomic_write(Path(result.work_dir) / LAST_RUN, text)
+    except OSError:
+        pass  # a read-only build: nothing recorded
+
+
 def finish(result: RunResult, name: str) -> RunResult:
+    record_last_run(result)
     verdict = "PASS" if result.passed else "FAIL"
     where = f" ({result.work_dir})" if result.work_dir else ""
     print(f"[{verdict}] {name} on {result.platform}{where}", flush=True)

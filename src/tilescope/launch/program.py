@@ -37,6 +37,8 @@ def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None)
     done = compile_to_dir(program, compile_cfg)
     compiled = CompiledProgram(done.work_dir, program=done.program)
     compiled.timings = dict(done.timings)
+    if done.lock is not None:
+        done.lock.close()  # the CompiledProgram holds the build now
     return compiled
 
 

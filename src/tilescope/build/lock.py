@@ -1,0 +1,100 @@
+"""Locks on build directories: a process that uses a build holds it, so that ``tilescope clean``
+leaves it alone.
+
+Invariants:
+- A process that uses a build holds a shared ``flock`` on its ``.lock`` file (``hold_build``:
+  from the start of its compile, and for as long as a CompiledProgram of it exists).
+- ``try_exclusive`` never waits: a build that some process holds is reported as held, and a
+  build is removed only by a caller holding its exclusive lock.
+- Where locks cannot be taken (a read-only build, no ``fcntl``) nothing is held and nothing fails.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: builds are never locked
+    fcntl = None  # type: ignore[assignment]
+
+from tilescope.build.paths import BUILD_LOCK
+from tilescope.errors import TilescopeError
+
+
+class BuildBusyError(TilescopeError):
+    """The build directory is being removed by ``tilescope clean``."""
+
+
+# -- locks ----------------------------------------------------------------------------------------
+
+
+class BuildLock:
+    """A lock on a build directory, held until ``close()`` or until the object is collected."""
+
+    def __init__(self, fd: int):
+        self._fd: int | None = fd  # a plain descriptor: no file object to warn when collected
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def hold_build(work: str | os.PathLike) -> BuildLock | None:
+    """A shared lock on the build ``work``, held until the returned lock is closed (or
+    collected); None where it cannot be taken (a read-only build, no ``fcntl``).
+
+    Raises:
+        BuildBusyError: ``tilescope clean`` is removing the build right now.
+    """
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(Path(work) / BUILD_LOCK, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise BuildBusyError(
+            f"{work} is being removed by `tilescope clean`; compile the program again"
+        ) from None
+    except OSError:
+        os.close(fd)
+        return None
+    return BuildLock(fd)
+
+
+def try_exclusive(work: Path) -> BuildLock | None | bool:
+    """An exclusive lock on ``work``, True when the build has no lock file (no process has used
+    it since builds have one), or None when a process holds it."""
+    if fcntl is None:
+        return True
+    try:
+        fd = os.open(work / BUILD_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return BuildLock(fd)
+
+
+def in_use(work: Path) -> bool:
+    """Whether a process holds the build ``work`` (compiling, loaded or running it)."""
+    held = try_exclusive(work)
+    if held is None:
+        return True
+    if held is not True:
+        held.close()
+    return False
