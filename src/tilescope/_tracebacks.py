@@ -64,6 +64,6 @@ def api_boundary(fn: _F) -> _F:
                 chained = chained.__cause__ or chained.__context__
             if NOTE not in getattr(e, "__notes__", ()):
                 e.add_note(NOTE)
-            raise e  # noqa: TRY201 - re-raised with the filtered traceback
+            raise e  # the error from your call above, with tilescope's own frames left out
 
     return entry_point  # type: ignore[return-value]

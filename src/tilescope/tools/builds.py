@@ -229,7 +229,15 @@ def format_clean(report: CleanReport, keep: int) -> str:
     lines.append(
         f"{verb} {len(report.removed)} build(s), "
         f"{'would free' if report.dry_run else 'freed'} {human_size(report.freed)}; "
-        f"kept {len(report.kept)} (--keep {keep}: the newest of each program)"
+        f"kept {len(report.kept)} (--keep {keep}"
+        + (
+            ""
+            if keep == 0
+            else ": the newest of each program"
+            if keep == 1
+            else f": the {keep} newest of each program"
+        )
+        + ")"
         + (f"; skipped {len(report.skipped)}" if report.skipped else "")
         + (" (dry run: nothing was removed)" if report.dry_run else "")
     )
@@ -285,4 +293,3 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     p.set_defaults(fn=run_clean)
-
