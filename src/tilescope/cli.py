@@ -33,6 +33,7 @@ def _check_runtime() -> tuple[str, bool, str]:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    """``tilescope doctor``: g++ and torch, then (if they pass) the runtime core; 1 if one fails."""
     checks = [*compiler.check(), _check_torch()]
     if all(ok for _, ok, _ in checks):
         checks.append(_check_runtime())
@@ -50,6 +51,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``tilescope`` command on ``argv`` (default: ``sys.argv[1:]``); the subcommand's exit status."""
     parser = argparse.ArgumentParser(prog="tilescope", description="tile kernels: compile, run, debug")
     parser.add_argument("--version", action="version", version=f"tilescope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

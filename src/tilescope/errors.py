@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class SourceLoc:
+    """A place in a source file: ``file:line`` (the column is kept but not printed)."""
+
     file: str
     line: int
     col: int = 0
@@ -21,6 +23,7 @@ class SourceLoc:
         return f"{self.file}:{self.line}"
 
     def source_line(self) -> str:
+        """The text of that line (``''`` if the file cannot be read)."""
         return linecache.getline(self.file, self.line).rstrip("\n")
 
 

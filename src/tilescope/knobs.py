@@ -55,6 +55,8 @@ def parse_bool(raw: str) -> bool | None:
 
 @dataclass(frozen=True)
 class Knob:
+    """One option: name, default, help, validity check, environment variable and CLI flag."""
+
     name: str
     default: Any
     help: str
@@ -66,6 +68,7 @@ class Knob:
 
     @functools.cached_property
     def env_var(self) -> str | None:
+        """The environment variable that sets this knob, or None when it has none."""
         return f"TILESCOPE_{self.name.upper()}" if self.env == "" else self.env
 
     def parse(self, raw: str) -> Any:

@@ -1,0 +1,1 @@
+"""Compiling to a build directory and reading one back: manifest, state, refresh, report, paths."""

@@ -37,6 +37,7 @@ class BuildLock:
         self._fd: int | None = fd  # a plain descriptor: no file object to warn when collected
 
     def close(self) -> None:
+        """Release the lock; idempotent."""
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor releases the flock
             self._fd = None

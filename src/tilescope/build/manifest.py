@@ -42,13 +42,16 @@ class ArgSpec:
 
     @property
     def is_input(self) -> bool:
+        """Whether the caller supplies a value: every direction but OUT (scalars included)."""
         return self.direction is not Direction.OUT
 
     @property
     def is_output(self) -> bool:
+        """Whether a run writes the argument (OUT, INOUT)."""
         return self.direction.writes
 
     def describe(self) -> str:
+        """How messages name the parameter: ``inout tensor [64, 512] f32``, ``scalar f32``."""
         if self.shape is None:
             return f"scalar {self.dtype.name}"
         return f"{self.direction.value} tensor {list(self.shape)} {self.dtype.name}"

@@ -48,6 +48,8 @@ def task_counts(body: tuple[Stmt, ...]) -> tuple[dict[str, int], bool]:
 
 
 def build_report(program: Program, pass_timings, build_results, opts: dict[str, Any]) -> dict[str, Any]:
+    """The report as JSON data: per kernel its core, local-memory peak and tasks per run; pass and
+    compile times."""
     capacity = opts["local_memory_bytes"]
     counts, exact = task_counts(program.body)
     kernels = []
@@ -83,6 +85,7 @@ def build_report(program: Program, pass_timings, build_results, opts: dict[str, 
 
 
 def summary_text(rep: dict[str, Any]) -> str:
+    """``build_report``'s data as the readable table of ``summary.txt``."""
     approx = "" if rep["tasks_per_run_exact"] else " (estimate: run-time loop bounds or branches)"
     lines = [f"program {rep['program']}: {rep['tasks_per_run']} tasks per run{approx}", ""]
     lines.append(f"{'kernel':<24}{'core':<6}{'tasks':>8}{'local mem peak':>18}{'use':>8}  peak at")
@@ -102,6 +105,7 @@ def summary_text(rep: dict[str, Any]) -> str:
 def write_report(
     out: Path, program: Program, pass_report, build_results, opts: dict[str, Any]
 ) -> dict[str, Any]:
+    """Write ``report.json`` and ``summary.txt`` into ``out``; returns the report data."""
     rep = build_report(program, pass_report.timings, build_results, opts)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(rep, indent=2) + "\n")

@@ -43,10 +43,12 @@ STATE_FORMAT = 1
 
 
 def sha256_text(text: str) -> str:
+    """The sha256 hex digest of ``text`` encoded as UTF-8."""
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def sha256_file(path: Path) -> str:
+    """The sha256 hex digest of a file's bytes (read in 1 MiB chunks)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -97,10 +99,13 @@ def record_state(
 
 
 def ir_state(work: Path, config: dict[str, Any], program: Program) -> dict[str, Any]:
+    """The ``ir`` entry of ``build_state.json``: the IR dump's file hash and ``ir_hashes(program)``."""
     return {"sha256": sha256_file(work / f"ir/{config['PROGRAM']}.py"), **ir_hashes(program)}
 
 
 def load_state(work: Path) -> dict[str, Any]:
+    """``build_state.json`` of ``work``; a TilescopeError (compile again) when it is missing,
+    corrupt or of another format."""
     path = work / STATE_FILE
     if not path.is_file():
         raise TilescopeError(
@@ -119,6 +124,8 @@ def load_state(work: Path) -> dict[str, Any]:
 
 @dataclass
 class RefreshReport:
+    """What a refresh did: sources re-lowered from the IR dump, edited, missing and rebuilt, of ``total``."""
+
     relowered: list[str] = field(default_factory=list)  # C++ files regenerated from an edited IR dump
     edited: list[str] = field(default_factory=list)  # C++ files whose text changed since their binary
     missing: list[str] = field(default_factory=list)  # binaries that were missing

@@ -80,6 +80,7 @@ _TORCH_INT = {"i32": "int32", "i8": "int8", "u8": "uint8", "i64": "int64", "bool
 
 
 def write_build_files(work: Path, data: dict[str, Any]) -> None:
+    """Write ``debug/run.py`` and ``scene_test.py`` into ``work`` from the build's kernel_config data."""
     program = data["PROGRAM"]
     args = data["ARGS"]
     (work / "debug").mkdir(exist_ok=True)

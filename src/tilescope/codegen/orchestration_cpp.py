@@ -94,6 +94,7 @@ def _needed_names(p: Program) -> set[str]:
 
 
 def orchestration_cpp(p: Program) -> str:
+    """The C++ source of ``p``'s ``orchestration_entry``, which submits the task graph."""
     func_ids = func_id_names([k.name for k in p.kernels])
     name_of = CppNames(function_names(p.params, p.body), reserved=func_ids.values())
     em = _OrchEmitter(name_of)

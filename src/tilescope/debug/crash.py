@@ -85,9 +85,11 @@ class CrashArg:
 
     @property
     def dtype(self) -> dt.DType | None:
+        """The DType of ``dtype_code``, or None for a code this version does not know."""
         return dt.BY_CODE.get(self.dtype_code)
 
     def describe(self, name: str) -> str:
+        """One line naming the argument ``name``: a scalar's value, or a tensor's view of its buffer."""
         dtype = self.dtype.name if self.dtype else f"dtype code {self.dtype_code}"
         if self.kind == "scalar":
             return f"arg {self.index} {name}: scalar {dtype} = {_scalar_text(self.value, self.dtype)}"

@@ -37,6 +37,7 @@ class SourceFrame:
     dsl_source: str = ""  # that DSL line's text, stripped
 
     def describe(self) -> str:
+        """One line: the function, its C++ place (or module + offset) and the DSL line, as known."""
         where = self.cpp or f"{Path(self.module).name or '?'}+{self.pc:#x}"
         text = f"{self.function or '??'} at {where}"
         if self.dsl:
@@ -46,6 +47,8 @@ class SourceFrame:
 
 @dataclass
 class Failure:
+    """How a run failed, worded for a person: what, where, the saved inputs, and what to run next."""
+
     kind: str  # one of KINDS
     message: str  # one line: what happened
     task_id: int = -1
@@ -67,6 +70,7 @@ class Failure:
         return self.frames[0] if self.frames else None
 
     def render(self) -> str:
+        """The multi-line report: message, details, up to eight frames, the saved inputs, next steps."""
         lines = [f"[{self.kind}] {self.message}"]
         lines += [f"  {d}" for d in self.details]
         if self.frames:
@@ -81,10 +85,12 @@ class Failure:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
+        """The failure as plain JSON data (``from_json`` reads it back)."""
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Failure:
+        """The Failure ``to_json`` wrote."""
         data = dict(data)
         data["frames"] = [SourceFrame(**f) for f in data.get("frames", [])]
         return cls(**data)

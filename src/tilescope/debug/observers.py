@@ -79,35 +79,47 @@ class RunObserver(Protocol):
 
 
 class DepsObserver:
+    """``enable_dep_gen``: the dependency graph, ``deps.json`` and ``deps_graph.html``."""
+
     knob, what = "enable_dep_gen", "dependency graph"
 
     def recording(self) -> Recording:
+        """Every edge and task record."""
         return Recording(record_edges=True, record_tasks=True)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
+        """Write ``dfx_outputs/deps.json`` and ``deps_graph.html``; returns both paths."""
         return write_deps(dfx_dir(build.work_dir), build, report)
 
 
 class TraceObserver:
+    """``enable_trace``: a timeline of the run's tasks, ``trace.json``."""
+
     knob, what = "enable_trace", "trace"
 
     def recording(self) -> Recording:
+        """The task records (workers and times)."""
         return Recording(record_tasks=True)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
+        """Write ``dfx_outputs/trace.json``; returns its path."""
         return write_trace(dfx_dir(build.work_dir), build, report)
 
 
 class TensorDumpObserver:
+    """``enable_dump_tensor``: the tensor dump at ``level``, under ``dfx_outputs/tensor_dump/``."""
+
     knob, what = "enable_dump_tensor", "tensor dump"
 
     def __init__(self, level: int) -> None:
         self.level = level
 
     def recording(self) -> Recording:
+        """A tensor dump at this observer's level."""
         return Recording(dump_level=self.level)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
+        """Write the dump's manifest and payload; returns their paths, none when nothing was dumped."""
         if report.dump is None:
             return []
         return write_tensor_dump(dfx_dir(build.work_dir), build, report)
@@ -123,9 +135,11 @@ class IntermediatesObserver:
         self.level = level
 
     def recording(self) -> Recording:
+        """A level-2 dump for levels 1 and 2; for level 3, the core's per-task start/finish lines."""
         return Recording(trace_tasks=True) if self.level == 3 else Recording(dump_level=2)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
+        """Save (level 1) or print (level 2) every dumped argument; returns the saved directory, if any."""
         if self.level == 3 or report.dump is None:
             return []
         saved = write_intermediates(build, report.dump, self.level)
@@ -133,12 +147,16 @@ class IntermediatesObserver:
 
 
 class NanCheckObserver:
+    """``nan_check``: a Failure naming the tasks whose outputs hold NaN/Inf."""
+
     knob, what = "nan_check", "NaN/Inf report"
 
     def recording(self) -> Recording:
+        """The core's NaN/Inf scan of every task's outputs."""
         return Recording(nan_check=True)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> Any:
+        """The NaN/Inf Failure (also logged), or None when the outputs are finite or the run failed."""
         if failed:  # the run's own failure report comes first; its saved task is the failing one
             return None
         nan = nan_failure(build, report)

@@ -48,6 +48,8 @@ def value_diffs(a: float, e: float) -> tuple[float, float]:
 
 @dataclass
 class CompareReport:
+    """How one output compares with its golden: pass/fail, mismatches, max diffs and where, NaN/Inf counts."""
+
     name: str
     passed: bool
     numel: int
@@ -65,6 +67,7 @@ class CompareReport:
     dtype: torch.dtype | None = None  # the output's dtype: how many digits its values print with
 
     def lines(self, rtol: float, atol: float) -> list[str]:
+        """The report as printed: a ``[COMPARE]`` line, the diffs, NaN/Inf counts, the first mismatches."""
         status = "PASS" if self.passed else "FAIL"
         if self.message:
             return [f"[COMPARE] {self.name}: {status}  {self.message}"]
@@ -104,6 +107,10 @@ def _coords(flat: int, shape: torch.Size) -> tuple[int, ...]:
 def compare_tensor(
     name: str, actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
 ) -> CompareReport:
+    """Compare ``actual`` with ``expected`` under ``torch.isclose(rtol, atol)``, NaN equal to NaN.
+
+    A shape mismatch fails with a message and no diffs; diffs are computed in float64.
+    """
     if actual.shape != expected.shape:
         return CompareReport(
             name,

@@ -20,6 +20,7 @@ from tilescope.knobs import PLATFORMS
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add ``--platform``, ``--dump-tensor [LEVEL]`` and ``--enable-dep-gen`` for build cases."""
     group = parser.getgroup("tilescope", "tilescope build directories")
     group.addoption(
         "--platform", choices=PLATFORMS, default="sim", help="platform of build cases (default: sim)"
@@ -41,6 +42,7 @@ def _is_build_dir(path: Path) -> bool:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """True for a build's ``scene_test.py`` (BuildFile reads it); None leaves the decision to pytest."""
     # A build's scene_test.py is read by BuildFile, not imported as a test module (several
     # builds hold a file of that name, which pytest's module import would confuse).
     if collection_path.name == "scene_test.py" and _is_build_dir(collection_path.parent):
@@ -49,6 +51,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A BuildFile for the ``kernel_config.py`` of a build directory; None for any other file."""
     if file_path.name == "kernel_config.py" and _is_build_dir(file_path.parent):
         return BuildFile.from_parent(parent, path=file_path)
     return None
@@ -66,6 +69,7 @@ class BuildFile(pytest.File):
     """The cases of one build directory."""
 
     def collect(self):
+        """``saved_data`` when the build has ``data/``, then one case per entry of ``scene_test.CASES``."""
         work = self.path.parent
         if (work / "data").is_dir():
             yield BuildCase.from_parent(self, name="saved_data", case=None)
@@ -80,6 +84,8 @@ class BuildFile(pytest.File):
 
 
 class BuildCase(pytest.Item):
+    """One case of a build, compared with its golden: its saved data (``case`` None) or a scene case."""
+
     def __init__(self, *, case: dict | None, scene: Any = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.case = case
@@ -95,6 +101,7 @@ class BuildCase(pytest.Item):
         return cfg
 
     def runtest(self) -> None:
+        """Run the case (hand edits rebuilt first); a BuildCaseFailure with the report if it fails."""
         work = self.path.parent
         if self.case is None:
             from tilescope.harness.replay import replay_compiled
@@ -149,11 +156,13 @@ class BuildCase(pytest.Item):
         return finish(result, compiled.name)
 
     def repr_failure(self, excinfo, style=None):
+        """A BuildCaseFailure's report alone, without a traceback."""
         if isinstance(excinfo.value, BuildCaseFailure):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
+        """Name the case ``<build>::<case>`` at the build directory."""
         return self.path.parent, None, f"{self.path.parent.name}::{self.name}"
 
 

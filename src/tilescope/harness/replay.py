@@ -138,6 +138,7 @@ def print_task_outcome(result: TaskReplay, file: Any = None) -> None:
 
 
 def add_replay_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add ``tilescope replay``'s arguments and the runtime flags to ``parser``; returns it."""
     parser.add_argument("build_dir", help="a build directory (build_output/_jit_<fn>_<stamp>)")
     parser.add_argument("--golden-data", default=None, help="replay this data dir (default: BUILD_DIR/data)")
     parser.add_argument(
@@ -166,6 +167,9 @@ def add_replay_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def run_cli(args: argparse.Namespace) -> int:
+    """``tilescope replay``: the whole build on its saved (or ``--golden-data``) data, or one saved
+    task with ``--task``/``--from``; sim runs are isolated by default. Returns the exit status.
+    """
     cfg = runtime_cfg_from_args(args)
     if cfg.get("platform", "sim") == "sim":
         cfg.setdefault("isolate", True)  # a crash in the replayed code is reported, not fatal
@@ -193,5 +197,6 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``debug/run.py``'s entry point: ``tilescope replay`` with ``argv``; returns the exit status."""
     parser = add_replay_args(argparse.ArgumentParser(prog="tilescope replay", description=__doc__))
     return run_cli(parser.parse_args(argv))

@@ -41,6 +41,8 @@ class GoldenError(TilescopeError):
 
 @dataclass
 class RunResult:
+    """The outcome of a harness run: pass/fail or the error, outputs, golden, comparisons, timings."""
+
     passed: bool
     error: str | None = None
     work_dir: Path | None = None
@@ -67,12 +69,14 @@ class Phases:
         self.timings: dict[str, float] = {}
 
     def say(self, line: str) -> None:
+        """Print ``line`` unless the log level is quieter than info."""
         if not self.quiet:
             print(line, flush=True)
 
     def run(
         self, key: str, label: str, fn: Callable[[], Any], detail: Callable[[Any], str] | None = None
     ) -> Any:
+        """``fn()``, timed into ``timings[key]``; prints ``label``'s line (and ``detail(out)``) at the end."""
         # NOTE: the line is printed when the phase ends, so log lines the phase emits (rebuilds,
         # compiles) come before it instead of splitting it.
         t0 = time.perf_counter()
@@ -89,6 +93,7 @@ class Phases:
 
 
 def data_args(compiled: Build) -> list[ArgSpec]:
+    """The arguments a data snapshot holds: every parameter of the build, in order."""
     return list(compiled.args)
 
 
@@ -167,6 +172,7 @@ def record_last_run(result: RunResult) -> None:
 
 
 def finish(result: RunResult, name: str) -> RunResult:
+    """Record ``last_run.json`` and print the ``[PASS]``/``[FAIL]`` line; returns ``result``."""
     record_last_run(result)
     verdict = "PASS" if result.passed else "FAIL"
     where = f" ({result.work_dir})" if result.work_dir else ""
@@ -260,6 +266,9 @@ def run_jit(
 
 
 def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):
+    """A golden that runs ``golden_fn`` on the values (filling outputs in place) and returns the
+    outputs ``names``; whatever ``golden_fn`` raises becomes a GoldenError naming the user's line.
+    """
     def run(values: dict[str, Any]) -> dict[str, torch.Tensor]:
         try:
             golden_fn(values)

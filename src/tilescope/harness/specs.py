@@ -26,6 +26,7 @@ class TensorSpec:
     is_output: bool = False
 
     def make(self) -> torch.Tensor:
+        """The tensor the spec describes, contiguous; ArgumentError if ``init_value`` gives another shape."""
         shape = tuple(self.shape)
         v = self.init_value
         if v is None:
@@ -59,6 +60,7 @@ class ScalarSpec:
     value: int | float | bool
 
     def make(self) -> int | float | bool:
+        """The fixed value."""
         return self.value
 
 
@@ -76,4 +78,5 @@ def generate(specs: list[Spec], seed: int) -> dict[str, Any]:
 
 
 def outputs(specs: list[Spec]) -> list[TensorSpec]:
+    """The specs of output tensors (``is_output``), in order."""
     return [s for s in specs if isinstance(s, TensorSpec) and s.is_output]

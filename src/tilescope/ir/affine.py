@@ -14,11 +14,14 @@ from tilescope.ir.types import IndexType, ScalarType
 
 @dataclass(frozen=True, slots=True)
 class Affine:
+    """``const + sum(coef * var)`` over index variables."""
+
     const: int
     terms: tuple[tuple[str, int], ...]  # sorted (var, coef), coef != 0
 
     @property
     def is_const(self) -> bool:
+        """Whether the form has no variable terms."""
         return not self.terms
 
     def __sub__(self, other: Affine) -> Affine:
@@ -36,6 +39,7 @@ def _combine(a: Affine, b: Affine, sign: int) -> Affine:
 
 
 def affine(e: Expr) -> Affine | None:
+    """The affine form of an index expression, or None when it has none (see the module docstring)."""
     match e:
         case Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
             return Affine(v, ())

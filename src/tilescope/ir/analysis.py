@@ -74,6 +74,8 @@ def expr_peak(e: Expr) -> int:
 
 @dataclass(frozen=True)
 class MemoryPeak:
+    """The largest local-memory footprint of a kernel, where it happens and what is live there."""
+
     bytes: int
     loc: SourceLoc | None
     live: tuple[tuple[str, TileType], ...]  # named tiles live at the peak

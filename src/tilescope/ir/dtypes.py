@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class DType:
+    """An element type: its DSL name, ABI code, size, C++ element type and kind."""
+
     name: str
     code: int  # ts_dtype in abi.h
     itemsize: int
@@ -23,14 +25,17 @@ class DType:
 
     @property
     def is_float(self) -> bool:
+        """Whether this is a floating-point dtype."""
         return self.kind == "float"
 
     @property
     def is_int(self) -> bool:
+        """Whether this is an integer dtype (signed or unsigned; not bool)."""
         return self.kind == "int"
 
     @property
     def torch(self):  # -> torch.dtype
+        """The matching ``torch.dtype`` (imports torch)."""
         import torch
 
         return getattr(torch, _TORCH_NAMES[self.name])
@@ -73,6 +78,7 @@ def from_torch(dtype) -> DType:
 
 
 def by_name(name: str) -> DType:
+    """The DType spelled ``name`` (``f32``, ``bool`` ...); ValueError listing the known names."""
     try:
         return BY_NAME[name]
     except KeyError:

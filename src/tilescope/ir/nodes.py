@@ -38,6 +38,8 @@ class Const:
 
 @dataclass(frozen=True, slots=True)
 class Var:
+    """A reference to a named value: a param, a loop variable or an assigned name."""
+
     name: str
     type: Type
     loc: SourceLoc | None = _LOC
@@ -53,6 +55,8 @@ CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
 
 @dataclass(frozen=True, slots=True)
 class BinOp:
+    """``lhs <op> rhs``: arithmetic, a comparison (a bool result) or a logical op on bool tiles."""
+
     op: str  # one of BINARY_OPS, COMPARE_OPS, LOGICAL_OPS
     lhs: Expr
     rhs: Expr
@@ -62,6 +66,8 @@ class BinOp:
 
 @dataclass(frozen=True, slots=True)
 class UnOp:
+    """An elementwise function of a tile, or the negation of a scalar or index."""
+
     op: str  # one of UNARY_OPS
     operand: Expr
     type: Type
@@ -90,6 +96,8 @@ class Full:
 
 @dataclass(frozen=True, slots=True)
 class Cast:
+    """``ts.cast(value, dtype, mode)``: a tile converted to ``type.dtype``; ``mode`` rounds float -> int."""
+
     value: Expr
     mode: str  # one of CAST_MODES
     type: TileType
@@ -98,6 +106,8 @@ class Cast:
 
 @dataclass(frozen=True, slots=True)
 class Reduce:
+    """A row reduction (``[R, C] -> [R, 1]``) or a column reduction (``[R, C] -> [1, C]``) of a 2-D tile."""
+
     op: str  # one of REDUCE_OPS
     value: Expr
     type: TileType
@@ -117,6 +127,8 @@ class MatMul:
 
 @dataclass(frozen=True, slots=True)
 class Transpose:
+    """``ts.transpose(value)``: a 2-D tile ``[R, C]`` as ``[C, R]``."""
+
     value: Expr
     type: TileType
     loc: SourceLoc | None = _LOC
@@ -124,6 +136,8 @@ class Transpose:
 
 @dataclass(frozen=True, slots=True)
 class Where:
+    """``ts.where(cond, lhs, rhs)``: elementwise ``lhs`` where the bool tile ``cond`` holds, else ``rhs``."""
+
     cond: Expr
     lhs: Expr
     rhs: Expr
@@ -136,6 +150,8 @@ class Where:
 
 @dataclass(frozen=True, slots=True)
 class CreateTensor:
+    """``ts.create_tensor(shape, dtype)``: an intermediate tensor allocated for one run."""
+
     type: TensorType
     loc: SourceLoc | None = _LOC
 
@@ -175,6 +191,8 @@ class Submit:
 
 @dataclass(frozen=True, slots=True)
 class DumpTag:
+    """``ts.dump_tag(tensor)``: tags the tensor for level-1 dumps in every later task that touches it."""
+
     tensor: Expr
     type: TensorType
     loc: SourceLoc | None = _LOC
@@ -205,6 +223,8 @@ Expr = (
 
 @dataclass(frozen=True, slots=True)
 class Assign:
+    """``target = value``; a reassignment keeps the variable's type."""
+
     target: str
     value: Expr
     loc: SourceLoc | None = _LOC
@@ -212,6 +232,8 @@ class Assign:
 
 @dataclass(frozen=True, slots=True)
 class Store:
+    """``ts.store(tensor, offsets, value)``: write a tile into an Out/InOut tensor param."""
+
     tensor: Var
     offsets: tuple[Expr, ...]
     value: Expr
@@ -228,6 +250,8 @@ class Evaluate:
 
 @dataclass(frozen=True, slots=True)
 class For:
+    """``for var in ts.range(start, stop, step)``: a real loop (``var < stop``), not unrolled."""
+
     var: str
     start: Expr
     stop: Expr
@@ -255,6 +279,8 @@ Stmt = Assign | Store | Evaluate | For | If
 
 @dataclass(frozen=True, slots=True)
 class Param:
+    """A function parameter: a tensor with its direction (in, out, inout) or a scalar."""
+
     name: str
     direction: Direction
     type: TensorType | ScalarType
@@ -263,6 +289,8 @@ class Param:
 
 @dataclass(frozen=True, slots=True)
 class Kernel:
+    """A ``@ts.kernel`` function: the code one task runs on one core."""
+
     name: str
     params: tuple[Param, ...]
     body: tuple[Stmt, ...]
@@ -280,10 +308,12 @@ class Program:
     loc: SourceLoc | None = _LOC
 
     def kernel(self, name: str) -> Kernel:
+        """The kernel named ``name``; KeyError if the program has none."""
         for k in self.kernels:
             if k.name == name:
                 return k
         raise KeyError(name)
 
     def func_id(self, name: str) -> int:
+        """The kernel's index in ``kernels``, its ``func_id`` in the runtime; ValueError if absent."""
         return [k.name for k in self.kernels].index(name)

@@ -57,6 +57,7 @@ _ATOM = 5
 
 
 def dtype_str(d: DType) -> str:
+    """The DSL spelling of a dtype (``ts.f32``, ``ts.bool_``)."""
     return "ts.bool_" if d.name == "bool" else f"ts.{d.name}"
 
 
@@ -89,6 +90,7 @@ def _list(items) -> str:
 
 
 def expr_str(e: Expr) -> str:
+    """An expression as DSL source, parenthesised only where the tree needs it."""
     match e:
         case Const():
             return _const(e)
@@ -167,6 +169,7 @@ def _is_const(e: Expr, value: int) -> bool:
 
 
 def stmt_lines(s: Stmt, indent: str) -> list[str]:
+    """A statement's DSL source lines at ``indent``, nested bodies included."""
     match s:
         case Assign(target=t, value=v):
             return [f"{indent}{t} = {expr_str(v)}"]
@@ -188,23 +191,27 @@ def stmt_lines(s: Stmt, indent: str) -> list[str]:
 
 
 def block(body: tuple[Stmt, ...], indent: str) -> list[str]:
+    """A body's lines indented one level under ``indent``; ``pass`` for an empty body."""
     inner = indent + "    "
     lines = [line for s in body for line in stmt_lines(s, inner)]
     return lines or [f"{inner}pass"]
 
 
 def param_str(p: Param) -> str:
+    """A parameter as DSL source: ``name: ts.Out[[shape], ts.f32]``."""
     if p.direction is Direction.SCALAR:
         return f"{p.name}: ts.Scalar[{dtype_str(p.type.dtype)}]"
     return f"{p.name}: {p.direction.annotation}[{_list(map(str, p.type.shape))}, {dtype_str(p.type.dtype)}]"
 
 
 def function_lines(decorator: str, name: str, params: tuple[Param, ...], body: tuple[Stmt, ...]) -> list[str]:
+    """A decorated function: the decorator, the ``def`` line and the body."""
     head = f"def {name}({', '.join(param_str(p) for p in params)}):"
     return [decorator, head, *block(body, "")]
 
 
 def kernel_str(k: Kernel) -> str:
+    """One kernel as DSL source."""
     return "\n".join(function_lines("@ts.kernel", k.name, k.params, k.body)) + "\n"
 
 

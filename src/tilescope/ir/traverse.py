@@ -50,10 +50,12 @@ Roots = typing.Any  # a node, or an iterable of nodes
 
 
 def is_expr(x: object) -> bool:
+    """Whether ``x`` is an expression node (a member of the ``Expr`` union)."""
     return type(x) in _EXPRS
 
 
 def is_stmt(x: object) -> bool:
+    """Whether ``x`` is a statement node (a member of the ``Stmt`` union)."""
     return type(x) in _STMTS
 
 

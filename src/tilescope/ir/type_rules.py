@@ -45,6 +45,7 @@ _SYMBOL = {
 
 
 def op_label(op: str) -> str:
+    """How messages name an op: its operator in quotes (``'+'``), else ``ts.<op>``."""
     return f"'{_SYMBOL[op]}'" if op in _SYMBOL else f"ts.{op}"
 
 
@@ -114,6 +115,11 @@ def _scalar_fits_tile(e: Expr, tile: TileType, op: str, loc: SourceLoc | None) -
 
 
 def binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Type:
+    """The type of ``lhs <op> rhs``; VerifyError when the rules forbid it.
+
+    Tiles broadcast and must share a dtype; a scalar operand adopts the tile's dtype. Integer
+    scalars and indices give an index (comparisons a bool scalar); ``/`` needs floats.
+    """
     lt, rt = lhs.type, rhs.type
     if op not in BINARY_OPS + COMPARE_OPS + LOGICAL_OPS:
         raise _fail(f"unknown binary op {op!r}", loc)
@@ -197,6 +203,9 @@ def _tile_binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Ti
 
 
 def unop_type(op: str, operand: Expr, loc: SourceLoc | None) -> Type:
+    """The type of ``ts.<op>(operand)``: the operand's. VerifyError for a non-tile operand (only
+    ``-x`` takes a scalar or index) or a dtype the op does not take.
+    """
     t = operand.type
     if isinstance(t, IndexType | ScalarType) and op == "neg":
         return t
@@ -216,6 +225,7 @@ def unop_type(op: str, operand: Expr, loc: SourceLoc | None) -> Type:
 
 
 def reduce_type(op: str, operand: Expr, loc: SourceLoc | None) -> TileType:
+    """``[R, 1]`` for a row reduction, ``[1, C]`` for a column one; VerifyError unless a 2-D number tile."""
     t = operand.type
     if op not in REDUCE_OPS:
         raise _fail(f"unknown reduction {op!r}", loc)
@@ -228,6 +238,7 @@ def reduce_type(op: str, operand: Expr, loc: SourceLoc | None) -> TileType:
 
 
 def matmul_type(lhs: Expr, rhs: Expr, acc: Expr | None, loc: SourceLoc | None) -> TileType:
+    """The f32 ``[M, N]`` tile of ``[M, K] @ [K, N]`` (f32/bf16/f16 inputs); ``acc`` must have that type."""
     a, b = lhs.type, rhs.type
     if not (isinstance(a, TileType) and isinstance(b, TileType)) or len(a.shape) != 2 or len(b.shape) != 2:
         raise _fail(f"ts.matmul needs two 2-D tiles, got {a} and {b}", loc)
@@ -248,6 +259,7 @@ def matmul_type(lhs: Expr, rhs: Expr, acc: Expr | None, loc: SourceLoc | None) -
 
 
 def cast_type(value: Expr, dtype: dt.DType, mode: str, loc: SourceLoc | None) -> TileType:
+    """``value``'s tile shape with ``dtype``; VerifyError for a scalar or an unknown ``mode``."""
     from tilescope.ir.nodes import CAST_MODES
 
     if mode not in CAST_MODES:
@@ -259,6 +271,7 @@ def cast_type(value: Expr, dtype: dt.DType, mode: str, loc: SourceLoc | None) ->
 
 
 def where_type(cond: Expr, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> TileType:
+    """The broadcast tile of ``ts.where``: a bool ``cond`` and at least one tile value, dtypes equal."""
     ct = cond.type
     if not (isinstance(ct, TileType) and ct.dtype == dt.bool_):
         raise _fail(f"ts.where: condition must be a bool tile, got {ct}", loc, "compare tiles: a > b")

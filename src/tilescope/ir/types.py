@@ -20,11 +20,14 @@ MAX_TILE_DIMS = 2
 
 @dataclass(frozen=True, slots=True)
 class TileType:
+    """A tile in a core's local memory: at most 2-D, of one dtype."""
+
     shape: tuple[int, ...]
     dtype: DType
 
     @property
     def nbytes(self) -> int:
+        """Bytes the tile occupies in local memory."""
         return math.prod(self.shape) * self.dtype.itemsize
 
     def __str__(self) -> str:
@@ -33,6 +36,8 @@ class TileType:
 
 @dataclass(frozen=True, slots=True)
 class ScalarType:
+    """A scalar of one dtype (a scalar param, or a value computed from one)."""
+
     dtype: DType
 
     def __str__(self) -> str:
@@ -41,12 +46,16 @@ class ScalarType:
 
 @dataclass(frozen=True, slots=True)
 class IndexType:
+    """An int64 index: an offset, a loop variable or a compile-time integer."""
+
     def __str__(self) -> str:
         return "index"
 
 
 @dataclass(frozen=True, slots=True)
 class TensorType:
+    """A tensor in global memory, 1-D to 4-D; a slice's dim known only at run time is -1."""
+
     shape: tuple[int, ...]
     dtype: DType
 
@@ -56,6 +65,8 @@ class TensorType:
 
 @dataclass(frozen=True, slots=True)
 class TaskType:
+    """The handle of a submitted task (what ``Submit`` evaluates to)."""
+
     def __str__(self) -> str:
         return "task"
 
@@ -67,6 +78,8 @@ Type = TileType | ScalarType | IndexType | TensorType | TaskType
 
 
 class Direction(enum.Enum):
+    """How a kernel parameter is passed: read, written, both, or a scalar by value."""
+
     IN = "in"
     OUT = "out"
     INOUT = "inout"
@@ -74,12 +87,15 @@ class Direction(enum.Enum):
 
     @property
     def reads(self) -> bool:
+        """Whether a task reads the parameter (IN, INOUT)."""
         return self in (Direction.IN, Direction.INOUT)
 
     @property
     def writes(self) -> bool:
+        """Whether a task writes the parameter (OUT, INOUT)."""
         return self in (Direction.OUT, Direction.INOUT)
 
     @property
     def annotation(self) -> str:
+        """The DSL annotation that declares the direction (``ts.Out`` ...)."""
         return {"in": "ts.Tensor", "out": "ts.Out", "inout": "ts.InOut", "scalar": "ts.Scalar"}[self.value]

@@ -338,6 +338,9 @@ class _Verifier:
 
 
 def verify_kernel(k: Kernel, local_memory_bytes: int) -> None:
+    """Raise VerifyError for the first problem in ``k``, its local-memory peak over
+    ``local_memory_bytes`` included (naming the tiles live there).
+    """
     v = _Verifier(f"kernel {k.name}", "kernel", k.params, k.loc)
     v.prepare(k.body)
     v.body(k.body)

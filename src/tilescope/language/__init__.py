@@ -1,0 +1,1 @@
+"""The DSL surface: annotations, ops, ``@ts.kernel``/``@ts.inline``, and the AST front-end."""

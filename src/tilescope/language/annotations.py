@@ -13,6 +13,8 @@ from tilescope.ir.types import MAX_TENSOR_DIMS, Direction
 
 @dataclass(frozen=True, slots=True)
 class ParamSpec:
+    """A parameter annotation read: its direction, its shape (None for a scalar) and dtype."""
+
     direction: Direction
     shape: tuple[int, ...] | None  # None for scalars
     dtype: DType

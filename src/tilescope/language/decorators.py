@@ -27,6 +27,7 @@ class KernelFunction:
         self.cached_ir: Kernel | None = None  # set by frontend.kernel_ir
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
+        """Always raises: a kernel runs as a task, called from a ``@ts.jit`` orchestration."""
         raise TilescopeError(
             f"kernel {self.name!r} runs as a task: call it from a @ts.jit orchestration "
             f"(e.g. {self.name}(x[r:r + 64, :], ...)), then call the @ts.jit function with torch tensors"
@@ -44,6 +45,7 @@ class InlineFunction:
         self.fn = fn
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Always raises: a helper is inlined into DSL code, never called from Python."""
         raise TilescopeError(f"@ts.inline helper {self.fn.__name__!r} can only be called from DSL code")
 
 

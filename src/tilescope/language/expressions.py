@@ -139,6 +139,7 @@ class Expressions:
             raise self.fold_error(node, e) from None
 
     def fold_error(self, node: ast.AST, e: Exception) -> DSLError:
+        """The DSLError for compile-time Python that raised ``e`` (a VerifyError for division by zero)."""
         if isinstance(e, ZeroDivisionError):
             return VerifyError(
                 f"division by zero in the compile-time expression {ast.unparse(node)}", self.loc(node)
@@ -170,6 +171,7 @@ class Expressions:
         raise DSLError(f"{v!r} ({type(v).__name__}) cannot be used as a value here", loc)
 
     def index(self, v: Any, node: ast.AST, what: str) -> Any:
+        """``v`` as an index expression (an int, an index or an integer scalar); VerifyError otherwise."""
         if isinstance(v, bool) or not (isinstance(v, int) or is_expr(v)):
             raise VerifyError(f"{what} must be an integer index, got {v!r}", self.loc(node))
         if isinstance(v, int):
@@ -188,6 +190,7 @@ class Expressions:
         return v
 
     def static_ints(self, v: Any, node: ast.AST, what: str) -> tuple[int, ...]:
+        """``v`` as a tuple of compile-time ints (a shape or sizes); VerifyError otherwise."""
         if not isinstance(v, list | tuple) or not all(
             isinstance(x, int) and not isinstance(x, bool) for x in v
         ):
@@ -195,11 +198,17 @@ class Expressions:
         return tuple(v)
 
     def dtype_arg(self, v: Any, node: ast.AST, what: str) -> dt.DType:
+        """``v`` if it is a DType (``ts.f32``); VerifyError otherwise."""
         if not isinstance(v, dt.DType):
             raise VerifyError(f"{what} must be a dtype such as ts.f32, got {v!r}", self.loc(node))
         return v
 
     def binop(self, op: ast.operator | str, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        """``lhs <op> rhs``: folded when both are compile-time values, else a typed BinOp.
+
+        ``op`` is a Python operator node or an IR op name (``"maximum"``); an operator that only folds
+        (``**``, ``<<``, ``&`` ...) on a run-time value is an error with a hint.
+        """
         if isinstance(op, str):
             name, fold = op, None
         else:
@@ -218,6 +227,7 @@ class Expressions:
         return BinOp(name, lhs, rhs, rules.binop_type(name, lhs, rhs, loc), loc)
 
     def operands(self, lhs: Any, rhs: Any, node: ast.AST) -> tuple[Any, Any]:
+        """Both operands as IR expressions (numbers become constants); an error for anything else."""
         for v in (lhs, rhs):
             if not is_expr(v) and not is_number(v):
                 raise self.error(node, f"{v!r} cannot be used as an operand")
@@ -287,6 +297,7 @@ class Expressions:
         return v
 
     def compare(self, op: ast.cmpop, lhs: Any, rhs: Any, node: ast.AST) -> Any:
+        """``lhs <op> rhs`` for one comparison: folded on compile-time values, else a typed BinOp."""
         if type(op) not in _AST_CMPOPS:
             raise self.error(node, f"comparison {type(op).__name__} is not supported", "use == != < <= > >=")
         name, fold = _AST_CMPOPS[type(op)]
@@ -299,6 +310,7 @@ class Expressions:
         return BinOp(name, lhs, rhs, rules.binop_type(name, lhs, rhs, loc), loc)
 
     def unary(self, op: ast.unaryop, v: Any, node: ast.AST) -> Any:
+        """A unary operator: folded on a compile-time value; ``-x`` and ``+x`` on a run-time one."""
         if not is_expr(v):
             if type(op) not in _AST_UNARYOPS:
                 raise self.error(node, f"operator {type(op).__name__} is not supported")
@@ -311,12 +323,14 @@ class Expressions:
         raise self.runtime_operator_error(op, v, node)
 
     def unop(self, name: str, v: Any, node: ast.AST) -> UnOp:
+        """The typed UnOp ``ts.<name>(v)``; VerifyError unless ``v`` is an IR expression."""
         loc = self.loc(node)
         if not is_expr(v):
             raise VerifyError(f"ts.{name} needs a tile operand, got {v!r}", loc)
         return UnOp(name, v, rules.unop_type(name, v, loc), loc)
 
     def matmul(self, a: Any, b: Any, acc: Any, node: ast.AST) -> MatMul:
+        """The typed MatMul ``a @ b`` (+ ``acc``); VerifyError unless both are IR expressions."""
         loc = self.loc(node)
         for v in (a, b):
             if not is_expr(v):
@@ -324,6 +338,9 @@ class Expressions:
         return MatMul(a, b, acc, rules.matmul_type(a, b, acc, loc), loc)
 
     def attribute(self, base: Any, attr: str, node: ast.AST) -> Any:
+        """``base.attr``: ``shape``, ``dtype`` or ``ndim`` of an IR value (a run-time shape is an error),
+        else the attribute of the compile-time object, with close matches when it has none.
+        """
         if is_expr(base):
             t = base.type
             if attr == "shape" and hasattr(t, "shape"):
@@ -360,6 +377,9 @@ class Expressions:
         return DSLError(f"{what} has no attribute {attr!r}", self.loc(node), hint)
 
     def subscript(self, base: Any, sl: ast.expr, node: ast.AST) -> Any:
+        """``base[sl]``: a compile-time list item, or a tensor region in an orchestration; anything
+        else (a kernel tensor, a region, a tile) is an error saying what to write instead.
+        """
         if isinstance(base, list | tuple):
             i = self.expr(sl)
             if not isinstance(i, int):
@@ -380,6 +400,10 @@ class Expressions:
         raise self.error(node, f"{base!r} cannot be indexed in {self.what()}")
 
     def slice(self, base: Var, sl: ast.expr, node: ast.AST) -> Slice:
+        """The region ``base[sl]``: one SliceRange per dim (missing dims are whole, an integer index
+        squeezes its dim, negative compile-time bounds count from the end). A dim whose extent is not
+        constant is -1 in the type; compile-time bounds must lie inside the tensor.
+        """
         loc = self.loc(node)
         t: TensorType = base.type
         elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]

@@ -48,6 +48,7 @@ from tilescope.language.decorators import KernelFunction
 
 
 def is_number(v: object) -> bool:
+    """Whether ``v`` is a Python number (bools included), not an IR expression."""
     return isinstance(v, int | float)  # bool is an int
 
 
@@ -55,11 +56,13 @@ class OpLowering:
     """Op handlers; the host class provides ``expr``, ``bind``, ``loc``, ``emit`` and friends."""
 
     def tensor_param(self, v: Any, node: ast.AST, what: str) -> Var:
+        """``v`` if it is a tensor parameter, else a VerifyError naming ``what``."""
         if not (isinstance(v, Var) and isinstance(v.type, TensorType)):
             raise VerifyError(f"{what} must be a tensor parameter of the kernel, got {v!r}", self.loc(node))
         return v
 
     def tile_arg(self, v: Any, node: ast.AST, what: str) -> Any:
+        """``v`` if it is a tile expression, else a VerifyError naming ``what`` and what it got."""
         if not (is_expr(v) and isinstance(v.type, TileType)):
             got = v.type if is_expr(v) else repr(v)
             raise VerifyError(f"{what} must be a tile, got {got}", self.loc(node))
@@ -68,6 +71,7 @@ class OpLowering:
     # kernel ops
 
     def op_load(self, node: ast.Call) -> Load:
+        """``ts.load(tensor, offsets, sizes)``: a tile of static ``sizes`` read from a tensor parameter."""
         a = self.bind(node, ["tensor", "offsets", "sizes"])
         loc = self.loc(node)
         tensor = self.tensor_param(a["tensor"], node, "ts.load's tensor")
@@ -85,6 +89,9 @@ class OpLowering:
         return tuple(self.index(o, node, f"{what} offset") for o in offs)
 
     def op_store(self, node: ast.Call) -> None:
+        """``ts.store(tensor, offsets, tile)``: emits a Store into a tensor parameter; the tile's dtype
+        must be the tensor's. Returns None (the call has no value).
+        """
         a = self.bind(node, ["tensor", "offsets", "tile"])
         loc = self.loc(node)
         tensor = self.tensor_param(a["tensor"], node, "ts.store's tensor")
@@ -119,10 +126,12 @@ class OpLowering:
         return Full(value, tile, loc)
 
     def op_zeros(self, node: ast.Call) -> Full:
+        """``ts.zeros(shape, dtype=ts.f32)``: a 1-D or 2-D tile of zeros."""
         a = self.bind(node, ["shape", "dtype"], {"dtype": dt.f32})
         return self._fill(node, a["shape"], 0, a["dtype"])
 
     def op_full(self, node: ast.Call) -> Full:
+        """``ts.full(shape, value, dtype=ts.f32)``: a tile filled with a scalar ``value``."""
         a = self.bind(node, ["shape", "value", "dtype"], {"dtype": dt.f32})
         return self._fill(node, a["shape"], a["value"], a["dtype"])
 
@@ -141,6 +150,7 @@ class OpLowering:
     op_maximum = op_minimum = op_logical_and = op_logical_or = _binary
 
     def op_where(self, node: ast.Call) -> Where:
+        """``ts.where(cond, a, b)``: a bool tile selects between two tiles or numbers."""
         a = self.bind(node, ["cond", "a", "b"])
         loc = self.loc(node)
         cond = self.tile_arg(a["cond"], node, "ts.where's condition")
@@ -151,6 +161,7 @@ class OpLowering:
         return Where(cond, lhs, rhs, rules.where_type(cond, lhs, rhs, loc), loc)
 
     def op_cast(self, node: ast.Call) -> Cast:
+        """``ts.cast(x, dtype, mode="rint")``: a tile as ``dtype``; ``mode`` rounds float -> int."""
         a = self.bind(node, ["x", "dtype", "mode"], {"mode": "rint"})
         loc = self.loc(node)
         dtype = self.dtype_arg(a["dtype"], node, "ts.cast dtype")
@@ -168,10 +179,12 @@ class OpLowering:
     op_row_sum = op_row_max = op_row_min = op_col_sum = op_col_max = _reduce
 
     def op_matmul(self, node: ast.Call) -> MatMul:
+        """``ts.matmul(a, b, acc=None)``: ``a @ b`` accumulated in f32, plus ``acc`` if given."""
         a = self.bind(node, ["a", "b", "acc"], {"acc": None})
         return self.matmul(a["a"], a["b"], a["acc"], node)
 
     def op_transpose(self, node: ast.Call) -> Transpose:
+        """``ts.transpose(x)``: a 2-D tile ``[R, C]`` as ``[C, R]``."""
         loc = self.loc(node)
         x = self.tile_arg(self.bind(node, ["x"])["x"], node, "ts.transpose's operand")
         if len(x.type.shape) != 2:
@@ -182,6 +195,7 @@ class OpLowering:
     # orchestration ops
 
     def op_create_tensor(self, node: ast.Call) -> CreateTensor:
+        """``ts.create_tensor(shape, dtype)``: an intermediate tensor of 1 to 4 static positive dims."""
         a = self.bind(node, ["shape", "dtype"])
         loc = self.loc(node)
         shape = self.static_ints(a["shape"], node, "ts.create_tensor shape")
@@ -194,6 +208,7 @@ class OpLowering:
         )
 
     def op_dump_tag(self, node: ast.Call) -> Var:
+        """``ts.dump_tag(t)``: emits a DumpTag for a tensor and returns the tensor unchanged."""
         t = self.bind(node, ["tensor"])["tensor"]
         if not (isinstance(t, Var) and isinstance(t.type, TensorType)):
             raise VerifyError(f"ts.dump_tag needs a tensor, got {t!r}", self.loc(node))
@@ -201,6 +216,7 @@ class OpLowering:
         return t
 
     def op_submit(self, node: ast.Call) -> Submit:
+        """``ts.submit(kernel, *args, name=, deps=, dumps=)``: the long form of a kernel call."""
         if not node.args:
             raise self.error(node, "ts.submit(kernel, *args, name=None, deps=(), dumps=()) needs a kernel")
         kfn = self.expr(node.args[0])
@@ -211,6 +227,12 @@ class OpLowering:
     def submit_call(
         self, kfn, arg_nodes: list[ast.expr], keywords: list[ast.keyword], node: ast.AST
     ) -> Submit:
+        """A call of ``kfn`` as a task (a plain kernel call or ``ts.submit``).
+
+        Records the kernel (two different kernels may not share a name), checks the options
+        (``name`` a string, ``deps`` task handles, ``dumps`` tensors) and each positional argument
+        against its parameter.
+        """
         loc = self.loc(node)
         kernel = self.kernel_ir(kfn)
         known = self.kernels.get(kernel.name)
@@ -250,6 +272,9 @@ class OpLowering:
         return Submit(kernel.name, lowered, name, tuple(deps), tuple(dumps), TASK, loc)
 
     def kernel_arg(self, kernel: Kernel, p: Param, a: Any, node: ast.AST) -> Any:
+        """An argument checked against kernel parameter ``p``: a scalar of its dtype (a number
+        adopts it), or a tensor region of its dtype and shape (a run-time dim, -1, matches any).
+        """
         loc = self.loc(node)
         where = f"kernel {kernel.name} parameter {p.name!r}"
         if p.direction is Direction.SCALAR:

@@ -23,6 +23,7 @@ class DSLOp:
         return f"ts.{self.name}"
 
     def __call__(self, *args, **kwargs):
+        """Always raises a TilescopeError: DSL ops are compiled from source, never called."""
         where = {"kernel": "a @ts.kernel", "orch": "a @ts.jit function", "both": "@ts.kernel / @ts.jit code"}
         raise TilescopeError(
             f"ts.{self.name}{self.signature} can only be used inside {where[self.kind]}; "

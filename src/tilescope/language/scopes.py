@@ -56,21 +56,28 @@ class Scopes:
 
     @property
     def frame(self) -> Frame:
+        """The function being lowered now (the innermost inlined helper, else the DSL function)."""
         return self.frames[-1]
 
     def loc(self, node: ast.AST) -> SourceLoc:
+        """``node``'s place in the current function's file."""
         return SourceLoc(self.frame.file, getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
     def error(self, node: ast.AST, msg: str, hint: str | None = None) -> DSLError:
+        """An UnsupportedSyntaxError at ``node`` (returned for the caller to raise)."""
         return UnsupportedSyntaxError(msg, self.loc(node), hint)
 
     def emit(self, stmt: Stmt) -> None:
+        """Append ``stmt`` to the innermost block being built."""
         self.blocks[-1].append(stmt)
 
     def what(self) -> str:
+        """How messages name the code being lowered: a kernel or an orchestration."""
         return "a @ts.kernel" if self.mode == "kernel" else "a @ts.jit orchestration"
 
     def lookup(self, name: str, node: ast.AST) -> Any:
+        """What ``name`` resolves to: a DSL variable (innermost scope first), else a compile-time
+        value from the function's namespace; a DSLError if it is neither."""
         for scope in reversed(self.frame.scopes):
             if name in scope:
                 return scope[name]
@@ -117,6 +124,10 @@ class Scopes:
         return not isinstance(v.type, TensorType) or v.name in self.handles
 
     def assign(self, name: str, value: Any, node: ast.AST) -> None:
+        """Bind ``name`` to ``value`` (see the module's invariants): assigns the owned IR variable in
+        place when the type is unchanged; otherwise binds a compile-time value, a tensor alias or a new
+        IR variable. A VerifyError when a loop or branch changes a carried variable's type.
+        """
         loc = self.loc(node)
         if name in self.params and self.inline_depth == 0:
             raise DSLError(

@@ -19,6 +19,8 @@ from tilescope.errors import DSLError, SourceLoc
 
 @dataclass(frozen=True)
 class FunctionSource:
+    """A DSL function as read: its ``def`` node, file, visible namespace and annotations."""
+
     tree: ast.FunctionDef
     file: str
     namespace: dict[str, Any]

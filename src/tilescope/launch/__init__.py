@@ -1,0 +1,1 @@
+"""Running a build: ``CompiledProgram``, the one run path ``run.launch``, isolation, ``@ts.jit``."""

@@ -49,6 +49,10 @@ class JitFunction(Orchestration):
 
     @api_boundary
     def __call__(self, *args: Any, **runtime_cfg: Any) -> None:
+        """Compile on the first call (kept for later calls), then run on ``args`` with ``runtime_cfg``.
+
+        Outputs are written into the Out/InOut tensors; a failed run raises RuntimeFailure.
+        """
         key = freeze(self.compile_cfg)
         with self._lock:
             compiled = self._compiled.get(key)

@@ -63,6 +63,7 @@ class TaskReplay:
 
     @property
     def passed(self) -> bool:
+        """Whether the task ran without a RuntimeFailure (``error`` is None)."""
         return self.error is None
 
 

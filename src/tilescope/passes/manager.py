@@ -21,6 +21,8 @@ from tilescope.ir.verifier import verify_program
 
 @dataclass(frozen=True)
 class Pass:
+    """A named pass: its pure ``Program -> Program`` function and a one-line description."""
+
     name: str
     fn: Callable[[Program], Program]
     doc: str
@@ -28,11 +30,15 @@ class Pass:
 
 @dataclass
 class PassReport:
+    """What running the passes produced: each pass's wall time (seconds) and the IR dumps written."""
+
     timings: list[tuple[str, float]] = field(default_factory=list)
     dumps: list[Path] = field(default_factory=list)
 
 
 class PassManager:
+    """Runs a pipeline of passes, verifying, timing and (with ``dump_dir``) dumping the IR around each."""
+
     def __init__(
         self,
         passes: Sequence[Pass],
@@ -62,6 +68,11 @@ class PassManager:
                 raise
 
     def run(self, program: Program) -> tuple[Program, PassReport]:
+        """``program`` after every pass, and the report.
+
+        The front-end's IR is verified (when ``verify``) and dumped (``00_after_FrontEnd.py``)
+        before the first pass; a VerifyError after a pass names that pass.
+        """
         report = PassReport()
         self._checkpoint(0, "FrontEnd", program, report)
         for i, p in enumerate(self.passes, start=1):

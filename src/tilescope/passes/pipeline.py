@@ -60,6 +60,7 @@ def _fold(e: Expr) -> Expr:
 
 
 def fold_constants(p: Program) -> Program:
+    """FoldConstants: constant index arithmetic folded, ``x + 0`` and ``x * 1`` on indices simplified."""
     return map_exprs(p, _fold)
 
 
@@ -80,6 +81,7 @@ def _fuse_acc(s: Stmt) -> Stmt:
 
 
 def fuse_matmul_accumulate(p: Program) -> Program:
+    """FuseMatmulAccumulate: in kernels, ``acc = acc + ts.matmul(a, b)`` -> ``ts.matmul(a, b, acc=acc)``."""
     return dataclasses.replace(p, kernels=map_stmts(p.kernels, _fuse_acc))
 
 
@@ -106,6 +108,7 @@ def _dce_kernel(k: Kernel) -> Kernel:
 
 
 def eliminate_dead_code(p: Program) -> Program:
+    """EliminateDeadCode: kernel assignments whose value is never read are dropped."""
     return dataclasses.replace(p, kernels=tuple(map(_dce_kernel, p.kernels)))
 
 

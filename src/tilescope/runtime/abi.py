@@ -43,6 +43,8 @@ def as_direction(value: Direction | int | str) -> Direction:
 
 
 class ArgKind(enum.IntEnum):
+    """``ts_arg_kind``: whether a ``ts_arg`` holds a tensor or a scalar."""
+
     TENSOR = 0
     SCALAR = 1
 
@@ -52,6 +54,8 @@ EDGE_SOURCES = ("tensormap", "explicit")  # ts_edge_source
 
 
 class TsTensor(ctypes.Structure):
+    """``ts_tensor``: a strided view (in elements) of a buffer, which ``buffer_id`` names."""
+
     _fields_ = [
         ("data", ctypes.c_void_p),
         ("buffer_id", ctypes.c_int64),
@@ -64,22 +68,32 @@ class TsTensor(ctypes.Structure):
 
 
 class TsScalarValue(ctypes.Union):
+    """The value of a ``ts_scalar``: ``f`` for floating dtypes, ``i`` for integer and bool ones."""
+
     _fields_ = [("f", ctypes.c_double), ("i", ctypes.c_int64)]
 
 
 class TsScalar(ctypes.Structure):
+    """``ts_scalar``: a scalar argument and its ``ts_dtype``."""
+
     _fields_ = [("dtype", ctypes.c_int32), ("reserved", ctypes.c_int32), ("v", TsScalarValue)]
 
 
 class TsArgValue(ctypes.Union):
+    """The payload of a ``ts_arg``: a tensor view or a scalar, by ``kind``."""
+
     _fields_ = [("t", TsTensor), ("s", TsScalar)]
 
 
 class TsArg(ctypes.Structure):
+    """``ts_arg``: one argument of a program or task: its kind, direction and value."""
+
     _fields_ = [("kind", ctypes.c_int32), ("dir", ctypes.c_int32), ("u", TsArgValue)]
 
 
 class TsRunConfig(ctypes.Structure):
+    """``ts_run_config``: how a run goes and what the core records (workers, dumps, timeout, checks)."""
+
     _fields_ = [
         ("num_workers", ctypes.c_int32),
         ("record_edges", ctypes.c_int32),
@@ -98,6 +112,8 @@ class TsRunConfig(ctypes.Structure):
 
 
 class TsEdgeRecord(ctypes.Structure):
+    """``ts_edge_record``: one dependency ``pred -> succ``: its kind (RAW, WAW, WAR, ORDER), its source."""
+
     _fields_ = [
         ("pred", ctypes.c_int64),
         ("succ", ctypes.c_int64),
@@ -109,6 +125,8 @@ class TsEdgeRecord(ctypes.Structure):
 
 
 class TsTaskRecord(ctypes.Structure):
+    """``ts_task_record``: one task's kernel, worker (-1 if skipped) and submit/start/end times."""
+
     _fields_ = [
         ("task_id", ctypes.c_int64),
         ("func_id", ctypes.c_int32),
@@ -120,6 +138,8 @@ class TsTaskRecord(ctypes.Structure):
 
 
 class TsTaskArgRecord(ctypes.Structure):
+    """``ts_task_arg_record``: one argument of one task, as submitted."""
+
     _fields_ = [
         ("task_id", ctypes.c_int64),
         ("arg_index", ctypes.c_int32),
@@ -129,14 +149,20 @@ class TsTaskArgRecord(ctypes.Structure):
 
 
 class TsBufferRecord(ctypes.Structure):
+    """``ts_buffer_record``: a whole buffer of the run, with its program argument (-1: an intermediate)."""
+
     _fields_ = [("tensor", TsTensor), ("program_arg", ctypes.c_int32), ("reserved", ctypes.c_int32)]
 
 
 class TsDumpTagRecord(ctypes.Structure):
+    """``ts_dump_tag_record``: a tensor tagged with ``dump_tag`` and the first task the tag applies to."""
+
     _fields_ = [("tensor", TsTensor), ("first_task", ctypes.c_int64)]
 
 
 class TsDumpRecord(ctypes.Structure):
+    """``ts_dump_record``: one dumped (or saved) argument of one task, and where its payload lies."""
+
     _fields_ = [
         ("task_id", ctypes.c_int64),
         ("func_id", ctypes.c_int32),
@@ -160,6 +186,8 @@ class TsDumpRecord(ctypes.Structure):
 
 
 class TsFailureRecord(ctypes.Structure):
+    """``ts_failure_record``: a run's first failure: its kind, task, and the stopped thread's frames."""
+
     _fields_ = [
         ("kind", ctypes.c_int32),
         ("worker", ctypes.c_int32),
@@ -172,6 +200,8 @@ class TsFailureRecord(ctypes.Structure):
 
 
 class TsWaitRecord(ctypes.Structure):
+    """``ts_wait_record``: one unmet dependency of a task that can never run (a deadlock)."""
+
     _fields_ = [
         ("task", ctypes.c_int64),
         ("pred", ctypes.c_int64),
@@ -186,6 +216,8 @@ class TsWaitRecord(ctypes.Structure):
 
 
 class TsNanRecord(ctypes.Structure):
+    """``ts_nan_record``: an output holding NaN/Inf after a task, and whether an input brought it."""
+
     _fields_ = [
         ("task_id", ctypes.c_int64),
         ("func_id", ctypes.c_int32),

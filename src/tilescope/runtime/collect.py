@@ -49,6 +49,10 @@ from tilescope.runtime.records import (
 
 
 def collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:
+    """The RunReport of the finished run ``handle``: everything the core recorded, copied out.
+
+    Task records are copied only with ``record_tasks``; the caller still owns (and frees) the handle.
+    """
     num_tasks = lib.ts_run_num_tasks(handle)
     report = RunReport(
         status=lib.ts_run_status(handle),

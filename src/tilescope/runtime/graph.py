@@ -212,6 +212,7 @@ class Runtime:
 
     @property
     def closed(self) -> bool:
+        """Whether ``close`` has run (or the runtime was inherited by a forked child)."""
         return self._handle is None
 
     def close(self) -> None:

@@ -183,6 +183,8 @@ class DumpReport:
 
 @dataclass
 class RunReport:
+    """What one sim run reports: its status and error, counts, and every record the core kept."""
+
     status: int
     error: str
     wall_s: float

@@ -48,6 +48,7 @@ def object_path(key: str) -> Path:
 
 
 def sha256_bytes(data: bytes) -> str:
+    """The sha256 hex digest of ``data``."""
     return hashlib.sha256(data).hexdigest()
 
 
@@ -115,9 +116,11 @@ class CacheKey:
 
     @property
     def digest(self) -> str:
+        """The key: sha256 of the parts as sorted JSON."""
         return sha256_bytes(json.dumps(dict(self.parts), sort_keys=True).encode())
 
     def log(self, what: str) -> None:
+        """Log every part and the key at debug level, naming ``what`` the key is for."""
         if logger.isEnabledFor(logging.DEBUG):
             for name, value in self.parts.items():
                 logger.debug("cache key part %s for %s: %s", name, what, value)

@@ -106,14 +106,18 @@ class BuildJob:
 
     @property
     def sources(self) -> tuple[Path, ...]:
+        """``source`` then ``extra_sources``, in link order."""
         return (Path(self.source), *(Path(s) for s in self.extra_sources))
 
     def all_include_dirs(self) -> tuple[Path, ...]:
+        """The package's include directory, then ``include_dirs``, without repeats."""
         return tuple(dict.fromkeys((cache.PACKAGE_INCLUDE_DIR, *(Path(d) for d in self.include_dirs))))
 
 
 @dataclass(frozen=True)
 class BuildResult:
+    """A built (or cached) object: its job, cache key, whether it was a hit, the g++ command and its time."""
+
     job: BuildJob
     key: str
     cache_hit: bool
@@ -132,6 +136,7 @@ def stats() -> dict[str, int]:
 
 
 def reset_stats() -> None:
+    """Zero the counters ``stats`` reports."""
     with _stats_lock:
         for name in _stats:
             _stats[name] = 0

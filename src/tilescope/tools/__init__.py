@@ -1,0 +1,1 @@
+"""Read-only viewers of what a run wrote: ``tilescope dump``, ``deps``, ``trace``, ``builds``."""

@@ -43,6 +43,8 @@ class BuildsError(TilescopeError):
 
 @dataclass
 class BuildEntry:
+    """One build directory as listed: program, build time, size, saved data, last run, in use."""
+
     path: Path
     program: str
     built: _dt.datetime
@@ -52,6 +54,7 @@ class BuildEntry:
     in_use: bool
 
     def last_text(self) -> str:
+        """The last run as listed: ``passed (sim, 2024-01-02 03:04:05)``, or ``-`` when never run."""
         run = self.last_run
         if not run:
             return "-"
@@ -61,12 +64,15 @@ class BuildEntry:
 
 @dataclass
 class Listing:
+    """The builds under a base directory, and the entries there that are not builds."""
+
     base: Path
     builds: list[BuildEntry]  # by program, oldest first
     others: list[tuple[Path, str]]  # entries that are not builds, and why
 
 
 def default_base() -> Path:
+    """The build base: ``$TILESCOPE_BUILD_DIR``, else ``./build_output``."""
     from tilescope.tools.dump_data import default_build_base
 
     return default_build_base()
@@ -141,6 +147,7 @@ def list_builds(base: str | os.PathLike | None = None) -> Listing:
 
 
 def human_size(n: int) -> str:
+    """``n`` bytes as ``512 B``, ``1.5 KB`` ... up to GB."""
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
@@ -149,6 +156,7 @@ def human_size(n: int) -> str:
 
 
 def format_listing(listing: Listing) -> str:
+    """The ``tilescope builds`` table, a total line, and the entries left alone."""
     lines = []
     if listing.builds:
         rows = [("BUILD", "PROGRAM", "BUILT", "SIZE", "DATA", "IN USE", "LAST RUN")]
@@ -177,6 +185,8 @@ def format_listing(listing: Listing) -> str:
 
 @dataclass
 class CleanReport:
+    """What ``clean_builds`` removed (or would, in a dry run), kept and skipped, and what was not a build."""
+
     removed: list[BuildEntry]
     kept: list[BuildEntry]
     skipped: list[tuple[BuildEntry, str]]  # not removed, and why (in use, an error)
@@ -185,6 +195,7 @@ class CleanReport:
 
     @property
     def freed(self) -> int:
+        """Bytes of the removed builds."""
         return sum(b.size for b in self.removed)
 
 
@@ -222,6 +233,7 @@ def clean_builds(base: str | os.PathLike | None = None, keep: int = 1, dry_run: 
 
 
 def format_clean(report: CleanReport, keep: int) -> str:
+    """What ``tilescope clean`` prints: each build removed or skipped, then a summary line."""
     verb = "would remove" if report.dry_run else "removed"
     lines = [f"{verb} {b.path} ({b.program}, {human_size(b.size)})" for b in report.removed]
     lines += [f"skipped {b.path}: {why}" for b, why in report.skipped]
@@ -258,6 +270,7 @@ def _keep_count(text: str) -> int:
 
 
 def run_builds(args: argparse.Namespace) -> int:
+    """``tilescope builds [BASE]``; returns the exit status."""
     try:
         print(format_listing(list_builds(args.base)))
     except BuildsError as e:
@@ -267,6 +280,7 @@ def run_builds(args: argparse.Namespace) -> int:
 
 
 def run_clean(args: argparse.Namespace) -> int:
+    """``tilescope clean --keep N [BASE]``; exit status 1 if a build not in use could not be removed."""
     try:
         report = clean_builds(args.base, args.keep, args.dry_run)
     except BuildsError as e:

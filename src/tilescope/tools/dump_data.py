@@ -78,6 +78,7 @@ class Record:
 
     @property
     def numel(self) -> int:
+        """Elements of the whole region."""
         return math.prod(self.shape)
 
     @property
@@ -88,9 +89,11 @@ class Record:
 
     @property
     def has_payload(self) -> bool:
+        """Whether the ``.bin`` holds bytes of this record."""
         return self.bin_offset is not None and self.bin_size > 0
 
     def flags(self) -> list[str]:
+        """The listing's flags: ``BAD``, ``truncated:<n>B``, ``overwritten``, ``meta`` (no payload)."""
         out = []
         if self.problems:
             out.append("BAD")
@@ -105,6 +108,7 @@ class Record:
         return out
 
     def describe(self) -> str:
+        """How messages name the record: its index, task, kernel, stage, role and argument."""
         return (
             f"record {self.index} (task {self.task_id} {self.kernel}, {self.stage}, {self.role} arg "
             f"{self.arg_index}{'' if self.tensor is None else ' ' + self.tensor})"

@@ -30,6 +30,8 @@ class TraceError(TilescopeError):
 
 @dataclass(frozen=True, slots=True)
 class KernelTotal:
+    """One kernel's time in a trace: its tasks, total and mean microseconds, and share of busy time."""
+
     name: str
     tasks: int
     total_us: float
@@ -39,6 +41,8 @@ class KernelTotal:
 
 @dataclass(frozen=True, slots=True)
 class WorkerUse:
+    """One worker's use in a trace: its tasks, busy microseconds and busy share of the wall time."""
+
     worker: int
     tasks: int
     busy_us: float
