@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import tilescope as ts
+from tilescope.build.lock import BuildBusyError, hold_build, in_use
 from tilescope.cli import main
 from tilescope.harness import TensorSpec, run_jit
-from tilescope.build.lock import BuildBusyError, hold_build, in_use
 
 F = ts.f32
 

@@ -21,11 +21,20 @@ from typing import Any
 
 from tilescope import knobs
 from tilescope.build.lock import BuildLock, hold_build
-from tilescope.build.paths import IR_DIR, KERNEL_CONFIG, atomic_write, new_build_dir
+from tilescope.build.paths import (
+    DEBUG_RUN,
+    IR_DIR,
+    KERNEL_CONFIG,
+    PASSES_DUMP_DIR,
+    REPORT_DIR,
+    SCENE_TEST,
+    atomic_write,
+    new_build_dir,
+)
 from tilescope.build.report import write_report
 from tilescope.build.state import ir_state, record_state
 from tilescope.build.target import host_target
-from tilescope.codegen.build_files import write_build_files
+from tilescope.codegen.build_files import run_py, scene_test
 from tilescope.codegen.kernel_config import config_data, kernel_config_source
 from tilescope.codegen.kernel_cpp import kernel_cpp
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
@@ -60,7 +69,7 @@ def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) 
         DEFAULT_PIPELINE,
         verify=bool(opts["verify"]),
         local_memory_bytes=opts["local_memory_bytes"],
-        dump_dir=work / "passes_dump" if opts["dump_passes"] else None,
+        dump_dir=work / PASSES_DUMP_DIR if opts["dump_passes"] else None,
     )
     final, pass_report = manager.run(program)
     atomic_write(work / IR_DIR / f"{final.name}.py", program_str(final, f"final IR of {final.name}"))
@@ -78,7 +87,7 @@ def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) 
     results = toolchain.build(jobs)
     t_build = time.perf_counter() - t1
 
-    write_report(work / "report", final, pass_report, results, opts)
+    write_report(work / REPORT_DIR, final, pass_report, results, opts)
     runtime_config = {
         "platforms": list(knobs.PLATFORMS),
         "local_memory_bytes": opts["local_memory_bytes"],
@@ -87,7 +96,8 @@ def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) 
     }
     data = config_data(final, runtime_config)
     record_state(work, data, ir_state(work, data, final))
-    write_build_files(work, data)
+    atomic_write(work / DEBUG_RUN, run_py(data))
+    atomic_write(work / SCENE_TEST, scene_test(data))
     atomic_write(work / KERNEL_CONFIG, kernel_config_source(data))  # last: marks the build complete
     hits = sum(r.cache_hit for r in results)
     log.debug(

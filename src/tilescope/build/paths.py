@@ -20,11 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.errors import TilescopeError
+from tilescope.knobs import COMPILE_KNOBS
 
 KERNEL_CONFIG = "kernel_config.py"  # written last: a build without it is incomplete
 BUILD_LOCK = ".lock"  # flock'd by every process using the build (build.lock)
 LAST_RUN = "last_run.json"  # the harness's last result: passed, platform, time
 BUILD_STATE = "build_state.json"
+REPORT_DIR = "report"  # report/report.json and report/summary.txt: the compile report
+PASSES_DUMP_DIR = "passes_dump"  # dump_passes: passes_dump/NN_after_<Pass>.py
+DEBUG_RUN = "debug/run.py"  # runs the build on its saved data
+SCENE_TEST = "scene_test.py"  # the build as a pytest case (its inputs and golden to be written)
+TASK_JSON = "task.json"  # dfx_outputs/failure/task_<id>/task.json: a saved task's arguments
+DATA_META = "meta.json"  # data/meta.json: the tolerances and seed a snapshot was saved with
 IR_DIR = "ir"  # ir/<program>.py: the final IR as DSL source
 DATA_DIR = "data"  # --save-data snapshots: data/in, data/out, data/meta.json
 DFX_DIR = "dfx_outputs"  # everything a run writes for debugging
@@ -48,6 +55,11 @@ def dfx_dir(work_dir: str | os.PathLike) -> Path:
 
 # the name new_build_dir gives: the program, the time, and a count when that name was taken
 BUILD_DIR_NAME = re.compile(r"_jit_(?P<program>.+)_(?P<stamp>\d{8}_\d{6})(?:_(?P<n>\d+))?")
+
+
+def build_base() -> Path:
+    """The directory new builds go under: ``TILESCOPE_BUILD_DIR``, else ``./build_output``."""
+    return Path(COMPILE_KNOBS["build_dir"].value())
 
 
 def new_build_dir(base: Path, name: str) -> Path:

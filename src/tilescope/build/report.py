@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tilescope.build.paths import atomic_write
 from tilescope.ir.analysis import kernel_core, local_memory_peak
 from tilescope.ir.nodes import Assign, Const, For, Program, Stmt, Submit
 from tilescope.ir.traverse import child_exprs, stmt_bodies, walk_exprs, walk_stmts
@@ -107,7 +108,6 @@ def write_report(
 ) -> dict[str, Any]:
     """Write ``report.json`` and ``summary.txt`` into ``out``; returns the report data."""
     rep = build_report(program, pass_report.timings, build_results, opts)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(rep, indent=2) + "\n")
-    (out / "summary.txt").write_text(summary_text(rep))
+    atomic_write(out / "report.json", json.dumps(rep, indent=2) + "\n")
+    atomic_write(out / "summary.txt", summary_text(rep))
     return rep

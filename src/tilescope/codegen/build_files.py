@@ -6,7 +6,6 @@ person is expected to edit ``scene_test.py``).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 RUN_PY = '''"""Re-run this build ({program}) on its saved data, from any working directory.
@@ -79,22 +78,22 @@ def _example(a: dict[str, Any]) -> str:
 _TORCH_INT = {"i32": "int32", "i8": "int8", "u8": "uint8", "i64": "int64", "bool": "bool"}
 
 
-def write_build_files(work: Path, data: dict[str, Any]) -> None:
-    """Write ``debug/run.py`` and ``scene_test.py`` into ``work`` from the build's kernel_config data."""
-    program = data["PROGRAM"]
+def run_py(data: dict[str, Any]) -> str:
+    """The build's ``debug/run.py``: it runs the build on its saved data."""
+    return RUN_PY.format(program=data["PROGRAM"], rel="")
+
+
+def scene_test(data: dict[str, Any]) -> str:
+    """The build's ``scene_test.py``: the build as a pytest case, its inputs and golden to write."""
     args = data["ARGS"]
-    (work / "debug").mkdir(exist_ok=True)
-    (work / "debug" / "run.py").write_text(RUN_PY.format(program=program, rel=""))
     describe = lambda a: (  # noqa: E731
         f"scalar {a['dtype']}" if a["shape"] is None else f"{a['direction']} tensor {a['shape']} {a['dtype']}"
     )
     outputs = [a["name"] for a in args if a["direction"] in ("out", "inout")]
-    (work / "scene_test.py").write_text(
-        SCENE_TEST.format(
-            program=program,
-            arg_lines="\n".join(f"#   {a['name']}: {describe(a)}" for a in args),
-            example_lines="\n".join(f'    #       "{a["name"]}": {_example(a)},' for a in args),
-            outputs=", ".join(outputs) or "none",
-            first_out=outputs[0] if outputs else "out",
-        )
+    return SCENE_TEST.format(
+        program=data["PROGRAM"],
+        arg_lines="\n".join(f"#   {a['name']}: {describe(a)}" for a in args),
+        example_lines="\n".join(f'    #       "{a["name"]}": {_example(a)},' for a in args),
+        outputs=", ".join(outputs) or "none",
+        first_out=outputs[0] if outputs else "out",
     )

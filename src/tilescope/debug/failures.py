@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilescope.build.paths import DFX_DIR, FAILURE_DIR
+from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, atomic_write
 
 KINDS = ("error", "deadlock", "timeout", "kernel_error", "crash", "nan")
 
@@ -155,7 +155,7 @@ def save_task_inputs(
         "why": why,
         "args": entries,
     }
-    (out / "task.json").write_text(json.dumps(meta, indent=2) + "\n")
+    atomic_write(out / TASK_JSON, json.dumps(meta, indent=2) + "\n")
     return out
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from tilescope.build.manifest import ArgSpec
-from tilescope.build.paths import atomic_save
+from tilescope.build.paths import DATA_META, atomic_save, atomic_write
 from tilescope.errors import TilescopeError
 from tilescope.ir.types import Direction
 
@@ -50,13 +50,13 @@ def save_snapshot(
             atomic_save(_as_tensor(a, inputs[a.name]), data_dir / "in" / f"{a.name}.pt")
         if a.is_output:
             atomic_save(_as_tensor(a, golden[a.name]), data_dir / "out" / f"{a.name}.pt")
-    (data_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    atomic_write(data_dir / DATA_META, json.dumps(meta, indent=2) + "\n")
     return data_dir
 
 
 def load_meta(data_dir: str | os.PathLike) -> dict[str, Any]:
     """The tolerances and seed a snapshot was saved with ({} if it has no meta.json)."""
-    path = Path(data_dir) / "meta.json"
+    path = Path(data_dir) / DATA_META
     try:
         return json.loads(path.read_text()) if path.is_file() else {}
     except json.JSONDecodeError as e:

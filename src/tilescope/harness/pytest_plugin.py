@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tilescope.build.paths import SCENE_TEST
 from tilescope.knobs import PLATFORMS
 
 
@@ -45,7 +46,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     """True for a build's ``scene_test.py`` (BuildFile reads it); None leaves the decision to pytest."""
     # A build's scene_test.py is read by BuildFile, not imported as a test module (several
     # builds hold a file of that name, which pytest's module import would confuse).
-    if collection_path.name == "scene_test.py" and _is_build_dir(collection_path.parent):
+    if collection_path.name == SCENE_TEST and _is_build_dir(collection_path.parent):
         return True
     return None
 
@@ -73,7 +74,7 @@ class BuildFile(pytest.File):
         work = self.path.parent
         if (work / "data").is_dir():
             yield BuildCase.from_parent(self, name="saved_data", case=None)
-        scene_path = work / "scene_test.py"
+        scene_path = work / SCENE_TEST
         if not scene_path.is_file():
             return
         scene = _load_scene(scene_path)

@@ -3,7 +3,7 @@
 Invariants:
 - Nodes are frozen, slotted dataclasses; ``dataclasses.replace`` makes a changed copy.
   Equality and hashing are structural and ignore source locations.
-- Every expression carries its type, computed once by ``ir.typing`` when it is built.
+- Every expression carries its type, computed once by ``ir.type_rules`` when it is built.
 - Variables are named and may be reassigned (a loop-carried value is a variable assigned
   before a ``For`` and reassigned in its body); a reassignment keeps the variable's type.
 - Kernels contain Assign/Store/For/Evaluate; orchestrations contain Assign/For/If/Evaluate

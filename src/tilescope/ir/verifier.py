@@ -1,6 +1,6 @@
 """The IR verifier, run after the front-end and after every pass.
 
-It re-derives every type with ``ir.typing`` and checks what types alone cannot: variables
+It re-derives every type with ``ir.type_rules`` and checks what types alone cannot: variables
 defined before use and never retyped, loop variables never assigned, tensor directions (no
 writes to In params, also through tensor variables that may hold one; no reads of Out params),
 statically known load/store/slice regions inside their tensors, kernel-vs-orchestration node

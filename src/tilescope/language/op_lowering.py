@@ -2,7 +2,7 @@
 ``ts.submit``, ...): the op half of the front-end, mixed into its lowering class.
 
 Invariants: each ``op_<name>`` handles the call of ``ts.<name>``, binds its arguments by name
-(positional or keyword), types the node with ``ir.typing`` and reports every misuse as a
+(positional or keyword), types the node with ``ir.type_rules`` and reports every misuse as a
 VerifyError at the user's line; kernel calls are checked against the kernel's parameters.
 """
 
@@ -167,7 +167,9 @@ class OpLowering:
         dtype = self.dtype_arg(a["dtype"], node, "ts.cast dtype")
         x = a["x"]
         if not is_expr(x):
-            raise VerifyError(f"ts.cast needs a tile or scalar, got {x!r}", loc)
+            raise VerifyError(
+                f"ts.cast needs a tile, got {x!r}", loc, "a compile-time number takes the dtype of the tile it meets"
+            )
         return Cast(x, a["mode"], rules.cast_type(x, dtype, a["mode"], loc), loc)
 
     def _reduce(self, node: ast.Call) -> Reduce:

@@ -20,7 +20,7 @@ from typing import Any
 
 from tilescope import knobs
 from tilescope._logging import configure
-from tilescope.build.paths import DFX_DIR, FAILURE_DIR
+from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON
 from tilescope.debug.failures import Failure
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.ir import dtypes as dt
@@ -70,7 +70,7 @@ class TaskReplay:
 def saved_task_dirs(work_dir: Path) -> list[Path]:
     """The saved task directories of a build, in task id order."""
     base = Path(work_dir) / DFX_DIR / FAILURE_DIR
-    dirs = [d for d in base.glob("task_*") if (d / "task.json").is_file()] if base.is_dir() else []
+    dirs = [d for d in base.glob("task_*") if (d / TASK_JSON).is_file()] if base.is_dir() else []
 
     def key(d: Path) -> tuple[int, str]:
         head = d.name.removeprefix("task_").split("_", 1)[0]
@@ -81,7 +81,7 @@ def saved_task_dirs(work_dir: Path) -> list[Path]:
 
 def _describe_saved(d: Path) -> str:
     try:
-        meta = json.loads((d / "task.json").read_text())
+        meta = json.loads((d / TASK_JSON).read_text())
         return f"{d}  (task {meta.get('task_id')}, kernel {meta.get('kernel')}: {meta.get('why', '')})"
     except (OSError, ValueError):
         return f"{d}  (task.json unreadable)"
@@ -94,7 +94,7 @@ def _task_dir(work: Path, task_id: int | None, from_dir: str | os.PathLike | Non
         d = work / DFX_DIR / FAILURE_DIR / f"task_{task_id}"
     else:
         raise TilescopeError("replay_task needs a task id or a saved task directory (--task ID / --from DIR)")
-    if (d / "task.json").is_file():
+    if (d / TASK_JSON).is_file():
         return d
     available = saved_task_dirs(work)
     listing = "\n  ".join(_describe_saved(a) for a in available)

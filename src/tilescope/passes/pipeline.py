@@ -1,6 +1,6 @@
 """The default pass pipeline, as one readable list.
 
-- FoldConstants: fold constant index/scalar arithmetic and index identities (x + 0, x * 1).
+- FoldConstants: fold constant index arithmetic and index identities (x + 0, x * 1).
 - FuseMatmulAccumulate: ``acc = acc + ts.matmul(a, b)`` -> ``acc = ts.matmul(a, b, acc=acc)``,
   which accumulates in place instead of building a temporary; not when ``a`` or ``b`` reads
   ``acc`` (accumulating in place would change ``acc`` while the product reads it).

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.build.lock import in_use, try_exclusive
-from tilescope.build.paths import BUILD_DIR_NAME, KERNEL_CONFIG, LAST_RUN
+from tilescope.build.paths import BUILD_DIR_NAME, KERNEL_CONFIG, LAST_RUN, build_base
 from tilescope.errors import TilescopeError
 
 
@@ -71,13 +71,6 @@ class Listing:
     others: list[tuple[Path, str]]  # entries that are not builds, and why
 
 
-def default_base() -> Path:
-    """The build base: ``$TILESCOPE_BUILD_DIR``, else ``./build_output``."""
-    from tilescope.tools.dump_data import default_build_base
-
-    return default_build_base()
-
-
 def _size(path: Path) -> int:
     """Bytes of the files under ``path`` (links counted as links, never followed)."""
     total = 0
@@ -100,7 +93,7 @@ def _last_run(path: Path) -> dict[str, Any] | None:
 
 def list_builds(base: str | os.PathLike | None = None) -> Listing:
     """Every build directory under ``base`` (default: the build base), by program, oldest first."""
-    base = Path(base) if base is not None else default_base()
+    base = Path(base) if base is not None else build_base()
     if not base.exists():
         raise BuildsError(
             f"build base directory {base} does not exist (the base is TILESCOPE_BUILD_DIR, else ./build_output; "

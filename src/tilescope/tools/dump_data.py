@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from tilescope.build.paths import DFX_DIR
+from tilescope.build.paths import DFX_DIR, build_base
 from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
 from tilescope.build.paths import TENSOR_DUMP_DIR as DUMP_DIR
 from tilescope.build.paths import TENSOR_DUMP_JSON as MANIFEST
@@ -190,20 +190,13 @@ class Dump:
 # -- finding and loading -------------------------------------------------------------------------
 
 
-def default_build_base() -> Path:
-    """The build base directory: ``TILESCOPE_BUILD_DIR`` or ``./build_output``."""
-    from tilescope.knobs import COMPILE_KNOBS
-
-    return Path(COMPILE_KNOBS["build_dir"].value())
-
-
 def find_manifest(path: str | os.PathLike | None = None) -> Path:
     """The manifest for ``path``: a build dir, its dfx_outputs, the tensor_dump dir or the manifest.
 
     With no path: the newest dump under the build base directory.
     """
     if path is None:
-        base = default_build_base()
+        base = build_base()
         found = sorted(base.glob(f"*/{DFX_DIR}/{DUMP_DIR}/{MANIFEST}"), key=lambda p: p.stat().st_mtime)
         if not found:
             raise DumpError(

@@ -52,7 +52,6 @@ from tilescope.tools.dump_data import (  # noqa: F401 - re-exported: the viewer'
     Record,
     _int,
     _ranges,
-    default_build_base,
     find_manifest,
     load_dump,
     normalize_stage,
