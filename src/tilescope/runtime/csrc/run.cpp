@@ -8,6 +8,7 @@
 #include "dtype.hpp"
 #include "finite.hpp"
 #include "region_rows.hpp"
+#include "saved_inputs.hpp"
 #include "validation.hpp"
 
 namespace ts::rt {
@@ -202,7 +203,7 @@ std::string Run::describe(const Task &t) const {
 
 void Run::kernel_threw(const Task &t, int32_t worker, const char *what) {
     if (fail_with(TS_FAILURE_KERNEL_ERROR, &t, worker, describe(t) + " on worker " + std::to_string(worker) + ": " + what))
-        save_inputs(t, worker, true, nullptr);
+        save_inputs(t, worker);
 }
 
 void Run::timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) {
@@ -239,20 +240,20 @@ void Run::stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t
             std::copy(frames, frames + failure_.nframes, failure_.frames);
         }
     }
-    if (t != nullptr) save_inputs(*t, worker, true, nullptr);
+    if (t != nullptr) save_inputs(*t, worker);
 }
 
-void Run::save_inputs(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot) {
+void Run::save_inputs(const Task &t, int32_t worker) {
     std::lock_guard<std::mutex> lock(fail_mu_);
     if (saved_task_ >= 0) return;
     saved_task_ = t.id;
-    copy_args(t, worker, partial, snapshot, saved_, saved_payload_);
+    save_task_inputs(t, worker, nullptr, saved_, saved_payload_);
 }
 
 void Run::save_nan_inputs(const Task &t, int32_t worker, const NanScratch &snapshot) {
     if (t.id >= nan_saved_below_.load(std::memory_order_relaxed)) return;  // enough lower ids kept
     SavedTask saved;
-    copy_args(t, worker, true, &snapshot, saved.records, saved.payload);
+    save_task_inputs(t, worker, &snapshot.inouts, saved.records, saved.payload);
     std::lock_guard<std::mutex> lock(nan_mu_);
     if (nan_saved_.size() >= kMaxNanSaved) {
         auto highest = std::prev(nan_saved_.end());
@@ -264,54 +265,11 @@ void Run::save_nan_inputs(const Task &t, int32_t worker, const NanScratch &snaps
         nan_saved_below_.store(std::prev(nan_saved_.end())->first, std::memory_order_relaxed);
 }
 
-void Run::copy_args(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot,
-                    std::vector<ts_dump_record> &records, std::vector<char> &payload) {
-    for (int32_t i = 0; i < t.nargs; ++i) {
-        const ts_arg &a = t.args[i];
-        ts_dump_record rec{};
-        rec.task_id = t.id;
-        rec.func_id = t.func_id;
-        rec.arg_index = i;
-        rec.role = a.dir;
-        rec.stage = TS_DUMP_BEFORE_DISPATCH;
-        rec.kind = a.kind;
-        rec.worker = worker;
-        rec.bin_offset = -1;
-        if (a.kind == TS_ARG_SCALAR) {
-            rec.dtype = a.u.s.dtype;
-            rec.value = a.u.s;
-            records.push_back(rec);
-            continue;
-        }
-        const ts_tensor &x = a.u.t;
-        rec.dtype = x.dtype;
-        rec.ndim = x.ndim;
-        std::copy(x.shape, x.shape + x.ndim, rec.shape);
-        std::copy(x.strides, x.strides + x.ndim, rec.strides);
-        rec.start_offset = x.offset;
-        rec.buffer_id = x.buffer_id;
-        if (a.dir != TS_OUT) {
-            const int64_t bytes = region_bytes(x);
-            rec.bin_offset = static_cast<int64_t>(payload.size());
-            payload.resize(payload.size() + static_cast<size_t>(bytes));
-            char *dst = payload.data() + rec.bin_offset;
-            const bool from_snapshot = snapshot != nullptr && a.dir == TS_INOUT && snapshot->offsets[i] >= 0;
-            if (from_snapshot)
-                std::memcpy(dst, snapshot->data.data() + snapshot->offsets[i], static_cast<size_t>(bytes));
-            else
-                copy_region(dst, x, dtype_itemsize(x.dtype), bytes);
-            rec.bin_size = bytes;
-            if (partial && a.dir == TS_INOUT && !from_snapshot) rec.flags |= TS_SAVED_PARTIAL;
-        }
-        records.push_back(rec);
-    }
-}
-
 void Run::before_task(const Task &t, int32_t worker) {
     NanScratch &s = nan_scratch_[static_cast<size_t>(worker)];
-    s.offsets.assign(static_cast<size_t>(t.nargs), -1);
+    s.inouts.offsets.assign(static_cast<size_t>(t.nargs), -1);
     s.dirty_in.assign(static_cast<size_t>(t.nargs), 0);
-    s.data.clear();
+    s.inouts.data.clear();
     const bool snapshot = t.id < nan_saved_below_.load(std::memory_order_relaxed);
     for (int32_t i = 0; i < t.nargs; ++i) {
         const ts_arg &a = t.args[i];
@@ -319,9 +277,10 @@ void Run::before_task(const Task &t, int32_t worker) {
         s.dirty_in[static_cast<size_t>(i)] = !scan_finite(a.u.t).clean();
         if (!snapshot) continue;
         const int64_t bytes = region_bytes(a.u.t);
-        s.offsets[static_cast<size_t>(i)] = static_cast<int64_t>(s.data.size());
-        s.data.resize(s.data.size() + static_cast<size_t>(bytes));
-        copy_region(s.data.data() + s.offsets[static_cast<size_t>(i)], a.u.t, dtype_itemsize(a.u.t.dtype), bytes);
+        s.inouts.offsets[static_cast<size_t>(i)] = static_cast<int64_t>(s.inouts.data.size());
+        s.inouts.data.resize(s.inouts.data.size() + static_cast<size_t>(bytes));
+        copy_region(s.inouts.data.data() + s.inouts.offsets[static_cast<size_t>(i)], a.u.t, dtype_itemsize(a.u.t.dtype),
+                    bytes);
     }
 }
 

@@ -40,6 +40,7 @@
 
 #include "block_arena.hpp"
 #include "run_result.hpp"
+#include "saved_inputs.hpp"
 #include "scheduler.hpp"
 #include "task.hpp"
 #include "tensor_dump.hpp"
@@ -70,8 +71,7 @@ public:
 private:
     // nan_check: one worker's view of the task it runs (inouts as they were before the kernel).
     struct NanScratch {
-        std::vector<char> data;
-        std::vector<int64_t> offsets;   // per argument: where its snapshot starts in `data`, or -1
+        InoutSnapshot inouts;
         std::vector<uint8_t> dirty_in;  // per argument: an inout held NaN/Inf before the kernel
     };
 
@@ -96,10 +96,8 @@ private:
     void fail(std::string message);
     bool fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message);
     std::string describe(const Task &t) const;
-    void save_inputs(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot);
+    void save_inputs(const Task &t, int32_t worker);
     void save_nan_inputs(const Task &t, int32_t worker, const NanScratch &snapshot);
-    static void copy_args(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot,
-                          std::vector<ts_dump_record> &records, std::vector<char> &payload);
     void report_deadlock();
     void fill_result(ts_run_result &result);
 
