@@ -45,9 +45,9 @@ class Recording:
     """What the runtime core records during a run (see ``ts_run_config``)."""
 
     record_edges: bool = False  # dependency edges, task arguments and buffers
-    record_tasks: bool = False  # per-task timestamps
+    record_task_times: bool = False  # per-task times and names (enable_trace, enable_dep_gen)
     dump_level: int = 0  # tensor dump: 1 tagged, 2 every argument, 3 metadata only
-    trace_tasks: bool = False  # a stderr line as each task starts and finishes
+    print_intermediates: int = 0  # its level; at 3 the core prints a stderr line per task start and finish
     nan_check: bool = False  # scan Out/InOut regions for NaN/Inf after each task
 
     def merge(self, other: Recording) -> Recording:
@@ -82,7 +82,7 @@ class DepsObserver:
     knob, what = "enable_dep_gen", "dependency graph"
 
     def recording(self) -> Recording:
-        return Recording(record_edges=True, record_tasks=True)
+        return Recording(record_edges=True, record_task_times=True)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
         return write_deps(dfx_dir(build.work_dir), build, report)
@@ -92,7 +92,7 @@ class TraceObserver:
     knob, what = "enable_trace", "trace"
 
     def recording(self) -> Recording:
-        return Recording(record_tasks=True)
+        return Recording(record_task_times=True)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
         return write_trace(dfx_dir(build.work_dir), build, report)
@@ -123,7 +123,7 @@ class IntermediatesObserver:
         self.level = level
 
     def recording(self) -> Recording:
-        return Recording(trace_tasks=True) if self.level == 3 else Recording(dump_level=2)
+        return Recording(print_intermediates=self.level, dump_level=0 if self.level == 3 else 2)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
         if self.level == 3 or report.dump is None:

@@ -48,7 +48,7 @@ from tilescope.runtime.records import (
 )
 
 
-def collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:
+def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport:
     num_tasks = lib.ts_run_num_tasks(handle)
     report = RunReport(
         status=lib.ts_run_status(handle),
@@ -58,7 +58,7 @@ def collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:
         num_workers=lib.ts_run_num_workers(handle),
         num_dependencies=lib.ts_run_num_dependencies(handle),
     )
-    if record_tasks and num_tasks:
+    if record_task_times and num_tasks:
         buf = (TsTaskRecord * num_tasks)()
         n = lib.ts_run_copy_tasks(handle, buf, num_tasks)
         rows = np.ctypeslib.as_array(buf)[:n].tolist()

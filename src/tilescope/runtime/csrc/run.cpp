@@ -53,9 +53,9 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
         dump_ = std::make_unique<TensorDump>(config_.dump_level, workers, config_.dump_arena_bytes,
                                              config_.dump_max_records);
     if (config_.nan_check) nan_check_ = std::make_unique<NanCheck>(workers);
-    if (config_.trace_tasks)
+    if (config_.print_intermediates == 3)
         task_lines_ = std::make_unique<TaskLines>(workers, kernel_cnames_.data(), config_.kernel_filter);
-    if (config_.record_tasks) task_times_ = std::make_unique<TaskTimes>(t0_);
+    if (config_.record_task_times) task_times_ = std::make_unique<TaskTimes>(t0_);
     failure_.task_id = -1;
     failure_.func_id = -1;
     failure_.worker = -1;
@@ -116,7 +116,7 @@ void Run::fill_result(ts_run_result &result) {
     result.num_tasks = static_cast<int64_t>(tasks_.size());
     result.num_dependencies = num_dependencies_;
     result.num_workers = scheduler_.num_workers();
-    if (config_.record_tasks) {
+    if (config_.record_task_times) {
         result.tasks.reserve(tasks_.size());
         for (const Task *t : tasks_)
             result.tasks.push_back(ts_task_record{t->id, t->func_id, t->worker, t->submit_ns, t->start_ns, t->end_ns});
@@ -348,7 +348,7 @@ int64_t Run::submit(const SubmitRequest &req) {
     task->args = args;
     if (dump_) select_dump(*task, args, req.nargs);
     if (task_times_) task->submit_ns = task_times_->now_ns();
-    if (config_.record_tasks || dump_) {
+    if (config_.record_task_times || dump_) {
         task_names_.emplace_back(req.name != nullptr ? req.name : kernel_names_[static_cast<size_t>(req.func_id)]);
     }
 

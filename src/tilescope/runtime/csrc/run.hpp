@@ -142,8 +142,8 @@ private:
     BlockArena<uint8_t> dump_args_arena_{64, 8192};
     std::unique_ptr<TensorDump> dump_;       // nullptr unless config_.dump_level is 1..3
     std::unique_ptr<NanCheck> nan_check_;    // nullptr unless config_.nan_check
-    std::unique_ptr<TaskLines> task_lines_;  // nullptr unless config_.trace_tasks
-    std::unique_ptr<TaskTimes> task_times_;  // nullptr unless config_.record_tasks
+    std::unique_ptr<TaskLines> task_lines_;  // nullptr unless config_.print_intermediates is 3
+    std::unique_ptr<TaskTimes> task_times_;  // nullptr unless config_.record_task_times
     std::vector<std::unique_ptr<void, FreeDeleter>> intermediates_;
 
     Scheduler &scheduler_;

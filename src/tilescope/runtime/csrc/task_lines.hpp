@@ -1,5 +1,5 @@
-// print_intermediates level 3: a line on stderr as each task starts and finishes (trace_tasks),
-// for the tasks of kernel_filter's kernels only.
+// print_intermediates level 3: a line on stderr as each task starts and finishes, for the tasks
+// of kernel_filter's kernels only.
 //
 // Invariants:
 //  - Each line goes out in one write(2), so lines of concurrent workers never interleave.

@@ -1,4 +1,4 @@
-// record_tasks: when each task started and ended (ts_task_record), read by enable_trace and
+// record_task_times: when each task started and ended (ts_task_record), read by enable_trace and
 // enable_dep_gen.
 //
 // Invariants:
