@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -283,6 +284,13 @@ def test_ctypes_mirror_matches_the_core(libs):
     lib = library.load_core()
     assert lib.ts_core_sizeof_arg() == 104 == ctypes.sizeof(abi.TsArg)
     assert lib.ts_core_abi_version() == 1
+    # every struct size c_api.cpp pins with a static_assert, against its ctypes twin
+    pinned = re.findall(
+        r"static_assert\(sizeof\((ts_\w+)\) == (\d+)", (library.CSRC_DIR / "c_api.cpp").read_text()
+    )
+    assert len(pinned) >= 8
+    twins = {name: getattr(abi, "".join(part.title() for part in name.split("_"))) for name, _ in pinned}
+    assert {name: ctypes.sizeof(twins[name]) for name, _ in pinned} == {name: int(n) for name, n in pinned}
 
 
 def test_raw_waw_war_on_overlapping_boxes(libs):
