@@ -1,13 +1,16 @@
-"""Tensor dump cost: full-dump (level 2) throughput, and the run time with the dump off against
-a runtime core built without the dump hooks (``-DTS_RUNTIME_NO_DUMP``).
+"""Tensor dump cost: full-dump (level 2) throughput, and the run time with every instrument off
+(an empty task-observer list) against a runtime core built without the observer calls
+(``-DTS_RUNTIME_NO_OBSERVERS``).
 
 - ``throughput``: a bandwidth-bound program (block copies of a [rows, 1024] f32 matrix, one
   input and one output record per task) run with ``enable_dump_tensor=2``; MB/s = payload bytes
   written to ``tensor_dump.bin`` / (median run time with the dump - median run time without),
   i.e. the capture in the workers, the flush and writing both files. The end-to-end rate (bytes
   / median run time with the dump) is printed too.
-- ``overhead``: median time of a run of many tiny tasks with the dump off, each core variant in
-  its own process (the core is loaded once per process), alternated ``rounds`` times.
+- ``overhead``: median time of a run of many tiny tasks with every instrument off, each core
+  variant in its own process (the core is loaded once per process), alternated ``rounds`` times:
+  ``no_observers`` is the core without the observer calls, ``observers_off`` the shipped core with
+  an empty observer list.
 
 Run: ``python benchmarks/dump_throughput.py [--rows 8192] [--repeat 9]``.
 """
@@ -88,7 +91,7 @@ def overhead_child(variant: str, repeat: int, workers: int) -> float:
     from tilescope.runtime import library
 
     library.load_core_variant(
-        ("TS_RUNTIME_NO_DUMP",) if variant == "plain" else ()
+        ("TS_RUNTIME_NO_OBSERVERS",) if variant == "no_observers" else ()
     )  # NOTE: before any run, so every runtime uses it
     prog = tiny_tasks.compile()
     x, y = torch.randn(TINY_TASKS, 8), torch.zeros(TINY_TASKS, 8)
@@ -96,7 +99,7 @@ def overhead_child(variant: str, repeat: int, workers: int) -> float:
 
 
 def overhead(repeat: int, workers: int, rounds: int) -> dict:
-    medians: dict[str, list[float]] = {"plain": [], "hooks": []}
+    medians: dict[str, list[float]] = {"no_observers": [], "observers_off": []}
     for _ in range(rounds):
         for variant in medians:
             cmd = [
@@ -111,13 +114,14 @@ def overhead(repeat: int, workers: int, rounds: int) -> dict:
             ]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=os.environ).stdout
             medians[variant].append(float(out.strip().splitlines()[-1]))
-    plain, hooks = statistics.median(medians["plain"]), statistics.median(medians["hooks"])
+    plain, off = statistics.median(medians["no_observers"]), statistics.median(medians["observers_off"])
     return {
         "tasks": TINY_TASKS,
-        "no_hooks_ms": round(plain * 1e3, 3),
-        "dump_off_ms": round(hooks * 1e3, 3),
-        "diff_pct": round((hooks / plain - 1) * 100, 2),
-        "spread_pct": round((max(medians["plain"]) / min(medians["plain"]) - 1) * 100, 2),
+        "no_observers_ms": round(plain * 1e3, 3),
+        "observers_off_ms": round(off * 1e3, 3),
+        "ratio": round(off / plain, 4),
+        "diff_pct": round((off / plain - 1) * 100, 2),
+        "spread_pct": round((max(medians["no_observers"]) / min(medians["no_observers"]) - 1) * 100, 2),
     }
 
 
@@ -127,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3, help="alternated processes per core variant")
-    ap.add_argument("--child", choices=("plain", "hooks"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("no_observers", "observers_off"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         print(overhead_child(args.child, max(args.repeat * 5, 30), args.workers))

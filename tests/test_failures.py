@@ -372,6 +372,39 @@ def test_print_intermediates_saves_and_prints_the_filtered_kernels(capsys):
     assert (prog.work_dir / "dfx_outputs" / "intermediates_1" / "task_0_divide").is_dir()
 
 
+def test_every_instrument_in_one_run_covers_its_tasks(capfd):
+    """The core's task observers all on at once (task lines, task times, tensor dump, NaN check):
+    each records what it records alone, and kernel_filter narrows the lines and the dump."""
+    prog = two_step.compile()
+    x, z, y = inputs()
+    z[1, 7] = 0.0
+    info = prog.run(
+        x,
+        z,
+        y,
+        nan_check=True,
+        enable_trace=True,
+        enable_dep_gen=True,
+        enable_dump_tensor=2,
+        print_intermediates=3,
+        kernel_filter="twice",
+        num_workers=2,
+    )
+    assert (info.nan.task_id, info.nan.kernel) == (0, "divide")
+    lines = [s for s in capfd.readouterr().err.splitlines() if s.startswith("[tilescope] task")]
+    assert [s.split()[2:6] for s in lines] == [
+        ["1", "start:", "kernel", "twice"],
+        ["1", "done:", "kernel", "twice"],
+    ]
+    assert re.fullmatch(r".* on worker [01] \(\d+\.\d{3} ms\)", lines[1])
+    dfx = prog.work_dir / "dfx_outputs"
+    events = json.loads((dfx / "trace.json").read_text())["traceEvents"]
+    assert sorted(e["args"]["task_id"] for e in events if e["ph"] == "X") == [0, 1]
+    assert [e for e in events if e["ph"] in "sf"]  # the dependency is drawn
+    dump = json.loads((dfx / "tensor_dump" / "tensor_dump.json").read_text())
+    assert sorted((r["task_id"], r["arg_index"]) for r in dump["records"]) == [(1, 0), (1, 1)]
+
+
 def test_bad_failure_options_are_clear_errors():
     prog = two_step.compile()
     with pytest.raises(ConfigError, match=r"'nope' is not a kernel of two_step; its kernels: divide, twice"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -283,12 +284,19 @@ def test_ctypes_mirror_matches_the_core(libs):
     lib = library.load_core()
     assert lib.ts_core_sizeof_arg() == 104 == ctypes.sizeof(abi.TsArg)
     assert lib.ts_core_abi_version() == 1
+    # every struct size c_api.cpp pins with a static_assert, against its ctypes twin
+    pinned = re.findall(
+        r"static_assert\(sizeof\((ts_\w+)\) == (\d+)", (library.CSRC_DIR / "c_api.cpp").read_text()
+    )
+    assert len(pinned) >= 8
+    twins = {name: getattr(abi, "".join(part.title() for part in name.split("_"))) for name, _ in pinned}
+    assert {name: ctypes.sizeof(twins[name]) for name, _ in pinned} == {name: int(n) for name, n in pinned}
 
 
 def test_raw_waw_war_on_overlapping_boxes(libs):
     x = torch.zeros(8, 8)
     report = run(
-        libs, "overlap", ["noop"], [tensor_arg(x, Direction.INOUT)], record_edges=True, record_tasks=True
+        libs, "overlap", ["noop"], [tensor_arg(x, Direction.INOUT)], record_edges=True, record_task_times=True
     )
     assert edges_of(report) == sorted(
         [
@@ -440,7 +448,9 @@ def test_10k_task_graph_matches_sequential_reference(libs, num_workers):
     expected = [b.copy() for b in init]
     sequential_reference(plan, expected)
 
-    report, got = run_plan(libs, plan, init, num_workers=num_workers, record_edges=True, record_tasks=True)
+    report, got = run_plan(
+        libs, plan, init, num_workers=num_workers, record_edges=True, record_task_times=True
+    )
     assert report.num_tasks == 10_000
     if num_workers:
         assert report.num_workers == num_workers
@@ -535,13 +545,22 @@ def test_gil_is_released_during_a_run(libs):
 def test_bad_func_id_is_a_clear_error_and_the_run_returns(libs):
     x = torch.zeros(8, 8)
     with pytest.raises(RuntimeFailure) as info:
-        run(libs, "bad_func_id", ["noop"], [tensor_arg(x, Direction.INOUT)], record_tasks=True)
+        run(libs, "bad_func_id", ["noop"], [tensor_arg(x, Direction.INOUT)], record_task_times=True)
     assert str(info.value) == (
         "task 1 'bogus' (func_id 3): func_id 3 is out of range: this run has 1 kernel(s) (0 'noop')"
     )
     report = info.value.report
     assert report.status != 0 and report.num_tasks == 1
     assert [t.name for t in report.tasks] == ["fine"]
+
+
+def test_levels_out_of_range_are_argument_errors(libs):
+    x = torch.zeros(8, 8)
+    args = [tensor_arg(x, Direction.INOUT)]
+    with pytest.raises(ArgumentError, match=r"dump_level must be 0\.\.3, got 4"):
+        run(libs, "overlap", ["noop"], args, dump_level=4)
+    with pytest.raises(ArgumentError, match=r"print_intermediates must be 0\.\.3, got 4"):
+        run(libs, "overlap", ["noop"], args, checks=graph.RunChecks(print_intermediates=4))
 
 
 def test_out_of_bounds_slice_is_reported_with_task_and_arg(libs):
@@ -682,10 +701,12 @@ def test_a_failed_run_leaves_nothing_behind_on_its_runtime(libs):
                 ["noop"],
                 [tensor_arg(x, Direction.INOUT)],
                 record_edges=True,
-                record_tasks=True,
+                record_task_times=True,
             )
         with pytest.raises(RuntimeFailure, match="plan file is corrupt"):
-            run_on(runtime, libs, "throws", ["noop"], [tensor_arg(x, Direction.INOUT)], record_tasks=True)
+            run_on(
+                runtime, libs, "throws", ["noop"], [tensor_arg(x, Direction.INOUT)], record_task_times=True
+            )
 
         # Same buffer as the failed runs: a leaked tensor map would add edges from their tasks.
         report = run_on(
@@ -695,7 +716,7 @@ def test_a_failed_run_leaves_nothing_behind_on_its_runtime(libs):
             ["noop"],
             [tensor_arg(x, Direction.INOUT)],
             record_edges=True,
-            record_tasks=True,
+            record_task_times=True,
         )
         check_clean_overlap(report, 2)
 
@@ -724,7 +745,7 @@ def test_two_programs_alternately_on_one_runtime(libs):
                 ["noop"],
                 [tensor_arg(x, Direction.INOUT)],
                 record_edges=True,
-                record_tasks=True,
+                record_task_times=True,
             )
             check_clean_overlap(report, 3)
             report = run_on(
@@ -734,7 +755,7 @@ def test_two_programs_alternately_on_one_runtime(libs):
                 ["noop"],
                 [tensor_arg(x, Direction.INOUT)],
                 record_edges=True,
-                record_tasks=i % 2 == 0,
+                record_task_times=i % 2 == 0,
             )
             assert edges_of(report) == COLUMNS_EDGES and report.num_tasks == 5
             assert [t.name for t in report.tasks] == (
@@ -753,7 +774,7 @@ def test_two_programs_alternately_on_one_runtime(libs):
                 bufs = [torch.from_numpy(b.copy()) for b in init]
                 args = [tensor_arg(bufs[0], Direction.INOUT), tensor_arg(bufs[1], Direction.INOUT)]
                 args.append(tensor_arg(torch.from_numpy(plan), Direction.IN))
-                report = run_on(runtime, libs, "plan", ["affine", "copy_add"], args, record_tasks=True)
+                report = run_on(runtime, libs, "plan", ["affine", "copy_add"], args, record_task_times=True)
                 assert all(np.array_equal(g.numpy(), e) for g, e in zip(bufs, expected))
                 assert {t.worker for t in report.tasks} <= {0, 1, 2}
 
@@ -779,7 +800,7 @@ def test_run_graph_reuses_pooled_runtimes(libs, monkeypatch):
                 [tensor_arg(x, Direction.INOUT)],
                 num_workers=3,
                 record_edges=True,
-                record_tasks=True,
+                record_task_times=True,
             ),
             3,
         )
@@ -816,9 +837,13 @@ def test_concurrent_runs_get_separate_runtimes_or_wait(libs):
             args.append(tensor_arg(torch.from_numpy(plan), Direction.IN))
             try:
                 if shared is None:
-                    report = run(libs, "plan", ["affine", "copy_add"], args, num_workers=2, record_tasks=True)
+                    report = run(
+                        libs, "plan", ["affine", "copy_add"], args, num_workers=2, record_task_times=True
+                    )
                 else:
-                    report = run_on(shared, libs, "plan", ["affine", "copy_add"], args, record_tasks=True)
+                    report = run_on(
+                        shared, libs, "plan", ["affine", "copy_add"], args, record_task_times=True
+                    )
             except RuntimeFailure as e:  # pragma: no cover - reported below
                 errors.append(str(e))
                 continue

@@ -138,7 +138,7 @@ def _run_with_edges(prog, args, num_workers=2):
         cargs,
         num_workers=num_workers,
         record_edges=True,
-        record_tasks=True,
+        record_task_times=True,
     )
 
 

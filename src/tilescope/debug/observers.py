@@ -45,9 +45,9 @@ class Recording:
     """What the runtime core records during a run (see ``ts_run_config``)."""
 
     record_edges: bool = False  # dependency edges, task arguments and buffers
-    record_tasks: bool = False  # per-task timestamps
+    record_task_times: bool = False  # per-task times and names (enable_trace, enable_dep_gen)
     dump_level: int = 0  # tensor dump: 1 tagged, 2 every argument, 3 metadata only
-    trace_tasks: bool = False  # a stderr line as each task starts and finishes
+    print_intermediates: int = 0  # its level; at 3 the core prints a stderr line per task start and finish
     nan_check: bool = False  # scan Out/InOut regions for NaN/Inf after each task
 
     def merge(self, other: Recording) -> Recording:
@@ -85,7 +85,7 @@ class DepsObserver:
 
     def recording(self) -> Recording:
         """Every edge and task record."""
-        return Recording(record_edges=True, record_tasks=True)
+        return Recording(record_edges=True, record_task_times=True)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
         """Write ``dfx_outputs/deps.json`` and ``deps_graph.html``; returns both paths."""
@@ -99,7 +99,7 @@ class TraceObserver:
 
     def recording(self) -> Recording:
         """The task records (workers and times)."""
-        return Recording(record_tasks=True)
+        return Recording(record_task_times=True)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
         """Write ``dfx_outputs/trace.json``; returns its path."""
@@ -136,7 +136,7 @@ class IntermediatesObserver:
 
     def recording(self) -> Recording:
         """A level-2 dump for levels 1 and 2; for level 3, the core's per-task start/finish lines."""
-        return Recording(trace_tasks=True) if self.level == 3 else Recording(dump_level=2)
+        return Recording(print_intermediates=self.level, dump_level=0 if self.level == 3 else 2)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
         """Save (level 1) or print (level 2) every dumped argument; returns the saved directory, if any."""

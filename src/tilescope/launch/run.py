@@ -134,7 +134,7 @@ def launch(
         task_timeout_s=float(opts["task_timeout_s"]),
         serial=bool(opts["serial"]),
         nan_check=recording.nan_check,
-        trace_tasks=recording.trace_tasks,
+        print_intermediates=recording.print_intermediates,
         kernel_filter=kernel_filter(target, opts),
         crash_report_path=str(crash_report) if crash_report is not None else None,
     )
@@ -150,7 +150,7 @@ def launch(
             cargs,
             num_workers=1 if task is not None else opts["num_workers"],
             record_edges=recording.record_edges,
-            record_tasks=recording.record_tasks,
+            record_task_times=recording.record_task_times,
             dump_level=recording.dump_level,
             checks=checks,
         )

@@ -48,10 +48,10 @@ from tilescope.runtime.records import (
 )
 
 
-def collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:
+def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport:
     """The RunReport of the finished run ``handle``: everything the core recorded, copied out.
-
-    Task records are copied only with ``record_tasks``; the caller still owns (and frees) the handle.
+    Task records are copied only with ``record_task_times``; the caller still owns (and frees) the
+    handle.
     """
     num_tasks = lib.ts_run_num_tasks(handle)
     report = RunReport(
@@ -62,7 +62,7 @@ def collect(lib: ctypes.CDLL, handle: int, record_tasks: bool) -> RunReport:
         num_workers=lib.ts_run_num_workers(handle),
         num_dependencies=lib.ts_run_num_dependencies(handle),
     )
-    if record_tasks and num_tasks:
+    if record_task_times and num_tasks:
         buf = (TsTaskRecord * num_tasks)()
         n = lib.ts_run_copy_tasks(handle, buf, num_tasks)
         rows = np.ctypeslib.as_array(buf)[:n].tolist()

@@ -143,7 +143,7 @@ class Runtime:
         kernel_names: list[str],
         args: list[TsArg],
         record_edges: bool = False,
-        record_tasks: bool = False,
+        record_task_times: bool = False,
         dump_level: int = 0,
         checks: RunChecks | None = None,
     ) -> RunReport:
@@ -163,6 +163,10 @@ class Runtime:
         if dump_level not in (0, 1, 2, 3):
             raise ArgumentError(f"Runtime.run: dump_level must be 0..3, got {dump_level!r}")
         checks = checks or RunChecks()
+        if checks.print_intermediates not in (0, 1, 2, 3):
+            raise ArgumentError(
+                f"Runtime.run: print_intermediates must be 0..3, got {checks.print_intermediates!r}"
+            )
         filt = None
         if checks.kernel_filter is not None:
             if len(checks.kernel_filter) != nkernels:
@@ -173,14 +177,14 @@ class Runtime:
         config = TsRunConfig(
             0,
             int(record_edges),
-            int(record_tasks),
+            int(record_task_times),
             dump_level,
             DUMP_ARENA_BYTES,
             DUMP_MAX_RECORDS,
             float(checks.task_timeout_s),
             int(checks.serial),
             int(checks.nan_check),
-            int(checks.trace_tasks),
+            checks.print_intermediates,
             0,
             ctypes.cast(filt, ctypes.c_void_p) if filt is not None else None,
             os.fsencode(checks.crash_report_path) if checks.crash_report_path else None,
@@ -201,7 +205,7 @@ class Runtime:
                 len(args),
             )
         try:
-            report = collect(lib, handle, record_tasks)
+            report = collect(lib, handle, record_task_times)
         finally:
             lib.ts_run_free(handle)
         if report.status != 0:
@@ -314,14 +318,14 @@ def _check_graph(
 @dataclass(frozen=True)
 class RunChecks:
     """What a run watches for (see ``ts_run_config``): a per-task time budget (0: none), a
-    serial schedule (needs a 1-worker runtime), NaN/Inf checks, a stderr line per task start and
-    finish, a per-kernel filter (one flag per func_id) for those lines and dump levels 2/3, and
-    where a crashing kernel writes its report."""
+    serial schedule (needs a 1-worker runtime), NaN/Inf checks, the print_intermediates level (the
+    core prints a stderr line per task start and finish at 3), a per-kernel filter (one flag per
+    func_id) for those lines and dump levels 2/3, and where a crashing kernel writes its report."""
 
     task_timeout_s: float = 0.0
     serial: bool = False
     nan_check: bool = False
-    trace_tasks: bool = False
+    print_intermediates: int = 0
     kernel_filter: tuple[bool, ...] | None = None
     crash_report_path: str | None = None
 
@@ -338,7 +342,7 @@ def run_graph(
     args: list[TsArg],
     num_workers: int = 0,
     record_edges: bool = False,
-    record_tasks: bool = False,
+    record_task_times: bool = False,
     dump_level: int = 0,
     checks: RunChecks | None = None,
 ) -> RunReport:
@@ -370,7 +374,7 @@ def run_graph(
             kernel_names,
             args,
             record_edges,
-            record_tasks,
+            record_task_times,
             dump_level,
             checks,
         )

@@ -61,7 +61,7 @@ def _loaded() -> tuple[ctypes.CDLL, Path]:
 
 
 def _build_core(defines: tuple[str, ...] = ()) -> Path:
-    """Build (or fetch) the core; ``defines`` (e.g. ``TS_RUNTIME_NO_DUMP``) only for benchmarks."""
+    """Build (or fetch) the core; ``defines`` (e.g. ``TS_RUNTIME_NO_OBSERVERS``) only for benchmarks."""
     sources = sorted(CSRC_DIR.glob("*.cpp"))
     if not sources:
         raise ToolchainError(f"the runtime core sources are missing from {CSRC_DIR}; reinstall tilescope")
@@ -143,7 +143,7 @@ def load_entry(path: str | os.PathLike, symbol: str) -> EntryPoint:
 
 
 def load_core_variant(defines: tuple[str, ...]) -> Path:
-    """Build the core with extra ``-D`` defines (e.g. ``TS_RUNTIME_NO_DUMP``, for benchmarks that
+    """Build the core with extra ``-D`` defines (e.g. ``TS_RUNTIME_NO_OBSERVERS``, for benchmarks that
     compare variants) and make it this process's core; call it before the first run."""
     global _core
     path = _build_core(defines)

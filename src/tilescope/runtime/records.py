@@ -191,7 +191,7 @@ class RunReport:
     num_tasks: int
     num_workers: int
     num_dependencies: int  # distinct (pred, succ) pairs the scheduler enforced
-    tasks: list[TaskRecord] = field(default_factory=list)  # with record_tasks
+    tasks: list[TaskRecord] = field(default_factory=list)  # with record_task_times
     edges: list[EdgeRecord] = field(default_factory=list)  # with record_edges
     task_args: list[TaskArgRecord] = field(default_factory=list)  # with record_edges
     buffers: list[BufferRecord] = field(default_factory=list)  # with record_edges or a dump

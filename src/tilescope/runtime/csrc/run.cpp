@@ -6,18 +6,10 @@
 #include <exception>
 
 #include "dtype.hpp"
-#include "finite.hpp"
-#include "region_rows.hpp"
+#include "saved_inputs.hpp"
 #include "validation.hpp"
 
 namespace ts::rt {
-
-namespace {
-
-constexpr size_t kMaxNanRecords = 256;
-constexpr size_t kMaxNanSaved = 64;  // tasks whose inputs nan_check saves
-
-}  // namespace
 
 // Marks the orchestration thread as inside the runtime (not stoppable) for one callback, and
 // counts the callback as progress for the watchdog.
@@ -49,9 +41,6 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
       nargs_(nargs),
       t0_(Clock::now()),
       scheduler_(scheduler) {
-    if (config_.dump_level >= 1 && config_.dump_level <= 3)
-        dump_ = std::make_unique<TensorDump>(config_.dump_level, scheduler_.num_workers(), config_.dump_arena_bytes,
-                                             config_.dump_max_records);
     api_.abi_version = TS_ABI_VERSION;
     api_.create_tensor = &Run::api_create_tensor;
     api_.submit = &Run::api_submit;
@@ -59,7 +48,14 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     api_.dump_in_next_task = &Run::api_dump_in_next_task;
     api_.fail = &Run::api_fail;
     for (const std::string &name : kernel_names_) kernel_cnames_.push_back(name.c_str());
-    if (config_.nan_check) nan_scratch_.resize(static_cast<size_t>(scheduler_.num_workers()));
+    const int32_t workers = scheduler_.num_workers();
+    if (config_.dump_level >= 1 && config_.dump_level <= 3)
+        dump_ = std::make_unique<TensorDump>(config_.dump_level, workers, config_.dump_arena_bytes,
+                                             config_.dump_max_records);
+    if (config_.nan_check) nan_check_ = std::make_unique<NanCheck>(workers);
+    if (config_.print_intermediates == 3)
+        task_lines_ = std::make_unique<TaskLines>(workers, kernel_cnames_.data(), config_.kernel_filter);
+    if (config_.record_task_times) task_times_ = std::make_unique<TaskTimes>(t0_);
     failure_.task_id = -1;
     failure_.func_id = -1;
     failure_.worker = -1;
@@ -73,15 +69,10 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
 void Run::execute(ts_run_result &result) {
     RunContext context;
     context.kernels = kernels_;
-    context.record_times = config_.record_tasks != 0;
-    context.t0 = t0_;
     context.failed = &failed_;
-    context.dump = dump_.get();
+    context.observers = observers();
     context.hooks = this;
-    context.nan_check = config_.nan_check != 0;
     context.serial = config_.serial != 0;
-    context.trace_tasks = config_.trace_tasks != 0;
-    context.kernel_filter = config_.kernel_filter;
     context.kernel_names = kernel_cnames_.data();
     context.crash_report_path = config_.crash_report_path;
     context.timeout_ns = config_.task_timeout_s > 0 ? static_cast<int64_t>(config_.task_timeout_s * 1e9) : 0;
@@ -101,6 +92,15 @@ void Run::execute(ts_run_result &result) {
     fill_result(result);
 }
 
+TaskObservers Run::observers() const {
+    TaskObservers list;
+    if (dump_) list.add(dump_.get());
+    if (nan_check_) list.add(nan_check_.get());
+    if (task_lines_) list.add(task_lines_.get());
+    if (task_times_) list.add(task_times_.get());
+    return list;
+}
+
 void Run::fill_result(ts_run_result &result) {
     result.wall_seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
     std::lock_guard<std::mutex> lock(fail_mu_);
@@ -112,24 +112,11 @@ void Run::fill_result(ts_run_result &result) {
     result.saved_task = saved_task_;
     result.saved = std::move(saved_);
     result.saved_payload = std::move(saved_payload_);
-    {
-        std::lock_guard<std::mutex> nan_lock(nan_mu_);
-        result.nan = std::move(nan_);
-        result.nan_total = nan_total_;
-        for (auto &[id, saved] : nan_saved_) {  // in task id order, one payload
-            const int64_t base = static_cast<int64_t>(result.nan_saved_payload.size());
-            result.nan_saved_payload.insert(result.nan_saved_payload.end(), saved.payload.begin(), saved.payload.end());
-            for (ts_dump_record rec : saved.records) {
-                if (rec.bin_offset >= 0) rec.bin_offset += base;
-                result.nan_saved.push_back(rec);
-            }
-        }
-        nan_saved_.clear();
-    }
+    if (nan_check_) nan_check_->fill(result);
     result.num_tasks = static_cast<int64_t>(tasks_.size());
     result.num_dependencies = num_dependencies_;
     result.num_workers = scheduler_.num_workers();
-    if (config_.record_tasks) {
+    if (config_.record_task_times) {
         result.tasks.reserve(tasks_.size());
         for (const Task *t : tasks_)
             result.tasks.push_back(ts_task_record{t->id, t->func_id, t->worker, t->submit_ns, t->start_ns, t->end_ns});
@@ -202,7 +189,7 @@ std::string Run::describe(const Task &t) const {
 
 void Run::kernel_threw(const Task &t, int32_t worker, const char *what) {
     if (fail_with(TS_FAILURE_KERNEL_ERROR, &t, worker, describe(t) + " on worker " + std::to_string(worker) + ": " + what))
-        save_inputs(t, worker, true, nullptr);
+        save_inputs(t, worker);
 }
 
 void Run::timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) {
@@ -239,132 +226,14 @@ void Run::stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t
             std::copy(frames, frames + failure_.nframes, failure_.frames);
         }
     }
-    if (t != nullptr) save_inputs(*t, worker, true, nullptr);
+    if (t != nullptr) save_inputs(*t, worker);
 }
 
-void Run::save_inputs(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot) {
+void Run::save_inputs(const Task &t, int32_t worker) {
     std::lock_guard<std::mutex> lock(fail_mu_);
     if (saved_task_ >= 0) return;
     saved_task_ = t.id;
-    copy_args(t, worker, partial, snapshot, saved_, saved_payload_);
-}
-
-void Run::save_nan_inputs(const Task &t, int32_t worker, const NanScratch &snapshot) {
-    if (t.id >= nan_saved_below_.load(std::memory_order_relaxed)) return;  // enough lower ids kept
-    SavedTask saved;
-    copy_args(t, worker, true, &snapshot, saved.records, saved.payload);
-    std::lock_guard<std::mutex> lock(nan_mu_);
-    if (nan_saved_.size() >= kMaxNanSaved) {
-        auto highest = std::prev(nan_saved_.end());
-        if (highest->first < t.id) return;
-        nan_saved_.erase(highest);
-    }
-    nan_saved_.emplace(t.id, std::move(saved));
-    if (nan_saved_.size() >= kMaxNanSaved)
-        nan_saved_below_.store(std::prev(nan_saved_.end())->first, std::memory_order_relaxed);
-}
-
-void Run::copy_args(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot,
-                    std::vector<ts_dump_record> &records, std::vector<char> &payload) {
-    for (int32_t i = 0; i < t.nargs; ++i) {
-        const ts_arg &a = t.args[i];
-        ts_dump_record rec{};
-        rec.task_id = t.id;
-        rec.func_id = t.func_id;
-        rec.arg_index = i;
-        rec.role = a.dir;
-        rec.stage = TS_DUMP_BEFORE_DISPATCH;
-        rec.kind = a.kind;
-        rec.worker = worker;
-        rec.bin_offset = -1;
-        if (a.kind == TS_ARG_SCALAR) {
-            rec.dtype = a.u.s.dtype;
-            rec.value = a.u.s;
-            records.push_back(rec);
-            continue;
-        }
-        const ts_tensor &x = a.u.t;
-        rec.dtype = x.dtype;
-        rec.ndim = x.ndim;
-        std::copy(x.shape, x.shape + x.ndim, rec.shape);
-        std::copy(x.strides, x.strides + x.ndim, rec.strides);
-        rec.start_offset = x.offset;
-        rec.buffer_id = x.buffer_id;
-        if (a.dir != TS_OUT) {
-            const int64_t bytes = region_bytes(x);
-            rec.bin_offset = static_cast<int64_t>(payload.size());
-            payload.resize(payload.size() + static_cast<size_t>(bytes));
-            char *dst = payload.data() + rec.bin_offset;
-            const bool from_snapshot = snapshot != nullptr && a.dir == TS_INOUT && snapshot->offsets[i] >= 0;
-            if (from_snapshot)
-                std::memcpy(dst, snapshot->data.data() + snapshot->offsets[i], static_cast<size_t>(bytes));
-            else
-                copy_region(dst, x, dtype_itemsize(x.dtype), bytes);
-            rec.bin_size = bytes;
-            if (partial && a.dir == TS_INOUT && !from_snapshot) rec.flags |= TS_SAVED_PARTIAL;
-        }
-        records.push_back(rec);
-    }
-}
-
-void Run::before_task(const Task &t, int32_t worker) {
-    NanScratch &s = nan_scratch_[static_cast<size_t>(worker)];
-    s.offsets.assign(static_cast<size_t>(t.nargs), -1);
-    s.dirty_in.assign(static_cast<size_t>(t.nargs), 0);
-    s.data.clear();
-    const bool snapshot = t.id < nan_saved_below_.load(std::memory_order_relaxed);
-    for (int32_t i = 0; i < t.nargs; ++i) {
-        const ts_arg &a = t.args[i];
-        if (a.kind != TS_ARG_TENSOR || a.dir != TS_INOUT) continue;
-        s.dirty_in[static_cast<size_t>(i)] = !scan_finite(a.u.t).clean();
-        if (!snapshot) continue;
-        const int64_t bytes = region_bytes(a.u.t);
-        s.offsets[static_cast<size_t>(i)] = static_cast<int64_t>(s.data.size());
-        s.data.resize(s.data.size() + static_cast<size_t>(bytes));
-        copy_region(s.data.data() + s.offsets[static_cast<size_t>(i)], a.u.t, dtype_itemsize(a.u.t.dtype), bytes);
-    }
-}
-
-void Run::after_task(const Task &t, int32_t worker) {
-    const NanScratch &s = nan_scratch_[static_cast<size_t>(worker)];
-    int32_t input_arg = -2;  // -2: not looked at yet; -1: every input finite
-    for (int32_t i = 0; i < t.nargs; ++i) {
-        const ts_arg &a = t.args[i];
-        if (a.kind != TS_ARG_TENSOR || a.dir == TS_IN) continue;
-        const FiniteScan scan = scan_finite(a.u.t);
-        if (scan.clean()) continue;
-        if (input_arg == -2) {
-            input_arg = -1;
-            for (int32_t j = 0; j < t.nargs && input_arg < 0; ++j) {
-                const ts_arg &b = t.args[j];
-                if (b.kind != TS_ARG_TENSOR) continue;
-                if ((b.dir == TS_IN && !scan_finite(b.u.t).clean()) || (b.dir == TS_INOUT && s.dirty_in[static_cast<size_t>(j)]))
-                    input_arg = j;
-            }
-        }
-        ts_nan_record rec{};
-        rec.task_id = t.id;
-        rec.func_id = t.func_id;
-        rec.worker = worker;
-        rec.arg_index = i;
-        rec.origin = input_arg >= 0 ? 1 : 0;
-        rec.first_index = scan.first;
-        rec.nan_count = scan.nan;
-        rec.inf_count = scan.inf;
-        rec.input_arg = input_arg;
-        rec.producer = -1;
-        for (int32_t k = 0; k < t.nfound; ++k)
-            if (t.found[k].arg_index == input_arg && t.found[k].kind == TS_EDGE_RAW)
-                rec.producer = std::max(rec.producer, t.found[k].pred);
-        std::lock_guard<std::mutex> lock(nan_mu_);
-        if (nan_.size() < kMaxNanRecords) nan_.push_back(rec);
-    }
-    if (input_arg == -2) return;  // every output finite
-    {
-        std::lock_guard<std::mutex> lock(nan_mu_);
-        ++nan_total_;
-    }
-    if (input_arg == -1) save_nan_inputs(t, worker, s);
+    save_task_inputs(t, worker, nullptr, saved_, saved_payload_);
 }
 
 void Run::report_deadlock() {
@@ -478,8 +347,8 @@ int64_t Run::submit(const SubmitRequest &req) {
     task->nargs = req.nargs;
     task->args = args;
     if (dump_) select_dump(*task, args, req.nargs);
-    if (config_.record_tasks) task->submit_ns = scheduler_.now_ns();
-    if (config_.record_tasks || dump_) {
+    if (task_times_) task->submit_ns = task_times_->now_ns();
+    if (config_.record_task_times || dump_) {
         task_names_.emplace_back(req.name != nullptr ? req.name : kernel_names_[static_cast<size_t>(req.func_id)]);
     }
 

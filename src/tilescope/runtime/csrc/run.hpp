@@ -17,8 +17,9 @@
 //  - The first failure is kept (kind, task, worker, message): an orchestration error, a deadlock,
 //    a timeout, or a kernel that threw; workers and the watchdog report through the RunHooks
 //    methods, which take `fail_mu_`. The inputs of the task worth replaying alone are saved once.
-//  - nan_check saves the inputs of every task that made NaN/Inf from finite inputs, up to
-//    kMaxNanSaved of them: the lowest task ids, so the saved set does not depend on the schedule.
+//  - The run's task observers (task_observer.hpp), one per instrument that is on, are built
+//    from the config when the Run is, owned by it, and handed to the scheduler in that order:
+//    tensor dump, nan check, task lines, task times (innermost, so it times the kernel alone).
 //  - An explicit dep on a later task id (a forward dep) is counted in the waiter's `pending` at
 //    submission and linked when that id is submitted; one never submitted leaves the waiter
 //    blocked, which finish() reports as a deadlock (ts_wait_record, pred_state 1).
@@ -29,8 +30,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <limits>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,9 +38,13 @@
 #include <vector>
 
 #include "block_arena.hpp"
+#include "nan_check.hpp"
 #include "run_result.hpp"
 #include "scheduler.hpp"
 #include "task.hpp"
+#include "task_lines.hpp"
+#include "task_observer.hpp"
+#include "task_times.hpp"
 #include "tensor_dump.hpp"
 #include "tensor_map.hpp"
 #include "tilescope/abi.h"
@@ -61,20 +64,11 @@ public:
     // Run the orchestration and every task it submits to completion, then fill `result`.
     void execute(ts_run_result &result);
 
-    void before_task(const Task &t, int32_t worker) override;
-    void after_task(const Task &t, int32_t worker) override;
     void kernel_threw(const Task &t, int32_t worker, const char *what) override;
     void timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) override;
     void stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t nframes) override;
 
 private:
-    // nan_check: one worker's view of the task it runs (inouts as they were before the kernel).
-    struct NanScratch {
-        std::vector<char> data;
-        std::vector<int64_t> offsets;   // per argument: where its snapshot starts in `data`, or -1
-        std::vector<uint8_t> dirty_in;  // per argument: an inout held NaN/Inf before the kernel
-    };
-
     class OrchestrationCall;  // pauses the orchestration's watchdog arming inside a callback
 
     static int api_create_tensor(void *ctx, int32_t dtype, int32_t ndim, const int64_t *shape, ts_tensor *out);
@@ -96,10 +90,8 @@ private:
     void fail(std::string message);
     bool fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message);
     std::string describe(const Task &t) const;
-    void save_inputs(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot);
-    void save_nan_inputs(const Task &t, int32_t worker, const NanScratch &snapshot);
-    static void copy_args(const Task &t, int32_t worker, bool partial, const NanScratch *snapshot,
-                          std::vector<ts_dump_record> &records, std::vector<char> &payload);
+    TaskObservers observers() const;
+    void save_inputs(const Task &t, int32_t worker);
     void report_deadlock();
     void fill_result(ts_run_result &result);
 
@@ -131,20 +123,6 @@ private:
     BlockArena<FoundEdge> found_arena_{64, 4096};
     BlockArena<int64_t> deps_arena_{64, 1024};
 
-    std::mutex nan_mu_;  // guards nan_, nan_total_
-    std::vector<ts_nan_record> nan_;
-    int64_t nan_total_ = 0;
-    // nan_check: the inputs of tasks that made NaN/Inf from finite inputs, by task id (guarded by
-    // nan_mu_); once kMaxNanSaved are kept, only a lower id replaces the highest, and
-    // `nan_saved_below_` (the highest kept) says which tasks are still worth a snapshot.
-    struct SavedTask {
-        std::vector<ts_dump_record> records;
-        std::vector<char> payload;
-    };
-    std::map<int64_t, SavedTask> nan_saved_;
-    std::atomic<int64_t> nan_saved_below_{std::numeric_limits<int64_t>::max()};
-    std::vector<NanScratch> nan_scratch_;  // one per worker
-
     TensorMap tensor_map_;
     BlockArena<Task> task_arena_{16, 1024};
     BlockArena<ts_arg> arg_arena_{64, 8192};
@@ -162,7 +140,10 @@ private:
     std::unordered_set<int64_t> dump_tagged_buffers_;  // level 1: buffers dumped from now on
     std::unordered_set<int64_t> dump_next_buffers_;    // level 1: buffers dumped in the next task only
     BlockArena<uint8_t> dump_args_arena_{64, 8192};
-    std::unique_ptr<TensorDump> dump_;  // nullptr unless config_.dump_level is 1..3
+    std::unique_ptr<TensorDump> dump_;       // nullptr unless config_.dump_level is 1..3
+    std::unique_ptr<NanCheck> nan_check_;    // nullptr unless config_.nan_check
+    std::unique_ptr<TaskLines> task_lines_;  // nullptr unless config_.print_intermediates is 3
+    std::unique_ptr<TaskTimes> task_times_;  // nullptr unless config_.record_task_times
     std::vector<std::unique_ptr<void, FreeDeleter>> intermediates_;
 
     Scheduler &scheduler_;

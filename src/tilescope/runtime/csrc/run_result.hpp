@@ -17,8 +17,8 @@ struct ts_run_result {
     int64_t num_dependencies = 0;
     int32_t num_workers = 0;
     double wall_seconds = 0.0;
-    std::vector<ts_task_record> tasks;     // only with record_tasks
-    std::vector<std::string> task_names;   // with record_tasks or a dump
+    std::vector<ts_task_record> tasks;     // only with record_task_times
+    std::vector<std::string> task_names;   // with record_task_times or a dump
     std::vector<ts_edge_record> edges;     // only with record_edges
     std::vector<ts_task_arg_record> task_args;  // only with record_edges
     std::vector<ts_buffer_record> buffers;      // with record_edges or a dump

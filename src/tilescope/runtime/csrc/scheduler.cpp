@@ -1,11 +1,6 @@
 #include "scheduler.hpp"
 
 #include <algorithm>
-#include <cstdio>
-
-#include <unistd.h>
-
-#include "tensor_dump.hpp"
 
 namespace ts::rt {
 
@@ -68,10 +63,6 @@ void Scheduler::begin(const RunContext &context) {
         wd_run_ = true;
         wd_cv_.notify_one();
     }
-}
-
-int64_t Scheduler::now_ns() const {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - context_.t0).count();
 }
 
 void Scheduler::add_dependency(Task &pred, Task &succ) {
@@ -194,25 +185,16 @@ void Scheduler::worker_main(int32_t index) {
 
 void Scheduler::execute(Task &t, int32_t worker) {
     if (context_.failed->load(std::memory_order_acquire)) return;
-    const bool traced = context_.trace_tasks && (context_.kernel_filter == nullptr || context_.kernel_filter[t.func_id]);
-    if (traced) trace_line(t, worker, "start", -1);
-    // NOTE: TS_RUNTIME_NO_DUMP builds the core without the dump hooks, only so that
-    // benchmarks/dump_throughput.py can show the hooks cost nothing measurable when off.
-#ifndef TS_RUNTIME_NO_DUMP
-    if (context_.dump != nullptr) context_.dump->before_dispatch(t, worker);
+    // NOTE: TS_RUNTIME_NO_OBSERVERS builds the core without the observer calls, only so that
+    // benchmarks/dump_throughput.py can show an empty observer list costs nothing measurable.
+#ifndef TS_RUNTIME_NO_OBSERVERS
+    context_.observers.before(t, worker);
 #endif
-    if (context_.nan_check) context_.hooks->before_task(t, worker);
-    const Clock::time_point start = traced ? Clock::now() : Clock::time_point{};
-    if (context_.record_times) t.start_ns = now_ns();
     run_kernel(t, worker);
-    if (context_.record_times) t.end_ns = now_ns();
-#ifndef TS_RUNTIME_NO_DUMP
-    if (context_.dump != nullptr) context_.dump->after_completion(t, worker);
+#ifndef TS_RUNTIME_NO_OBSERVERS
+    context_.observers.after(t, worker);
 #endif
-    if (context_.nan_check) context_.hooks->after_task(t, worker);
     t.worker = worker;
-    if (traced)
-        trace_line(t, worker, "done", std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
 }
 
 void Scheduler::run_kernel(Task &t, int32_t worker) {
@@ -245,17 +227,6 @@ void Scheduler::run_kernel(Task &t, int32_t worker) {
     }
     slot.seq.fetch_add(1, std::memory_order_release);  // even: idle
     slot.task = nullptr;
-}
-
-void Scheduler::trace_line(const Task &t, int32_t worker, const char *what, int64_t ns) {
-    char line[256];
-    const char *name = context_.kernel_names != nullptr ? context_.kernel_names[t.func_id] : "?";
-    int n = ns < 0 ? std::snprintf(line, sizeof(line), "[tilescope] task %lld %s: kernel %s on worker %d\n",
-                                   static_cast<long long>(t.id), what, name, worker)
-                   : std::snprintf(line, sizeof(line), "[tilescope] task %lld %s: kernel %s on worker %d (%.3f ms)\n",
-                                   static_cast<long long>(t.id), what, name, worker, ns / 1e6);
-    n = std::min<int>(n, static_cast<int>(sizeof(line)) - 1);
-    if (n > 0 && ::write(2, line, static_cast<size_t>(n)) < 0) return;  // NOTE: one write: whole lines
 }
 
 void Scheduler::watchdog_main() {

@@ -9,7 +9,8 @@
 //    last task, or finish() if they all completed before it) ends it, by one atomic countdown.
 //    From then on no worker touches a task, the run context or the run's end state, and the
 //    ready queue is empty, so the caller may free the run's tasks and begin the next run.
-//  - A task runs exactly once, on one worker, after every predecessor it was given has finished.
+//  - A task runs exactly once, on one worker, after every predecessor it was given has finished;
+//    the run's task observers are called around its kernel (task_observer.hpp).
 //  - After `*context.failed` becomes true, tasks that have not started are finished without
 //    running their kernel (worker stays -1), so the graph drains quickly and nothing waits forever.
 //  - A worker that finishes a task runs one newly ready successor itself (no queue round trip);
@@ -42,20 +43,15 @@
 
 #include "guard.hpp"
 #include "task.hpp"
+#include "task_observer.hpp"
 #include "tilescope/abi.h"
 
 namespace ts::rt {
-
-class TensorDump;
-
-using Clock = std::chrono::steady_clock;
 
 // What the run in progress does about failures; called from workers and the watchdog.
 class RunHooks {
 public:
     virtual ~RunHooks() = default;
-    virtual void before_task(const Task &t, int32_t worker) = 0;  // with nan_check only
-    virtual void after_task(const Task &t, int32_t worker) = 0;   // with nan_check only
     virtual void kernel_threw(const Task &t, int32_t worker, const char *what) = 0;
     // Watchdog thread: `t` (nullptr: the orchestration) has run `elapsed_ns` past its budget.
     virtual void timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) = 0;
@@ -66,15 +62,10 @@ public:
 // What the workers need from the run in progress; fixed from begin() until finish() returns.
 struct RunContext {
     const ts_kernel_fn *kernels = nullptr;
-    bool record_times = false;
-    Clock::time_point t0{};
     const std::atomic<bool> *failed = nullptr;
-    TensorDump *dump = nullptr;  // nullptr: no tensor dump (the per-task cost is this one test)
+    TaskObservers observers;  // the instruments that are on
     RunHooks *hooks = nullptr;
-    bool nan_check = false;
     bool serial = false;
-    bool trace_tasks = false;
-    const uint8_t *kernel_filter = nullptr;  // trace_tasks: only flagged func_ids
     const char *const *kernel_names = nullptr;
     const char *crash_report_path = nullptr;
     int64_t timeout_ns = 0;  // 0: no budget
@@ -95,8 +86,6 @@ public:
 
     // Before the first seal of a run: the workers' view of the run (no run may be in progress).
     void begin(const RunContext &context);
-    // Nanoseconds since the current run's t0.
-    int64_t now_ns() const;
 
     // Orchestration thread: order `succ` after `pred` (a no-op if pred has already finished).
     void add_dependency(Task &pred, Task &succ);
@@ -125,7 +114,6 @@ private:
     void worker_main(int32_t index);
     void execute(Task &t, int32_t worker);
     void run_kernel(Task &t, int32_t worker);
-    void trace_line(const Task &t, int32_t worker, const char *what, int64_t ns);
     bool quiescent();
     void watchdog_main();
     void watch(std::vector<uint64_t> &last, std::vector<Clock::time_point> &since, std::vector<uint64_t> &fired);

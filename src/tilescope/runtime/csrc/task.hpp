@@ -7,9 +7,11 @@
 //    finishes (and will release the successor) or is seen as done (and the edge adds no count).
 //  - Fields above `mu` are written by the orchestration thread before the task is sealed and are
 //    read-only afterwards; timing fields are written by the one worker that runs the task.
+//  - Times are nanoseconds of `Clock` since the run started.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -18,6 +20,8 @@
 #include "tilescope/abi.h"
 
 namespace ts::rt {
+
+using Clock = std::chrono::steady_clock;
 
 // Task::dump: which arguments the tensor dump records.
 constexpr int8_t kDumpNone = 0;

@@ -90,7 +90,7 @@ TensorDump::TensorDump(int32_t level, int32_t num_workers, int64_t arena_bytes, 
         if (arena_bytes_ > 0) w.ring = PayloadRing(static_cast<size_t>(arena_bytes_));
 }
 
-void TensorDump::before_dispatch(const Task &t, int32_t worker) {
+void TensorDump::before(Task &t, int32_t worker) {
     if (t.dump == kDumpNone) return;
     WorkerBuffer &w = workers_[static_cast<size_t>(worker)];
     for (int32_t i = 0; i < t.nargs; ++i) {
@@ -100,7 +100,7 @@ void TensorDump::before_dispatch(const Task &t, int32_t worker) {
     }
 }
 
-void TensorDump::after_completion(const Task &t, int32_t worker) {
+void TensorDump::after(Task &t, int32_t worker) {
     if (t.dump == kDumpNone) return;
     WorkerBuffer &w = workers_[static_cast<size_t>(worker)];
     for (int32_t i = 0; i < t.nargs; ++i) {

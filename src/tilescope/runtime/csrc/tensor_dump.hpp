@@ -1,5 +1,6 @@
-// The tensor/scalar dump of one run: per-worker record buffers and payload rings, flushed into
-// the run result after the run.
+// The tensor/scalar dump of one run (dump_level; read by enable_dump_tensor, and by
+// print_intermediates 1 and 2 at level 2): a task observer that fills per-worker record buffers
+// and payload rings, flushed into the run result after the run.
 //
 // Invariants:
 //  - Owned by one Run and destroyed with it, so nothing a dump collects outlives its run (the
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "task.hpp"
+#include "task_observer.hpp"
 #include "tilescope/abi.h"
 #include "tilescope/runtime_api.h"
 
@@ -64,7 +66,7 @@ struct DumpResult {
     void copy_payload(char *out) const;
 };
 
-class TensorDump {
+class TensorDump final : public TaskObserver {
 public:
     TensorDump(int32_t level, int32_t num_workers, int64_t arena_bytes, int64_t max_records);
     TensorDump(const TensorDump &) = delete;
@@ -72,10 +74,10 @@ public:
 
     int32_t level() const { return level_; }
 
-    // Worker `worker`, just before `t`'s kernel runs: its inputs, inouts and scalars.
-    void before_dispatch(const Task &t, int32_t worker);
-    // Worker `worker`, just after `t`'s kernel returned: its outputs and inouts.
-    void after_completion(const Task &t, int32_t worker);
+    // Just before `t`'s kernel runs: its inputs, inouts and scalars (TS_DUMP_BEFORE_DISPATCH).
+    void before(Task &t, int32_t worker) override;
+    // Just after `t`'s kernel returned: its outputs and inouts (TS_DUMP_AFTER_COMPLETION).
+    void after(Task &t, int32_t worker) override;
 
     // Move every worker's records and payloads into `out` (every worker must be idle).
     void flush(DumpResult &out);

@@ -26,13 +26,18 @@ extern "C" {
 #endif
 
 typedef struct ts_run_config {
+    /* Each field that turns on an instrument is named as its knob (tilescope/knobs.py); one that
+     * several instruments read is named for what it records and says which read it. */
     int32_t num_workers;  /* worker threads; 0 = std::thread::hardware_concurrency() */
     int32_t record_edges; /* nonzero: keep every dependency edge (ts_edge_record), every task
                              argument (ts_task_arg_record) and every buffer (ts_buffer_record;
-                             buffers are also kept when dump_level is nonzero) */
-    int32_t record_tasks; /* nonzero: keep per-task timing records and names */
+                             buffers are also kept when dump_level is nonzero). Read by
+                             enable_dep_gen, and by enable_trace (flow arrows) when on */
+    int32_t record_task_times; /* nonzero: keep per-task records (worker; submit, start and end
+                                  times) and task names. Read by enable_trace and enable_dep_gen */
     int32_t dump_level;   /* tensor/scalar dump: 0 off, 1 tagged (dump_tag), 2 every argument,
-                             3 every argument, metadata only (no payload) */
+                             3 every argument, metadata only (no payload). Read by
+                             enable_dump_tensor, and by print_intermediates 1 and 2 (level 2) */
     int64_t dump_arena_bytes; /* payload ring per worker (levels 1, 2); 0 = 64 MiB */
     int64_t dump_max_records; /* records kept per worker, later ones are dropped; 0 = 1 << 20 */
     double task_timeout_s;    /* > 0: a task, or the orchestration between two submissions, that runs
@@ -40,10 +45,12 @@ typedef struct ts_run_config {
     int32_t serial;           /* nonzero: tasks run one at a time, lowest ready id first, after the
                                  orchestration has returned (a deterministic schedule) */
     int32_t nan_check;        /* nonzero: scan every task's outputs for NaN/Inf (ts_nan_record) */
-    int32_t trace_tasks;      /* nonzero: a line on stderr as each task starts and finishes */
+    int32_t print_intermediates; /* the knob's level; 3: a line on stderr as each task starts and
+                                    finishes. Levels 1 and 2 need only a level-2 dump (dump_level) */
     int32_t reserved;
-    const uint8_t *kernel_filter; /* NULL: every kernel; else one flag per func_id: trace_tasks and
-                                     dump levels 2 and 3 cover the flagged kernels' tasks only */
+    const uint8_t *kernel_filter; /* NULL: every kernel; else one flag per func_id: the lines of
+                                     print_intermediates 3 and dump levels 2 and 3 cover the
+                                     flagged kernels' tasks only */
     const char *crash_report_path; /* NULL: none; else a fatal signal inside a kernel writes a crash
                                       report there (format: docs/failures.md) before the process dies */
 } ts_run_config;
