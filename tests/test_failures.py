@@ -466,7 +466,10 @@ def test_an_orchestration_looping_through_malloc_is_stopped_in_its_own_code():
     )
     for _ in range(3):
         f, took = failure_of(prog, *inputs(), task_timeout_s=0.2)
-        assert f.kind == "timeout" and f.task_id == -1 and took < 5
+        # NOTE: the stop lands once a poll finds the thread in its own code (every 20 ms): well
+        # under a second on an idle machine, several seconds on a loaded one; the bound only
+        # catches a stop that never lands
+        assert f.kind == "timeout" and f.task_id == -1 and took < 30
         assert f.frames[0].module.endswith("two_step.so")  # stopped in its own code (maybe inlined std::)
         assert any("two_step.cpp" in fr.cpp for fr in f.frames)
         goes_on()
