@@ -5,16 +5,19 @@ Invariants:
   ``dfx_outputs/`` and what goes in it, ``kernel_config.py``, ``build_state.json``, ``ir/``,
   ``data/``.
 - ``atomic_write`` / ``atomic_write_bytes`` / ``atomic_save`` make a file appear complete or not
-  at all: the content goes to a unique temporary file beside it (``mkstemp``, so two threads or
-  two processes never share one) and is moved over the target with ``os.replace``.
+  at all: the content goes to a temporary file beside it, created exclusively and named for the
+  process, the thread and a count (two threads or two processes never share one; its
+  permissions are the usual 0666 less the umask), and is moved over the target with
+  ``os.replace``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import os
 import re
-import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,30 +80,52 @@ def new_build_dir(base: Path, name: str) -> Path:
     raise TilescopeError(f"cannot create a build directory under {base}: too many builds named {stem}_*")
 
 
+_TEMP_COUNT = itertools.count()
+
+
+def _open_temp(path: Path) -> tuple[int, Path]:
+    """A new file beside ``path`` for writing, named for this process and thread (and a count),
+    created exclusively with the usual permissions (0666 less the umask)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_TEMP_COUNT)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:  # left by a process that had this pid and died mid-write
+            continue
+
+
 def atomic_replace(path: Path, write: Callable[[Path], Any]) -> None:
     """Call ``write(tmp)`` on a fresh temporary file beside ``path``, then move it over ``path``.
 
     The temporary file is removed if ``write`` raises (or the process is interrupted in it).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _open_temp(path)
     os.close(fd)
     try:
-        write(Path(tmp))
+        write(tmp)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically."""
-    atomic_replace(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
     """Replace ``path`` with ``data`` atomically."""
-    atomic_replace(path, lambda tmp: tmp.write_bytes(data))
+    fd, tmp = _open_temp(path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_save(value: Any, path: Path) -> None:

@@ -1,0 +1,57 @@
+"""build/paths.py: atomic replacement of the files in a build directory."""
+
+import os
+import stat
+import threading
+
+import pytest
+
+from tilescope.build.paths import atomic_replace, atomic_write, atomic_write_bytes
+
+
+def test_threads_writing_one_file_never_collide_and_leave_no_temporary_files(tmp_path):
+    target = tmp_path / "deps.json"
+    texts = [f"{i}:" + "x" * (1000 + i) for i in range(16)]
+    errors = []
+
+    def writer(text: str) -> None:
+        try:
+            for _ in range(50):
+                atomic_write(target, text)
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in texts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert target.read_text() in texts  # one writer's whole text, never a mix
+    assert [p.name for p in tmp_path.iterdir()] == ["deps.json"]
+
+
+def test_a_replaced_file_gets_the_usual_permissions(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "a.txt", "text")
+        atomic_write_bytes(tmp_path / "b.bin", b"\0\1")
+    finally:
+        os.umask(umask)
+    for name in ("a.txt", "b.bin"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644, name
+    assert (tmp_path / "b.bin").read_bytes() == b"\0\1"
+
+
+def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary_file(tmp_path):
+    target = tmp_path / "trace.json"
+    atomic_write(target, "old")
+
+    def fails(tmp):
+        tmp.write_text("half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        atomic_replace(target, fails)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]
