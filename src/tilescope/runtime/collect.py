@@ -30,6 +30,7 @@ from tilescope.runtime.abi import (
     TsNanRecord,
     TsTaskArgRecord,
     TsTaskRecord,
+    TsTensor,
     TsWaitRecord,
 )
 from tilescope.runtime.records import (
@@ -89,34 +90,12 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
     if num_buffers:
         buf = (TsBufferRecord * num_buffers)()
         n = lib.ts_run_copy_buffers(handle, buf, num_buffers)
-        for rec in buf[:n]:
-            t = rec.tensor
-            report.buffers.append(
-                BufferRecord(
-                    t.buffer_id,
-                    rec.program_arg,
-                    dtypes.BY_CODE[t.dtype].name,
-                    tuple(t.shape[: t.ndim]),
-                    tuple(t.strides[: t.ndim]),
-                    t.offset,
-                )
-            )
+        report.buffers = [BufferRecord(r.tensor.buffer_id, r.program_arg, *_view(r.tensor)) for r in buf[:n]]
     num_tags = lib.ts_run_num_dump_tags(handle)
     if num_tags:
         buf = (TsDumpTagRecord * num_tags)()
         n = lib.ts_run_copy_dump_tags(handle, buf, num_tags)
-        for rec in buf[:n]:
-            t = rec.tensor
-            report.dump_tags.append(
-                DumpTagRecord(
-                    rec.first_task,
-                    t.buffer_id,
-                    dtypes.BY_CODE[t.dtype].name,
-                    tuple(t.shape[: t.ndim]),
-                    tuple(t.strides[: t.ndim]),
-                    t.offset,
-                )
-            )
+        report.dump_tags = [DumpTagRecord(r.first_task, r.tensor.buffer_id, *_view(r.tensor)) for r in buf[:n]]
     if lib.ts_run_dump_level(handle):
         report.dump = _collect_dump(lib, handle)
     _collect_failure(lib, handle, report)
@@ -271,15 +250,21 @@ def _task_arg(rec: TsTaskArgRecord) -> TaskArgRecord:
         value = a.u.s.v.f if dtype.is_float else a.u.s.v.i
         return TaskArgRecord(rec.task_id, rec.arg_index, "scalar", direction, dtype.name, value=value)
     t = a.u.t
+    dtype, shape, strides, offset = _view(t)
     return TaskArgRecord(
         rec.task_id,
         rec.arg_index,
         "tensor",
         direction,
-        dtypes.BY_CODE[t.dtype].name,
+        dtype,
         buffer_id=t.buffer_id,
         ndim=t.ndim,
-        shape=tuple(t.shape[: t.ndim]),
-        strides=tuple(t.strides[: t.ndim]),
-        offset=t.offset,
+        shape=shape,
+        strides=strides,
+        offset=offset,
     )
+
+
+def _view(t: TsTensor) -> tuple[str, tuple[int, ...], tuple[int, ...], int]:
+    """A tensor argument's dtype name, shape, strides and offset (elements)."""
+    return dtypes.BY_CODE[t.dtype].name, tuple(t.shape[: t.ndim]), tuple(t.strides[: t.ndim]), t.offset

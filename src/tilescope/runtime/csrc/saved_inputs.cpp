@@ -14,28 +14,12 @@ void save_task_inputs(const Task &t, int32_t worker, const InoutSnapshot *snapsh
                       std::vector<ts_dump_record> &records, std::vector<char> &payload) {
     for (int32_t i = 0; i < t.nargs; ++i) {
         const ts_arg &a = t.args[i];
-        ts_dump_record rec{};
-        rec.task_id = t.id;
-        rec.func_id = t.func_id;
-        rec.arg_index = i;
-        rec.role = a.dir;
-        rec.stage = TS_DUMP_BEFORE_DISPATCH;
-        rec.kind = a.kind;
-        rec.worker = worker;
-        rec.bin_offset = -1;
+        ts_dump_record rec = describe_arg(t, i, TS_DUMP_BEFORE_DISPATCH, worker);
         if (a.kind == TS_ARG_SCALAR) {
-            rec.dtype = a.u.s.dtype;
-            rec.value = a.u.s;
             records.push_back(rec);
             continue;
         }
         const ts_tensor &x = a.u.t;
-        rec.dtype = x.dtype;
-        rec.ndim = x.ndim;
-        std::copy(x.shape, x.shape + x.ndim, rec.shape);
-        std::copy(x.strides, x.strides + x.ndim, rec.strides);
-        rec.start_offset = x.offset;
-        rec.buffer_id = x.buffer_id;
         if (a.dir != TS_OUT) {
             const int64_t bytes = region_bytes(x);
             rec.bin_offset = static_cast<int64_t>(payload.size());

@@ -109,11 +109,7 @@ void TensorDump::after(Task &t, int32_t worker) {
     }
 }
 
-void TensorDump::capture(WorkerBuffer &w, const Task &t, int32_t arg_index, int32_t stage, int32_t worker) {
-    if (static_cast<int64_t>(w.records.size()) >= max_records_) {
-        ++w.dropped;
-        return;
-    }
+ts_dump_record describe_arg(const Task &t, int32_t arg_index, int32_t stage, int32_t worker) {
     const ts_arg &a = t.args[arg_index];
     ts_dump_record rec{};
     rec.task_id = t.id;
@@ -127,8 +123,7 @@ void TensorDump::capture(WorkerBuffer &w, const Task &t, int32_t arg_index, int3
     if (a.kind == TS_ARG_SCALAR) {
         rec.dtype = a.u.s.dtype;
         rec.value = a.u.s;
-        w.records.push_back(rec);
-        return;
+        return rec;
     }
     const ts_tensor &tensor = a.u.t;
     rec.dtype = tensor.dtype;
@@ -139,6 +134,20 @@ void TensorDump::capture(WorkerBuffer &w, const Task &t, int32_t arg_index, int3
     }
     rec.start_offset = tensor.offset;
     rec.buffer_id = tensor.buffer_id;
+    return rec;
+}
+
+void TensorDump::capture(WorkerBuffer &w, const Task &t, int32_t arg_index, int32_t stage, int32_t worker) {
+    if (static_cast<int64_t>(w.records.size()) >= max_records_) {
+        ++w.dropped;
+        return;
+    }
+    ts_dump_record rec = describe_arg(t, arg_index, stage, worker);
+    if (rec.kind == TS_ARG_SCALAR) {
+        w.records.push_back(rec);
+        return;
+    }
+    const ts_tensor &tensor = t.args[arg_index].u.t;
     const bool describable = tensor.ndim >= 1 && tensor.ndim <= TS_MAX_DIMS && dtype_valid(tensor.dtype);
     if (arena_bytes_ > 0 && describable) store_payload(w, rec, tensor);
     w.records.push_back(rec);

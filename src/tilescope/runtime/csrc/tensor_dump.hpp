@@ -26,6 +26,10 @@
 
 namespace ts::rt {
 
+// The record of argument `arg_index` of `t` at `stage` on `worker`, without a payload
+// (bin_offset -1): a scalar's value, or a tensor's view with its ndim clamped to TS_MAX_DIMS.
+ts_dump_record describe_arg(const Task &t, int32_t arg_index, int32_t stage, int32_t worker);
+
 // Copy the first `limit` bytes of view `t`, row-major over its shape, to `dst`; returns the bytes
 // copied. `t` must have 1..TS_MAX_DIMS dims and a valid dtype.
 int64_t copy_region(char *dst, const ts_tensor &t, int64_t itemsize, int64_t limit);
