@@ -21,7 +21,6 @@ Invariants:
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import re
@@ -31,6 +30,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tilescope.build.state import sha256_file
 from tilescope.debug.failures import SourceFrame
 
 #: ``... // @ models/x.py:12`` or ``... // in [64, 512] @ models/x.py:9`` (as toolchain.compiler).
@@ -235,14 +235,6 @@ def kernel_frame(frames: list[SourceFrame]) -> SourceFrame | None:
     return best
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def build_binaries(build: Path) -> dict[str, tuple[Path, Path]]:
     """sha256 of each binary of a build -> (binary, its C++ source); {} if unreadable."""
     import runpy
@@ -254,7 +246,7 @@ def build_binaries(build: Path) -> dict[str, tuple[Path, Path]]:
         for e in entries:
             binary = build / e["binary"]
             if binary.is_file():
-                out[_sha256(binary)] = (binary, build / e["source"])
+                out[sha256_file(binary)] = (binary, build / e["source"])
         return out
     except Exception:  # noqa: BLE001 - symbolizing is best effort: fall back to the raw paths
         return {}
