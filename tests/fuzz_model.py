@@ -312,21 +312,6 @@ class Unary(Expr):
         return Val(v, e)
 
 
-def is_product(e: Expr) -> bool:
-    """An f32 product g++ may fuse into a following add/sub (through names and moves)."""
-    if e.dtype != F32 or e.shape is None:
-        return False
-    if isinstance(e, Binary):
-        return e.op == "mul"
-    if isinstance(e, Var):
-        return e.defn is not None and is_product(e.defn)
-    if isinstance(e, Unary) and e.op == "neg" or isinstance(e, Transpose):
-        return is_product(e.x)
-    if isinstance(e, Reduce) and e.n == 1 and e.op.endswith("sum"):  # the element itself
-        return is_product(e.x)
-    return False
-
-
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
 _SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _TORCH_BINARY = {
@@ -386,10 +371,6 @@ class Binary(Expr):
         if self.op in ("add", "sub"):
             prop = ea + eb
             exact = av + bv if self.op == "add" else av - bv
-            if "fma_contraction" in env["#tolerate"]:  # known bug: fused on sim
-                for x, xv in ((self.a, av), (self.b, bv)):
-                    if is_product(x):
-                        prop = prop + 0.505 * ulp(F32, xv * (1 + 2.0**-22))
         elif self.op == "mul":
             prop = av.abs() * eb + bv.abs() * ea + ea * eb
             exact = av * bv

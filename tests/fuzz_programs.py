@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from fuzz_model import (  # noqa: F401  (some are re-exported for test_fuzz)
     _TORCH_UNARY,
@@ -96,13 +95,6 @@ def parse_dsl(text: str, filename: str):
 # ------------------------------------------------------------------------------------------------
 
 KNOWN_BUGS = {
-    "midpoint_literal": "a float literal that is an exact f32 rounding midpoint as a double "
-    "(e.g. 1.0000000596046448 = 1 + 2**-24) is parsed by g++ from its decimal text "
-    "('1.0000000596046448f', rounded up) but rounded from the double by interp (ties to even, 1.0); "
-    "the generator makes no such literal",
-    "fma_contraction": "sim contracts an f32 product feeding an add/sub into one fused multiply-add "
-    "(g++ compiles C++ with -ffp-contract=fast by default), so `a * b + c` is rounded once on sim "
-    "and twice on interp; the model allows the product's rounding error there",
     "inexact_interp_sqrt": "interp's f32 sqrt (torch 2.13 CPU) is not correctly rounded: about 17% "
     "of f32 inputs come out 1 ulp off (max 0.75 ulp), while sim's std::sqrt is exact (IEEE), as "
     "tile_elementwise.hpp documents; the model allows 1 ulp for f32 sqrt",
@@ -181,7 +173,6 @@ def load_program(prog: FuzzProgram, directory: str | Path) -> tuple[Any, list[Ar
 
 @dataclass
 class GenOptions:
-    known_bugs: frozenset[str] = frozenset()
     max_stages: int = 3
     max_ops: int = 5
 
@@ -191,19 +182,13 @@ NICE_LITERALS = (0.5, 1.0, 2.0, 0.25, -1.5, 3.0, 0.1, -0.75, 1e-3, 1.25)
 
 @st.composite
 def float_literals(draw, opts: GenOptions):
-    kinds = ["nice", "f32", "double"]
-    if "midpoint_literal" in opts.known_bugs:
-        kinds.append("midpoint")
-    kind = draw(st.sampled_from(kinds))
+    kind = draw(st.sampled_from(["nice", "f32", "double", "midpoint"]))
     if kind == "nice":
         return draw(st.sampled_from(NICE_LITERALS))
     if kind == "f32":
         return draw(st.floats(-4, 4, width=32, allow_subnormal=False))
     if kind == "double":
-        v = draw(st.floats(-4, 4, allow_subnormal=False))
-        if "midpoint_literal" not in opts.known_bugs and _f32_midpoint(v):
-            v = float(torch.tensor(v, dtype=torch.float32).item())
-        return v
+        return draw(st.floats(-4, 4, allow_subnormal=False))
     # a double exactly halfway between two neighbouring f32 values
     f = draw(st.floats(0.125, 4, width=32))
     return f + _f32_spacing(f) / 2
@@ -211,16 +196,6 @@ def float_literals(draw, opts: GenOptions):
 
 def _f32_spacing(f: float) -> float:
     return 2.0 ** (math.frexp(abs(f))[1] - 1 - 23)
-
-
-def _f32_midpoint(v: float) -> bool:
-    """Whether the double ``v`` lies exactly halfway between two neighbouring f32 values (the
-    known bug midpoint_literal)."""
-    f = np.float32(v)
-    if float(f) == v:
-        return False
-    g = np.nextafter(f, np.float32(math.copysign(math.inf, v - float(f))))
-    return v == (float(f) + float(g)) / 2
 
 
 OP_KINDS = (

@@ -40,14 +40,12 @@ TOTAL = int(
 )
 PER_SHARD = -(-TOTAL // SHARDS)
 ONLY_SHARD = os.environ.get("TILESCOPE_FUZZ_SHARD") or None
-# Known bugs (fp.KNOWN_BUGS, each pinned by an xfail(strict=True) test below) are avoided by
-# the generator or allowed for by the bounds, so the net keeps finding new ones;
-# TILESCOPE_FUZZ_KNOWN_BUGS=1 checks for them too.
+# Known bugs (fp.KNOWN_BUGS, each pinned by an xfail(strict=True) test below) are allowed for
+# by the bounds, so the net keeps finding new ones; TILESCOPE_FUZZ_KNOWN_BUGS=1 checks for them
+# too.
 STRICT = os.environ.get("TILESCOPE_FUZZ_KNOWN_BUGS") == "1"
 TOLERATE = frozenset() if STRICT else frozenset(fp.KNOWN_BUGS)
-OPTS = fp.GenOptions(
-    known_bugs=frozenset(fp.KNOWN_BUGS) if STRICT else frozenset(), max_stages=4 if FUZZ else 3
-)
+OPTS = fp.GenOptions(max_stages=4 if FUZZ else 3)
 FRONTEND_EXAMPLES = 250  # the front-end-only property (no g++): cheap, so more examples in ci
 
 
@@ -371,10 +369,9 @@ def test_torch_half_reductions_accumulate_in_f32():
 
 
 # --- known bugs found by the fuzz net: each pinned by a strict xfail ---------------------------------
-# The generator can produce every one of them (midpoint literals with TILESCOPE_FUZZ_KNOWN_BUGS=1);
-# by default it avoids, or the bounds allow for, them (fp.KNOWN_BUGS) so that the net keeps
-# finding new bugs. When a fix lands, its test XPASSes (a failure under strict=True): delete the
-# test and the fp.KNOWN_BUGS entry.
+# The generator produces every one of them; by default the bounds allow for them (fp.KNOWN_BUGS)
+# so that the net keeps finding new bugs. When a fix lands, its test XPASSes (a failure under
+# strict=True): it becomes a plain regression test and the fp.KNOWN_BUGS entry goes.
 
 KNOWN_BUGS_SOURCE = """import tilescope as ts
 
@@ -437,16 +434,17 @@ def _assert_bit_exact(outs, name):
     )
 
 
-@pytest.mark.xfail(strict=True, reason="known bug midpoint_literal: " + fp.KNOWN_BUGS["midpoint_literal"])
-def test_known_bug_literal_at_an_f32_midpoint(known_bug_outputs):
-    _assert_bit_exact(
-        known_bug_outputs, "lit"
-    )  # x * 1.0000000596046448 at x = 1.0: sim 1.0000001, interp 1.0
+def test_a_literal_halfway_between_two_f32_values_rounds_as_on_interp(known_bug_outputs):
+    # x * 1.0000000596046448 (1 + 2**-24) at x = 1.0: g++ read the decimal as 1.0000001; the
+    # literal is now emitted as the f32 interp rounds it to (ties to even: 1.0)
+    _assert_bit_exact(known_bug_outputs, "lit")
+    assert known_bug_outputs["sim"]["lit"][0, 0].item() == 1.0
 
 
-@pytest.mark.xfail(strict=True, reason="known bug fma_contraction: " + fp.KNOWN_BUGS["fma_contraction"])
-def test_known_bug_multiply_add_is_contracted_on_sim(known_bug_outputs):
-    _assert_bit_exact(known_bug_outputs, "fma")  # a * c + a: 1 ulp apart on most elements
+def test_a_multiply_add_rounds_twice_on_sim_as_on_interp(known_bug_outputs):
+    # a * c + a was fused into one rounding by g++ (-ffp-contract=fast): 1 ulp apart on most
+    # elements; kernels are compiled with -ffp-contract=off
+    _assert_bit_exact(known_bug_outputs, "fma")
 
 
 @pytest.mark.xfail(strict=True, reason="known bug zero_sign_minmax: " + fp.KNOWN_BUGS["zero_sign_minmax"])

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from collections.abc import Iterable
+
+import numpy as np
 
 from tilescope.errors import SourceLoc
 from tilescope.ir import dtypes as dt
@@ -149,6 +152,8 @@ def literal(value: int | float | bool, dtype: DType | None) -> str:
         return str(value) if -(2**31) <= value < 2**31 else f"INT64_C({value})"
     v = float(value)
     single = dtype != dt.f64
+    if single and math.isfinite(v):
+        v = _to_f32(v)  # as interp rounds a literal: ties to even (overflow: infinity)
     if math.isnan(v):
         return (
             "std::numeric_limits<float>::quiet_NaN()"
@@ -160,10 +165,24 @@ def literal(value: int | float | bool, dtype: DType | None) -> str:
             "std::numeric_limits<float>::infinity()" if single else "std::numeric_limits<double>::infinity()"
         )
         return inf if v > 0 else f"-{inf}"
-    s = repr(v)
-    if "e" not in s and "." not in s:
-        s += ".0"
-    return s + ("f" if single else "")
+    if not single:
+        s = repr(v)
+        return s if "e" in s or "." in s else s + ".0"
+    # the shortest decimal that is this f32: g++ reads it back as exactly this value, where the
+    # double's own decimal could round the other way (1.0000000596046448, halfway between two
+    # f32 values, rounds to 1.0 here as on interp)
+    f = np.float32(v)
+    if v == 0 or 1e-4 <= abs(v) < 1e16:
+        return np.format_float_positional(f, unique=True, trim="0") + "f"
+    return np.format_float_scientific(f, unique=True, trim="0") + "f"
+
+
+def _to_f32(v: float) -> float:
+    """``v`` rounded to the nearest f32, ties to even (beyond f32's range: +-infinity)."""
+    try:
+        return struct.unpack("f", struct.pack("f", v))[0]
+    except OverflowError:
+        return math.copysign(math.inf, v)
 
 
 def context_dtype(e: Expr) -> DType | None:

@@ -43,6 +43,9 @@ BASE_FLAGS: tuple[str, ...] = (
     "-shared",
     "-march=native",
     "-fno-math-errno",
+    # every f32 op rounds as interp (torch) rounds it: no a * b + c fused into one rounding
+    # (g++'s default, -ffp-contract=fast); the tile library's matmul and math fuse on purpose
+    "-ffp-contract=off",
     "-Wall",
     "-Wextra",
 )
