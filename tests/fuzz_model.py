@@ -506,9 +506,6 @@ class Reduce(Expr):
                 e = torch.where(tie & (e == 0), torch.full_like(e, ZERO_SIGN), e)
             return Val(v, e)
         prop = x.e.sum(dim=dim, keepdim=True)
-        if "zero_sign_sum" in env["#tolerate"] and x.v.is_floating_point():  # known bug
-            all_neg0 = ((x.v == 0) & torch.signbit(x.v)).all(dim=dim, keepdim=True)
-            prop = torch.where(all_neg0 & (prop == 0), torch.full_like(prop, ZERO_SIGN), prop)
         if self.dtype == I32 or self.n == 1:  # exact (no wrap-around) / a single element
             return Val(v, prop)
         # both sum in f32 in some order (sim: the documented lanes; interp: torch's): each is
@@ -594,9 +591,6 @@ class MatMul(Expr):
             prop = prop + c.e
             mag = mag + f64(c.v).abs() + c.e
             n += 1
-            if "zero_sign_sum" in env["#tolerate"]:  # known bug: sim starts from acc = -0.0
-                neg0 = ((c.v == 0) & torch.signbit(c.v)).expand(v.shape)
-                prop = torch.where(neg0 & (prop == 0), torch.full_like(prop, ZERO_SIGN), prop)
         # sim: K fused multiply-adds from acc (or 0) in order; interp: torch's f32 GEMM in any
         # order, then + acc: each within gamma_{K+1} * (|acc| + sum |a||b|) of the exact value.
         return Val(v, prop + 2 * gamma(n) * mag)

@@ -98,9 +98,6 @@ KNOWN_BUGS = {
     "inexact_interp_sqrt": "interp's f32 sqrt (torch 2.13 CPU) is not correctly rounded: about 17% "
     "of f32 inputs come out 1 ulp off (max 0.75 ulp), while sim's std::sqrt is exact (IEEE), as "
     "tile_elementwise.hpp documents; the model allows 1 ulp for f32 sqrt",
-    "zero_sign_sum": "row_sum/col_sum of terms that are all -0.0 (a single one included): sim -0.0 "
-    "(its lanes start from the first terms), interp +0.0 (torch's sum starts from +0.0); likewise "
-    "a matmul into acc = -0.0 whose products are all zero",
     "zero_sign_minmax": "maximum/minimum (and the max/min reductions) of -0.0 and +0.0: sim returns "
     "the second operand (a > b ? a : b), interp whatever torch's code path does (its scalar loop, "
     "e.g. for a [1, 4] tile, returns the first: maximum(-0.0, 0.0) = -0.0); outputs of programs using "

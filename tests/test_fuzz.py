@@ -459,6 +459,7 @@ def test_known_bug_interp_sqrt_is_not_correctly_rounded(known_bug_outputs):
     _assert_bit_exact(known_bug_outputs, "root")  # sqrt(1.3549762): sim 1.1640345 (exact), interp 1.1640344
 
 
-@pytest.mark.xfail(strict=True, reason="known bug zero_sign_sum: " + fp.KNOWN_BUGS["zero_sign_sum"])
-def test_known_bug_sum_of_negative_zeros(known_bug_outputs):
-    _assert_bit_exact(known_bug_outputs, "total")  # row_sum([-0.0] * 4): sim -0.0, interp +0.0
+def test_a_sum_of_negative_zeros_is_positive_zero_as_on_interp(known_bug_outputs):
+    # row_sum([-0.0] * 4) was -0.0 on sim (its lanes started from the terms), +0.0 on interp
+    _assert_bit_exact(known_bug_outputs, "total")
+    assert not torch.signbit(known_bug_outputs["sim"]["total"][0, 0])

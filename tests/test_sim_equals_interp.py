@@ -153,3 +153,37 @@ def test_float_to_int_casts_agree_at_halves_and_on_overflow(values):
         outs[platform] = args[2:]
     for sim, interp in zip(outs["sim"], outs["interp"]):
         assert torch.equal(sim, interp), (sim != interp).nonzero().tolist()
+
+
+SIGNED_ZERO_SOURCE = """import tilescope as ts
+
+
+@ts.kernel
+def k(a: ts.Tensor[[4, 8], ts.f32], b: ts.Tensor[[8, 16], ts.f32], acc: ts.Tensor[[4, 16], ts.f32],
+      mm: ts.Out[[4, 16], ts.f32], rows: ts.Out[[4, 1], ts.f32], cols: ts.Out[[1, 16], ts.f32]):
+    c = ts.load(acc, [0, 0], [4, 16])
+    ts.store(mm, [0, 0], ts.matmul(ts.load(a, [0, 0], [4, 8]), ts.load(b, [0, 0], [8, 16]), acc=c))
+    ts.store(rows, [0, 0], ts.row_sum(c))
+    ts.store(cols, [0, 0], ts.col_sum(c))
+
+
+@ts.jit
+def p(a: ts.Tensor[[4, 8], ts.f32], b: ts.Tensor[[8, 16], ts.f32], acc: ts.Tensor[[4, 16], ts.f32],
+      mm: ts.Out[[4, 16], ts.f32], rows: ts.Out[[4, 1], ts.f32], cols: ts.Out[[1, 16], ts.f32]):
+    k(a, b, acc, mm, rows, cols)
+"""
+
+
+def test_sums_and_matmuls_of_negative_zeros_keep_the_sign_interp_gives():
+    # every term -0.0 and every product a zero (some -0.0): torch's sums start from +0.0
+    prog = compile_program(load_source(SIGNED_ZERO_SOURCE, "<signed zeros>"))
+    a = torch.tensor([[-1.0, 2.0] * 4] * 4)
+    b, acc = torch.full((8, 16), -0.0), torch.full((4, 16), -0.0)
+    outs = {}
+    for platform in ("sim", "interp"):
+        ys = [torch.full((4, 16), 7.0), torch.full((4, 1), 7.0), torch.full((1, 16), 7.0)]
+        prog.run(a, b, acc, *ys, platform=platform)
+        outs[platform] = ys
+    for sim, interp in zip(outs["sim"], outs["interp"]):
+        assert torch.equal(sim, interp) and torch.equal(torch.signbit(sim), torch.signbit(interp))
+        assert not torch.signbit(sim).any()  # +0.0 everywhere

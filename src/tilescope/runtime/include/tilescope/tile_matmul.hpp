@@ -128,6 +128,9 @@ inline void matmul_acc(Tile<float, M, N> &acc, const Tile<T, MA, K> &a, const Ti
     static_assert(std::is_same_v<T, float> || is_half_v<T>, "matmul: inputs must be float, bf16 or f16 tiles");
     static_assert(K == KB, "matmul: a's column count must equal b's row count");
     static_assert(M == MA && N == NB, "matmul_acc: acc must have a's rows and b's columns");
+    // acc + (a @ b) as torch computes it: a @ b starts from +0.0, so an acc of -0.0 plus
+    // products that are all zero is +0.0 (acc + 0.0 changes nothing else)
+    for (int i = 0; i < M * N; ++i) acc.data[i] += 0.0f;
     if constexpr (std::is_same_v<T, float>) {
         detail::matmul_f32<M, N, K>(acc.data, a.data, b.data);
     } else {

@@ -9,7 +9,8 @@
 //    tree: lane l += lane l + L/2, then + L/4, ..., down to lane 0.
 //  - Columns: in row order, r = 0, 1, ..., R-1.
 // bf16/f16 accumulate in float and round the result once. Integer sums wrap around in T
-// (torch would widen to int64). max/min propagate NaN.
+// (torch would widen to int64). max/min propagate NaN. A float sum ends by adding +0.0, so a sum
+// whose terms are all -0.0 is +0.0 as torch's (which starts from +0.0); no other result changes.
 #pragma once
 
 #include <tilescope/tile_elementwise.hpp>
@@ -17,6 +18,13 @@
 namespace ts {
 
 namespace detail {
+
+/// The last step of a reduction: a float sum adds +0.0 (see the top of this file).
+template <class Op, class A>
+inline A finish(A a) {
+    if constexpr (std::is_same_v<Op, add_op> && std::is_floating_point_v<A>) return a + A(0);
+    else return a;
+}
 
 /// op over the C elements at x, in the lane order described at the top of this file.
 template <class Op, int C, class T>
@@ -38,7 +46,7 @@ inline compute_t<T> reduce_row(const T *x) {
     for (int width = lanes / 2; width >= 1; width /= 2) {
         for (int l = 0; l < width; ++l) acc[l] = Op{}(acc[l], acc[l + width]);
     }
-    return acc[0];
+    return finish<Op>(acc[0]);
 }
 
 template <class Op, class T, int R, int C>
@@ -57,7 +65,7 @@ inline Tile<T, 1, C> reduce_cols(const Tile<T, R, C> &t) {
         for (int c = 0; c < C; ++c) acc[c] = Op{}(acc[c], A(t.data[r * C + c]));
     }
     Tile<T, 1, C> out;
-    for (int c = 0; c < C; ++c) out.data[c] = convert<T>(acc[c]);
+    for (int c = 0; c < C; ++c) out.data[c] = convert<T>(finish<Op>(acc[c]));
     return out;
 }
 
