@@ -95,9 +95,6 @@ def parse_dsl(text: str, filename: str):
 # ------------------------------------------------------------------------------------------------
 
 KNOWN_BUGS = {
-    "inexact_interp_sqrt": "interp's f32 sqrt (torch 2.13 CPU) is not correctly rounded: about 17% "
-    "of f32 inputs come out 1 ulp off (max 0.75 ulp), while sim's std::sqrt is exact (IEEE), as "
-    "tile_elementwise.hpp documents; the model allows 1 ulp for f32 sqrt",
     "zero_sign_minmax": "maximum/minimum (and the max/min reductions) of -0.0 and +0.0: sim returns "
     "the second operand (a > b ? a : b), interp whatever torch's code path does (its scalar loop, "
     "e.g. for a [1, 4] tile, returns the first: maximum(-0.0, 0.0) = -0.0); outputs of programs using "

@@ -452,11 +452,9 @@ def test_known_bug_maximum_of_signed_zeros(known_bug_outputs):
     _assert_bit_exact(known_bug_outputs, "zero")  # maximum(-0.0, 0.0) in a [1, 4] tile: sim +0.0, interp -0.0
 
 
-@pytest.mark.xfail(
-    strict=True, reason="known bug inexact_interp_sqrt: " + fp.KNOWN_BUGS["inexact_interp_sqrt"]
-)
-def test_known_bug_interp_sqrt_is_not_correctly_rounded(known_bug_outputs):
-    _assert_bit_exact(known_bug_outputs, "root")  # sqrt(1.3549762): sim 1.1640345 (exact), interp 1.1640344
+def test_sqrt_is_correctly_rounded_on_interp_as_on_sim(known_bug_outputs):
+    # sqrt(1.3549762): sim 1.1640345 (exact); torch's f32 CPU sqrt gave 1.1640344
+    _assert_bit_exact(known_bug_outputs, "root")
 
 
 def test_a_sum_of_negative_zeros_is_positive_zero_as_on_interp(known_bug_outputs):
