@@ -30,6 +30,7 @@ from tilescope.errors import ConfigError
 
 LOG_LEVELS = ("debug", *(f"v{i}" for i in range(10)), "info", "warn", "error", "null")
 PLATFORMS = ("sim", "interp")
+MAX_WORKERS = 1024  # num_workers: worker threads of one runtime
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 _overrides: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
@@ -195,9 +196,9 @@ RUNTIME_KNOBS: dict[str, Knob] = {
         Knob(
             "num_workers",
             0,
-            "worker threads running tasks; 0 = one per CPU",
-            _is_int(0),
-            "an int >= 0",
+            f"worker threads running tasks; 0 = one per CPU (at most {MAX_WORKERS}: each worker is an OS thread)",
+            _is_int(0, MAX_WORKERS),
+            f"an int in 0..{MAX_WORKERS} (each worker is an OS thread with its own stack; 0 = one per CPU)",
             flag=Flag(("--workers",), "run", {"type": int, "metavar": "N"}),
         ),
         Knob(

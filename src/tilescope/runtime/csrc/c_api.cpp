@@ -94,6 +94,9 @@ ts_run_result *checked_run(const char *caller, ts::rt::Runtime *runtime, const t
             ts::rt::Runtime own(cfg.num_workers);
             own.run(cfg, orch, kernels, std::move(names), args, nargs, *result);
         }
+    } catch (const ts::rt::WorkerStartError &e) {
+        result->status = 1;
+        result->error = e.what();
     } catch (const std::exception &e) {
         result->status = 1;
         result->error = std::string("runtime internal error: ") + e.what();

@@ -1,6 +1,9 @@
 #include "scheduler.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 
 namespace ts::rt {
 
@@ -31,13 +34,19 @@ Scheduler::Scheduler(int32_t num_workers)
 Scheduler::~Scheduler() { stop_workers(); }
 
 void Scheduler::start_workers() {
-    if (!watchdog_.joinable()) watchdog_ = std::thread(&Scheduler::watchdog_main, this);
-    workers_.reserve(static_cast<size_t>(num_workers_));
-    // NOTE: reserved, so a thread that fails to start leaves the vector as it was and a later
-    // call starts the missing workers with the right indices.
-    while (static_cast<int32_t>(workers_.size()) < num_workers_) {
-        const int32_t index = static_cast<int32_t>(workers_.size());
-        workers_.emplace_back(&Scheduler::worker_main, this, index);
+    try {
+        if (!watchdog_.joinable()) watchdog_ = std::thread(&Scheduler::watchdog_main, this);
+        workers_.reserve(static_cast<size_t>(num_workers_));
+        while (static_cast<int32_t>(workers_.size()) < num_workers_) {
+            const int32_t index = static_cast<int32_t>(workers_.size());
+            workers_.emplace_back(&Scheduler::worker_main, this, index);
+        }
+    } catch (const std::system_error &e) {
+        const size_t started = workers_.size();
+        stop_workers();  // joins every thread this scheduler started: a failed start leaks none
+        throw WorkerStartError("cannot start worker thread " + std::to_string(started + 1) + " of " +
+                                 std::to_string(num_workers_) + " (" + e.what() +
+                                 "); run with fewer workers (num_workers / --workers)");
     }
 }
 
@@ -164,6 +173,14 @@ void Scheduler::stop_workers() {
     for (std::thread &w : workers_)
         if (w.joinable()) w.join();
     workers_.clear();
+    // NOTE: no thread of this scheduler is left, so the flags are reset: a later start_workers()
+    // (after a failed start) starts every worker afresh.
+    {
+        std::lock_guard<std::mutex> lock(wd_mu_);
+        wd_stop_ = false;
+    }
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stop_ = false;
 }
 
 void Scheduler::worker_main(int32_t index) {

@@ -3,7 +3,9 @@
 //
 // Invariants:
 //  - Worker `i` keeps index `i` in [0, num_workers) for its whole life; workers exist from
-//    start_workers() until the scheduler is destroyed (which wakes and joins them).
+//    start_workers() until the scheduler is destroyed (which wakes and joins them). A start
+//    that cannot create every thread joins the ones it made and throws: no thread is left
+//    behind, and a later start_workers() tries again from none.
 //  - Runs are sequential: begin() ... finish(). finish() returns once every task submitted in
 //    the run has completed and the run has ended: exactly one party (the worker completing the
 //    last task, or finish() if they all completed before it) ends it, by one atomic countdown.
@@ -38,6 +40,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -47,6 +50,12 @@
 #include "tilescope/abi.h"
 
 namespace ts::rt {
+
+// The OS refused a worker thread (start_workers): the run reports it as the user's limit to
+// lower, not as an internal error.
+struct WorkerStartError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 
 // What the run in progress does about failures; called from workers and the watchdog.
 class RunHooks {

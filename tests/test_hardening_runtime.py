@@ -1,0 +1,72 @@
+"""Runtime faults that must become reports: worker threads the OS refuses, and what a run leaves
+behind when it cannot start."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import tilescope as ts
+from tilescope import knobs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_num_workers_is_bounded_with_the_reason():
+    with pytest.raises(ts.ConfigError) as info:
+        knobs.runtime_options({"num_workers": 100000})
+    assert str(info.value) == (
+        f"runtime_cfg['num_workers'] = 100000: expected an int in 0..{knobs.MAX_WORKERS} "
+        "(each worker is an OS thread with its own stack; 0 = one per CPU)"
+    )
+
+
+LEAK_SCRIPT = textwrap.dedent(
+    """
+    import os, resource, sys
+    sys.path.insert(0, {models!r})
+    import torch
+    import tilescope as ts
+    import vector_dag
+
+    dag = vector_dag.vector_dag.compile()
+    x, y = torch.randn(vector_dag.R, vector_dag.C), torch.randn(vector_dag.R, vector_dag.C)
+    z = torch.zeros(vector_dag.R, vector_dag.C)
+    dag.run(x, y, z, num_workers=2)
+    expected = z.clone()
+    threads = lambda: len(os.listdir("/proc/self/task"))
+    vm = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize:"))
+    before = threads()
+    # room for a few 8 MiB thread stacks, not for 512
+    resource.setrlimit(resource.RLIMIT_AS, (vm + 160 * 2**20, resource.RLIM_INFINITY))
+    try:
+        dag.run(x, y, z, num_workers=512)
+        print("no error")
+    except ts.RuntimeFailure as e:
+        print("error:", str(e).splitlines()[0])
+    print("threads left:", threads() - before)
+    resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    z.zero_()
+    dag.run(x, y, z, num_workers=512)  # the same runtime starts every worker afresh
+    print("retry:", "ok" if torch.equal(z, expected) else "wrong result")
+    """
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_workers_the_os_refuses_are_a_report_and_leave_no_thread_behind(tmp_path):
+    script = tmp_path / "leak.py"
+    script.write_text(LEAK_SCRIPT.format(models=str(ROOT / "models")))
+    env = dict(os.environ, TILESCOPE_BUILD_DIR=str(tmp_path / "builds"))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert any(
+        line.startswith("error: [error] cannot start worker thread ")
+        and line.endswith(" of 512 (Resource temporarily unavailable); run with fewer workers (num_workers / --workers)")
+        for line in lines
+    ), out.stdout
+    assert "threads left: 0" in lines and "retry: ok" in lines, out.stdout
