@@ -8,9 +8,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 import tilescope as ts
 from tilescope import knobs
+
+import vector_dag
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,3 +73,26 @@ def test_workers_the_os_refuses_are_a_report_and_leave_no_thread_behind(tmp_path
         for line in lines
     ), out.stdout
     assert "threads left: 0" in lines and "retry: ok" in lines, out.stdout
+
+
+def test_a_binary_copied_over_another_is_rebuilt_not_loaded(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TILESCOPE_BUILD_DIR", str(tmp_path))
+    prog = vector_dag.vector_dag.compile()
+    x, y = torch.randn(vector_dag.R, vector_dag.C), torch.randn(vector_dag.R, vector_dag.C)
+    want = torch.zeros(vector_dag.R, vector_dag.C)
+    prog.run(x, y, want)
+    kernels = prog.work_dir / "kernels" / "vec"
+    (kernels / "add.so").write_bytes((kernels / "combine.so").read_bytes())  # cp combine.so add.so
+    capsys.readouterr()
+    again = ts.CompiledProgram.from_dir(prog.work_dir)
+    err = capsys.readouterr().err
+    assert (
+        "[cpp->.so] 1 binary not built from its source (replaced or corrupt): kernels/vec/add.so; rebuilding 1 of 6"
+        in err
+    ), err
+    got = torch.zeros(vector_dag.R, vector_dag.C)
+    again.run(x, y, got)
+    assert torch.equal(got, want)
+    capsys.readouterr()
+    ts.CompiledProgram.from_dir(prog.work_dir)  # the rebuilt binary is recorded
+    assert "no edits since last build; reusing 6 binaries" in capsys.readouterr().err

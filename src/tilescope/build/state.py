@@ -5,8 +5,9 @@ Invariants:
   binary was built from, and the hashes of the final IR dump (per kernel and for the
   orchestration). It is written atomically when the build is compiled and after each refresh.
 - An edit is a content change: ``touch`` alone rebuilds nothing, and a copied-in older file is
-  still noticed. Only edited sources (or missing binaries) are rebuilt; the compiler cache makes
-  a return to an earlier text a cache hit.
+  still noticed. Only edited sources, missing binaries and binaries whose bytes are not the ones
+  recorded (copied over from another kernel, corrupt) are rebuilt, so a build never loads a
+  binary it did not build; the compiler cache makes a return to an earlier text a cache hit.
 - An edited IR dump is re-lowered into the C++ of the kernels (and the orchestration) whose IR
   changed, with the build's recorded ``check_bounds`` (a checked build stays checked). A C++
   file that would be regenerated but was also edited by hand is never overwritten: that is a
@@ -129,6 +130,7 @@ class RefreshReport:
     relowered: list[str] = field(default_factory=list)  # C++ files regenerated from an edited IR dump
     edited: list[str] = field(default_factory=list)  # C++ files whose text changed since their binary
     missing: list[str] = field(default_factory=list)  # binaries that were missing
+    replaced: list[str] = field(default_factory=list)  # binaries that are not the ones built (copied over, corrupt)
     rebuilt: list[str] = field(default_factory=list)  # sources compiled (edited + missing)
     total: int = 0
 
@@ -203,11 +205,14 @@ def refresh(work: Path, config: dict[str, Any]) -> RefreshReport:
         recorded = state["sources"].get(src, {})
         edited = sha256_file(work / src) != recorded.get("sha256")
         missing = not (work / binary).is_file()
+        replaced = not missing and sha256_file(work / binary) != recorded.get("binary_sha256")
         if edited and src not in report.relowered:
             report.edited.append(src)
         if missing:
             report.missing.append(binary)
-        if edited or missing:
+        if replaced and not edited:
+            report.replaced.append(binary)
+        if edited or missing or replaced:
             report.rebuilt.append(src)
             jobs.append(toolchain.BuildJob(work / src, work / binary))
     report.total = len(_sources(config))
@@ -227,6 +232,11 @@ def refresh(work: Path, config: dict[str, Any]) -> RefreshReport:
         what.append(
             f"{len(report.missing)} missing binar{'ies' if len(report.missing) > 1 else 'y'}: "
             f"{', '.join(report.missing)}"
+        )
+    if report.replaced:
+        what.append(
+            f"{len(report.replaced)} binar{'ies' if len(report.replaced) > 1 else 'y'} not built from "
+            f"{'their' if len(report.replaced) > 1 else 'its'} source (replaced or corrupt): {', '.join(report.replaced)}"
         )
     log.info("[cpp->.so] %s; rebuilding %d of %d", "; ".join(what), len(jobs), report.total)
     toolchain.build(jobs)
