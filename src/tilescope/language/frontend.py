@@ -39,6 +39,7 @@ from tilescope.ir.nodes import (
     Submit,
     Var,
 )
+from tilescope.ir.printer import described
 from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import (
     INDEX,
@@ -104,7 +105,7 @@ class _Lowering(Scopes, Expressions, OpLowering):
             ):
                 v = self.expr(value)
                 if not isinstance(v, tuple | list) or len(v) != len(elts):
-                    raise self.error(node, f"cannot unpack {v!r} into {len(elts)} names")
+                    raise self.error(node, f"cannot unpack {described(v)} into {len(elts)} names")
                 self.assign_many([e.id for e in elts], list(v), node)
             case ast.Assign():
                 raise self.error(
@@ -191,7 +192,7 @@ class _Lowering(Scopes, Expressions, OpLowering):
         start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3] if len(args) == 2 else args
         if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
             raise VerifyError(
-                f"ts.range step must be a positive compile-time int, got {step!r}",
+                f"ts.range step must be a positive compile-time int, got {described(step)}",
                 self.loc(it),
                 "loops count upwards; compute a descending index from the loop variable",
             )
