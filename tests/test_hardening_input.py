@@ -3,6 +3,7 @@ do; DSL errors at the user's file:line) or a correct report, never a raw traceba
 tilescope's internals nor a silently wrong value."""
 
 import inspect
+import math
 
 import pytest
 
@@ -85,3 +86,129 @@ def test_a_value_that_is_no_number_is_an_error_at_its_line():
     e = dsl_error(p_full_of_a_list)  # was a raw TypeError from float()
     assert str(e.loc) == f"{__file__}:{line_of(full_of_a_list, '# a list is no value')}"
     assert e.message == "ts.full value: [n, 1] (list) cannot be used as a value here"
+
+
+# -- literals must fit the dtype they are used as; indices must fit 64 bits --------------------
+
+
+@ts.kernel
+def full_beyond_f32(y: O64):
+    ts.store(y, [0, 0], ts.full([64, 64], 1e39, F))  # beyond f32
+
+
+@ts.jit
+def p_full_beyond_f32(y: O64):
+    full_beyond_f32(y)
+
+
+@ts.kernel
+def tile_times_huge(x: ts.Tensor[[64, 64], ts.f16], y: ts.Out[[64, 64], ts.f16]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [64, 64]) * 70000.0)  # beyond f16
+
+
+@ts.jit
+def p_tile_times_huge(x: ts.Tensor[[64, 64], ts.f16], y: ts.Out[[64, 64], ts.f16]):
+    tile_times_huge(x, y)
+
+
+@ts.kernel
+def scalar_times_huge(x: T64, eps: ts.Scalar[F], y: O64):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [64, 64]) * (eps * 1e39))  # beyond f32
+
+
+@ts.jit
+def p_scalar_times_huge(x: T64, eps: ts.Scalar[F], y: O64):
+    scalar_times_huge(x, eps, y)
+
+
+@ts.kernel
+def full_of_a_huge_int(y: O64):
+    ts.store(y, [0, 0], ts.full([64, 64], 10**400, F))
+
+
+@ts.jit
+def p_full_of_a_huge_int(y: O64):
+    full_of_a_huge_int(y)
+
+
+@ts.kernel
+def masks_with_inf(x: T64, y: O64):
+    t = ts.load(x, [0, 0], [64, 64])
+    lo = ts.full([64, 64], float("-inf"), F)
+    ts.store(y, [0, 0], ts.where(t > 0.0, t, lo) + ts.minimum(t, math.inf))
+
+
+@ts.jit
+def p_masks_with_inf(x: T64, y: O64):
+    masks_with_inf(x, y)
+
+
+@ts.kernel
+def huge_loop_step(x: T64, y: O64):
+    for _i in ts.range(0, 64, 10**30):  # step beyond 64 bits
+        ts.store(y, [0, 0], ts.load(x, [0, 0], [64, 64]))
+
+
+@ts.jit
+def p_huge_loop_step(x: T64, y: O64):
+    huge_loop_step(x, y)
+
+
+@ts.jit
+def p_loop_past_the_index_range(x: T64, y: O64):
+    for _i in ts.range(0, 2**63 - 1, 2**62):  # i += step overflows
+        huge_loop_step(x, y)
+
+
+@ts.kernel
+def full_of_two_bools(y: ts.Out[[64, 64], ts.bool_]):
+    ts.store(y, [0, 0], ts.full([64, 64], 2, ts.bool_))  # not a bool
+
+
+@ts.jit
+def p_full_of_two_bools(y: ts.Out[[64, 64], ts.bool_]):
+    full_of_two_bools(y)
+
+
+def test_a_literal_beyond_its_dtypes_range_is_an_error_naming_it_and_the_range():
+    e = dsl_error(p_full_beyond_f32)  # was inf, with a g++ warning
+    assert str(e.loc) == f"{__file__}:{line_of(full_beyond_f32, '# beyond f32')}"
+    assert e.message == (
+        "ts.full value: float literal 1e+39 is out of range for f32 [-3.4028235e+38, 3.4028235e+38]"
+    )
+    assert e.hint == (
+        "use a value in [-3.4028235e+38, 3.4028235e+38] (write float('inf') if you mean infinity), "
+        "or cast to a wider dtype first (ts.cast(t, ts.f64))"
+    )
+    e = dsl_error(p_tile_times_huge)
+    assert (
+        e.message
+        == "'*' with a tile[64, 64] f16 operand: float literal 70000 is out of range for f16 [-65504, 65504]"
+    )
+    e = dsl_error(p_scalar_times_huge)
+    assert e.message == (
+        "'*' with a scalar f32 operand: float literal 1e+39 is out of range for f32 [-3.4028235e+38, 3.4028235e+38]"
+    )
+    e = dsl_error(p_full_of_a_huge_int)  # was a raw OverflowError in the front-end
+    assert e.message == (
+        "ts.full value: integer literal 100000000000... (401 digits) is out of range for f32 "
+        "[-3.4028235e+38, 3.4028235e+38]"
+    )
+    e = dsl_error(p_full_of_two_bools)
+    assert e.message == "ts.full value: integer literal 2 is out of range for bool [0, 1]"
+    p_masks_with_inf.program()  # an explicit infinity is a value every float dtype holds
+
+
+def test_loop_steps_and_ends_must_stay_inside_64_bit_indices():
+    e = dsl_error(p_huge_loop_step)  # was INT64_C(10**30) in the C++, a warning, and a loop that spins
+    assert str(e.loc) == f"{__file__}:{line_of(huge_loop_step, '# step beyond 64 bits')}"
+    assert e.message == (
+        "ts.range step 1000000000000000000000000000000 does not fit a 64-bit index "
+        "[-9223372036854775808, 9223372036854775807]"
+    )
+    e = dsl_error(p_loop_past_the_index_range)
+    assert str(e.loc) == f"{__file__}:{line_of(p_loop_past_the_index_range, '# i += step overflows')}"
+    assert e.message == (
+        "ts.range(0, 2 ** 63 - 1, 2 ** 62): the loop variable would pass the largest 64-bit index "
+        "(9223372036854775807) after its last iteration (4611686018427387904 + step 4611686018427387904)"
+    )

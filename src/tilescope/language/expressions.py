@@ -163,10 +163,11 @@ class Expressions:
         if isinstance(v, bool):
             return Const(v, ScalarType(dt.bool_), loc)
         if isinstance(like, ScalarType):
-            if like.dtype.is_int and isinstance(v, float) and not v.is_integer():
+            if not like.dtype.is_float and isinstance(v, float) and not v.is_integer():
                 raise VerifyError(f"{v!r} is not an integer for a {like}", loc)
             rules.check_literal(v, like.dtype, what or f"a {like} value", loc)
-            return Const(int(v) if not like.dtype.is_float else float(v), like, loc)
+            value = float(v) if like.dtype.is_float else bool(v) if like.dtype == dt.bool_ else int(v)
+            return Const(value, like, loc)
         if isinstance(v, int):
             return Const(self.check_index(v, node), INDEX, loc)
         return Const(v, ScalarType(dt.f32), loc)
@@ -186,7 +187,8 @@ class Expressions:
         """A compile-time int that becomes an index: it must fit 64 bits."""
         if not INDEX_MIN <= v <= INDEX_MAX:
             raise VerifyError(
-                f"{what} {v} does not fit a 64-bit index [{INDEX_MIN}, {INDEX_MAX}]", self.loc(node)
+                f"{what} {dt.number_str(v)} does not fit a 64-bit index [{INDEX_MIN}, {INDEX_MAX}]",
+                self.loc(node),
             )
         return v
 

@@ -49,7 +49,7 @@ from tilescope.ir.types import (
 from tilescope.language import ops
 from tilescope.language.annotations import ParamSpec
 from tilescope.language.decorators import InlineFunction, KernelFunction, Orchestration
-from tilescope.language.expressions import Expressions
+from tilescope.language.expressions import INDEX_MAX, Expressions
 from tilescope.language.op_lowering import OpLowering
 from tilescope.language.scopes import Frame, Scopes
 from tilescope.language.source import FunctionSource, function_source
@@ -196,8 +196,10 @@ class _Lowering(Scopes, Expressions, OpLowering):
                 self.loc(it),
                 "loops count upwards; compute a descending index from the loop variable",
             )
+        step = self.check_index(step, it, "ts.range step")
         start_e = self.index(start, it, "ts.range start")
         stop_e = self.index(stop, it, "ts.range stop")
+        self.check_loop_end(start, stop, step, it)
         name = node.target.id
         self.materialize(node.body, node, skip=name)
         # NOTE: a loop variable whose name is already visible (an enclosing loop's, or the
@@ -213,6 +215,25 @@ class _Lowering(Scopes, Expressions, OpLowering):
             self.frame.scopes.pop()
         body = tuple(self.blocks.pop())
         self.emit(For(var, start_e, stop_e, Const(step, INDEX), body, self.loc(node)))
+
+    def check_loop_end(self, start: Any, stop: Any, step: int, node: ast.AST) -> None:
+        """Refuse a loop whose variable would step past the largest 64-bit index after its last
+        iteration (the generated ``i += step`` would overflow and the loop never end)."""
+        if not isinstance(stop, int):
+            return
+        if isinstance(start, int):
+            if start >= stop:
+                return
+            last = start + (stop - start - 1) // step * step
+        else:
+            last = stop - 1  # the last value a run-time start can give
+        if last + step > INDEX_MAX:
+            raise VerifyError(
+                f"{ast.unparse(node)}: the loop variable would pass the largest 64-bit index ({INDEX_MAX}) after its last "
+                f"iteration ({last} + step {step})",
+                self.loc(node),
+                "use a smaller stop or step",
+            )
 
     def if_stmt(self, node: ast.If) -> None:
         cond = self.expr(node.test)
