@@ -6,6 +6,7 @@ import inspect
 import math
 
 import pytest
+import torch
 
 import tilescope as ts
 from tilescope.errors import DSLError
@@ -212,3 +213,39 @@ def test_loop_steps_and_ends_must_stay_inside_64_bit_indices():
         "ts.range(0, 2 ** 63 - 1, 2 ** 62): the loop variable would pass the largest 64-bit index "
         "(9223372036854775807) after its last iteration (4611686018427387904 + step 4611686018427387904)"
     )
+
+
+# -- scalar arguments must fit their dtype at call time -----------------------------------------
+
+
+@ts.kernel
+def add_scalars(
+    x: ts.Tensor[[4, 8], ts.i32], n: ts.Scalar[ts.i32], h: ts.Scalar[ts.f16], y: ts.Out[[4, 8], ts.i32]
+):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [4, 8]) + n)
+
+
+@ts.jit
+def p_add_scalars(
+    x: ts.Tensor[[4, 8], ts.i32], n: ts.Scalar[ts.i32], h: ts.Scalar[ts.f16], y: ts.Out[[4, 8], ts.i32]
+):
+    add_scalars(x, n, h, y)
+
+
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_a_scalar_argument_out_of_its_dtypes_range_is_refused_before_the_run(platform):
+    x = torch.ones(4, 8, dtype=torch.int32)
+    y = torch.full((4, 8), -7, dtype=torch.int32)
+    prog = p_add_scalars.compile()
+    with pytest.raises(ts.ArgumentError) as info:  # sim ran with n == 0, interp raised a torch overflow
+        prog.run(x, 2**40, 70000.0, y, platform=platform)
+    assert str(info.value) == (
+        "2 argument(s) of p_add_scalars do not match the compiled program:\n"
+        "  argument 'n': 1099511627776 does not fit a scalar i32 [-2147483648, 2147483647]; pass a value in "
+        "that range, or declare the parameter ts.Scalar[ts.i64]\n"
+        "  argument 'h': 70000 does not fit a scalar f16 [-65504, 65504]; pass a value in that range, or "
+        "declare the parameter ts.Scalar[ts.f32]"
+    )
+    assert (y == -7).all()  # nothing ran
+    prog.run(x, -(2**31), float("inf"), y, platform=platform)  # the ends of the range and inf are fine
+    assert (y == 1 - 2**31).all()

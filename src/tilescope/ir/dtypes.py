@@ -106,6 +106,16 @@ def value_range(dtype: DType) -> tuple[int | float, int | float]:
     return (0, 2**bits - 1) if dtype.name.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
 
 
+# the next wider dtype of the same kind: what to use when a value does not fit
+_WIDER = {"i8": "i32", "u8": "i32", "i32": "i64", "f16": "f32", "bf16": "f32", "f32": "f64"}
+
+
+def wider(dtype: DType) -> DType | None:
+    """The next wider dtype of ``dtype``'s kind (``i32`` -> ``i64``, ``f16`` -> ``f32``), or None."""
+    name = _WIDER.get(dtype.name)
+    return BY_NAME[name] if name else None
+
+
 def number_str(v: int | float) -> str:
     """A number as messages show it: ``-3.4028235e+38``, ``65504``, a huge integer shortened."""
     if isinstance(v, float):

@@ -76,10 +76,6 @@ def _fail(msg: str, loc: SourceLoc | None, hint: str | None = None) -> VerifyErr
     return VerifyError(msg, loc, hint)
 
 
-# the dtype to cast to when a literal does not fit (none wider than i64 and f64)
-_WIDER = {"i8": "i32", "u8": "i32", "i32": "i64", "f16": "f32", "bf16": "f32", "f32": "f64"}
-
-
 def int_range(dtype: dt.DType) -> tuple[int, int]:
     """Inclusive range of an integer dtype."""
     lo, hi = dt.value_range(dtype)
@@ -105,8 +101,8 @@ def check_literal(value: object, dtype: dt.DType, what: str, loc: SourceLoc | No
     hint = f"use a value in {dt.range_str(dtype)}"
     if dtype.is_float:
         hint += " (write float('inf') if you mean infinity)"
-    if dtype.name in _WIDER:
-        hint += f", or cast to a wider dtype first (ts.cast(t, ts.{_WIDER[dtype.name]}))"
+    if (w := dt.wider(dtype)) is not None:
+        hint += f", or cast to a wider dtype first (ts.cast(t, ts.{w.name}))"
     raise _fail(
         f"{what}: {kind} literal {dt.number_str(value)} is out of range for {dtype.name} {dt.range_str(dtype)}",
         loc,
