@@ -2,14 +2,17 @@
 do; DSL errors at the user's file:line) or a correct report, never a raw traceback from
 tilescope's internals nor a silently wrong value."""
 
+import importlib.util
 import inspect
 import math
+import sys
 
 import pytest
 import torch
 
 import tilescope as ts
 from tilescope.errors import DSLError
+from tilescope.ir.traverse import MAX_EXPR_DEPTH
 
 F = ts.f32
 T64 = ts.Tensor[[64, 64], F]
@@ -249,3 +252,52 @@ def test_a_scalar_argument_out_of_its_dtypes_range_is_refused_before_the_run(pla
     assert (y == -7).all()  # nothing ran
     prog.run(x, -(2**31), float("inf"), y, platform=platform)  # the ends of the range and inf are fine
     assert (y == 1 - 2**31).all()
+
+
+# -- deeply nested expressions ----------------------------------------------------------------
+
+
+def _deep_module(tmp_path, terms: int):
+    """A module whose kernel stores ``t + t + ... + t`` (``terms`` terms) and its @ts.jit."""
+    name = f"deep_sum_{terms}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(
+        "import tilescope as ts\n\n\n"
+        "@ts.kernel\n"
+        "def deep(x: ts.Tensor[[4, 8], ts.f32], y: ts.Out[[4, 8], ts.f32]):\n"
+        "    t = ts.load(x, [0, 0], [4, 8])\n"
+        f"    ts.store(y, [0, 0], {' + '.join(['t'] * terms)})\n\n\n"
+        "@ts.jit\n"
+        "def p_deep(x: ts.Tensor[[4, 8], ts.f32], y: ts.Out[[4, 8], ts.f32]):\n"
+        "    deep(x, y)\n"
+    )
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, path
+
+
+def test_a_700_term_expression_compiles_and_runs_on_both_platforms(tmp_path):
+    module, _ = _deep_module(tmp_path, 700)  # was a RecursionError from the IR walks
+    x = torch.arange(32, dtype=torch.float32).reshape(4, 8)
+    prog = module.p_deep.compile()
+    for platform in ("sim", "interp"):
+        y = torch.zeros(4, 8)
+        prog.run(x, y, platform=platform)
+        assert torch.equal(y, x * 700), platform
+    again = ts.CompiledProgram.from_dir(prog.work_dir)  # the IR dump parses back
+    y = torch.zeros(4, 8)
+    again.run(x, y, platform="interp")
+    assert torch.equal(y, x * 700)
+    assert sys.getrecursionlimit() < 5000  # the room made for the compile is given back
+
+
+def test_an_expression_nested_beyond_the_limit_is_an_error_with_the_depth_and_a_hint(tmp_path):
+    module, path = _deep_module(tmp_path, MAX_EXPR_DEPTH + 2)
+    e = dsl_error(module.p_deep)
+    assert str(e.loc) == f"{path}:7"
+    assert e.message == (
+        f"this expression is nested more than {MAX_EXPR_DEPTH} levels deep (counting the @ts.inline helpers "
+        "it calls), more than tilescope compiles"
+    )
+    assert e.hint == "split it into temporaries: a = x + x + ... (a few hundred terms); b = a + x + ..."

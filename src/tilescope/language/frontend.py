@@ -40,7 +40,7 @@ from tilescope.ir.nodes import (
     Var,
 )
 from tilescope.ir.printer import described
-from tilescope.ir.traverse import is_expr
+from tilescope.ir.traverse import MAX_EXPR_DEPTH, is_expr, recursion_room
 from tilescope.ir.types import (
     INDEX,
     ScalarType,
@@ -83,6 +83,7 @@ class _Lowering(Scopes, Expressions, OpLowering):
         self.kernels: dict[str, Kernel] = {}
         self.kernel_ir = kernel_ir
         self.inline_depth = 0
+        self.expr_depth = 0  # expressions being lowered, innermost last (MAX_EXPR_DEPTH at most)
         self.loop_vars: set[str] = set()  # IR names of the loop variables of enclosing loops
         self.handles: set[str] = set()  # IR names of run-time tensor handles (orchestrations)
 
@@ -261,6 +262,21 @@ class _Lowering(Scopes, Expressions, OpLowering):
     # -- expressions ---------------------------------------------------------------------------
 
     def expr(self, node: ast.expr) -> Any:
+        """The value of ``node``: a compile-time Python value or a typed IR expression."""
+        self.expr_depth += 1
+        try:
+            if self.expr_depth > MAX_EXPR_DEPTH:
+                raise DSLError(
+                    f"this expression is nested more than {MAX_EXPR_DEPTH} levels deep (counting the "
+                    "@ts.inline helpers it calls), more than tilescope compiles",
+                    self.loc(node),
+                    "split it into temporaries: a = x + x + ... (a few hundred terms); b = a + x + ...",
+                )
+            return self._expr(node)
+        finally:
+            self.expr_depth -= 1
+
+    def _expr(self, node: ast.expr) -> Any:
         match node:
             case ast.Constant(value=v):
                 return v
@@ -462,6 +478,7 @@ def parse_kernel(fn: Callable) -> Kernel:
 
 
 @api_boundary
+@recursion_room()
 def kernel_ir(k: KernelFunction) -> Kernel:
     """The IR of a ``@ts.kernel`` (parsed on first use, then cached on it)."""
     if k.cached_ir is None:
@@ -479,6 +496,7 @@ def parse_program(fn: Callable) -> Program:
     )
 
 
+@recursion_room()
 def program_ir(orch: Orchestration) -> Program:
     """The front-end IR of an orchestration and its kernels (parsed on first use, then cached)."""
     if orch.cached_program is None:
@@ -486,6 +504,7 @@ def program_ir(orch: Orchestration) -> Program:
     return orch.cached_program
 
 
+@recursion_room()
 def load_source(text: str, filename: str) -> Program:
     """The front-end IR of the one ``@ts.jit`` orchestration (and its kernels) that a DSL
     module's source defines, such as a printed IR dump."""
