@@ -257,11 +257,21 @@ def test_a_scalar_argument_out_of_its_dtypes_range_is_refused_before_the_run(pla
 # -- deeply nested expressions ----------------------------------------------------------------
 
 
+def _module(tmp_path, name: str, source: str):
+    """Import ``source`` as the module ``name`` from a file under ``tmp_path``; (module, path)."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, path
+
+
 def _deep_module(tmp_path, terms: int):
     """A module whose kernel stores ``t + t + ... + t`` (``terms`` terms) and its @ts.jit."""
-    name = f"deep_sum_{terms}"
-    path = tmp_path / f"{name}.py"
-    path.write_text(
+    return _module(
+        tmp_path,
+        f"deep_sum_{terms}",
         "import tilescope as ts\n\n\n"
         "@ts.kernel\n"
         "def deep(x: ts.Tensor[[4, 8], ts.f32], y: ts.Out[[4, 8], ts.f32]):\n"
@@ -269,12 +279,8 @@ def _deep_module(tmp_path, terms: int):
         f"    ts.store(y, [0, 0], {' + '.join(['t'] * terms)})\n\n\n"
         "@ts.jit\n"
         "def p_deep(x: ts.Tensor[[4, 8], ts.f32], y: ts.Out[[4, 8], ts.f32]):\n"
-        "    deep(x, y)\n"
+        "    deep(x, y)\n",
     )
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module, path
 
 
 def test_a_700_term_expression_compiles_and_runs_on_both_platforms(tmp_path):
@@ -301,3 +307,110 @@ def test_an_expression_nested_beyond_the_limit_is_an_error_with_the_depth_and_a_
         "it calls), more than tilescope compiles"
     )
     assert e.hint == "split it into temporaries: a = x + x + ... (a few hundred terms); b = a + x + ..."
+
+
+# -- decorators on what they cannot read, and a shadowed ``ts`` ---------------------------------
+
+
+def _plain(x):
+    return x
+
+
+def _generator():
+    yield 1
+
+
+@pytest.mark.parametrize(
+    ("decorate", "message", "hint"),
+    [
+        (
+            lambda: ts.kernel(3),
+            "@ts.kernel decorates a function, got 3 (int)",
+            "write @ts.kernel on the line above 'def name(...):'",
+        ),
+        (
+            lambda: ts.jit("abc"),
+            "@ts.jit decorates a function, got 'abc' (str)",
+            "write @ts.jit on the line above 'def name(...):'",
+        ),
+        (
+            lambda: ts.inline(print),
+            "@ts.inline decorates a function, got the builtin print",
+            "write @ts.inline on the line above 'def name(...):'",
+        ),
+        (lambda: ts.kernel(lambda x: x), "@ts.kernel decorates a plain 'def' function, got a lambda", None),
+        (
+            lambda: ts.jit(_generator),
+            "@ts.jit decorates a plain 'def' function, got a generator (_generator)",
+            None,
+        ),
+        (
+            lambda: ts.jit(ts.kernel(_plain)),
+            "@ts.jit decorates a plain function, got the @ts.kernel _plain",
+            "a function is one of @ts.kernel, @ts.jit or @ts.inline: keep one decorator",
+        ),
+        (
+            lambda: ts.kernel(),
+            "@ts.kernel takes no arguments",
+            "write @ts.kernel, without parentheses, on the line above 'def name(...):'",
+        ),
+    ],
+)
+def test_a_decorator_on_something_it_cannot_read_is_an_error_at_the_decorating_line(decorate, message, hint):
+    with pytest.raises(DSLError) as info:  # was AttributeError: 'int' object has no attribute '__name__'
+        decorate()
+    assert info.value.message.startswith(message)
+    assert (
+        str(info.value.loc) == f"{__file__}:{decorate.__code__.co_firstlineno}"
+    )  # the line that applied the decorator
+    if hint:
+        assert info.value.hint == hint
+
+
+def test_an_unknown_jit_option_is_refused_when_it_decorates():
+    with pytest.raises(ts.ConfigError) as info:  # was accepted, and refused at the first compile
+        ts.jit(dump_pass=True)
+    assert str(info.value) == (
+        f"@ts.jit at {__file__}:{line_of(test_an_unknown_jit_option_is_refused_when_it_decorates, 'dump_pass=True')}: "
+        "unknown compile_cfg key(s): dump_pass; known keys: build_dir, check_bounds, dump_passes, local_memory_bytes, verify"
+    )
+
+
+SHADOWED = """\
+{future}import tilescope as ts
+
+
+@ts.kernel
+def copy(x: ts.Tensor[[4, 8], ts.f32], y: ts.Out[[4, 8], ts.f32]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [4, 8]))
+
+
+@ts.jit
+def p_copy(x: ts.Tensor[[4, 8], ts.f32], y: ts.Out[[4, 8], ts.f32]):
+    copy(x, y)
+
+
+ts = 3
+"""
+
+
+def test_a_shadowed_ts_module_is_named_as_such(tmp_path):
+    module, path = _module(tmp_path, "shadowed_ts", SHADOWED.format(future=""))
+    e = dsl_error(module.p_copy)  # was "3 has no attribute 'store'"
+    assert str(e.loc) == f"{path}:6"
+    assert e.message == "ts is 3 (int) here, not the tilescope module, so ts.store does not exist"
+    assert (
+        e.hint
+        == "a module-level assignment, parameter or variable of that name hides 'import tilescope as ts'; rename it"
+    )
+    module, path = _module(
+        tmp_path, "shadowed_ts_annotations", SHADOWED.format(future="from __future__ import annotations\n")
+    )
+    e = dsl_error(
+        module.p_copy
+    )  # was "cannot evaluate its annotation: 'int' object has no attribute 'Tensor'"
+    assert str(e.loc) == f"{path}:11"
+    assert (
+        e.message
+        == "parameter 'x': ts is 3 (int) here, not the tilescope module, so ts.Tensor does not exist"
+    )

@@ -362,6 +362,8 @@ class Expressions:
                 return t.dtype
             if attr == "ndim" and hasattr(t, "shape"):
                 return len(t.shape)
+            if isinstance(node.value, ast.Name) and is_dsl_name(attr):
+                raise DSLError(shadowed_message(node.value.id, base, attr), self.loc(node), SHADOWED_HINT)
             raise self.error(
                 node, f"a {t} has no attribute {attr!r} in the DSL", "available: shape, dtype, ndim"
             )
@@ -382,6 +384,8 @@ class Expressions:
             ]
             message, listing = ops.unknown_op_message(prefix, attr, dsl_names, self.mode)
             return DSLError(message, self.loc(node), f"{listing} (see docs/dsl.md)")
+        if isinstance(node.value, ast.Name) and is_dsl_name(attr):
+            return DSLError(shadowed_message(node.value.id, base, attr), self.loc(node), SHADOWED_HINT)
         matches = ops.close_matches(attr, [n for n in dir(base) if not n.startswith("_")])
         hint = f"did you mean {' or '.join(prefix + m for m in matches)}?" if matches else None
         what = f"module {base.__name__!r}" if isinstance(base, types.ModuleType) else described(base)
@@ -455,6 +459,25 @@ class Expressions:
         if not shape:
             raise VerifyError(f"indexing every dim of {base.name} leaves no region", loc, "use a slice a:a+1")
         return Slice(base, tuple(ranges), TensorType(tuple(shape), t.dtype), loc)
+
+
+SHADOWED_HINT = (
+    "a module-level assignment, parameter or variable of that name hides 'import tilescope as ts'; rename it"
+)
+
+
+def is_dsl_name(attr: str) -> bool:
+    """Whether ``ts.<attr>`` is a name of the DSL (an op, a dtype, a parameter annotation)."""
+    return attr in ops.op_names() or attr in dt.BY_NAME or attr in _SURFACE_NAMES
+
+
+def shadowed_message(name: str, value: Any, attr: str) -> str:
+    """``ts is 3 (int) here, not the tilescope module, so ts.load does not exist``."""
+    what = _a(value.type) if is_expr(value) else described(value)
+    return f"{name} is {what} here, not the tilescope module, so {name}.{attr} does not exist"
+
+
+_SURFACE_NAMES = ("Tensor", "Out", "InOut", "Scalar", "bool_", "kernel", "jit", "inline")
 
 
 def _a(thing: Any) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import builtins
 import math
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -49,7 +50,13 @@ from tilescope.ir.types import (
 from tilescope.language import ops
 from tilescope.language.annotations import ParamSpec
 from tilescope.language.decorators import InlineFunction, KernelFunction, Orchestration
-from tilescope.language.expressions import INDEX_MAX, Expressions
+from tilescope.language.expressions import (
+    INDEX_MAX,
+    SHADOWED_HINT,
+    Expressions,
+    is_dsl_name,
+    shadowed_message,
+)
 from tilescope.language.op_lowering import OpLowering
 from tilescope.language.scopes import Frame, Scopes
 from tilescope.language.source import FunctionSource, function_source
@@ -448,9 +455,7 @@ class _Lowering(Scopes, Expressions, OpLowering):
                     code = compile(ast.Expression(a.annotation), self.frame.file, "eval")
                     spec = eval(code, self.frame.namespace)
                 except Exception as e:  # noqa: BLE001 - any failure is the user's annotation
-                    raise DSLError(
-                        f"parameter {a.arg!r}: cannot evaluate its annotation: {e}", self.loc(a)
-                    ) from None
+                    raise self.annotation_error(a, e) from None
             if not isinstance(spec, ParamSpec):
                 raise DSLError(
                     f"parameter {a.arg!r}: annotation {ast.unparse(a.annotation)} is not a tilescope parameter type",
@@ -460,6 +465,28 @@ class _Lowering(Scopes, Expressions, OpLowering):
             ptype = ScalarType(spec.dtype) if spec.shape is None else TensorType(spec.shape, spec.dtype)
             params.append(Param(a.arg, spec.direction, ptype, self.loc(a)))
         return tuple(params)
+
+    def annotation_error(self, a: ast.arg, e: Exception) -> DSLError:
+        """Evaluating parameter ``a``'s annotation raised ``e``; says so, and when ``ts`` (or the
+        name the annotation starts with) no longer is the tilescope module, that it was shadowed."""
+        root = a.annotation
+        while isinstance(root, ast.Subscript | ast.Attribute):
+            root = root.value
+        if isinstance(e, AttributeError) and isinstance(root, ast.Name) and root.id in self.frame.namespace:
+            value = self.frame.namespace[root.id]
+            attr = next(
+                (n.attr for n in ast.walk(a.annotation) if isinstance(n, ast.Attribute) and n.value is root),
+                "",
+            )
+            if not (isinstance(value, types.ModuleType) and value.__name__ == "tilescope") and is_dsl_name(
+                attr
+            ):
+                return DSLError(
+                    f"parameter {a.arg!r}: {shadowed_message(root.id, value, attr)}",
+                    self.loc(a),
+                    SHADOWED_HINT,
+                )
+        return DSLError(f"parameter {a.arg!r}: cannot evaluate its annotation: {e}", self.loc(a))
 
     def lower_function(self) -> tuple[tuple[Param, ...], tuple[Stmt, ...]]:
         params = self.signature(self.tree)
