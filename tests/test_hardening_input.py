@@ -12,7 +12,10 @@ import torch
 
 import tilescope as ts
 from tilescope.errors import DSLError
+from tilescope.harness import ScalarSpec, TensorSpec, run_jit
 from tilescope.ir.traverse import MAX_EXPR_DEPTH
+
+import vector_dag
 
 F = ts.f32
 T64 = ts.Tensor[[64, 64], F]
@@ -414,3 +417,137 @@ def test_a_shadowed_ts_module_is_named_as_such(tmp_path):
         e.message
         == "parameter 'x': ts is 3 (int) here, not the tilescope module, so ts.Tensor does not exist"
     )
+
+
+# -- the harness: user functions that raise or answer wrongly, bad specs, bad tolerances -------
+
+
+def _init_raises(shape, dtype):
+    raise ValueError(f"no data for {shape}")  # init_value: raises
+
+
+def _compare_raises(actual, expected):
+    return actual.sub(expected, alpha="x")  # compare_fn: raises
+
+
+def _run_error(capsys, result) -> str:
+    """The run failed with an [ERROR] line and no traceback; its message."""
+    captured = capsys.readouterr()
+    assert not result.passed and result.error
+    assert f"[ERROR] {result.error}\n" in captured.err
+    assert "Traceback" not in captured.err + captured.out
+    assert "[FAIL] vector_dag on sim" in captured.out
+    return result.error
+
+
+def test_an_init_value_function_that_raises_ends_the_run_with_an_error_at_the_users_line(capsys):
+    specs = [TensorSpec("x", [64, 128], torch.float32, init_value=_init_raises), *vector_dag.SPECS[1:]]
+    result = run_jit(vector_dag.vector_dag, specs, golden_fn=vector_dag.golden)  # was a raw ValueError
+    line = line_of(_init_raises, "# init_value: raises")
+    assert _run_error(capsys, result) == (
+        f"TensorSpec 'x': init_value _init_raises raised at {__file__}:{line} (called with shape [64, 128], "
+        "dtype=torch.float32): ValueError: no data for (64, 128)\n"
+        '    raise ValueError(f"no data for {shape}")  # init_value: raises'
+    )
+
+
+def test_a_compare_fn_that_raises_ends_the_run_with_an_error_at_the_users_line(capsys):
+    result = run_jit(
+        vector_dag.vector_dag, vector_dag.SPECS, golden_fn=vector_dag.golden, compare_fn=_compare_raises
+    )
+    line = line_of(_compare_raises, "# compare_fn: raises")
+    error = _run_error(capsys, result)  # was a raw TypeError
+    assert error.startswith(
+        f"compare_fn _compare_raises raised at {__file__}:{line} comparing output 'out': TypeError: "
+    )
+    assert error.endswith('\n    return actual.sub(expected, alpha="x")  # compare_fn: raises')
+
+
+def test_a_compare_fn_must_answer_a_bool(capsys):
+    def says_false_as_a_string(actual, expected):
+        return "False"
+
+    result = run_jit(
+        vector_dag.vector_dag,
+        vector_dag.SPECS,
+        golden_fn=vector_dag.golden,
+        compare_fn=says_false_as_a_string,
+    )  # was a PASS: "False" is truthy
+    assert _run_error(capsys, result) == (
+        "compare_fn test_a_compare_fn_must_answer_a_bool.<locals>.says_false_as_a_string returned 'False' (str) "
+        "for output 'out'; it must return a bool (True: the output matches), or a (bool, message) tuple"
+    )
+    result = run_jit(
+        vector_dag.vector_dag,
+        vector_dag.SPECS,
+        golden_fn=vector_dag.golden,
+        compare_fn=lambda a, e: (torch.isclose(a, e, rtol=1e-4, atol=1e-5).all(), "within 1e-4"),
+    )
+    assert (
+        result.passed and result.comparisons[0].message == "within 1e-4"
+    )  # a one-element bool tensor is a bool
+    assert "[COMPARE] out: PASS  within 1e-4" in capsys.readouterr().out
+
+
+def test_bad_specs_are_refused_when_they_are_made():
+    with pytest.raises(ts.ArgumentError) as info:  # was a torch RuntimeError inside run_jit
+        TensorSpec("x", [-64, 128], torch.float32)
+    assert str(info.value) == (
+        "TensorSpec 'x': shape must be a non-empty list of positive ints (the program parameter's shape), "
+        "got [-64, 128]"
+    )
+    with pytest.raises(ts.ArgumentError) as info:  # was AttributeError: 'str' object has no attribute ...
+        TensorSpec("x", [64, 128], "float32")
+    assert str(info.value) == (
+        "TensorSpec 'x': dtype must be a torch dtype (such as torch.float32) or a tilescope dtype (ts.f32), "
+        "got 'float32' (str); did you mean torch.float32?"
+    )
+    with pytest.raises(
+        ts.ArgumentError, match=r"ScalarSpec 'eps': value must be a Python number, got '1e-6' \(str\)"
+    ):
+        ScalarSpec("eps", torch.float32, "1e-6")
+    with pytest.raises(
+        ts.ArgumentError, match=r"TensorSpec 'x': dtype torch.complex64 has no tilescope equivalent"
+    ):
+        TensorSpec("x", [4], torch.complex64)
+    assert (
+        TensorSpec("x", [4], ts.f16).dtype == torch.float16
+    )  # a tilescope dtype is taken as its torch dtype
+    with pytest.raises(ts.ArgumentError, match=r"TensorSpec 'x': init_value 300 does not fit torch.int8"):
+        TensorSpec("x", [4], torch.int8, init_value=300).make()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"rtol": -1e-5},
+            "rtol must be a number >= 0, got -1e-05: an output matches where |actual - expected| <= atol + rtol * "
+            "|expected|",
+        ),
+        ({"atol": float("nan")}, "atol must be a number >= 0, got nan: "),
+        (
+            {"fn": vector_dag.add},
+            "run_jit runs a @ts.jit program, got the @ts.kernel add, which runs as one task: pass the @ts.jit "
+            "function that submits it (a kernel alone has no task graph)",
+        ),
+        (
+            {"fn": vector_dag.golden},
+            "run_jit runs a @ts.jit program, got the function golden, which is not decorated: put @ts.jit on the "
+            "line above 'def golden(...):'",
+        ),
+        (
+            {"specs": [("x", [64, 128], torch.float32)]},
+            "specs[0] is ('x', [64, 128], torch.float32) (tuple); expected TensorSpec(name, shape, dtype, ...) or "
+            "ScalarSpec(name, dtype, value)",
+        ),
+    ],
+)
+def test_harness_misuse_is_an_error_before_anything_compiles_or_runs(capsys, kwargs, message):
+    args = {"fn": vector_dag.vector_dag, "specs": vector_dag.SPECS, "golden_fn": vector_dag.golden, **kwargs}
+    result = run_jit(args.pop("fn"), args.pop("specs"), **args)  # was a raw RuntimeError / AttributeError
+    captured = capsys.readouterr()
+    assert not result.passed and result.error.startswith(message)
+    assert isinstance(result.error, str) and result.work_dir is None  # nothing was compiled
+    assert "[RUN]" not in captured.out and "Traceback" not in captured.err
+    assert f"[ERROR] {result.error}\n" in captured.err
