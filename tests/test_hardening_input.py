@@ -551,3 +551,67 @@ def test_harness_misuse_is_an_error_before_anything_compiles_or_runs(capsys, kwa
     assert isinstance(result.error, str) and result.work_dir is None  # nothing was compiled
     assert "[RUN]" not in captured.out and "Traceback" not in captured.err
     assert f"[ERROR] {result.error}\n" in captured.err
+
+
+# -- further probes -----------------------------------------------------------------------------
+
+
+def test_a_golden_fn_that_returns_its_result_or_leaves_a_non_tensor_is_told_what_to_do(capsys):
+    def returns_instead(t):
+        return t["x"] + t["y"]
+
+    result = run_jit(
+        vector_dag.vector_dag, vector_dag.SPECS, golden_fn=returns_instead
+    )  # was 100% mismatches
+    assert _run_error(capsys, result) == (
+        "golden_fn test_a_golden_fn_that_returns_its_result_or_leaves_a_non_tensor_is_told_what_to_do.<locals>."
+        "returns_instead returned a Tensor, which is not used: a golden_fn fills the outputs in place "
+        "(t['out'][:] = ...) and returns None"
+    )
+
+    def leaves_numpy(t):
+        vector_dag.golden(t)
+        t["out"] = t["out"].numpy()
+
+    result = run_jit(
+        vector_dag.vector_dag, vector_dag.SPECS, golden_fn=leaves_numpy
+    )  # was a raw AttributeError
+    assert _run_error(capsys, result).endswith(
+        "leaves_numpy left t['out'] as a ndarray: the golden of an output must be a torch tensor "
+        "(fill it in place: t['out'][:] = ...)"
+    )
+    result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, golden_fn=vector_dag.golden, seed="1")
+    assert _run_error(capsys, result) == "seed must be an int (the inputs are generated from it), got '1'"
+
+
+def test_program_arguments_passed_by_keyword_are_an_argument_error_not_a_runtime_cfg_one():
+    x, y, out = torch.randn(64, 128), torch.randn(64, 128), torch.zeros(64, 128)
+    with pytest.raises(ts.ArgumentError) as info:  # was "unknown runtime_cfg key(s): out, x, y"
+        vector_dag.vector_dag(x, y=y, out=out)
+    assert str(info.value).startswith(
+        "vector_dag(x, y, out) takes its arguments by position, got y=, out= as keyword(s): keywords are run "
+        "options (platform=, num_workers=, ...); pass every argument in order"
+    )
+
+
+@ts.jit
+def p_index_floordiv_zero(x: T64, n: ts.Scalar[ts.i32], y: O64):
+    for _i in ts.range(0, 4 + n // 0):  # a division by zero
+        load_from_a_tile(x, y)
+
+
+def test_an_integer_division_by_a_constant_zero_is_refused_at_compile_time():
+    e = dsl_error(
+        p_index_floordiv_zero
+    )  # was SIGILL of the whole process on sim, ZeroDivisionError on interp
+    assert str(e.loc) == f"{__file__}:{line_of(p_index_floordiv_zero, '# a division by zero')}"
+    assert e.message == "'//' by the constant 0: an integer division by zero (the generated code would crash)"
+
+
+def test_a_torch_dtype_in_an_annotation_names_the_tilescope_one():
+    with pytest.raises(TypeError, match=r"got torch.float32; write ts.f32$"):
+        ts.Tensor[[4, 8], torch.float32]
+    with pytest.raises(TypeError, match=r"got torch.bfloat16; write ts.bf16$"):
+        ts.Scalar[torch.bfloat16]
+    with pytest.raises(TypeError, match=r"shape must be a list of positive ints, got \[True, 8\]"):
+        ts.Tensor[[True, 8], ts.f32]

@@ -32,7 +32,7 @@ from tilescope.errors import ConfigError, HarnessError, TilescopeError
 from tilescope.harness.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.harness.data import load_snapshot, save_snapshot
 from tilescope.harness.specs import Spec, check_specs, generate, outputs
-from tilescope.harness.user_code import GoldenError, call_user
+from tilescope.harness.user_code import GoldenError, call_user, function_name
 from tilescope.language.decorators import InlineFunction, KernelFunction
 from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
@@ -206,6 +206,8 @@ def run_jit(
         check_program(fn)
         check_specs(specs)
         check_tolerances(rtol, atol)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise HarnessError(f"seed must be an int (the inputs are generated from it), got {seed!r}")
         if runtime_dir:
             compiled = phases.run(
                 "compile",
@@ -274,10 +276,30 @@ def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]
     """
 
     def run(values: dict[str, Any]) -> dict[str, torch.Tensor]:
-        call_user("golden_fn", golden_fn, values, error=GoldenError)
+        returned = call_user("golden_fn", golden_fn, values, error=GoldenError)
+        fn_name = function_name(golden_fn)
+        first = names[0] if names else "y"
+        if returned is not None and returned is not values:
+            raise HarnessError(
+                f"golden_fn {fn_name} returned {_kind(returned)}, which is not used: a golden_fn fills the "
+                f"outputs in place (t[{first!r}][:] = ...) and returns None"
+            )
+        for n in names:
+            if not torch.is_tensor(values.get(n)):
+                left = f"removed t[{n!r}]" if n not in values else f"left t[{n!r}] as {_kind(values[n])}"
+                raise HarnessError(
+                    f"golden_fn {fn_name} {left}: the golden of an output must be a torch tensor "
+                    f"(fill it in place: t[{n!r}][:] = ...)"
+                )
         return {n: values[n] for n in names}
 
     return run
+
+
+def _kind(v: Any) -> str:
+    """``a Tensor``, ``an ndarray``: what a value is, for messages."""
+    name = type(v).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def program_name(fn: Any) -> str:

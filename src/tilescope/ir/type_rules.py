@@ -156,6 +156,12 @@ def binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Type:
     if _is_int_scalar(lt) and _is_int_scalar(rt):
         if op == "div":
             raise _fail("'/' on integers (indices)", loc, "use '//' for integer division")
+        if op in ("floordiv", "mod") and isinstance(rhs, Const) and rhs.value == 0:
+            raise _fail(
+                f"{op_label(op)} by the constant 0: an integer division by zero (the generated code would crash)",
+                loc,
+                "divide by a non-zero value",
+            )
         if op in COMPARE_OPS:
             return ScalarType(dt.bool_)
         if isinstance(lt, ScalarType) and isinstance(rt, ScalarType) and lt == rt:
