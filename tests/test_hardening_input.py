@@ -129,6 +129,19 @@ def p_scalar_times_huge(x: T64, eps: ts.Scalar[F], y: O64):
 
 
 @ts.kernel
+def carried_beyond_f32(x: T64, y: O64):
+    m = 1e39
+    for _i in ts.range(0, 2):  # m becomes an f32 variable
+        m = m * 0.5
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [64, 64]) * m)
+
+
+@ts.jit
+def p_carried_beyond_f32(x: T64, y: O64):
+    carried_beyond_f32(x, y)
+
+
+@ts.kernel
 def full_of_a_huge_int(y: O64):
     ts.store(y, [0, 0], ts.full([64, 64], 10**400, F))
 
@@ -199,6 +212,12 @@ def test_a_literal_beyond_its_dtypes_range_is_an_error_naming_it_and_the_range()
     e = dsl_error(p_full_of_a_huge_int)  # was a raw OverflowError in the front-end
     assert e.message == (
         "ts.full value: integer literal 100000000000... (401 digits) is out of range for f32 "
+        "[-3.4028235e+38, 3.4028235e+38]"
+    )
+    e = dsl_error(p_carried_beyond_f32)
+    assert str(e.loc) == f"{__file__}:{line_of(carried_beyond_f32, '# m becomes an f32 variable')}"
+    assert e.message == (
+        "'m', carried by this loop or branch as a scalar f32: float literal 1e+39 is out of range for f32 "
         "[-3.4028235e+38, 3.4028235e+38]"
     )
     e = dsl_error(p_full_of_two_bools)

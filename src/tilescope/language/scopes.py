@@ -222,7 +222,8 @@ class Scopes:
             if is_number(v):
                 expr = self.as_expr(v, node)
                 if isinstance(expr.type, ScalarType):  # a float becomes an f32 variable: it must fit
-                    rules.check_literal(v, expr.type.dtype, f"the value of {name!r}", loc)
+                    what = f"{name!r}, carried by this loop or branch as a {expr.type}"
+                    rules.check_literal(v, expr.type.dtype, what, loc)
                 cpp = self._fresh(name)
                 self.emit(Assign(cpp, expr, loc))
                 scope[name] = Var(cpp, expr.type, loc)
