@@ -65,6 +65,11 @@ class ArgumentError(TilescopeError):
     """Arguments passed to a compiled program or kernel do not match its parameters."""
 
 
+class HarnessError(TilescopeError):
+    """The test harness was given something it cannot use: not a ``@ts.jit`` program, a negative
+    tolerance, specs that are not specs, a ``compare_fn`` answer that is not a bool."""
+
+
 class ConfigError(TilescopeError):
     """Unknown or invalid compile_cfg / runtime_cfg keys or values."""
 

@@ -407,21 +407,32 @@ def _encoded(name: str) -> bytes:
     return os.fsencode(name)
 
 
-def _validate(cfg: dict[str, Any] | None, knobs: dict[str, Knob], what: str) -> dict[str, Any]:
-    cfg = dict(cfg or {})
+def _check_given(cfg: dict[str, Any], knobs: dict[str, Knob], what: str) -> None:
     unknown = sorted(set(cfg) - set(knobs))
     if unknown:
         raise ConfigError(
             f"unknown {what} key(s): {', '.join(unknown)}; known keys: {', '.join(sorted(knobs))}"
         )
+    for name, value in cfg.items():
+        if value is not None and not knobs[name].check(value):
+            raise ConfigError(f"{what}[{name!r}] = {value!r}: expected {knobs[name].expect}")
+
+
+def check_compile_cfg(cfg: dict[str, Any]) -> None:
+    """ConfigError for an unknown compile_cfg key or a given value of the wrong kind (the
+    environment and overrides are not read: what ``@ts.jit(...)`` checks when it decorates)."""
+    _check_given(cfg, COMPILE_KNOBS, "compile_cfg")
+
+
+def _validate(cfg: dict[str, Any] | None, knobs: dict[str, Knob], what: str) -> dict[str, Any]:
+    cfg = dict(cfg or {})
+    _check_given(cfg, knobs, what)
     out = {}
     overrides = _overrides.get()
     # NOTE: one dict lookup per knob (os.environ.get re-encodes each name: ~1 us a knob, per run)
     present = _environment_names()
     for name, knob in knobs.items():
         value = cfg.get(name)
-        if value is not None and not knob.check(value):
-            raise ConfigError(f"{what}[{name!r}] = {value!r}: expected {knob.expect}")
         if value is None:
             value = overrides.get(name)
         if value is None and knob.env_var in present:

@@ -41,6 +41,7 @@ from tilescope.codegen.orchestration_cpp import orchestration_cpp
 from tilescope.ir.analysis import kernel_core
 from tilescope.ir.nodes import Program
 from tilescope.ir.printer import program_str
+from tilescope.ir.traverse import recursion_room
 from tilescope.passes.manager import PassManager
 from tilescope.passes.pipeline import DEFAULT_PIPELINE
 from tilescope.toolchain import compiler as toolchain
@@ -59,6 +60,7 @@ class Compiled:
     lock: BuildLock | None = None  # held from the directory's creation; the caller closes it
 
 
+@recursion_room()
 def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) -> Compiled:
     """Front-end IR -> passes -> C++ -> g++ -> a new build directory (see the module's order)."""
     opts = knobs.compile_options(compile_cfg)

@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 import os
 import runpy
 from dataclasses import dataclass
@@ -96,6 +97,25 @@ def load_config(work: Path) -> dict[str, Any]:
     return cfg
 
 
+def scalar_out_of_range(value: int | float | bool, dtype: dt.DType) -> str | None:
+    """Why the number ``value`` cannot be passed as a scalar of ``dtype`` (outside an integer
+    dtype's range, not 0 or 1 for bool, a finite number beyond a float dtype's largest value,
+    which would become inf), or None if it can. Infinities and NaN are float values."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    lo, hi = dt.value_range(dtype)
+    if lo <= value <= hi:
+        return None
+    w = dt.wider(dtype)
+    wider = f", or declare the parameter ts.Scalar[ts.{w.name}]" if w is not None else ""
+    return (
+        f"{dt.number_str(value)} does not fit a scalar {dtype.name} {dt.range_str(dtype)}; "
+        f"pass a value in that range{wider}"
+    )
+
+
 class Build:
     """A build directory's manifest: ``name``, ``args`` (ArgSpecs), ``kernels`` (the
     ``KERNELS`` rows of ``kernel_config.py``) and ``config`` (the whole namespace)."""
@@ -149,13 +169,20 @@ class Build:
         for spec, a in zip(self.args, args):
             where = f"argument {spec.name!r}"
             if spec.shape is None:
-                ok = isinstance(a, int | float | bool) if spec.dtype.is_float else isinstance(a, int | bool)
-                if torch.is_tensor(a) and a.dim() == 0:
-                    ok = True
+                value = a.item() if torch.is_tensor(a) and a.dim() == 0 else a
+                ok = (
+                    isinstance(value, int | float | bool)
+                    if spec.dtype.is_float
+                    else isinstance(value, int | bool)
+                )
                 if not ok:
+                    number = "number" if spec.dtype.is_float else "int"
+                    shown = f" {value!r}" if isinstance(value, int | float) else ""
                     problems.append(
-                        f"{where}: expected a Python number ({spec.describe()}), got {type(a).__name__}"
+                        f"{where}: expected a Python {number} ({spec.describe()}), got {type(a).__name__}{shown}"
                     )
+                elif (bad := scalar_out_of_range(value, spec.dtype)) is not None:
+                    problems.append(f"{where}: {bad}")
                 continue
             if not torch.is_tensor(a):
                 problems.append(

@@ -33,6 +33,7 @@ from tilescope.codegen.orchestration_cpp import orchestration_cpp
 from tilescope.errors import TilescopeError
 from tilescope.ir.nodes import Program
 from tilescope.ir.printer import function_lines, kernel_str
+from tilescope.ir.traverse import recursion_room
 from tilescope.ir.verifier import verify_program
 from tilescope.language.frontend import load_source
 from tilescope.toolchain import compiler as toolchain
@@ -190,6 +191,7 @@ def _check_ir_signatures(program: Program, config: dict[str, Any], ir_path: Path
         raise SignatureMismatch(f"{ir_path}: " + "; ".join(problems) + f"\n  {FIX}")
 
 
+@recursion_room()
 def refresh(work: Path, config: dict[str, Any]) -> RefreshReport:
     """Bring a build's binaries up to date with its (possibly hand-edited) IR dump and C++."""
     state = load_state(work)

@@ -5,7 +5,12 @@ Equal values differ by 0, infinities of the same sign and NaN against NaN includ
 an infinity against anything else differs by inf (abs and rel).
 
 A mismatch prints both values with as many significant digits as it takes to tell them apart
-(up to what the output's dtype holds: 9 for f32, 17 for f64), then their abs and rel diff."""
+(up to what the output's dtype holds: 9 for f32, 17 for f64), then their abs and rel diff.
+
+Tolerances are non-negative numbers (``check_tolerances``, before anything runs). A
+``compare_fn`` that raises is a UserCodeError naming the user's line; one that answers anything
+but a bool (or a one-element bool tensor), or ``(bool, str)``, is a HarnessError saying what it
+returned."""
 
 from __future__ import annotations
 
@@ -15,6 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from tilescope.errors import HarnessError
+from tilescope.harness.user_code import call_user, function_name
 
 FIRST_MISMATCHES = 8
 # significant digits that round-trip every value of a float dtype
@@ -156,7 +164,43 @@ def compare_outputs(
         if compare_fn is None:
             reports.append(compare_tensor(n, actual[n], expected[n], rtol, atol))
             continue
-        out = compare_fn(actual[n], expected[n])
-        ok, msg = out if isinstance(out, tuple) else (out, "")
-        reports.append(CompareReport(n, bool(ok), actual[n].numel(), message=msg or "custom compare_fn"))
+        out = call_user("compare_fn", compare_fn, actual[n], expected[n], context=f" comparing output {n!r}")
+        ok, msg = out if isinstance(out, tuple) and len(out) == 2 else (out, "")
+        verdict = _truth(ok)
+        if verdict is None or not isinstance(msg, str):
+            raise HarnessError(
+                f"compare_fn {function_name(compare_fn)} returned {_shown(out)} for output {n!r}; it must "
+                "return a bool (True: the output matches), or a (bool, message) tuple"
+            )
+        reports.append(CompareReport(n, verdict, actual[n].numel(), message=msg or "custom compare_fn"))
     return reports
+
+
+def _truth(v: Any) -> bool | None:
+    """``v`` as a verdict: a bool, a numpy bool or a one-element bool tensor; None for anything
+    else (a string "False" is truthy, so it must not pass as one)."""
+    if isinstance(v, bool):
+        return v
+    if torch.is_tensor(v) and v.dtype == torch.bool and v.numel() == 1:
+        return bool(v.item())
+    if type(v).__module__ == "numpy" and type(v).__name__ == "bool_":
+        return bool(v)
+    return None
+
+
+def _shown(v: Any) -> str:
+    """A returned value in a message: a short repr and its type."""
+    if torch.is_tensor(v):
+        return f"a tensor of shape {list(v.shape)} and dtype {v.dtype}"
+    text = repr(v)
+    return f"{text if len(text) <= 60 else text[:57] + '...'} ({type(v).__name__})"
+
+
+def check_tolerances(rtol: Any, atol: Any) -> None:
+    """HarnessError unless ``rtol`` and ``atol`` are non-negative numbers (inf allowed, NaN not)."""
+    for name, v in (("rtol", rtol), ("atol", atol)):
+        if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v) or v < 0:
+            raise HarnessError(
+                f"{name} must be a number >= 0, got {v!r}: an output matches where "
+                "|actual - expected| <= atol + rtol * |expected|"
+            )

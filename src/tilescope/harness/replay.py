@@ -22,6 +22,7 @@ from tilescope import knobs
 from tilescope._logging import configure
 from tilescope.errors import TilescopeError
 from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args
+from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_snapshot
 from tilescope.harness.run import Phases, RunResult, data_args, execute, finish
 from tilescope.launch.program import CompiledProgram
@@ -71,6 +72,7 @@ def replay_compiled(
         meta = load_meta(data)
         rtol = meta.get("rtol", 1e-5) if rtol is None else rtol
         atol = meta.get("atol", 1e-5) if atol is None else atol
+        check_tolerances(rtol, atol)
         inputs, saved = phases.run(
             "inputs", f"load golden data {data}", lambda: load_snapshot(data, data_args(compiled))
         )

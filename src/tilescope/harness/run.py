@@ -2,9 +2,11 @@
 compare — printing one phase line per step and a comparison report per output.
 
 Invariants: a TilescopeError in any phase ends the run with a report (``RunResult.passed`` is
-False, ``error`` holds the message), and so does a ``golden_fn`` that raises (a GoldenError
-naming the user's line it raised at); inputs are generated from ``seed`` so reruns see the same
-data; the golden runs on copies, never on the tensors the program wrote.
+False, ``error`` holds the message), and so does a ``golden_fn``, an ``init_value`` function or a
+``compare_fn`` that raises (a UserCodeError naming the user's line it raised at); the program,
+the specs and the tolerances are checked before anything compiles or runs; inputs are generated
+from ``seed`` so reruns see the same data; the golden runs on copies, never on the tensors the
+program wrote.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ import datetime as _dt
 import json
 import os
 import sys
-import sysconfig
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,15 +28,14 @@ from tilescope._logging import configure, level_number
 from tilescope.build.manifest import ArgSpec, Build
 from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write
 from tilescope.debug.failures import Failure
-from tilescope.errors import ConfigError, TilescopeError
-from tilescope.harness.compare import CompareReport, compare_outputs
+from tilescope.errors import ConfigError, HarnessError, TilescopeError
+from tilescope.harness.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.harness.data import load_snapshot, save_snapshot
-from tilescope.harness.specs import Spec, generate, outputs
+from tilescope.harness.specs import Spec, check_specs, generate, outputs
+from tilescope.harness.user_code import GoldenError, call_user, function_name
+from tilescope.language.decorators import InlineFunction, KernelFunction
+from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
-
-
-class GoldenError(TilescopeError):
-    """``golden_fn`` raised; the message names the user's line it raised at."""
 
 
 @dataclass
@@ -201,8 +200,14 @@ def run_jit(
     runtime_cfg = dict(runtime_cfg or {})
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
     result = RunResult(False, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings)
+    name = program_name(fn)
     try:
         configure(knobs.runtime_options(runtime_cfg)["log_level"])
+        check_program(fn)
+        check_specs(specs)
+        check_tolerances(rtol, atol)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise HarnessError(f"seed must be an int (the inputs are generated from it), got {seed!r}")
         if runtime_dir:
             compiled = phases.run(
                 "compile",
@@ -262,44 +267,62 @@ def run_jit(
         result.error = str(e)
         result.failure = getattr(e, "failure", None)
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)
-    return finish(result, fn.name)
+    return finish(result, name)
 
 
 def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):
     """A golden that runs ``golden_fn`` on the values (filling outputs in place) and returns the
     outputs ``names``; whatever ``golden_fn`` raises becomes a GoldenError naming the user's line.
     """
+
     def run(values: dict[str, Any]) -> dict[str, torch.Tensor]:
-        try:
-            golden_fn(values)
-        except Exception as e:  # noqa: BLE001 - whatever the user's golden raises ends the run with a report
-            raise GoldenError(golden_failure(golden_fn, e)) from e
+        returned = call_user("golden_fn", golden_fn, values, error=GoldenError)
+        fn_name = function_name(golden_fn)
+        first = names[0] if names else "y"
+        if returned is not None and returned is not values:
+            raise HarnessError(
+                f"golden_fn {fn_name} returned {_kind(returned)}, which is not used: a golden_fn fills the "
+                f"outputs in place (t[{first!r}][:] = ...) and returns None"
+            )
+        for n in names:
+            if not torch.is_tensor(values.get(n)):
+                left = f"removed t[{n!r}]" if n not in values else f"left t[{n!r}] as {_kind(values[n])}"
+                raise HarnessError(
+                    f"golden_fn {fn_name} {left}: the golden of an output must be a torch tensor "
+                    f"(fill it in place: t[{n!r}][:] = ...)"
+                )
         return {n: values[n] for n in names}
 
     return run
 
 
-def _library_dirs() -> tuple[str, ...]:
-    """Directories of code that is not the user's: tilescope, the standard library, installed packages."""
-    paths = sysconfig.get_paths()
-    dirs = {str(Path(__file__).resolve().parents[1])}
-    dirs.update(paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(k))
-    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
+def _kind(v: Any) -> str:
+    """``a Tensor``, ``an ndarray``: what a value is, for messages."""
+    name = type(v).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
-def golden_failure(golden_fn: Callable[..., Any], e: BaseException) -> str:
-    """``golden_fn <name> raised at <file>:<line>: <Type>: <message>`` and that line's source:
-    the innermost frame of the user's own code (not tilescope, torch or the standard library),
-    else the golden function's definition."""
-    name = getattr(golden_fn, "__qualname__", None) or repr(golden_fn)
-    frames = traceback.extract_tb(e.__traceback__)
-    libs = _library_dirs()
-    user = [f for f in frames if not os.path.realpath(f.filename).startswith(libs)]
-    what = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-    if user:
-        where, source = f"{user[-1].filename}:{user[-1].lineno}", (user[-1].line or "").strip()
+def program_name(fn: Any) -> str:
+    """How the verdict line names what ``run_jit`` was given."""
+    return getattr(fn, "name", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def check_program(fn: Any) -> None:
+    """HarnessError unless ``fn`` is a ``@ts.jit`` function, saying what it is instead."""
+    if isinstance(fn, JitFunction):
+        return
+    if isinstance(fn, KernelFunction):
+        got = f"the @ts.kernel {fn.name}, which runs as one task"
+        hint = "pass the @ts.jit function that submits it (a kernel alone has no task graph)"
+    elif isinstance(fn, InlineFunction):
+        got = f"the @ts.inline helper {fn.fn.__name__}"
+        hint = "pass the @ts.jit function whose kernels use it"
+    elif callable(fn) and hasattr(fn, "__code__"):
+        got = f"the function {fn.__qualname__}, which is not decorated"
+        name = fn.__name__ if fn.__name__.isidentifier() else "name"
+        hint = f"put @ts.jit on the line above 'def {name}(...):'"
     else:
-        code = getattr(golden_fn, "__code__", None)
-        where = f"{code.co_filename}:{code.co_firstlineno}" if code else "?"
-        source = ""
-    return f"golden_fn {name} raised at {where}: {what}" + (f"\n    {source}" if source else "")
+        text = repr(fn)
+        got = f"{text if len(text) <= 60 else text[:57] + '...'} ({type(fn).__name__})"
+        hint = "pass the @ts.jit function itself"
+    raise HarnessError(f"run_jit runs a @ts.jit program, got {got}: {hint}")

@@ -1,15 +1,51 @@
 """Argument specs of a harness run: ``TensorSpec`` and ``ScalarSpec``, in the order of the
-program's parameters, and how inputs are generated from them."""
+program's parameters, and how inputs are generated from them.
+
+Invariants: a spec is checked when it is made (a name, positive int dims, a dtype tilescope
+has, a number for a scalar), so a bad one is an ArgumentError at the user's line before
+anything runs; a tilescope dtype (``ts.f32``) is accepted and stored as its torch dtype. An
+``init_value`` function that raises is a UserCodeError naming the user's line.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from tilescope.errors import ArgumentError
+from tilescope.errors import ArgumentError, HarnessError
+from tilescope.harness.user_code import call_user
+from tilescope.ir import dtypes as dt
+
+
+def _torch_dtype(kind: str, name: str, dtype: Any) -> torch.dtype:
+    """``dtype`` as a torch dtype tilescope supports (a ``ts.f32`` is converted); ArgumentError otherwise."""
+    if isinstance(dtype, dt.DType):
+        return dtype.torch
+    supported = ", ".join(str(d.torch) for d in dt.ALL_DTYPES)
+    if isinstance(dtype, torch.dtype):
+        try:
+            dt.from_torch(dtype)
+        except ValueError:
+            raise ArgumentError(
+                f"{kind} {name!r}: dtype {dtype} has no tilescope equivalent; supported: {supported}"
+            ) from None
+        return dtype
+    hint = (
+        f"; did you mean torch.{dtype}?"
+        if isinstance(dtype, str) and isinstance(getattr(torch, dtype, None), torch.dtype)
+        else ""
+    )
+    raise ArgumentError(
+        f"{kind} {name!r}: dtype must be a torch dtype (such as torch.float32) or a tilescope dtype "
+        f"(ts.f32), got {dtype!r} ({type(dtype).__name__}){hint}"
+    )
+
+
+def _check_name(kind: str, name: Any) -> None:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ArgumentError(f"{kind} name must be the program parameter's name (a str), got {name!r}")
 
 
 @dataclass
@@ -25,8 +61,29 @@ class TensorSpec:
     init_value: Any = None
     is_output: bool = False
 
+    def __post_init__(self) -> None:
+        _check_name("TensorSpec", self.name)
+        shape = self.shape
+        if (
+            not isinstance(shape, list | tuple | torch.Size)
+            or not shape
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)
+        ):
+            raise ArgumentError(
+                f"TensorSpec {self.name!r}: shape must be a non-empty list of positive ints (the program "
+                f"parameter's shape), got {shape!r}"
+            )
+        self.dtype = _torch_dtype("TensorSpec", self.name, self.dtype)
+        v = self.init_value
+        if not (v is None or callable(v) or torch.is_tensor(v) or isinstance(v, int | float | bool)):
+            raise ArgumentError(
+                f"TensorSpec {self.name!r}: init_value must be a number, a tensor or a function called as "
+                f"fn(shape, dtype=dtype), got {v!r} ({type(v).__name__})"
+            )
+
     def make(self) -> torch.Tensor:
-        """The tensor the spec describes, contiguous; ArgumentError if ``init_value`` gives another shape."""
+        """The tensor the spec describes, contiguous; ArgumentError if ``init_value`` gives another shape
+        or a number the dtype cannot hold, UserCodeError if an ``init_value`` function raises."""
         shape = tuple(self.shape)
         v = self.init_value
         if v is None:
@@ -37,12 +94,23 @@ class TensorSpec:
             if self.dtype == torch.bool:
                 return torch.rand(shape) < 0.5
             return torch.randint(-8, 8, shape).to(self.dtype)
-        if isinstance(v, Callable):
-            t = v(shape, dtype=self.dtype)
+        if callable(v):
+            t = call_user(
+                f"TensorSpec {self.name!r}: init_value",
+                v,
+                shape,
+                dtype=self.dtype,
+                context=f" (called with shape {list(shape)}, dtype={self.dtype})",
+            )
         elif torch.is_tensor(v):
             t = v.detach().clone().to(self.dtype)
         else:
-            t = torch.full(shape, v, dtype=self.dtype)
+            try:
+                t = torch.full(shape, v, dtype=self.dtype)
+            except RuntimeError as e:
+                raise ArgumentError(
+                    f"TensorSpec {self.name!r}: init_value {v!r} does not fit {self.dtype}: {e}"
+                ) from None
         if not torch.is_tensor(t) or tuple(t.shape) != shape:
             got = tuple(t.shape) if torch.is_tensor(t) else type(t).__name__
             raise ArgumentError(
@@ -59,12 +127,36 @@ class ScalarSpec:
     dtype: torch.dtype
     value: int | float | bool
 
+    def __post_init__(self) -> None:
+        _check_name("ScalarSpec", self.name)
+        self.dtype = _torch_dtype("ScalarSpec", self.name, self.dtype)
+        if not isinstance(self.value, int | float | bool):
+            raise ArgumentError(
+                f"ScalarSpec {self.name!r}: value must be a Python number, got {self.value!r} "
+                f"({type(self.value).__name__})"
+            )
+
     def make(self) -> int | float | bool:
         """The fixed value."""
         return self.value
 
 
 Spec = TensorSpec | ScalarSpec
+
+
+def check_specs(specs: Any) -> None:
+    """HarnessError unless ``specs`` is a list (or tuple) of TensorSpec / ScalarSpec."""
+    if not isinstance(specs, list | tuple):
+        raise HarnessError(
+            f"specs must be a list of TensorSpec / ScalarSpec in the program's parameter order, got "
+            f"{type(specs).__name__}"
+        )
+    for i, s in enumerate(specs):
+        if not isinstance(s, TensorSpec | ScalarSpec):
+            raise HarnessError(
+                f"specs[{i}] is {s!r} ({type(s).__name__}); expected TensorSpec(name, shape, dtype, ...) "
+                "or ScalarSpec(name, dtype, value)"
+            )
 
 
 def generate(specs: list[Spec], seed: int) -> dict[str, Any]:

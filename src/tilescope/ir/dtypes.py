@@ -7,6 +7,7 @@ There is no implicit promotion between float widths; scalars adopt the tile's dt
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 
@@ -83,3 +84,47 @@ def by_name(name: str) -> DType:
         return BY_NAME[name]
     except KeyError:
         raise ValueError(f"unknown dtype {name!r}; known: {', '.join(BY_NAME)}") from None
+
+
+# the largest finite value of each float dtype: a literal beyond it would become inf
+_FLOAT_MAX = {
+    "f32": 3.4028234663852886e38,
+    "f16": 65504.0,
+    "bf16": 3.3895313892515355e38,
+    "f64": sys.float_info.max,
+}
+
+
+def value_range(dtype: DType) -> tuple[int | float, int | float]:
+    """The inclusive range of the finite values ``dtype`` holds: ``[lo, hi]`` of an integer
+    dtype, ``[-max, max]`` of a float dtype (beyond it a value becomes inf), ``[0, 1]`` for bool."""
+    if dtype.is_float:
+        return -_FLOAT_MAX[dtype.name], _FLOAT_MAX[dtype.name]
+    if dtype.kind == "bool":
+        return 0, 1
+    bits = dtype.itemsize * 8
+    return (0, 2**bits - 1) if dtype.name.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
+# the next wider dtype of the same kind: what to use when a value does not fit
+_WIDER = {"i8": "i32", "u8": "i32", "i32": "i64", "f16": "f32", "bf16": "f32", "f32": "f64"}
+
+
+def wider(dtype: DType) -> DType | None:
+    """The next wider dtype of ``dtype``'s kind (``i32`` -> ``i64``, ``f16`` -> ``f32``), or None."""
+    name = _WIDER.get(dtype.name)
+    return BY_NAME[name] if name else None
+
+
+def number_str(v: int | float) -> str:
+    """A number as messages show it: ``-3.4028235e+38``, ``65504``, a huge integer shortened."""
+    if isinstance(v, float):
+        return f"{v:.8g}"
+    text = str(v)
+    return text if len(text) <= 40 else f"{text[:12]}... ({len(text.lstrip('-'))} digits)"
+
+
+def range_str(dtype: DType) -> str:
+    """``[lo, hi]`` of ``dtype`` as messages show it."""
+    lo, hi = value_range(dtype)
+    return f"[{number_str(lo)}, {number_str(hi)}]"

@@ -37,6 +37,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
+from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import Direction, IndexType, ScalarType
 
 _INFIX = {
@@ -152,6 +153,28 @@ def expr_str(e: Expr) -> str:
         case DumpTag(tensor=t):
             return f"ts.dump_tag({expr_str(t)})"
     raise TypeError(f"cannot print {e!r}")
+
+
+def value_str(v: object) -> str:
+    """A value as an error message shows it, in DSL source: an IR expression as it is written
+    (``n + 1``), a list or tuple item by item (``[n, 32]``), a dtype as ``ts.f32``, any other
+    Python value by its repr."""
+    if isinstance(v, list):
+        return _list(value_str(x) for x in v)
+    if isinstance(v, tuple):
+        return "(" + ", ".join(value_str(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    if isinstance(v, DType):
+        return dtype_str(v)
+    if is_expr(v):
+        return expr_str(v)
+    return repr(v)
+
+
+def described(v: object) -> str:
+    """``value_str(v)`` followed by what it is: ``n (scalar i32)``, ``t (tile[64, 64] f32)``,
+    ``'abc' (str)``."""
+    what = str(v.type) if is_expr(v) else type(v).__name__
+    return f"{value_str(v)} ({what})"
 
 
 def _is_positive_zero(e: Expr) -> bool:

@@ -21,11 +21,18 @@ Invariants:
   anything, and untouched subtrees are shared.
 - Every function takes a node or an iterable of nodes (a body); the maps return a tuple for a
   tuple.
+- The front-end accepts expressions nested at most ``MAX_EXPR_DEPTH`` deep. What recurses along
+  an expression (the front-end, the maps, type rules, the printer, codegen, the interpreter, a
+  structural hash) runs inside ``recursion_room()``, which raises Python's recursion limit —
+  never lowers it — so that depth fits above the caller's stack.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import sys
+import threading
 import typing
 from collections.abc import Callable, Iterator
 
@@ -44,6 +51,49 @@ CONTAINER_TYPES: tuple[type, ...] = tuple(c for c in NODE_TYPES if c not in EXPR
 _EXPRS = frozenset(EXPR_TYPES)
 _STMTS = frozenset(STMT_TYPES)
 _NODES = frozenset(NODE_TYPES)
+
+# The deepest nesting of one expression the compiler takes (``x + x + ... + x`` of 2000 terms):
+# deeper is an error that asks for temporaries. Recursing over one level costs a few frames.
+MAX_EXPR_DEPTH = 2000
+_FRAMES_PER_LEVEL = 5
+_room_lock = threading.Lock()
+_room_users = 0
+_room_limits = (0, 0)  # (the limit before the first user entered, the limit set for the users)
+
+
+def _stack_depth() -> int:
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
+
+
+@contextlib.contextmanager
+def recursion_room() -> Iterator[None]:
+    """Python's recursion limit raised (never lowered) so that recursing over an expression
+    nested ``MAX_EXPR_DEPTH`` deep fits above the current stack; usable as a decorator. The
+    limit goes back to what it was when the last thread inside leaves (unless someone else
+    changed it meanwhile)."""
+    global _room_users, _room_limits
+    need = _stack_depth() + MAX_EXPR_DEPTH * _FRAMES_PER_LEVEL + 500
+    with _room_lock:
+        before = sys.getrecursionlimit()
+        if _room_users == 0:
+            _room_limits = (before, before)
+        _room_users += 1
+        if before < need:
+            sys.setrecursionlimit(need)
+            _room_limits = (_room_limits[0], need)
+    try:
+        yield
+    finally:
+        with _room_lock:
+            _room_users -= 1
+            saved, ours = _room_limits
+            if _room_users == 0 and sys.getrecursionlimit() == ours != saved:
+                with contextlib.suppress(RecursionError):  # a deeper stack elsewhere keeps the room
+                    sys.setrecursionlimit(saved)
+
 
 Node = typing.Any  # any instance of NODE_TYPES
 Roots = typing.Any  # a node, or an iterable of nodes

@@ -2,11 +2,14 @@
 the verifier (which re-derives every type and compares).
 
 Rules: numpy broadcasting between tiles; no implicit promotion between dtypes (an explicit
-``ts.cast`` is required); scalars and literals adopt the tile's dtype, and an integer literal
-must fit it; integer scalars act as indices; true division is for floats (``//`` for indices).
+``ts.cast`` is required); scalars and literals adopt the tile's dtype, and a literal must fit
+it (a finite float beyond a float dtype's range is refused, an explicit inf is not); integer
+scalars act as indices; true division is for floats (``//`` for indices).
 """
 
 from __future__ import annotations
+
+import math
 
 from tilescope.errors import SourceLoc, VerifyError
 from tilescope.ir import dtypes as dt
@@ -75,21 +78,36 @@ def _fail(msg: str, loc: SourceLoc | None, hint: str | None = None) -> VerifyErr
 
 def int_range(dtype: dt.DType) -> tuple[int, int]:
     """Inclusive range of an integer dtype."""
-    bits = dtype.itemsize * 8
-    return (0, 2**bits - 1) if dtype.name.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    lo, hi = dt.value_range(dtype)
+    return int(lo), int(hi)
 
 
 def check_literal(value: object, dtype: dt.DType, what: str, loc: SourceLoc | None) -> None:
-    """Reject an integer literal that the integer ``dtype`` it adopts cannot hold."""
-    if not dtype.is_int or isinstance(value, bool) or not isinstance(value, int):
+    """Reject a number literal that the ``dtype`` it adopts cannot hold: outside an integer dtype's
+    range (0 and 1 for bool), or a finite number beyond a float dtype's largest value (it would
+    silently become inf).
+
+    ``float("inf")`` and NaN stay allowed for float dtypes (masks use ``-inf``); bools and
+    non-integral floats for integer dtypes are the callers' to judge.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return
-    lo, hi = int_range(dtype)
-    if not lo <= value <= hi:
-        raise _fail(
-            f"{what}: integer literal {value} is out of range for {dtype.name} [{lo}, {hi}]",
-            loc,
-            f"use a value in [{lo}, {hi}], or cast to a wider dtype first (ts.cast(t, ts.i32))",
-        )
+    if isinstance(value, float) and not math.isfinite(value):
+        return
+    lo, hi = dt.value_range(dtype)
+    if lo <= value <= hi:
+        return
+    kind = "integer" if isinstance(value, int) else "float"
+    hint = f"use a value in {dt.range_str(dtype)}"
+    if dtype.is_float:
+        hint += " (write float('inf') if you mean infinity)"
+    if (w := dt.wider(dtype)) is not None:
+        hint += f", or cast to a wider dtype first (ts.cast(t, ts.{w.name}))"
+    raise _fail(
+        f"{what}: {kind} literal {dt.number_str(value)} is out of range for {dtype.name} {dt.range_str(dtype)}",
+        loc,
+        hint,
+    )
 
 
 def _scalar_fits_tile(e: Expr, tile: TileType, op: str, loc: SourceLoc | None) -> None:
@@ -138,6 +156,12 @@ def binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Type:
     if _is_int_scalar(lt) and _is_int_scalar(rt):
         if op == "div":
             raise _fail("'/' on integers (indices)", loc, "use '//' for integer division")
+        if op in ("floordiv", "mod") and isinstance(rhs, Const) and rhs.value == 0:
+            raise _fail(
+                f"{op_label(op)} by the constant 0: an integer division by zero (the generated code would crash)",
+                loc,
+                "divide by a non-zero value",
+            )
         if op in COMPARE_OPS:
             return ScalarType(dt.bool_)
         if isinstance(lt, ScalarType) and isinstance(rt, ScalarType) and lt == rt:
@@ -156,6 +180,9 @@ def binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Type:
     )
     if isinstance(scalar, IndexType):
         scalar = ScalarType(dt.f32)
+    for e in (lhs, rhs):
+        if isinstance(e, Const):
+            check_literal(e.value, scalar.dtype, f"{op_label(op)} with a {scalar} operand", loc)
     if op in ("floordiv", "mod") and scalar.dtype.is_float:
         raise _fail(f"{op_label(op)} on float scalars", loc, "use '/' for float division")
     if op in COMPARE_OPS:

@@ -60,7 +60,7 @@ class TensorType:
     dtype: DType
 
     def __str__(self) -> str:
-        return f"tensor{list(self.shape)} {self.dtype.name}"
+        return f"tensor[{shape_str(self.shape)}] {self.dtype.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +69,11 @@ class TaskType:
 
     def __str__(self) -> str:
         return "task"
+
+
+def shape_str(shape: tuple[int, ...]) -> str:
+    """A shape as messages show it, ``32, ?`` (a dim known only at run time is ``?``)."""
+    return ", ".join("?" if d == -1 else str(d) for d in shape)
 
 
 INDEX = IndexType()

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilescope.ir.dtypes import DType
+from tilescope.ir.dtypes import DType, from_torch
+from tilescope.ir.printer import dtype_str
 from tilescope.ir.types import MAX_TENSOR_DIMS, Direction
 
 
@@ -20,6 +21,16 @@ class ParamSpec:
     dtype: DType
 
 
+def _dtype_hint(dtype) -> str:
+    """``; write ts.f32`` for a torch dtype that has a tilescope one, else ``''``."""
+    if type(dtype).__module__ == "torch":
+        try:
+            return f"; write {dtype_str(from_torch(dtype))}"
+        except ValueError:
+            return ""
+    return ""
+
+
 def _tensor_spec(direction: Direction, item) -> ParamSpec:
     what = direction.annotation
     if not (isinstance(item, tuple) and len(item) == 2):
@@ -28,11 +39,12 @@ def _tensor_spec(direction: Direction, item) -> ParamSpec:
     if not isinstance(dtype, DType):
         raise TypeError(
             f"{what}[shape, dtype]: dtype must be a tilescope dtype such as ts.f32, got {dtype!r}"
+            + _dtype_hint(dtype)
         )
     if (
         not isinstance(shape, list | tuple)
         or not shape
-        or not all(isinstance(s, int) and s > 0 for s in shape)
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)
     ):
         raise TypeError(f"{what}[shape, dtype]: shape must be a list of positive ints, got {shape!r}")
     if len(shape) > MAX_TENSOR_DIMS:
@@ -66,5 +78,8 @@ class Scalar:
 
     def __class_getitem__(cls, item) -> ParamSpec:
         if not isinstance(item, DType):
-            raise TypeError(f"ts.Scalar[dtype]: dtype must be a tilescope dtype such as ts.f32, got {item!r}")
+            raise TypeError(
+                f"ts.Scalar[dtype]: dtype must be a tilescope dtype such as ts.f32, got {item!r}"
+                + _dtype_hint(item)
+            )
         return ParamSpec(Direction.SCALAR, None, item)

@@ -10,17 +10,82 @@ orchestration cannot be called from DSL code.
 from __future__ import annotations
 
 import functools
+import inspect
+import os
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from tilescope.errors import TilescopeError
+from tilescope.errors import DSLError, SourceLoc, TilescopeError
 from tilescope.ir.nodes import Kernel, Program
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
+def caller_loc() -> SourceLoc | None:
+    """The innermost place outside tilescope on the stack: the line that applied a decorator."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    return SourceLoc(frame.f_code.co_filename, frame.f_lineno) if frame is not None else None
+
+
+def _what(obj: Any) -> str:
+    """How a message names something that is not a plain function."""
+    if isinstance(obj, KernelFunction):
+        return f"the @ts.kernel {obj.name}"
+    if isinstance(obj, Orchestration):
+        return f"the @ts.jit function {obj.name}"
+    if isinstance(obj, InlineFunction):
+        return f"the @ts.inline helper {obj.fn.__name__}"
+    if inspect.isclass(obj):
+        return f"the class {obj.__qualname__}"
+    if inspect.isbuiltin(obj):
+        return f"the builtin {obj.__qualname__}"
+    if inspect.ismethod(obj):
+        return f"the bound method {obj.__qualname__}"
+    text = repr(obj)
+    return f"{text if len(text) <= 60 else text[:57] + '...'} ({type(obj).__name__})"
+
+
+def check_dsl_function(fn: Any, decorator: str) -> None:
+    """Raise a DSLError at the decorating line unless ``fn`` is a plain ``def`` function, the only
+    thing a DSL decorator can read the source of."""
+    if isinstance(fn, KernelFunction | Orchestration | InlineFunction):
+        raise DSLError(
+            f"{decorator} decorates a plain function, got {_what(fn)}",
+            caller_loc(),
+            "a function is one of @ts.kernel, @ts.jit or @ts.inline: keep one decorator",
+        )
+    if not inspect.isfunction(fn):
+        raise DSLError(
+            f"{decorator} decorates a function, got {_what(fn)}",
+            caller_loc(),
+            f"write {decorator} on the line above 'def name(...):'",
+        )
+    kind = (
+        "a lambda"
+        if fn.__name__ == "<lambda>"
+        else "a generator"
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+        else "an async function"
+        if inspect.iscoroutinefunction(fn)
+        else None
+    )
+    if kind is not None:
+        raise DSLError(
+            f"{decorator} decorates a plain 'def' function, got {kind} ({fn.__qualname__})",
+            caller_loc(),
+            f"write {decorator} on the line above 'def name(...):'",
+        )
 
 
 class KernelFunction:
     """An in-core kernel: loads tiles from its tensor params, computes, stores."""
 
     def __init__(self, fn: Callable):
+        check_dsl_function(fn, "@ts.kernel")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = fn.__name__
@@ -41,6 +106,7 @@ class InlineFunction:
     """A helper whose body is inlined at each call site inside kernels or orchestrations."""
 
     def __init__(self, fn: Callable):
+        check_dsl_function(fn, "@ts.inline")
         functools.update_wrapper(self, fn)
         self.fn = fn
 
@@ -54,6 +120,7 @@ class Orchestration:
     subclass, ``launch.jit.JitFunction``)."""
 
     def __init__(self, fn: Callable, compile_cfg: dict[str, Any] | None = None):
+        check_dsl_function(fn, "@ts.jit")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = fn.__name__
@@ -64,11 +131,24 @@ class Orchestration:
         return f"<ts.jit {self.name}>"
 
 
-def kernel(fn: Callable) -> KernelFunction:
-    """Declare an in-core kernel."""
+def _no_options(decorator: str, options: dict[str, Any]) -> None:
+    got = f", got {', '.join(f'{k}=' for k in options)}" if options else ""
+    raise DSLError(
+        f"{decorator} takes no arguments{got}",
+        caller_loc(),
+        f"write {decorator}, without parentheses, on the line above 'def name(...):'",
+    )
+
+
+def kernel(fn: Callable | None = None, /, **options: Any) -> KernelFunction:
+    """Declare an in-core kernel (``@ts.kernel``, no arguments)."""
+    if fn is None or options:
+        _no_options("@ts.kernel", options)
     return KernelFunction(fn)
 
 
-def inline(fn: Callable) -> InlineFunction:
-    """Declare a helper inlined into kernels or orchestrations."""
+def inline(fn: Callable | None = None, /, **options: Any) -> InlineFunction:
+    """Declare a helper inlined into kernels or orchestrations (``@ts.inline``, no arguments)."""
+    if fn is None or options:
+        _no_options("@ts.inline", options)
     return InlineFunction(fn)

@@ -32,6 +32,7 @@ from tilescope.ir.nodes import (
     UnOp,
     Var,
 )
+from tilescope.ir.printer import described, value_str
 from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import (
     INDEX,
@@ -156,24 +157,25 @@ class Expressions:
         if is_expr(v):
             return v
         loc = self.loc(node)
+        if not is_number(v):
+            where = f"{what}: " if what else ""
+            raise DSLError(f"{where}{described(v)} cannot be used as a value here", loc)
         if isinstance(v, bool):
             return Const(v, ScalarType(dt.bool_), loc)
         if isinstance(like, ScalarType):
-            if like.dtype.is_int and not float(v).is_integer():
+            if not like.dtype.is_float and isinstance(v, float) and not v.is_integer():
                 raise VerifyError(f"{v!r} is not an integer for a {like}", loc)
-            value = int(v) if not like.dtype.is_float else float(v)
-            rules.check_literal(value, like.dtype, what or f"a {like} value", loc)
+            rules.check_literal(v, like.dtype, what or f"a {like} value", loc)
+            value = float(v) if like.dtype.is_float else bool(v) if like.dtype == dt.bool_ else int(v)
             return Const(value, like, loc)
         if isinstance(v, int):
             return Const(self.check_index(v, node), INDEX, loc)
-        if isinstance(v, float):
-            return Const(v, ScalarType(dt.f32), loc)
-        raise DSLError(f"{v!r} ({type(v).__name__}) cannot be used as a value here", loc)
+        return Const(v, ScalarType(dt.f32), loc)
 
     def index(self, v: Any, node: ast.AST, what: str) -> Any:
         """``v`` as an index expression (an int, an index or an integer scalar); VerifyError otherwise."""
         if isinstance(v, bool) or not (isinstance(v, int) or is_expr(v)):
-            raise VerifyError(f"{what} must be an integer index, got {v!r}", self.loc(node))
+            raise VerifyError(f"{what} must be an integer index, got {described(v)}", self.loc(node))
         if isinstance(v, int):
             return Const(self.check_index(v, node, what), INDEX, self.loc(node))
         t = v.type
@@ -185,22 +187,31 @@ class Expressions:
         """A compile-time int that becomes an index: it must fit 64 bits."""
         if not INDEX_MIN <= v <= INDEX_MAX:
             raise VerifyError(
-                f"{what} {v} does not fit a 64-bit index [{INDEX_MIN}, {INDEX_MAX}]", self.loc(node)
+                f"{what} {dt.number_str(v)} does not fit a 64-bit index [{INDEX_MIN}, {INDEX_MAX}]",
+                self.loc(node),
             )
         return v
 
     def static_ints(self, v: Any, node: ast.AST, what: str) -> tuple[int, ...]:
         """``v`` as a tuple of compile-time ints (a shape or sizes); VerifyError otherwise."""
-        if not isinstance(v, list | tuple) or not all(
-            isinstance(x, int) and not isinstance(x, bool) for x in v
-        ):
-            raise VerifyError(f"{what} must be a list of compile-time ints, got {v!r}", self.loc(node))
+        if not isinstance(v, list | tuple):
+            raise VerifyError(
+                f"{what} must be a list of compile-time ints, got {described(v)}", self.loc(node)
+            )
+        bad = [x for x in v if not isinstance(x, int) or isinstance(x, bool)]
+        if bad:
+            why = (
+                f": {value_str(bad[0])} is a {bad[0].type}, known only at run time" if is_expr(bad[0]) else ""
+            )
+            raise VerifyError(
+                f"{what} must be a list of compile-time ints, got {value_str(v)}{why}", self.loc(node)
+            )
         return tuple(v)
 
     def dtype_arg(self, v: Any, node: ast.AST, what: str) -> dt.DType:
         """``v`` if it is a DType (``ts.f32``); VerifyError otherwise."""
         if not isinstance(v, dt.DType):
-            raise VerifyError(f"{what} must be a dtype such as ts.f32, got {v!r}", self.loc(node))
+            raise VerifyError(f"{what} must be a dtype such as ts.f32, got {described(v)}", self.loc(node))
         return v
 
     def binop(self, op: ast.operator | str, lhs: Any, rhs: Any, node: ast.AST) -> Any:
@@ -217,7 +228,7 @@ class Expressions:
             name, fold = _AST_BINOPS[type(op)]
         if not is_expr(lhs) and not is_expr(rhs):
             if fold is None:
-                raise self.error(node, f"cannot apply {name} to {lhs!r} and {rhs!r}")
+                raise self.error(node, f"cannot apply {name} to {value_str(lhs)} and {value_str(rhs)}")
             self.check_fold_size(op, lhs, rhs, node)
             return self.fold(node, fold, lhs, rhs)
         if name is None:
@@ -230,7 +241,7 @@ class Expressions:
         """Both operands as IR expressions (numbers become constants); an error for anything else."""
         for v in (lhs, rhs):
             if not is_expr(v) and not is_number(v):
-                raise self.error(node, f"{v!r} cannot be used as an operand")
+                raise self.error(node, f"{described(v)} cannot be used as an operand")
         return self.as_expr(lhs, node), self.as_expr(rhs, node)
 
     def runtime_operator_error(self, op: ast.AST, operand: Any, node: ast.AST) -> DSLError:
@@ -326,7 +337,7 @@ class Expressions:
         """The typed UnOp ``ts.<name>(v)``; VerifyError unless ``v`` is an IR expression."""
         loc = self.loc(node)
         if not is_expr(v):
-            raise VerifyError(f"ts.{name} needs a tile operand, got {v!r}", loc)
+            raise VerifyError(f"ts.{name} needs a tile operand, got {described(v)}", loc)
         return UnOp(name, v, rules.unop_type(name, v, loc), loc)
 
     def matmul(self, a: Any, b: Any, acc: Any, node: ast.AST) -> MatMul:
@@ -334,7 +345,7 @@ class Expressions:
         loc = self.loc(node)
         for v in (a, b):
             if not is_expr(v):
-                raise VerifyError(f"ts.matmul needs tiles, got {v!r}", loc)
+                raise VerifyError(f"ts.matmul needs tiles, got {described(v)}", loc)
         return MatMul(a, b, acc, rules.matmul_type(a, b, acc, loc), loc)
 
     def attribute(self, base: Any, attr: str, node: ast.AST) -> Any:
@@ -351,6 +362,8 @@ class Expressions:
                 return t.dtype
             if attr == "ndim" and hasattr(t, "shape"):
                 return len(t.shape)
+            if isinstance(node.value, ast.Name) and is_dsl_name(attr):
+                raise DSLError(shadowed_message(node.value.id, base, attr), self.loc(node), SHADOWED_HINT)
             raise self.error(
                 node, f"a {t} has no attribute {attr!r} in the DSL", "available: shape, dtype, ndim"
             )
@@ -371,9 +384,11 @@ class Expressions:
             ]
             message, listing = ops.unknown_op_message(prefix, attr, dsl_names, self.mode)
             return DSLError(message, self.loc(node), f"{listing} (see docs/dsl.md)")
+        if isinstance(node.value, ast.Name) and is_dsl_name(attr):
+            return DSLError(shadowed_message(node.value.id, base, attr), self.loc(node), SHADOWED_HINT)
         matches = ops.close_matches(attr, [n for n in dir(base) if not n.startswith("_")])
         hint = f"did you mean {' or '.join(prefix + m for m in matches)}?" if matches else None
-        what = f"module {base.__name__!r}" if isinstance(base, types.ModuleType) else repr(base)
+        what = f"module {base.__name__!r}" if isinstance(base, types.ModuleType) else described(base)
         return DSLError(f"{what} has no attribute {attr!r}", self.loc(node), hint)
 
     def subscript(self, base: Any, sl: ast.expr, node: ast.AST) -> Any:
@@ -397,7 +412,7 @@ class Expressions:
             raise self.error(node, "a region cannot be sliced again", "slice the tensor once: x[a:b, c:d]")
         if is_expr(base):
             raise self.error(node, f"a {base.type} cannot be indexed", "tiles are read and written whole")
-        raise self.error(node, f"{base!r} cannot be indexed in {self.what()}")
+        raise self.error(node, f"{described(base)} cannot be indexed in {self.what()}")
 
     def slice(self, base: Var, sl: ast.expr, node: ast.AST) -> Slice:
         """The region ``base[sl]``: one SliceRange per dim (missing dims are whole, an integer index
@@ -444,6 +459,25 @@ class Expressions:
         if not shape:
             raise VerifyError(f"indexing every dim of {base.name} leaves no region", loc, "use a slice a:a+1")
         return Slice(base, tuple(ranges), TensorType(tuple(shape), t.dtype), loc)
+
+
+SHADOWED_HINT = (
+    "a module-level assignment, parameter or variable of that name hides 'import tilescope as ts'; rename it"
+)
+
+
+def is_dsl_name(attr: str) -> bool:
+    """Whether ``ts.<attr>`` is a name of the DSL (an op, a dtype, a parameter annotation)."""
+    return attr in ops.op_names() or attr in dt.BY_NAME or attr in _SURFACE_NAMES
+
+
+def shadowed_message(name: str, value: Any, attr: str) -> str:
+    """``ts is 3 (int) here, not the tilescope module, so ts.load does not exist``."""
+    what = _a(value.type) if is_expr(value) else described(value)
+    return f"{name} is {what} here, not the tilescope module, so {name}.{attr} does not exist"
+
+
+_SURFACE_NAMES = ("Tensor", "Out", "InOut", "Scalar", "bool_", "kernel", "jit", "inline")
 
 
 def _a(thing: Any) -> str:

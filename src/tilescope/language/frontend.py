@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import builtins
 import math
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +40,8 @@ from tilescope.ir.nodes import (
     Submit,
     Var,
 )
-from tilescope.ir.traverse import is_expr
+from tilescope.ir.printer import described
+from tilescope.ir.traverse import MAX_EXPR_DEPTH, is_expr, recursion_room
 from tilescope.ir.types import (
     INDEX,
     ScalarType,
@@ -48,7 +50,13 @@ from tilescope.ir.types import (
 from tilescope.language import ops
 from tilescope.language.annotations import ParamSpec
 from tilescope.language.decorators import InlineFunction, KernelFunction, Orchestration
-from tilescope.language.expressions import Expressions
+from tilescope.language.expressions import (
+    INDEX_MAX,
+    SHADOWED_HINT,
+    Expressions,
+    is_dsl_name,
+    shadowed_message,
+)
 from tilescope.language.op_lowering import OpLowering
 from tilescope.language.scopes import Frame, Scopes
 from tilescope.language.source import FunctionSource, function_source
@@ -82,6 +90,7 @@ class _Lowering(Scopes, Expressions, OpLowering):
         self.kernels: dict[str, Kernel] = {}
         self.kernel_ir = kernel_ir
         self.inline_depth = 0
+        self.expr_depth = 0  # expressions being lowered, innermost last (MAX_EXPR_DEPTH at most)
         self.loop_vars: set[str] = set()  # IR names of the loop variables of enclosing loops
         self.handles: set[str] = set()  # IR names of run-time tensor handles (orchestrations)
 
@@ -104,7 +113,7 @@ class _Lowering(Scopes, Expressions, OpLowering):
             ):
                 v = self.expr(value)
                 if not isinstance(v, tuple | list) or len(v) != len(elts):
-                    raise self.error(node, f"cannot unpack {v!r} into {len(elts)} names")
+                    raise self.error(node, f"cannot unpack {described(v)} into {len(elts)} names")
                 self.assign_many([e.id for e in elts], list(v), node)
             case ast.Assign():
                 raise self.error(
@@ -191,12 +200,14 @@ class _Lowering(Scopes, Expressions, OpLowering):
         start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3] if len(args) == 2 else args
         if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
             raise VerifyError(
-                f"ts.range step must be a positive compile-time int, got {step!r}",
+                f"ts.range step must be a positive compile-time int, got {described(step)}",
                 self.loc(it),
                 "loops count upwards; compute a descending index from the loop variable",
             )
+        step = self.check_index(step, it, "ts.range step")
         start_e = self.index(start, it, "ts.range start")
         stop_e = self.index(stop, it, "ts.range stop")
+        self.check_loop_end(start, stop, step, it)
         name = node.target.id
         self.materialize(node.body, node, skip=name)
         # NOTE: a loop variable whose name is already visible (an enclosing loop's, or the
@@ -212,6 +223,25 @@ class _Lowering(Scopes, Expressions, OpLowering):
             self.frame.scopes.pop()
         body = tuple(self.blocks.pop())
         self.emit(For(var, start_e, stop_e, Const(step, INDEX), body, self.loc(node)))
+
+    def check_loop_end(self, start: Any, stop: Any, step: int, node: ast.AST) -> None:
+        """Refuse a loop whose variable would step past the largest 64-bit index after its last
+        iteration (the generated ``i += step`` would overflow and the loop never end)."""
+        if not isinstance(stop, int):
+            return
+        if isinstance(start, int):
+            if start >= stop:
+                return
+            last = start + (stop - start - 1) // step * step
+        else:
+            last = stop - 1  # the last value a run-time start can give
+        if last + step > INDEX_MAX:
+            raise VerifyError(
+                f"{ast.unparse(node)}: the loop variable would pass the largest 64-bit index ({INDEX_MAX}) after its last "
+                f"iteration ({last} + step {step})",
+                self.loc(node),
+                "use a smaller stop or step",
+            )
 
     def if_stmt(self, node: ast.If) -> None:
         cond = self.expr(node.test)
@@ -239,6 +269,21 @@ class _Lowering(Scopes, Expressions, OpLowering):
     # -- expressions ---------------------------------------------------------------------------
 
     def expr(self, node: ast.expr) -> Any:
+        """The value of ``node``: a compile-time Python value or a typed IR expression."""
+        self.expr_depth += 1
+        try:
+            if self.expr_depth > MAX_EXPR_DEPTH:
+                raise DSLError(
+                    f"this expression is nested more than {MAX_EXPR_DEPTH} levels deep (counting the "
+                    "@ts.inline helpers it calls), more than tilescope compiles",
+                    self.loc(node),
+                    "split it into temporaries: a = x + x + ... (a few hundred terms); b = a + x + ...",
+                )
+            return self._expr(node)
+        finally:
+            self.expr_depth -= 1
+
+    def _expr(self, node: ast.expr) -> Any:
         match node:
             case ast.Constant(value=v):
                 return v
@@ -410,9 +455,7 @@ class _Lowering(Scopes, Expressions, OpLowering):
                     code = compile(ast.Expression(a.annotation), self.frame.file, "eval")
                     spec = eval(code, self.frame.namespace)
                 except Exception as e:  # noqa: BLE001 - any failure is the user's annotation
-                    raise DSLError(
-                        f"parameter {a.arg!r}: cannot evaluate its annotation: {e}", self.loc(a)
-                    ) from None
+                    raise self.annotation_error(a, e) from None
             if not isinstance(spec, ParamSpec):
                 raise DSLError(
                     f"parameter {a.arg!r}: annotation {ast.unparse(a.annotation)} is not a tilescope parameter type",
@@ -422,6 +465,28 @@ class _Lowering(Scopes, Expressions, OpLowering):
             ptype = ScalarType(spec.dtype) if spec.shape is None else TensorType(spec.shape, spec.dtype)
             params.append(Param(a.arg, spec.direction, ptype, self.loc(a)))
         return tuple(params)
+
+    def annotation_error(self, a: ast.arg, e: Exception) -> DSLError:
+        """Evaluating parameter ``a``'s annotation raised ``e``; says so, and when ``ts`` (or the
+        name the annotation starts with) no longer is the tilescope module, that it was shadowed."""
+        root = a.annotation
+        while isinstance(root, ast.Subscript | ast.Attribute):
+            root = root.value
+        if isinstance(e, AttributeError) and isinstance(root, ast.Name) and root.id in self.frame.namespace:
+            value = self.frame.namespace[root.id]
+            attr = next(
+                (n.attr for n in ast.walk(a.annotation) if isinstance(n, ast.Attribute) and n.value is root),
+                "",
+            )
+            if not (isinstance(value, types.ModuleType) and value.__name__ == "tilescope") and is_dsl_name(
+                attr
+            ):
+                return DSLError(
+                    f"parameter {a.arg!r}: {shadowed_message(root.id, value, attr)}",
+                    self.loc(a),
+                    SHADOWED_HINT,
+                )
+        return DSLError(f"parameter {a.arg!r}: cannot evaluate its annotation: {e}", self.loc(a))
 
     def lower_function(self) -> tuple[tuple[Param, ...], tuple[Stmt, ...]]:
         params = self.signature(self.tree)
@@ -440,6 +505,7 @@ def parse_kernel(fn: Callable) -> Kernel:
 
 
 @api_boundary
+@recursion_room()
 def kernel_ir(k: KernelFunction) -> Kernel:
     """The IR of a ``@ts.kernel`` (parsed on first use, then cached on it)."""
     if k.cached_ir is None:
@@ -457,6 +523,7 @@ def parse_program(fn: Callable) -> Program:
     )
 
 
+@recursion_room()
 def program_ir(orch: Orchestration) -> Program:
     """The front-end IR of an orchestration and its kernels (parsed on first use, then cached)."""
     if orch.cached_program is None:
@@ -464,6 +531,7 @@ def program_ir(orch: Orchestration) -> Program:
     return orch.cached_program
 
 
+@recursion_room()
 def load_source(text: str, filename: str) -> Program:
     """The front-end IR of the one ``@ts.jit`` orchestration (and its kernels) that a DSL
     module's source defines, such as a printed IR dump."""

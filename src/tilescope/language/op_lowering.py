@@ -26,6 +26,7 @@ from tilescope.ir.nodes import (
     MatMul,
     Param,
     Reduce,
+    Slice,
     Store,
     Submit,
     Transpose,
@@ -33,6 +34,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
+from tilescope.ir.printer import described, value_str
 from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import (
     MAX_TILE_DIMS,
@@ -43,6 +45,7 @@ from tilescope.ir.types import (
     TaskType,
     TensorType,
     TileType,
+    shape_str,
 )
 from tilescope.language.decorators import KernelFunction
 
@@ -58,14 +61,15 @@ class OpLowering:
     def tensor_param(self, v: Any, node: ast.AST, what: str) -> Var:
         """``v`` if it is a tensor parameter, else a VerifyError naming ``what``."""
         if not (isinstance(v, Var) and isinstance(v.type, TensorType)):
-            raise VerifyError(f"{what} must be a tensor parameter of the kernel, got {v!r}", self.loc(node))
+            raise VerifyError(
+                f"{what} must be a tensor parameter of the kernel, got {described(v)}", self.loc(node)
+            )
         return v
 
     def tile_arg(self, v: Any, node: ast.AST, what: str) -> Any:
         """``v`` if it is a tile expression, else a VerifyError naming ``what`` and what it got."""
         if not (is_expr(v) and isinstance(v.type, TileType)):
-            got = v.type if is_expr(v) else repr(v)
-            raise VerifyError(f"{what} must be a tile, got {got}", self.loc(node))
+            raise VerifyError(f"{what} must be a tile, got {described(v)}", self.loc(node))
         return v
 
     # kernel ops
@@ -83,7 +87,7 @@ class OpLowering:
     def _offsets(self, offs: Any, tensor: Var, node: ast.AST, what: str) -> tuple:
         if not isinstance(offs, list | tuple) or len(offs) != len(tensor.type.shape):
             raise VerifyError(
-                f"{what}: give one offset per dim of {tensor.name} ({len(tensor.type.shape)}-D), got {offs!r}",
+                f"{what}: give one offset per dim of {tensor.name} ({len(tensor.type.shape)}-D), got {value_str(offs)}",
                 self.loc(node),
             )
         return tuple(self.index(o, node, f"{what} offset") for o in offs)
@@ -156,7 +160,7 @@ class OpLowering:
         cond = self.tile_arg(a["cond"], node, "ts.where's condition")
         for k in ("a", "b"):
             if not is_expr(a[k]) and not is_number(a[k]):
-                raise VerifyError(f"ts.where's {k} must be a tile or number, got {a[k]!r}", loc)
+                raise VerifyError(f"ts.where's {k} must be a tile or number, got {described(a[k])}", loc)
         lhs, rhs = self.as_expr(a["a"], node), self.as_expr(a["b"], node)
         return Where(cond, lhs, rhs, rules.where_type(cond, lhs, rhs, loc), loc)
 
@@ -168,7 +172,9 @@ class OpLowering:
         x = a["x"]
         if not is_expr(x):
             raise VerifyError(
-                f"ts.cast needs a tile, got {x!r}", loc, "a compile-time number takes the dtype of the tile it meets"
+                f"ts.cast needs a tile, got {described(x)}",
+                loc,
+                "a compile-time number takes the dtype of the tile it meets",
             )
         return Cast(x, a["mode"], rules.cast_type(x, dtype, a["mode"], loc), loc)
 
@@ -212,8 +218,14 @@ class OpLowering:
     def op_dump_tag(self, node: ast.Call) -> Var:
         """``ts.dump_tag(t)``: emits a DumpTag for a tensor and returns the tensor unchanged."""
         t = self.bind(node, ["tensor"])["tensor"]
+        if isinstance(t, Slice):
+            raise VerifyError(
+                f"ts.dump_tag tags a whole tensor, got the region {value_str(t)}",
+                self.loc(node),
+                f"tag the tensor itself: ts.dump_tag({t.tensor.name})",
+            )
         if not (isinstance(t, Var) and isinstance(t.type, TensorType)):
-            raise VerifyError(f"ts.dump_tag needs a tensor, got {t!r}", self.loc(node))
+            raise VerifyError(f"ts.dump_tag needs a tensor, got {described(t)}", self.loc(node))
         self.emit(Evaluate(DumpTag(t, t.type, self.loc(node)), self.loc(node)))
         return t
 
@@ -223,7 +235,9 @@ class OpLowering:
             raise self.error(node, "ts.submit(kernel, *args, name=None, deps=(), dumps=()) needs a kernel")
         kfn = self.expr(node.args[0])
         if not isinstance(kfn, KernelFunction):
-            raise VerifyError(f"ts.submit's first argument must be a @ts.kernel, got {kfn!r}", self.loc(node))
+            raise VerifyError(
+                f"ts.submit's first argument must be a @ts.kernel, got {described(kfn)}", self.loc(node)
+            )
         return self.submit_call(kfn, node.args[1:], node.keywords, node)
 
     def submit_call(
@@ -262,15 +276,17 @@ class OpLowering:
         lowered = tuple(self.kernel_arg(kernel, p, a, node) for p, a in zip(params, args))
         name = opts["name"]
         if name is not None and not isinstance(name, str):
-            raise VerifyError(f"ts.submit name= must be a string, got {name!r}", loc)
+            raise VerifyError(f"ts.submit name= must be a string, got {described(name)}", loc)
         deps = opts["deps"] if isinstance(opts["deps"], list | tuple) else [opts["deps"]]
         for d in deps:
             if not (isinstance(d, Var) and isinstance(d.type, TaskType)):
-                raise VerifyError(f"deps= takes tasks returned by ts.submit / kernel calls, got {d!r}", loc)
+                raise VerifyError(
+                    f"deps= takes tasks returned by ts.submit / kernel calls, got {described(d)}", loc
+                )
         dumps = opts["dumps"] if isinstance(opts["dumps"], list | tuple) else [opts["dumps"]]
         for d in dumps:
             if not (is_expr(d) and isinstance(d.type, TensorType)):
-                raise VerifyError(f"dumps= takes tensors, got {d!r}", loc)
+                raise VerifyError(f"dumps= takes tensors, got {described(d)}", loc)
         return Submit(kernel.name, lowered, name, tuple(deps), tuple(dumps), TASK, loc)
 
     def kernel_arg(self, kernel: Kernel, p: Param, a: Any, node: ast.AST) -> Any:
@@ -290,16 +306,15 @@ class OpLowering:
                 if isinstance(a.type, IndexType) and not p.type.dtype.is_int:
                     raise VerifyError(f"{where} expects a {p.type}, got an index", loc)
                 return a
-            raise VerifyError(f"{where} expects a {p.type}, got {a!r}", loc)
+            raise VerifyError(f"{where} expects a {p.type}, got {described(a)}", loc)
         if not (is_expr(a) and isinstance(a.type, TensorType)):
-            got = a.type if is_expr(a) else repr(a)
-            raise VerifyError(f"{where} expects a tensor region {p.type}, got {got}", loc)
+            raise VerifyError(f"{where} expects a tensor region {p.type}, got {described(a)}", loc)
         t: TensorType = a.type
         if t.dtype != p.type.dtype:
             raise VerifyError(f"{where} expects {p.type}, got a {t.dtype.name} region", loc)
         if len(t.shape) != len(p.type.shape) or any(s not in (-1, e) for s, e in zip(t.shape, p.type.shape)):
             raise VerifyError(
-                f"{where} expects a region of shape {list(p.type.shape)}, got {list(t.shape)}",
+                f"{where} expects a region of shape [{shape_str(p.type.shape)}], got [{shape_str(t.shape)}]",
                 loc,
                 "slice the tensor to the kernel's parameter shape",
             )

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilescope.errors import DSLError, SourceLoc, UnsupportedSyntaxError, VerifyError
+from tilescope.ir import type_rules as rules
 from tilescope.ir.analysis import uses
 from tilescope.ir.nodes import (
     Assign,
@@ -31,6 +32,7 @@ from tilescope.ir.nodes import (
 )
 from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import (
+    ScalarType,
     TensorType,
 )
 from tilescope.language.op_lowering import is_number
@@ -219,6 +221,9 @@ class Scopes:
             v = scope[name]
             if is_number(v):
                 expr = self.as_expr(v, node)
+                if isinstance(expr.type, ScalarType):  # a float becomes an f32 variable: it must fit
+                    what = f"{name!r}, carried by this loop or branch as a {expr.type}"
+                    rules.check_literal(v, expr.type.dtype, what, loc)
                 cpp = self._fresh(name)
                 self.emit(Assign(cpp, expr, loc))
                 scope[name] = Var(cpp, expr.type, loc)

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from tilescope._tracebacks import api_boundary
+from tilescope.errors import ConfigError
 from tilescope.ir.nodes import Program
-from tilescope.knobs import freeze
-from tilescope.language.decorators import Orchestration
+from tilescope.knobs import check_compile_cfg, freeze
+from tilescope.language.decorators import Orchestration, caller_loc
 from tilescope.language.frontend import program_ir
 from tilescope.launch.program import CompiledProgram, compile_program
 
@@ -62,7 +63,11 @@ class JitFunction(Orchestration):
 
 
 def jit(fn: Callable | None = None, **compile_cfg: Any):
-    """Declare an orchestration; ``@ts.jit(dump_passes=True)`` sets compile options."""
+    """Declare an orchestration; ``@ts.jit(dump_passes=True)`` sets compile options (checked here)."""
+    try:
+        check_compile_cfg(compile_cfg)
+    except ConfigError as e:
+        raise ConfigError(f"@ts.jit at {caller_loc()}: {e}") from None
     if fn is None:
         return lambda f: JitFunction(f, compile_cfg)
     return JitFunction(fn, compile_cfg)

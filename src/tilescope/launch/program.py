@@ -2,8 +2,9 @@
 (the reference interpreter of its final IR).
 
 Invariants:
-- Every call checks its arguments against the recorded specs and lists every mismatch, and
-  refuses a platform or CPU the build was not compiled for, saying what to do.
+- Every call checks its arguments against the recorded specs and lists every mismatch (an
+  argument passed by keyword included), and refuses a platform or CPU the build was not
+  compiled for, saying what to do.
 - A sim run goes through the one run path (``launch.run.launch``): in this process, or in a
   child process with ``isolate`` (``launch.isolate``), which runs ``launch`` there.
 - The build's libraries are loaded on the first sim run and stay loaded while the object lives.
@@ -23,6 +24,7 @@ from tilescope.build.compile import compile_to_dir
 from tilescope.build.manifest import Build
 from tilescope.build.paths import CRASH_REPORT, dfx_dir
 from tilescope.build.target import check_target
+from tilescope.errors import ArgumentError
 from tilescope.ir.nodes import Program
 from tilescope.launch.isolate import run_isolated
 from tilescope.launch.run import Binaries, RunInfo, launch, load_binaries
@@ -73,6 +75,7 @@ class CompiledProgram(Build):
             RuntimeFailure: the run failed; ``exc.failure`` (a debug.failures.Failure) names the
                 task, kernel and source line, and where the failing task's inputs were saved.
         """
+        self.check_keywords(runtime_cfg)
         opts = knobs.runtime_options(runtime_cfg)
         configure(opts["log_level"])
         self.check_args(args)
@@ -92,6 +95,17 @@ class CompiledProgram(Build):
         return launch(self, self.binaries(), args, opts, crash_report=dfx_dir(self.work_dir) / CRASH_REPORT)
 
     __call__ = run
+
+    def check_keywords(self, runtime_cfg: dict[str, Any]) -> None:
+        """ArgumentError for a program argument passed by keyword: keywords are run options."""
+        named = [k for k in runtime_cfg if k in {a.name for a in self.args} and k not in knobs.RUNTIME_KNOBS]
+        if named:
+            params = ", ".join(a.name for a in self.args)
+            raise ArgumentError(
+                f"{self.name}({params}) takes its arguments by position, got {', '.join(f'{k}=' for k in named)} "
+                "as keyword(s): keywords are run options (platform=, num_workers=, ...); pass every argument "
+                "in order"
+            )
 
     def _run_interp(self, args: tuple, opts: dict[str, Any], given: dict[str, Any]) -> RunInfo:
         sim_only = [k for k in SIM_ONLY if given.get(k)]

@@ -24,6 +24,7 @@ from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON
 from tilescope.debug.failures import Failure
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.ir import dtypes as dt
+from tilescope.ir.traverse import recursion_room
 from tilescope.launch.isolate import run_child
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import launch
@@ -193,6 +194,7 @@ def load_saved_task(
     )  # fmt: skip
 
 
+@recursion_room()
 def _run_interp(program: CompiledProgram, task: SavedTask, values: list[Any], float64: bool) -> None:
     kernels = {k.name: k for k in program.program().kernels}
     try:

@@ -52,6 +52,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
+from tilescope.ir.traverse import recursion_room
 from tilescope.ir.types import Direction, ScalarType, TileType
 
 _SCALAR_OPS = {
@@ -345,6 +346,7 @@ class _OrchInterp(_Interp):
         return task
 
 
+@recursion_room()
 def run_program(program: Program, args: list[Any], *, float64: bool = False) -> int:
     """Run ``program`` on ``args`` (torch tensors written in place, Python scalars); returns
     the number of tasks run."""
