@@ -96,3 +96,56 @@ def test_a_binary_copied_over_another_is_rebuilt_not_loaded(tmp_path, monkeypatc
     capsys.readouterr()
     ts.CompiledProgram.from_dir(prog.work_dir)  # the rebuilt binary is recorded
     assert "no edits since last build; reusing 6 binaries" in capsys.readouterr().err
+
+
+def _kernel_calls_exit(tmp_path) -> ts.CompiledProgram:
+    """vector_dag with its first kernel (add, task 0) edited to call exit(0)."""
+    prog = vector_dag.vector_dag.compile(build_dir=str(tmp_path / "builds"))
+    src = prog.work_dir / "kernels" / "vec" / "add.cpp"
+    text = src.read_text()
+    anchor = "extern \"C\" void kernel_entry(const ts_arg *args) {\n"
+    assert anchor in text
+    src.write_text("#include <cstdlib>\n" + text.replace(anchor, anchor + "    std::exit(0);\n", 1))
+    return ts.CompiledProgram.from_dir(prog.work_dir)
+
+
+EXIT_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {models!r})
+    import torch
+    import tilescope as ts
+    import vector_dag
+
+    prog = ts.CompiledProgram.from_dir({work!r})
+    x, y = torch.randn(vector_dag.R, vector_dag.C), torch.randn(vector_dag.R, vector_dag.C)
+    prog.run(x, y, torch.zeros(vector_dag.R, vector_dag.C))
+    print("the run returned")
+    """
+)
+
+
+def test_a_kernel_calling_exit_0_ends_the_process_with_status_1_naming_the_task(tmp_path):
+    prog = _kernel_calls_exit(tmp_path)
+    script = tmp_path / "exits.py"
+    script.write_text(EXIT_SCRIPT.format(models=str(ROOT / "models"), work=str(prog.work_dir)))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, (out.returncode, out.stderr[-2000:])
+    assert "the run returned" not in out.stdout
+    assert (
+        "[tilescope] exit() was called by task 0 (kernel add) on worker " in out.stderr
+        and ": the run did not finish and its outputs are not valid; the process exits with status 1, "
+        "not the status exit() was given" in out.stderr
+    ), out.stderr[-2000:]
+
+
+def test_an_isolated_kernel_calling_exit_is_an_exit_failure_of_its_task(tmp_path):
+    prog = _kernel_calls_exit(tmp_path)
+    x, y = torch.randn(vector_dag.R, vector_dag.C), torch.randn(vector_dag.R, vector_dag.C)
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.run(x, y, torch.zeros(vector_dag.R, vector_dag.C), isolate=True)
+    f = info.value.failure
+    assert (f.kind, f.task_id, f.kernel) == ("exit", 0, "add") and f.worker >= 0
+    assert f.message == (
+        "task 0 (kernel add) called exit() during the run: the run did not finish and its outputs are not valid"
+    )

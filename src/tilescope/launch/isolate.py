@@ -30,6 +30,7 @@ import codecs
 import json
 import mmap
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -58,6 +59,8 @@ MIN_IDLE_LIMIT_S = 60.0
 _ALIGN = 64
 _TAIL_BYTES = 8192
 _POLL_S = 0.2
+# the core's line for exit() during a run (guard.cpp, on_exit_in_run)
+_EXIT_CALLED = re.compile(r"\[tilescope\] exit\(\) was called by task (?P<task>\d+) \(kernel (?P<kernel>[^)]*)\) on worker (?P<worker>-?\d+)")
 
 
 def idle_limit_s(opts: dict[str, Any]) -> float:
@@ -347,6 +350,23 @@ def run_child(
             else:
                 why = " outside a kernel, so there is no crash report"
             _raise(Failure("crash", f"the isolated run of {program.name} died of {name}{why}", details=said))
+        called = next((m for m in map(_EXIT_CALLED.search, last) if m), None)
+        if called is not None:
+            _raise(
+                Failure(
+                    "exit",
+                    f"task {called['task']} (kernel {called['kernel']}) called exit() during the run: the run "
+                    "did not finish and its outputs are not valid",
+                    task_id=int(called["task"]),
+                    kernel=called["kernel"],
+                    worker=int(called["worker"]),
+                    details=said,
+                    next_steps=[
+                        "remove the exit() (or the call that exits) from the kernel; an in-process run "
+                        "exits with status 1 instead"
+                    ],
+                )
+            )
         _raise(
             Failure(
                 "error",

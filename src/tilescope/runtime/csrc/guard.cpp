@@ -26,6 +26,7 @@ thread_local ThreadSlot *tls_slot = nullptr;
 constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 struct sigaction previous_actions[sizeof(kFatalSignals) / sizeof(kFatalSignals[0])];
 std::once_flag install_once;
+std::atomic<int> runs_in_flight{0};
 
 int interrupt_signal() { return SIGRTMIN + 3; }
 
@@ -220,6 +221,25 @@ void on_interrupt(int, siginfo_t *, void *uc) {
     siglongjmp(s->jump, 1);
 }
 
+// atexit: exit() while a run is in flight (see the header's invariants).
+void on_exit_in_run() {
+    if (runs_in_flight.load(std::memory_order_acquire) == 0) return;
+    const ThreadSlot *s = tls_slot;
+    Out err(2);
+    err.str("\n[tilescope] exit() was called ");
+    if (s != nullptr && s->armed && s->task != nullptr) {
+        err.str("by task ").dec(s->task->id).str(" (kernel ").str(s->kernel_name).str(") on worker ").dec(s->worker);
+    } else if (s != nullptr && s->armed) {
+        err.str("by the orchestration");
+    } else {
+        err.str("while a run was in flight");
+    }
+    err.str(": the run did not finish and its outputs are not valid; the process exits with status 1, "
+            "not the status exit() was given\n");
+    err.flush();
+    ::_exit(1);
+}
+
 void on_fatal(int sig, siginfo_t *info, void *uc) {
     const int saved_errno = errno;
     ThreadSlot *s = tls_slot;
@@ -323,8 +343,12 @@ void install_guards() {
         sigemptyset(&fatal.sa_mask);
         for (size_t i = 0; i < sizeof(kFatalSignals) / sizeof(kFatalSignals[0]); ++i)
             sigaction(kFatalSignals[i], &fatal, &previous_actions[i]);
+        std::atexit(on_exit_in_run);
     });
 }
+
+RunInFlight::RunInFlight() { runs_in_flight.fetch_add(1, std::memory_order_acq_rel); }
+RunInFlight::~RunInFlight() { runs_in_flight.fetch_sub(1, std::memory_order_acq_rel); }
 
 bool request_stop(ThreadSlot &slot, uint64_t seq) {
     slot.stop_seq.store(seq, std::memory_order_relaxed);

@@ -11,6 +11,9 @@
 //    late signal never stops the next kernel.
 //  - The fatal-signal handler only reads the slot and writes with write(2); afterwards it hands
 //    the signal to the handler that was installed before ours (or the default action).
+//  - While a run is in flight (a RunInFlight exists), exit() from any thread — a kernel's
+//    exit(0) included — is reported on stderr, naming the task that called it, and the process
+//    exits with status 1: a run that did not finish never ends in a passing exit status.
 #pragma once
 
 #include <atomic>
@@ -60,6 +63,15 @@ void set_current_slot(ThreadSlot *slot);
 // alternate signal stack (so a stack overflow in a kernel can still be reported). Idempotent.
 void install_guards();
 void ensure_alt_stack();
+
+// Marks a run in flight for its lifetime (see the invariants: exit() during a run).
+class RunInFlight {
+public:
+    RunInFlight();
+    ~RunInFlight();
+    RunInFlight(const RunInFlight &) = delete;
+    RunInFlight &operator=(const RunInFlight &) = delete;
+};
 
 // Ask `slot`'s thread to stop the user code it runs as run `seq` (see invariants); returns false
 // if the signal could not be sent.

@@ -3,6 +3,7 @@
 #include <thread>
 #include <utility>
 
+#include "guard.hpp"
 #include "run.hpp"
 
 namespace ts::rt {
@@ -29,6 +30,7 @@ void Runtime::run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_
                   ts_run_result &result) {
     std::lock_guard<std::mutex> lock(run_mu_);
     scheduler_.start_workers();
+    const RunInFlight in_flight;
     Run run(config, orch, kernels, std::move(kernel_names), args, nargs, scheduler_);
     run.execute(result);
 }
