@@ -149,3 +149,53 @@ def test_an_isolated_kernel_calling_exit_is_an_exit_failure_of_its_task(tmp_path
     assert f.message == (
         "task 0 (kernel add) called exit() during the run: the run did not finish and its outputs are not valid"
     )
+
+
+def test_concurrent_runs_of_one_build_write_their_outputs_one_run_at_a_time(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from tilescope.debug import observers
+
+    prog = vector_dag.vector_dag.compile(build_dir=str(tmp_path / "builds"))
+    spans: list[tuple[float, float, str]] = []
+    real = {cls: cls.finish for cls in (observers.TensorDumpObserver, observers.DepsObserver)}
+
+    def timed(cls):
+        def finish(self, build, report, failed):
+            t0 = time.perf_counter()
+            time.sleep(0.01)  # widen the window a race would need
+            made = real[cls](self, build, report, failed)
+            spans.append((t0, time.perf_counter(), threading.current_thread().name))
+            return made
+
+        return finish
+
+    for cls in real:
+        monkeypatch.setattr(cls, "finish", timed(cls))
+    errors: list[BaseException] = []
+
+    def runs(seed: int) -> None:
+        g = torch.Generator().manual_seed(seed)
+        x, y = (torch.randn(vector_dag.R, vector_dag.C, generator=g) for _ in range(2))
+        try:
+            for _ in range(6):
+                prog.run(x, y, torch.zeros(vector_dag.R, vector_dag.C), enable_dump_tensor=2, enable_dep_gen=True)
+        except BaseException as e:  # noqa: BLE001 - asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=runs, args=(i,), name=f"t{i}") for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(spans) == 3 * 6 * 2
+    # a run's outputs are written as one block: no two threads' writes overlap in time
+    by_thread: dict[str, list[tuple[float, float]]] = {}
+    for t0, t1, name in spans:
+        by_thread.setdefault(name, []).append((t0, t1))
+    blocks = sorted((min(a for a, _ in v[i : i + 2]), max(b for _, b in v[i : i + 2]), name)
+                    for name, v in by_thread.items() for i in range(0, len(v), 2))  # fmt: skip
+    for (_, end, first), (start, _, second) in zip(blocks, blocks[1:]):
+        assert end <= start, f"{first} and {second} wrote dfx_outputs at the same time"

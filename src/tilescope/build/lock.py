@@ -7,11 +7,15 @@ Invariants:
 - ``try_exclusive`` never waits: a build that some process holds is reported as held, and a
   build is removed only by a caller holding its exclusive lock.
 - Where locks cannot be taken (a read-only build, no ``fcntl``) nothing is held and nothing fails.
+- ``outputs_lock`` serializes the writing of a run's debug outputs (``dfx_outputs/.lock``), so the
+  files there always come from one run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 try:
@@ -19,7 +23,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: builds are never locked
     fcntl = None  # type: ignore[assignment]
 
-from tilescope.build.paths import BUILD_LOCK
+from tilescope.build.paths import BUILD_LOCK, DFX_DIR
 from tilescope.errors import TilescopeError
 
 
@@ -99,3 +103,26 @@ def in_use(work: Path) -> bool:
     if held is not True:
         held.close()
     return False
+
+
+@contextlib.contextmanager
+def outputs_lock(work: str | os.PathLike) -> Iterator[None]:
+    """Hold the build's ``dfx_outputs/.lock`` exclusively for the block (waiting for it), so that
+    the files one run writes there (a tensor dump's manifest and payload, deps, trace) come from
+    that run alone, whichever threads or processes run the build at once. Where the lock cannot
+    be taken (a read-only build, no ``fcntl``) the block runs without it."""
+    fd = -1
+    if fcntl is not None:
+        try:
+            (Path(work) / DFX_DIR).mkdir(parents=True, exist_ok=True)
+            fd = os.open(Path(work) / DFX_DIR / BUILD_LOCK, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            if fd >= 0:
+                os.close(fd)
+            fd = -1
+    try:
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)  # releases the flock

@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
+from tilescope.build.lock import outputs_lock
 from tilescope.build.manifest import Build
 from tilescope.build.paths import dfx_dir
 from tilescope.debug.deps import write_deps
@@ -203,15 +204,18 @@ def finish_all(observers: list[RunObserver], build: Build, report: RunReport, fa
     """
     results: dict[str, Any] = {}
     problems: list[str] = []
-    for o in observers:
-        try:
-            results[o.knob] = made = o.finish(build, report, failed)
-        except Exception as e:  # noqa: BLE001 - one broken output must not lose the others
-            problems.append(f"cannot write the {o.what} of {build.name}: {type(e).__name__}: {e}")
-            continue
-        if isinstance(made, list):
-            for p in made:
-                log.info("[dfx] wrote %s", p)
+    if not observers:
+        return results
+    with outputs_lock(build.work_dir):  # the outputs of concurrent runs of the build never mix
+        for o in observers:
+            try:
+                results[o.knob] = made = o.finish(build, report, failed)
+            except Exception as e:  # noqa: BLE001 - one broken output must not lose the others
+                problems.append(f"cannot write the {o.what} of {build.name}: {type(e).__name__}: {e}")
+                continue
+            if isinstance(made, list):
+                for p in made:
+                    log.info("[dfx] wrote %s", p)
     for problem in problems:
         log.error("[dfx] %s", problem)
     if problems and not failed:
