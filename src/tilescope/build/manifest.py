@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tilescope.build.config_check import check_config
 from tilescope.build.lock import hold_build
 from tilescope.build.paths import IR_DIR, KERNEL_CONFIG
 from tilescope.build.state import refresh
@@ -93,6 +94,7 @@ def load_config(work: Path) -> dict[str, Any]:
     missing = [k for k in ("PROGRAM", "ORCHESTRATION", "KERNELS", "ARGS") if k not in cfg]
     if missing:
         raise TilescopeError(f"{path} lacks {', '.join(missing)}: compile the program again")
+    check_config(work, path, cfg)
     return cfg
 
 

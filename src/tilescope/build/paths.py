@@ -7,6 +7,11 @@ Invariants:
 - ``atomic_write`` / ``atomic_write_bytes`` / ``atomic_save`` make a file appear complete or not
   at all: the content goes to a unique temporary file beside it (``mkstemp``, so two threads or
   two processes never share one) and is moved over the target with ``os.replace``.
+- ``confined`` is the one check of a path that a build's data file names (``build_state.json``'s
+  IR dump, ``kernel_config.py``'s sources and binaries, a saved task's files, a tensor dump's
+  payload file): relative, without ``..``, and still inside its directory once symbolic links are
+  resolved. Anything else is refused, so a build handed over by someone else cannot make
+  tilescope read, run or overwrite a file outside it.
 """
 
 from __future__ import annotations
@@ -16,10 +21,10 @@ import os
 import re
 import tempfile
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from tilescope.errors import TilescopeError
+from tilescope.errors import BuildFileError, TilescopeError
 from tilescope.knobs import COMPILE_KNOBS
 
 KERNEL_CONFIG = "kernel_config.py"  # written last: a build without it is incomplete
@@ -44,6 +49,44 @@ DEPS_JSON = "deps.json"
 DEPS_HTML = "deps_graph.html"
 TRACE_JSON = "trace.json"
 CRASH_REPORT = "crash_report.txt"  # dfx_outputs/crash_report[_<id>].txt
+
+
+def outside_reason(base: str | os.PathLike, relative: Any) -> str | None:
+    """Why ``relative`` (as a data file holds it) is not a path inside ``base``; None when it is."""
+    if not isinstance(relative, str) or not relative:
+        return f"expected a path relative to {base}"
+    if PurePosixPath(relative).is_absolute() or Path(relative).is_absolute():
+        return f"an absolute path, expected one relative to {base}"
+    if ".." in PurePosixPath(relative).parts:
+        return f"a path that climbs out with '..', expected one inside {base}"
+    root = Path(base).resolve()
+    target = (root / relative).resolve()
+    if target != root and root not in target.parents:
+        return f"a symbolic link in it leads to {target}, outside {base}"
+    return None
+
+
+def confined(
+    base: str | os.PathLike, relative: Any, what: str, fix: str = "compile the program again"
+) -> Path:
+    """``base / relative`` when it lies inside ``base``, symbolic links resolved; else a BuildFileError.
+
+    The path is returned as ``base`` spells it (not resolved), so messages name it the way the
+    user named the build.
+
+    Args:
+        base: the directory the path is relative to (a build, a saved task's directory, ...).
+        relative: the path as a data file holds it.
+        what: where it was read, for the message (``"build_state.json's ir.file"``).
+        fix: what to do about a refused path.
+    """
+    why = outside_reason(base, relative)
+    if why is not None:
+        raise BuildFileError(
+            f"{what} is {relative!r}: {why}. A build's files name only files inside the build; this "
+            f"value was edited in or did not come from tilescope, so it is refused: {fix}"
+        )
+    return Path(base) / relative
 
 
 def dfx_dir(work_dir: str | os.PathLike) -> Path:

@@ -6,7 +6,8 @@ contiguous, row-major over its ``shape``, little endian). See docs/dump.md.
 
 Invariants:
 - ``load_dump`` raises ``DumpError`` only when nothing can be listed: no manifest, not JSON, not
-  a version 1 tensor dump, or no ``records`` list. Everything else wrong is kept and reported:
+  a version 1 tensor dump, no ``records`` list, or a ``bin_file`` outside the dump's directory.
+  Everything else wrong is kept and reported:
   a record that cannot be decoded (a bad dtype/shape, a payload past the end of the .bin, a size
   that does not match its shape) carries its ``problems`` and is listed flagged ``BAD``; a
   problem with the dump as a whole (a missing manifest field, a .bin whose size differs from the

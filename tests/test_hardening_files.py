@@ -1,0 +1,164 @@
+"""Hostile and broken files, paths and arguments: every one is a clear error (it names the thing,
+what was expected and what to do) or a correct report; nothing outside a build is read or run
+because a build's data file names it; nothing the user made is overwritten."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+import tilescope as ts
+from tilescope.build.paths import confined
+from tilescope.cli import main as cli
+from tilescope.debug.failures import SavedArg, save_task_inputs
+from tilescope.errors import BuildFileError
+from tilescope.harness import run_jit
+from tilescope.launch.task import replay_task
+
+import vector_dag
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """One vector_dag build with saved data, a full tensor dump and a saved task 0."""
+    base = tmp_path_factory.mktemp("pristine")
+    result = run_jit(
+        vector_dag.vector_dag,
+        vector_dag.SPECS,
+        golden_fn=vector_dag.golden,
+        save_data=True,
+        compile_cfg={"build_dir": str(base)},
+        runtime_cfg={"enable_dump_tensor": 2},
+    )
+    assert result.passed, result.error
+    x, y = torch.randn(64, 128), torch.randn(64, 128)
+    args = [SavedArg(0, "a", "input", x), SavedArg(1, "b", "input", y), SavedArg(2, "out", "output", x)]
+    save_task_inputs(result.work_dir, 0, "add", "add", 0, args, "saved by the test")
+    return result.work_dir
+
+
+@pytest.fixture
+def build(pristine, tmp_path):
+    """A private copy of the pristine build, free to break."""
+    work = tmp_path / pristine.name
+    shutil.copytree(pristine, work)
+    (work / ".lock").unlink(missing_ok=True)
+    return work
+
+
+def edit_json(path, fn):
+    data = json.loads(path.read_text())
+    fn(data)
+    path.write_text(json.dumps(data))
+
+
+def evil_script(tmp_path):
+    """A Python file outside every build that leaves a marker when it is run."""
+    marker = tmp_path / "ran"
+    evil = tmp_path / "elsewhere" / "evil.py"
+    evil.parent.mkdir()
+    evil.write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    return evil, marker
+
+
+# -- one check for every path a build's data file names -------------------------------------------
+
+
+def test_confined_accepts_paths_inside_and_refuses_every_way_out(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "link").symlink_to("/etc")
+    assert confined(tmp_path, "sub/x.pt", "task.json's file") == tmp_path / "sub" / "x.pt"
+    cases = {
+        "/etc/passwd": "an absolute path, expected one relative to",
+        "../x.pt": "a path that climbs out with '..'",
+        "sub/../sub/x.pt": "a path that climbs out with '..'",
+        "sub/link/passwd": "a symbolic link in it leads to /etc/passwd, outside",
+        "": "expected a path relative to",
+        5: "expected a path relative to",
+    }
+    for relative, why in cases.items():
+        with pytest.raises(BuildFileError) as e:
+            confined(tmp_path, relative, "task.json's file", "save it again")
+        msg = str(e.value)
+        assert msg.startswith(f"task.json's file is {relative!r}: {why}"), msg
+        assert "name only files inside the build" in msg and msg.endswith("so it is refused: save it again")
+
+
+def test_build_state_naming_a_script_elsewhere_is_refused_and_never_run(build, tmp_path, capsys):
+    evil, marker = evil_script(tmp_path)
+    edit_json(build / "build_state.json", lambda s: s["ir"].update(file=str(evil)))
+    assert cli(["replay", str(build), "-p", "interp"]) == 1
+    err = capsys.readouterr().err
+    assert not marker.exists()
+    assert f"{build}/build_state.json cannot be used (1 problem(s))" in err
+    assert f"ir['file'] is {str(evil)!r}: an absolute path, expected one relative to {build}" in err
+    assert "compile the program again" in err
+
+
+def test_an_ir_dump_that_is_a_link_out_of_the_build_is_refused(build, tmp_path):
+    evil, marker = evil_script(tmp_path)
+    ir = build / "ir" / "vector_dag.py"
+    ir.unlink()
+    ir.symlink_to(evil)
+    with pytest.raises(BuildFileError, match=r"ir\['file'\] is 'ir/vector_dag.py': a symbolic link in it leads to"):
+        ts.CompiledProgram.from_dir(build)
+    assert not marker.exists()
+
+
+def test_kernel_config_paths_outside_the_build_are_refused(build):
+    config = build / "kernel_config.py"
+    config.write_text(
+        config.read_text() + "\nKERNELS[0]['binary'] = '/etc/passwd'\nORCHESTRATION['source'] = '../x.cpp'\n"
+    )
+    with pytest.raises(BuildFileError) as e:
+        ts.CompiledProgram.from_dir(build)
+    msg = str(e.value)
+    assert f"{config} cannot be used (2 problem(s))" in msg
+    assert "KERNELS[0]['binary'] is '/etc/passwd': an absolute path" in msg
+    assert "ORCHESTRATION['source'] is '../x.cpp': a path that climbs out with '..'" in msg
+    assert msg.endswith("compile the program again (a new build directory; this one is left as it is)")
+
+
+def test_a_tensor_dump_naming_a_payload_file_elsewhere_is_refused(build, capsys):
+    manifest = build / "dfx_outputs" / "tensor_dump" / "tensor_dump.json"
+    edit_json(manifest, lambda d: d.update(bin_file="/etc/passwd"))
+    out_dir = build / "exported"
+    assert cli(["dump", str(build), "-i", "0", "--export", str(out_dir)]) == 1
+    err = capsys.readouterr().err
+    assert f"tilescope dump: error: {manifest}'s bin_file is '/etc/passwd': an absolute path" in err
+    assert "re-run with --dump-tensor to write a new dump" in err
+    assert not out_dir.exists()
+    edit_json(manifest, lambda d: d.update(bin_file="../../data/in/x.pt"))
+    assert cli(["dump", str(build)]) == 1
+    assert "a path that climbs out with '..'" in capsys.readouterr().err
+
+
+def test_a_saved_task_naming_files_elsewhere_is_refused(build, tmp_path):
+    outside = tmp_path / "outside.pt"
+    torch.save(torch.ones(64, 128), outside)
+    task_json = build / "dfx_outputs" / "failure" / "task_0" / "task.json"
+
+    def point_outside(meta):
+        meta["args"][0]["file"] = str(outside)
+        meta["args"][1]["file"] = "../../../../data/in/y.pt"
+
+    edit_json(task_json, point_outside)
+    with pytest.raises(ts.TilescopeError) as e:
+        replay_task(build, 0, platform="interp")
+    msg = str(e.value)
+    assert "does not match kernel add" in msg and "(2 problem(s))" in msg
+    assert f"arg 0 'a''s file is {str(outside)!r}: an absolute path" in msg
+    assert "arg 1 'b''s file is '../../../../data/in/y.pt': a path that climbs out with '..'" in msg
+    assert "replay a task this build saved itself" in msg
+
+
+def test_a_saved_task_with_wrong_types_is_reported(build):
+    task_json = build / "dfx_outputs" / "failure" / "task_0" / "task.json"
+    edit_json(task_json, lambda m: m["args"][0].update(index="zero"))
+    with pytest.raises(ts.TilescopeError, match=r"not a readable saved task \(TypeError: args\[0\].index is 'zero'"):
+        replay_task(build, 0, platform="interp")
+    task_json.write_text("[1, 2]")
+    with pytest.raises(ts.TilescopeError, match=r"a JSON list, not an object\).*re-run to save this one again"):
+        replay_task(build, 0, platform="interp")
