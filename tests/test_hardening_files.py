@@ -4,7 +4,6 @@ because a build's data file names it; nothing the user made is overwritten."""
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
@@ -102,7 +101,9 @@ def test_an_ir_dump_that_is_a_link_out_of_the_build_is_refused(build, tmp_path):
     ir = build / "ir" / "vector_dag.py"
     ir.unlink()
     ir.symlink_to(evil)
-    with pytest.raises(BuildFileError, match=r"ir\['file'\] is 'ir/vector_dag.py': a symbolic link in it leads to"):
+    with pytest.raises(
+        BuildFileError, match=r"ir\['file'\] is 'ir/vector_dag.py': a symbolic link in it leads to"
+    ):
         ts.CompiledProgram.from_dir(build)
     assert not marker.exists()
 
@@ -157,8 +158,92 @@ def test_a_saved_task_naming_files_elsewhere_is_refused(build, tmp_path):
 def test_a_saved_task_with_wrong_types_is_reported(build):
     task_json = build / "dfx_outputs" / "failure" / "task_0" / "task.json"
     edit_json(task_json, lambda m: m["args"][0].update(index="zero"))
-    with pytest.raises(ts.TilescopeError, match=r"not a readable saved task \(TypeError: args\[0\].index is 'zero'"):
+    with pytest.raises(
+        ts.TilescopeError, match=r"not a readable saved task \(TypeError: args\[0\].index is 'zero'"
+    ):
         replay_task(build, 0, platform="interp")
     task_json.write_text("[1, 2]")
-    with pytest.raises(ts.TilescopeError, match=r"a JSON list, not an object\).*re-run to save this one again"):
+    with pytest.raises(
+        ts.TilescopeError, match=r"a JSON list, not an object\).*re-run to save this one again"
+    ):
         replay_task(build, 0, platform="interp")
+
+
+# -- kernel_config.py and build_state.json that lack keys or hold the wrong types ----------------
+
+
+def test_kernel_config_with_wrong_types_lists_every_problem(build):
+    config = build / "kernel_config.py"
+    text = config.read_text()
+    config.write_text(text + "\nKERNELS = 5\n")
+    with pytest.raises(BuildFileError) as e:
+        ts.CompiledProgram.from_dir(build)
+    assert str(e.value) == (
+        f"{config} cannot be used (1 problem(s)):\n"
+        "  KERNELS is 5, expected a list of kernel entries (one dict per kernel, in func_id order)\n"
+        "  compile the program again (a new build directory; this one is left as it is)"
+    )
+    config.write_text(
+        text + "\nARGS = [{'name': 'x', 'direction': 'sideways', 'shape': [64], 'dtype': 'f33'}]\n"
+    )
+    with pytest.raises(BuildFileError) as e:
+        ts.CompiledProgram.from_dir(build)
+    msg = str(e.value)
+    assert "(2 problem(s))" in msg
+    assert "ARGS[0]['direction'] is 'sideways', expected one of in, out, inout, scalar" in msg
+    assert "ARGS[0]['dtype'] is 'f33', expected one of f32, f16, bf16" in msg
+
+
+def test_build_state_missing_keys_is_reported_not_a_key_error(build, capsys):
+    (build / "build_state.json").write_text('{"format": 1}')
+    assert cli(["replay", str(build), "-p", "interp"]) == 1
+    err = capsys.readouterr().err
+    assert f"[ERROR] {build}/build_state.json cannot be used (2 problem(s)):" in err
+    assert "'sources' is missing, expected a dict: C++ source -> {'sha256'" in err
+    assert (
+        "'ir' is missing, expected {'file', 'sha256', 'kernels', 'orchestration'}: the IR dump's hashes"
+        in err
+    )
+    assert "KeyError" not in err and "Traceback" not in err
+    (build / "build_state.json").write_text("[1, 2]")
+    with pytest.raises(BuildFileError, match=r"the file is \[1, 2\], expected a JSON object with 'format'"):
+        ts.CompiledProgram.from_dir(build)
+
+
+# -- paths given on the command line --------------------------------------------------------------
+
+
+def test_a_file_given_as_a_build_directory_says_it_is_a_file(build, tmp_path, capsys):
+    some_file = tmp_path / "notes.txt"
+    some_file.write_text("hello")
+    assert cli(["replay", str(some_file)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"[ERROR] {some_file} is a file, not a build directory (a build directory is what a compile writes"
+        in err
+    )
+    assert "does not exist" not in err
+    result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, runtime_dir=str(build / "kernel_config.py"))
+    assert not result.passed
+    assert result.error.endswith(
+        f"holding kernel_config.py, the C++ and its binaries); pass the directory it is in: {build}"
+    )
+    missing = ts.replay_compiled(tmp_path / "nope")
+    assert f"build directory {tmp_path / 'nope'} does not exist (a build directory is" in missing.error
+    assert "`tilescope builds` lists them" in missing.error
+
+
+def test_a_file_given_as_golden_data_or_a_saved_task_says_it_is_a_file(build, tmp_path, capsys):
+    some_file = tmp_path / "notes.txt"
+    some_file.write_text("hello")
+    assert cli(["replay", str(build), "-p", "interp", "--golden-data", str(some_file)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"golden data {some_file} is a file, not a data directory (a data directory holds in/ and out/" in err
+    )
+    assert cli(["replay", str(build), "-p", "interp", "--task", "0", "--from", str(some_file)]) == 1
+    err = capsys.readouterr().err
+    assert f"{some_file} is a file, not a saved task's directory (dfx_outputs/failure/task_<id>/" in err
+    task_json = build / "dfx_outputs" / "failure" / "task_0" / "task.json"
+    assert cli(["replay", str(build), "-p", "interp", "--task", "0", "--from", str(task_json)]) == 0
+    assert "[REPLAY] ran to the end" in capsys.readouterr().out

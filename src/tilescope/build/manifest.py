@@ -71,11 +71,22 @@ def arg_specs(entries: list[dict[str, Any]]) -> list[ArgSpec]:
     ]
 
 
+WHAT_A_BUILD_IS = (
+    "a build directory is what a compile writes: build_output/_jit_<program>_<YYYYMMDD_HHMMSS>/, "
+    "holding kernel_config.py, the C++ and its binaries"
+)
+
+
 def load_config(work: Path) -> dict[str, Any]:
     """The namespace of ``<work>/kernel_config.py``, checked for format and required names."""
     path = work / KERNEL_CONFIG
+    if work.is_file():
+        hint = f"; pass the directory it is in: {work.parent}" if work.name == KERNEL_CONFIG else ""
+        raise TilescopeError(f"{work} is a file, not a build directory ({WHAT_A_BUILD_IS}){hint}")
     if not work.is_dir():
-        raise TilescopeError(f"build directory {work} does not exist")
+        raise TilescopeError(
+            f"build directory {work} does not exist ({WHAT_A_BUILD_IS}; `tilescope builds` lists them)"
+        )
     if not path.is_file():
         raise TilescopeError(
             f"{work} has no kernel_config.py: it is not a tilescope build directory, or its compile was "

@@ -89,8 +89,11 @@ def load_snapshot(
     """Every argument's value before the run (from ``in/``; scalars as Python numbers; Out-only
     tensors as zeros) and the golden outputs (from ``out/``)."""
     data_dir = Path(data_dir)
+    what = "a data directory holds in/ and out/ .pt files, as --save-data writes them into <build>/data"
+    if data_dir.is_file():
+        raise DataError(f"golden data {data_dir} is a file, not a data directory ({what})")
     if not data_dir.is_dir():
-        raise DataError(f"golden data directory {data_dir} does not exist")
+        raise DataError(f"golden data directory {data_dir} does not exist ({what})")
     if not (data_dir / "in").is_dir() and (data_dir / "data" / "in").is_dir():
         raise DataError(
             f"{data_dir} is a build directory; pass its data directory instead: --golden-data {data_dir / 'data'}"
