@@ -247,3 +247,34 @@ def test_a_file_given_as_golden_data_or_a_saved_task_says_it_is_a_file(build, tm
     task_json = build / "dfx_outputs" / "failure" / "task_0" / "task.json"
     assert cli(["replay", str(build), "-p", "interp", "--task", "0", "--from", str(task_json)]) == 0
     assert "[REPLAY] ran to the end" in capsys.readouterr().out
+
+
+# -- tilescope dump --export never overwrites what is there ---------------------------------------
+
+
+def test_dump_export_refuses_to_overwrite_unless_forced(build, tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    assert cli(["dump", str(build), "-i", "0", "--export", str(notes)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        f"tilescope dump: error: --export {notes}: a file, not a directory; name a directory (created if missing)"
+    )
+    assert notes.read_text() == "my notes"
+
+    assert cli(["dump", str(build), "-i", "0", "-i", "1", "--export"]) == 0
+    txt = build / "dfx_outputs" / "tensor_dump" / "txt" / "r0000_t0_add_before_input_a0.txt"
+    txt.write_text("annotated by hand")
+    capsys.readouterr()
+    assert cli(["dump", str(build), "-i", "0", "-i", "1", "--export"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"4 file(s) of this export already exist in {txt.parent}: r0000_t0_add_before_input_a0.txt, " in err
+    )
+    assert "and 1 more; nothing was written: pass --force to replace them, or --export ANOTHER_DIR" in err
+    assert txt.read_text() == "annotated by hand"
+
+    assert cli(["dump", str(build), "-i", "0", "--export", "--force"]) == 0
+    assert txt.read_text().startswith("# tilescope tensor dump: record 0")
+    assert cli(["dump", str(build), "-i", "0", "--force"]) == 1
+    assert "--force only applies to --export" in capsys.readouterr().err
