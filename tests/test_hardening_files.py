@@ -278,3 +278,59 @@ def test_dump_export_refuses_to_overwrite_unless_forced(build, tmp_path, capsys)
     assert txt.read_text().startswith("# tilescope tensor dump: record 0")
     assert cli(["dump", str(build), "-i", "0", "--force"]) == 1
     assert "--force only applies to --export" in capsys.readouterr().err
+
+
+# -- numbers on the command line and in data/meta.json ---------------------------------------------
+
+
+def harness_parser():
+    import argparse
+
+    from tilescope.harness import add_harness_args
+
+    return add_harness_args(argparse.ArgumentParser(prog="model.py"))
+
+
+@pytest.mark.parametrize(
+    "seed, message",
+    [
+        ("1e23", "argument --seed: '1e23' is not a whole number (e.g. --seed 0)"),
+        ("1" + "0" * 23, "seed 100000000000000000000000: expected a whole number from -9223372036854775808"),
+    ],
+)
+def test_a_seed_torch_cannot_take_is_an_argparse_error(seed, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        harness_parser().parse_args(["--seed", seed])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+    assert harness_parser().parse_args(["--seed", "-5"]).seed == -5
+
+
+def test_a_bad_seed_or_tolerance_given_to_run_jit_is_reported():
+    result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, seed=10**23)
+    assert not result.passed and result.error.startswith(
+        "seed 100000000000000000000000: expected a whole number"
+    )
+    result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, rtol=-1.0, atol=float("nan"))
+    assert result.error == "rtol -1.0: expected a finite number >= 0; atol nan: expected a finite number >= 0"
+
+
+@pytest.mark.parametrize("flag, value, message", [("--rtol", "-1", "-1: expected a finite number >= 0"),
+                                                   ("--atol", "nan", "nan: expected a finite number >= 0"),
+                                                   ("--atol", "abc", "'abc' is not a number (e.g. 1e-5)")])  # fmt: skip
+def test_replay_tolerances_are_checked_by_argparse(build, flag, value, message, capsys):
+    with pytest.raises(SystemExit):
+        cli(["replay", str(build), flag, value])
+    assert f"tilescope replay: error: argument {flag}: {message}" in capsys.readouterr().err
+
+
+def test_meta_json_with_wrong_types_names_the_file_and_key(build, capsys):
+    meta = build / "data" / "meta.json"
+    meta.write_text('{"rtol": "abc", "atol": 1e-5, "seed": 0}')
+    assert cli(["replay", str(build), "-p", "interp"]) == 1
+    err = capsys.readouterr().err
+    assert f"[ERROR] {meta}: rtol 'abc': expected a finite number >= 0; correct it, pass --rtol/--atol" in err
+    assert "save the data again (--save-data, into a new build)" in err and "TypeError" not in err
+    assert cli(["replay", str(build), "-p", "interp", "--rtol", "1e-5"]) == 0  # the value given wins
+    meta.write_text("[]")
+    assert cli(["replay", str(build), "-p", "interp"]) == 1
+    assert f"{meta} holds a JSON list, expected an object with rtol, atol and seed" in capsys.readouterr().err

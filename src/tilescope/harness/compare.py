@@ -21,6 +21,13 @@ FIRST_MISMATCHES = 8
 _MAX_DIGITS = {torch.float64: 17, torch.float32: 9, torch.float16: 5, torch.bfloat16: 4}
 
 
+def tolerance_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the tolerance ``name`` (``rtol``/``atol``); None when it can."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return f"{name} {value!r}: expected a finite number >= 0"
+    return None
+
+
 def distinct_values(a: float, e: float, dtype: torch.dtype | None) -> tuple[str, str]:
     """``a`` and ``e`` printed with the fewest significant digits (6 or more, up to what
     ``dtype`` holds) that tell them apart; integers and bools exactly."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import torch
 from tilescope.build.manifest import ArgSpec
 from tilescope.build.paths import DATA_META, atomic_save, atomic_write
 from tilescope.errors import TilescopeError
+from tilescope.harness.compare import tolerance_problem
 from tilescope.ir.types import Direction
 
 
@@ -54,13 +56,30 @@ def save_snapshot(
     return data_dir
 
 
-def load_meta(data_dir: str | os.PathLike) -> dict[str, Any]:
-    """The tolerances and seed a snapshot was saved with ({} if it has no meta.json)."""
+def load_meta(data_dir: str | os.PathLike, given: Iterable[str] = ()) -> dict[str, Any]:
+    """The tolerances and seed a snapshot was saved with ({} if it has no meta.json).
+
+    The tolerances the caller does not give itself (``given``: ``"rtol"``, ``"atol"``) are checked:
+    a DataError names the file, the key, what was expected and what to do.
+    """
     path = Path(data_dir) / DATA_META
+    if not path.is_file():
+        return {}
+    fix = "correct it, pass --rtol/--atol, or save the data again (--save-data, into a new build)"
     try:
-        return json.loads(path.read_text()) if path.is_file() else {}
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path} is corrupt: {e}") from None
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path} is corrupt or unreadable ({e}); {fix}") from None
+    if not isinstance(meta, dict):
+        raise DataError(
+            f"{path} holds a JSON {type(meta).__name__}, expected an object with rtol, atol and seed; {fix}"
+        )
+    # NOTE: the seed is only a record of how the inputs were made; a replay does not read it.
+    problems = [tolerance_problem(k, meta[k]) for k in ("rtol", "atol") if k in meta and k not in given]
+    problems = [p for p in problems if p]
+    if problems:
+        raise DataError(f"{path}: {'; '.join(problems)}; {fix}")
+    return meta
 
 
 def _load(path: Path, problems: list[str]) -> torch.Tensor | None:

@@ -29,9 +29,9 @@ from tilescope.build.manifest import ArgSpec, Build
 from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write
 from tilescope.debug.failures import Failure
 from tilescope.errors import ConfigError, TilescopeError
-from tilescope.harness.compare import CompareReport, compare_outputs
+from tilescope.harness.compare import CompareReport, compare_outputs, tolerance_problem
 from tilescope.harness.data import load_snapshot, save_snapshot
-from tilescope.harness.specs import Spec, generate, outputs
+from tilescope.harness.specs import Spec, generate, outputs, seed_problem
 from tilescope.launch.program import CompiledProgram
 
 
@@ -90,6 +90,13 @@ class Phases:
         extra = f", {detail(out)}" if detail else ""
         self.say(f"[RUN] {label} … done ({dt:.2f}s{extra})")
         return out
+
+
+def check_tolerances(rtol: Any, atol: Any) -> None:
+    """Raise ConfigError when ``rtol`` or ``atol`` is not a finite number >= 0."""
+    problems = [p for p in (tolerance_problem("rtol", rtol), tolerance_problem("atol", atol)) if p]
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 def data_args(compiled: Build) -> list[ArgSpec]:
@@ -203,6 +210,9 @@ def run_jit(
     result = RunResult(False, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings)
     try:
         configure(knobs.runtime_options(runtime_cfg)["log_level"])
+        check_tolerances(rtol, atol)
+        if seed_problem(seed) is not None:
+            raise ConfigError(str(seed_problem(seed)))
         if runtime_dir:
             compiled = phases.run(
                 "compile",
@@ -269,6 +279,7 @@ def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]
     """A golden that runs ``golden_fn`` on the values (filling outputs in place) and returns the
     outputs ``names``; whatever ``golden_fn`` raises becomes a GoldenError naming the user's line.
     """
+
     def run(values: dict[str, Any]) -> dict[str, torch.Tensor]:
         try:
             golden_fn(values)
