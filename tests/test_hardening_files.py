@@ -334,3 +334,28 @@ def test_meta_json_with_wrong_types_names_the_file_and_key(build, capsys):
     meta.write_text("[]")
     assert cli(["replay", str(build), "-p", "interp"]) == 1
     assert f"{meta} holds a JSON list, expected an object with rtol, atol and seed" in capsys.readouterr().err
+
+
+# -- binaries the loader refuses -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content, reason", [(b"", "file too short"), (b"not an ELF file " * 256, "invalid ELF header")]
+)
+def test_a_garbage_binary_is_named_and_its_loaded_copy_removed(build, content, reason, capsys):
+    import hashlib
+
+    from tilescope.toolchain import cache_dir
+
+    binary = build / "kernels" / "vec" / "add.so"
+    binary.write_bytes(content)
+    copy = cache_dir() / "loaded" / f"{hashlib.sha256(content).hexdigest()}.so"
+    assert cli(["replay", str(build), "--no-isolate"]) == 1
+    err = capsys.readouterr().err
+    assert f"[ERROR] {binary} cannot be loaded ({reason}): it is not a shared object tilescope built" in err
+    assert "Delete it and run again: tilescope rebuilds a missing binary from its C++ source" in err
+    assert "Traceback" not in err and not copy.exists()
+    assert cli(["replay", str(build)]) == 1  # isolated: the child reports the same
+    assert f"{binary} cannot be loaded ({reason})" in capsys.readouterr().err
+    binary.unlink()
+    assert cli(["replay", str(build)]) == 0  # as the message says

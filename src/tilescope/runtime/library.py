@@ -111,6 +111,8 @@ def open_library(path: str | os.PathLike) -> ctypes.CDLL:
 
     Raises:
         TilescopeError: ``path`` does not exist (an incomplete build).
+        ToolchainError: the dynamic loader refuses it (empty, cut short, corrupt); the copy made
+            to load it is removed again.
     """
     path = Path(path)
     if not path.is_file():
@@ -120,7 +122,15 @@ def open_library(path: str | os.PathLike) -> ctypes.CDLL:
     loaded = cache_dir() / "loaded" / f"{_sha256(path)}{path.suffix}"
     if not loaded.is_file():
         atomic_copy(path, loaded)
-    return ctypes.CDLL(str(loaded), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+    try:
+        return ctypes.CDLL(str(loaded), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+    except OSError as e:
+        loaded.unlink(missing_ok=True)  # named by its content: no one can load this content
+        reason = str(e).replace(f"{loaded}: ", "")
+        raise ToolchainError(
+            f"{path} cannot be loaded ({reason}): it is not a shared object tilescope built, or it was cut "
+            "short or damaged. Delete it and run again: tilescope rebuilds a missing binary from its C++ source"
+        ) from None
 
 
 def load_entry(path: str | os.PathLike, symbol: str) -> EntryPoint:
