@@ -4,6 +4,7 @@ because a build's data file names it; nothing the user made is overwritten."""
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -359,3 +360,153 @@ def test_a_garbage_binary_is_named_and_its_loaded_copy_removed(build, content, r
     assert f"{binary} cannot be loaded ({reason})" in capsys.readouterr().err
     binary.unlink()
     assert cli(["replay", str(build)]) == 0  # as the message says
+
+
+# -- a log, cache or build directory that cannot be written ---------------------------------------
+
+
+@pytest.fixture
+def log_files():
+    """Removes the log-file handlers a test attached to the tilescope logger."""
+    import logging
+
+    logger = logging.getLogger("tilescope")
+    before = list(logger.handlers)
+    yield
+    for h in logger.handlers[:]:
+        if h not in before:
+            logger.removeHandler(h)
+            h.close()
+
+
+def enospc(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_log_dir_that_is_a_file_warns_once_and_the_run_goes_on(tmp_path, monkeypatch, capsys, log_files):
+    blocker = tmp_path / "logs"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("TILESCOPE_LOG_DIR", str(blocker))
+    result = run_jit(
+        vector_dag.vector_dag,
+        vector_dag.SPECS,
+        golden_fn=vector_dag.golden,
+        runtime_cfg={"platform": "interp"},
+    )
+    assert result.passed, result.error
+    err = capsys.readouterr().err
+    assert err.count("cannot write the log file") == 1, err
+    assert f"[WARNING] cannot write the log file {blocker}/tilescope_" in err
+    assert f"({blocker} is a file, not a directory): going on without it (messages still go to stderr)" in err
+    assert "make TILESCOPE_LOG_DIR a writable directory with free space" in err
+    assert blocker.read_text() == "not a directory"
+
+
+def test_a_log_file_on_a_full_disk_warns_once_and_the_run_goes_on(tmp_path, monkeypatch, capsys, log_files):
+    import logging
+
+    from tilescope._logging import configure
+
+    monkeypatch.setenv("TILESCOPE_LOG_DIR", str(tmp_path / "logs"))
+    configure("v5")
+    (handler,) = [h for h in logging.getLogger("tilescope").handlers if hasattr(h, "_tilescope_file")]
+    monkeypatch.setattr(handler.stream, "write", enospc)
+    result = run_jit(
+        vector_dag.vector_dag,
+        vector_dag.SPECS,
+        golden_fn=vector_dag.golden,
+        runtime_cfg={"platform": "interp"},
+    )
+    assert result.passed, result.error
+    logging.getLogger("tilescope").info("one more message")
+    err = capsys.readouterr().err
+    assert err.count("cannot write the log file") == 1, err
+    assert "(no space left on its device): going on without it" in err
+    assert "Logging error" not in err and "Traceback" not in err
+    assert "one more message" in err
+
+
+@pytest.fixture
+def core_loaded():
+    """The runtime core, loaded from the usual cache before a test makes the cache unusable."""
+    from tilescope.runtime import library
+
+    library.load_core()
+
+
+def test_a_cache_dir_that_is_a_file_warns_once_and_the_run_goes_on(
+    tmp_path, monkeypatch, capsys, core_loaded
+):
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("TILESCOPE_CACHE_DIR", str(blocker))
+    result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, golden_fn=vector_dag.golden)
+    assert result.passed, result.error
+    err = capsys.readouterr().err
+    assert err.count("cannot be written") == 1, err
+    assert (
+        f"[WARNING] the compiler cache {blocker} cannot be written (it is a file, not a directory): this process "
+        in err
+    )
+    assert "goes on with a temporary cache" in err and "set TILESCOPE_CACHE_DIR to one" in err
+    doctor = {name: (ok, detail) for name, ok, detail in ts.toolchain.check()}
+    assert doctor["cache dir"][0] is False and str(blocker) in doctor["cache dir"][1]
+
+
+def test_a_full_cache_warns_once_and_the_run_goes_on(tmp_path, monkeypatch, capsys, core_loaded):
+    import tempfile
+
+    from tilescope.toolchain import cache
+
+    root = tmp_path / "cache"
+    monkeypatch.setenv("TILESCOPE_CACHE_DIR", str(root))
+    real_mkstemp = tempfile.mkstemp
+
+    def full_below_objects(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir).is_relative_to(root) and Path(dir) != root:
+            enospc()
+        return real_mkstemp(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", full_below_objects)
+    result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, golden_fn=vector_dag.golden)
+    assert result.passed, result.error
+    err = capsys.readouterr().err
+    assert err.count("cannot be written") == 1, err
+    assert f"the compiler cache {root} cannot be written (no space left on its device)" in err
+    assert cache.cache_dir() != root and not list(root.rglob("*.so"))
+
+
+def test_a_build_base_that_is_a_file_is_a_clear_error(tmp_path, monkeypatch):
+    blocker = tmp_path / "builds"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("TILESCOPE_BUILD_DIR", str(blocker / "sub"))
+    result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, golden_fn=vector_dag.golden)
+    assert not result.passed
+    assert result.error == (
+        f"cannot create a build directory under {blocker / 'sub'}: {blocker} is a file, not a directory; "
+        "set TILESCOPE_BUILD_DIR (or compile_cfg build_dir) to a directory you can write"
+    )
+
+
+def test_a_full_build_base_is_a_clear_error_and_leaves_no_partial_build(tmp_path, monkeypatch):
+    base = tmp_path / "builds"
+    monkeypatch.setenv("TILESCOPE_BUILD_DIR", str(base))
+    real_write_text = Path.write_text
+
+    def full(self, *args, **kwargs):
+        if self.is_relative_to(base) and "kernels" in self.parts:
+            enospc()
+        return real_write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, golden_fn=vector_dag.golden)
+    assert not result.passed
+    assert result.error.startswith(f"cannot write {base}/_jit_vector_dag_")
+    assert ": no space left on its device; the partial build directory " in result.error
+    assert result.error.endswith(
+        "was removed. Free space there, or set TILESCOPE_BUILD_DIR (or compile_cfg build_dir) to a directory you "
+        "can write, and compile again"
+    )
+    assert list(base.iterdir()) == []

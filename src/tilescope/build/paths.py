@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import os
 import re
 import tempfile
@@ -105,18 +106,43 @@ def build_base() -> Path:
     return Path(COMPILE_KNOBS["build_dir"].value())
 
 
+BUILD_BASE_FIX = "set TILESCOPE_BUILD_DIR (or compile_cfg build_dir) to a directory you can write"
+
+
+def write_problem(exc: OSError, path: Path) -> str:
+    """Why ``path`` (or a file under it) cannot be written, in words: ``is a file, not a directory``,
+    ``no space left on its device``, else the system's reason."""
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                return f"{p} is a file, not a directory"
+            break
+    if exc.errno == errno.ENOSPC:
+        return "no space left on its device"
+    return exc.strerror or str(exc)
+
+
 def new_build_dir(base: Path, name: str) -> Path:
-    """``<base>/_jit_<name>_<YYYYMMDD_HHMMSS>[_n]``, created exclusively."""
-    base.mkdir(parents=True, exist_ok=True)
+    """``<base>/_jit_<name>_<YYYYMMDD_HHMMSS>[_n]``, created exclusively.
+
+    Raises:
+        TilescopeError: ``base`` cannot hold a new directory (a file in the way, read only, full).
+    """
     stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
     stem = f"_jit_{name}_{stamp}"
-    for n in range(10_000):
-        path = base / (stem if n == 0 else f"{stem}_{n}")
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        for n in range(10_000):
+            path = base / (stem if n == 0 else f"{stem}_{n}")
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise TilescopeError(
+            f"cannot create a build directory under {base}: {write_problem(e, base)}; {BUILD_BASE_FIX}"
+        ) from None
     raise TilescopeError(f"cannot create a build directory under {base}: too many builds named {stem}_*")
 
 
