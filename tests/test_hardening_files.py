@@ -510,3 +510,51 @@ def test_a_full_build_base_is_a_clear_error_and_leaves_no_partial_build(tmp_path
         "can write, and compile again"
     )
     assert list(base.iterdir()) == []
+
+
+def test_save_data_on_a_full_disk_is_a_clear_error_and_keeps_no_half_snapshot(build, monkeypatch):
+    import tempfile
+
+    real_mkstemp = tempfile.mkstemp
+
+    def full_in_data(*args, dir=None, **kwargs):
+        if dir is not None and "data" in Path(dir).parts:
+            enospc()
+        return real_mkstemp(*args, dir=dir, **kwargs)
+
+    shutil.rmtree(build / "data")
+    monkeypatch.setattr(tempfile, "mkstemp", full_in_data)
+    result = run_jit(
+        vector_dag.vector_dag,
+        vector_dag.SPECS,
+        golden_fn=vector_dag.golden,
+        save_data=True,
+        runtime_dir=str(build),
+    )
+    assert result.error == (
+        f"cannot save the data snapshot into {build / 'data'}: no space left on its device; nothing was kept. "
+        "Free space there (or make the build writable) and run again with --save-data"
+    )
+    assert not (build / "data" / "in").exists() and not (build / "data" / "out").exists()
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_build_that_cannot_be_written_still_runs(build, monkeypatch, isolate):
+    import errno
+
+    real_mkdir = Path.mkdir
+
+    def read_only(self, *args, **kwargs):
+        if self.is_relative_to(build.resolve()) or self.is_relative_to(build):
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    shutil.rmtree(build / "dfx_outputs")
+    prog = ts.CompiledProgram.from_dir(build)
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    x, y, out = torch.randn(64, 128), torch.randn(64, 128), torch.zeros(64, 128)
+    prog.run(x, y, out, isolate=isolate)
+    expected = {"out": torch.zeros(64, 128)}
+    vector_dag.golden({"x": x, "y": y, **expected})
+    torch.testing.assert_close(out, expected["out"])
+    assert not (build / "dfx_outputs").exists()

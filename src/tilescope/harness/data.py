@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 
 from tilescope.build.manifest import ArgSpec
-from tilescope.build.paths import DATA_META, atomic_save, atomic_write
+from tilescope.build.paths import DATA_META, atomic_save, atomic_write, write_problem
 from tilescope.errors import TilescopeError
 from tilescope.harness.compare import tolerance_problem
 from tilescope.ir.types import Direction
@@ -45,14 +46,24 @@ def save_snapshot(
         raise DataError(
             f"{data_dir} already holds a data snapshot; it is kept as it is (save into a new build)"
         )
-    (data_dir / "in").mkdir(parents=True)
-    (data_dir / "out").mkdir(parents=True)
-    for a in args:
-        if a.is_input:
-            atomic_save(_as_tensor(a, inputs[a.name]), data_dir / "in" / f"{a.name}.pt")
-        if a.is_output:
-            atomic_save(_as_tensor(a, golden[a.name]), data_dir / "out" / f"{a.name}.pt")
-    atomic_write(data_dir / DATA_META, json.dumps(meta, indent=2) + "\n")
+    made: list[Path] = []
+    try:
+        for sub in ("in", "out"):
+            (data_dir / sub).mkdir(parents=True)
+            made.append(data_dir / sub)
+        for a in args:
+            if a.is_input:
+                atomic_save(_as_tensor(a, inputs[a.name]), data_dir / "in" / f"{a.name}.pt")
+            if a.is_output:
+                atomic_save(_as_tensor(a, golden[a.name]), data_dir / "out" / f"{a.name}.pt")
+        atomic_write(data_dir / DATA_META, json.dumps(meta, indent=2) + "\n")
+    except OSError as e:
+        for d in made:  # made by this call a moment ago: a half snapshot would only mislead a replay
+            shutil.rmtree(d, ignore_errors=True)
+        raise DataError(
+            f"cannot save the data snapshot into {data_dir}: {write_problem(e, data_dir)}; nothing was kept. "
+            "Free space there (or make the build writable) and run again with --save-data"
+        ) from None
     return data_dir
 
 
