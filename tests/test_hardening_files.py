@@ -558,3 +558,49 @@ def test_a_build_that_cannot_be_written_still_runs(build, monkeypatch, isolate):
     vector_dag.golden({"x": x, "y": y, **expected})
     torch.testing.assert_close(out, expected["out"])
     assert not (build / "dfx_outputs").exists()
+
+
+# -- further broken files ---------------------------------------------------------------------------
+
+
+def test_a_deps_json_with_a_task_without_an_id_is_reported(build, capsys):
+    deps = build / "dfx_outputs" / "deps.json"
+    deps.write_text('{"tasks": [{"name": "a"}], "edges": []}')
+    assert cli(["deps", str(build)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f'{deps} is not a tilescope deps.json: it holds a task {{"name": "a"}} without an integer \'id\''
+        in err
+    )
+    assert "run again to rewrite it" in err and "KeyError" not in err
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("x\n", "NameError: name 'x' is not defined"),
+        ("import ts\n", "ModuleNotFoundError: No module named 'ts'"),
+    ],
+)
+def test_an_ir_dump_whose_top_level_raises_names_its_line(build, text, error, capsys):
+    ir = build / "ir" / "vector_dag.py"
+    ir.write_text(ir.read_text() + text)
+    line = len(ir.read_text().splitlines())
+    assert cli(["replay", str(build), "-p", "interp"]) == 1
+    err = capsys.readouterr().err
+    assert f"[ERROR] {ir}:{line}: {error} (raised while loading the file)" in err
+    assert "hint: the file defines one @ts.jit function and its kernels, as the printed IR does" in err
+    assert "Traceback" not in err
+
+
+def test_a_corrupt_last_run_json_is_listed_as_unknown(build, capsys):
+    (build / "last_run.json").write_text('{"passed": "yes"}')
+    assert cli(["builds", str(build.parent)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "unknown (last_run.json is not one the harness wrote)" in out
+        and "passed" not in out.split("LAST RUN")[1]
+    )
+    (build / "last_run.json").write_text("garbage")
+    assert cli(["builds", str(build.parent)]) == 0
+    assert "unknown (last_run.json is not one the harness wrote)" in capsys.readouterr().out
