@@ -193,6 +193,16 @@ def test_kernel_config_with_wrong_types_lists_every_problem(build):
     assert "(2 problem(s))" in msg
     assert "ARGS[0]['direction'] is 'sideways', expected one of in, out, inout, scalar" in msg
     assert "ARGS[0]['dtype'] is 'f33', expected one of f32, f16, bf16" in msg
+    config.write_text(
+        text + "\nRUNTIME_CONFIG = {}\nKERNELS[1].pop('params')\nKERNELS[2]['signature'] = 'in'\n"
+    )
+    with pytest.raises(BuildFileError) as e:
+        ts.CompiledProgram.from_dir(build)
+    msg = str(e.value)
+    assert "(3 problem(s))" in msg
+    assert "RUNTIME_CONFIG['local_memory_bytes'] is missing, expected a byte count" in msg
+    assert "KERNELS[1]['params'] is missing, expected the kernel's parameters" in msg
+    assert "KERNELS[2]['signature'] is 'in', expected a list of D.IN, D.OUT, D.INOUT, D.SCALAR" in msg
 
 
 def test_build_state_missing_keys_is_reported_not_a_key_error(build, capsys):

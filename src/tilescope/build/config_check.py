@@ -96,14 +96,19 @@ def _arg_rows(p: _Problems, rows: Any, where: str) -> None:
             p.add(f"{at}['shape']", shape, "None for a scalar and a list of sizes for a tensor")
 
 
+def _signature_ok(v: Any) -> bool:
+    return isinstance(v, list) and all(getattr(d, "value", d) in _DIRECTIONS for d in v)
+
+
 def _binary_row(p: _Problems, row: Any, where: str) -> bool:
     if not isinstance(row, dict):
-        p.add(where, row, "a dict with 'name', 'source', 'binary' and 'function_name'")
+        p.add(where, row, "a dict with 'name', 'source', 'binary', 'function_name' and 'signature'")
         return False
     p.field(row, where, "name", lambda v: isinstance(v, str) and v.isidentifier(), "a function name")
     p.path(row, where, "source")
     p.path(row, where, "binary")
     p.field(row, where, "function_name", lambda v: isinstance(v, str) and v != "", "an exported symbol name")
+    p.field(row, where, "signature", _signature_ok, "a list of D.IN, D.OUT, D.INOUT, D.SCALAR")
     return True
 
 
@@ -113,15 +118,14 @@ def check_config(work: Path, path: Path, cfg: dict[str, Any]) -> None:
     program = cfg["PROGRAM"]
     if not (isinstance(program, str) and program.isidentifier()):
         p.add("PROGRAM", program, "the program's name (a Python identifier)")
-    rc = cfg.get("RUNTIME_CONFIG", {})
+    rc = cfg.get("RUNTIME_CONFIG")
     if not isinstance(rc, dict):
-        p.add("RUNTIME_CONFIG", rc, "a dict")
+        p.add("RUNTIME_CONFIG", rc, "a dict with 'platforms', 'local_memory_bytes' and 'target'")
     else:
         platforms = rc.get("platforms", [])
         if not (isinstance(platforms, list) and all(isinstance(x, str) for x in platforms)):
             p.add("RUNTIME_CONFIG['platforms']", rc["platforms"], "a list of platform names")
-        if not _is_int(rc.get("local_memory_bytes", 0)) or rc.get("local_memory_bytes", 0) < 0:
-            p.add("RUNTIME_CONFIG['local_memory_bytes']", rc["local_memory_bytes"], "a byte count")
+        p.field(rc, "RUNTIME_CONFIG", "local_memory_bytes", lambda v: _is_int(v) and v >= 0, "a byte count")
         if not isinstance(rc.get("check_bounds", False), bool):
             p.add("RUNTIME_CONFIG['check_bounds']", rc["check_bounds"], "True or False")
         target = rc.get("target")
@@ -140,7 +144,10 @@ def check_config(work: Path, path: Path, cfg: dict[str, Any]) -> None:
             if _binary_row(p, row, f"KERNELS[{i}]"):
                 at = f"KERNELS[{i}]"
                 p.field(row, at, "func_id", lambda v, i=i: _is_int(v) and v == i, f"{i} (its position)")
-                _arg_rows(p, row.get("params", []), f"{at}['params']")
+                if "params" not in row:
+                    p.missing(f"{at}['params']", "the kernel's parameters")
+                else:
+                    _arg_rows(p, row["params"], f"{at}['params']")
     _arg_rows(p, cfg["ARGS"], "ARGS")
     p.raise_if_any(path)
 
