@@ -5,11 +5,14 @@ Levels: ``debug``, ``v0``..``v9`` (v0 most verbose, v5 = info, the default), ``i
 v0 = 10 (DEBUG) ... v5 = 20 (INFO) ... v9 = 28; warn = 30; error = 40; null disables output.
 
 With ``TILESCOPE_LOG_DIR`` set, every message that passes the level is also appended, with a
-timestamp, to ``$TILESCOPE_LOG_DIR/tilescope_<pid>.log`` (runtime messages included).
+timestamp, to ``$TILESCOPE_LOG_DIR/tilescope_<pid>.log`` (runtime messages included). A log file
+that cannot be created or written (a file in the way, read only, a full disk) never stops a run:
+one warning says why and what to do, and messages go on to stderr only.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -77,17 +80,65 @@ class _FileFormatter(logging.Formatter):
         return f"{stamp}.{int(record.msecs):03d} {level_name(record.levelno):<7} {record.getMessage()}"
 
 
+_unwritable: set[Path] = set()  # log files already warned about
+
+
+def _warn_log_file(path: Path, exc: BaseException | None) -> None:
+    if path in _unwritable:
+        return
+    _unwritable.add(path)
+    if path.parent.exists() and not path.parent.is_dir():
+        why = f"{path.parent} is a file, not a directory"
+    elif isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        why = "no space left on its device"
+    else:
+        why = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+    _LOGGER.warning(
+        "cannot write the log file %s (%s): going on without it (messages still go to stderr); "
+        "make TILESCOPE_LOG_DIR a writable directory with free space",
+        path,
+        why,
+    )
+
+
+class _LogFile(logging.FileHandler):
+    """``TILESCOPE_LOG_DIR``'s file; the first write that fails warns once and turns it off."""
+
+    def __init__(self, path: Path):
+        super().__init__(path, encoding="utf-8")
+        self._tilescope_file = path
+        self.broken = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.broken:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        if self.broken:
+            return
+        self.broken = True
+        exc = sys.exc_info()[1]
+        try:
+            self.close()  # flushing what is buffered may fail the same way
+        except Exception:  # noqa: BLE001 - the file is given up on either way
+            pass
+        _warn_log_file(self._tilescope_file, exc)
+
+
 def _attach_log_dir() -> None:
     log_dir = knobs.env_setting("log_dir")
     if not log_dir:
         return
     path = Path(log_dir) / f"tilescope_{os.getpid()}.log"
-    if any(getattr(h, "_tilescope_file", None) == path for h in _LOGGER.handlers):
+    if path in _unwritable or any(getattr(h, "_tilescope_file", None) == path for h in _LOGGER.handlers):
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = _LogFile(path)
+    except OSError as exc:
+        _warn_log_file(path, exc)
+        return
     handler.setFormatter(_FileFormatter())
-    handler._tilescope_file = path  # type: ignore[attr-defined]
     _LOGGER.addHandler(handler)
 
 

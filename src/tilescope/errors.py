@@ -80,3 +80,8 @@ class ToolchainError(TilescopeError):
 
 class RuntimeFailure(TilescopeError):
     """The task-graph runtime reported a failure while running a program."""
+
+
+class BuildFileError(TilescopeError):
+    """A file of a build directory is missing a key, holds a value of the wrong type, or names a
+    path outside the build."""

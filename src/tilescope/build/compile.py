@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 from tilescope import knobs
 from tilescope.build.lock import BuildLock, hold_build
 from tilescope.build.paths import (
+    BUILD_BASE_FIX,
     DEBUG_RUN,
     IR_DIR,
     KERNEL_CONFIG,
@@ -30,6 +32,7 @@ from tilescope.build.paths import (
     SCENE_TEST,
     atomic_write,
     new_build_dir,
+    write_problem,
 )
 from tilescope.build.report import write_report
 from tilescope.build.state import ir_state, record_state
@@ -38,6 +41,7 @@ from tilescope.codegen.build_files import run_py, scene_test
 from tilescope.codegen.kernel_config import config_data, kernel_config_source
 from tilescope.codegen.kernel_cpp import kernel_cpp
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
+from tilescope.errors import TilescopeError, ToolchainError
 from tilescope.ir.analysis import kernel_core
 from tilescope.ir.nodes import Program
 from tilescope.ir.printer import program_str
@@ -45,6 +49,7 @@ from tilescope.ir.traverse import recursion_room
 from tilescope.passes.manager import PassManager
 from tilescope.passes.pipeline import DEFAULT_PIPELINE
 from tilescope.toolchain import compiler as toolchain
+from tilescope.toolchain.cache import cache_dir
 
 log = logging.getLogger("tilescope")
 
@@ -62,10 +67,32 @@ class Compiled:
 
 @recursion_room()
 def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) -> Compiled:
-    """Front-end IR -> passes -> C++ -> g++ -> a new build directory (see the module's order)."""
+    """Front-end IR -> passes -> C++ -> g++ -> a new build directory (see the module's order).
+
+    Raises:
+        TilescopeError: the build directory cannot be written (read only, full); the partial
+            directory this compile made is removed.
+    """
     opts = knobs.compile_options(compile_cfg)
     work = new_build_dir(Path(opts["build_dir"]), program.name)
-    held = hold_build(work)  # `tilescope clean` leaves a build being compiled alone
+    held = None
+    try:
+        held = hold_build(work)  # `tilescope clean` leaves a build being compiled alone
+        return _compile_into(work, program, opts, held)
+    except (OSError, ToolchainError) as e:
+        cause = e if isinstance(e, OSError) else e.__cause__
+        if not isinstance(cause, OSError) or Path(cause.filename or work).is_relative_to(cache_dir()):
+            raise  # a compile error: the build directory is kept, it shows the failing C++
+        if held is not None:
+            held.close()
+        shutil.rmtree(work, ignore_errors=True)  # made by this compile moments ago, and half written
+        raise TilescopeError(
+            f"cannot write {cause.filename or work}: {write_problem(cause, work)}; the partial build directory "
+            f"{work} was removed. Free space there, or {BUILD_BASE_FIX}, and compile again"
+        ) from None
+
+
+def _compile_into(work: Path, program: Program, opts: dict[str, Any], held: BuildLock | None) -> Compiled:
     t0 = time.perf_counter()
     manager = PassManager(
         DEFAULT_PIPELINE,

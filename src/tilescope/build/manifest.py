@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tilescope.build.config_check import check_config
 from tilescope.build.lock import hold_build
 from tilescope.build.paths import IR_DIR, KERNEL_CONFIG
 from tilescope.build.state import refresh
@@ -71,11 +72,22 @@ def arg_specs(entries: list[dict[str, Any]]) -> list[ArgSpec]:
     ]
 
 
+WHAT_A_BUILD_IS = (
+    "a build directory is what a compile writes: build_output/_jit_<program>_<YYYYMMDD_HHMMSS>/, "
+    "holding kernel_config.py, the C++ and its binaries"
+)
+
+
 def load_config(work: Path) -> dict[str, Any]:
     """The namespace of ``<work>/kernel_config.py``, checked for format and required names."""
     path = work / KERNEL_CONFIG
+    if work.is_file():
+        hint = f"; pass the directory it is in: {work.parent}" if work.name == KERNEL_CONFIG else ""
+        raise TilescopeError(f"{work} is a file, not a build directory ({WHAT_A_BUILD_IS}){hint}")
     if not work.is_dir():
-        raise TilescopeError(f"build directory {work} does not exist")
+        raise TilescopeError(
+            f"build directory {work} does not exist ({WHAT_A_BUILD_IS}; `tilescope builds` lists them)"
+        )
     if not path.is_file():
         raise TilescopeError(
             f"{work} has no kernel_config.py: it is not a tilescope build directory, or its compile was "
@@ -94,6 +106,7 @@ def load_config(work: Path) -> dict[str, Any]:
     missing = [k for k in ("PROGRAM", "ORCHESTRATION", "KERNELS", "ARGS") if k not in cfg]
     if missing:
         raise TilescopeError(f"{path} lacks {', '.join(missing)}: compile the program again")
+    check_config(work, path, cfg)
     return cfg
 
 

@@ -9,20 +9,26 @@ Invariants:
   process, the thread and a count (two threads or two processes never share one; its
   permissions are the usual 0666 less the umask), and is moved over the target with
   ``os.replace``.
+- ``confined`` is the one check of a path that a build's data file names (``build_state.json``'s
+  IR dump, ``kernel_config.py``'s sources and binaries, a saved task's files, a tensor dump's
+  payload file): relative, without ``..``, and still inside its directory once symbolic links are
+  resolved. Anything else is refused, so a build handed over by someone else cannot make
+  tilescope read, run or overwrite a file outside it.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import itertools
 import os
 import re
 import threading
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from tilescope.errors import TilescopeError
+from tilescope.errors import BuildFileError, TilescopeError
 from tilescope.knobs import COMPILE_KNOBS
 
 KERNEL_CONFIG = "kernel_config.py"  # written last: a build without it is incomplete
@@ -49,6 +55,44 @@ TRACE_JSON = "trace.json"
 CRASH_REPORT = "crash_report.txt"  # dfx_outputs/crash_report[_<id>].txt
 
 
+def outside_reason(base: str | os.PathLike, relative: Any) -> str | None:
+    """Why ``relative`` (as a data file holds it) is not a path inside ``base``; None when it is."""
+    if not isinstance(relative, str) or not relative:
+        return f"expected a path relative to {base}"
+    if PurePosixPath(relative).is_absolute() or Path(relative).is_absolute():
+        return f"an absolute path, expected one relative to {base}"
+    if ".." in PurePosixPath(relative).parts:
+        return f"a path that climbs out with '..', expected one inside {base}"
+    root = Path(base).resolve()
+    target = (root / relative).resolve()
+    if target != root and root not in target.parents:
+        return f"a symbolic link in it leads to {target}, outside {base}"
+    return None
+
+
+def confined(
+    base: str | os.PathLike, relative: Any, what: str, fix: str = "compile the program again"
+) -> Path:
+    """``base / relative`` when it lies inside ``base``, symbolic links resolved; else a BuildFileError.
+
+    The path is returned as ``base`` spells it (not resolved), so messages name it the way the
+    user named the build.
+
+    Args:
+        base: the directory the path is relative to (a build, a saved task's directory, ...).
+        relative: the path as a data file holds it.
+        what: where it was read, for the message (``"build_state.json's ir.file"``).
+        fix: what to do about a refused path.
+    """
+    why = outside_reason(base, relative)
+    if why is not None:
+        raise BuildFileError(
+            f"{what} is {relative!r}: {why}. A build's files name only files inside the build; this "
+            f"value was edited in or did not come from tilescope, so it is refused: {fix}"
+        )
+    return Path(base) / relative
+
+
 def dfx_dir(work_dir: str | os.PathLike) -> Path:
     """``<work_dir>/dfx_outputs``, created if missing."""
     out = Path(work_dir) / DFX_DIR
@@ -65,18 +109,43 @@ def build_base() -> Path:
     return Path(COMPILE_KNOBS["build_dir"].value())
 
 
+BUILD_BASE_FIX = "set TILESCOPE_BUILD_DIR (or compile_cfg build_dir) to a directory you can write"
+
+
+def write_problem(exc: OSError, path: Path) -> str:
+    """Why ``path`` (or a file under it) cannot be written, in words: ``is a file, not a directory``,
+    ``no space left on its device``, else the system's reason."""
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                return f"{p} is a file, not a directory"
+            break
+    if exc.errno == errno.ENOSPC:
+        return "no space left on its device"
+    return exc.strerror or str(exc)
+
+
 def new_build_dir(base: Path, name: str) -> Path:
-    """``<base>/_jit_<name>_<YYYYMMDD_HHMMSS>[_n]``, created exclusively."""
-    base.mkdir(parents=True, exist_ok=True)
+    """``<base>/_jit_<name>_<YYYYMMDD_HHMMSS>[_n]``, created exclusively.
+
+    Raises:
+        TilescopeError: ``base`` cannot hold a new directory (a file in the way, read only, full).
+    """
     stamp = _dt.datetime.now().strftime("%Y%m%d_%H%M%S")
     stem = f"_jit_{name}_{stamp}"
-    for n in range(10_000):
-        path = base / (stem if n == 0 else f"{stem}_{n}")
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        for n in range(10_000):
+            path = base / (stem if n == 0 else f"{stem}_{n}")
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise TilescopeError(
+            f"cannot create a build directory under {base}: {write_problem(e, base)}; {BUILD_BASE_FIX}"
+        ) from None
     raise TilescopeError(f"cannot create a build directory under {base}: too many builds named {stem}_*")
 
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilescope.build.paths import BUILD_STATE, atomic_write
+from tilescope.build.config_check import check_state
+from tilescope.build.paths import BUILD_STATE, atomic_write, confined
 from tilescope.build.signature_check import FIX, SignatureMismatch, check_sources
 from tilescope.codegen.kernel_config import arg_spec
 from tilescope.codegen.kernel_cpp import kernel_cpp
@@ -105,22 +106,23 @@ def ir_state(work: Path, config: dict[str, Any], program: Program) -> dict[str, 
     return {"sha256": sha256_file(work / f"ir/{config['PROGRAM']}.py"), **ir_hashes(program)}
 
 
-def load_state(work: Path) -> dict[str, Any]:
-    """``build_state.json`` of ``work``; a TilescopeError (compile again) when it is missing,
-    corrupt or of another format."""
+def load_state(work: Path, config: dict[str, Any]) -> dict[str, Any]:
+    """``build_state.json`` of ``work``, checked against the build's ``config``; a TilescopeError
+    (compile again) when it is missing, corrupt, of another format or lacks what refresh reads."""
     path = work / STATE_FILE
     if not path.is_file():
         raise TilescopeError(
             f"{work} has no {STATE_FILE}: it cannot tell which sources were edited; compile the program again"
         )
     try:
-        state = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise TilescopeError(f"{path} is corrupt ({e}); compile the program again") from None
-    if state.get("format") != STATE_FORMAT:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TilescopeError(f"{path} is corrupt or unreadable ({e}); compile the program again") from None
+    if isinstance(state, dict) and state.get("format") != STATE_FORMAT:
         raise TilescopeError(
             f"{path} has format {state.get('format')}, expected {STATE_FORMAT}; compile again"
         )
+    check_state(work, path, state, config)
     return state
 
 
@@ -140,7 +142,7 @@ def _relower_ir(
     work: Path, config: dict[str, Any], state: dict[str, Any], report: RefreshReport
 ) -> Program | None:
     """Re-lower an edited IR dump into the C++ of what changed; None if the dump is unchanged."""
-    ir_path = work / state["ir"]["file"]
+    ir_path = confined(work, state["ir"]["file"], f"{STATE_FILE}'s ir['file']")
     if not ir_path.is_file() or sha256_file(ir_path) == state["ir"]["sha256"]:
         return None
     program = load_source(ir_path.read_text(), str(ir_path))
@@ -194,7 +196,7 @@ def _check_ir_signatures(program: Program, config: dict[str, Any], ir_path: Path
 @recursion_room()
 def refresh(work: Path, config: dict[str, Any]) -> RefreshReport:
     """Bring a build's binaries up to date with its (possibly hand-edited) IR dump and C++."""
-    state = load_state(work)
+    state = load_state(work, config)
     report = RefreshReport()
     missing_sources = [src for src, _ in _sources(config) if not (work / src).is_file()]
     if missing_sources:

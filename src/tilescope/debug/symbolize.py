@@ -16,6 +16,7 @@ Invariants:
 - With ``build``, a kernel loaded through its content-named copy (``<cache>/loaded/<sha>.so``)
   is named by the build's binary, and C++ paths recorded in DWARF by another build directory
   (a compiler-cache hit on the same text) are replaced by this build's source of that binary.
+  Only binaries and sources inside the build are read (``paths.outside_reason``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tilescope.build.paths import outside_reason
 from tilescope.build.state import sha256_file
 from tilescope.debug.failures import SourceFrame
 
@@ -244,6 +246,8 @@ def build_binaries(build: Path) -> dict[str, tuple[Path, Path]]:
         entries = [cfg["ORCHESTRATION"], *cfg["KERNELS"]]
         out = {}
         for e in entries:
+            if outside_reason(build, e["binary"]) or outside_reason(build, e["source"]):
+                continue  # a build names only its own files; anything else is not read
             binary = build / e["binary"]
             if binary.is_file():
                 out[sha256_file(binary)] = (binary, build / e["source"])

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tilescope.harness.compare import tolerance_problem
+from tilescope.harness.specs import seed_problem
 from tilescope.knobs import COMPILE_KNOBS, RUNTIME_KNOBS, Knob
 
 _GROUPS = {"run": "run", "failures": "failures", "compile": "compile"}
@@ -48,6 +50,29 @@ def _given(args: argparse.Namespace, knobs: dict[str, Knob]) -> dict[str, Any]:
     }
 
 
+def seed_arg(text: str) -> int:
+    """``--seed``'s type: a whole number in torch's seed range, else an argparse error saying so."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (e.g. --seed 0)") from None
+    problem = seed_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def tolerance_arg(text: str) -> float:
+    """``--rtol``/``--atol``'s type: a finite number >= 0, else an argparse error saying so."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 1e-5)") from None
+    if tolerance_problem("tolerance", value) is not None:
+        raise argparse.ArgumentTypeError(f"{text}: expected a finite number >= 0")
+    return value
+
+
 def add_runtime_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The run flags: one per runtime knob with a flag (``knobs.RUNTIME_KNOBS``)."""
     _add_flags(parser, RUNTIME_KNOBS)
@@ -64,7 +89,7 @@ def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     )
     g.add_argument("--golden-data", default=None, help="replay inputs and golden from a saved data dir")
     g.add_argument("--save-data", action="store_true", help="snapshot inputs and golden into <build>/data")
-    g.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default: 0)")
+    g.add_argument("--seed", type=seed_arg, default=0, help="seed for generated inputs (default: 0)")
     g.add_argument("--compile-only", action="store_true", help="stop after compiling")
     return parser
 

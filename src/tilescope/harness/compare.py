@@ -29,6 +29,13 @@ FIRST_MISMATCHES = 8
 _MAX_DIGITS = {torch.float64: 17, torch.float32: 9, torch.float16: 5, torch.bfloat16: 4}
 
 
+def tolerance_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the tolerance ``name`` (``rtol``/``atol``); None when it can."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return f"{name} {value!r}: expected a finite number >= 0"
+    return None
+
+
 def distinct_values(a: float, e: float, dtype: torch.dtype | None) -> tuple[str, str]:
     """``a`` and ``e`` printed with the fewest significant digits (6 or more, up to what
     ``dtype`` holds) that tell them apart; integers and bools exactly."""
@@ -197,10 +204,9 @@ def _shown(v: Any) -> str:
 
 
 def check_tolerances(rtol: Any, atol: Any) -> None:
-    """HarnessError unless ``rtol`` and ``atol`` are non-negative numbers (inf allowed, NaN not)."""
-    for name, v in (("rtol", rtol), ("atol", atol)):
-        if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v) or v < 0:
-            raise HarnessError(
-                f"{name} must be a number >= 0, got {v!r}: an output matches where "
-                "|actual - expected| <= atol + rtol * |expected|"
-            )
+    """HarnessError unless ``rtol`` and ``atol`` are finite numbers >= 0 (checked before anything runs)."""
+    problems = [p for p in (tolerance_problem("rtol", rtol), tolerance_problem("atol", atol)) if p]
+    if problems:
+        raise HarnessError(
+            "; ".join(problems) + " (an output matches where |actual - expected| <= atol + rtol * |expected|)"
+        )

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from tilescope.build.manifest import ArgSpec
-from tilescope.build.paths import DATA_META, atomic_save, atomic_write
+from tilescope.build.paths import DATA_META, atomic_save, atomic_write, write_problem
 from tilescope.errors import TilescopeError
+from tilescope.harness.compare import tolerance_problem
 from tilescope.ir.types import Direction
 
 
@@ -43,24 +46,51 @@ def save_snapshot(
         raise DataError(
             f"{data_dir} already holds a data snapshot; it is kept as it is (save into a new build)"
         )
-    (data_dir / "in").mkdir(parents=True)
-    (data_dir / "out").mkdir(parents=True)
-    for a in args:
-        if a.is_input:
-            atomic_save(_as_tensor(a, inputs[a.name]), data_dir / "in" / f"{a.name}.pt")
-        if a.is_output:
-            atomic_save(_as_tensor(a, golden[a.name]), data_dir / "out" / f"{a.name}.pt")
-    atomic_write(data_dir / DATA_META, json.dumps(meta, indent=2) + "\n")
+    made: list[Path] = []
+    try:
+        for sub in ("in", "out"):
+            (data_dir / sub).mkdir(parents=True)
+            made.append(data_dir / sub)
+        for a in args:
+            if a.is_input:
+                atomic_save(_as_tensor(a, inputs[a.name]), data_dir / "in" / f"{a.name}.pt")
+            if a.is_output:
+                atomic_save(_as_tensor(a, golden[a.name]), data_dir / "out" / f"{a.name}.pt")
+        atomic_write(data_dir / DATA_META, json.dumps(meta, indent=2) + "\n")
+    except OSError as e:
+        for d in made:  # made by this call a moment ago: a half snapshot would only mislead a replay
+            shutil.rmtree(d, ignore_errors=True)
+        raise DataError(
+            f"cannot save the data snapshot into {data_dir}: {write_problem(e, data_dir)}; nothing was kept. "
+            "Free space there (or make the build writable) and run again with --save-data"
+        ) from None
     return data_dir
 
 
-def load_meta(data_dir: str | os.PathLike) -> dict[str, Any]:
-    """The tolerances and seed a snapshot was saved with ({} if it has no meta.json)."""
+def load_meta(data_dir: str | os.PathLike, given: Iterable[str] = ()) -> dict[str, Any]:
+    """The tolerances and seed a snapshot was saved with ({} if it has no meta.json).
+
+    The tolerances the caller does not give itself (``given``: ``"rtol"``, ``"atol"``) are checked:
+    a DataError names the file, the key, what was expected and what to do.
+    """
     path = Path(data_dir) / DATA_META
+    if not path.is_file():
+        return {}
+    fix = "correct it, pass --rtol/--atol, or save the data again (--save-data, into a new build)"
     try:
-        return json.loads(path.read_text()) if path.is_file() else {}
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path} is corrupt: {e}") from None
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path} is corrupt or unreadable ({e}); {fix}") from None
+    if not isinstance(meta, dict):
+        raise DataError(
+            f"{path} holds a JSON {type(meta).__name__}, expected an object with rtol, atol and seed; {fix}"
+        )
+    # NOTE: the seed is only a record of how the inputs were made; a replay does not read it.
+    problems = [tolerance_problem(k, meta[k]) for k in ("rtol", "atol") if k in meta and k not in given]
+    problems = [p for p in problems if p]
+    if problems:
+        raise DataError(f"{path}: {'; '.join(problems)}; {fix}")
+    return meta
 
 
 def _load(path: Path, problems: list[str]) -> torch.Tensor | None:
@@ -89,8 +119,11 @@ def load_snapshot(
     """Every argument's value before the run (from ``in/``; scalars as Python numbers; Out-only
     tensors as zeros) and the golden outputs (from ``out/``)."""
     data_dir = Path(data_dir)
+    what = "a data directory holds in/ and out/ .pt files, as --save-data writes them into <build>/data"
+    if data_dir.is_file():
+        raise DataError(f"golden data {data_dir} is a file, not a data directory ({what})")
     if not data_dir.is_dir():
-        raise DataError(f"golden data directory {data_dir} does not exist")
+        raise DataError(f"golden data directory {data_dir} does not exist ({what})")
     if not (data_dir / "in").is_dir() and (data_dir / "data" / "in").is_dir():
         raise DataError(
             f"{data_dir} is a build directory; pass its data directory instead: --golden-data {data_dir / 'data'}"

@@ -21,7 +21,7 @@ from typing import Any
 from tilescope import knobs
 from tilescope._logging import configure
 from tilescope.errors import TilescopeError
-from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args
+from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args, tolerance_arg
 from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_snapshot
 from tilescope.harness.run import Phases, RunResult, data_args, execute, finish
@@ -59,6 +59,7 @@ def replay_compiled(
         compiled = phases.run("compile", f"load build {work}", lambda: CompiledProgram.from_dir(work))
         name = compiled.name
         if args:
+            check_tolerances(rtol or 0.0, atol or 0.0)
             compiled.check_args(args)
             inputs = {a.name: v for a, v in zip(compiled.args, args)}
             execute(phases, result, compiled, inputs, None, runtime_cfg, rtol or 0.0, atol or 0.0)
@@ -69,7 +70,7 @@ def replay_compiled(
                 f"{work} has no saved data ({data}): re-run the model with --save-data, pass --golden-data DIR, "
                 "or call replay_compiled with tensors"
             )
-        meta = load_meta(data)
+        meta = load_meta(data, given=[k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None])
         rtol = meta.get("rtol", 1e-5) if rtol is None else rtol
         atol = meta.get("atol", 1e-5) if atol is None else atol
         check_tolerances(rtol, atol)
@@ -144,10 +145,10 @@ def add_replay_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("build_dir", help="a build directory (build_output/_jit_<fn>_<stamp>)")
     parser.add_argument("--golden-data", default=None, help="replay this data dir (default: BUILD_DIR/data)")
     parser.add_argument(
-        "--rtol", type=float, default=None, help="relative tolerance (default: the saved run's)"
+        "--rtol", type=tolerance_arg, default=None, help="relative tolerance (default: the saved run's)"
     )
     parser.add_argument(
-        "--atol", type=float, default=None, help="absolute tolerance (default: the saved run's)"
+        "--atol", type=tolerance_arg, default=None, help="absolute tolerance (default: the saved run's)"
     )
     t = parser.add_argument_group("one task")
     t.add_argument(

@@ -31,7 +31,7 @@ from tilescope.debug.failures import Failure
 from tilescope.errors import ConfigError, HarnessError, TilescopeError
 from tilescope.harness.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.harness.data import load_snapshot, save_snapshot
-from tilescope.harness.specs import Spec, check_specs, generate, outputs
+from tilescope.harness.specs import Spec, check_specs, generate, outputs, seed_problem
 from tilescope.harness.user_code import GoldenError, call_user, function_name
 from tilescope.language.decorators import InlineFunction, KernelFunction
 from tilescope.launch.jit import JitFunction
@@ -206,8 +206,8 @@ def run_jit(
         check_program(fn)
         check_specs(specs)
         check_tolerances(rtol, atol)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise HarnessError(f"seed must be an int (the inputs are generated from it), got {seed!r}")
+        if seed_problem(seed) is not None:
+            raise HarnessError(str(seed_problem(seed)))
         if runtime_dir:
             compiled = phases.run(
                 "compile",

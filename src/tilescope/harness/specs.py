@@ -159,8 +159,18 @@ def check_specs(specs: Any) -> None:
             )
 
 
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed takes
+
+
+def seed_problem(seed: Any) -> str | None:
+    """Why ``seed`` cannot seed the generated inputs; None when it can."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not SEED_RANGE[0] <= seed <= SEED_RANGE[1]:
+        return f"seed {seed!r}: expected a whole number from {SEED_RANGE[0]} to {SEED_RANGE[1]}"
+    return None
+
+
 def generate(specs: list[Spec], seed: int) -> dict[str, Any]:
-    """Inputs for every spec, reproducibly from ``seed``."""
+    """Inputs for every spec, reproducibly from ``seed`` (see ``seed_problem``)."""
     gen_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     try:

@@ -21,12 +21,13 @@ from __future__ import annotations
 import ast
 import builtins
 import math
+import traceback
 import types
 from collections.abc import Callable
 from typing import Any
 
 from tilescope._tracebacks import api_boundary
-from tilescope.errors import DSLError, SourceLoc, VerifyError
+from tilescope.errors import DSLError, SourceLoc, TilescopeError, VerifyError
 from tilescope.ir import dtypes as dt
 from tilescope.ir.nodes import (
     Const,
@@ -543,7 +544,18 @@ def load_source(text: str, filename: str) -> Program:
         code = compile(text, filename, "exec")
     except SyntaxError as e:
         raise DSLError(f"invalid Python: {e.msg}", SourceLoc(filename, e.lineno or 0)) from None
-    exec(code, namespace)  # defines decorated functions only; their bodies are never run
+    try:
+        exec(code, namespace)  # defines decorated functions only; their bodies are never run
+    except TilescopeError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the module's top level raises is its own line's fault
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == filename]
+        raise DSLError(
+            f"{type(e).__name__}: {e} (raised while loading the file)",
+            SourceLoc(filename, frames[-1].lineno or 0) if frames else None,
+            "the file defines one @ts.jit function and its kernels, as the printed IR does; "
+            "fix this line (or undo the edit)",
+        ) from None
     jits = [v for v in namespace.values() if isinstance(v, Orchestration)]
     if len(jits) != 1:
         raise DSLError(f"{filename} must define exactly one @ts.jit function, found {len(jits)}")

@@ -279,7 +279,10 @@ def run_child(
     request_dir = Path(tempfile.mkdtemp(prefix="tilescope-isolate-"))
     # NOTE: in the build, so the path the dying child prints stays true; created only on a crash
     crash_path = Path(program.work_dir).resolve() / DFX_DIR / f"{CRASH_REPORT[:-4]}_{request_dir.name}.txt"
-    crash_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        crash_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a build that cannot be written: the report lives only as long as this call
+        crash_path = request_dir / crash_path.name
     shared: Path | None = None
     mm: mmap.mmap | None = None
     views: list[Any] = []

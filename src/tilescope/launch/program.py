@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from tilescope import knobs
@@ -92,7 +93,7 @@ class CompiledProgram(Build):
         check_target(self.work_dir, rc.get("target"), opts["platform"])
         if opts["isolate"]:
             return run_isolated(self, args, opts)
-        return launch(self, self.binaries(), args, opts, crash_report=dfx_dir(self.work_dir) / CRASH_REPORT)
+        return launch(self, self.binaries(), args, opts, crash_report=self._crash_report_path())
 
     __call__ = run
 
@@ -106,6 +107,14 @@ class CompiledProgram(Build):
                 "as keyword(s): keywords are run options (platform=, num_workers=, ...); pass every argument "
                 "in order"
             )
+
+    def _crash_report_path(self) -> Path | None:
+        """Where a crashing kernel's report goes; None when the build cannot be written (a read-only
+        or full build still runs, and a crash is still reported, without the report file)."""
+        try:
+            return dfx_dir(self.work_dir) / CRASH_REPORT
+        except OSError:
+            return None
 
     def _run_interp(self, args: tuple, opts: dict[str, Any], given: dict[str, Any]) -> RunInfo:
         sim_only = [k for k in SIM_ONLY if given.get(k)]

@@ -3,7 +3,9 @@
 
 Invariants: a task replay reads ``<build>/dfx_outputs/failure/task_<ID>/`` (or a given
 directory), as ``debug.failures.save_task_inputs`` wrote it, and checks it against the kernel's
-recorded parameters (every problem listed in one error); outputs start as zeros. On ``sim`` the
+recorded parameters (every problem listed in one error); every file it names must lie in that
+directory (``paths.confined``), and tensors are read with ``torch.load(weights_only=True)``, so
+a saved task is read as data only; outputs start as zeros. On ``sim`` the
 kernel runs alone through the one run path (``launch.run``, with the core's
 ``ts_single_task_orchestration``); on ``interp`` its IR runs on the same inputs. Nothing in the
 saved directory is modified or deleted.
@@ -20,9 +22,9 @@ from typing import Any
 
 from tilescope import knobs
 from tilescope._logging import configure
-from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON
+from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, confined
 from tilescope.debug.failures import Failure
-from tilescope.errors import RuntimeFailure, TilescopeError
+from tilescope.errors import BuildFileError, RuntimeFailure, TilescopeError
 from tilescope.ir import dtypes as dt
 from tilescope.ir.traverse import recursion_room
 from tilescope.launch.isolate import run_child
@@ -91,6 +93,8 @@ def _describe_saved(d: Path) -> str:
 def _task_dir(work: Path, task_id: int | None, from_dir: str | os.PathLike | None) -> Path:
     if from_dir is not None:
         d = Path(from_dir)
+        if d.name == TASK_JSON and d.is_file():
+            d = d.parent  # --from .../task_3/task.json names the directory it is in
     elif task_id is not None:
         d = work / DFX_DIR / FAILURE_DIR / f"task_{task_id}"
     else:
@@ -99,7 +103,14 @@ def _task_dir(work: Path, task_id: int | None, from_dir: str | os.PathLike | Non
         return d
     available = saved_task_dirs(work)
     listing = "\n  ".join(_describe_saved(a) for a in available)
-    what = f"{d} has no task.json" if d.is_dir() else f"{d} does not exist"
+    if d.is_dir():
+        what = f"{d} has no task.json"
+    elif d.exists():
+        what = (
+            f"{d} is a file, not a saved task's directory (dfx_outputs/failure/task_<id>/, holding task.json)"
+        )
+    else:
+        what = f"{d} does not exist"
     hint = (
         f"saved tasks of this build:\n  {listing}"
         if available
@@ -118,18 +129,28 @@ def load_saved_task(
     d = _task_dir(Path(program.work_dir), task_id, from_dir)
     path = d / "task.json"
     try:
-        meta = json.loads(path.read_text())
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict):
+            raise TypeError(f"a JSON {type(meta).__name__}, not an object")
+        if not isinstance(meta["args"], list):
+            raise TypeError(f"args is {meta['args']!r}, not a list")
         entries = list(meta["args"])
         saved_id, kernel_name = int(meta["task_id"]), str(meta["kernel"])
-        for e in entries:
+        for i, e in enumerate(entries):
+            if not isinstance(e, dict):
+                raise TypeError(f"args[{i}] is {e!r}, not an object")
             missing = [k for k in ("index", "name", "role") if k not in e]
             if missing:
-                raise KeyError(f"args[].{missing[0]}")
-    except (OSError, ValueError, KeyError, TypeError) as e:
+                raise KeyError(f"args[{i}].{missing[0]}")
+            if not isinstance(e["index"], int) or isinstance(e["index"], bool):
+                raise TypeError(f"args[{i}].index is {e['index']!r}, not an int")
+            if not isinstance(e["role"], str):
+                raise TypeError(f"args[{i}].role is {e['role']!r}, not a string")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
         what = f"{type(e).__name__}: {e}" if not isinstance(e, KeyError) else f"the key {e} is missing"
         raise TilescopeError(
             f"{path} is not a readable saved task ({what}); it was written by save_task_inputs as JSON "
-            "with task_id, kernel and args"
+            "with task_id, kernel and args: replay another saved task, or re-run to save this one again"
         ) from None
     if task_id is not None and saved_id != task_id:
         raise TilescopeError(f"{path} holds task {saved_id}, not task {task_id}")
@@ -158,16 +179,28 @@ def load_saved_task(
         names.append(p["name"])
         directions.append(direction)
         if direction == "scalar":
+            value = e.get("value")
             if "value" not in e:
                 problems.append(f"{where}: a scalar without a value")
-            values.append(e.get("value"))
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                problems.append(f"{where}: the scalar's value is {value!r}, expected a number")
+            values.append(value)
             continue
         shape = tuple(p["shape"])
         if direction == "out":
             values.append(torch.zeros(shape, dtype=dtype.torch))
             continue
-        file = d / str(e.get("file", ""))
-        if not e.get("file") or not file.is_file():
+        if "file" not in e:
+            problems.append(f"{where}: task.json names no file for it")
+            values.append(None)
+            continue
+        try:
+            file = confined(d, e["file"], f"{where}'s file", "replay a task this build saved itself")
+        except BuildFileError as err:
+            problems.append(str(err))
+            values.append(None)
+            continue
+        if not file.is_file():
             problems.append(f"{where}: its file {file} is missing")
             values.append(None)
             continue

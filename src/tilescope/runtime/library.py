@@ -23,7 +23,7 @@ from pathlib import Path
 from tilescope.errors import TilescopeError, ToolchainError
 from tilescope.runtime import abi
 from tilescope.toolchain import BuildJob, build, cache_dir, object_path
-from tilescope.toolchain.cache import abi_version, atomic_copy
+from tilescope.toolchain.cache import abi_version, cache_is_temporary, cached_copy
 
 CSRC_DIR = Path(__file__).resolve().parent / "csrc"
 
@@ -77,7 +77,9 @@ def _build_core(defines: tuple[str, ...] = ()) -> Path:
     (result,) = build([job])
     if not result.cache_hit:
         logging.getLogger("tilescope").info(
-            "[runtime] built the runtime core on first use (%.1fs); later runs reuse it", result.seconds
+            "[runtime] built the runtime core on first use (%.1fs); later runs reuse it%s",
+            result.seconds,
+            " (in this process only: the cache is temporary)" if cache_is_temporary() else "",
         )
     return object_path(result.key)
 
@@ -111,16 +113,24 @@ def open_library(path: str | os.PathLike) -> ctypes.CDLL:
 
     Raises:
         TilescopeError: ``path`` does not exist (an incomplete build).
+        ToolchainError: the dynamic loader refuses it (empty, cut short, corrupt); the copy made
+            to load it is removed again.
     """
     path = Path(path)
     if not path.is_file():
         raise TilescopeError(
             f"{path} is missing: the build is incomplete; recompile it (run without --runtime-dir)"
         )
-    loaded = cache_dir() / "loaded" / f"{_sha256(path)}{path.suffix}"
-    if not loaded.is_file():
-        atomic_copy(path, loaded)
-    return ctypes.CDLL(str(loaded), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+    loaded = cached_copy(path, f"loaded/{_sha256(path)}{path.suffix}")
+    try:
+        return ctypes.CDLL(str(loaded), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+    except OSError as e:
+        loaded.unlink(missing_ok=True)  # named by its content: no one can load this content
+        reason = str(e).replace(f"{loaded}: ", "")
+        raise ToolchainError(
+            f"{path} cannot be loaded ({reason}): it is not a shared object tilescope built, or it was cut "
+            "short or damaged. Delete it and run again: tilescope rebuilds a missing binary from its C++ source"
+        ) from None
 
 
 def load_entry(path: str | os.PathLike, symbol: str) -> EntryPoint:

@@ -8,10 +8,15 @@ Invariants:
 - Every file this module writes appears atomically: it is written to a temporary file in the
   destination directory and moved into place with ``os.replace``, so a reader (another thread,
   another process, ``dlopen``) sees either no file or a complete one.
+- A cache that cannot be written (a file, read only, no permission, a full disk) never stops a
+  run: the first time it fails, one warning says why and what to do, and the process goes on
+  with a temporary cache of its own (removed at exit), so nothing is reused by later runs.
 """
 
 from __future__ import annotations
 
+import atexit
+import errno
 import functools
 import hashlib
 import json
@@ -21,11 +26,13 @@ import platform
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from tilescope import knobs
+from tilescope.errors import ToolchainError
 
 logger = logging.getLogger("tilescope.toolchain")
 
@@ -36,10 +43,104 @@ PACKAGE_INCLUDE_DIR = Path(__file__).resolve().parent.parent / "runtime" / "incl
 HEADER_SUFFIXES = (".h", ".hpp")
 
 
-def cache_dir() -> Path:
-    """The cache root: ``$TILESCOPE_CACHE_DIR`` if set and non-empty, else ``~/.cache/tilescope``."""
+def configured_cache_dir() -> Path:
+    """The cache root asked for: ``$TILESCOPE_CACHE_DIR`` if set and non-empty, else ``~/.cache/tilescope``."""
     env = knobs.env_setting("cache_dir")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "tilescope"
+
+
+_state_lock = threading.Lock()
+_writable: set[Path] = set()  # configured roots found writable in this process
+_fallback: dict[Path, Path] = {}  # configured root -> the temporary cache used instead
+
+
+def cache_dir() -> Path:
+    """The cache root in use: ``configured_cache_dir()`` when it can be written, else (after one
+    warning) this process's temporary cache (see ``cache_unusable``)."""
+    root = configured_cache_dir()
+    with _state_lock:
+        if root in _fallback:
+            return _fallback[root]
+        if root in _writable:
+            return root
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=root)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return cache_unusable(exc, root)
+    with _state_lock:
+        _writable.add(root)
+    return root
+
+
+def _reason(exc: OSError, root: Path) -> str:
+    if root.exists() and not root.is_dir():
+        return "it is a file, not a directory"
+    if exc.errno == errno.ENOSPC:
+        return "no space left on its device"
+    return exc.strerror or str(exc)
+
+
+def cache_unusable(exc: OSError, root: Path | None = None) -> Path:
+    """Stop using the configured cache in this process after ``exc``; returns the temporary cache.
+
+    The first call for a root warns once, naming the root, the reason and what to do.
+    """
+    root = configured_cache_dir() if root is None else root
+    with _state_lock:
+        if root not in _fallback:
+            tmp = Path(tempfile.mkdtemp(prefix="tilescope-cache-"))
+            atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+            _fallback[root] = tmp
+            _writable.discard(root)
+            logger.warning(
+                "the compiler cache %s cannot be written (%s): this process goes on with a temporary cache "
+                "(%s, removed at exit), so nothing is reused by later runs; make it a writable directory "
+                "with free space, or set TILESCOPE_CACHE_DIR to one",
+                root,
+                _reason(exc, root),
+                tmp,
+            )
+        return _fallback[root]
+
+
+def cache_is_temporary() -> bool:
+    """Whether this process gave up on the configured cache (``cache_unusable``)."""
+    with _state_lock:
+        return configured_cache_dir() in _fallback
+
+
+def relocate(path: Path) -> Path:
+    """``path`` moved into the temporary cache when it lies in a configured cache given up on."""
+    with _state_lock:
+        for root, tmp in _fallback.items():
+            if Path(path).is_relative_to(root):
+                return tmp / Path(path).relative_to(root)
+    return Path(path)
+
+
+def cached_copy(src: Path, relative: str) -> Path:
+    """``<cache>/<relative>``, a copy of ``src`` made unless it is there already.
+
+    Raises:
+        ToolchainError: even the temporary cache cannot take the copy.
+    """
+    dst = cache_dir() / relative
+    if dst.is_file():
+        return dst
+    try:
+        atomic_copy(src, dst)
+    except OSError as exc:
+        dst = cache_unusable(exc) / relative
+        try:
+            atomic_copy(src, dst)
+        except OSError as again:
+            raise ToolchainError(
+                f"cannot copy {src} to {dst} to load it: {again.strerror or again}"
+            ) from None
+    return dst
 
 
 def object_path(key: str) -> Path:

@@ -6,13 +6,15 @@ Invariants:
 - The cache key of a job is built from named parts (``source``, ``flags``, ``compiler``,
   ``headers``, ``cpu``, ``abi``), each logged at debug level. Include-directory *paths* are not
   part of the key; the contents of every header under them are.
-- ``job.output`` and cache objects are written atomically (see ``cache``).
+- ``job.output`` and cache objects are written atomically (see ``cache``). A cache that cannot
+  be written is replaced by a temporary one (``cache.cache_unusable``), never an error.
 - A failed compile raises ``CompileError`` carrying the failing C++ line, the DSL line it came
   from (``// @ file:line`` markers emitted by codegen) and the exact command that failed.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
@@ -243,12 +245,12 @@ def build(jobs: Sequence[BuildJob], max_parallel: int | None = None) -> list[Bui
             except ToolchainError as exc:
                 outcomes.append(exc)
             except OSError as exc:
-                outcomes.append(
-                    ToolchainError(
-                        f"cannot build {job.source}: {exc} (cache dir {cache.cache_dir()}, output {job.output}; "
-                        "set TILESCOPE_CACHE_DIR to a writable directory if the cache is the problem)"
-                    )
+                error = ToolchainError(
+                    f"cannot build {job.source}: {exc} (cache dir {cache.cache_dir()}, output {job.output}; "
+                    "set TILESCOPE_CACHE_DIR to a writable directory if the cache is the problem)"
                 )
+                error.__cause__ = exc
+                outcomes.append(error)
     failures = [o for o in outcomes if isinstance(o, ToolchainError)]
     for extra in failures[1:]:
         logger.error("%s", extra)
@@ -265,19 +267,43 @@ def _build_one(job: BuildJob, cxx: str, headers: str) -> BuildResult:
     key = cache_key(job, cxx, headers)
     key.log(str(job.source))
     digest = key.digest
+    try:
+        obj, command = _cached_object(job, cxx, digest)
+    except OSError as exc:  # the cache cannot be written: go on with this process's own
+        cache.cache_unusable(exc)
+        obj, command = _cached_object(job, cxx, digest)
+    output = cache.relocate(Path(job.output))
+    try:
+        cache.atomic_copy(obj, output)
+    except OSError as exc:
+        where = "the compiler cache" if output.is_relative_to(cache.cache_dir()) else "the build directory"
+        raise ToolchainError(
+            f"cannot write {output}: {exc.strerror or exc}; free space in {where} or make it writable "
+            "(TILESCOPE_BUILD_DIR / TILESCOPE_CACHE_DIR choose where they are)"
+        ) from exc
+    _count("compiles" if command else "cache_hits")
+    if not command:
+        logger.debug("cache hit for %s: %s", job.source, obj)
+    return BuildResult(job, digest, not command, command, time.perf_counter() - started)
+
+
+def _cached_object(job: BuildJob, cxx: str, digest: str) -> tuple[Path, list[str]]:
+    """The cached object for ``digest``, compiled into the cache if missing; the g++ argv ([] on a hit).
+
+    Raises:
+        OSError: the cache cannot be written (g++ running out of space included).
+    """
     obj = cache.object_path(digest)
     if obj.is_file():
-        cache.atomic_copy(obj, Path(job.output))
-        _count("cache_hits")
-        logger.debug("cache hit for %s: %s", job.source, obj)
-        return BuildResult(job, digest, True, [], time.perf_counter() - started)
-
+        return obj, []
     tmp = cache.temp_path_beside(obj)
     command = compile_command(cxx, job, tmp)
     logger.debug("compiling %s: %s", job.source, shlex.join(command))
     try:
         proc = subprocess.run(command, capture_output=True, text=True)
         if proc.returncode != 0:
+            if "No space left on device" in proc.stderr:
+                raise OSError(errno.ENOSPC, "No space left on device (g++ writing into the cache)", str(tmp))
             reproduce = compile_command(cxx, job, Path(job.output))
             raise _compile_error(job, proc.stderr or proc.stdout, reproduce)
         if proc.stderr.strip():
@@ -285,9 +311,7 @@ def _build_one(job: BuildJob, cxx: str, headers: str) -> BuildResult:
         os.replace(tmp, obj)
     finally:
         tmp.unlink(missing_ok=True)
-    cache.atomic_copy(obj, Path(job.output))
-    _count("compiles")
-    return BuildResult(job, digest, False, command, time.perf_counter() - started)
+    return obj, command
 
 
 def _compile_error(job: BuildJob, stderr: str, reproduce: list[str]) -> CompileError:
@@ -371,7 +395,7 @@ def check() -> list[tuple[str, bool, str]]:
     else:
         results.append(_check_cxx17(cxx))
 
-    root = cache.cache_dir()
+    root = cache.configured_cache_dir()  # the one asked for, not a temporary stand-in
     try:
         root.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor.", delete=True) as f:

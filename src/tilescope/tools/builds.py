@@ -50,7 +50,7 @@ class BuildEntry:
     built: _dt.datetime
     size: int  # bytes
     has_data: bool
-    last_run: dict[str, Any] | None  # last_run.json, None if the harness never ran it
+    last_run: dict[str, Any] | None  # last_run.json, None if the harness never ran it (no "passed": corrupt)
     in_use: bool
 
     def last_text(self) -> str:
@@ -58,7 +58,9 @@ class BuildEntry:
         run = self.last_run
         if not run:
             return "-"
-        verdict = "passed" if run.get("passed") else "failed"
+        if not isinstance(run.get("passed"), bool):
+            return f"unknown ({LAST_RUN} is not one the harness wrote)"
+        verdict = "passed" if run["passed"] else "failed"
         return f"{verdict} ({run.get('platform', '?')}, {str(run.get('time', '?')).replace('T', ' ')})"
 
 
@@ -84,11 +86,14 @@ def _size(path: Path) -> int:
 
 
 def _last_run(path: Path) -> dict[str, Any] | None:
+    """``last_run.json``; None when there is none, a dict without ``passed`` when it is corrupt."""
+    if not (path / LAST_RUN).exists():
+        return None
     try:
         data = json.loads((path / LAST_RUN).read_text())
     except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        return {"unreadable": True}
+    return data if isinstance(data, dict) else {"unreadable": True}
 
 
 def list_builds(base: str | os.PathLike | None = None) -> Listing:

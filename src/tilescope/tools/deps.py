@@ -25,6 +25,10 @@ class DepsError(TilescopeError):
 # -- reading and summarising -------------------------------------------------------------------
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def find_deps_json(path: str | os.PathLike) -> Path:
     """``deps.json`` given a build directory, its ``dfx_outputs`` or the file itself."""
     p = Path(path)
@@ -50,19 +54,28 @@ def load_deps(path: str | os.PathLike) -> dict[str, Any]:
         raise DepsError(
             f"{file} is not a readable deps.json ({type(e).__name__}: {e}); run again to rewrite it"
         ) from None
-    ok = (
-        isinstance(data, dict)
-        and isinstance(data.get("tasks"), list)
-        and isinstance(data.get("edges"), list)
-        and all(
-            isinstance(e, dict) and isinstance(e.get("pred"), int) and isinstance(e.get("succ"), int)
-            for e in data["edges"]
-        )
-    )
-    if not ok:
+    if not (
+        isinstance(data, dict) and isinstance(data.get("tasks"), list) and isinstance(data.get("edges"), list)
+    ):
         raise DepsError(
             f"{file} is not a tilescope deps.json (no tasks/edges lists); run again to rewrite it"
         )
+    bad_task = next((t for t in data["tasks"] if not (isinstance(t, dict) and _is_int(t.get("id")))), None)
+    bad_edge = next(
+        (
+            e
+            for e in data["edges"]
+            if not (isinstance(e, dict) and _is_int(e.get("pred")) and _is_int(e.get("succ")))
+        ),
+        None,
+    )
+    if bad_task is not None or bad_edge is not None:
+        what = (
+            f"a task {json.dumps(bad_task)[:60]} without an integer 'id'"
+            if bad_task is not None
+            else f"an edge {json.dumps(bad_edge)[:60]} without integer 'pred' and 'succ'"
+        )
+        raise DepsError(f"{file} is not a tilescope deps.json: it holds {what}; run again to rewrite it")
     data["_path"] = str(file)
     return data
 

@@ -3,7 +3,8 @@ payloads. The viewer (``tilescope dump``) is built on this; see ``dump_viewer``.
 
 Invariants:
 - ``load_dump`` raises ``DumpError`` only when nothing can be listed: no manifest, not JSON, not
-  a version 1 tensor dump, or no ``records`` list. Everything else wrong is kept and reported:
+  a version 1 tensor dump, no ``records`` list, or a ``bin_file`` outside the dump's directory
+  (``paths.confined``: payloads are never read from anywhere else). Everything else wrong is kept and reported:
   a record that cannot be decoded carries its ``problems``; a problem with the dump as a whole
   is in ``Dump.problems``. Every other record still decodes.
 - A record's ``index`` is its position in ``records``.
@@ -22,12 +23,12 @@ from typing import Any
 
 import torch
 
-from tilescope.build.paths import DFX_DIR, build_base
+from tilescope.build.paths import DFX_DIR, build_base, confined
 from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
 from tilescope.build.paths import TENSOR_DUMP_DIR as DUMP_DIR
 from tilescope.build.paths import TENSOR_DUMP_JSON as MANIFEST
 from tilescope.debug.tensor_dump import FORMAT, VERSION
-from tilescope.errors import TilescopeError
+from tilescope.errors import BuildFileError, TilescopeError
 
 MAX_NDIM = 4
 
@@ -336,7 +337,8 @@ def load_dump(path: str | os.PathLike | None = None) -> Dump:
     ``./build_output``).
 
     Raises:
-        DumpError: no manifest, not JSON, not a version 1 tilescope tensor dump, or no records.
+        DumpError: no manifest, not JSON, not a version 1 tilescope tensor dump, no records, or a
+            ``bin_file`` that is not a file in the dump's directory.
     """
     manifest = find_manifest(path)
     try:
@@ -368,8 +370,17 @@ def load_dump(path: str | os.PathLike | None = None) -> Dump:
     if missing:
         problems.append(f"manifest lacks field(s) {', '.join(missing)}; shown as unknown")
     level = data.get("level") if _int(data.get("level")) else None
-    bin_name = str(data.get("bin_file") or BIN_FILE)
-    bin_path = manifest.parent / bin_name
+    bin_name = data.get("bin_file") or BIN_FILE
+    try:
+        bin_path = confined(
+            manifest.parent,
+            bin_name,
+            f"{manifest}'s bin_file",
+            "re-run with --dump-tensor to write a new dump",
+        )
+    except BuildFileError as e:
+        raise DumpError(str(e)) from None
+    bin_name = str(bin_name)
     bin_actual = bin_path.stat().st_size if bin_path.is_file() else None
     declared = data.get("bin_size") if _int(data.get("bin_size")) else None
     if bin_actual is None and (declared or 0) > 0:

@@ -6,7 +6,8 @@ contiguous, row-major over its ``shape``, little endian). See docs/dump.md.
 
 Invariants:
 - ``load_dump`` raises ``DumpError`` only when nothing can be listed: no manifest, not JSON, not
-  a version 1 tensor dump, or no ``records`` list. Everything else wrong is kept and reported:
+  a version 1 tensor dump, no ``records`` list, or a ``bin_file`` outside the dump's directory.
+  Everything else wrong is kept and reported:
   a record that cannot be decoded (a bad dtype/shape, a payload past the end of the .bin, a size
   that does not match its shape) carries its ``problems`` and is listed flagged ``BAD``; a
   problem with the dump as a whole (a missing manifest field, a .bin whose size differs from the
@@ -14,7 +15,8 @@ Invariants:
 - A record's ``index`` is its position in ``records`` (the manifest's ``index`` is checked
   against it); ``-i N`` and ``--diff A B`` use it.
 - Nothing here writes into the dump except ``--export``, which writes only under its output
-  directory (default ``<tensor_dump>/txt/``).
+  directory (default ``<tensor_dump>/txt/``) and never replaces a file there unless ``--force``
+  is given (nor ever a file given as the output directory).
 """
 
 from __future__ import annotations
@@ -313,11 +315,34 @@ def record_text(d: Dump, r: Record, limit: int | None = None) -> tuple[str, torc
 
 
 def export(
-    d: Dump, records: Sequence[Record], out_dir: str | os.PathLike | None = None, limit: int | None = None
+    d: Dump,
+    records: Sequence[Record],
+    out_dir: str | os.PathLike | None = None,
+    limit: int | None = None,
+    force: bool = False,
 ) -> list[Path]:
-    """Write each record as ``<stem>.txt`` and (when it decodes) ``<stem>.pt``; return the paths."""
+    """Write each record as ``<stem>.txt`` and (when it decodes) ``<stem>.pt``; return the paths.
+
+    Raises:
+        DumpError: ``out_dir`` is not a directory, or (without ``force``) a file of this export
+            already exists in it; nothing is written then.
+    """
     out = Path(out_dir) if out_dir else d.dir / "txt"
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise DumpError(f"--export {out}: a file, not a directory; name a directory (created if missing)")
+    names = [f"{export_name(r)}{ext}" for r in records for ext in (".txt", ".pt")]
+    taken = [out / n for n in names if (out / n).exists()]
+    if taken and (not force or any(p.is_dir() for p in taken)):
+        more = f" and {len(taken) - 3} more" if len(taken) > 3 else ""
+        fix = "move them away" if force else "pass --force to replace them, or --export ANOTHER_DIR"
+        raise DumpError(
+            f"{len(taken)} file(s) of this export already exist in {out}: "
+            f"{', '.join(p.name for p in taken[:3])}{more}; nothing was written: {fix}"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DumpError(f"--export {out}: cannot create it ({e.strerror}); name another directory") from None
     paths = []
     for r in records:
         text, t = record_text(d, r, limit)
@@ -453,6 +478,11 @@ def add_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="write the chosen records as text and .pt (default OUT_DIR: <tensor_dump>/txt/)",
     )
     p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --export: replace export files already in OUT_DIR (by default that is refused)",
+    )
+    p.add_argument(
         "--limit", type=int, help="element lines per exported record / differences shown by --diff"
     )
     p.add_argument(
@@ -470,6 +500,8 @@ def run_cli(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 0:
         return fail(f"--limit {args.limit}: expected a count >= 0")
+    if args.force and args.export is None:
+        return fail("--force only applies to --export (it replaces files an earlier export wrote)")
     names = ("task", "kernel", "stage", "role", "arg", "index")
     filters = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     try:
@@ -498,7 +530,10 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.export is None:
         print(format_listing(d, records, text))
         return 0
-    paths = export(d, records, args.export or None, args.limit)
+    try:
+        paths = export(d, records, args.export or None, args.limit, force=args.force)
+    except DumpError as e:
+        return fail(str(e))
     print("\n".join(_header(d)))
     for p in paths:
         print(f"wrote {p}")
