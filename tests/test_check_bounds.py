@@ -71,8 +71,14 @@ def failure_line(task: int, kernel: str, message: str) -> str:
     return rf"task {task}( '{kernel}')? \(kernel {kernel}\) on worker \d+: " + re.escape(message)
 
 
-def test_unchecked_build_has_no_checks():
+def test_builds_are_checked_by_default():
     prog = gather.compile()
+    assert prog.config["RUNTIME_CONFIG"]["check_bounds"] is True
+    assert "#include <tilescope/check.hpp>" in kernel_source(prog, "take_rows")
+
+
+def test_unchecked_build_has_no_checks():
+    prog = gather.compile(check_bounds=False)
     src = kernel_source(prog, "take_rows")
     assert "store(y, {0, 0}, load<8, 128>(x, {row, 0}));" in src
     assert "check" not in re.sub(r"//.*", "", src)  # comments name this file

@@ -30,7 +30,8 @@ MARKER = re.compile(r"@ (\S+:\d+)\s*$")
 
 
 def _compile(base: Path) -> CompiledProgram:
-    return rms_norm.build(ROWS, COLS, BLOCK, 128).compile(build_dir=str(base))
+    # unchecked: the tests edit the kernel's plain store into a wild write
+    return rms_norm.build(ROWS, COLS, BLOCK, 128).compile(build_dir=str(base), check_bounds=False)
 
 
 def _inputs(seed: int = 0):

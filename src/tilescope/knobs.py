@@ -164,12 +164,13 @@ COMPILE_KNOBS: dict[str, Knob] = {
         Knob("verify", True, "run the IR verifier after every pass", _is_bool, "a bool"),
         Knob(
             "check_bounds",
-            False,
-            "checked build: every tile load/store and dynamic index checks its bounds at run time and "
-            "reports the kernel, op, DSL line, index, shape and task on a violation",
+            True,
+            "checked build (the default): every tile load/store and dynamic index checks its bounds at "
+            "run time and reports the kernel, op, DSL line, index, shape and task on a violation; "
+            "False (--no-check-bounds) leaves the checks out",
             _is_bool,
             "a bool",
-            flag=Flag(("--check-bounds",), "compile", {"action": "store_true"}),
+            flag=Flag(("--check-bounds",), "compile", {"action": "BooleanOptionalAction"}),
         ),
     )
 }
