@@ -199,3 +199,30 @@ def test_concurrent_runs_of_one_build_write_their_outputs_one_run_at_a_time(tmp_
                     for name, v in by_thread.items() for i in range(0, len(v), 2))  # fmt: skip
     for (_, end, first), (start, _, second) in zip(blocks, blocks[1:]):
         assert end <= start, f"{first} and {second} wrote dfx_outputs at the same time"
+
+
+BIG = 1024
+
+
+@ts.kernel
+def big_tile(x: ts.Tensor[[BIG, BIG], ts.f32], y: ts.Out[[BIG, BIG], ts.f32]):
+    t = ts.load(x, [0, 0], [BIG, BIG])  # 4 MiB, with temporaries past the 8 MiB default stack
+    ts.store(y, [0, 0], ts.exp(t) * t + t)
+
+
+@ts.jit(local_memory_bytes=16 << 20)
+def big_tiles(x: ts.Tensor[[BIG, BIG], ts.f32], y: ts.Out[[BIG, BIG], ts.f32]):
+    big_tile(x, y)
+
+
+def test_tiles_as_large_as_the_local_memory_allows_run_on_workers_sized_for_them():
+    from tilescope.runtime.graph import worker_stack_mib
+
+    assert worker_stack_mib(256 << 10) == 0 and worker_stack_mib(16 << 20) == 36
+    x = torch.randn(BIG, BIG)
+    small = torch.zeros(vector_dag.R, vector_dag.C)
+    vector_dag.vector_dag(torch.ones_like(small), torch.ones_like(small), small, num_workers=2)  # default stacks
+    for _ in range(2):  # the pooled workers are restarted with larger stacks, then reused
+        y = torch.zeros(BIG, BIG)
+        big_tiles(x, y, num_workers=2)
+        torch.testing.assert_close(y, torch.exp(x) * x + x)

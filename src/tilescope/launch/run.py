@@ -34,7 +34,14 @@ from tilescope.debug.failures import Failure
 from tilescope.debug.observers import finish_all, observers_for, recording_of
 from tilescope.errors import RuntimeFailure
 from tilescope.ir.types import Direction
-from tilescope.runtime.graph import RunChecks, run_graph, scalar_arg, single_task_orchestration, tensor_arg
+from tilescope.runtime.graph import (
+    RunChecks,
+    run_graph,
+    scalar_arg,
+    single_task_orchestration,
+    tensor_arg,
+    worker_stack_mib,
+)
 from tilescope.runtime.library import load_entry
 
 log = logging.getLogger("tilescope")
@@ -137,6 +144,7 @@ def launch(
         print_intermediates=recording.print_intermediates,
         kernel_filter=kernel_filter(target, opts),
         crash_report_path=str(crash_report) if crash_report is not None else None,
+        worker_stack_mib=worker_stack_mib(int(build.runtime_config.get("local_memory_bytes", 0))),
     )
     cargs = [
         scalar_arg(a, spec.dtype) if spec.direction is Direction.SCALAR else tensor_arg(a, spec.direction)

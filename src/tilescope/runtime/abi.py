@@ -105,7 +105,7 @@ class TsRunConfig(ctypes.Structure):
         ("serial", ctypes.c_int32),
         ("nan_check", ctypes.c_int32),
         ("print_intermediates", ctypes.c_int32),
-        ("reserved", ctypes.c_int32),
+        ("worker_stack_mib", ctypes.c_int32),
         ("kernel_filter", ctypes.c_void_p),
         ("crash_report_path", ctypes.c_char_p),
     ]

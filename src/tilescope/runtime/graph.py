@@ -185,7 +185,7 @@ class Runtime:
             int(checks.serial),
             int(checks.nan_check),
             checks.print_intermediates,
-            0,
+            checks.worker_stack_mib,
             ctypes.cast(filt, ctypes.c_void_p) if filt is not None else None,
             os.fsencode(checks.crash_report_path) if checks.crash_report_path else None,
         )
@@ -320,7 +320,8 @@ class RunChecks:
     """What a run watches for (see ``ts_run_config``): a per-task time budget (0: none), a
     serial schedule (needs a 1-worker runtime), NaN/Inf checks, the print_intermediates level (the
     core prints a stderr line per task start and finish at 3), a per-kernel filter (one flag per
-    func_id) for those lines and dump levels 2/3, and where a crashing kernel writes its report."""
+    func_id) for those lines and dump levels 2/3, where a crashing kernel writes its report, and
+    the workers' stack size."""
 
     task_timeout_s: float = 0.0
     serial: bool = False
@@ -328,6 +329,15 @@ class RunChecks:
     print_intermediates: int = 0
     kernel_filter: tuple[bool, ...] | None = None
     crash_report_path: str | None = None
+    worker_stack_mib: int = 0  # > 0: workers' stacks hold at least this (see worker_stack_mib)
+
+
+def worker_stack_mib(local_memory_bytes: int) -> int:
+    """The worker stack (MiB) a build with this much local memory needs, 0 when the default
+    8 MiB thread stack is enough: a kernel's tiles live on its worker's stack, and the compiled
+    code may keep a statement's temporaries apart, so twice the local memory plus 4 MiB."""
+    need = 2 * max(local_memory_bytes, 0) + (4 << 20)
+    return 0 if need <= 8 << 20 else -(-need // (1 << 20))
 
 
 def single_task_orchestration() -> int:

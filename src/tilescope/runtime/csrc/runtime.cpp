@@ -1,5 +1,6 @@
 #include "runtime.hpp"
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -29,7 +30,7 @@ void Runtime::run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_
                   std::vector<std::string> kernel_names, const ts_arg *args, int32_t nargs,
                   ts_run_result &result) {
     std::lock_guard<std::mutex> lock(run_mu_);
-    scheduler_.start_workers();
+    scheduler_.start_workers(static_cast<int64_t>(std::max(config.worker_stack_mib, 0)) << 20);
     const RunInFlight in_flight;
     Run run(config, orch, kernels, std::move(kernel_names), args, nargs, scheduler_);
     run.execute(result);

@@ -5,6 +5,8 @@
 #include <string>
 #include <system_error>
 
+#include <pthread.h>
+
 namespace ts::rt {
 
 namespace {
@@ -33,10 +35,46 @@ Scheduler::Scheduler(int32_t num_workers)
 
 Scheduler::~Scheduler() { stop_workers(); }
 
-void Scheduler::start_workers() {
+namespace {
+
+// While it lives, threads created without attributes (std::thread) get stacks of `bytes` (0: as
+// they were). NOTE: process-wide, so a thread another library starts meanwhile gets the larger
+// stack too: harmless, it is only reserved address space.
+class DefaultStack {
+public:
+    explicit DefaultStack(int64_t bytes) {
+        if (bytes <= 0 || pthread_getattr_default_np(&old_) != 0) return;
+        pthread_attr_t attr;
+        if (pthread_getattr_default_np(&attr) != 0) return;
+        set_ = pthread_attr_setstacksize(&attr, static_cast<size_t>(bytes)) == 0 &&
+               pthread_setattr_default_np(&attr) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    ~DefaultStack() {
+        if (set_) pthread_setattr_default_np(&old_);
+    }
+    DefaultStack(const DefaultStack &) = delete;
+    DefaultStack &operator=(const DefaultStack &) = delete;
+
+private:
+    pthread_attr_t old_{};
+    bool set_ = false;
+};
+
+std::mutex default_stack_mu;  // one DefaultStack at a time (several runtimes start workers at once)
+
+}  // namespace
+
+void Scheduler::start_workers(int64_t stack_bytes) {
+    if (stack_bytes > stack_bytes_) {
+        if (!workers_.empty()) stop_workers();  // restarted with the larger stacks below
+        stack_bytes_ = stack_bytes;
+    }
     try {
         if (!watchdog_.joinable()) watchdog_ = std::thread(&Scheduler::watchdog_main, this);
         workers_.reserve(static_cast<size_t>(num_workers_));
+        std::lock_guard<std::mutex> lock(default_stack_mu);
+        const DefaultStack stacks(workers_.size() < static_cast<size_t>(num_workers_) ? stack_bytes_ : 0);
         while (static_cast<int32_t>(workers_.size()) < num_workers_) {
             const int32_t index = static_cast<int32_t>(workers_.size());
             workers_.emplace_back(&Scheduler::worker_main, this, index);

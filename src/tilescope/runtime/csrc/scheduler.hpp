@@ -6,6 +6,8 @@
 //    start_workers() until the scheduler is destroyed (which wakes and joins them). A start
 //    that cannot create every thread joins the ones it made and throws: no thread is left
 //    behind, and a later start_workers() tries again from none.
+//  - Workers have stacks of at least the size the last start_workers() asked for (a kernel's
+//    tiles live on its worker's stack); asking for more than they have restarts them first.
 //  - Runs are sequential: begin() ... finish(). finish() returns once every task submitted in
 //    the run has completed and the run has ended: exactly one party (the worker completing the
 //    last task, or finish() if they all completed before it) ends it, by one atomic countdown.
@@ -89,9 +91,10 @@ public:
 
     int32_t num_workers() const { return num_workers_; }
 
-    // Start the workers that are not running yet (all of them the first time). Throws
-    // std::system_error if a thread cannot be started; those already started stay parked.
-    void start_workers();
+    // Start the workers that are not running yet (all of them the first time), with stacks of at
+    // least `stack_bytes` (0: the default; more than the running workers have restarts them).
+    // Throws WorkerStartError if a thread cannot be started, after joining those it started.
+    void start_workers(int64_t stack_bytes = 0);
 
     // Before the first seal of a run: the workers' view of the run (no run may be in progress).
     void begin(const RunContext &context);
@@ -135,6 +138,7 @@ private:
 
     const int32_t num_workers_;
     const int32_t max_spinners_;
+    int64_t stack_bytes_ = 0;  // the workers' stack size (0: the default thread stack)
     std::vector<std::thread> workers_;
     std::unique_ptr<WorkerState[]> states_;
     ThreadSlot orch_slot_;

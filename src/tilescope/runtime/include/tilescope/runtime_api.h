@@ -47,7 +47,9 @@ typedef struct ts_run_config {
     int32_t nan_check;        /* nonzero: scan every task's outputs for NaN/Inf (ts_nan_record) */
     int32_t print_intermediates; /* the knob's level; 3: a line on stderr as each task starts and
                                     finishes. Levels 1 and 2 need only a level-2 dump (dump_level) */
-    int32_t reserved;
+    int32_t worker_stack_mib; /* > 0: each worker's stack holds at least this many MiB (a kernel's
+                                 tiles live on its worker's stack); workers with smaller stacks are
+                                 restarted first. 0: the default thread stack */
     const uint8_t *kernel_filter; /* NULL: every kernel; else one flag per func_id: the lines of
                                      print_intermediates 3 and dump levels 2 and 3 cover the
                                      flagged kernels' tasks only */
