@@ -226,3 +226,97 @@ def test_tiles_as_large_as_the_local_memory_allows_run_on_workers_sized_for_them
         y = torch.zeros(BIG, BIG)
         big_tiles(x, y, num_workers=2)
         torch.testing.assert_close(y, torch.exp(x) * x + x)
+
+
+INTERRUPT_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import torch
+    import tilescope as ts
+    from tilescope.errors import RunInterrupted
+    from tilescope.runtime import library
+
+    @ts.kernel
+    def spin(x: ts.Tensor[[8, 16], ts.f32], y: ts.Out[[8, 16], ts.f32]):
+        t = ts.load(x, [0, 0], [8, 16])
+        for i in ts.range(0, 1 << 40):
+            t = t * 1.0000001
+        ts.store(y, [0, 0], t)
+
+    @ts.kernel
+    def copy(x: ts.Tensor[[8, 16], ts.f32], y: ts.Out[[8, 16], ts.f32]):
+        ts.store(y, [0, 0], ts.load(x, [0, 0], [8, 16]))
+
+    @ts.jit
+    def spins(x: ts.Tensor[[8, 16], ts.f32], y: ts.Out[[8, 16], ts.f32]):
+        spin(x, y)
+        copy(x, y)
+
+    @ts.jit
+    def copies(x: ts.Tensor[[8, 16], ts.f32], y: ts.Out[[8, 16], ts.f32]):
+        copy(x, y)
+
+    library.load_core()
+    prog, again = spins.compile(), copies.compile()
+    if len(sys.argv) > 1:  # the orchestration spins instead (its code is not stopped by Ctrl-C)
+        src = prog.work_dir / "orchestration" / "spins.cpp"
+        text = src.read_text()
+        src.write_text(text.replace("    return orch.status();", "    for (volatile long i = 0;; i = i + 1) {} return orch.status();", 1))
+        prog = ts.CompiledProgram.from_dir(prog.work_dir)
+    x, y = torch.randn(8, 16), torch.zeros(8, 16)
+    print("running", flush=True)
+    t0 = time.perf_counter()
+    try:
+        prog.run(x, y, task_timeout_s=0, enable_trace=True, num_workers=2)
+        print("returned", flush=True)
+    except RunInterrupted as e:
+        f = e.failure
+        print(f"interrupted in {time.perf_counter() - t0:.1f}s: {f.kind} {f.task_id} {f.kernel}", flush=True)
+    z = torch.zeros(8, 16)
+    again.run(x, z, num_workers=2)
+    print("usable:", torch.equal(z, x), flush=True)
+    """
+)
+
+
+def _interrupted(tmp_path, signals: int, *argv: str) -> tuple[subprocess.CompletedProcess, float]:
+    import signal
+    import time
+
+    script = tmp_path / "spins.py"
+    script.write_text(INTERRUPT_SCRIPT)
+    env = dict(os.environ, TILESCOPE_BUILD_DIR=str(tmp_path / "builds"))
+    proc = subprocess.Popen(
+        [sys.executable, "-u", str(script), *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline() == "running\n"
+    time.sleep(1.0)  # inside the spinning kernel
+    t0 = time.perf_counter()
+    for _ in range(signals):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.perf_counter() - t0
+
+
+def test_ctrl_c_stops_a_spinning_run_with_a_report_and_leaves_the_build_usable(tmp_path):
+    done, _ = _interrupted(tmp_path, 1)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("interrupted in ") and lines[0].endswith("s: interrupted 0 spin"), done.stdout
+    assert float(lines[0].split()[2][:-2]) < 2.0  # stopped within a second or so, not at the end
+    assert lines[1] == "usable: True"
+    assert "[tilescope] interrupt: stopping the run (Ctrl-C again exits at once)" in done.stderr
+    assert (
+        "[INTERRUPTED] Ctrl-C (SIGINT): stopped task 0 (kernel spin) on worker " in done.stderr
+        and "; the tasks not yet run were skipped" in done.stderr
+    ), done.stderr
+    assert "dfx_outputs/trace.json" in done.stderr  # what was recorded is written
+
+
+def test_a_second_ctrl_c_exits_at_once(tmp_path):
+    # the orchestration spins in its own code, which Ctrl-C does not stop: the second one exits
+    done, took = _interrupted(tmp_path, 2, "spin-orchestration")
+    assert done.returncode == 130, (done.returncode, done.stderr[-3000:])
+    assert "[tilescope] second interrupt: exiting now (status 130)" in done.stderr
+    assert "usable" not in done.stdout and took < 10

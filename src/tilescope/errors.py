@@ -78,6 +78,11 @@ class ToolchainError(TilescopeError):
     """The C++ toolchain is missing or failed."""
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C (SIGINT): a KeyboardInterrupt, so the program stops as it would;
+    ``exc.failure`` names the tasks that were running (their report was printed)."""
+
+
 class RuntimeFailure(TilescopeError):
     """The task-graph runtime reported a failure while running a program."""
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import ctypes
 import logging
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from tilescope.build.manifest import Build
 from tilescope.debug.diagnose import failure_from_report
 from tilescope.debug.failures import Failure
 from tilescope.debug.observers import finish_all, observers_for, recording_of
-from tilescope.errors import RuntimeFailure
+from tilescope.errors import RunInterrupted, RuntimeFailure
 from tilescope.ir.types import Direction
 from tilescope.runtime.graph import (
     RunChecks,
@@ -173,6 +174,11 @@ def launch(
         # logging it as an error too printed every failure twice.
         log.log(level_number("v3"), "[runtime] %s failed: %s", target.name, failure.message)
         finish_all(observers, target, report, failed=True)  # what was recorded up to the failure
+        if failure.kind == "interrupted":  # Ctrl-C: the report, then stop as Python would
+            print("[INTERRUPTED] " + failure.render().removeprefix("[interrupted] "), file=sys.stderr, flush=True)
+            stop = RunInterrupted(failure.message)
+            stop.failure = failure  # type: ignore[attr-defined]
+            raise stop from None
         err = RuntimeFailure(failure.render())
         err.failure = failure  # type: ignore[attr-defined]
         err.report = report  # type: ignore[attr-defined]

@@ -20,7 +20,7 @@ DUMP_ROLES = ("input", "output", "inout", "scalar")  # by ts_dir
 DUMP_TRUNCATED, DUMP_OVERWRITTEN = 1, 2  # ts_dump_record flags
 SAVED_PARTIAL = 4  # ts_dump_record flag of saved task inputs (TS_SAVED_PARTIAL)
 MAX_FRAMES = 32  # TS_MAX_FRAMES
-FAILURE_KINDS = ("none", "error", "deadlock", "timeout", "kernel_error")  # ts_failure_kind
+FAILURE_KINDS = ("none", "error", "deadlock", "timeout", "kernel_error", "interrupted")  # ts_failure_kind
 
 
 DIRECTION_CODES = {Direction.IN: 0, Direction.OUT: 1, Direction.INOUT: 2, Direction.SCALAR: 3}  # ts_dir

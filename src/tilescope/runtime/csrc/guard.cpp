@@ -27,6 +27,11 @@ constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 struct sigaction previous_actions[sizeof(kFatalSignals) / sizeof(kFatalSignals[0])];
 std::once_flag install_once;
 std::atomic<int> runs_in_flight{0};
+std::mutex in_flight_mu;           // guards the SIGINT handler's installation
+struct sigaction previous_sigint;  // the handler before the first run in flight
+bool sigint_installed = false;
+std::atomic<int> sigints{0};       // SIGINTs since the first run in flight began
+
 
 int interrupt_signal() { return SIGRTMIN + 3; }
 
@@ -221,6 +226,18 @@ void on_interrupt(int, siginfo_t *, void *uc) {
     siglongjmp(s->jump, 1);
 }
 
+// SIGINT while a run is in flight (see the header's invariants).
+void on_sigint(int) {
+    if (sigints.fetch_add(1, std::memory_order_acq_rel) >= 1) {
+        Out err(2);
+        err.str("\n[tilescope] second interrupt: exiting now (status 130)\n");
+        err.flush();
+        ::_exit(130);
+    }
+    Out err(2);
+    err.str("\n[tilescope] interrupt: stopping the run (Ctrl-C again exits at once)\n");
+}
+
 // atexit: exit() while a run is in flight (see the header's invariants).
 void on_exit_in_run() {
     if (runs_in_flight.load(std::memory_order_acquire) == 0) return;
@@ -347,8 +364,30 @@ void install_guards() {
     });
 }
 
-RunInFlight::RunInFlight() { runs_in_flight.fetch_add(1, std::memory_order_acq_rel); }
-RunInFlight::~RunInFlight() { runs_in_flight.fetch_sub(1, std::memory_order_acq_rel); }
+bool interrupt_pending() { return sigints.load(std::memory_order_acquire) > 0; }
+
+RunInFlight::RunInFlight() {
+    std::lock_guard<std::mutex> lock(in_flight_mu);
+    if (runs_in_flight.fetch_add(1, std::memory_order_acq_rel) == 0) {
+        sigints.store(0, std::memory_order_release);
+        struct sigaction current {};
+        if (sigaction(SIGINT, nullptr, &current) == 0 && current.sa_handler != SIG_IGN) {
+            struct sigaction sa {};
+            sa.sa_handler = &on_sigint;
+            sa.sa_flags = SA_RESTART;
+            sigemptyset(&sa.sa_mask);
+            sigint_installed = sigaction(SIGINT, &sa, &previous_sigint) == 0;
+        }
+    }
+}
+
+RunInFlight::~RunInFlight() {
+    std::lock_guard<std::mutex> lock(in_flight_mu);
+    if (runs_in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1 && sigint_installed) {
+        sigaction(SIGINT, &previous_sigint, nullptr);
+        sigint_installed = false;
+    }
+}
 
 bool request_stop(ThreadSlot &slot, uint64_t seq) {
     slot.stop_seq.store(seq, std::memory_order_relaxed);

@@ -11,6 +11,10 @@
 //    late signal never stops the next kernel.
 //  - The fatal-signal handler only reads the slot and writes with write(2); afterwards it hands
 //    the signal to the handler that was installed before ours (or the default action).
+//  - While a run is in flight (a RunInFlight exists), the core handles SIGINT (unless it was
+//    ignored): the first one only marks an interrupt pending (interrupt_pending()), which the run
+//    turns into a TS_FAILURE_INTERRUPTED failure; a second one exits the process at once (status
+//    130). The previous handler is restored when the last run in flight ends.
 //  - While a run is in flight (a RunInFlight exists), exit() from any thread — a kernel's
 //    exit(0) included — is reported on stderr, naming the task that called it, and the process
 //    exits with status 1: a run that did not finish never ends in a passing exit status.
@@ -64,7 +68,10 @@ void set_current_slot(ThreadSlot *slot);
 void install_guards();
 void ensure_alt_stack();
 
-// Marks a run in flight for its lifetime (see the invariants: exit() during a run).
+// Whether a SIGINT arrived since the runs now in flight began (see the invariants).
+bool interrupt_pending();
+
+// Marks a run in flight for its lifetime (see the invariants: SIGINT and exit() during a run).
 class RunInFlight {
 public:
     RunInFlight();

@@ -88,6 +88,7 @@ void Run::execute(ts_run_result &result) {
         throw;
     }
     if (!scheduler_.finish(static_cast<int64_t>(tasks_.size()))) report_deadlock();
+    if (interrupt_pending() && !failed_.load()) interrupted({});  // Ctrl-C after the last task
     flush_dump(result);
     fill_result(result);
 }
@@ -181,6 +182,22 @@ bool Run::fail_with(int32_t kind, const Task *t, int32_t worker, const std::stri
     failure_.func_id = t != nullptr ? t->func_id : -1;
     failed_.store(true, std::memory_order_release);
     return true;
+}
+
+void Run::interrupted(const std::vector<std::pair<const Task *, int32_t>> &running) {
+    std::string message = "Ctrl-C (SIGINT): ";
+    if (running.empty()) {
+        message += "no task was running; the tasks not yet run were skipped";
+    } else {
+        message += "stopped ";
+        for (size_t i = 0; i < running.size(); ++i) {
+            if (i) message += ", ";
+            message += describe(*running[i].first) + " on worker " + std::to_string(running[i].second);
+        }
+        message += "; the tasks not yet run were skipped";
+    }
+    fail_with(TS_FAILURE_INTERRUPTED, running.empty() ? nullptr : running.front().first,
+              running.empty() ? -1 : running.front().second, message);
 }
 
 std::string Run::describe(const Task &t) const {

@@ -67,6 +67,7 @@ public:
     void kernel_threw(const Task &t, int32_t worker, const char *what) override;
     void timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) override;
     void stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t nframes) override;
+    void interrupted(const std::vector<std::pair<const Task *, int32_t>> &running) override;
 
 private:
     class OrchestrationCall;  // pauses the orchestration's watchdog arming inside a callback

@@ -147,8 +147,13 @@ bool Scheduler::finish(int64_t submitted) {
     } else {
         std::unique_lock<std::mutex> lock(done_mu_);
         // NOTE: the poll is only for deadlocks; a run that ends wakes this wait at once.
+        bool interrupted = false;
         while (!done_cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return ended_; })) {
             lock.unlock();
+            if (interrupt_pending()) {  // Ctrl-C: stop what runs (again at each poll), skip the rest
+                interrupt_running(!interrupted);
+                interrupted = true;
+            }
             const bool stuck = quiescent();
             lock.lock();
             if (stuck && !ended_) {
@@ -162,6 +167,22 @@ bool Scheduler::finish(int64_t submitted) {
         wd_run_ = false;  // from here on the watchdog does not touch this run
     }
     return ended;
+}
+
+void Scheduler::interrupt_running(bool first) {
+    std::vector<std::pair<const Task *, int32_t>> running;
+    std::vector<std::pair<ThreadSlot *, uint64_t>> stop;
+    for (int32_t i = 0; i < num_workers_; ++i) {
+        ThreadSlot &slot = states_[i].slot;
+        const uint64_t seq = slot.seq.load(std::memory_order_acquire);
+        if ((seq & 1) == 0) continue;
+        const Task *t = slot.task;
+        if (t == nullptr || slot.seq.load(std::memory_order_acquire) != seq) continue;  // it moved on
+        running.emplace_back(t, i);
+        stop.emplace_back(&slot, seq);
+    }
+    if (first) context_.hooks->interrupted(running);  // the run fails: no task starts any more
+    for (auto &[slot, seq] : stop) request_stop(*slot, seq);
 }
 
 bool Scheduler::quiescent() {

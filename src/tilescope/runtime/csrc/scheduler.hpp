@@ -44,6 +44,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "guard.hpp"
@@ -68,6 +69,9 @@ public:
     virtual void timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) = 0;
     // On the stopped thread, right after it was stopped.
     virtual void stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t nframes) = 0;
+    // finish()'s thread: SIGINT arrived (guard.hpp); `running` are the tasks then running, with
+    // their workers (they are being stopped).
+    virtual void interrupted(const std::vector<std::pair<const Task *, int32_t>> &running) = 0;
 };
 
 // What the workers need from the run in progress; fixed from begin() until finish() returns.
@@ -127,6 +131,8 @@ private:
     void execute(Task &t, int32_t worker);
     void run_kernel(Task &t, int32_t worker);
     bool quiescent();
+    // SIGINT: tell the run which tasks are running (once) and ask each to stop (every call).
+    void interrupt_running(bool first);
     void watchdog_main();
     void watch(std::vector<uint64_t> &last, std::vector<Clock::time_point> &since, std::vector<uint64_t> &fired);
     Task *complete(Task &t);

@@ -63,7 +63,9 @@ typedef enum ts_failure_kind {
     TS_FAILURE_ERROR = 1,        /* an orchestration or submission error: ts_run_error says which */
     TS_FAILURE_DEADLOCK = 2,     /* tasks remain that can never run: ts_run_copy_waits says on what */
     TS_FAILURE_TIMEOUT = 3,      /* a task or the orchestration ran past task_timeout_s and was stopped */
-    TS_FAILURE_KERNEL_ERROR = 4  /* a kernel threw (a checked build's bounds check): ts_run_error */
+    TS_FAILURE_KERNEL_ERROR = 4, /* a kernel threw (a checked build's bounds check): ts_run_error */
+    TS_FAILURE_INTERRUPTED = 5   /* SIGINT (Ctrl-C) during the run: the running tasks were stopped and
+                                    the others not run; ts_run_error names the running ones */
 } ts_failure_kind;
 
 #define TS_MAX_FRAMES 32
