@@ -258,10 +258,17 @@ INTERRUPT_SCRIPT = textwrap.dedent(
 
     library.load_core()
     prog, again = spins.compile(), copies.compile()
-    if len(sys.argv) > 1:  # the orchestration spins instead (its code is not stopped by Ctrl-C)
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "spinning-orchestration":  # the orchestration spins in its own code after submitting
         src = prog.work_dir / "orchestration" / "spins.cpp"
         text = src.read_text()
         src.write_text(text.replace("    return orch.status();", "    for (volatile long i = 0;; i = i + 1) {} return orch.status();", 1))
+        prog = ts.CompiledProgram.from_dir(prog.work_dir)
+    if mode == "unstoppable-kernel":  # the kernel blocks the signal that stops it
+        src = next((prog.work_dir / "kernels").rglob("spin.cpp"))
+        entry = 'extern "C" void kernel_entry(const ts_arg *args) {\\n'
+        block = "    sigset_t s; sigemptyset(&s); sigaddset(&s, SIGRTMIN + 3); pthread_sigmask(SIG_BLOCK, &s, nullptr);\\n"
+        src.write_text("#include <csignal>\\n#include <pthread.h>\\n" + src.read_text().replace(entry, entry + block, 1))
         prog = ts.CompiledProgram.from_dir(prog.work_dir)
     x, y = torch.randn(8, 16), torch.zeros(8, 16)
     print("running", flush=True)
@@ -314,9 +321,16 @@ def test_ctrl_c_stops_a_spinning_run_with_a_report_and_leaves_the_build_usable(t
     assert "dfx_outputs/trace.json" in done.stderr  # what was recorded is written
 
 
+def test_ctrl_c_stops_an_orchestration_spinning_in_its_own_code(tmp_path):
+    done, _ = _interrupted(tmp_path, 1, "spinning-orchestration")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[1] == "usable: True", done.stdout
+    assert "[INTERRUPTED] Ctrl-C (SIGINT): stopped the orchestration (2 task(s) submitted so far)" in done.stderr
+
+
 def test_a_second_ctrl_c_exits_at_once(tmp_path):
-    # the orchestration spins in its own code, which Ctrl-C does not stop: the second one exits
-    done, took = _interrupted(tmp_path, 2, "spin-orchestration")
+    # a kernel that blocks the stop signal cannot be stopped: the second Ctrl-C exits
+    done, took = _interrupted(tmp_path, 2, "unstoppable-kernel")
     assert done.returncode == 130, (done.returncode, done.stderr[-3000:])
     assert "[tilescope] second interrupt: exiting now (status 130)" in done.stderr
     assert "usable" not in done.stdout and took < 10

@@ -227,15 +227,26 @@ void on_interrupt(int, siginfo_t *, void *uc) {
 }
 
 // SIGINT while a run is in flight (see the header's invariants).
-void on_sigint(int) {
+void on_sigint(int, siginfo_t *, void *uc) {
     if (sigints.fetch_add(1, std::memory_order_acq_rel) >= 1) {
         Out err(2);
         err.str("\n[tilescope] second interrupt: exiting now (status 130)\n");
         err.flush();
         ::_exit(130);
     }
-    Out err(2);
-    err.str("\n[tilescope] interrupt: stopping the run (Ctrl-C again exits at once)\n");
+    {
+        Out err(2);
+        err.str("\n[tilescope] interrupt: stopping the run (Ctrl-C again exits at once)\n");
+    }
+    // NOTE: on the orchestration's thread, inside its own code, the orchestration stops here (as
+    // the watchdog stops it); tasks are stopped by finish()'s poll.
+    ThreadSlot *s = tls_slot;
+    if (s == nullptr || !s->armed || s->worker != -1 || s->code_lo == 0) return;
+    const uint64_t pc = context_pc(uc);
+    if (pc < s->code_lo || pc >= s->code_hi) return;
+    s->nframes = capture_frames(pc, s->frames);
+    s->armed = 0;
+    siglongjmp(s->jump, 1);
 }
 
 // atexit: exit() while a run is in flight (see the header's invariants).
@@ -373,8 +384,8 @@ RunInFlight::RunInFlight() {
         struct sigaction current {};
         if (sigaction(SIGINT, nullptr, &current) == 0 && current.sa_handler != SIG_IGN) {
             struct sigaction sa {};
-            sa.sa_handler = &on_sigint;
-            sa.sa_flags = SA_RESTART;
+            sa.sa_sigaction = &on_sigint;
+            sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
             sigemptyset(&sa.sa_mask);
             sigint_installed = sigaction(SIGINT, &sa, &previous_sigint) == 0;
         }

@@ -238,7 +238,15 @@ void Run::stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t
     {
         std::lock_guard<std::mutex> lock(fail_mu_);
         const int64_t id = t != nullptr ? t->id : -1;
-        if (failure_.kind == TS_FAILURE_TIMEOUT && failure_.task_id == id && failure_.nframes == 0) {
+        if (t == nullptr && interrupt_pending() && !failed_.load()) {  // Ctrl-C in the orchestration
+            error_ = "Ctrl-C (SIGINT): stopped the orchestration (" + std::to_string(tasks_.size()) +
+                     " task(s) submitted so far); the tasks not yet run were skipped";
+            failure_.kind = TS_FAILURE_INTERRUPTED;
+            failure_.task_id = failure_.func_id = failure_.worker = -1;
+            failed_.store(true, std::memory_order_release);
+        }
+        const bool stopped_kind = failure_.kind == TS_FAILURE_TIMEOUT || failure_.kind == TS_FAILURE_INTERRUPTED;
+        if (stopped_kind && failure_.task_id == id && failure_.nframes == 0) {
             failure_.nframes = std::min<int32_t>(nframes, TS_MAX_FRAMES);
             std::copy(frames, frames + failure_.nframes, failure_.frames);
         }
