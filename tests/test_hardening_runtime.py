@@ -274,16 +274,31 @@ INTERRUPT_SCRIPT = textwrap.dedent(
     print("running", flush=True)
     t0 = time.perf_counter()
     try:
-        prog.run(x, y, task_timeout_s=0, enable_trace=True, num_workers=2)
+        prog.run(x, y, task_timeout_s=0, enable_trace=True, num_workers=2, isolate=mode == "isolate")
         print("returned", flush=True)
     except RunInterrupted as e:
         f = e.failure
         print(f"interrupted in {time.perf_counter() - t0:.1f}s: {f.kind} {f.task_id} {f.kernel}", flush=True)
+    except KeyboardInterrupt:  # isolated: the caller's own Ctrl-C, the child stopped and reported
+        print(f"interrupted in {time.perf_counter() - t0:.1f}s: KeyboardInterrupt", flush=True)
     z = torch.zeros(8, 16)
     again.run(x, z, num_workers=2)
     print("usable:", torch.equal(z, x), flush=True)
     """
 )
+
+
+def _child_spinning(pid: int) -> bool:
+    """Whether a child of ``pid`` has used more than 4 s of CPU: past its start-up (torch's import
+    alone takes over a second), so the isolated run spins in the kernel."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and int(fields[11]) > 4 * os.sysconf("SC_CLK_TCK"):  # ppid, utime
+            return True
+    return False
 
 
 def _interrupted(tmp_path, signals: int, *argv: str) -> tuple[subprocess.CompletedProcess, float]:
@@ -294,13 +309,22 @@ def _interrupted(tmp_path, signals: int, *argv: str) -> tuple[subprocess.Complet
     script.write_text(INTERRUPT_SCRIPT)
     env = dict(os.environ, TILESCOPE_BUILD_DIR=str(tmp_path / "builds"))
     proc = subprocess.Popen(
-        [sys.executable, "-u", str(script), *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-u", str(script), *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     assert proc.stdout.readline() == "running\n"
     time.sleep(1.0)  # inside the spinning kernel
+    if "isolate" in argv:  # wait for the isolated child to spin in the kernel (its start-up takes a while)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _child_spinning(proc.pid):
+            time.sleep(0.2)
     t0 = time.perf_counter()
     for _ in range(signals):
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
         time.sleep(0.5)
     out, err = proc.communicate(timeout=60)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.perf_counter() - t0
@@ -334,3 +358,13 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
     assert done.returncode == 130, (done.returncode, done.stderr[-3000:])
     assert "[tilescope] second interrupt: exiting now (status 130)" in done.stderr
     assert "usable" not in done.stdout and took < 10
+
+
+def test_ctrl_c_stops_an_isolated_run_and_its_child(tmp_path):
+    done, took = _interrupted(tmp_path, 1, "isolate")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("interrupted in ") and lines[0].endswith("s: KeyboardInterrupt"), done.stdout
+    assert lines[1] == "usable: True" and took < 10, (took, done.stdout)
+    assert "[INTERRUPTED] Ctrl-C (SIGINT): stopped task 0 (kernel spin) on worker " in done.stderr
+    assert "Traceback" not in done.stderr

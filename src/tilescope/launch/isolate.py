@@ -320,7 +320,7 @@ def run_child(
                 return RunInfo(**{k: _decode(v) for k, v in result["info"].items() if k in known})
             failure = Failure.from_json(result["failure"]) if result.get("failure") else None
             cls = getattr(errors, result.get("error_type") or "", None)
-            if not (isinstance(cls, type) and issubclass(cls, TilescopeError)):
+            if not (isinstance(cls, type) and issubclass(cls, TilescopeError | errors.RunInterrupted)):
                 cls = RuntimeFailure
             exc = cls(result.get("error") or "the isolated run failed")
             exc.failure = failure  # type: ignore[attr-defined]
@@ -485,7 +485,7 @@ def _child(request_dir: Path) -> int:
             crash_report=request["crash_report"],
         )
         result.update(ok=True, info={f.name: _encode(getattr(info, f.name)) for f in fields(info)})
-    except TilescopeError as e:
+    except (TilescopeError, errors.RunInterrupted) as e:  # Ctrl-C: its report was printed already
         failure = getattr(e, "failure", None)
         result.update(
             error=str(e), error_type=type(e).__name__, failure=failure.to_json() if failure else None
