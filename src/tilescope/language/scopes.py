@@ -37,6 +37,10 @@ from tilescope.ir.types import (
 )
 from tilescope.language.op_lowering import is_number
 
+_UNDEFINED_HINT = (
+    "a variable first assigned inside a loop or branch exists only there; assign it before the loop to use it after"
+)
+
 
 @dataclass
 class Frame:
@@ -85,13 +89,7 @@ class Scopes:
                 return scope[name]
         if name in self.frame.namespace:
             return self.frame.namespace[name]
-        raise DSLError(f"name {name!r} is not defined here", self.loc(node), self._undefined_hint(name))
-
-    def _undefined_hint(self, name: str) -> str:
-        return (
-            "a variable first assigned inside a loop or branch exists only there; "
-            "assign it before the loop to use it after"
-        )
+        raise DSLError(f"name {name!r} is not defined here", self.loc(node), _UNDEFINED_HINT)
 
     def _binding_scope(self, name: str) -> dict[str, Any] | None:
         for scope in reversed(self.frame.scopes):

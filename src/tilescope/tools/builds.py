@@ -146,11 +146,13 @@ def list_builds(base: str | os.PathLike | None = None) -> Listing:
 
 def human_size(n: int) -> str:
     """``n`` bytes as ``512 B``, ``1.5 KB`` ... up to GB."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KB", "MB", "GB"):
         n /= 1024
-    return f"{n:.1f} GB"  # unreachable
+        if n < 1024 or unit == "GB":
+            break
+    return f"{n:.1f} {unit}"
 
 
 def format_listing(listing: Listing) -> str:
