@@ -13,6 +13,7 @@ of every input and inout region, then ``end``::
     func_id 0
     worker 1
     kernel rms_rows
+    fault_near 2 after 4096          (only when the address is in the guard pages of arg 2's tensor)
     frames 0x7f0012345678 0x7f00123456aa ...
     nargs 4
     arg 0 tensor in 0 2 64 512 ; 512 1 ; 0 131072
@@ -107,6 +108,7 @@ class CrashReport:
     signame: str = ""
     code: int | None = None
     fault_addr: int | None = None
+    fault_near: tuple[int, str, int] | None = None  # (arg, "after" | "before", bytes): in its guard pages
     task_id: int = -1
     func_id: int = -1
     worker: int = -1
@@ -203,6 +205,8 @@ def parse_crash_report(data: bytes) -> CrashReport:
                 rep.code = int(fields[0])
             elif key == "fault_addr":
                 rep.fault_addr = _int(fields[0])
+            elif key == "fault_near":
+                rep.fault_near = (int(fields[0]), fields[1], int(fields[2]))
             elif key == "task":
                 rep.task_id = int(fields[0])
             elif key == "func_id":
@@ -390,14 +394,22 @@ def read_crash_report(
     if rep.signo:
         code = f", code {_code_text(signame, rep.code)}" if rep.code is not None else ""
         details.append(f"signal {signame} ({rep.signo}){code}")
+    names = _param_names(kernel, max(rep.nargs or 0, len(rep.args)))
     if address:
         details.append(f"fault address {rep.fault_addr:#x}")
+    if rep.fault_near is not None:
+        arg, side, distance = rep.fault_near
+        name = names[arg] if 0 <= arg < len(names) else f"arg{arg}"
+        edge = "past the end" if side == "after" else "before the start"
+        details.append(
+            f"that address is {distance} byte(s) {edge} of {name} (arg {arg}), in the guard pages around "
+            "it: the kernel went outside that tensor"
+        )
     if here is not None:
         text = _source_line(here.cpp)
         details.append(f"C++ {here.cpp}" + (f": {text}" if text else ""))
         if here.dsl:
             details.append(f"DSL {here.dsl}" + (f": {here.dsl_source}" if here.dsl_source else ""))
-    names = _param_names(kernel, max(rep.nargs or 0, len(rep.args)))
     if rep.args:
         details.append(f"arguments of task {tid}:")
         details += [

@@ -88,6 +88,8 @@ def failure_from_report(program: Build, report: RunReport) -> Failure:
         _explain_timeout(f, names, info)
     elif kind == "kernel_error":
         _explain_kernel_error(f, names, report)
+    elif kind == "guard":
+        _explain_guard(f, names, report)
     if report.saved is not None:
         _save(f, program, names, report.saved, why=kind)
     return f
@@ -194,6 +196,21 @@ def _explain_kernel_error(f: Failure, names: _Names, report: RunReport) -> None:
                     f"{f'task {f.task_id}'}'s {names.param(report.failure.func_id, index)} is "
                     f"{names.region(arg)}"
                 )
+
+
+def _explain_guard(f: Failure, names: _Names, report: RunReport) -> None:
+    _explain_kernel_error(f, names, report)  # the writer's argument into the tensor, when saved
+    m = re.search(r"program argument (\d+)", f.message)
+    if m and 0 <= int(m.group(1)) < len(names.program.args):
+        f.details.append(f"program argument {m.group(1)} is {names.program.args[int(m.group(1))].name}")
+    if f.task_id < 0:
+        f.next_steps.append("find the writer: run again with --serial --print-intermediates 3")
+    elif "run again with --serial" in f.message:
+        f.next_steps.append("name the writer: run again with --serial")
+    f.next_steps.append(
+        "a checked build (the default; check_bounds=True) stops a load or store outside its tensor at "
+        "its line: was this build made with check_bounds=False, or its C++ edited?"
+    )
 
 
 def _symbolize(pcs: list[int], program: Build) -> list[SourceFrame]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, atomic_write
 
-KINDS = ("error", "deadlock", "timeout", "kernel_error", "crash", "exit", "interrupted", "nan")
+KINDS = ("error", "deadlock", "timeout", "kernel_error", "guard", "crash", "exit", "interrupted", "nan")
 
 
 @dataclass

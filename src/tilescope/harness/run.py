@@ -36,6 +36,7 @@ from tilescope.harness.user_code import GoldenError, call_user, function_name
 from tilescope.language.decorators import InlineFunction, KernelFunction
 from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
+from tilescope.runtime.guarded import guarded_clone
 
 
 @dataclass
@@ -114,18 +115,25 @@ def execute(
     tolerances: dict[str, float] | None = None,
     golden_from: str | os.PathLike | None = None,
 ) -> None:
-    """Run ``compiled`` on ``inputs`` (written in place), then compute the golden from a copy of
-    the inputs (or, with ``golden_from``, take the golden loaded from that data directory),
-    optionally snapshot both, and compare. Fills ``result``."""
+    """Run ``compiled`` on ``inputs`` (its outputs written in place: the run writes copies with
+    guard zones, runtime/guarded.py, copied back after it, a failed run's too), then compute the
+    golden from a copy of the inputs (or, with ``golden_from``, take the golden loaded from that
+    data directory), optionally snapshot both, and compare. Fills ``result``."""
     opts = knobs.runtime_options(runtime_cfg)
     before = _clone(inputs)
-    args = [inputs[a.name] for a in compiled.args]
-    info = phases.run(
-        "run",
-        f"run on {opts['platform']}",
-        lambda: compiled.run(*args, **runtime_cfg),
-        lambda i: f"{i.num_tasks} tasks",
-    )
+    guarded = {k: (guarded_clone(v) if torch.is_tensor(v) else v) for k, v in inputs.items()}
+    args = [guarded[a.name] for a in compiled.args]
+    try:
+        info = phases.run(
+            "run",
+            f"run on {opts['platform']}",
+            lambda: compiled.run(*args, **runtime_cfg),
+            lambda i: f"{i.num_tasks} tasks",
+        )
+    finally:
+        for a in compiled.args:
+            if a.is_output:
+                inputs[a.name].copy_(guarded[a.name])
     result.num_tasks = info.num_tasks
     result.nan = info.nan
     out_names = [a.name for a in compiled.args if a.is_output]

@@ -51,6 +51,7 @@ from tilescope.debug.failures import Failure
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.ir import dtypes as dt
 from tilescope.launch.run import RunInfo, launch, load_binaries
+from tilescope.runtime.guarded import guarded_clone
 
 SHM_DIR = Path("/dev/shm")
 REQUEST = "request.json"
@@ -115,12 +116,16 @@ def _layout(args: list[Any], directions: list[str]) -> tuple[list[_Span], list[_
     return spans, regions
 
 
-def _views(mm: mmap.mmap, spans: list[_Span], regions: list[_Region | None]) -> list[Any]:
-    """A tensor per region, on the mapped file; each span is a storage of its own."""
+def _storages(mm: mmap.mmap, spans: list[_Span]) -> list[Any]:
+    """A byte storage per span, on the mapped file."""
     import torch
 
-    storages = [torch.frombuffer(mm, dtype=torch.uint8, count=s.nbytes, offset=s.offset) if s.nbytes else
-                torch.empty(0, dtype=torch.uint8) for s in spans]  # fmt: skip
+    return [torch.frombuffer(mm, dtype=torch.uint8, count=s.nbytes, offset=s.offset) if s.nbytes else
+            torch.empty(0, dtype=torch.uint8) for s in spans]  # fmt: skip
+
+
+def _views(storages: list[Any], regions: list[_Region | None]) -> list[Any]:
+    """A tensor per region, on its span's storage."""
     out: list[Any] = []
     for r in regions:
         if r is None:
@@ -289,7 +294,7 @@ def run_child(
     try:
         shared = _shared_file(nbytes)
         mm = _map(shared, nbytes)
-        views = _views(mm, spans, regions)
+        views = _views(_storages(mm, spans), regions)
         for view, a in zip(views, args):
             if view is not None:
                 view.copy_(a)
@@ -473,17 +478,23 @@ def _child(request_dir: Path) -> int:
         spans = [_Span(**s) for s in request["spans"]]
         regions = [_Region(**a["tensor"]) if "tensor" in a else None for a in request["args"]]
         mm = _map(Path(request["shared_file"]), request["shared_bytes"])
-        views = _views(mm, spans, regions)
+        shared = _storages(mm, spans)
+        guarded = [guarded_clone(s) for s in shared]  # the kernels write here, inside guard zones
+        views = _views(guarded, regions)
         args = [v if v is not None else a["scalar"] for v, a in zip(views, request["args"])]
         target = request["target"]
-        info = launch(
-            build,
-            load_binaries(build),
-            args,
-            opts,
-            task=target["kernel_index"] if target["kind"] == "task" else None,
-            crash_report=request["crash_report"],
-        )
+        try:
+            info = launch(
+                build,
+                load_binaries(build),
+                args,
+                opts,
+                task=target["kernel_index"] if target["kind"] == "task" else None,
+                crash_report=request["crash_report"],
+            )
+        finally:
+            for file_bytes, run_bytes in zip(shared, guarded):
+                file_bytes.copy_(run_bytes)
         result.update(ok=True, info={f.name: _encode(getattr(info, f.name)) for f in fields(info)})
     except (TilescopeError, errors.RunInterrupted) as e:  # Ctrl-C: its report was printed already
         failure = getattr(e, "failure", None)

@@ -30,6 +30,7 @@ from tilescope.ir.traverse import recursion_room
 from tilescope.launch.isolate import run_child
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import launch
+from tilescope.runtime.guarded import guarded_clone
 from tilescope.runtime.interp import _KernelInterp
 
 _ROLE_DIRECTIONS = {"input": "in", "output": "out", "inout": "inout", "scalar": "scalar"}
@@ -259,7 +260,7 @@ def replay_task(
 
 def run_saved_task(program: CompiledProgram, task: SavedTask, opts: dict[str, Any]) -> TaskReplay:
     """Run ``task`` of ``program`` alone with validated runtime options ``opts``."""
-    values = [v.clone() if hasattr(v, "clone") else v for v in task.values]
+    values = [guarded_clone(v) if hasattr(v, "clone") else v for v in task.values]
     outputs = {n: v for n, v, d in zip(task.names, values, task.directions) if d in ("out", "inout")}
     result = TaskReplay(task, opts["platform"], outputs)
     t0 = time.perf_counter()

@@ -20,7 +20,8 @@ DUMP_ROLES = ("input", "output", "inout", "scalar")  # by ts_dir
 DUMP_TRUNCATED, DUMP_OVERWRITTEN = 1, 2  # ts_dump_record flags
 SAVED_PARTIAL = 4  # ts_dump_record flag of saved task inputs (TS_SAVED_PARTIAL)
 MAX_FRAMES = 32  # TS_MAX_FRAMES
-FAILURE_KINDS = ("none", "error", "deadlock", "timeout", "kernel_error", "interrupted")  # ts_failure_kind
+FAILURE_KINDS = ("none", "error", "deadlock", "timeout", "kernel_error", "interrupted", "guard")  # ts_failure_kind
+GUARD_BYTE = 0xFD  # TS_GUARD_BYTE: every byte of a guard zone
 
 
 DIRECTION_CODES = {Direction.IN: 0, Direction.OUT: 1, Direction.INOUT: 2, Direction.SCALAR: 3}  # ts_dir
@@ -91,6 +92,18 @@ class TsArg(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int32), ("dir", ctypes.c_int32), ("u", TsArgValue)]
 
 
+class TsGuardZone(ctypes.Structure):
+    """``ts_guard_zone``: a program argument allocated with guard zones around its buffer."""
+
+    _fields_ = [
+        ("program_arg", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("bytes", ctypes.c_int64),
+        ("before", ctypes.c_int64),
+        ("after", ctypes.c_int64),
+    ]
+
+
 class TsRunConfig(ctypes.Structure):
     """``ts_run_config``: how a run goes and what the core records (workers, dumps, timeout, checks)."""
 
@@ -108,6 +121,8 @@ class TsRunConfig(ctypes.Structure):
         ("worker_stack_mib", ctypes.c_int32),
         ("kernel_filter", ctypes.c_void_p),
         ("crash_report_path", ctypes.c_char_p),
+        ("guard_zones", ctypes.POINTER(TsGuardZone)),
+        ("num_guard_zones", ctypes.c_int32),
     ]
 
 

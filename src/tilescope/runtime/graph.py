@@ -29,10 +29,12 @@ from tilescope.runtime.abi import (
     MAX_DIMS,
     ArgKind,
     TsArg,
+    TsGuardZone,
     TsRunConfig,
     as_direction,
 )
 from tilescope.runtime.collect import collect
+from tilescope.runtime.guarded import guard_zones
 from tilescope.runtime.library import load_core
 from tilescope.runtime.records import RunReport
 
@@ -189,6 +191,10 @@ class Runtime:
             ctypes.cast(filt, ctypes.c_void_p) if filt is not None else None,
             os.fsencode(checks.crash_report_path) if checks.crash_report_path else None,
         )
+        zones = guard_zones(args)
+        if zones:
+            config.guard_zones = (TsGuardZone * len(zones))(*zones)
+            config.num_guard_zones = len(zones)
         with self._lock:
             if self._handle is None or self._pid != os.getpid():
                 raise RuntimeFailure(

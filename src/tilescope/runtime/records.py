@@ -14,7 +14,8 @@ import numpy as np
 
 @dataclass(frozen=True, slots=True)
 class FailureInfo:
-    """How a run failed: ``kind`` is ``error``, ``deadlock``, ``timeout`` or ``kernel_error``;
+    """How a run failed: ``kind`` is ``error``, ``deadlock``, ``timeout``, ``kernel_error``,
+    ``interrupted`` or ``guard`` (a task wrote outside a tensor: a guard zone changed);
     ``task_id``/``func_id``/``worker`` are -1 where they do not apply (the orchestration).
     ``frames`` are the stopped thread's return addresses (timeouts; ``frames[0]`` the pc)."""
 

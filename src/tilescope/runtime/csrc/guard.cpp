@@ -14,6 +14,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "guard_zones.hpp"
 #include "region_rows.hpp"
 #include "task.hpp"
 
@@ -163,6 +164,29 @@ void write_payload(Out &out, const ts_tensor &t) {
     if (used) out.bytes(buf, used);
 }
 
+// Where a fault address lies in the guard pages around one of task `t`'s tensors.
+struct FaultNear {
+    int32_t arg = -1;      // the task's first argument in that tensor; -1: none
+    bool after = false;    // past its end (else before its start)
+    int64_t distance = 0;  // bytes from its end (after) or its start (before)
+};
+
+FaultNear fault_near(const Task &t, uint64_t addr) {
+    FaultNear near;
+    for (int32_t i = 0; i < t.nzones; ++i) {
+        const GuardZone &z = *t.zones[i];
+        const auto lo = reinterpret_cast<uint64_t>(z.map);
+        const auto data = reinterpret_cast<uint64_t>(z.data);
+        if (z.map_bytes == 0 || addr < lo || addr >= lo + z.map_bytes) continue;
+        for (int32_t a = 0; a < t.nargs && near.arg < 0; ++a)
+            if (t.args[a].kind == TS_ARG_TENSOR && t.args[a].u.t.data == z.data) near.arg = a;
+        near.after = addr >= data + static_cast<uint64_t>(z.bytes);
+        near.distance = static_cast<int64_t>(near.after ? addr - data - static_cast<uint64_t>(z.bytes) : data - addr);
+        return near;
+    }
+    return near;
+}
+
 void write_crash_report(const ThreadSlot &s, int sig, const siginfo_t *info, uint64_t pc) {
     const int fd = ::open(s.crash_report_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return;
@@ -172,7 +196,10 @@ void write_crash_report(const ThreadSlot &s, int sig, const siginfo_t *info, uin
         out.str("TSCRASH 1\nsignal ").dec(sig).str(" ").str(signal_name(sig)).str("\ncode ").dec(info->si_code);
         out.str("\nfault_addr ").hex(reinterpret_cast<uint64_t>(info->si_addr));
         out.str("\ntask ").dec(t.id).str("\nfunc_id ").dec(t.func_id).str("\nworker ").dec(s.worker);
-        out.str("\nkernel ").str(s.kernel_name).str("\nframes");
+        out.str("\nkernel ").str(s.kernel_name);
+        const FaultNear near = fault_near(t, reinterpret_cast<uint64_t>(info->si_addr));
+        if (near.arg >= 0) out.str("\nfault_near ").dec(near.arg).str(near.after ? " after " : " before ").dec(near.distance);
+        out.str("\nframes");
         uint64_t frames[TS_MAX_FRAMES];
         const int32_t nframes = capture_frames(pc, frames);
         for (int32_t i = 0; i < nframes; ++i) out.str(" ").hex(frames[i]);
@@ -277,6 +304,11 @@ void on_fatal(int sig, siginfo_t *info, void *uc) {
         err.str("\n[tilescope] task ").dec(s->task->id).str(" (kernel ").str(s->kernel_name).str(") on worker ");
         err.dec(s->worker).str(" died of ").str(signal_name(sig)).str(" at address ");
         err.hex(reinterpret_cast<uint64_t>(info->si_addr)).str(" (pc ").hex(context_pc(uc)).str(")\n");
+        const FaultNear near = fault_near(*s->task, reinterpret_cast<uint64_t>(info->si_addr));
+        if (near.arg >= 0) {
+            err.str("[tilescope] that address is ").dec(near.distance).str(near.after ? " byte(s) past the end" : " byte(s) before the start");
+            err.str(" of arg ").dec(near.arg).str("'s tensor, in the guard pages around it: the kernel went outside it\n");
+        }
         if (s->crash_report_path != nullptr) {
             err.str("[tilescope] crash report: ").str(s->crash_report_path).str("\n");
         } else {

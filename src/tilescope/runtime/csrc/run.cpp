@@ -40,6 +40,7 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
       args_(args),
       nargs_(nargs),
       t0_(Clock::now()),
+      guard_zones_(scheduler.num_workers(), *this, kernel_names_),
       scheduler_(scheduler) {
     api_.abi_version = TS_ABI_VERSION;
     api_.create_tensor = &Run::api_create_tensor;
@@ -63,6 +64,17 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
         if (args_[i].kind != TS_ARG_TENSOR) continue;
         tensor_map_.register_buffer(args_[i].u.t);
         buffers_.push_back(ts_buffer_record{args_[i].u.t, i, 0});
+    }
+    for (int32_t k = 0; k < config_.num_guard_zones && config_.guard_zones != nullptr; ++k) {
+        const ts_guard_zone &zone = config_.guard_zones[k];
+        const int32_t i = zone.program_arg;
+        std::string why = i < 0 || i >= nargs_ || args_[i].kind != TS_ARG_TENSOR
+                              ? "guard_zones: " + std::to_string(i) + " is not a tensor program argument"
+                              : guard_zones_.adopt(i, args_[i].u.t, zone);
+        if (!why.empty()) {
+            fail(std::move(why));
+            break;
+        }
     }
 }
 
@@ -89,12 +101,14 @@ void Run::execute(ts_run_result &result) {
     }
     if (!scheduler_.finish(static_cast<int64_t>(tasks_.size()))) report_deadlock();
     if (interrupt_pending() && !failed_.load()) interrupted({});  // Ctrl-C after the last task
+    if (!failed_.load()) guard_zones_.check_all();
     flush_dump(result);
     fill_result(result);
 }
 
-TaskObservers Run::observers() const {
+TaskObservers Run::observers() {
     TaskObservers list;
+    list.add(&guard_zones_);
     if (dump_) list.add(dump_.get());
     if (nan_check_) list.add(nan_check_.get());
     if (task_lines_) list.add(task_lines_.get());
@@ -207,6 +221,11 @@ std::string Run::describe(const Task &t) const {
 void Run::kernel_threw(const Task &t, int32_t worker, const char *what) {
     if (fail_with(TS_FAILURE_KERNEL_ERROR, &t, worker, describe(t) + " on worker " + std::to_string(worker) + ": " + what))
         save_inputs(t, worker);
+}
+
+void Run::guard_damaged(const Task *t, int32_t worker, bool exact, const std::string &message) {
+    // NOTE: the writer's inputs are saved only when it is known; an inout among them is partial.
+    if (fail_with(TS_FAILURE_GUARD, t, worker, message) && t != nullptr && exact) save_inputs(*t, worker);
 }
 
 void Run::timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) {
@@ -327,17 +346,17 @@ int Run::create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_ten
         fail("create_tensor: " + why);
         return 1;
     }
-    constexpr size_t kAlign = 64;
     size_t bytes = static_cast<size_t>(dtype_itemsize(dtype));
     for (int32_t d = 0; d < ndim; ++d) bytes *= static_cast<size_t>(shape[d]);
-    const size_t padded = std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
-    void *data = std::aligned_alloc(kAlign, padded);
+    ts_tensor desc{};
+    desc.dtype = dtype;
+    desc.ndim = ndim;
+    std::copy(shape, shape + ndim, desc.shape);
+    void *data = guard_zones_.allocate(desc, bytes);
     if (data == nullptr) {
-        fail("create_tensor: out of memory allocating " + std::to_string(padded) + " bytes");
+        fail("create_tensor: out of memory allocating " + std::to_string(bytes) + " bytes");
         return 1;
     }
-    std::memset(data, 0, padded);
-    intermediates_.emplace_back(data);
 
     *out = ts_tensor{};
     out->data = data;
@@ -371,6 +390,7 @@ int64_t Run::submit(const SubmitRequest &req) {
     task->func_id = req.func_id;
     task->nargs = req.nargs;
     task->args = args;
+    guard_zones_.attach(*task, zone_list_arena_);
     if (dump_) select_dump(*task, args, req.nargs);
     if (task_times_) task->submit_ns = task_times_->now_ns();
     if (config_.record_task_times || dump_) {

@@ -19,12 +19,14 @@
 //    methods, which take `fail_mu_`. The inputs of the task worth replaying alone are saved once.
 //  - The run's task observers (task_observer.hpp), one per instrument that is on, are built
 //    from the config when the Run is, owned by it, and handed to the scheduler in that order:
-//    tensor dump, nan check, task lines, task times (innermost, so it times the kernel alone).
+//    guard zones, tensor dump, nan check, task lines, task times (innermost, so it times the
+//    kernel alone).
 //  - An explicit dep on a later task id (a forward dep) is counted in the waiter's `pending` at
 //    submission and linked when that id is submitted; one never submitted leaves the waiter
 //    blocked, which finish() reports as a deadlock (ts_wait_record, pred_state 1).
 //  - Intermediate tensors are zero-filled, 64-byte aligned, identified by their base address,
-//    and freed when the Run is destroyed.
+//    each with guard zones (guard_zones.hpp), and freed when the Run is destroyed. The guard
+//    zones' observer is always first in the list: it brackets every other instrument.
 #pragma once
 
 #include <atomic>
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "block_arena.hpp"
+#include "guard_zones.hpp"
 #include "nan_check.hpp"
 #include "run_result.hpp"
 #include "scheduler.hpp"
@@ -53,7 +56,7 @@
 
 namespace ts::rt {
 
-class Run final : public RunHooks {
+class Run final : public RunHooks, public GuardHooks {
 public:
     // `scheduler` has its workers started and no run in progress; it is used until execute() returns.
     Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kernels, std::vector<std::string> kernel_names,
@@ -68,6 +71,7 @@ public:
     void timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) override;
     void stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t nframes) override;
     void interrupted(const std::vector<std::pair<const Task *, int32_t>> &running) override;
+    void guard_damaged(const Task *t, int32_t worker, bool exact, const std::string &message) override;
 
 private:
     class OrchestrationCall;  // pauses the orchestration's watchdog arming inside a callback
@@ -91,14 +95,10 @@ private:
     void fail(std::string message);
     bool fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message);
     std::string describe(const Task &t) const;
-    TaskObservers observers() const;
+    TaskObservers observers();
     void save_inputs(const Task &t, int32_t worker);
     void report_deadlock();
     void fill_result(ts_run_result &result);
-
-    struct FreeDeleter {
-        void operator()(void *p) const { std::free(p); }
-    };
 
     const ts_run_config config_;
     const ts_orch_fn orch_;
@@ -145,7 +145,8 @@ private:
     std::unique_ptr<NanCheck> nan_check_;    // nullptr unless config_.nan_check
     std::unique_ptr<TaskLines> task_lines_;  // nullptr unless config_.print_intermediates is 3
     std::unique_ptr<TaskTimes> task_times_;  // nullptr unless config_.record_task_times
-    std::vector<std::unique_ptr<void, FreeDeleter>> intermediates_;
+    GuardZones guard_zones_;  // after the arenas: tasks point into its zones
+    BlockArena<GuardZone *> zone_list_arena_{64, 4096};
 
     Scheduler &scheduler_;
 };

@@ -21,6 +21,8 @@
 
 namespace ts::rt {
 
+struct GuardZone;
+
 using Clock = std::chrono::steady_clock;
 
 // Task::dump: which arguments the tensor dump records.
@@ -39,6 +41,8 @@ struct Task {
     int32_t nfound = 0;
     int32_t ndeps = 0;
     const int64_t *deps = nullptr;       // its explicit deps, sorted and distinct
+    GuardZone *const *zones = nullptr;   // the guard zones of its tensor arguments, distinct
+    int32_t nzones = 0;
 
     std::mutex mu;
     bool done = false;

@@ -4,7 +4,7 @@
 // Invariants:
 //  - A run builds its TaskObservers once, from its config, before its first task, and changes
 //    them no more until it has ended; only instruments that are on are in the list. With every
-//    instrument off the list is empty, and a task costs two loops over nothing.
+//    instrument off the list holds the guard zones' check alone (always on).
 //  - The worker that runs task `t` calls every observer's before(t, worker) in list order just
 //    before the kernel, and every after(t, worker) in reverse order just after it returned (or
 //    threw, or was stopped): the last observer in the list brackets the kernel most tightly. A
@@ -32,8 +32,8 @@ public:
 
 class TaskObservers {
 public:
-    // One per instrument: task times, task lines, tensor dump, nan check.
-    static constexpr int32_t kCapacity = 4;
+    // One per instrument: guard zones, tensor dump, nan check, task lines, task times.
+    static constexpr int32_t kCapacity = 5;
 
     void add(TaskObserver *observer) {
         if (size_ == kCapacity) throw std::length_error("more task observers than TaskObservers::kCapacity");

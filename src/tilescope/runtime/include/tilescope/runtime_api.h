@@ -25,6 +25,20 @@
 extern "C" {
 #endif
 
+/* The value of every byte of a guard zone (ts_guard_zone, and the zones around intermediates). */
+#define TS_GUARD_BYTE 0xFD
+
+/* A program argument allocated with guard zones: `before` bytes just before its buffer (of `bytes`
+ * bytes, starting at its ts_tensor::data) and `after` bytes just after it, each TS_GUARD_BYTE.
+ * The runtime checks them as it checks the zones of the tensors it allocates. */
+typedef struct ts_guard_zone {
+    int32_t program_arg;
+    int32_t reserved;
+    int64_t bytes;
+    int64_t before;
+    int64_t after;
+} ts_guard_zone;
+
 typedef struct ts_run_config {
     /* Each field that turns on an instrument is named as its knob (tilescope/knobs.py); one that
      * several instruments read is named for what it records and says which read it. */
@@ -55,6 +69,8 @@ typedef struct ts_run_config {
                                      flagged kernels' tasks only */
     const char *crash_report_path; /* NULL: none; else a fatal signal inside a kernel writes a crash
                                       report there (format: docs/failures.md) before the process dies */
+    const ts_guard_zone *guard_zones; /* program arguments allocated with guard zones (may be NULL) */
+    int32_t num_guard_zones;
 } ts_run_config;
 
 /* Why a run failed (ts_failure_record::kind). */
@@ -64,8 +80,10 @@ typedef enum ts_failure_kind {
     TS_FAILURE_DEADLOCK = 2,     /* tasks remain that can never run: ts_run_copy_waits says on what */
     TS_FAILURE_TIMEOUT = 3,      /* a task or the orchestration ran past task_timeout_s and was stopped */
     TS_FAILURE_KERNEL_ERROR = 4, /* a kernel threw (a checked build's bounds check): ts_run_error */
-    TS_FAILURE_INTERRUPTED = 5   /* SIGINT (Ctrl-C) during the run: the running tasks were stopped and
+    TS_FAILURE_INTERRUPTED = 5,  /* SIGINT (Ctrl-C) during the run: the running tasks were stopped and
                                     the others not run; ts_run_error names the running ones */
+    TS_FAILURE_GUARD = 6         /* a guard zone around a tensor changed: a task wrote outside it;
+                                    ts_run_error names the tensor and the task(s) that may have */
 } ts_failure_kind;
 
 #define TS_MAX_FRAMES 32

@@ -1,0 +1,107 @@
+"""Tensors with guard zones, so that the runtime checks program arguments as it checks its own.
+
+``guarded_clone(t)`` copies ``t`` into a mapping of its own laid out as the runtime lays out an
+intermediate tensor: an inaccessible page, a 64-byte zone of ``GUARD_BYTE``, the tensor's bytes,
+a zone of ``GUARD_BYTE`` to the end of its page (at least 64 bytes), an inaccessible page. A kernel
+that writes just outside it changes a zone, which the runtime names after the task (the run
+fails with kind ``guard``); one that writes further faults at once on its own thread.
+``guard_zones(args)`` lists the zones of the program arguments allocated this way, for
+``ts_run_config::guard_zones``. The harness and task replay hand kernels such copies; tensors a
+caller passes to a ``@ts.jit`` function are its own memory and have no zones.
+
+Invariants: a zone is listed while its mapping lives (a finalizer forgets it when the mapping is
+freed, so a later tensor at the same address is never mistaken for a guarded one); the mapping
+lives as long as any tensor viewing it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import mmap
+import threading
+import weakref
+
+import torch
+
+from tilescope.runtime.abi import GUARD_BYTE, TsArg, TsGuardZone
+
+log = logging.getLogger("tilescope")
+
+HEAD_BYTES = 64  # GuardZones::kHeadBytes
+MIN_TAIL_BYTES = 64  # GuardZones::kMinTailBytes
+_PROT_NONE = 0
+
+_zones: dict[int, tuple[int, int, int]] = {}  # data address -> (bytes, before, after)
+_lock = threading.Lock()
+_libc: ctypes.CDLL | None = None
+
+
+def _mprotect_none(address: int, length: int) -> bool:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return _libc.mprotect(ctypes.c_void_p(address), ctypes.c_size_t(length), _PROT_NONE) == 0
+
+
+def _forget(address: int) -> None:
+    with _lock:
+        _zones.pop(address, None)
+
+
+def guarded_clone(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of CPU tensor ``t`` with guard zones (``t`` itself if it has no elements,
+    or a plain copy when no mapping can be made)."""
+    nbytes = t.numel() * t.element_size()
+    if nbytes == 0 or t.device.type != "cpu":
+        return t.clone()
+    page = mmap.PAGESIZE
+    body = -(-(HEAD_BYTES + nbytes + MIN_TAIL_BYTES) // page) * page
+    try:
+        m = mmap.mmap(-1, body + 2 * page)
+    except OSError as e:
+        log.debug("[guard] no mapping for a %d-byte tensor (%s): a copy without guard zones", nbytes, e)
+        return t.clone()
+    start = page + HEAD_BYTES
+    tail = body - HEAD_BYTES - nbytes
+    m[page:start] = bytes([GUARD_BYTE]) * HEAD_BYTES
+    m[start + nbytes : page + body] = bytes([GUARD_BYTE]) * tail
+    anchor = ctypes.c_char.from_buffer(m)
+    base = ctypes.addressof(anchor)
+    del anchor  # NOTE: an exported buffer would keep the mapping from being closed
+    if not (_mprotect_none(base, page) and _mprotect_none(base + page + body, page)):
+        log.debug("[guard] no guard pages for a %d-byte tensor: its zones are still checked", nbytes)
+    out = torch.frombuffer(m, dtype=t.dtype, count=t.numel(), offset=start).view(t.shape)
+    out.copy_(t)
+    with _lock:
+        _zones[base + start] = (nbytes, HEAD_BYTES, tail)
+    weakref.finalize(m, _forget, base + start)
+    return out
+
+
+def guard_zones(args: list[TsArg]) -> list[TsGuardZone]:
+    """The guard zones of the tensor program arguments among ``args`` made by ``guarded_clone``
+    (one per buffer, for the first argument that views it)."""
+    out = []
+    seen = set()
+    with _lock:
+        for i, a in enumerate(args):
+            if a.kind != 0:  # TS_ARG_TENSOR
+                continue
+            address = a.u.t.data or 0
+            zone = _zones.get(address)
+            if zone is None or address in seen:
+                continue
+            seen.add(address)
+            out.append(TsGuardZone(i, 0, *zone))
+    return out
+
+
+def is_guarded(t: torch.Tensor) -> bool:
+    """Whether ``t``'s storage was made by ``guarded_clone`` and still has its zones."""
+    with _lock:
+        return t.untyped_storage().data_ptr() in _zones
+
+
+__all__ = ["HEAD_BYTES", "MIN_TAIL_BYTES", "guard_zones", "guarded_clone", "is_guarded"]
