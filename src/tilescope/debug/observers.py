@@ -174,6 +174,12 @@ def observers_for(opts: dict[str, Any]) -> list[RunObserver]:
             f"print_intermediates={printing} records every task's arguments (a level-2 dump); it "
             f"cannot be combined with enable_dump_tensor={dump_level}: drop one of them"
         )
+    if opts.get("kernel_filter") and not printing and dump_level not in (2, 3):
+        raise ConfigError(
+            f"kernel_filter {opts['kernel_filter']!r} limits print_intermediates (or a level-2 or level-3 tensor "
+            "dump) to those kernels, and neither is on, so it would do nothing: add print_intermediates=N "
+            "(--print-intermediates N) or enable_dump_tensor=2 (--dump-tensor 2), or drop kernel_filter"
+        )
     observers: list[RunObserver] = []
     if opts.get("enable_dep_gen"):
         observers.append(DepsObserver())

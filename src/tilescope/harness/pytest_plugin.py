@@ -119,6 +119,7 @@ class BuildCase(pytest.Item):
 
     def _run_scene_case(self, work: Path):
         from tilescope.errors import TilescopeError
+        from tilescope.harness.compare import check_tolerances
         from tilescope.harness.run import Phases, RunResult, execute, finish, golden_outputs
         from tilescope.launch.program import CompiledProgram
 
@@ -148,6 +149,10 @@ class BuildCase(pytest.Item):
         cfg = self._runtime_cfg()
         result = RunResult(False, work_dir=work, platform=cfg["platform"])
         rtol, atol = self.case.get("rtol", 1e-5), self.case.get("atol", 1e-5)
+        try:
+            check_tolerances(rtol, atol)
+        except TilescopeError as e:
+            raise BuildCaseFailure(f"{work / SCENE_TEST}: case {self.name!r}: {e}") from None
         try:
             execute(
                 Phases(None), result, compiled, dict(args), golden_outputs(golden, outputs), cfg, rtol, atol

@@ -16,7 +16,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,10 @@ from tilescope._logging import configure, level_number
 from tilescope.build.manifest import ArgSpec, Build
 from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write
 from tilescope.debug.failures import Failure
-from tilescope.errors import ConfigError, HarnessError, TilescopeError
+from tilescope.errors import HarnessError, TilescopeError
 from tilescope.harness.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.harness.data import load_snapshot, save_snapshot
-from tilescope.harness.specs import Spec, check_specs, generate, outputs, seed_problem
+from tilescope.harness.specs import Spec, check_specs, check_specs_match, generate, outputs, seed_problem
 from tilescope.harness.user_code import GoldenError, call_user, function_name
 from tilescope.language.decorators import InlineFunction, KernelFunction
 from tilescope.launch.jit import JitFunction
@@ -205,11 +205,13 @@ def run_jit(
     """Compile ``fn`` (or reuse the build ``runtime_dir``), run it on inputs generated from
     ``specs`` (or replayed from ``golden_data``) and compare every output with ``golden_fn``
     (which fills the outputs of a dict name -> tensor in place) or the replayed golden."""
-    runtime_cfg = dict(runtime_cfg or {})
+    given_cfgs = {"runtime_cfg": runtime_cfg, "compile_cfg": compile_cfg}
+    runtime_cfg = dict(runtime_cfg) if isinstance(runtime_cfg, Mapping) else {}
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
     result = RunResult(False, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings)
     name = program_name(fn)
     try:
+        check_options(given_cfgs, golden_fn, compare_fn, compile_only, save_data, golden_data, runtime_dir)
         configure(knobs.runtime_options(runtime_cfg)["log_level"])
         check_program(fn)
         check_specs(specs)
@@ -236,12 +238,7 @@ def run_jit(
             done = "loaded" if runtime_dir else "compiled"
             print(f"[COMPILED] {fn.name}: {done} OK, not run (compile only): {result.work_dir}", flush=True)
             return result
-        names = [s.name for s in specs]
-        expected_names = [a.name for a in compiled.args]
-        if names != expected_names:
-            raise ConfigError(
-                f"specs must follow the program's parameters in order: expected {expected_names}, got {names}"
-            )
+        check_specs_match(specs, compiled.name, compiled.args)
         golden: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None
         if golden_data:
             inputs, saved = phases.run(
@@ -278,15 +275,61 @@ def run_jit(
     return finish(result, name)
 
 
+def check_options(
+    cfgs: dict[str, Any],
+    golden_fn: Any,
+    compare_fn: Any,
+    compile_only: bool,
+    save_data: bool,
+    golden_data: Any,
+    runtime_dir: Any,
+) -> None:
+    """HarnessError for ``run_jit`` options that are not what they must be, or that a run would
+    silently ignore, before anything compiles or runs."""
+    examples = {"runtime_cfg": "{'platform': 'interp'}", "compile_cfg": "{'check_bounds': False}"}
+    for key, cfg in cfgs.items():
+        if cfg is not None and not isinstance(cfg, Mapping):
+            raise HarnessError(
+                f"{key} must be a dict of options ({key}={examples[key]}), got {cfg!r} ({type(cfg).__name__})"
+            )
+    for key, f in (("golden_fn", golden_fn), ("compare_fn", compare_fn)):
+        if f is not None and not callable(f):
+            raise HarnessError(
+                f"{key} must be a function (or None), got {f!r} ({type(f).__name__}): pass the function itself, "
+                f"{key}=name, without calling it or quoting its name"
+            )
+    if compile_only and (save_data or golden_data):
+        given = "save_data (--save-data)" if save_data else "golden_data (--golden-data)"
+        raise HarnessError(
+            f"{given} needs a run, and compile_only (--compile-only) stops before it: drop one of them"
+        )
+    if runtime_dir and cfgs["compile_cfg"]:
+        keys = ", ".join(sorted(cfgs["compile_cfg"]))
+        raise HarnessError(
+            f"compile_cfg {keys} cannot apply to the reused build {runtime_dir} (runtime_dir / --runtime-dir): "
+            "it runs as it was compiled; drop these options, or compile again without runtime_dir"
+        )
+
+
 def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):
     """A golden that runs ``golden_fn`` on the values (filling outputs in place) and returns the
     outputs ``names``; whatever ``golden_fn`` raises becomes a GoldenError naming the user's line.
     """
 
     def run(values: dict[str, Any]) -> dict[str, torch.Tensor]:
+        given = set(values)
+        initial = {n: values[n].clone() for n in names if torch.is_tensor(values.get(n))}
         returned = call_user("golden_fn", golden_fn, values, error=GoldenError)
         fn_name = function_name(golden_fn)
         first = names[0] if names else "y"
+        added = [k for k in values if k not in given]
+        untouched = [n for n in initial if values.get(n) is not None and _unchanged(values[n], initial[n])]
+        if added and untouched:  # NOTE: a misspelt output name, not scratch values kept in the dict
+            raise HarnessError(
+                f"golden_fn {fn_name} set {', '.join(f't[{k!r}]' for k in added)}, which is not an argument of "
+                f"the program, and left the output {', '.join(f't[{n!r}]' for n in untouched)} as it started: "
+                f"write the golden into the output in place (t[{untouched[0]!r}][:] = ...)"
+            )
         if returned is not None and returned is not values:
             raise HarnessError(
                 f"golden_fn {fn_name} returned {_kind(returned)}, which is not used: a golden_fn fills the "
@@ -302,6 +345,18 @@ def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]
         return {n: values[n] for n in names}
 
     return run
+
+
+def _unchanged(value: Any, initial: torch.Tensor) -> bool:
+    """Whether ``value`` is still the tensor ``initial`` was copied from (same shape, dtype and
+    values; NaN equal to NaN)."""
+    return (
+        torch.is_tensor(value)
+        and value.shape == initial.shape
+        and value.dtype == initial.dtype
+        and torch.equal(value.nan_to_num(0.0), initial.nan_to_num(0.0))
+        and bool((value.isnan() == initial.isnan()).all())
+    )
 
 
 def _kind(v: Any) -> str:

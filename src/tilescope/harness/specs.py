@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from tilescope.errors import ArgumentError, HarnessError
+from tilescope.build.manifest import ArgSpec
+from tilescope.errors import ArgumentError, ConfigError, HarnessError
 from tilescope.harness.user_code import call_user
 from tilescope.ir import dtypes as dt
 
@@ -157,6 +158,34 @@ def check_specs(specs: Any) -> None:
                 f"specs[{i}] is {s!r} ({type(s).__name__}); expected TensorSpec(name, shape, dtype, ...) "
                 "or ScalarSpec(name, dtype, value)"
             )
+
+
+def check_specs_match(specs: list[Spec], program: str, params: list[ArgSpec]) -> None:
+    """ConfigError unless ``specs`` name the program's ``params`` in order and a TensorSpec's
+    ``is_output`` says what its parameter's direction does (an Out/InOut parameter is compared
+    with the golden; an In one is never written)."""
+    names, expected = [s.name for s in specs], [p.name for p in params]
+    if names != expected:
+        raise ConfigError(
+            f"specs must follow the program's parameters in order: expected {expected}, got {names}"
+        )
+    problems = []
+    for s, p in zip(specs, params):
+        if not isinstance(s, TensorSpec) or p.shape is None or s.is_output == p.is_output:
+            continue
+        if p.is_output:
+            problems.append(
+                f"TensorSpec {s.name!r} has is_output=False, but {s.name!r} is an {p.direction.value} parameter "
+                f"of {program}, which the run writes: set is_output=True so it is compared with the golden"
+            )
+        else:
+            problems.append(
+                f"TensorSpec {s.name!r} has is_output=True, but {s.name!r} is an in parameter of {program} "
+                "(read only, never written or compared): drop is_output, or declare the parameter "
+                "ts.Out[...] / ts.InOut[...]"
+            )
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.manual_seed takes

@@ -21,7 +21,7 @@ class ParamSpec:
     dtype: DType
 
 
-def _dtype_hint(dtype) -> str:
+def torch_dtype_hint(dtype) -> str:
     """``; write ts.f32`` for a torch dtype that has a tilescope one, else ``''``."""
     if type(dtype).__module__ == "torch":
         try:
@@ -39,7 +39,7 @@ def _tensor_spec(direction: Direction, item) -> ParamSpec:
     if not isinstance(dtype, DType):
         raise TypeError(
             f"{what}[shape, dtype]: dtype must be a tilescope dtype such as ts.f32, got {dtype!r}"
-            + _dtype_hint(dtype)
+            + torch_dtype_hint(dtype)
         )
     if (
         not isinstance(shape, list | tuple)
@@ -80,6 +80,6 @@ class Scalar:
         if not isinstance(item, DType):
             raise TypeError(
                 f"ts.Scalar[dtype]: dtype must be a tilescope dtype such as ts.f32, got {item!r}"
-                + _dtype_hint(item)
+                + torch_dtype_hint(item)
             )
         return ParamSpec(Direction.SCALAR, None, item)

@@ -41,6 +41,7 @@ from tilescope.ir.types import (
     TensorType,
 )
 from tilescope.language import ops
+from tilescope.language.annotations import torch_dtype_hint
 from tilescope.language.op_lowering import is_number
 
 # operator -> (IR op, fold); an IR op of None: folded on compile-time values only
@@ -115,6 +116,18 @@ _RUNTIME_OP_HINTS = {
     "is not": "compare values with == or !=",
     "in": "compare values with == or !=",
     "not in": "compare values with == or !=",
+}
+
+# the Python spelling of a ts.<op> applied to a compile-time number (``{}`` is the number)
+_PYTHON_UNARY = {
+    "exp": "math.exp({})",
+    "log": "math.log({})",
+    "sqrt": "math.sqrt({})",
+    "rsqrt": "1 / math.sqrt({})",
+    "abs": "abs({})",
+    "neg": "-{}",
+    "tanh": "math.tanh({})",
+    "sigmoid": "1 / (1 + math.exp(-{}))",
 }
 
 RUNTIME_OPERATORS = "+ - * / // % (and @ on tiles), unary -, and == != < <= > >="
@@ -211,7 +224,10 @@ class Expressions:
     def dtype_arg(self, v: Any, node: ast.AST, what: str) -> dt.DType:
         """``v`` if it is a DType (``ts.f32``); VerifyError otherwise."""
         if not isinstance(v, dt.DType):
-            raise VerifyError(f"{what} must be a dtype such as ts.f32, got {described(v)}", self.loc(node))
+            raise VerifyError(
+                f"{what} must be a tilescope dtype such as ts.f32, got {described(v)}{torch_dtype_hint(v)}",
+                self.loc(node),
+            )
         return v
 
     def binop(self, op: ast.operator | str, lhs: Any, rhs: Any, node: ast.AST) -> Any:
@@ -337,7 +353,11 @@ class Expressions:
         """The typed UnOp ``ts.<name>(v)``; VerifyError unless ``v`` is an IR expression."""
         loc = self.loc(node)
         if not is_expr(v):
-            raise VerifyError(f"ts.{name} needs a tile operand, got {described(v)}", loc)
+            hint = None
+            if is_number(v):
+                python = _PYTHON_UNARY.get(name, "Python's math module").format(value_str(v))
+                hint = f"ts.* ops compute on tiles; compute a compile-time number in Python: {python}"
+            raise VerifyError(f"ts.{name} needs a tile operand, got {described(v)}", loc, hint)
         return UnOp(name, v, rules.unop_type(name, v, loc), loc)
 
     def matmul(self, a: Any, b: Any, acc: Any, node: ast.AST) -> MatMul:
@@ -362,10 +382,21 @@ class Expressions:
                 return t.dtype
             if attr == "ndim" and hasattr(t, "shape"):
                 return len(t.shape)
-            if isinstance(node.value, ast.Name) and is_dsl_name(attr):
+            if isinstance(node.value, ast.Name) and is_dsl_name(attr) and self.named_tilescope(node.value.id):
                 raise DSLError(shadowed_message(node.value.id, base, attr), self.loc(node), SHADOWED_HINT)
+            if attr in ops.op_names():
+                op = getattr(ops, attr)
+                call = (
+                    f"ts.{attr}({ast.unparse(node.value)})"
+                    if op.signature in ("(x)", "(a)")
+                    else f"ts.{attr}{op.signature}"
+                )
+                raise self.error(node, f"{_a(t)} has no methods: ts.{attr} is an op", f"write {call}")
+            available = [a for a in ("shape", "dtype", "ndim") if hasattr(t, "shape" if a == "ndim" else a)]
             raise self.error(
-                node, f"a {t} has no attribute {attr!r} in the DSL", "available: shape, dtype, ndim"
+                node,
+                f"{_a(t)} has no attribute {attr!r} in the DSL",
+                f"available: {', '.join(available)}" if available else f"{_a(t)} has no attributes",
             )
         try:
             return getattr(base, attr)
@@ -373,6 +404,12 @@ class Expressions:
             raise self.no_attribute(base, attr, node) from None
         except Exception as e:  # noqa: BLE001 - a property of a compile-time object failed
             raise self.fold_error(node, e) from None
+
+    def named_tilescope(self, name: str) -> bool:
+        """Whether ``name`` is how the code spells the tilescope module (``ts``, or a name the
+        function's module binds to it), so ``name.<op>`` on another value means it was shadowed."""
+        value = self.frame.namespace.get(name)
+        return name == "ts" or (isinstance(value, types.ModuleType) and value.__name__ == "tilescope")
 
     def no_attribute(self, base: Any, attr: str, node: ast.Attribute) -> DSLError:
         """``ts.gelu``: which ops exist, with close matches; ``math.sqroot``: close matches."""
@@ -446,6 +483,19 @@ class Expressions:
                 stop_e = BinOp("add", start_e, Const(1, INDEX), INDEX, loc)
             else:
                 stop_e = self.index(stop, node, f"slice stop of dim {dim}")
+            if (
+                isinstance(start, int)
+                and isinstance(stop, int)
+                and 0 <= start
+                and stop <= size
+                and start >= stop
+            ):
+                raise VerifyError(
+                    f"slice of {base.name} dim {dim}: [{start}, {stop}) is empty (start {start} >= stop {stop}); "
+                    "a region holds at least one element",
+                    loc,
+                    "slice a:b with a < b",
+                )
             if isinstance(start, int) and isinstance(stop, int) and not (0 <= start < stop <= size):
                 raise VerifyError(
                     f"slice of {base.name} dim {dim}: [{start}, {stop}) is outside the tensor's shape {list(t.shape)}",

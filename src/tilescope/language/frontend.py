@@ -60,7 +60,7 @@ from tilescope.language.expressions import (
 )
 from tilescope.language.op_lowering import OpLowering
 from tilescope.language.scopes import Frame, Scopes
-from tilescope.language.source import FunctionSource, function_source
+from tilescope.language.source import FunctionSource, function_source, syntax_name
 
 _SAFE_BUILTINS = {
     builtins.min,
@@ -72,6 +72,9 @@ _SAFE_BUILTINS = {
     builtins.bool,
 }
 
+_SUPPORTED_HINT = (
+    "the Python that DSL code may use is listed in docs/dsl.md ('Python that works, and what does not')"
+)
 
 # ---------------------------------------------------------------------------------------------
 # Lowering
@@ -130,7 +133,7 @@ class _Lowering(Scopes, Expressions, OpLowering):
             case ast.Expr(value=ast.Constant(value=str())):
                 pass  # docstring
             case ast.Expr(value=ast.Call() as call):
-                v = self.expr(call)
+                v = self.call(call)  # called for its effect: a call without a value is fine here
                 if isinstance(v, Submit):
                     self.emit(Evaluate(v, self.loc(node)))
                 elif v is not None and not (isinstance(v, Var) and isinstance(v.type, TensorType)):
@@ -179,7 +182,11 @@ class _Lowering(Scopes, Expressions, OpLowering):
                     "define helpers at module level with @ts.inline",
                 )
             case _:
-                raise self.error(node, f"{type(node).__name__} statements are not supported in {self.what()}")
+                raise self.error(
+                    node,
+                    f"{syntax_name(node)} statements are not supported in {self.what()}",
+                    _SUPPORTED_HINT,
+                )
 
     def for_loop(self, node: ast.For) -> None:
         it = node.iter
@@ -289,7 +296,9 @@ class _Lowering(Scopes, Expressions, OpLowering):
             case ast.Constant(value=v):
                 return v
             case ast.Name(id=name):
-                return self.lookup(name, node)
+                return self.value_of_name(name, node)
+            case ast.Attribute(value=ast.Name(id=name) as base, attr=attr):
+                return self.attribute(self.lookup(name, base), attr, node)  # W.shape of a captured tensor
             case ast.Attribute(value=base, attr=attr):
                 return self.attribute(self.expr(base), attr, node)
             case ast.BinOp(left=l, op=ast.MatMult(), right=r):
@@ -312,7 +321,7 @@ class _Lowering(Scopes, Expressions, OpLowering):
                     )
                 return self.expr(b if self.fold(t, bool, cond) else o)
             case ast.Call():
-                return self.call(node)
+                return self.value_of_call(node)
             case ast.Subscript(value=base, slice=sl):
                 return self.subscript(self.expr(base), sl, node)
             case ast.List(elts=elts) | ast.Tuple(elts=elts):
@@ -325,10 +334,29 @@ class _Lowering(Scopes, Expressions, OpLowering):
                 raise self.error(node, "comprehensions are not supported", "use a for loop over ts.range")
             case _:
                 raise self.error(
-                    node, f"{type(node).__name__} expressions are not supported in {self.what()}"
+                    node, f"{syntax_name(node)} are not supported in {self.what()}", _SUPPORTED_HINT
                 )
 
     # -- calls ---------------------------------------------------------------------------------
+
+    def value_of_call(self, node: ast.Call) -> Any:
+        """The value of a call used as a value; an error for a call that has none (``ts.store``, an
+        ``@ts.inline`` helper without ``return``), naming it rather than where None ends up."""
+        v = self.call(node)
+        if v is not None:
+            return v
+        func = self.expr(node.func)
+        if isinstance(func, InlineFunction):
+            raise self.error(
+                node,
+                f"@ts.inline helper {func.fn.__name__} has no value: it ends without 'return'",
+                "end the helper with 'return <value>', or call it on a line of its own",
+            )
+        raise self.error(
+            node,
+            f"{ast.unparse(node.func)}(...) has no value",
+            "call it on a line of its own, not as a value",
+        )
 
     def call(self, node: ast.Call) -> Any:
         func = self.expr(node.func)

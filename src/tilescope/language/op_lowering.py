@@ -120,7 +120,7 @@ class OpLowering:
         shape = self.static_ints(shape, node, "tile shape")
         if not 1 <= len(shape) <= MAX_TILE_DIMS or any(s <= 0 for s in shape):
             raise VerifyError(f"tile shape must have 1 or 2 positive dims, got {list(shape)}", loc)
-        dtype = self.dtype_arg(dtype, node, "dtype")
+        dtype = self.dtype_arg(dtype, node, f"{ast.unparse(node.func)} dtype")
         tile = TileType(shape, dtype)
         if is_expr(value):
             if not isinstance(value.type, ScalarType | IndexType):
@@ -299,12 +299,23 @@ class OpLowering:
             if is_number(a):
                 return self.as_expr(a, node, like=p.type, what=where)
             if is_expr(a) and isinstance(a.type, ScalarType | IndexType):
+                # NOTE: an orchestration has no ts.cast: the fix is a parameter's dtype. In the kernel a
+                # scalar adopts the dtype of the tile it meets, so an integer parameter serves an f32 tile.
                 if isinstance(a.type, ScalarType) and a.type.dtype != p.type.dtype:
                     raise VerifyError(
-                        f"{where} expects a {p.type}, got a {a.type}", loc, "cast it explicitly"
+                        f"{where} expects a {p.type}, got a {a.type}",
+                        loc,
+                        "an orchestration does not convert scalars: declare both parameters with one dtype "
+                        f"(the kernel's as ts.Scalar[ts.{a.type.dtype.name}]: in the kernel a scalar adopts the "
+                        f"dtype of the tile it meets, t * {p.name})",
                     )
                 if isinstance(a.type, IndexType) and not p.type.dtype.is_int:
-                    raise VerifyError(f"{where} expects a {p.type}, got an index", loc)
+                    raise VerifyError(
+                        f"{where} expects a {p.type}, got an index (an integer)",
+                        loc,
+                        "declare the kernel's parameter as ts.Scalar[ts.i32] (or ts.i64): in the kernel a "
+                        f"scalar adopts the dtype of the tile it meets, t * {p.name}",
+                    )
                 return a
             raise VerifyError(f"{where} expects a {p.type}, got {described(a)}", loc)
         if not (is_expr(a) and isinstance(a.type, TensorType)):

@@ -17,12 +17,14 @@ Invariants:
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from tilescope.errors import DSLError, SourceLoc, UnsupportedSyntaxError, VerifyError
 from tilescope.ir import type_rules as rules
 from tilescope.ir.analysis import uses
+from tilescope.ir.dtypes import from_torch
 from tilescope.ir.nodes import (
     Assign,
     Slice,
@@ -30,6 +32,7 @@ from tilescope.ir.nodes import (
     Submit,
     Var,
 )
+from tilescope.ir.printer import dtype_str
 from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import (
     ScalarType,
@@ -90,6 +93,27 @@ class Scopes:
         if name in self.frame.namespace:
             return self.frame.namespace[name]
         raise DSLError(f"name {name!r} is not defined here", self.loc(node), _UNDEFINED_HINT)
+
+    def value_of_name(self, name: str, node: ast.AST) -> Any:
+        """``lookup(name)`` used as a value: a torch tensor from the enclosing scope is an error
+        that says to pass it as a parameter (DSL code reads tensors only through its parameters;
+        ``W.shape`` of one is still a compile-time value, see the front-end's attributes)."""
+        value = self.lookup(name, node)
+        torch = sys.modules.get("torch")  # not imported: no torch tensor exists
+        if torch is not None and torch.is_tensor(value):
+            shape = list(value.shape)
+            try:
+                dtype = dtype_str(from_torch(value.dtype))
+            except ValueError:
+                dtype = str(value.dtype)
+            raise DSLError(
+                f"{name} is a torch tensor (shape {shape}, {value.dtype}) from the enclosing scope: "
+                f"{self.what()} reads tensors only through its parameters",
+                self.loc(node),
+                f"pass it as a parameter: '{name}: ts.Tensor[{shape}, {dtype}]' in the kernel and in the "
+                "@ts.jit function, and the tensor as an argument when you call it",
+            )
+        return value
 
     def _binding_scope(self, name: str) -> dict[str, Any] | None:
         for scope in reversed(self.frame.scopes):

@@ -48,3 +48,33 @@ def function_source(fn: Callable) -> FunctionSource:
     if fn.__closure__:
         ns.update(inspect.getclosurevars(fn).nonlocals)
     return FunctionSource(fdef, file, ns, dict(getattr(fn, "__annotations__", {})))
+
+
+# What messages call the Python constructs the DSL does not take (the AST class name otherwise).
+_SYNTAX_NAMES = {
+    "JoinedStr": "f-strings",
+    "FormattedValue": "f-string fields",
+    "Dict": "dict literals",
+    "Set": "set literals",
+    "NamedExpr": "':=' assignments",
+    "Await": "'await' expressions",
+    "Yield": "'yield' expressions",
+    "YieldFrom": "'yield from' expressions",
+    "Slice": "slices outside a subscript",
+    "Match": "'match'",
+    "AsyncFor": "'async for'",
+    "AsyncWith": "'async with'",
+    "AsyncFunctionDef": "'async def'",
+    "Import": "'import'",
+    "ImportFrom": "'from ... import'",
+    "TryStar": "'try ... except*'",
+}
+
+
+def syntax_name(node: ast.AST) -> str:
+    """How an error names a Python construct: ``f-strings`` for a ``JoinedStr``; other nodes
+    by their AST class name (``Starred expressions``)."""
+    name = type(node).__name__
+    if name in _SYNTAX_NAMES:
+        return _SYNTAX_NAMES[name]
+    return name if isinstance(node, ast.stmt) else f"{name} expressions"
