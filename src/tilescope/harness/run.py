@@ -199,7 +199,11 @@ def run_jit(
     (which fills the outputs of a dict name -> tensor in place) or the replayed golden."""
     runtime_cfg = dict(runtime_cfg or {})
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
-    result = RunResult(False, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings)
+    result = RunResult(
+        False,
+        platform=knobs.RUNTIME_KNOBS["platform"].value(runtime_cfg.get("platform")),
+        timings=phases.timings,
+    )
     name = program_name(fn)
     try:
         configure(knobs.runtime_options(runtime_cfg)["log_level"])
