@@ -8,6 +8,9 @@ Invariants:
   a record that cannot be decoded carries its ``problems``; a problem with the dump as a whole
   is in ``Dump.problems``. Every other record still decodes.
 - A record's ``index`` is its position in ``records``.
+- The manifest and the payload file are one pair: they are read under the outputs lock (held
+  shared, ``build.lock.reading_outputs``), and a payload replaced by a later run is refused
+  when a record is decoded, never read as this manifest's.
 """
 
 from __future__ import annotations
