@@ -15,7 +15,7 @@ PACKAGE = Path(tilescope.__file__).resolve().parent
 
 # The rooms, lowest first. A module may import its own room and any room below it; rooms on one
 # row are siblings and never import each other. The package root (the ``tilescope`` facade)
-# and ``cli`` sit on top.
+# and ``cli`` sit on top, under ``__main__`` (``python -m tilescope``).
 BASE = ("_version", "errors", "_logging", "knobs", "_tracebacks")  # one room: the modules every room may use
 LAYERS: list[tuple[str, ...]] = [
     ("base",),
@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("launch",),
     ("harness", "tools"),
     ("cli", "__init__"),
+    ("__main__",),
 ]
 ROOM_LEVEL = {room: level for level, rooms in enumerate(LAYERS) for room in rooms}
 MAX_LINES = 600  # per module, Python and C++ alike

@@ -2,11 +2,15 @@
 
 tilescope doctor      check g++ (version, C++17), torch and the cache directory
 tilescope builds      list the build directories; tilescope clean --keep N removes old ones
+
+Also ``python -m tilescope``. Output piped into a reader that stops early (``| head``) ends the
+command quietly with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tilescope._version import __version__
@@ -68,7 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     trace.register(sub)
     builds.register(sub)
     args = parser.parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except BrokenPipeError:
+        # NOTE: the reader of the output went away (`tilescope dump BUILD | head`): stop quietly, as
+        # cat does. stdout is pointed at /dev/null so the interpreter's final flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

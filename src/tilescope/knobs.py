@@ -94,6 +94,12 @@ class Knob:
             raise ConfigError(f"environment variable {var}={raw!r} ({self.name}): expected {self.expect}")
         return v
 
+    def is_set(self) -> bool:
+        """Whether an ``override`` block or the environment sets this knob (to any value, an
+        invalid one included, which ``runtime_options`` then reports)."""
+        var = self.env_var
+        return self.name in _overrides.get() or bool(var and os.environ.get(var))
+
     def value(self, given: Any = None) -> Any:
         """``given``, else an ``override`` block's value, else the environment's, else the
         default. Never raises: an invalid environment value counts as unset here and is

@@ -8,7 +8,8 @@ Invariants:
   build is removed only by a caller holding its exclusive lock.
 - Where locks cannot be taken (a read-only build, no ``fcntl``) nothing is held and nothing fails.
 - ``outputs_lock`` serializes the writing of a run's debug outputs (``dfx_outputs/.lock``), so the
-  files there always come from one run.
+  files there always come from one run; ``reading_outputs`` holds the same lock shared while a
+  viewer reads files that belong together.
 """
 
 from __future__ import annotations
@@ -103,6 +104,28 @@ def in_use(work: Path) -> bool:
     if held is not True:
         held.close()
     return False
+
+
+@contextlib.contextmanager
+def reading_outputs(dfx: Path) -> Iterator[None]:
+    """Hold the ``dfx_outputs`` directory ``dfx``'s lock shared for the block, so that files read
+    together there (a tensor dump's manifest and payload) come from one run: a run rewriting them
+    (``outputs_lock``) waits, and the block waits for one. Nothing is created; where there is no
+    lock file (no run has written there, or a copied directory) the block runs without it."""
+    fd = -1
+    if fcntl is not None:
+        try:
+            fd = os.open(dfx / BUILD_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:
+            if fd >= 0:
+                os.close(fd)
+            fd = -1
+    try:
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 @contextlib.contextmanager

@@ -78,6 +78,17 @@ WHAT_A_BUILD_IS = (
 )
 
 
+def as_build_dir(value: Any) -> Path:
+    """``value`` as a build directory's path; an ArgumentError when it is no path at all."""
+    if isinstance(value, str | os.PathLike):
+        return Path(value)
+    shown = f" {value!r}"[:61] if isinstance(value, int | float | bytes) else ""
+    raise ArgumentError(
+        f"a build directory is given as a path (a str or os.PathLike), got {type(value).__name__}{shown}; "
+        "pass the directory a compile wrote, e.g. prog.work_dir"
+    )
+
+
 def load_config(work: Path) -> dict[str, Any]:
     """The namespace of ``<work>/kernel_config.py``, checked for format and required names."""
     path = work / KERNEL_CONFIG
@@ -134,7 +145,7 @@ class Build:
     ``KERNELS`` rows of ``kernel_config.py``) and ``config`` (the whole namespace)."""
 
     def __init__(self, work_dir: str | os.PathLike, program: Program | None = None):
-        self.work_dir = Path(work_dir)
+        self.work_dir = as_build_dir(work_dir)
         self.config = load_config(self.work_dir)
         self._build_lock = hold_build(self.work_dir)  # `tilescope clean` leaves it alone while this lives
         self.name: str = self.config["PROGRAM"]
@@ -147,9 +158,10 @@ class Build:
     def refreshed(cls, path: str | os.PathLike) -> Build:
         """Load a build directory, first rebuilding only what was edited in it by hand (C++
         sources, or the IR dump ``ir/<program>.py``)."""
-        config = load_config(Path(path))
+        path = as_build_dir(path)
+        config = load_config(path)
         held = hold_build(path)  # not removed by `tilescope clean` while it is rebuilt
-        refresh(Path(path), config)
+        refresh(path, config)
         build = cls(path)
         if held is not None:
             held.close()
@@ -209,8 +221,15 @@ class Build:
                 got.append(f"dtype {a.dtype} (expected {spec.dtype.torch})")
             if a.device.type != "cpu":
                 got.append(f"device {a.device} (expected cpu: move it with .cpu())")
-            if not a.is_contiguous():
+            if a.layout != torch.strided:
+                got.append(f"layout {a.layout} (expected a dense tensor, torch.strided: pass .to_dense())")
+            elif not a.is_contiguous():
                 got.append("a non-contiguous tensor (expected contiguous: pass .contiguous())")
+            if spec.is_output and a.requires_grad and torch.is_grad_enabled():
+                got.append(
+                    "requires grad (a run writes its outputs in place, which autograd cannot record: pass "
+                    f"{spec.name}.detach(), which shares its memory, or call under torch.no_grad())"
+                )
             if got:
                 problems.append(f"{where}: " + "; ".join(got))
         if problems:

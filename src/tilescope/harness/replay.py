@@ -20,6 +20,7 @@ from typing import Any
 
 from tilescope import knobs
 from tilescope._logging import configure
+from tilescope.build.manifest import as_build_dir
 from tilescope.errors import TilescopeError
 from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args, tolerance_arg
 from tilescope.harness.compare import check_tolerances
@@ -46,12 +47,15 @@ def replay_compiled(
     and compares every output with the saved golden. Edited C++ or IR in the build is rebuilt
     first (only what changed).
     """
-    work = Path(work_dir)
+    work = as_build_dir(work_dir)
     if platform is not None:
         runtime_cfg["platform"] = platform
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
     result = RunResult(
-        False, work_dir=work, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings
+        False,
+        work_dir=work,
+        platform=knobs.RUNTIME_KNOBS["platform"].value(runtime_cfg.get("platform")),
+        timings=phases.timings,
     )
     name = work.name
     try:
@@ -174,8 +178,9 @@ def run_cli(args: argparse.Namespace) -> int:
     task with ``--task``/``--from``; sim runs are isolated by default. Returns the exit status.
     """
     cfg = runtime_cfg_from_args(args)
-    if cfg.get("platform", "sim") == "sim":
-        cfg.setdefault("isolate", True)  # a crash in the replayed code is reported, not fatal
+    isolate, platform = knobs.RUNTIME_KNOBS["isolate"], knobs.RUNTIME_KNOBS["platform"]
+    if "isolate" not in cfg and not isolate.is_set() and platform.value(cfg.get("platform")) == "sim":
+        cfg["isolate"] = True  # replay's own default: a crash in the replayed code is reported, not fatal
     if args.task is None and args.from_dir is None:
         result = replay_compiled(
             args.build_dir, golden_data=args.golden_data, rtol=args.rtol, atol=args.atol, **cfg

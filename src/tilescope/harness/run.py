@@ -208,7 +208,11 @@ def run_jit(
     given_cfgs = {"runtime_cfg": runtime_cfg, "compile_cfg": compile_cfg}
     runtime_cfg = dict(runtime_cfg) if isinstance(runtime_cfg, Mapping) else {}
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
-    result = RunResult(False, platform=runtime_cfg.get("platform") or "sim", timings=phases.timings)
+    result = RunResult(
+        False,
+        platform=knobs.RUNTIME_KNOBS["platform"].value(runtime_cfg.get("platform")),
+        timings=phases.timings,
+    )
     name = program_name(fn)
     try:
         check_options(given_cfgs, golden_fn, compare_fn, compile_only, save_data, golden_data, runtime_dir)

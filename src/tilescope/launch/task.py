@@ -127,6 +127,11 @@ def load_saved_task(
     """Read and check a saved task of ``program``'s build; every problem is listed in one error."""
     import torch
 
+    if task_id is not None and (isinstance(task_id, bool) or not isinstance(task_id, int)):
+        raise TilescopeError(
+            f"task_id is {task_id!r} ({type(task_id).__name__}), expected an int: the task's id, as the "
+            "failure report names it (task 3 -> 3)"
+        )
     d = _task_dir(Path(program.work_dir), task_id, from_dir)
     path = d / "task.json"
     try:

@@ -304,9 +304,8 @@ class _OrchInterp(_Interp):
 
     def expr(self, e: Expr, env: dict[str, Any]) -> Any:
         match e:
-            case CreateTensor(type=tt):
-                wide = self.float64 and tt.dtype.is_float
-                return torch.zeros(tt.shape, dtype=torch.float64 if wide else tt.dtype.torch)
+            case CreateTensor():
+                return self.create_tensor(e)
             case Slice(tensor=t, ranges=ranges):
                 return self.slice(t, ranges, env)
             case DumpTag():
@@ -314,6 +313,20 @@ class _OrchInterp(_Interp):
             case Submit():
                 return self.submit(e, env)
         return super().expr(e, env)
+
+    def create_tensor(self, e: CreateTensor) -> torch.Tensor:
+        tt = e.type
+        dtype = torch.float64 if self.float64 and tt.dtype.is_float else tt.dtype.torch
+        try:
+            return torch.zeros(tt.shape, dtype=dtype)
+        except (RuntimeError, MemoryError):  # torch's allocator refusing: "can't allocate memory"
+            nbytes = math.prod(tt.shape) * dtype.itemsize
+            where = f" at {e.loc}" if e.loc is not None else ""
+            raise RuntimeFailure(
+                f"orchestration {self.p.name}: create_tensor{where} of {list(tt.shape)} "
+                f"{str(dtype).removeprefix('torch.')} needs {nbytes} bytes, which cannot be allocated "
+                f"(task {self.tasks}); use a smaller intermediate tensor"
+            ) from None
 
     def slice(self, t: Var, ranges, env: dict[str, Any]) -> torch.Tensor:
         base = env[t.name]
@@ -349,5 +362,6 @@ class _OrchInterp(_Interp):
 @recursion_room()
 def run_program(program: Program, args: list[Any], *, float64: bool = False) -> int:
     """Run ``program`` on ``args`` (torch tensors written in place, Python scalars); returns
-    the number of tasks run."""
-    return _OrchInterp(program, float64).run(args)
+    the number of tasks run. Like a sim run, it is invisible to autograd: outputs get no graph."""
+    with torch.no_grad():
+        return _OrchInterp(program, float64).run(args)

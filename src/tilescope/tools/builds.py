@@ -108,6 +108,11 @@ def list_builds(base: str | os.PathLike | None = None) -> Listing:
         raise BuildsError(
             f"{base} is not a directory (the build base holds _jit_<program>_<time> directories)"
         )
+    if (base / KERNEL_CONFIG).is_file():
+        raise BuildsError(
+            f"{base} is a build directory, not a build base (the directory holding _jit_<program>_<time> "
+            f"builds): pass its base, {base.parent}"
+        )
     builds, others = [], []
     for entry in sorted(base.iterdir()):
         m = BUILD_DIR_NAME.fullmatch(entry.name)

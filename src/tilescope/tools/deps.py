@@ -35,10 +35,27 @@ def find_deps_json(path: str | os.PathLike) -> Path:
     for candidate in (p, p / DEPS_JSON, p / DFX_DIR / DEPS_JSON):
         if candidate.is_file():
             return candidate
+        if candidate.name == DEPS_JSON and candidate.exists():
+            raise DepsError(
+                f"{candidate} is a directory, not a deps file: remove it (a run writes the file there) and "
+                "re-run with --enable-dep-gen"
+            )
     raise DepsError(
         f"no {DEPS_JSON} at {p}: run with --enable-dep-gen (runtime_cfg enable_dep_gen=True) to write "
         f"{DFX_DIR}/{DEPS_JSON}"
     )
+
+
+def _graph_problem(tasks: list[dict[str, Any]], edges: list[dict[str, Any]]) -> str | None:
+    """Why tasks and edges do not form the graph a run records (task ``i`` has id ``i``, every
+    edge joins two of them), or None."""
+    for i, t in enumerate(tasks):
+        if t["id"] != i:
+            return f"tasks[{i}] has id {t['id']} (a run lists its tasks by id: 0, 1, 2, ...)"
+    for e in edges:
+        if not (0 <= e["pred"] < len(tasks) and 0 <= e["succ"] < len(tasks)):
+            return f"the edge {e['pred']} -> {e['succ']} names a task that is not in its {len(tasks)} task(s)"
+    return None
 
 
 def load_deps(path: str | os.PathLike) -> dict[str, Any]:
@@ -76,6 +93,9 @@ def load_deps(path: str | os.PathLike) -> dict[str, Any]:
             else f"an edge {json.dumps(bad_edge)[:60]} without integer 'pred' and 'succ'"
         )
         raise DepsError(f"{file} is not a tilescope deps.json: it holds {what}; run again to rewrite it")
+    problem = _graph_problem(data["tasks"], data["edges"])
+    if problem is not None:
+        raise DepsError(f"{file} is not a tilescope deps.json: {problem}; run again to rewrite it")
     data["_path"] = str(file)
     return data
 

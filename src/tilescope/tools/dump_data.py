@@ -8,10 +8,14 @@ Invariants:
   a record that cannot be decoded carries its ``problems``; a problem with the dump as a whole
   is in ``Dump.problems``. Every other record still decodes.
 - A record's ``index`` is its position in ``records``.
+- The manifest and the payload file are one pair: they are read under the outputs lock (held
+  shared, ``build.lock.reading_outputs``), and a payload replaced by a later run is refused
+  when a record is decoded, never read as this manifest's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -23,6 +27,7 @@ from typing import Any
 
 import torch
 
+from tilescope.build.lock import reading_outputs
 from tilescope.build.paths import DFX_DIR, build_base, confined
 from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
 from tilescope.build.paths import TENSOR_DUMP_DIR as DUMP_DIR
@@ -136,6 +141,7 @@ class Dump:
     bin_actual: int | None  # the file's size; None when it is missing
     records: tuple[Record, ...]
     problems: tuple[str, ...]  # dump-wide problems (records' own are on each record)
+    bin_stamp: tuple[int, int, int] | None = None  # the payload read with the manifest: (dev, inode, mtime)
 
     def tensor(self, record: Record | int, *, partial: bool = False) -> torch.Tensor:
         """Decode a record's payload (a scalar's value) to a tensor of its dtype and shape.
@@ -173,6 +179,11 @@ class Dump:
             )
         assert r.bin_offset is not None
         with open(self.bin, "rb") as f:
+            if self.bin_stamp is not None and _stamp(os.fstat(f.fileno())) != self.bin_stamp:
+                raise DumpError(
+                    f"{self.bin} was rewritten by another run after {self.manifest} was read, so its bytes "
+                    "are not this manifest's records: run the command again (it reads the new dump)"
+                )
             f.seek(r.bin_offset)
             data = f.read(r.bin_size)
         n = len(data) // dt.itemsize
@@ -213,6 +224,11 @@ def find_manifest(path: str | os.PathLike | None = None) -> Path:
     for d in (p, p / DUMP_DIR, p / DFX_DIR / DUMP_DIR):
         if (d / MANIFEST).is_file():
             return d / MANIFEST
+        if (d / MANIFEST).exists():
+            raise DumpError(
+                f"{d / MANIFEST} is a directory, not a dump manifest: remove it (a run writes the file there) "
+                "and re-run with --dump-tensor"
+            )
         if (d / BIN_FILE).is_file():
             raise DumpError(
                 f"{d} has {BIN_FILE} but no {MANIFEST} (the manifest is written last: was the run "
@@ -226,6 +242,11 @@ def find_manifest(path: str | os.PathLike | None = None) -> Path:
 
 def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int]:
+    """A file's identity and version: a run replaces the payload file (a new inode), never edits it."""
+    return (st.st_dev, st.st_ino, st.st_mtime_ns)
 
 
 def _record(pos: int, raw: Any, level: int | None, bin_actual: int | None, bin_name: str) -> Record:
@@ -330,6 +351,19 @@ def _record(pos: int, raw: Any, level: int | None, bin_actual: int | None, bin_n
     return r
 
 
+def _read_manifest(manifest: Path) -> tuple[str, tuple[int, int, int] | None]:
+    """The manifest's text, and the stamp of the payload file beside it under the name a run
+    writes (None if there is none), read together."""
+    try:
+        text = manifest.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise DumpError(f"cannot read {manifest}: {e}") from None
+    try:
+        return text, _stamp(os.stat(manifest.parent / BIN_FILE))
+    except OSError:
+        return text, None
+
+
 def load_dump(path: str | os.PathLike | None = None) -> Dump:
     """Read a tensor dump: a build dir, its dfx_outputs, the tensor_dump dir or the manifest.
 
@@ -341,15 +375,16 @@ def load_dump(path: str | os.PathLike | None = None) -> Dump:
             ``bin_file`` that is not a file in the dump's directory.
     """
     manifest = find_manifest(path)
+    dfx = manifest.parent.parent
+    with reading_outputs(dfx) if dfx.name == DFX_DIR else contextlib.nullcontext():
+        text, bin_stamp = _read_manifest(manifest)
     try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise DumpError(
             f"{manifest} is not valid JSON (line {e.lineno} column {e.colno}: {e.msg}); "
             "a partial manifest means the run was killed while writing it: re-run with --dump-tensor"
         ) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise DumpError(f"cannot read {manifest}: {e}") from None
     if not isinstance(data, dict):
         raise DumpError(
             f"{manifest} is not a tensor dump manifest: a JSON {type(data).__name__}, not an object"
@@ -422,6 +457,7 @@ def load_dump(path: str | os.PathLike | None = None) -> Dump:
         bin_actual=bin_actual,
         records=records,
         problems=tuple(problems),
+        bin_stamp=bin_stamp if bin_path == manifest.parent / BIN_FILE else None,
     )
 
 

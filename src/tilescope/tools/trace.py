@@ -75,6 +75,11 @@ def find_trace(where: str | Path) -> Path:
         for cand in (p / TRACE_JSON, p / DFX_DIR / TRACE_JSON):
             if cand.is_file():
                 return cand
+            if cand.exists():
+                raise TraceError(
+                    f"{cand} is a directory, not a trace file: remove it (a run writes the file there) and "
+                    "re-run with --trace"
+                )
         raise TraceError(
             f"no {TRACE_JSON} in {p} or {p / 'dfx_outputs'}: run with runtime_cfg enable_trace=True "
             "(harness flag --trace) to write one"
@@ -111,6 +116,20 @@ def _critical_path(dur: dict[int, float], edges: list[tuple[int, int]]) -> tuple
     return best[end], tuple(reversed(path))
 
 
+def _other_data_problem(other: Any) -> str | None:
+    """What is wrong with a trace's ``otherData`` (the run's summary tilescope adds), or None."""
+    if not isinstance(other, dict):
+        return f"is {json.dumps(other)[:60]}, expected an object"
+    expected = {"status": (int, "an integer"), "wall_us": (int | float, "a number"),
+                "skipped_tasks": (list, "a list of task ids"), "program": (str, "a string"),
+                "error": (str, "a string")}  # fmt: skip
+    for key, (kind, what) in expected.items():
+        v = other.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, kind)):
+            return f"{key!r} is {json.dumps(v)[:60]}, expected {what}"
+    return None
+
+
 def summarize_trace(path: str | Path) -> TraceSummary:
     """Read a ``trace.json`` (or the one in a build / ``dfx_outputs`` dir) and total it up.
 
@@ -128,6 +147,11 @@ def summarize_trace(path: str | Path) -> TraceSummary:
     if not isinstance(events, list):
         raise TraceError(f"{p} is not a Chrome trace: no traceEvents list")
     other = data.get("otherData", {}) if isinstance(data, dict) else {}
+    problem = _other_data_problem(other)
+    if problem is not None:
+        raise TraceError(
+            f"{p} is not a trace tilescope wrote: otherData {problem}; re-run with --trace to write it again"
+        )
     try:
         tasks = [e for e in events if e.get("ph") == "X" and e.get("cat", "task") == "task"]
         lane_worker = {
