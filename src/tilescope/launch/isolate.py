@@ -1,6 +1,6 @@
 """Running a build in a child process, so that a crashing kernel becomes a report.
 
-``run_isolated(program, args, opts)`` runs one sim run in ``python -m tilescope.launch.isolate <dir>``
+``run_isolated(program, args, opts)`` runs one sim run in a child Python (``isolate.main(<dir>)``)
 and returns its ``RunInfo`` as ``CompiledProgram.run`` would; a kernel that dies of a fatal
 signal ends the child, not the caller, and is reported from the crash report the runtime core
 writes (task, kernel, signal, C++ and DSL line; the task's inputs saved for
@@ -411,6 +411,11 @@ def _scalar(a: Any) -> Any:
     return a.item() if torch.is_tensor(a) else a
 
 
+# NOTE: not ``-m tilescope.launch.isolate``: the package imports this module before runpy would
+# run it as __main__, which warns (RuntimeWarning) on every isolated run.
+_CHILD_MAIN = "import sys; from tilescope.launch.isolate import main; main(sys.argv[1:])"
+
+
 def _run(request_dir: Path, opts: dict[str, Any]) -> tuple[int, tuple[_Stream, _Stream], bool]:
     """Start the child, stream its output and wait for it; (exit status, streams, killed as hung)."""
     last_output = [time.monotonic()]
@@ -419,7 +424,7 @@ def _run(request_dir: Path, opts: dict[str, Any]) -> tuple[int, tuple[_Stream, _
         last_output[0] = time.monotonic()
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tilescope.launch.isolate", str(request_dir)],
+        [sys.executable, "-c", _CHILD_MAIN, str(request_dir)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -518,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print(
-            "usage: python -m tilescope.launch.isolate REQUEST_DIR (started by tilescope itself)",
+            "usage: main(['REQUEST_DIR']) (the isolated child, started by tilescope itself)",
             file=sys.stderr,
         )
         return 2
@@ -528,10 +533,6 @@ def main(argv: list[str] | None = None) -> int:
     # NOTE: skip interpreter teardown (joining the runtime's parked workers, unmapping the shared
     # file under live views): the result is on disk, and nothing else is left to do.
     os._exit(rc)
-
-
-if __name__ == "__main__":
-    main()
 
 
 __all__ = ["idle_limit_s", "run_child", "run_isolated"]
