@@ -80,6 +80,23 @@ def test_output_into_a_reader_that_stops_early_ends_quietly(build):
     assert err == "", err  # was a BrokenPipeError traceback
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_output_onto_a_full_disk_is_one_line_naming_standard_output(build):
+    with open("/dev/full", "w") as full:  # `tilescope builds BASE > /dev/full`
+        proc = subprocess.run(
+            [sys.executable, "-m", "tilescope", "builds", str(build.parent)],
+            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == 1
+    assert proc.stderr == (  # was an OSError traceback
+        "tilescope builds: cannot write to standard output: [Errno 28] No space left on device\n"
+    )
+
+
 def test_builds_and_clean_given_a_build_directory_name_its_base(build, capsys):
     for argv in (["builds", str(build)], ["clean", "--keep", "0", str(build)]):
         assert cli(argv) == 1  # was "0 build(s)" and a "not a build, left alone" line per file in it

@@ -54,6 +54,42 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+class _StdoutError(Exception):
+    """Standard output could not be written (a full disk, an I/O error): not the command's fault."""
+
+
+class _CheckedStdout:
+    """sys.stdout for one command: a failed write or flush raises _StdoutError, so that it is told
+    apart from a failure writing one of the command's own files."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise _StdoutError(e) from e
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise _StdoutError(e) from e
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush cannot fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``tilescope`` command on ``argv`` (default: ``sys.argv[1:]``); the subcommand's exit status."""
     parser = argparse.ArgumentParser(prog="tilescope", description="tile kernels: compile, run, debug")
@@ -72,13 +108,23 @@ def main(argv: list[str] | None = None) -> int:
     trace.register(sub)
     builds.register(sub)
     args = parser.parse_args(argv)
+    stdout = sys.stdout
+    sys.stdout = _CheckedStdout(stdout)
     try:
-        return args.fn(args)
+        status = args.fn(args)
+        sys.stdout.flush()
+        return status
     except BrokenPipeError:
         # NOTE: the reader of the output went away (`tilescope dump BUILD | head`): stop quietly, as
-        # cat does. stdout is pointed at /dev/null so the interpreter's final flush cannot fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # cat does.
+        _silence_stdout()
         return 1
+    except _StdoutError as e:
+        print(f"tilescope {args.command}: cannot write to standard output: {e.__cause__}", file=sys.stderr)
+        _silence_stdout()
+        return 1
+    finally:
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":
