@@ -197,6 +197,20 @@ extern "C" void kernel_entry(const ts_arg *args) {
     std::memset(reinterpret_cast<char *>(static_cast<intptr_t>(args[1].u.s.v.i)) - 4, 0x22, 4);
 }
 """,
+    # args: intermediate t (inout, i64[16, 64]), program output o (i64[1]): o = t's nonzero bytes
+    # as the kernel found them; then t is filled with 0x5A
+    "dirty": """
+#include <cstdint>
+#include <cstring>
+#include <tilescope/abi.h>
+extern "C" void kernel_entry(const ts_arg *args) {
+    auto *t = static_cast<unsigned char *>(args[0].u.t.data);
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < 16 * 64 * 8; ++i) nonzero += t[i] != 0;
+    static_cast<int64_t *>(args[1].u.t.data)[0] = nonzero;
+    std::memset(t, 0x5A, 16 * 64 * 8);
+}
+""",
 }
 
 ORCHESTRATIONS = {
@@ -228,6 +242,18 @@ extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_a
     t.add_output(a, {8});
     t.add_scalar(TS_I64, static_cast<int64_t>(reinterpret_cast<intptr_t>(b.desc().data)));
     orch.submit(t);
+    return orch.status();
+}
+""",
+    "dirty": """
+#include <tilescope/orchestration.hpp>
+extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_arg *args, int32_t nargs) {
+    ts::Orchestrator orch(api, ctx, args, nargs);
+    ts::TensorHandle t = orch.create_tensor(TS_I64, {16, 64});
+    ts::Task task = orch.task(0, "dirty");
+    task.add_inout(t, {16, 64});
+    task.add_output(orch.tensor_arg(0), {1});
+    orch.submit(task);
     return orch.status();
 }
 """,
@@ -288,6 +314,21 @@ def test_a_write_through_a_pointer_no_task_was_given_is_found_at_the_end_of_the_
     )
     assert info.value.report.failure.kind == "guard"
     assert info.value.report.failure.task_id == -1
+
+
+def test_a_runtime_reuses_an_intermediates_mapping_zero_filled_with_fresh_zones(libs):
+    found = torch.full((1,), -1, dtype=torch.int64)
+    with graph.Runtime(2) as rt:
+        addresses = []
+        for _ in range(3):
+            report = rt.run(
+                libs["o_dirty"].address, [libs["k_dirty"].address], ["dirty"],
+                [tensor_arg(found, Direction.OUT)], record_edges=True,
+            )  # fmt: skip
+            assert found.item() == 0  # the earlier run's 0x5A bytes are gone
+            (tmp,) = [b for b in report.buffers if b.program_arg == -1]
+            addresses.append(tmp.buffer_id)
+    assert len(set(addresses)) == 1  # one mapping, kept between the runs
 
 
 def test_guarded_clone_copies_and_keeps_its_zones_until_freed():

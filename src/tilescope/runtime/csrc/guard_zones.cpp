@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "dtype.hpp"
@@ -51,8 +52,37 @@ int32_t arg_in(const Task &t, const GuardZone &z) {
 
 }  // namespace
 
-GuardZones::GuardZones(int32_t workers, GuardHooks &hooks, const std::vector<std::string> &kernel_names)
-    : workers_(workers), hooks_(hooks), kernel_names_(kernel_names), running_(new std::atomic<Task *>[workers]) {
+GuardPool::~GuardPool() {
+    for (const auto &[bytes, map] : free_) munmap(map, bytes);
+}
+
+void *GuardPool::take(size_t map_bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = free_.find(map_bytes);
+    if (it == free_.end()) return nullptr;
+    void *map = it->second;
+    free_.erase(it);
+    kept_bytes_ -= map_bytes;
+    return map;
+}
+
+void GuardPool::give(void *map, size_t map_bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (kept_bytes_ + map_bytes > kMaxKeptBytes) {
+        munmap(map, map_bytes);
+        return;
+    }
+    free_.emplace(map_bytes, map);
+    kept_bytes_ += map_bytes;
+}
+
+GuardZones::GuardZones(int32_t workers, GuardHooks &hooks, const std::vector<std::string> &kernel_names,
+                       GuardPool &pool)
+    : workers_(workers),
+      hooks_(hooks),
+      kernel_names_(kernel_names),
+      pool_(pool),
+      running_(new std::atomic<Task *>[workers]) {
     for (int32_t w = 0; w < workers_; ++w) running_[w].store(nullptr);
 }
 
@@ -61,7 +91,7 @@ GuardZones::~GuardZones() {
     for (GuardZone *z : all_) {
         if (z->map == nullptr) continue;
         if (z->map_bytes > 0) {
-            munmap(z->map, z->map_bytes);
+            pool_.give(z->map, z->map_bytes);
         } else {
             std::free(z->map);
         }
@@ -81,21 +111,26 @@ void *GuardZones::allocate(const ts_tensor &desc, size_t bytes) {
     const size_t body = round_up(kHeadBytes + bytes + kMinTailBytes, page);
     const size_t guard = std::max(page, round_up(bytes, page));  // reserved address space only
     size_t map_bytes = guard + body + guard;
-    void *map = mmap(nullptr, map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     unsigned char *start = nullptr;  // the head zone's first byte
-    size_t usable = 0;               // head zone, data and tail zone
-    if (map != MAP_FAILED && mprotect(static_cast<char *>(map) + guard, body, PROT_READ | PROT_WRITE) == 0) {
-        start = static_cast<unsigned char *>(map) + guard;  // zero-filled by the kernel
-        usable = body;
+    size_t usable = body;            // head zone, data and tail zone
+    void *map = pool_.take(map_bytes);
+    if (map != nullptr) {  // an earlier run's mapping of this size: its data zeroed again
+        start = static_cast<unsigned char *>(map) + guard;
+        std::memset(start + kHeadBytes, 0, bytes);
     } else {
-        // NOTE: no guard pages (the mapping limit is reached): heap memory, the zones still checked.
-        if (map != MAP_FAILED) munmap(map, map_bytes);
-        map_bytes = 0;
-        usable = round_up(kHeadBytes + bytes + kMinTailBytes, 64);
-        map = std::aligned_alloc(64, usable);
-        if (map == nullptr) return nullptr;
-        start = static_cast<unsigned char *>(map);
-        std::memset(start, 0, usable);
+        map = mmap(nullptr, map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (map != MAP_FAILED && mprotect(static_cast<char *>(map) + guard, body, PROT_READ | PROT_WRITE) == 0) {
+            start = static_cast<unsigned char *>(map) + guard;  // zero-filled by the kernel
+        } else {
+            // NOTE: no guard pages (the mapping limit is reached): heap memory, the zones still checked.
+            if (map != MAP_FAILED) munmap(map, map_bytes);
+            map_bytes = 0;
+            usable = round_up(kHeadBytes + bytes + kMinTailBytes, 64);
+            map = std::aligned_alloc(64, usable);
+            if (map == nullptr) return nullptr;
+            start = static_cast<unsigned char *>(map);
+            std::memset(start, 0, usable);
+        }
     }
     GuardZone *z = zones_.allocate(1);
     z->data = start + kHeadBytes;

@@ -10,7 +10,8 @@
 //    past a zone by up to the tensor's size faults at once on the writing thread (the crash report
 //    names its task), and no such write reaches another tensor or the runtime's heap. Where the
 //    mapping cannot be made (mmap or mprotect refused: vm.max_map_count), the tensor is heap
-//    memory with the same zones and no guard pages.
+//    memory with the same zones and no guard pages. Mappings are kept between the runs of one
+//    runtime (GuardPool) and handed out again zero-filled, their zones filled afresh.
 //  - Zones are made on the orchestration thread (program arguments before it starts); a task's
 //    zones are listed when it is submitted (attach), so workers never look zones up.
 //  - after(t) checks the zones of t's tensor arguments. The first damage seen fails the run
@@ -26,6 +27,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,6 +62,29 @@ struct GuardDamage {
     int64_t changed = 0;
 };
 
+// The mappings of intermediates a runtime keeps between its runs (at most kMaxKeptBytes of address
+// space, guard pages included), so that a run does not map, fault in and unmap them afresh. Runs
+// of one runtime are serialized, so a mapping is reused only after the run that freed it ended.
+class GuardPool {
+public:
+    static constexpr size_t kMaxKeptBytes = size_t{1} << 30;
+
+    GuardPool() = default;
+    ~GuardPool();
+    GuardPool(const GuardPool &) = delete;
+    GuardPool &operator=(const GuardPool &) = delete;
+
+    // A kept mapping of exactly `map_bytes` (the same layout: see GuardZones::allocate), or nullptr.
+    void *take(size_t map_bytes);
+    // Keep `map` for a later run, or unmap it when the pool is full.
+    void give(void *map, size_t map_bytes);
+
+private:
+    std::mutex mu_;
+    std::multimap<size_t, void *> free_;
+    size_t kept_bytes_ = 0;
+};
+
 // What the Run does when a zone is damaged: fail with `message`, naming `t` (null at the end of
 // the run) on `worker`; `exact`: `t` is the only task that can have written it.
 class GuardHooks {
@@ -73,7 +98,8 @@ public:
     static constexpr int64_t kHeadBytes = 64;
     static constexpr int64_t kMinTailBytes = 64;
 
-    GuardZones(int32_t workers, GuardHooks &hooks, const std::vector<std::string> &kernel_names);
+    // Intermediates' mappings come from `pool` and go back to it when the GuardZones is destroyed.
+    GuardZones(int32_t workers, GuardHooks &hooks, const std::vector<std::string> &kernel_names, GuardPool &pool);
     ~GuardZones() override;
     GuardZones(const GuardZones &) = delete;
     GuardZones &operator=(const GuardZones &) = delete;
@@ -100,6 +126,7 @@ private:
     const int32_t workers_;
     GuardHooks &hooks_;
     const std::vector<std::string> &kernel_names_;
+    GuardPool &pool_;
     std::unique_ptr<std::atomic<Task *>[]> running_;  // per worker: its task between before and after
     std::mutex report_mu_;  // held while the first damage is reported
     bool reported_ = false;

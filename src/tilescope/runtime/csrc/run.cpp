@@ -32,7 +32,8 @@ private:
 };
 
 Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kernels,
-         std::vector<std::string> kernel_names, const ts_arg *args, int32_t nargs, Scheduler &scheduler)
+         std::vector<std::string> kernel_names, const ts_arg *args, int32_t nargs, Scheduler &scheduler,
+         GuardPool &pool)
     : config_(config),
       orch_(orch),
       kernels_(kernels),
@@ -40,7 +41,7 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
       args_(args),
       nargs_(nargs),
       t0_(Clock::now()),
-      guard_zones_(scheduler.num_workers(), *this, kernel_names_),
+      guard_zones_(scheduler.num_workers(), *this, kernel_names_, pool),
       scheduler_(scheduler) {
     api_.abi_version = TS_ABI_VERSION;
     api_.create_tensor = &Run::api_create_tensor;

@@ -59,8 +59,9 @@ namespace ts::rt {
 class Run final : public RunHooks, public GuardHooks {
 public:
     // `scheduler` has its workers started and no run in progress; it is used until execute() returns.
+    // Intermediates' mappings come from `pool` and go back to it when the Run is destroyed.
     Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kernels, std::vector<std::string> kernel_names,
-        const ts_arg *args, int32_t nargs, Scheduler &scheduler);
+        const ts_arg *args, int32_t nargs, Scheduler &scheduler, GuardPool &pool);
     Run(const Run &) = delete;
     Run &operator=(const Run &) = delete;
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "guard_zones.hpp"
 #include "run_result.hpp"
 #include "scheduler.hpp"
 #include "tilescope/abi.h"
@@ -41,6 +42,7 @@ public:
 private:
     std::mutex run_mu_;
     Scheduler scheduler_;
+    GuardPool guard_pool_;  // intermediates' mappings, kept between runs
 };
 
 }  // namespace ts::rt
