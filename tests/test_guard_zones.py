@@ -351,3 +351,20 @@ def test_zones_already_damaged_before_the_run_are_refused(libs):
     ctypes.memset(g.untyped_storage().data_ptr() + 16, 0, 1)
     with pytest.raises(ts.RuntimeFailure, match=r"^guard_zones: program argument 0: its zones do not hold "):
         run(libs, "noop_on_arg", "stray", [tensor_arg(g, Direction.INOUT)])
+
+
+@ts.kernel
+def copy8(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [8, 8]))
+
+
+@ts.jit
+def with_a_huge_intermediate(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
+    huge = ts.create_tensor([1 << 20, 1 << 20], ts.f32)  # 4 TiB, never used  # noqa: F841
+    copy8(x, y)
+
+
+def test_an_intermediate_larger_than_memory_is_refused_not_killed_when_touched():
+    with pytest.raises(ts.RuntimeFailure) as info:
+        with_a_huge_intermediate(torch.randn(8, 8), torch.zeros(8, 8))
+    assert "create_tensor: out of memory allocating 4398046511104 bytes" in str(info.value)

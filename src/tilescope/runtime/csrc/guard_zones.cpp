@@ -109,7 +109,10 @@ void *GuardZones::allocate(const ts_tensor &desc, size_t bytes) {
 #endif
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t body = round_up(kHeadBytes + bytes + kMinTailBytes, page);
-    const size_t guard = std::max(page, round_up(bytes, page));  // reserved address space only
+    // NOTE: the guard pages are address space only; the body is charged against the system's commit
+    // limit when it becomes writable (no MAP_NORESERVE), so an intermediate larger than memory is
+    // refused here (out of memory), not killed when first touched.
+    const size_t guard = std::max(page, round_up(bytes, page));
     size_t map_bytes = guard + body + guard;
     unsigned char *start = nullptr;  // the head zone's first byte
     size_t usable = body;            // head zone, data and tail zone
@@ -118,7 +121,7 @@ void *GuardZones::allocate(const ts_tensor &desc, size_t bytes) {
         start = static_cast<unsigned char *>(map) + guard;
         std::memset(start + kHeadBytes, 0, bytes);
     } else {
-        map = mmap(nullptr, map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        map = mmap(nullptr, map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (map != MAP_FAILED && mprotect(static_cast<char *>(map) + guard, body, PROT_READ | PROT_WRITE) == 0) {
             start = static_cast<unsigned char *>(map) + guard;  // zero-filled by the kernel
         } else {
