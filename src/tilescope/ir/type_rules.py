@@ -292,9 +292,16 @@ def cast_type(value: Expr, dtype: dt.DType, mode: str, loc: SourceLoc | None) ->
     if mode not in CAST_MODES:
         raise _fail(f"ts.cast: unknown mode {mode!r}; expected one of {', '.join(CAST_MODES)}", loc)
     t = value.type
-    if isinstance(t, TileType):
-        return TileType(t.shape, dtype)
-    raise _fail(f"ts.cast needs a tile, got {t}", loc, "scalars adopt the tile's dtype; no cast is needed")
+    if not isinstance(t, TileType):
+        raise _fail(f"ts.cast needs a tile, got {t}", loc, "scalars adopt the tile's dtype; no cast is needed")
+    if mode != "rint" and (not t.dtype.is_float or dtype == dt.bool_):
+        raise _fail(
+            f"ts.cast: mode={mode!r} rounds a float to an integer or to a narrower float; a {t.dtype} tile cast to "
+            f"{dtype} has no such rounding (it converts as torch does)",
+            loc,
+            "drop mode=",
+        )
+    return TileType(t.shape, dtype)
 
 
 def where_type(cond: Expr, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> TileType:

@@ -236,10 +236,54 @@ class _KernelInterp(_Interp):
 
     def cast(self, x: torch.Tensor, to: dt.DType, mode: str) -> torch.Tensor:
         if to.is_float:
-            return x.to(self.tile_dtype(to))
+            if self.float64 or mode == "rint" or not x.is_floating_point():
+                return x.to(self.tile_dtype(to))
+            return narrow_float(x, to.torch, mode)
         if x.is_floating_point() and to != dt.bool_:
             return _float_to_int(x, to, mode)
         return x.to(to.torch)
+
+
+_PAST_MAX = {torch.bfloat16: 2.0**128, torch.float16: 2.0**16, torch.float32: 2.0**128}
+
+
+def narrow_float(x: torch.Tensor, to: torch.dtype, mode: str) -> torch.Tensor:
+    """Float tensor ``x`` as float dtype ``to``, rounded with ``mode`` as the tile library's cast
+    does (IEEE 754's rounding directions; ``round`` is to nearest, ties away from zero).
+
+    The nearest-even conversion gives one of x's two neighbours in ``to``; the other is one
+    step away (on the bits of bf16/f16). Distances are exact in float64.
+    """
+    r = x.to(to)
+    if mode == "rint" or x.dtype == to:
+        return r
+    xd, rd = x.to(torch.float64), r.to(torch.float64)
+    down = torch.where(rd > xd, _step(r, up=False), r)
+    up = torch.where(rd < xd, _step(r, up=True), r)
+    if mode == "floor":
+        return down
+    if mode == "ceil":
+        return up
+    if mode == "trunc":
+        return torch.where(xd < 0, up, down)
+    finite = torch.isfinite(xd)
+    lo, hi = down.to(torch.float64), up.to(torch.float64)
+    lo = torch.where(finite & torch.isinf(lo), -_PAST_MAX[to], lo)
+    hi = torch.where(finite & torch.isinf(hi), _PAST_MAX[to], hi)
+    below, above = xd - lo, hi - xd
+    tie = torch.where(xd > 0, up, down)  # NOTE: NaN lands here too, with down == up == r
+    return torch.where(below < above, down, torch.where(above < below, up, tie))
+
+
+def _step(r: torch.Tensor, up: bool) -> torch.Tensor:
+    """Each value's neighbour toward +Inf (``up``) or -Inf; +-0 steps to the smallest subnormal."""
+    if r.dtype in (torch.bfloat16, torch.float16):
+        b = r.view(torch.int16).to(torch.int32) & 0xFFFF
+        negative = (b & 0x8000) != 0
+        stepped = torch.where(negative != up, b + 1, b - 1)  # +1: the magnitude grows
+        stepped = torch.where((b & 0x7FFF) == 0, 0x0001 if up else 0x8001, stepped)
+        return torch.where(stepped >= 0x8000, stepped - 0x10000, stepped).to(torch.int16).view(r.dtype)
+    return torch.nextafter(r, torch.full_like(r, math.inf if up else -math.inf))
 
 
 def _float_to_int(x: torch.Tensor, to: dt.DType, mode: str) -> torch.Tensor:
