@@ -33,6 +33,17 @@ def hazards(x: ts.Tensor[[16, C], F], y: ts.Out[[16, C], F], z: ts.Out[[16, C], 
     ts.submit(copy8, x[0:8, :], z[8:16, :], deps=[t2])  # 3: no shared data, explicit edge from 2
 
 
+@ts.jit
+def staged(x: ts.Tensor[[8, C], F], y: ts.Out[[8, C], F]):
+    h = ts.create_tensor([8, C], F)
+    copy8(x, h)
+    for _ in ts.range(0, 2):
+        g = ts.create_tensor([8, C], F)  # one per iteration: g, then g#1
+        copy8(h, g)
+        h = g
+    copy8(h, y)
+
+
 def run_with_deps(fn, *args):
     prog = fn.compile()
     prog.run(*args, enable_dep_gen=True, num_workers=2)
@@ -47,6 +58,16 @@ def hazards_run(tmp_path_factory):
         yield run_with_deps(hazards, torch.randn(16, C), torch.zeros(16, C), torch.zeros(16, C))
     finally:
         mp.undo()
+
+
+def test_intermediates_are_named_by_their_orchestration_variables(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILESCOPE_BUILD_DIR", str(tmp_path))
+    x, y = torch.randn(8, C), torch.zeros(8, C)
+    prog, out = run_with_deps(staged, x, y)
+    assert torch.equal(y, x)
+    data = json.loads((out / "deps.json").read_text())
+    assert [t["name"] for t in data["tensors"]] == ["x", "y", "h", "g", "g#1"]
+    assert 'orch.create_tensor(TS_F32, {8, 8}, "g");' in (prog.work_dir / prog.config["ORCHESTRATION"]["source"]).read_text()
 
 
 def test_vector_dag_edges_tasks_and_tensor_names():
@@ -71,20 +92,20 @@ def test_vector_dag_edges_tasks_and_tensor_names():
         ("x", [64, 128], "f32"),
         ("y", [64, 128], "f32"),
         ("out", [64, 128], "f32"),
-        ("tmp0", [64, 128], "f32"),  # a
-        ("tmp1", [64, 128], "f32"),  # b
-        ("tmp2", [64, 128], "f32"),  # c
-        ("tmp3", [64, 128], "f32"),  # d
+        ("a", [64, 128], "f32"),
+        ("b", [64, 128], "f32"),
+        ("c", [64, 128], "f32"),
+        ("d", [64, 128], "f32"),
     ]
     name = {t["id"]: t["name"] for t in data["tensors"]}
     combine = data["tasks"][4]
     assert [(a["index"], a["role"], name[a["tensor"]], a["region"]) for a in combine["args"]] == [
-        (0, "input", "tmp3", [[0, 64], [0, 128]]),
-        (1, "input", "tmp0", [[0, 64], [0, 128]]),
+        (0, "input", "d", [[0, 64], [0, 128]]),
+        (1, "input", "a", [[0, 64], [0, 128]]),
         (2, "output", "out", [[0, 64], [0, 128]]),
     ]
     edge_0_4 = next(e for e in data["edges"] if (e["pred"], e["succ"]) == (0, 4))
-    assert (edge_0_4["arg"], name[edge_0_4["tensor"]], edge_0_4["pred_arg"]) == (1, "tmp0", 2)
+    assert (edge_0_4["arg"], name[edge_0_4["tensor"]], edge_0_4["pred_arg"]) == (1, "a", 2)
     assert edge_0_4["overlap"] == [[0, 64], [0, 128]]
     assert data["counts"] == {
         "tasks": 5,
@@ -99,7 +120,7 @@ def test_vector_dag_edges_tasks_and_tensor_names():
 def test_war_waw_on_overlapping_slices_and_explicit_edge(hazards_run):
     _, out = hazards_run
     data = json.loads((out / "deps.json").read_text())
-    tmp = next(t["id"] for t in data["tensors"] if t["name"] == "tmp0")
+    tmp = next(t["id"] for t in data["tensors"] if t["name"] == "t")
     rows = [
         (
             e["pred"],
@@ -126,7 +147,7 @@ def test_war_waw_on_overlapping_slices_and_explicit_edge(hazards_run):
         ("input", 0, [[8, 16], [0, 8]], 64),
         ("output", tmp, [[6, 14], [0, 8]], 48),
     ]
-    assert [t["name"] for t in data["tensors"]] == ["x", "y", "z", "tmp0"]
+    assert [t["name"] for t in data["tensors"]] == ["x", "y", "z", "t"]  # t: the orchestration's variable
 
 
 def test_cli_summary(hazards_run, capsys):
@@ -223,7 +244,7 @@ def test_html_in_headless_chromium(hazards_run):
             args = page.eval_on_selector_all(
                 "#sel-args tr.arg", "rs => rs.map(r => r.innerText.split('\\t'))"
             )
-            assert args == [["0", "input", "x", "[8:16, 0:8]"], ["1", "output", "tmp0", "[6:14, 0:8]"]]
+            assert args == [["0", "input", "x", "[8:16, 0:8]"], ["1", "output", "t", "[6:14, 0:8]"]]
             assert "WAR" in page.inner_text("#sel-in") and "WAW" in page.inner_text("#sel-in")
             assert "deps=" in page.inner_text("#sel-out")
 

@@ -55,7 +55,7 @@ def vector_dag_values(x, y):
     b = x * y
     c = torch.nn.functional.silu(a)
     d = torch.maximum(b, c)
-    return {"x": x, "y": y, "tmp0": a, "tmp1": b, "tmp2": c, "tmp3": d, "out": d * 0.5 + torch.tanh(a)}
+    return {"x": x, "y": y, "a": a, "b": b, "c": c, "d": d, "out": d * 0.5 + torch.tanh(a)}
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +76,11 @@ def test_level2_records_every_argument_with_its_values(dag):
     assert (m["truncated"], m["overwritten"], m["dropped_records"]) == (0, 0, 0)
     want = vector_dag_values(x, y)
     expected = [  # (task, kernel, arg, role, tensor)
-        (0, "add", 0, "input", "x"), (0, "add", 1, "input", "y"), (0, "add", 2, "output", "tmp0"),
-        (1, "mul", 0, "input", "x"), (1, "mul", 1, "input", "y"), (1, "mul", 2, "output", "tmp1"),
-        (2, "silu", 0, "input", "tmp0"), (2, "silu", 1, "output", "tmp2"),
-        (3, "maximum", 0, "input", "tmp1"), (3, "maximum", 1, "input", "tmp2"), (3, "maximum", 2, "output", "tmp3"),
-        (4, "combine", 0, "input", "tmp3"), (4, "combine", 1, "input", "tmp0"), (4, "combine", 2, "output", "out"),
+        (0, "add", 0, "input", "x"), (0, "add", 1, "input", "y"), (0, "add", 2, "output", "a"),
+        (1, "mul", 0, "input", "x"), (1, "mul", 1, "input", "y"), (1, "mul", 2, "output", "b"),
+        (2, "silu", 0, "input", "a"), (2, "silu", 1, "output", "c"),
+        (3, "maximum", 0, "input", "b"), (3, "maximum", 1, "input", "c"), (3, "maximum", 2, "output", "d"),
+        (4, "combine", 0, "input", "d"), (4, "combine", 1, "input", "a"), (4, "combine", 2, "output", "out"),
     ]  # fmt: skip
     got = [(r["task_id"], r["kernel"], r["arg_index"], r["role"], r["tensor"]) for r in m["records"]]
     assert got == expected
@@ -162,9 +162,9 @@ def test_level1_dumps_tagged_tensors_and_their_tasks_scalars():
     got = [(r["task_id"], r["arg_index"], r["stage"], r["tensor"]) for r in m["records"]]
     expected = []
     for t in range(1, 5):
-        expected += [(t, 2, "before_dispatch", None), (t, 1, "after_completion", "tmp0")]
+        expected += [(t, 2, "before_dispatch", None), (t, 1, "after_completion", "tmp")]
     for t in range(5, 9):
-        expected += [(t, 0, "before_dispatch", "tmp0")]
+        expected += [(t, 0, "before_dispatch", "tmp")]
     expected += [(10, 1, "before_dispatch", "acc"), (10, 1, "after_completion", "acc")]
     assert got == expected
     tmp = x * 0.5
@@ -181,7 +181,7 @@ def test_level1_dumps_tagged_tensors_and_their_tasks_scalars():
             continue
         row = r["start_offset"] // 8
         assert (r["shape"], r["strides"], r["start_offset"]) == ([8], [1], row * 8)
-        if r["tensor"] == "tmp0":
+        if r["tensor"] == "tmp":
             torch.testing.assert_close(tensor_of(r, payload), tmp[row])
     before, after = m["records"][-2:]
     assert before["role"] == after["role"] == "inout" and before["start_offset"] == 8

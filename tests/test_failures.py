@@ -101,7 +101,7 @@ def test_missing_producer_is_reported_at_once_with_the_blocked_tasks():
     assert "2 of 2 task(s) can never run" in f.message
     assert "task 0 waits for task 7, which was never submitted" in f.message
     assert "task 0 (kernel divide) waits for task 7, which was never submitted (explicit dep)" in f.details
-    assert "task 1 (kernel twice) waits for task 0 (kernel divide): RAW on x = tmp0[0:8, 0:16]" in f.details
+    assert "task 1 (kernel twice) waits for task 0 (kernel divide): RAW on x = t[0:8, 0:16]" in f.details
     assert any("task(s) 7 were never submitted" in s for s in f.next_steps)
     goes_on()
 

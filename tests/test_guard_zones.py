@@ -83,11 +83,11 @@ def test_a_store_just_outside_an_intermediate_names_its_task(unchecked, row, col
     f = info.value.failure
     assert (f.kind, f.task_id, f.kernel) == ("guard", 1, "put")
     assert f.message.startswith(
-        f"guard zone damaged: task 1 (kernel put) (arg 1) {side} intermediate tensor 1 (f32[64, 128], 32768 bytes): "
+        f"guard zone damaged: task 1 (kernel put) (arg 1) {side} intermediate tensor u (f32[64, 128], 32768 bytes): "
     )
     assert bytes_ in f.message
     assert f.message.endswith("no other task using that tensor was running, so it is the writer")
-    assert "task 1's out is tmp1[0:64, 0:128]" in f.details
+    assert "task 1's out is u[0:64, 0:128]" in f.details
     assert re.search(r"dfx_outputs/failure/task_1(_\d+)?$", f.saved_inputs)  # a suffix: saved before
     assert f"next: replay the task alone: tilescope replay {unchecked.work_dir} --task 1" in str(info.value)
     # the same build runs in-range calls correctly afterwards

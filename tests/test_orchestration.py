@@ -61,7 +61,7 @@ def test_features_sim_matches_interp_and_torch():
 
 def test_generated_orchestration_reads_like_the_source():
     cpp = next((features.compile().work_dir / "orchestration").glob("*.cpp")).read_text()
-    assert "ts::TensorHandle tmp = orch.create_tensor(TS_F32, {4, 8});" in cpp
+    assert 'ts::TensorHandle tmp = orch.create_tensor(TS_F32, {4, 8}, "tmp");' in cpp
     assert "orch.dump_tag(tmp);" in cpp
     assert 'ts::Task task = orch.task(FUNC_SCALE, "scale_row");' in cpp
     assert "task.add_input(x.slice({{r, r + 1}, {0, 8}}).squeeze({0}), {8});" in cpp

@@ -164,9 +164,8 @@ def orchestration_cpp(p: Program) -> str:
             case Assign(target=t, value=CreateTensor(type=tt)):
                 shape = ", ".join(map(str, tt.shape))
                 prefix = declare(t, "ts::TensorHandle")
-                lines.append(
-                    f"{ind}{prefix}{name_of(t)} = orch.create_tensor(TS_{tt.dtype.name.upper()}, {{{shape}}});{m}"
-                )
+                dtype = f"TS_{tt.dtype.name.upper()}"
+                lines.append(f'{ind}{prefix}{name_of(t)} = orch.create_tensor({dtype}, {{{shape}}}, "{t}");{m}')
             case Assign(target=t, value=Var() as v) if isinstance(v.type, TensorType | TaskType):
                 ctype = "ts::TensorHandle" if isinstance(v.type, TensorType) else "int64_t"
                 lines.append(f"{ind}{declare(t, ctype)}{name_of(t)} = {em.emit(v)};{m}")

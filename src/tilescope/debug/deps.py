@@ -105,10 +105,13 @@ def deps_data(program: Build, report: RunReport) -> dict[str, Any]:
 
 
 def _tensors(program: Build, report: RunReport) -> tuple[list[dict[str, Any]], list[int]]:
-    """One row per buffer (program arguments first, then intermediates ``tmp<k>``), and their ids."""
+    """One row per buffer (program arguments first, then intermediates), and their ids. An
+    intermediate is named by its orchestration variable (``h``; ``h#1``, ``h#2`` for the later
+    ones a loop creates), or ``tmp<k>`` by its creation index when the build does not say."""
     rows: list[dict[str, Any]] = []
     ids: list[int] = []
     ntmp = 0
+    seen: dict[str, int] = {}
     for b in report.buffers:
         if b.buffer_id in ids:  # program arguments aliasing one storage are one buffer
             row = rows[ids.index(b.buffer_id)]
@@ -117,6 +120,11 @@ def _tensors(program: Build, report: RunReport) -> tuple[list[dict[str, Any]], l
             continue
         if b.program_arg >= 0:
             name = program.args[b.program_arg].name
+        elif b.name:
+            count = seen.get(b.name, 0)
+            seen[b.name] = count + 1
+            name = b.name if count == 0 else f"{b.name}#{count}"
+            ntmp += 1
         else:
             name, ntmp = f"tmp{ntmp}", ntmp + 1
         ids.append(b.buffer_id)
@@ -125,7 +133,7 @@ def _tensors(program: Build, report: RunReport) -> tuple[list[dict[str, Any]], l
 
 
 def buffer_names(program: Build, report: RunReport) -> dict[int, tuple[str, tuple]]:
-    """Each buffer's display name (its program argument's name, or ``tmp<k>``) and layout
+    """Each buffer's display name (its program argument's name, or the intermediate's) and layout
     (shape, strides, offset), by buffer id."""
     rows, ids = _tensors(program, report)
     return {i: (r["name"], (r["shape"], r["strides"], r["offset"])) for i, r in zip(ids, rows)}

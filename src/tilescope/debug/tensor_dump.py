@@ -5,7 +5,7 @@ Invariants (format: tilescope-tensor-dump version 1):
   failed run too, with the run's status and error) and the build's kernel and argument tables.
 - Records keep the runtime's order, (task_id, stage [before_dispatch first], arg_index);
   ``index`` is the position. ``tensor`` names a program argument by its buffer (the first
-  argument of aliasing ones), else ``tmp<k>`` in creation order, as ``deps.json`` does.
+  argument of aliasing ones), else the intermediate's orchestration variable, as ``deps.json`` does.
 - ``tensor_dump.bin`` holds every kept payload at its record's ``bin_offset`` (nothing at level
   3); a payload lost to the arena is flagged (``truncated``/``overwritten``) and counted, and
   records lost to a full record buffer are counted in ``dropped_records``.
@@ -23,6 +23,7 @@ from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
 from tilescope.build.paths import TENSOR_DUMP_DIR as DUMP_DIR
 from tilescope.build.paths import TENSOR_DUMP_JSON as MANIFEST
 from tilescope.build.paths import atomic_write, atomic_write_bytes
+from tilescope.debug.deps import buffer_names
 from tilescope.runtime.records import DumpReport, RunReport
 
 FORMAT = "tilescope-tensor-dump"
@@ -30,16 +31,9 @@ VERSION = 1
 
 
 def tensor_names(program: Build, report: RunReport) -> dict[int, str]:
-    """Buffer id -> name: the program argument's, else ``tmp<k>`` for the k-th intermediate."""
-    names: dict[int, str] = {}
-    ntmp = 0
-    for b in report.buffers:
-        if b.program_arg < 0:
-            name, ntmp = f"tmp{ntmp}", ntmp + 1
-        else:
-            name = program.args[b.program_arg].name
-        names.setdefault(b.buffer_id, name)
-    return names
+    """Buffer id -> name, as ``deps.json`` names buffers (``deps.buffer_names``): the program
+    argument's, else the intermediate's orchestration variable."""
+    return {buffer_id: name for buffer_id, (name, _) in buffer_names(program, report).items()}
 
 
 def manifest(program: Build, report: RunReport) -> dict[str, Any]:

@@ -296,6 +296,7 @@ PROTOTYPES = {
     ),
     "ts_run_num_buffers": (ctypes.c_int64, [_RESULT]),
     "ts_run_copy_buffers": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsBufferRecord), ctypes.c_int64]),
+    "ts_run_buffer_name": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
     "ts_run_num_dump_tags": (ctypes.c_int64, [_RESULT]),
     "ts_run_copy_dump_tags": (
         ctypes.c_int64,

@@ -90,12 +90,22 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
     if num_buffers:
         buf = (TsBufferRecord * num_buffers)()
         n = lib.ts_run_copy_buffers(handle, buf, num_buffers)
-        report.buffers = [BufferRecord(r.tensor.buffer_id, r.program_arg, *_view(r.tensor)) for r in buf[:n]]
+        report.buffers = [
+            BufferRecord(
+                r.tensor.buffer_id,
+                r.program_arg,
+                *_view(r.tensor),
+                (lib.ts_run_buffer_name(handle, i) or b"").decode(errors="replace"),
+            )
+            for i, r in enumerate(buf[:n])
+        ]
     num_tags = lib.ts_run_num_dump_tags(handle)
     if num_tags:
         buf = (TsDumpTagRecord * num_tags)()
         n = lib.ts_run_copy_dump_tags(handle, buf, num_tags)
-        report.dump_tags = [DumpTagRecord(r.first_task, r.tensor.buffer_id, *_view(r.tensor)) for r in buf[:n]]
+        report.dump_tags = [
+            DumpTagRecord(r.first_task, r.tensor.buffer_id, *_view(r.tensor)) for r in buf[:n]
+        ]
     if lib.ts_run_dump_level(handle):
         report.dump = _collect_dump(lib, handle)
     _collect_failure(lib, handle, report)

@@ -122,7 +122,8 @@ class TaskArgRecord:
 @dataclass(frozen=True, slots=True)
 class BufferRecord:
     """A buffer the run knows as a whole (recorded with ``record_edges``): a tensor program
-    argument (``program_arg`` its index) or an intermediate from ``create_tensor`` (-1)."""
+    argument (``program_arg`` its index) or an intermediate from ``create_tensor`` (-1), with
+    ``name`` the orchestration's variable for it ("" if the orchestration did not name it)."""
 
     buffer_id: int
     program_arg: int
@@ -130,6 +131,7 @@ class BufferRecord:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int
+    name: str = ""
 
 
 @dataclass(frozen=True, slots=True)

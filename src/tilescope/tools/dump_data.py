@@ -74,7 +74,7 @@ class Record:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     start_offset: int
-    tensor: str | None  # program argument name, or tmp<k>
+    tensor: str | None  # program argument name, or the intermediate's (its orchestration variable)
     value: Any  # a scalar's value, else None
     bin_offset: int | None
     bin_size: int  # bytes stored in the .bin

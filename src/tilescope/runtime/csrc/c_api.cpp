@@ -166,6 +166,11 @@ int64_t ts_run_copy_buffers(const ts_run_result *r, ts_buffer_record *out, int64
     return copy_out(r->buffers, out, capacity);
 }
 
+const char *ts_run_buffer_name(const ts_run_result *r, int64_t index) {
+    if (index < 0 || index >= static_cast<int64_t>(r->buffer_names.size())) return "";
+    return r->buffer_names[static_cast<size_t>(index)].c_str();
+}
+
 int64_t ts_run_num_dump_tags(const ts_run_result *r) { return static_cast<int64_t>(r->dump_tags.size()); }
 
 int64_t ts_run_copy_dump_tags(const ts_run_result *r, ts_dump_tag_record *out, int64_t capacity) {

@@ -172,6 +172,11 @@ std::string GuardZones::adopt(int32_t index, const ts_tensor &t, const ts_guard_
     return "";
 }
 
+void GuardZones::name(const void *data, const char *label) {
+    const auto it = by_data_.find(data);
+    if (it != by_data_.end()) it->second->label = label;
+}
+
 void GuardZones::attach(Task &t, BlockArena<GuardZone *> &arena) const {
     if (by_data_.empty()) return;
     GuardZone *found[TS_MAX_DIMS * 4];
@@ -260,7 +265,8 @@ bool GuardZones::scan(const GuardZone &z, GuardDamage &out) {
 
 std::string GuardZones::name(const GuardZone &z) const {
     std::string s = z.program_arg >= 0 ? "program argument " + std::to_string(z.program_arg)
-                                       : "intermediate tensor " + std::to_string(z.ordinal);
+                    : z.label.empty()  ? "intermediate tensor " + std::to_string(z.ordinal)
+                                       : "intermediate tensor " + z.label;
     s += std::string(" (") + dtype_name(z.tensor.dtype) + "[";
     for (int32_t d = 0; d < z.tensor.ndim && d < TS_MAX_DIMS; ++d) s += (d ? ", " : "") + std::to_string(z.tensor.shape[d]);
     return s + "], " + std::to_string(z.bytes) + " bytes)";

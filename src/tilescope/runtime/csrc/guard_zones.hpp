@@ -49,6 +49,7 @@ struct GuardZone {
     int32_t program_arg = -1;       // >= 0: that program argument; -1: an intermediate
     int64_t ordinal = 0;            // an intermediate's creation index (0 first)
     ts_tensor tensor{};             // its dtype and shape, for reports
+    std::string label;              // an intermediate's orchestration variable, or ""
     void *map = nullptr;            // the intermediate's own mapping, or heap block, to free
     size_t map_bytes = 0;           // 0: `map` is a heap block
 };
@@ -110,6 +111,8 @@ public:
     // Program argument `index` (`t`) was allocated with zones `z` by the caller; an empty string,
     // or why they cannot be used (not that argument's buffer, the zones do not hold TS_GUARD_BYTE).
     std::string adopt(int32_t index, const ts_tensor &t, const ts_guard_zone &z);
+    // Name the intermediate at `data` (on the orchestration thread, before a task takes it).
+    void name(const void *data, const char *label);
     // List on `t` the zones of its tensor arguments (distinct), from `arena`.
     void attach(Task &t, BlockArena<GuardZone *> &arena) const;
 

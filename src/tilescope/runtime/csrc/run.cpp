@@ -49,6 +49,7 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     api_.dump_tag = &Run::api_dump_tag;
     api_.dump_in_next_task = &Run::api_dump_in_next_task;
     api_.fail = &Run::api_fail;
+    api_.name_tensor = &Run::api_name_tensor;
     for (const std::string &name : kernel_names_) kernel_cnames_.push_back(name.c_str());
     const int32_t workers = scheduler_.num_workers();
     if (config_.dump_level >= 1 && config_.dump_level <= 3)
@@ -65,6 +66,7 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
         if (args_[i].kind != TS_ARG_TENSOR) continue;
         tensor_map_.register_buffer(args_[i].u.t);
         buffers_.push_back(ts_buffer_record{args_[i].u.t, i, 0});
+        buffer_names_.emplace_back();
     }
     for (int32_t k = 0; k < config_.num_guard_zones && config_.guard_zones != nullptr; ++k) {
         const ts_guard_zone &zone = config_.guard_zones[k];
@@ -141,6 +143,7 @@ void Run::fill_result(ts_run_result &result) {
     result.edges = std::move(edges_);
     result.task_args = std::move(task_args_);
     result.buffers = std::move(buffers_);
+    result.buffer_names = std::move(buffer_names_);
     result.dump_tags = std::move(dump_tags_);
 }
 
@@ -372,6 +375,7 @@ int Run::create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_ten
     }
     tensor_map_.register_buffer(*out);
     buffers_.push_back(ts_buffer_record{*out, -1, 0});
+    buffer_names_.emplace_back();
     return 0;
 }
 
@@ -513,6 +517,24 @@ void Run::api_dump_tag(void *ctx, const ts_tensor *t) {
         run->dump_tag(t);
     } catch (const std::exception &e) {
         run->fail(std::string("dump_tag: runtime internal error: ") + e.what());
+    }
+}
+
+void Run::api_name_tensor(void *ctx, const ts_tensor *t, const char *name) {
+    Run *run = static_cast<Run *>(ctx);
+    const OrchestrationCall call(run);
+    if (t == nullptr || name == nullptr) return;
+    try {
+        // NOTE: the tensor was just created: search from the newest buffer.
+        for (size_t i = run->buffers_.size(); i-- > 0;) {
+            if (run->buffers_[i].program_arg < 0 && run->buffers_[i].tensor.data == t->data) {
+                run->buffer_names_[i] = name;
+                run->guard_zones_.name(t->data, name);
+                return;
+            }
+        }
+    } catch (const std::exception &) {
+        // out of memory for a name: the tensor stays unnamed
     }
 }
 

@@ -83,6 +83,7 @@ private:
     static void api_dump_tag(void *ctx, const ts_tensor *t);
     static void api_dump_in_next_task(void *ctx, const ts_tensor *t);
     static void api_fail(void *ctx, const char *message);
+    static void api_name_tensor(void *ctx, const ts_tensor *t, const char *name);
 
     void orchestrate();
     int create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_tensor *out);
@@ -137,6 +138,7 @@ private:
     std::vector<ts_edge_record> edges_;
     std::vector<ts_task_arg_record> task_args_;
     std::vector<ts_buffer_record> buffers_;
+    std::vector<std::string> buffer_names_;  // one per buffers_ entry: an intermediate's name, or ""
     std::vector<std::string> task_names_;
     std::vector<ts_dump_tag_record> dump_tags_;
     std::unordered_set<int64_t> dump_tagged_buffers_;  // level 1: buffers dumped from now on

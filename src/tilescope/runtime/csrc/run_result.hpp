@@ -21,7 +21,8 @@ struct ts_run_result {
     std::vector<std::string> task_names;   // with record_task_times or a dump
     std::vector<ts_edge_record> edges;     // only with record_edges
     std::vector<ts_task_arg_record> task_args;  // only with record_edges
-    std::vector<ts_buffer_record> buffers;      // with record_edges or a dump
+    std::vector<ts_buffer_record> buffers;
+    std::vector<std::string> buffer_names;  // one per buffer: an intermediate's name, or ""      // with record_edges or a dump
     std::vector<ts_dump_tag_record> dump_tags;
     ts::rt::DumpResult dump;               // level 0 (empty) unless a dump was asked for
     ts_failure_record failure{};           // kind TS_FAILURE_NONE unless the run failed

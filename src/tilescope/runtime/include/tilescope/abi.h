@@ -85,6 +85,9 @@ typedef struct ts_orch_api {
     /* Mark a tensor for partial (level 1) dumps in the next submitted task only (its
      * arguments on that tensor's buffer): ts.submit(..., dumps=[t]). */
     void (*dump_in_next_task)(void *ctx, const ts_tensor *t);
+    /* Name the intermediate tensor `t` (as create_tensor returned it) for reports: the
+     * orchestration's variable. Added last, so orchestrations built before it still work. */
+    void (*name_tensor)(void *ctx, const ts_tensor *t, const char *name);
 } ts_orch_api;
 
 /* Every orchestration .so exports this symbol. Returns 0 on success. */

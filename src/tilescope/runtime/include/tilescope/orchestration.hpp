@@ -263,8 +263,9 @@ public:
         return detail::is_float_dtype(s.dtype) ? static_cast<T>(s.v.f) : static_cast<T>(s.v.i);
     }
 
-    // A zero-filled, contiguous intermediate tensor that lives until the run ends.
-    TensorHandle create_tensor(int32_t dtype, std::initializer_list<int64_t> shape) {
+    // A zero-filled, contiguous intermediate tensor that lives until the run ends; `name` (the
+    // orchestration's variable, may be NULL) names it in reports.
+    TensorHandle create_tensor(int32_t dtype, std::initializer_list<int64_t> shape, const char *name = nullptr) {
         if (failed_) return TensorHandle();
         ts_tensor t{};
         const int32_t ndim = static_cast<int32_t>(shape.size());
@@ -272,6 +273,7 @@ public:
             failed_ = true;  // the runtime has recorded why
             return TensorHandle();
         }
+        if (name != nullptr) api_->name_tensor(ctx_, &t, name);
         return TensorHandle(t, TensorHandle::Root::intermediate, num_intermediates_++);
     }
 

@@ -253,6 +253,8 @@ int64_t ts_run_num_task_args(const ts_run_result *r); /* 0 unless record_edges *
 int64_t ts_run_copy_task_args(const ts_run_result *r, ts_task_arg_record *out, int64_t capacity);
 int64_t ts_run_num_buffers(const ts_run_result *r); /* 0 unless record_edges */
 int64_t ts_run_copy_buffers(const ts_run_result *r, ts_buffer_record *out, int64_t capacity);
+/* Buffer `index`'s name (an intermediate's orchestration variable, given by name_tensor), or "". */
+const char *ts_run_buffer_name(const ts_run_result *r, int64_t index);
 int64_t ts_run_num_dump_tags(const ts_run_result *r);
 int64_t ts_run_copy_dump_tags(const ts_run_result *r, ts_dump_tag_record *out, int64_t capacity);
 /* The tensor dump (ts_run_config::dump_level), flushed from every worker after the run, a failed
