@@ -84,6 +84,7 @@ def test_level2_records_every_argument_with_its_values(dag):
     ]  # fmt: skip
     got = [(r["task_id"], r["kernel"], r["arg_index"], r["role"], r["tensor"]) for r in m["records"]]
     assert got == expected
+    assert [r["region"] for r in m["records"]] == [f"{r['tensor']}[0:64, 0:128]" for r in m["records"]]
     offset = 0
     for r in m["records"]:
         assert (r["kind"], r["dtype"], r["shape"], r["strides"], r["start_offset"]) == (
@@ -159,6 +160,8 @@ def run_tagged(level):
 
 def test_level1_dumps_tagged_tensors_and_their_tasks_scalars():
     m, payload, x, acc0, acc = run_tagged(1)
+    regions = [r["region"] for r in m["records"] if r["role"] == "output"]
+    assert regions == ["tmp[0:1, 0:8]", "tmp[1:2, 0:8]", "tmp[2:3, 0:8]", "tmp[3:4, 0:8]"]  # rows of tmp
     got = [(r["task_id"], r["arg_index"], r["stage"], r["tensor"]) for r in m["records"]]
     expected = []
     for t in range(1, 5):

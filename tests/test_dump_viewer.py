@@ -268,12 +268,13 @@ def test_listing_every_record(build, capsys):
         "before",
         "input",
         "0",
+        "x",  # a manifest without regions: the tensor's name
         "tensor",
         "f32",
         "[64,128]",
         str(64 * 128 * 4),
     ]
-    assert rows[4] == ["4", "1", "scale", "before", "scalar", "2", "scalar", "f32", "[]", "0.5"]
+    assert rows[4] == ["4", "1", "scale", "before", "scalar", "2", "-", "scalar", "f32", "[]", "0.5"]
     assert rows[7][:5] == ["7", "2", "accum", "after", "inout"]
     assert (
         "by stage/role: before_dispatch: inout 1, input 3, scalar 1; after_completion: inout 1, output 2"

@@ -5,7 +5,8 @@ Invariants (format: tilescope-tensor-dump version 1):
   failed run too, with the run's status and error) and the build's kernel and argument tables.
 - Records keep the runtime's order, (task_id, stage [before_dispatch first], arg_index);
   ``index`` is the position. ``tensor`` names a program argument by its buffer (the first
-  argument of aliasing ones), else the intermediate's orchestration variable, as ``deps.json`` does.
+  argument of aliasing ones), else the intermediate's orchestration variable, as ``deps.json`` does;
+  ``region`` is the part of it the argument covers (``h[0:64, 128:256]``).
 - ``tensor_dump.bin`` holds every kept payload at its record's ``bin_offset`` (nothing at level
   3); a payload lost to the arena is flagged (``truncated``/``overwritten``) and counted, and
   records lost to a full record buffer are counted in ``dropped_records``.
@@ -23,8 +24,8 @@ from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
 from tilescope.build.paths import TENSOR_DUMP_DIR as DUMP_DIR
 from tilescope.build.paths import TENSOR_DUMP_JSON as MANIFEST
 from tilescope.build.paths import atomic_write, atomic_write_bytes
-from tilescope.debug.deps import buffer_names
-from tilescope.runtime.records import DumpReport, RunReport
+from tilescope.debug.deps import buffer_names, region_text
+from tilescope.runtime.records import DumpRecord, DumpReport, RunReport, TaskArgRecord
 
 FORMAT = "tilescope-tensor-dump"
 VERSION = 1
@@ -36,13 +37,23 @@ def tensor_names(program: Build, report: RunReport) -> dict[int, str]:
     return {buffer_id: name for buffer_id, (name, _) in buffer_names(program, report).items()}
 
 
+def _view(r: DumpRecord) -> TaskArgRecord:
+    """A dump record's region as a task argument (what ``region_text`` reads)."""
+    direction = {"input": "in", "output": "out", "inout": "inout"}.get(r.role, r.role)
+    return TaskArgRecord(
+        r.task_id, r.arg_index, r.kind, direction, r.dtype, r.buffer_id, len(r.shape), r.shape, r.strides,
+        r.start_offset,
+    )  # fmt: skip
+
+
 def manifest(program: Build, report: RunReport) -> dict[str, Any]:
     """The ``tensor_dump.json`` object for ``report`` (which must carry a dump)."""
     dump: DumpReport | None = report.dump
     if dump is None:
         raise ValueError("manifest: the run report has no tensor dump (run with enable_dump_tensor)")
     kernels = [k["name"] for k in program.kernels]
-    names = tensor_names(program, report)
+    buffers = buffer_names(program, report)
+    names = {buffer_id: name for buffer_id, (name, _) in buffers.items()}
     counts = {
         "before_dispatch": {"input": 0, "inout": 0, "scalar": 0},
         "after_completion": {"output": 0, "inout": 0},
@@ -67,6 +78,7 @@ def manifest(program: Build, report: RunReport) -> dict[str, Any]:
                 "strides": list(r.strides),
                 "start_offset": r.start_offset,
                 "tensor": None if r.kind == "scalar" else names.get(r.buffer_id, f"buffer@{r.buffer_id:#x}"),
+                "region": None if r.kind == "scalar" else region_text(_view(r), buffers),
                 "value": r.value,
                 "bin_offset": r.bin_offset,
                 "bin_size": r.bin_size,

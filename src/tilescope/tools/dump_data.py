@@ -75,6 +75,7 @@ class Record:
     strides: tuple[int, ...]
     start_offset: int
     tensor: str | None  # program argument name, or the intermediate's (its orchestration variable)
+    region: str | None  # the part of it the argument covers, ``h[0:64, 128:256]`` (None: unknown)
     value: Any  # a scalar's value, else None
     bin_offset: int | None
     bin_size: int  # bytes stored in the .bin
@@ -117,7 +118,7 @@ class Record:
         """How messages name the record: its index, task, kernel, stage, role and argument."""
         return (
             f"record {self.index} (task {self.task_id} {self.kernel}, {self.stage}, {self.role} arg "
-            f"{self.arg_index}{'' if self.tensor is None else ' ' + self.tensor})"
+            f"{self.arg_index}{'' if self.tensor is None else ' ' + (self.region or self.tensor)})"
         )
 
 
@@ -316,6 +317,7 @@ def _record(pos: int, raw: Any, level: int | None, bin_actual: int | None, bin_n
         strides=strides,
         start_offset=get_int("start_offset", 0),
         tensor=None if raw.get("tensor") is None else str(raw.get("tensor")),
+        region=raw.get("region") if isinstance(raw.get("region"), str) else None,
         value=raw.get("value"),
         bin_offset=off,
         bin_size=size,

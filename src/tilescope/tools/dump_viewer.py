@@ -86,6 +86,7 @@ def format_table(records: Sequence[Record]) -> str:
         "stage",
         "role",
         "arg",
+        "tensor",
         "kind",
         "dtype",
         "shape",
@@ -100,6 +101,7 @@ def format_table(records: Sequence[Record]) -> str:
             r.stage.split("_")[0],
             r.role,
             str(r.arg_index),
+            (r.region or r.tensor or "-").replace(", ", ","),  # NOTE: one cell, as shape is
             r.kind,
             r.dtype,
             _shape(r.shape),
@@ -109,7 +111,7 @@ def format_table(records: Sequence[Record]) -> str:
         for r in records
     ]
     widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(head)]
-    right = {0, 1, 5, 9}
+    right = {0, 1, 5, 10}
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(
