@@ -366,7 +366,7 @@ def test_print_intermediates_saves_and_prints_the_filtered_kernels(capsys):
     out = capsys.readouterr().out
     assert "[intermediates] task 0 (kernel divide)" in out and "[intermediates] task 1 (kernel twice)" in out
     lo, hi = float(x.min()), float(x.max())
-    assert f"  in  x [8, 16] float32 min {lo:.6g} max {hi:.6g}" in out
+    assert f"  in  x = x[0:8, 0:16] [8, 16] float32 min {lo:.6g} max {hi:.6g}" in out  # param = region
     # a second level-1 run does not overwrite the first
     prog.run(x, z, y, print_intermediates=1)
     assert (prog.work_dir / "dfx_outputs" / "intermediates_1" / "task_0_divide").is_dir()

@@ -21,8 +21,10 @@ import torch
 
 from tilescope.build.manifest import Build
 from tilescope.build.paths import DFX_DIR, INTERMEDIATES_DIR
+from tilescope.debug.deps import buffer_names, region_text
+from tilescope.debug.tensor_dump import view_of
 from tilescope.ir import dtypes
-from tilescope.runtime.records import DumpRecord, DumpReport
+from tilescope.runtime.records import DumpRecord, RunReport
 
 _STAGE_DIR = {"before_dispatch": "in", "after_completion": "out"}
 
@@ -59,10 +61,14 @@ def stats_line(t: torch.Tensor) -> str:
 
 
 def write_intermediates(
-    program: Build, dump: DumpReport, level: int, out: TextIO | None = None
+    program: Build, report: RunReport, level: int, out: TextIO | None = None
 ) -> Path | None:
-    """Save (level 1) or print (level 2) every dumped task argument; returns the level-1 directory."""
+    """Save (level 1) or print (level 2) every task argument ``report``'s dump holds; returns the
+    level-1 directory. Level 2 names each tensor argument's region (``x = h[0:64, 0:128]``)."""
     out = out or sys.stdout
+    dump = report.dump
+    assert dump is not None
+    buffers = buffer_names(program, report)
     kernels = [k["name"] for k in program.kernels]
     base = None
     if level == 1:
@@ -87,8 +93,10 @@ def write_intermediates(
             continue
         t = record_tensor(dump.payload, r)
         if level == 2:
+            region = region_text(view_of(r), buffers)
             print(
-                f"  {side:<3} {name} " + (stats_line(t) if t is not None else "(payload not kept)"), file=out
+                f"  {side:<3} {name} = {region} " + (stats_line(t) if t is not None else "(payload not kept)"),
+                file=out,
             )
             continue
         if t is not None:

@@ -143,7 +143,7 @@ class IntermediatesObserver:
         """Save (level 1) or print (level 2) every dumped argument; returns the saved directory, if any."""
         if self.level == 3 or report.dump is None:
             return []
-        saved = write_intermediates(build, report.dump, self.level)
+        saved = write_intermediates(build, report, self.level)
         return [saved] if saved is not None else []
 
 

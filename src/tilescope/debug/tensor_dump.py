@@ -37,7 +37,7 @@ def tensor_names(program: Build, report: RunReport) -> dict[int, str]:
     return {buffer_id: name for buffer_id, (name, _) in buffer_names(program, report).items()}
 
 
-def _view(r: DumpRecord) -> TaskArgRecord:
+def view_of(r: DumpRecord) -> TaskArgRecord:
     """A dump record's region as a task argument (what ``region_text`` reads)."""
     direction = {"input": "in", "output": "out", "inout": "inout"}.get(r.role, r.role)
     return TaskArgRecord(
@@ -78,7 +78,7 @@ def manifest(program: Build, report: RunReport) -> dict[str, Any]:
                 "strides": list(r.strides),
                 "start_offset": r.start_offset,
                 "tensor": None if r.kind == "scalar" else names.get(r.buffer_id, f"buffer@{r.buffer_id:#x}"),
-                "region": None if r.kind == "scalar" else region_text(_view(r), buffers),
+                "region": None if r.kind == "scalar" else region_text(view_of(r), buffers),
                 "value": r.value,
                 "bin_offset": r.bin_offset,
                 "bin_size": r.bin_size,
@@ -116,4 +116,4 @@ def write_tensor_dump(out: Path, program: Build, report: RunReport) -> list[Path
     return [json_path, bin_path]
 
 
-__all__ = ["manifest", "tensor_names", "write_tensor_dump"]
+__all__ = ["manifest", "tensor_names", "view_of", "write_tensor_dump"]
