@@ -291,7 +291,9 @@ def test_nan_check_names_saves_and_replays_every_task_that_made_nan(capsys):
         out = capsys.readouterr().out
         task = command.split("--task ")[1].split()[0]
         assert f"[REPLAY] task {task} 'divide' (kernel divide) alone on sim" in out
-        assert "[REPLAY] ran to the end" in out and "y [8, 16] float32:" in out and "0 NaN, 1 Inf" in out
+        assert "[REPLAY] ran to the end" in out and "  out y [8, 16] float32:" in out and "0 NaN, 1 Inf" in out
+        header = out.split("[REPLAY] ran to the end")[0]  # the inputs are shown before the run
+        assert "  in  x [8, 16] float32: min " in header and "  in  z [8, 16] float32: min " in header
 
 
 def test_nan_check_saves_the_lowest_64_tasks_that_made_nan():

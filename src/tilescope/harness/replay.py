@@ -119,7 +119,8 @@ def _say(line: str, file: Any = None) -> None:
 
 
 def print_task_header(task: SavedTask, platform: str, file: Any = None) -> None:
-    """What is about to be replayed, as the CLI prints it before running."""
+    """What is about to be replayed, as the CLI prints it before running: the task, why it was
+    saved, and every input (scalars' values, tensors' statistics)."""
     _say(f"[REPLAY] task {task.task_id} '{task.task_name}' (kernel {task.kernel['name']}) alone on "
          f"{platform}, inputs from {task.dir}", file)  # fmt: skip
     if task.why:
@@ -129,6 +130,11 @@ def print_task_header(task: SavedTask, platform: str, file: Any = None) -> None:
             f"[REPLAY] note: inout {name!r} was saved after the kernel had partly run; the replay starts from it",
             file,
         )
+    for name, value, direction in zip(task.names, task.values, task.directions):
+        if direction == "scalar":
+            _say(f"  in  {name} = {value!r}", file)
+        elif direction in ("in", "inout"):
+            _say(f"  in  {_tensor_line(name, value)}", file)
 
 
 def print_task_outcome(result: TaskReplay, file: Any = None) -> None:
@@ -141,7 +147,11 @@ def print_task_outcome(result: TaskReplay, file: Any = None) -> None:
         for line in text.splitlines():
             _say(f"  {line}", file)
     for name, t in result.outputs.items():
-        _say(f"  {name} {list(t.shape)} {str(t.dtype).removeprefix('torch.')}: {tensor_stats(t)}", file)
+        _say(f"  out {_tensor_line(name, t)}", file)
+
+
+def _tensor_line(name: str, t: Any) -> str:
+    return f"{name} {list(t.shape)} {str(t.dtype).removeprefix('torch.')}: {tensor_stats(t)}"
 
 
 def add_replay_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
