@@ -153,7 +153,7 @@ def test_war_waw_on_overlapping_slices_and_explicit_edge(hazards_run):
 def test_cli_summary(hazards_run, capsys):
     prog, out = hazards_run
     for where in (prog.work_dir, out, out / "deps.json"):
-        assert deps.run_cli(argparse.Namespace(dir=str(where))) == 0
+        assert deps.run_cli(argparse.Namespace(dir=str(where), task=[], tensor=[])) == 0
         assert capsys.readouterr().out.splitlines() == [
             "hazards: 4 tasks, 4 edges",
             "  by kind:   ORDER 1, RAW 1, WAR 1, WAW 1",
@@ -182,7 +182,7 @@ def test_cli_registers_subcommand(hazards_run, capsys):
 def test_cli_missing_or_corrupt_file(tmp_path, capsys, content, why):
     if content is not None:
         (tmp_path / "deps.json").write_text(content)
-    assert deps.run_cli(argparse.Namespace(dir=str(tmp_path))) == 1
+    assert deps.run_cli(argparse.Namespace(dir=str(tmp_path), task=[], tensor=[])) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     lines = captured.err.splitlines()
@@ -258,3 +258,31 @@ def test_html_in_headless_chromium(hazards_run):
             browser.close()
     assert errors == []
     assert all(u.startswith("file://") for u in requests), requests
+
+
+def test_task_and_tensor_views_name_every_region_and_edge(hazards_run, capsys):
+    _, out = hazards_run
+    data = deps.load_deps(out)
+    assert deps.task_view(data, 2).splitlines()[1:] == [
+        "  arg 0 input  x[8:16, 0:8]",
+        "  arg 1 output t[6:14, 0:8]",
+        "  waits for: task 0 copy8: WAW on t; task 1 copy8: WAR on t",
+        "  waited on by: task 3 copy8: ORDER (explicit)",
+    ]
+    assert deps.task_view(data, 2).splitlines()[0].startswith("task 2 refill (kernel copy8) on worker ")
+    assert deps.tensor_view(data, "t").splitlines() == [
+        "tensor t f32[16, 8]",
+        "  task    0 copy8   output arg 1  t[0:8, 0:8]",
+        "  task    1 copy8   input  arg 0  t[4:12, 0:8]",
+        "  task    2 refill  output arg 1  t[6:14, 0:8]",
+    ]
+    from tilescope import cli
+
+    assert cli.main(["deps", str(out), "--task", "3", "--tensor", "z"]) == 0
+    printed = capsys.readouterr().out
+    assert "  waits for: task 2 refill: ORDER (explicit)" in printed and "  task    3 copy8   output arg 1  z[8:16, 0:8]" in printed
+    assert cli.main(["deps", str(out), "--task", "9"]) == 1
+    assert capsys.readouterr().err.strip().endswith("no task 9 in " + str(out / "deps.json") + ": its ids are 0..3")
+    assert cli.main(["deps", str(out), "--tensor", "q"]) == 1
+    err = capsys.readouterr().err
+    assert "no tensor 'q' in" in err and err.strip().endswith("its tensors: x, y, z, t")

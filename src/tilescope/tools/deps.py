@@ -143,12 +143,81 @@ def summary(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _arg_text(arg: dict[str, Any], tensors: dict[int, dict[str, Any]]) -> str:
+    """``x[0:64, 128:256]`` for a tensor argument (its tensor's name alone if its region is
+    unknown), ``= 0.5`` for a scalar."""
+    if "value" in arg:
+        return f"= {arg['value']!r}"
+    name = tensors.get(arg.get("tensor"), {}).get("name", f"tensor {arg.get('tensor')}")
+    region = arg.get("region")
+    if not isinstance(region, list):
+        return name
+    return name + "[" + ", ".join(f"{lo}:{hi}" for lo, hi in region) + "]"
+
+
+def task_view(data: dict[str, Any], task_id: int) -> str:
+    """Task ``task_id``: its kernel and worker, each argument's role and region, and the tasks
+    it waits for (with the edge's kind and tensor) and that wait for it."""
+    tasks = {t["id"]: t for t in data["tasks"]}
+    if task_id not in tasks:
+        raise DepsError(f"no task {task_id} in {data.get('_path', 'deps.json')}: its ids are 0..{len(tasks) - 1}")
+    t = tasks[task_id]
+    tensors = {x["id"]: x for x in data["tensors"]}
+    worker = t.get("worker")
+    lines = [f"task {task_id} {t.get('name')} (kernel {t.get('kernel')})" + (
+        f" on worker {worker}" if isinstance(worker, int) and worker >= 0 else " (not run)")]  # fmt: skip
+    for a in t.get("args", []):
+        lines.append(f"  arg {a.get('index')} {a.get('role', '?'):<6} {_arg_text(a, tensors)}")
+
+    def edge_text(e: dict[str, Any], other: int) -> str:
+        o = tasks.get(other, {})
+        on = tensors.get(e.get("tensor"), {}).get("name")
+        return f"task {other} {o.get('name', '?')}: {e.get('kind')}" + (f" on {on}" if on else " (explicit)")
+
+    preds = [edge_text(e, e["pred"]) for e in data["edges"] if e.get("succ") == task_id]
+    succs = [edge_text(e, e["succ"]) for e in data["edges"] if e.get("pred") == task_id]
+    lines.append("  waits for: " + ("; ".join(preds) or "nothing"))
+    lines.append("  waited on by: " + ("; ".join(succs) or "nothing"))
+    return "\n".join(lines)
+
+
+def tensor_view(data: dict[str, Any], name: str) -> str:
+    """Tensor ``name``: every task argument on it, in task order, with its role and region."""
+    tensors = {x["id"]: x for x in data["tensors"]}
+    match = [x for x in data["tensors"] if x.get("name") == name or name in x.get("aliases", [])]
+    if not match:
+        known = ", ".join(str(x.get("name")) for x in data["tensors"])
+        raise DepsError(f"no tensor {name!r} in {data.get('_path', 'deps.json')}; its tensors: {known}")
+    x = match[0]
+    shape = x.get("shape")
+    lines = [f"tensor {x.get('name')} {x.get('dtype')}{shape if shape is not None else ''}"]
+    width = max((len(str(t.get("name"))) for t in data["tasks"]), default=0)
+    for t in data["tasks"]:
+        for a in t.get("args", []):
+            if a.get("tensor") == x["id"]:
+                lines.append(
+                    f"  task {t['id']:>4} {str(t.get('name')):<{width}}  {a.get('role', '?'):<6} arg {a.get('index')}  "
+                    f"{_arg_text(a, tensors)}"
+                )
+    if len(lines) == 1:
+        lines.append("  no task takes it as an argument")
+    return "\n".join(lines)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``tilescope deps DIR`` to the ``tilescope`` command's subparsers."""
     p = subparsers.add_parser(
         "deps", help="summarise a run's dependency graph (dfx_outputs/deps.json) and point to its viewer"
     )
     p.add_argument("dir", metavar="DIR", help="a build directory, its dfx_outputs, or a deps.json")
+    p.add_argument(
+        "--task", type=int, action="append", default=[], metavar="ID",
+        help="show this task's arguments (role and region) and its edges; repeatable",
+    )  # fmt: skip
+    p.add_argument(
+        "--tensor", action="append", default=[], metavar="NAME",
+        help="show every task argument on this tensor (a program argument or an intermediate's variable); repeatable",
+    )  # fmt: skip
     p.set_defaults(fn=run_cli)
 
 
@@ -157,10 +226,11 @@ def run_cli(args: argparse.Namespace) -> int:
 
     try:
         data = load_deps(args.dir)
+        views = [task_view(data, t) for t in args.task] + [tensor_view(data, n) for n in args.tensor]
     except DepsError as e:
         print(f"tilescope deps: {e}", file=sys.stderr)
         return 1
-    print(summary(data))
+    print("\n\n".join([summary(data), *views]))
     return 0
 
 
@@ -170,4 +240,6 @@ __all__ = [
     "load_deps",
     "register",
     "summary",
+    "task_view",
+    "tensor_view",
 ]
