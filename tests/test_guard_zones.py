@@ -89,6 +89,7 @@ def test_a_store_just_outside_an_intermediate_names_its_task(unchecked, row, col
     assert f.message.endswith("no other task using that tensor was running, so it is the writer")
     assert "task 1's out is u[0:64, 0:128]" in f.details
     assert re.search(r"dfx_outputs/failure/task_1(_\d+)?$", f.saved_inputs)  # a suffix: saved before
+    assert any("compiled with check_bounds=False" in step for step in f.next_steps)
     assert f"next: replay the task alone: tilescope replay {unchecked.work_dir} --task 1" in str(info.value)
     # the same build runs in-range calls correctly afterwards
     y = torch.zeros(R, C)
@@ -96,6 +97,23 @@ def test_a_store_just_outside_an_intermediate_names_its_task(unchecked, row, col
     expected = x * 2
     expected[:8] += x[:8]
     torch.testing.assert_close(y, expected)
+
+
+def test_a_hand_edited_kernel_is_named_as_the_place_to_look(tmp_path):
+    prog = through_tmp.compile(build_dir=str(tmp_path))  # checked
+    (k,) = [k for k in prog.kernels if k["name"] == "put"]
+    src = prog.work_dir / k["source"]
+    text = src.read_text()
+    edited = re.sub(r", ::check_sites\[\d+\]\);", ");", text.replace("store(out, {row, col}", "store(out, {row + 2, col}"))
+    assert edited != text
+    src.write_text(edited)  # the store moved down 2 rows, and its check dropped
+    prog = ts.CompiledProgram.from_dir(prog.work_dir)
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog(torch.full((R, C), 1.5), torch.zeros(R, C), 56, 0, serial=True)
+    f = info.value.failure
+    assert (f.kind, f.task_id, f.kernel) == ("guard", 1, "put")
+    assert f"{k['source']} was edited by hand since it was generated: look there first" in f.details
+    assert not any("check_bounds=False" in s or "please report" in s for s in f.next_steps)
 
 
 def test_the_saved_task_replayed_alone_names_the_same_write(unchecked):

@@ -126,6 +126,20 @@ def load_state(work: Path, config: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
+def hand_edited(work: Path, config: dict[str, Any]) -> list[str]:
+    """The C++ sources of ``work`` whose text is not what codegen wrote (edited by hand), as
+    paths relative to it; [] when the build's state cannot be read."""
+    try:
+        state = load_state(work, config)
+    except TilescopeError:
+        return []
+    return sorted(
+        src
+        for src, entry in state["sources"].items()
+        if (work / src).is_file() and sha256_file(work / src) != entry.get("generated_sha256")
+    )
+
+
 @dataclass
 class RefreshReport:
     """What a refresh did: sources re-lowered from the IR dump, edited, missing and rebuilt, of ``total``."""

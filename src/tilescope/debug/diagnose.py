@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from tilescope.build.manifest import Build
+from tilescope.build.state import hand_edited
 from tilescope.debug.deps import buffer_names, region_text
 from tilescope.debug.failures import Failure, SavedArg, SourceFrame, save_task_inputs
 from tilescope.debug.intermediates import record_tensor
@@ -207,10 +208,21 @@ def _explain_guard(f: Failure, names: _Names, report: RunReport) -> None:
         f.next_steps.append("find the writer: run again with --serial --print-intermediates 3")
     elif "run again with --serial" in f.message:
         f.next_steps.append("name the writer: run again with --serial")
-    f.next_steps.append(
-        "a checked build (the default; check_bounds=True) stops a load or store outside its tensor at "
-        "its line: was this build made with check_bounds=False, or its C++ edited?"
-    )
+    program = names.program
+    kernel = program.kernels[report.failure.func_id] if 0 <= report.failure.func_id < len(program.kernels) else None
+    edited = hand_edited(program.work_dir, program.config)
+    if kernel is not None and kernel.get("source") in edited:
+        f.details.append(f"{kernel['source']} was edited by hand since it was generated: look there first")
+    if not program.config.get("RUNTIME_CONFIG", {}).get("check_bounds", True):
+        f.next_steps.append(
+            "this build was compiled with check_bounds=False: compile it checked (the default) to stop the "
+            "load or store outside its tensor at its DSL line"
+        )
+    elif not edited:
+        f.next_steps.append(
+            "a checked build with no hand-edited C++ should never write outside a tensor: please report it, "
+            "with this build"
+        )
 
 
 def _symbolize(pcs: list[int], program: Build) -> list[SourceFrame]:
