@@ -293,7 +293,9 @@ def test_nan_check_names_saves_and_replays_every_task_that_made_nan(capsys):
         assert f"[REPLAY] task {task} 'divide' (kernel divide) alone on sim" in out
         assert "[REPLAY] ran to the end" in out and "  out y [8, 16] float32:" in out and "0 NaN, 1 Inf" in out
         header = out.split("[REPLAY] ran to the end")[0]  # the inputs are shown before the run
-        assert "  in  x [8, 16] float32: min " in header and "  in  z [8, 16] float32: min " in header
+        rows = f"{int(task) * 8}:{int(task) * 8 + 8}"  # task k divides rows 8k..8k+8 of x and z
+        assert f"  in  x = x[{rows}, 0:16] [8, 16] float32: min " in header  # param = the run's region
+        assert f"  in  z = z[{rows}, 0:16] [8, 16] float32: min " in header
 
 
 def test_nan_check_saves_the_lowest_64_tasks_that_made_nan():

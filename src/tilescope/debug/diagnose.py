@@ -22,6 +22,7 @@ from tilescope.debug.deps import buffer_names, region_text
 from tilescope.debug.failures import Failure, SavedArg, SourceFrame, save_task_inputs
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.symbolize import symbolize
+from tilescope.debug.tensor_dump import view_of
 from tilescope.ir import dtypes
 from tilescope.runtime.records import NanRecord, RunReport, SavedInputs, TaskArgRecord, WaitRecord
 
@@ -282,7 +283,8 @@ def _save_task(
         value = record_tensor(saved.payload, r)
         if value is None:  # an output: the kernel writes it
             value = torch.empty(r.shape, dtype=dtypes.by_name(r.dtype).torch)
-        args.append(SavedArg(r.arg_index, name, _ROLE[r.role], value, r.arg_index in saved.partial_args))
+        partial = r.arg_index in saved.partial_args
+        args.append(SavedArg(r.arg_index, name, _ROLE[r.role], value, partial, names.region(view_of(r))))
     try:
         out = save_task_inputs(
             program.work_dir,

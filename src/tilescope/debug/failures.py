@@ -105,6 +105,7 @@ class SavedArg:
     role: str  # input | inout | output | scalar
     value: Any  # a torch tensor (the region, contiguous) or a Python number
     partial: bool = False  # an inout captured after the kernel had partly run
+    region: str = ""  # the part of the run's tensor it was, ``h[0:64, 0:128]`` ("" if unknown)
 
 
 def _fresh_dir(base: Path) -> Path:
@@ -139,6 +140,8 @@ def save_task_inputs(
     entries = []
     for a in args:
         entry: dict[str, Any] = {"index": a.index, "name": a.name, "role": a.role, "partial": a.partial}
+        if a.region:
+            entry["region"] = a.region
         if torch.is_tensor(a.value):
             entry.update(dtype=str(a.value.dtype).removeprefix("torch."), shape=list(a.value.shape))
             if a.role != "output":

@@ -134,7 +134,8 @@ def print_task_header(task: SavedTask, platform: str, file: Any = None) -> None:
         if direction == "scalar":
             _say(f"  in  {name} = {value!r}", file)
         elif direction in ("in", "inout"):
-            _say(f"  in  {_tensor_line(name, value)}", file)
+            region = task.regions.get(name)
+            _say(f"  in  {_tensor_line(f'{name} = {region}' if region else name, value)}", file)
 
 
 def print_task_outcome(result: TaskReplay, file: Any = None) -> None:

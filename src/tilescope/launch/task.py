@@ -50,6 +50,7 @@ class SavedTask:
     directions: list[str]  # in | out | inout | scalar, in parameter order
     values: list[Any]  # tensors (outputs: zeros of the recorded shape) and numbers
     partial: list[str] = field(default_factory=list)  # inouts captured after the kernel partly ran
+    regions: dict[str, str] = field(default_factory=dict)  # parameter -> ``h[0:64, 0:128]``, as saved
 
 
 @dataclass
@@ -173,6 +174,7 @@ def load_saved_task(
     if len(entries) != len(params):
         problems.append(f"{len(entries)} arguments saved, but kernel {kernel_name} has {len(params)}")
     names, directions, values, partial = [], [], [], []
+    regions: dict[str, str] = {}
     for i, (e, p) in enumerate(zip(sorted(entries, key=lambda e: e["index"]), params)):
         where = f"arg {i} {p['name']!r}"
         direction = _ROLE_DIRECTIONS.get(e["role"])
@@ -184,6 +186,8 @@ def load_saved_task(
         dtype = dt.by_name(p["dtype"])
         names.append(p["name"])
         directions.append(direction)
+        if isinstance(e.get("region"), str):
+            regions[p["name"]] = e["region"]
         if direction == "scalar":
             value = e.get("value")
             if "value" not in e:
@@ -229,7 +233,7 @@ def load_saved_task(
         )
     return SavedTask(
         d, saved_id, str(meta.get("task_name") or kernel_name), index, kernel, str(meta.get("why", "")),
-        names, directions, values, partial,
+        names, directions, values, partial, regions,
     )  # fmt: skip
 
 
