@@ -203,3 +203,21 @@ def test_f64_sources_round_alike_on_sim_and_interp():
     floor = results["sim"][0].view(torch.float32).numpy().reshape(-1).astype(np.float64)
     xs = x.reshape(-1)
     assert (floor <= xs).all() and (np.nextafter(floor.astype(np.float32), np.float32(np.inf)) > xs).all()
+
+
+@ts.kernel
+def widen(x: ts.Tensor[[1, 8], ts.f32], y: ts.Out[[1, 8], ts.f64]):
+    ts.store(y, [0, 0], ts.cast(ts.load(x, [0, 0], [1, 8]), ts.f64, mode="round"))
+
+
+@ts.jit
+def widening(x: ts.Tensor[[1, 8], ts.f32], y: ts.Out[[1, 8], ts.f64]):
+    widen(x, y)
+
+
+def test_a_mode_on_a_widening_cast_changes_nothing_on_either_platform():
+    x = torch.tensor([[1.5, -2.25, 3e38, -1e-45, 0.0, -0.0, 7.0, 1 / 3]])
+    for platform in ("sim", "interp"):
+        y = torch.zeros(1, 8, dtype=torch.float64)
+        widening(x, y, platform=platform)
+        assert torch.equal(y, x.double()) and torch.equal(y.signbit(), x.signbit()), platform

@@ -215,6 +215,11 @@ extern "C" void kernel_entry(const ts_arg *args) {
     std::memset(reinterpret_cast<char *>(static_cast<intptr_t>(args[1].u.s.v.i)) - 4, 0x22, 4);
 }
 """,
+    # args: tensor t (input): reads nothing, writes nothing
+    "noop": """
+#include <tilescope/abi.h>
+extern "C" void kernel_entry(const ts_arg *args) { (void)args; }
+""",
     # args: intermediate t (inout, i64[16, 64]), program output o (i64[1]): o = t's nonzero bytes
     # as the kernel found them; then t is filled with 0x5A
     "dirty": """
@@ -272,6 +277,25 @@ extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_a
     task.add_inout(t, {16, 64});
     task.add_output(orch.tensor_arg(0), {1});
     orch.submit(task);
+    return orch.status();
+}
+""",
+    # task 0 (stray) writes just before b, which it was not given; task 1 reads b after it
+    "stray_then_reader": """
+#include <cstdint>
+#include <tilescope/orchestration.hpp>
+extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_arg *args, int32_t nargs) {
+    ts::Orchestrator orch(api, ctx, args, nargs);
+    ts::TensorHandle a = orch.create_tensor(TS_F32, {8});
+    ts::TensorHandle b = orch.create_tensor(TS_F32, {16});
+    ts::Task t = orch.task(0, "stray");
+    t.add_output(a, {8});
+    t.add_scalar(TS_I64, static_cast<int64_t>(reinterpret_cast<intptr_t>(b.desc().data)));
+    const int64_t first = orch.submit(t);
+    ts::Task r = orch.task(1, "reader");
+    r.add_input(b, {16});
+    r.depends_on(first);
+    orch.submit(r);
     return orch.status();
 }
 """,
@@ -349,6 +373,21 @@ def test_a_runtime_reuses_an_intermediates_mapping_zero_filled_with_fresh_zones(
     assert len(set(addresses)) == 1  # one mapping, kept between the runs
 
 
+def test_damage_a_task_finds_before_its_kernel_runs_is_not_blamed_on_it(libs):
+    with pytest.raises(ts.RuntimeFailure) as info:
+        graph.run_graph(
+            libs["o_stray_then_reader"].address, [libs["k_stray"].address, libs["k_noop"].address],
+            ["stray", "noop"], [], checks=graph.RunChecks(serial=True),
+        )  # fmt: skip
+    assert str(info.value) == (
+        "guard zone damaged: found as task 1 (kernel noop) started, intermediate tensor 1 (f32[16], 64 bytes): "
+        "4 byte(s) of the 64-byte guard zone before it changed, 1 to 4 byte(s) before its start; no task then "
+        "running takes it as an argument, and each that had run checked it intact, so a task wrote there "
+        "through a pointer it was not given"
+    )
+    assert info.value.report.failure.task_id == -1
+
+
 def test_guarded_clone_copies_and_keeps_its_zones_until_freed():
     x = torch.randn(5, 7)
     g = guarded.guarded_clone(x)
@@ -386,3 +425,26 @@ def test_an_intermediate_larger_than_memory_is_refused_not_killed_when_touched()
     with pytest.raises(ts.RuntimeFailure) as info:
         with_a_huge_intermediate(torch.randn(8, 8), torch.zeros(8, 8))
     assert "create_tensor: out of memory allocating 4398046511104 bytes" in str(info.value)
+
+
+@ts.jit
+def output_then_crash(x: ts.Tensor[[R, C], ts.f32], y: ts.Out[[R, C], ts.f32], row: ts.Scalar[ts.i32]):
+    scale(x, y)  # task 0 writes all of y
+    u = ts.create_tensor([R, C], ts.f32)
+    put(x, u, row, 0)  # task 1: far past u's end with row=128: it dies in u's guard pages
+
+
+def test_an_isolated_crash_keeps_the_outputs_earlier_tasks_wrote_and_zones_guard_program_arguments(tmp_path):
+    prog = output_then_crash.compile(check_bounds=False, build_dir=str(tmp_path))
+    x, y = torch.randn(R, C), torch.zeros(R, C)
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog(x, y, 128, isolate=True, serial=True)
+    assert (info.value.failure.kind, info.value.failure.task_id) == ("crash", 1)
+    torch.testing.assert_close(y, x * 2)  # the kernels wrote the shared file itself, not a copy
+    # the program's tensors in the shared file have guard zones too
+    into = into_output.compile(check_bounds=False, build_dir=str(tmp_path))
+    with pytest.raises(ts.RuntimeFailure) as info:
+        into(torch.full((R, C), 1.5), torch.zeros(R, C), 60, isolate=True)
+    f = info.value.failure
+    assert (f.kind, f.task_id, f.kernel) == ("guard", 0, "put")
+    assert "wrote past the end of program argument 1 (f32[64, 128], 32768 bytes)" in f.message

@@ -214,7 +214,7 @@ def _explain_guard(f: Failure, names: _Names, report: RunReport) -> None:
     edited = hand_edited(program.work_dir, program.config)
     if kernel is not None and kernel.get("source") in edited:
         f.details.append(f"{kernel['source']} was edited by hand since it was generated: look there first")
-    if not program.config.get("RUNTIME_CONFIG", {}).get("check_bounds", True):
+    if not program.config.get("RUNTIME_CONFIG", {}).get("check_bounds", False):  # older builds: unchecked
         f.next_steps.append(
             "this build was compiled with check_bounds=False: compile it checked (the default) to stop the "
             "load or store outside its tensor at its DSL line"

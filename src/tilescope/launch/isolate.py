@@ -51,13 +51,15 @@ from tilescope.debug.failures import Failure
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.ir import dtypes as dt
 from tilescope.launch.run import RunInfo, launch, load_binaries
-from tilescope.runtime.guarded import guarded_clone
+from tilescope.runtime.abi import GUARD_BYTE
+from tilescope.runtime.guarded import adopt_zones
 
 SHM_DIR = Path("/dev/shm")
 REQUEST = "request.json"
 RESULT = "result.json"
 MIN_IDLE_LIMIT_S = 60.0
 _ALIGN = 64
+_ZONE = 64  # guard zone bytes around each span of the shared file (runtime/guarded.py)
 _TAIL_BYTES = 8192
 _POLL_S = 0.2
 # the core's line for exit() during a run (guard.cpp, on_exit_in_run)
@@ -88,6 +90,11 @@ class _Span:
     offset: int  # bytes from the start of the file
     nbytes: int
 
+    @property
+    def zones(self) -> tuple[int, int]:
+        """Bytes of GUARD_BYTE just before and just after the span, in the file."""
+        return _ZONE, -(-self.nbytes // _ALIGN) * _ALIGN - self.nbytes + _ZONE
+
 
 def _layout(args: list[Any], directions: list[str]) -> tuple[list[_Span], list[_Region | None]]:
     """One span per distinct storage, covering the bytes of every argument on it."""
@@ -103,8 +110,8 @@ def _layout(args: list[Any], directions: list[str]) -> tuple[list[_Span], list[_
     end = 0
     for key, (lo, hi) in extents.items():
         group_of[key] = len(spans)
-        spans.append(_Span(end, hi - lo))
-        end += -(-(hi - lo) // _ALIGN) * _ALIGN
+        spans.append(_Span(end + _ZONE, hi - lo))
+        end += _ZONE + -(-(hi - lo) // _ALIGN) * _ALIGN + _ZONE
     regions: list[_Region | None] = []
     for a, direction in zip(args, directions):
         if direction == "scalar":
@@ -280,7 +287,7 @@ def run_child(
     func_id 0, and its inputs are saved already).
     """
     spans, regions = _layout(args, directions)
-    nbytes = spans[-1].offset + spans[-1].nbytes if spans else 0
+    nbytes = spans[-1].offset + spans[-1].nbytes + spans[-1].zones[1] if spans else 0
     request_dir = Path(tempfile.mkdtemp(prefix="tilescope-isolate-"))
     # NOTE: in the build, so the path the dying child prints stays true; created only on a crash
     crash_path = Path(program.work_dir).resolve() / DFX_DIR / f"{CRASH_REPORT[:-4]}_{request_dir.name}.txt"
@@ -294,6 +301,10 @@ def run_child(
     try:
         shared = _shared_file(nbytes)
         mm = _map(shared, nbytes)
+        for s in spans:  # NOTE: the child registers them; the kernels write the file itself
+            before, after = s.zones
+            mm[s.offset - before : s.offset] = bytes([GUARD_BYTE]) * before
+            mm[s.offset + s.nbytes : s.offset + s.nbytes + after] = bytes([GUARD_BYTE]) * after
         views = _views(_storages(mm, spans), regions)
         for view, a in zip(views, args):
             if view is not None:
@@ -483,23 +494,21 @@ def _child(request_dir: Path) -> int:
         spans = [_Span(**s) for s in request["spans"]]
         regions = [_Region(**a["tensor"]) if "tensor" in a else None for a in request["args"]]
         mm = _map(Path(request["shared_file"]), request["shared_bytes"])
-        shared = _storages(mm, spans)
-        guarded = [guarded_clone(s) for s in shared]  # the kernels write here, inside guard zones
-        views = _views(guarded, regions)
+        storages = _storages(mm, spans)
+        for s, storage in zip(spans, storages):  # the parent filled them
+            if s.nbytes:
+                adopt_zones(storage, *s.zones, owner=mm)
+        views = _views(storages, regions)
         args = [v if v is not None else a["scalar"] for v, a in zip(views, request["args"])]
         target = request["target"]
-        try:
-            info = launch(
-                build,
-                load_binaries(build),
-                args,
-                opts,
-                task=target["kernel_index"] if target["kind"] == "task" else None,
-                crash_report=request["crash_report"],
-            )
-        finally:
-            for file_bytes, run_bytes in zip(shared, guarded):
-                file_bytes.copy_(run_bytes)
+        info = launch(
+            build,
+            load_binaries(build),
+            args,
+            opts,
+            task=target["kernel_index"] if target["kind"] == "task" else None,
+            crash_report=request["crash_report"],
+        )
         result.update(ok=True, info={f.name: _encode(getattr(info, f.name)) for f in fields(info)})
     except (TilescopeError, errors.RunInterrupted) as e:  # Ctrl-C: its report was printed already
         failure = getattr(e, "failure", None)

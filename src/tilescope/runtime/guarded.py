@@ -5,9 +5,11 @@ intermediate tensor: an inaccessible page, a 64-byte zone of ``GUARD_BYTE``, the
 a zone of ``GUARD_BYTE`` to the end of its page (at least 64 bytes), an inaccessible page. A kernel
 that writes just outside it changes a zone, which the runtime names after the task (the run
 fails with kind ``guard``); one that writes further faults at once on its own thread.
-``guard_zones(args)`` lists the zones of the program arguments allocated this way, for
-``ts_run_config::guard_zones``. The harness and task replay hand kernels such copies; tensors a
-caller passes to a ``@ts.jit`` function are its own memory and have no zones.
+``adopt_zones`` registers zones a caller laid out itself (the isolated child's shared file, where
+the kernels must write so that a crash keeps what they wrote). ``guard_zones(args)`` lists the
+zones of the program arguments, for ``ts_run_config::guard_zones``. The harness and task replay
+hand kernels such copies; tensors a caller passes to a ``@ts.jit`` function are its own memory
+and have no zones.
 
 Invariants: a zone is listed while its mapping lives (a finalizer forgets it when the mapping is
 freed, so a later tensor at the same address is never mistaken for a guarded one); the mapping
@@ -80,6 +82,16 @@ def guarded_clone(t: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def adopt_zones(t: torch.Tensor, before: int, after: int, owner: object) -> None:
+    """Register ``before`` and ``after`` bytes of GUARD_BYTE around ``t``'s storage, which the
+    caller wrote there (the isolated child's shared file), for as long as ``owner`` (the memory
+    holding them) lives. The runtime refuses the run if they do not hold GUARD_BYTE."""
+    address = t.untyped_storage().data_ptr()
+    with _lock:
+        _zones[address] = (t.untyped_storage().nbytes(), before, after)
+    weakref.finalize(owner, _forget, address)
+
+
 def guard_zones(args: list[TsArg]) -> list[TsGuardZone]:
     """The guard zones of the tensor program arguments among ``args`` made by ``guarded_clone``
     (one per buffer, for the first argument that views it)."""
@@ -104,4 +116,4 @@ def is_guarded(t: torch.Tensor) -> bool:
         return t.untyped_storage().data_ptr() in _zones
 
 
-__all__ = ["HEAD_BYTES", "MIN_TAIL_BYTES", "guard_zones", "guarded_clone", "is_guarded"]
+__all__ = ["HEAD_BYTES", "MIN_TAIL_BYTES", "adopt_zones", "guard_zones", "guarded_clone", "is_guarded"]

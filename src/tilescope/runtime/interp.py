@@ -245,6 +245,10 @@ class _KernelInterp(_Interp):
 
 
 _PAST_MAX = {torch.bfloat16: 2.0**128, torch.float16: 2.0**16, torch.float32: 2.0**128}
+_EXACT_IN = {  # the float dtypes every value of which ``to`` holds exactly: nothing to round
+    torch.float64: (torch.float32, torch.float16, torch.bfloat16),
+    torch.float32: (torch.float16, torch.bfloat16),
+}
 
 
 def narrow_float(x: torch.Tensor, to: torch.dtype, mode: str) -> torch.Tensor:
@@ -255,7 +259,7 @@ def narrow_float(x: torch.Tensor, to: torch.dtype, mode: str) -> torch.Tensor:
     step away (on the bits of bf16/f16). Distances are exact in float64.
     """
     r = x.to(to)
-    if mode == "rint" or x.dtype == to:
+    if mode == "rint" or x.dtype == to or x.dtype in _EXACT_IN.get(to, ()):
         return r
     xd, rd = x.to(torch.float64), r.to(torch.float64)
     down = torch.where(rd > xd, _step(r, up=False), r)

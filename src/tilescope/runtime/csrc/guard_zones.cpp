@@ -208,6 +208,13 @@ void GuardZones::attach(Task &t, BlockArena<GuardZone *> &arena) const {
 void GuardZones::before(Task &t, int32_t worker) {
 #ifndef TS_RUNTIME_NO_GUARD_ZONES
     running_[worker].store(&t);
+    GuardDamage damage;
+    for (int32_t i = 0; i < t.nzones; ++i) {
+        if (scan(*t.zones[i], damage)) {  // damaged before `t` ran: `t` did not write it
+            report(*t.zones[i], damage, &t, worker, true);
+            break;
+        }
+    }
 #else
     (void)t;
     (void)worker;
@@ -223,7 +230,7 @@ void GuardZones::after(Task &t, int32_t worker) {
     GuardDamage damage;
     for (int32_t i = 0; i < t.nzones; ++i) {
         if (scan(*t.zones[i], damage)) {
-            report(*t.zones[i], damage, &t, worker);
+            report(*t.zones[i], damage, &t, worker, false);
             break;
         }
     }
@@ -234,7 +241,7 @@ void GuardZones::check_all() {
     GuardDamage damage;
     for (const GuardZone *z : all_) {
         if (scan(*z, damage)) {
-            report(*z, damage, nullptr, -1);
+            report(*z, damage, nullptr, -1, false);
             return;
         }
     }
@@ -272,7 +279,7 @@ std::string GuardZones::name(const GuardZone &z) const {
     return s + "], " + std::to_string(z.bytes) + " bytes)";
 }
 
-void GuardZones::report(const GuardZone &z, const GuardDamage &d, const Task *t, int32_t worker) {
+void GuardZones::report(const GuardZone &z, const GuardDamage &d, const Task *t, int32_t worker, bool starting) {
     // NOTE: a task that finds the damage too waits here with its `running_` entry set, so the
     // first report names it.
     std::lock_guard<std::mutex> lock(report_mu_);
@@ -298,9 +305,30 @@ void GuardZones::report(const GuardZone &z, const GuardDamage &d, const Task *t,
         return "task " + std::to_string(o.id) + " (kernel " + kernel_names_[static_cast<size_t>(o.func_id)] + ")";
     };
     std::vector<const Task *> others;
+    int32_t other_worker = -1;
     for (int32_t w = 0; w < workers_; ++w) {
         const Task *o = running_[w].load();
-        if (o != nullptr && o != t && holds(*o, &z)) others.push_back(o);
+        if (o != nullptr && o != t && holds(*o, &z)) {
+            others.push_back(o);
+            other_worker = w;
+        }
+    }
+    if (starting) {  // found as `t` started: the writer is a task then running on it, or a stray pointer
+        std::string message = "guard zone damaged: found as " + label(*t) + " started, " + name(z) + ": " + where;
+        if (others.empty()) {
+            message += "; no task then running takes it as an argument, and each that had run checked it "
+                       "intact, so a task wrote there through a pointer it was not given";
+            hooks_.guard_damaged(nullptr, -1, false, message);
+            return;
+        }
+        message += "; the writer is " + label(*others.front());
+        for (size_t i = 1; i < others.size(); ++i) message += " or " + label(*others[i]);
+        message += " (running with that tensor as an argument)";
+        if (others.size() > 1) message += ": run again with --serial to name the one";
+        // NOTE: the writer is still running: its inputs are not saved.
+        hooks_.guard_damaged(others.size() == 1 ? others.front() : nullptr, others.size() == 1 ? other_worker : -1,
+                             false, message);
+        return;
     }
     const int32_t arg = arg_in(*t, z);
     std::string message = "guard zone damaged: " + label(*t) + " (arg " + std::to_string(arg) + ") wrote " +

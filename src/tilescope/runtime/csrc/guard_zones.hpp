@@ -14,6 +14,8 @@
 //    runtime (GuardPool) and handed out again zero-filled, their zones filled afresh.
 //  - Zones are made on the orchestration thread (program arguments before it starts); a task's
 //    zones are listed when it is submitted (attach), so workers never look zones up.
+//  - before(t) checks the zones of t's tensor arguments too: damage found then was made by a task
+//    still running with that tensor as an argument, or through a pointer no task was given.
 //  - after(t) checks the zones of t's tensor arguments. The first damage seen fails the run
 //    (TS_FAILURE_GUARD); the report names the tensor, the side, the byte range, and the tasks that
 //    may have written it: the task that found it and the tasks then running with that tensor as
@@ -123,7 +125,8 @@ public:
 
 private:
     static bool scan(const GuardZone &z, GuardDamage &out);
-    void report(const GuardZone &z, const GuardDamage &d, const Task *t, int32_t worker);
+    // `starting`: found by `t`'s check before its kernel ran (so `t` is not the writer).
+    void report(const GuardZone &z, const GuardDamage &d, const Task *t, int32_t worker, bool starting);
     std::string name(const GuardZone &z) const;
 
     const int32_t workers_;
