@@ -112,20 +112,8 @@ def reading_outputs(dfx: Path) -> Iterator[None]:
     together there (a tensor dump's manifest and payload) come from one run: a run rewriting them
     (``outputs_lock``) waits, and the block waits for one. Nothing is created; where there is no
     lock file (no run has written there, or a copied directory) the block runs without it."""
-    fd = -1
-    if fcntl is not None:
-        try:
-            fd = os.open(dfx / BUILD_LOCK, os.O_RDONLY | os.O_CLOEXEC)
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        except OSError:
-            if fd >= 0:
-                os.close(fd)
-            fd = -1
-    try:
+    with _flocked(Path(dfx) / BUILD_LOCK, exclusive=False, create=False):
         yield
-    finally:
-        if fd >= 0:
-            os.close(fd)
 
 
 @contextlib.contextmanager
@@ -134,12 +122,22 @@ def outputs_lock(work: str | os.PathLike) -> Iterator[None]:
     the files one run writes there (a tensor dump's manifest and payload, deps, trace) come from
     that run alone, whichever threads or processes run the build at once. Where the lock cannot
     be taken (a read-only build, no ``fcntl``) the block runs without it."""
+    with _flocked(Path(work) / DFX_DIR / BUILD_LOCK, exclusive=True, create=True):
+        yield
+
+
+@contextlib.contextmanager
+def _flocked(path: Path, exclusive: bool, create: bool) -> Iterator[None]:
+    """``flock`` ``path`` (creating it and its directory with ``create``) for the block; the block
+    runs unlocked where that is not possible (no such file, a read-only build, no ``fcntl``)."""
     fd = -1
     if fcntl is not None:
         try:
-            (Path(work) / DFX_DIR).mkdir(parents=True, exist_ok=True)
-            fd = os.open(Path(work) / DFX_DIR / BUILD_LOCK, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            if create:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+            fd = os.open(path, flags, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         except OSError:
             if fd >= 0:
                 os.close(fd)
