@@ -21,7 +21,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -29,6 +28,8 @@ import torch
 import tilescope as ts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+
+from run_all import median_time  # noqa: E402
 
 F = ts.f32
 ROWS = 1000
@@ -49,16 +50,6 @@ def tiny_tasks(x: ts.Tensor[[ROWS, 128], F], y: ts.Out[[ROWS, 128], F]):
         bump(a[r : r + 1, :], y[r : r + 1, :])
 
 
-def timed(fn, repeat: int) -> float:
-    fn()  # warm-up: loads, starts workers, touches pages
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def child(variant: str, program: str, repeat: int, workers: int) -> float:
     from tilescope.runtime import library
 
@@ -71,7 +62,7 @@ def child(variant: str, program: str, repeat: int, workers: int) -> float:
 
         prog = vector_dag.vector_dag.compile()
         args = (torch.randn(64, 128), torch.randn(64, 128), torch.zeros(64, 128))
-    return timed(lambda: prog.run(*args, num_workers=workers), repeat)
+    return median_time(lambda: prog.run(*args, num_workers=workers), repeat, warmup=1)
 
 
 def compare(program: str, repeat: int, workers: int, rounds: int) -> dict:

@@ -22,16 +22,16 @@ import textwrap
 
 import pytest
 import torch
+from helpers import native_entries
 
 import tilescope as ts
 from tilescope.harness import ScalarSpec, TensorSpec, run_jit
 from tilescope.ir import dtypes
 from tilescope.ir.types import Direction
 from tilescope.launch.task import replay_task
-from tilescope.runtime import graph, guarded, library
+from tilescope.runtime import graph, guarded
 from tilescope.runtime.abi import GUARD_BYTE
 from tilescope.runtime.graph import scalar_arg, tensor_arg
-from tilescope.toolchain import BuildJob, build
 
 R, C = 64, 128
 
@@ -311,21 +311,7 @@ extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_a
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("guard_core")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TILESCOPE_CACHE_DIR", str(root / "cache"))
-        jobs = {}
-        for prefix, sources in (("k_", KERNELS), ("o_", ORCHESTRATIONS)):
-            for name, text in sources.items():
-                src = root / f"{prefix}{name}.cpp"
-                src.write_text(text)
-                jobs[prefix + name] = BuildJob(src, root / f"{prefix}{name}.so")
-        build(list(jobs.values()))
-        library.load_core()
-    return {
-        key: library.load_entry(job.output, "kernel_entry" if key.startswith("k_") else "orchestration_entry")
-        for key, job in jobs.items()
-    }
+    return native_entries(tmp_path_factory.mktemp("guard_core"), KERNELS, ORCHESTRATIONS)
 
 
 def run(libs, orch: str, kernel: str, args: list, **kwargs):

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import private_copy, vector_dag_build
 
 import tilescope as ts
 from tilescope.build.paths import confined
 from tilescope.cli import main as cli
-from tilescope.debug.failures import SavedArg, save_task_inputs
 from tilescope.errors import BuildFileError
 from tilescope.harness import run_jit
 from tilescope.launch.task import replay_task
@@ -23,29 +23,13 @@ import vector_dag
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     """One vector_dag build with saved data, a full tensor dump and a saved task 0."""
-    base = tmp_path_factory.mktemp("pristine")
-    result = run_jit(
-        vector_dag.vector_dag,
-        vector_dag.SPECS,
-        golden_fn=vector_dag.golden,
-        save_data=True,
-        compile_cfg={"build_dir": str(base)},
-        runtime_cfg={"enable_dump_tensor": 2},
-    )
-    assert result.passed, result.error
-    x, y = torch.randn(64, 128), torch.randn(64, 128)
-    args = [SavedArg(0, "a", "input", x), SavedArg(1, "b", "input", y), SavedArg(2, "out", "output", x)]
-    save_task_inputs(result.work_dir, 0, "add", "add", 0, args, "saved by the test")
-    return result.work_dir
+    return vector_dag_build(tmp_path_factory.mktemp("pristine"), {"enable_dump_tensor": 2})
 
 
 @pytest.fixture
 def build(pristine, tmp_path):
     """A private copy of the pristine build, free to break."""
-    work = tmp_path / pristine.name
-    shutil.copytree(pristine, work)
-    (work / ".lock").unlink(missing_ok=True)
-    return work
+    return private_copy(pristine, tmp_path)
 
 
 def edit_json(path, fn):

@@ -3,12 +3,12 @@ do; DSL errors at the user's file:line) or a correct report, never a raw traceba
 tilescope's internals nor a silently wrong value."""
 
 import importlib.util
-import inspect
 import math
 import sys
 
 import pytest
 import torch
+from helpers import dsl_error, line_of
 
 import tilescope as ts
 from tilescope.errors import DSLError
@@ -20,19 +20,6 @@ import vector_dag
 F = ts.f32
 T64 = ts.Tensor[[64, 64], F]
 O64 = ts.Out[[64, 64], F]
-
-
-def line_of(fn, text: str) -> int:
-    """The line of ``fn``'s source (a DSL function or a plain one) that contains ``text``."""
-    lines, start = inspect.getsourcelines(getattr(fn, "fn", fn))
-    return start + next(i for i, line in enumerate(lines) if text in line)
-
-
-def dsl_error(jit) -> DSLError:
-    """The DSLError compiling ``jit`` raises."""
-    with pytest.raises(DSLError) as info:
-        jit.program()
-    return info.value
 
 
 # -- IR values in messages print as DSL source ------------------------------------------------

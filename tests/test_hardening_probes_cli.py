@@ -4,18 +4,17 @@ tilescope's internals, nor a silently wrong answer."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import private_copy, vector_dag_build
 
 import tilescope as ts
 from tilescope.cli import main as cli
-from tilescope.debug.failures import SavedArg, save_task_inputs
-from tilescope.harness import replay, run_jit
+from tilescope.harness import replay
 from tilescope.launch.task import replay_task
 from tilescope.tools.dump_data import DumpError, load_dump
 
@@ -28,29 +27,14 @@ R, C = vector_dag.R, vector_dag.C
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     """One vector_dag build with saved data, a full tensor dump, deps, a trace and a saved task 0."""
-    base = tmp_path_factory.mktemp("pristine")
-    result = run_jit(
-        vector_dag.vector_dag,
-        vector_dag.SPECS,
-        golden_fn=vector_dag.golden,
-        save_data=True,
-        compile_cfg={"build_dir": str(base)},
-        runtime_cfg={"enable_dump_tensor": 2, "enable_dep_gen": True, "enable_trace": True},
-    )
-    assert result.passed, result.error
-    x, y = torch.randn(R, C), torch.randn(R, C)
-    args = [SavedArg(0, "a", "input", x), SavedArg(1, "b", "input", y), SavedArg(2, "out", "output", x)]
-    save_task_inputs(result.work_dir, 0, "add", "add", 0, args, "saved by the test")
-    return result.work_dir
+    runtime_cfg = {"enable_dump_tensor": 2, "enable_dep_gen": True, "enable_trace": True}
+    return vector_dag_build(tmp_path_factory.mktemp("pristine"), runtime_cfg)
 
 
 @pytest.fixture
 def build(pristine, tmp_path):
     """A private copy of the pristine build, free to break."""
-    work = tmp_path / pristine.name
-    shutil.copytree(pristine, work)
-    (work / ".lock").unlink(missing_ok=True)
-    return work
+    return private_copy(pristine, tmp_path)
 
 
 def python_m(*argv, **kwargs):

@@ -2,14 +2,13 @@
 expected and what to do (DSL errors at the user's file:line), never a raw traceback from
 tilescope's internals, a misleading message or a silently ignored option."""
 
-import inspect
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
+from helpers import dsl_error, line_of
 
 import tilescope as ts
 from tilescope.errors import DSLError
@@ -21,19 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 F = ts.f32
 T = ts.Tensor[[8, 16], F]
 OUT = ts.Out[[8, 16], F]
-
-
-def line_of(fn, text: str) -> int:
-    """The line of ``fn``'s source that contains ``text``."""
-    lines, start = inspect.getsourcelines(getattr(fn, "fn", fn))
-    return start + next(i for i, line in enumerate(lines) if text in line)
-
-
-def dsl_error(jit) -> DSLError:
-    """The DSLError compiling ``jit``'s front-end raises."""
-    with pytest.raises(DSLError) as info:
-        jit.program()
-    return info.value
 
 
 def at(e: DSLError, fn, text: str) -> bool:

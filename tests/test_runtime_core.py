@@ -17,6 +17,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from helpers import native_entries
 
 from tilescope.errors import ArgumentError, RuntimeFailure
 from tilescope.ir import dtypes
@@ -24,7 +25,6 @@ from tilescope.ir.types import Direction
 from tilescope.runtime import abi, collect, graph, library, records
 from tilescope.runtime.graph import scalar_arg, tensor_arg
 from tilescope.runtime.records import EdgeRecord
-from tilescope.toolchain import BuildJob, build
 
 PRIME = 1_000_003
 
@@ -247,23 +247,7 @@ extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_a
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory):
     """Every kernel and orchestration above, built once (in parallel) into a private cache."""
-    root = tmp_path_factory.mktemp("runtime_core")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TILESCOPE_CACHE_DIR", str(root / "cache"))
-        jobs = {}
-        for prefix, sources in (("k_", KERNELS), ("o_", ORCHESTRATIONS)):
-            for name, text in sources.items():
-                src = root / f"{prefix}{name}.cpp"
-                src.write_text(text)
-                jobs[prefix + name] = BuildJob(src, root / f"{prefix}{name}.so")
-        build(list(jobs.values()))
-        library.load_core()
-    entries = {}
-    for key, job in jobs.items():
-        entries[key] = library.load_entry(
-            job.output, "kernel_entry" if key.startswith("k_") else "orchestration_entry"
-        )
-    return entries
+    return native_entries(tmp_path_factory.mktemp("runtime_core"), KERNELS, ORCHESTRATIONS)
 
 
 def run(libs, orch: str, kernels: list[str], args: list, **kwargs) -> records.RunReport:

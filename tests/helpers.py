@@ -1,0 +1,77 @@
+"""Helpers several test files share: DSL error lines, native kernels and orchestrations built
+from C++ text, and a vector_dag build with saved data to break copies of."""
+
+from __future__ import annotations
+
+import inspect
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tilescope.debug.failures import SavedArg, save_task_inputs
+from tilescope.errors import DSLError
+from tilescope.harness import run_jit
+from tilescope.runtime import library
+from tilescope.toolchain import BuildJob, build
+
+
+def line_of(fn, text: str) -> int:
+    """The line of ``fn``'s source (a DSL function or a plain one) that contains ``text``."""
+    lines, start = inspect.getsourcelines(getattr(fn, "fn", fn))
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def dsl_error(jit) -> DSLError:
+    """The DSLError compiling ``jit``'s front-end raises."""
+    with pytest.raises(DSLError) as info:
+        jit.program()
+    return info.value
+
+
+def native_entries(root: Path, kernels: dict[str, str], orchestrations: dict[str, str]) -> dict[str, Any]:
+    """Every kernel (``k_<name>``) and orchestration (``o_<name>``) of C++ text, built once (in
+    parallel) under ``root`` with a private cache, and loaded."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TILESCOPE_CACHE_DIR", str(root / "cache"))
+        jobs = {}
+        for prefix, sources in (("k_", kernels), ("o_", orchestrations)):
+            for name, text in sources.items():
+                src = root / f"{prefix}{name}.cpp"
+                src.write_text(text)
+                jobs[prefix + name] = BuildJob(src, root / f"{prefix}{name}.so")
+        build(list(jobs.values()))
+        library.load_core()
+    return {
+        key: library.load_entry(job.output, "kernel_entry" if key.startswith("k_") else "orchestration_entry")
+        for key, job in jobs.items()
+    }
+
+
+def vector_dag_build(base: Path, runtime_cfg: dict[str, Any]) -> Path:
+    """A vector_dag build under ``base``, run once with ``runtime_cfg`` and saved data, with
+    task 0's inputs saved as a failure would save them."""
+    import vector_dag  # NOTE: from models/, which only the test session puts on the path
+    result = run_jit(
+        vector_dag.vector_dag,
+        vector_dag.SPECS,
+        golden_fn=vector_dag.golden,
+        save_data=True,
+        compile_cfg={"build_dir": str(base)},
+        runtime_cfg=runtime_cfg,
+    )
+    assert result.passed, result.error
+    x, y = torch.randn(vector_dag.R, vector_dag.C), torch.randn(vector_dag.R, vector_dag.C)
+    args = [SavedArg(0, "a", "input", x), SavedArg(1, "b", "input", y), SavedArg(2, "out", "output", x)]
+    save_task_inputs(result.work_dir, 0, "add", "add", 0, args, "saved by the test")
+    return result.work_dir
+
+
+def private_copy(pristine: Path, tmp_path: Path) -> Path:
+    """A copy of the build ``pristine`` under ``tmp_path``, free to break."""
+    work = tmp_path / pristine.name
+    shutil.copytree(pristine, work)
+    (work / ".lock").unlink(missing_ok=True)
+    return work
