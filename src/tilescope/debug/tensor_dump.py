@@ -31,12 +31,6 @@ FORMAT = "tilescope-tensor-dump"
 VERSION = 1
 
 
-def tensor_names(program: Build, report: RunReport) -> dict[int, str]:
-    """Buffer id -> name, as ``deps.json`` names buffers (``deps.buffer_names``): the program
-    argument's, else the intermediate's orchestration variable."""
-    return {buffer_id: name for buffer_id, (name, _) in buffer_names(program, report).items()}
-
-
 def view_of(r: DumpRecord) -> TaskArgRecord:
     """A dump record's region as a task argument (what ``region_text`` reads)."""
     direction = {"input": "in", "output": "out", "inout": "inout"}.get(r.role, r.role)
@@ -116,4 +110,4 @@ def write_tensor_dump(out: Path, program: Build, report: RunReport) -> list[Path
     return [json_path, bin_path]
 
 
-__all__ = ["manifest", "tensor_names", "view_of", "write_tensor_dump"]
+__all__ = ["manifest", "view_of", "write_tensor_dump"]

@@ -110,10 +110,4 @@ def guard_zones(args: list[TsArg]) -> list[TsGuardZone]:
     return out
 
 
-def is_guarded(t: torch.Tensor) -> bool:
-    """Whether ``t``'s storage was made by ``guarded_clone`` and still has its zones."""
-    with _lock:
-        return t.untyped_storage().data_ptr() in _zones
-
-
-__all__ = ["HEAD_BYTES", "MIN_TAIL_BYTES", "adopt_zones", "guard_zones", "guarded_clone", "is_guarded"]
+__all__ = ["HEAD_BYTES", "MIN_TAIL_BYTES", "adopt_zones", "guard_zones", "guarded_clone"]
