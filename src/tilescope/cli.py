@@ -1,6 +1,7 @@
 """The ``tilescope`` command.
 
 tilescope doctor      check g++ (version, C++17), torch and the cache directory
+tilescope localize    name the culprit of a wrong answer on a build's saved data
 tilescope builds      list the build directories; tilescope clean --keep N removes old ones
 
 Also ``python -m tilescope``. Output piped into a reader that stops early (``| head``) ends the
@@ -14,7 +15,7 @@ import os
 import sys
 
 from tilescope._version import __version__
-from tilescope.harness import replay
+from tilescope.harness import localize, replay
 from tilescope.runtime import library
 from tilescope.toolchain import compiler
 from tilescope.tools import builds, deps, dump_viewer, trace
@@ -103,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     replay.add_replay_args(p)
     p.set_defaults(fn=replay.run_cli)
+    p = sub.add_parser(
+        "localize",
+        help="name the culprit of a wrong answer (task, kernel, op, line) on a build's saved data",
+        description=localize.__doc__.split("\n\n")[0],
+    )
+    localize.add_localize_args(p)
+    p.set_defaults(fn=localize.run_cli)
     dump_viewer.register(sub)
     deps.register(sub)
     trace.register(sub)

@@ -53,6 +53,9 @@ DEPS_JSON = "deps.json"
 DEPS_HTML = "deps_graph.html"
 TRACE_JSON = "trace.json"
 CRASH_REPORT = "crash_report.txt"  # dfx_outputs/crash_report[_<id>].txt
+LOCALIZE_DIR = "localize"  # dfx_outputs/localize/: tilescope localize's report
+LOCALIZE_JSON = "report.json"
+LOCALIZE_HTML = "report.html"
 
 
 def outside_reason(base: str | os.PathLike, relative: Any) -> str | None:

@@ -60,7 +60,7 @@ def deps_data(program: Build, report: RunReport) -> dict[str, Any]:
             buffer_ids.append(a.buffer_id)
             tensors.append(_tensor_row(len(tensors), f"buf{len(tensors)}", a.dtype, None, (), 0))
     regions = {
-        (a.task_id, a.arg_index): _region(a, layouts.get(a.buffer_id))
+        (a.task_id, a.arg_index): region_box(a, layouts.get(a.buffer_id))
         for a in report.task_args
         if a.kind == "tensor"
     }
@@ -142,7 +142,7 @@ def buffer_names(program: Build, report: RunReport) -> dict[int, tuple[str, tupl
 def region_text(a: TaskArgRecord, names: dict[int, tuple[str, tuple]]) -> str:
     """``x[0:64, 128:256]``: the region a task argument covers, in its buffer's index space."""
     name, layout = names.get(a.buffer_id, (f"buffer@{a.buffer_id:#x}", None))
-    box = _region(a, layout)
+    box = region_box(a, layout)
     if box is None:
         return f"{name}(offset {a.offset}, shape {list(a.shape)})"
     return name + "[" + ", ".join(f"{lo}:{hi}" for lo, hi in box) + "]"
@@ -160,7 +160,7 @@ def _tensor_row(tid: int, name: str, dtype: str, shape: list[int] | None, stride
     }
 
 
-def _region(a: TaskArgRecord, layout: tuple[list[int], tuple[int, ...], int] | None) -> Box | None:
+def region_box(a: TaskArgRecord, layout: tuple[list[int], tuple[int, ...], int] | None) -> Box | None:
     """The box view ``a`` covers in its buffer's index space, or None if it does not fit it."""
     if layout is None:
         return None

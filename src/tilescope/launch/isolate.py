@@ -509,7 +509,9 @@ def _child(request_dir: Path) -> int:
             task=target["kernel_index"] if target["kind"] == "task" else None,
             crash_report=request["crash_report"],
         )
-        result.update(ok=True, info={f.name: _encode(getattr(info, f.name)) for f in fields(info)})
+        # NOTE: the core's records (``report``) stay in the child: what they hold is written by its observers
+        sent = [f.name for f in fields(info) if f.name != "report"]
+        result.update(ok=True, info={name: _encode(getattr(info, name)) for name in sent})
     except (TilescopeError, errors.RunInterrupted) as e:  # Ctrl-C: its report was printed already
         failure = getattr(e, "failure", None)
         result.update(

@@ -32,10 +32,11 @@ from tilescope._logging import level_number
 from tilescope.build.manifest import Build
 from tilescope.debug.diagnose import failure_from_report
 from tilescope.debug.failures import Failure
-from tilescope.debug.observers import finish_all, observers_for, recording_of
+from tilescope.debug.observers import Recording, finish_all, observers_for, recording_of
 from tilescope.errors import RunInterrupted, RuntimeFailure
 from tilescope.ir.types import Direction
 from tilescope.runtime.graph import (
+    DUMP_ARENA_BYTES,
     RunChecks,
     run_graph,
     scalar_arg,
@@ -44,19 +45,22 @@ from tilescope.runtime.graph import (
     worker_stack_mib,
 )
 from tilescope.runtime.library import load_entry
+from tilescope.runtime.records import RunReport
 
 log = logging.getLogger("tilescope")
 
 
 @dataclass
 class RunInfo:
-    """How a run went: where, how long, how many tasks, and the NaN/Inf report of ``nan_check``
-    (None if it was off or every output was finite)."""
+    """How a run went: where, how long, how many tasks, the NaN/Inf report of ``nan_check``
+    (None if it was off or every output was finite) and, for a sim run, the core's records
+    (``report``: what the run's observers and ``capture`` asked it to record)."""
 
     platform: str
     wall_s: float
     num_tasks: int
     nan: Failure | None = None
+    report: RunReport | None = None
 
 
 @dataclass
@@ -124,8 +128,13 @@ def launch(
     *,
     task: int | None = None,
     crash_report: Path | str | None = None,
+    capture: Recording | None = None,
+    dump_arena_bytes: int = DUMP_ARENA_BYTES,
 ) -> RunInfo:
     """Run ``build`` (or, with ``task``, its kernel ``task`` alone) on ``args`` in this process.
+
+    ``capture`` asks the core for records no observer writes out (the caller reads them from
+    ``RunInfo.report``); ``dump_arena_bytes`` is the tensor dump's payload room per worker.
 
     Raises:
         RuntimeFailure: the run failed; ``.failure`` (a Failure) names the task, kernel and
@@ -138,6 +147,8 @@ def launch(
         target, orch, kernels = task_view(build, task), single_task_orchestration(), [binaries.kernels[task]]
     observers = observers_for(opts)
     recording = recording_of(observers)
+    if capture is not None:
+        recording = recording.merge(capture)
     checks = RunChecks(
         task_timeout_s=float(opts["task_timeout_s"]),
         serial=bool(opts["serial"]),
@@ -146,6 +157,7 @@ def launch(
         kernel_filter=kernel_filter(target, opts),
         crash_report_path=str(crash_report) if crash_report is not None else None,
         worker_stack_mib=worker_stack_mib(int(build.runtime_config.get("local_memory_bytes", 0))),
+        dump_arena_bytes=dump_arena_bytes,
     )
     cargs = [
         scalar_arg(a, spec.dtype) if spec.direction is Direction.SCALAR else tensor_arg(a, spec.direction)
@@ -195,4 +207,4 @@ def launch(
     if task is not None:
         report.saved = None
     results = finish_all(observers, target, report, failed=False)
-    return RunInfo("sim", report.wall_s, report.num_tasks, results.get("nan_check"))
+    return RunInfo("sim", report.wall_s, report.num_tasks, results.get("nan_check"), report)

@@ -181,7 +181,7 @@ class Runtime:
             int(record_edges),
             int(record_task_times),
             dump_level,
-            DUMP_ARENA_BYTES,
+            int(checks.dump_arena_bytes),
             DUMP_MAX_RECORDS,
             float(checks.task_timeout_s),
             int(checks.serial),
@@ -327,7 +327,7 @@ class RunChecks:
     serial schedule (needs a 1-worker runtime), NaN/Inf checks, the print_intermediates level (the
     core prints a stderr line per task start and finish at 3), a per-kernel filter (one flag per
     func_id) for those lines and dump levels 2/3, where a crashing kernel writes its report, and
-    the workers' stack size."""
+    the workers' stack size, and the tensor dump's payload ring per worker."""
 
     task_timeout_s: float = 0.0
     serial: bool = False
@@ -336,6 +336,7 @@ class RunChecks:
     kernel_filter: tuple[bool, ...] | None = None
     crash_report_path: str | None = None
     worker_stack_mib: int = 0  # > 0: workers' stacks hold at least this (see worker_stack_mib)
+    dump_arena_bytes: int = DUMP_ARENA_BYTES  # tensor dump payload ring per worker
 
 
 def worker_stack_mib(local_memory_bytes: int) -> int:

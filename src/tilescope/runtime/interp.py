@@ -128,6 +128,7 @@ class _Interp:
 
     def __init__(self, float64: bool):
         self.float64 = float64
+        self.now: Stmt | None = None  # the statement being run (what a subclass's records name)
 
     def bind(self, params, args: list[Any]) -> dict[str, Any]:
         return {
@@ -137,9 +138,11 @@ class _Interp:
 
     def body(self, body: tuple[Stmt, ...], env: dict[str, Any]) -> None:
         for s in body:
+            self.now = s
             match s:
                 case Assign(target=t, value=v):
                     env[t] = self.expr(v, env)
+                    self.assigned(s, env[t])
                 case For(var=var, start=a, stop=b, step=c, body=inner):
                     missing = object()
                     outer = env.get(var, missing)
@@ -152,6 +155,9 @@ class _Interp:
                         env[var] = outer
                 case _:
                     self.stmt(s, env)
+
+    def assigned(self, s: Assign, value: Any) -> None:
+        """Called after each assignment with the value it gave (a hook for subclasses)."""
 
     def stmt(self, s: Stmt, env: dict[str, Any]) -> None:
         raise TypeError(f"interp: unexpected statement {type(s).__name__}")
@@ -172,10 +178,14 @@ class _Interp:
         raise TypeError(f"interp: unexpected expression {type(e).__name__}")
 
 
+SUM_ORDERS = ("torch", "sequential", "reversed")
+
+
 class _KernelInterp(_Interp):
-    def __init__(self, kernel: Kernel, float64: bool):
+    def __init__(self, kernel: Kernel, float64: bool, sum_order: str = "torch"):
         super().__init__(float64)
         self.k = kernel
+        self.sum_order = sum_order  # torch's own order, or one add at a time from either end
 
     def tile_dtype(self, d: dt.DType) -> torch.dtype:
         return torch.float64 if self.float64 and d.is_float else d.torch
@@ -216,7 +226,7 @@ class _KernelInterp(_Interp):
                 dim = -1 if op.startswith("row") else 0
                 kind = op.split("_")[1]
                 if kind == "sum":
-                    return x.sum(dim=dim, keepdim=True, dtype=x.dtype)
+                    return _sum(x, dim, self.sum_order)
                 fn = torch.amax if kind == "max" else torch.amin
                 return fn(x, dim=dim, keepdim=True)
             case MatMul(lhs=a, rhs=b, acc=c):
@@ -242,6 +252,20 @@ class _KernelInterp(_Interp):
         if x.is_floating_point() and to != dt.bool_:
             return _float_to_int(x, to, mode)
         return x.to(to.torch)
+
+
+def _sum(x: torch.Tensor, dim: int, order: str) -> torch.Tensor:
+    """The sum of ``x`` along ``dim`` (kept), rounded to x's dtype after each add in ``order``:
+    torch's own (blocked and vectorized), or one element at a time from the first or the last."""
+    if order == "torch":
+        return x.sum(dim=dim, keepdim=True, dtype=x.dtype)
+    parts = x.unbind(dim)
+    if order == "reversed":
+        parts = parts[::-1]
+    acc = parts[0].clone()
+    for p in parts[1:]:
+        acc = acc + p
+    return acc.unsqueeze(dim)
 
 
 _PAST_MAX = {torch.bfloat16: 2.0**128, torch.float16: 2.0**16, torch.float32: 2.0**128}
@@ -330,10 +354,10 @@ def _region(view: torch.Tensor, offsets: list[int], sizes) -> torch.Tensor:
 
 
 class _OrchInterp(_Interp):
-    def __init__(self, program: Program, float64: bool):
+    def __init__(self, program: Program, float64: bool, sum_order: str = "torch"):
         super().__init__(float64)
         self.p = program
-        self.kernels = {k.name: _KernelInterp(k, float64) for k in program.kernels}
+        self.kernels = {k.name: _KernelInterp(k, float64, sum_order) for k in program.kernels}
         self.by_name = {k.name: k for k in program.kernels}
         self.tasks = 0
 
@@ -408,8 +432,9 @@ class _OrchInterp(_Interp):
 
 
 @recursion_room()
-def run_program(program: Program, args: list[Any], *, float64: bool = False) -> int:
+def run_program(program: Program, args: list[Any], *, float64: bool = False, sum_order: str = "torch") -> int:
     """Run ``program`` on ``args`` (torch tensors written in place, Python scalars); returns
-    the number of tasks run. Like a sim run, it is invisible to autograd: outputs get no graph."""
+    the number of tasks run. Like a sim run, it is invisible to autograd: outputs get no graph.
+    ``sum_order`` (``SUM_ORDERS``) is the order row and column sums add their elements in."""
     with torch.no_grad():
-        return _OrchInterp(program, float64).run(args)
+        return _OrchInterp(program, float64, sum_order).run(args)

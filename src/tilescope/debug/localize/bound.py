@@ -1,0 +1,369 @@
+"""The error bound of a program in its own dtypes: a float64 run that carries, for every value,
+how far any correct computation in the program's dtypes may be from it (running error analysis).
+
+Every float value is a pair ``(v, e)``: ``v`` computed in float64 from the given inputs (the
+exact result, up to float64's own rounding), ``e >= 0`` a bound on ``|x - v|`` for any ``x`` a
+correct implementation of the same program in its dtypes computes: the tile library's (sim),
+the reference interpreter's (interp), in any reduction order. With ``u`` the unit roundoff of
+the op's dtype (f32 2^-24, bf16 2^-8, f16 2^-11, f64 2^-53), ``r(x) = u|x| + eta/2`` the
+rounding of a result ``x`` (``eta``: the dtype's smallest subnormal) and ``g(K) = K u / (1 - K u)``:
+
+| op | bound of the result |
+|---|---|
+| ``a + b``, ``a - b`` | ``e_a + e_b + r(v)`` |
+| ``a * b`` | ``abs(a) e_b + abs(b) e_a + e_a e_b + r(v)`` |
+| ``a / b`` | ``(e_a + abs(v) e_b) / (abs(b) - e_b) + r(v)`` (``inf`` if ``abs(b) <= e_b``) |
+| ``maximum``, ``minimum``, ``neg``, ``abs``, ``transpose``, a row/col max or min | the inputs' largest ``e`` |
+| ``exp`` | ``t (exp(e_a) - 1) + k ulp(t)``, ``t = exp(a + e_a)`` |
+| ``log``, ``sqrt``, ``rsqrt``, ``tanh``, ``sigmoid``, ``silu`` | the input's ``e`` times the function's largest slope nearby, plus ``k ulp`` of the result |
+| a row/col sum of ``K`` elements | ``sum(e_i) + g(K) sum(abs(x_i))`` (any order of the adds) |
+| ``matmul`` over ``K`` | ``abs(A) e_B + e_A abs(B) + e_A e_B + g(K) abs(A) abs(B)`` (f32 accumulation) |
+| a cast to a narrower float | ``e + r(v)``, twice the rounding for ``trunc``/``floor``/``ceil`` |
+| a cast to an integer | ``e + 1`` where ``e > 0`` (the rounding may flip) |
+| a comparison | exact, but marked uncertain where ``abs(a - b) <= e_a + e_b``; ``where`` then takes both branches' spread |
+
+``k`` is the transcendental's documented error in ulps, sim's and torch's alike (exp and log
+1, tanh 1, sigmoid and silu 3). A finite result beyond the dtype's largest value overflows:
+it is recorded (``Overflow``) and its bound is ``inf``. Exact infinities (``-inf`` fills) stay
+exact. With ``nearest=True`` every cast is bounded as round-to-nearest, whatever its mode: the
+bound of what the dtypes themselves allow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from tilescope.ir import dtypes as dt
+from tilescope.ir.nodes import (
+    Assign,
+    BinOp,
+    Cast,
+    Const,
+    CreateTensor,
+    Expr,
+    Full,
+    Kernel,
+    Load,
+    MatMul,
+    Program,
+    Reduce,
+    Store,
+    Transpose,
+    UnOp,
+    Where,
+)
+from tilescope.ir.types import ScalarType, TileType
+from tilescope.runtime import interp
+from tilescope.runtime.interp import _KernelInterp, _OrchInterp, _region, _store_sizes
+
+_INF = math.inf
+UNIT_ROUNDOFF = {"f32": 2.0**-24, "bf16": 2.0**-8, "f16": 2.0**-11, "f64": 2.0**-53}
+_MANT = {"f32": 23, "bf16": 7, "f16": 10, "f64": 52}  # explicit mantissa bits
+_EMIN = {"f32": -126, "bf16": -126, "f16": -14, "f64": -1022}  # exponent of the smallest normal
+_ULPS = {"exp": 1.0, "log": 1.0, "tanh": 1.0, "sigmoid": 3.0, "silu": 3.0, "sqrt": 0.5, "rsqrt": 1.5}
+_SLOPE = {"tanh": 1.0, "sigmoid": 0.25, "silu": 1.1}  # largest |f'| on the whole line
+_COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+_LOGICAL = ("logical_and", "logical_or")
+
+
+def ulp(dtype: str, mag: torch.Tensor) -> torch.Tensor:
+    """The spacing of ``dtype``'s values at magnitude ``mag`` (float64; at 0, the smallest subnormal)."""
+    mag = mag.abs().to(torch.float64)
+    _, ex = torch.frexp(mag)
+    ex = torch.clamp(ex.to(torch.int64) - 1, min=_EMIN[dtype])
+    spacing = torch.ldexp(torch.ones_like(mag), (ex - _MANT[dtype]).to(torch.float64))
+    return torch.where(torch.isfinite(mag), spacing, torch.zeros_like(mag))
+
+
+def _tiny(dtype: str) -> float:
+    return 2.0 ** (_EMIN[dtype] - _MANT[dtype])
+
+
+def rounding(dtype: str, mag: torch.Tensor, directed: bool = False) -> torch.Tensor:
+    """The most one rounding to ``dtype`` moves a value of magnitude ``mag`` (0 for infinities,
+    which every rounding keeps); twice that for a directed rounding (trunc, floor, ceil)."""
+    if dtype not in UNIT_ROUNDOFF:
+        return torch.zeros_like(mag, dtype=torch.float64)
+    mag = mag.abs().to(torch.float64)
+    r = UNIT_ROUNDOFF[dtype] * mag + _tiny(dtype) / 2
+    r = torch.where(torch.isfinite(mag), r, torch.zeros_like(r))
+    return 2 * r if directed else r
+
+
+def _mul0(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a * b`` of magnitudes with ``0 * inf = 0`` (an exact zero times an exact infinity)."""
+    return torch.where((a == 0) | (b == 0), torch.zeros_like(a), a * b)
+
+
+def _gamma(k: int, dtype: str) -> float:
+    ku = k * UNIT_ROUNDOFF.get(dtype, 0.0)
+    return ku / (1 - ku) if ku < 1 else _INF
+
+
+@dataclass
+class Bounded:
+    """A value and its bound: ``v`` (float64 for float dtypes, else the dtype itself) and ``e``
+    (float64, same shape; for a bool, 1.0 where the outcome may differ)."""
+
+    v: torch.Tensor
+    e: torch.Tensor
+
+    @property
+    def shape(self) -> torch.Size:
+        """The value's shape."""
+        return self.v.shape
+
+    def __getitem__(self, index: Any) -> Bounded:
+        return Bounded(self.v[index], self.e[index])
+
+    @staticmethod
+    def exact(t: torch.Tensor) -> Bounded:
+        """An input value: exact (bound 0), float values held in float64."""
+        v = t.detach().to(torch.float64) if t.is_floating_point() else t.detach().clone()
+        return Bounded(v, torch.zeros(t.shape, dtype=torch.float64))
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """A finite exact result beyond its dtype's largest value, where it first happened."""
+
+    stmt: Any  # the IR statement
+    op: str
+    dtype: str
+    value: float  # the exact result of largest magnitude there
+    task: int | None = None
+
+
+class _BoundKernel(_KernelInterp):
+    """A kernel run on Bounded tiles (see the module docstring for the rules)."""
+
+    def __init__(self, kernel: Kernel, nearest: bool = False):
+        super().__init__(kernel, float64=True)
+        self.nearest = nearest
+        self.overflows: list[Overflow] = []
+        self.task: int | None = None
+        self.values: list[tuple[Assign, Bounded]] = []  # every tile assignment, in order (when kept)
+        self.keep_values = False
+
+    def assigned(self, s: Assign, value: Any) -> None:
+        if self.keep_values and isinstance(value, Bounded):
+            self.values.append((s, value))
+
+    def stmt(self, s, env) -> None:
+        if not isinstance(s, Store):
+            raise TypeError(f"interp: unexpected statement {type(s).__name__} in a kernel")
+        tile = self.tile(self.expr(s.value, env), s.value.type)
+        view = env[s.tensor.name]
+        offs = [self.expr(o, env) for o in s.offsets]
+        sizes = _store_sizes(view.v, tile.v)
+        region_v, region_e = _region(view.v, offs, sizes), _region(view.e, offs, sizes)
+        region_v.copy_(tile.v.reshape(region_v.shape).to(region_v.dtype))
+        region_e.copy_(tile.e.reshape(region_e.shape))
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def tile(self, x: Any, t) -> Bounded:
+        """``x`` (a Bounded or a scalar adopting a tile's dtype) as a Bounded."""
+        if isinstance(x, Bounded):
+            return x
+        d = t.dtype
+        v = torch.tensor(x, dtype=torch.float64 if d.is_float else d.torch)
+        e = torch.zeros((), dtype=torch.float64)
+        if d.is_float and d.name != "f64" and math.isfinite(float(x)):
+            e = (v - torch.tensor(float(x), dtype=d.torch).to(torch.float64)).abs()  # the literal's rounding
+        return Bounded(v, e)
+
+    def finish(self, op: str, dtype: dt.DType, v: torch.Tensor, e: torch.Tensor) -> Bounded:
+        """The result of ``op`` in ``dtype``: NaN bounds made infinite, overflow recorded."""
+        e = torch.where(torch.isnan(e), torch.full_like(e, _INF), e)
+        if dtype.is_float and dtype.name != "f64" and v.is_floating_point():
+            top = dt.value_range(dtype)[1]
+            finite = torch.isfinite(v)
+            over = finite & (v.abs() - e > top)
+            if bool(over.any()):
+                big = float(v[over].abs().max())
+                self.overflows.append(Overflow(self.now, op, dtype.name, big, self.task))
+            e = torch.where(finite & (v.abs() + e > top), torch.full_like(e, _INF), e)
+        return Bounded(v, e)
+
+    def expr(self, e: Expr, env: dict[str, Any]) -> Any:
+        match e:
+            case BinOp(op=op, lhs=a, rhs=b) if isinstance(e.type, TileType):
+                ta = a.type if isinstance(a.type, TileType) else b.type
+                tb = b.type if isinstance(b.type, TileType) else a.type
+                return self.binary(op, self.tile(self.expr(a, env), ta), self.tile(self.expr(b, env), tb), e.type)
+            case UnOp(op=op, operand=a) if isinstance(e.type, TileType):
+                return self.unary(op, self.expr(a, env), e.type)
+            case Load(tensor=t, offsets=offs, sizes=sizes, type=tt):
+                view = env[t.name]
+                at = [self.expr(o, env) for o in offs]
+                v = _region(view.v, at, sizes).reshape(tt.shape).clone()
+                return Bounded(v, _region(view.e, at, sizes).reshape(tt.shape).clone())
+            case Full(value=fill, type=tt):
+                x = self.tile(self.expr(fill, env), tt)
+                return Bounded(x.v.expand(tt.shape).clone(), x.e.expand(tt.shape).clone())
+            case Cast(value=val, mode=mode, type=tt):
+                return self.cast(self.tile(self.expr(val, env), val.type), val.type.dtype, tt.dtype, mode)
+            case Reduce(op=op, value=val):
+                return self.reduce(op, self.expr(val, env), e.type)
+            case MatMul(lhs=a, rhs=b, acc=c):
+                return self.matmul(self.expr(a, env), self.expr(b, env), None if c is None else self.expr(c, env), e)
+            case Transpose(value=val):
+                x = self.expr(val, env)
+                return Bounded(x.v.transpose(0, 1).contiguous(), x.e.transpose(0, 1).contiguous())
+            case Where(cond=c, lhs=a, rhs=b, type=tt):
+                return self.where(self.expr(c, env), self.tile(self.expr(a, env), tt), self.tile(self.expr(b, env), tt), tt)
+            case Const(value=v, type=ScalarType(dtype=d)) if d in (dt.bf16, dt.f16):
+                return float(v)  # exact here; its rounding is counted where it meets a tile
+        return super().expr(e, env)
+
+    def binary(self, op: str, a: Bounded, b: Bounded, t: TileType) -> Bounded:
+        d = t.dtype.name
+        if op in _COMPARE:
+            v = interp._TILE_OPS[op](a.v, b.v)
+            unsure = (a.v - b.v).abs() <= a.e + b.e if a.v.is_floating_point() else (a.e + b.e) > 0
+            unsure = unsure & ((a.e + b.e) > 0)
+            return Bounded(v, unsure.to(torch.float64))
+        if op in _LOGICAL:
+            return Bounded(interp._TILE_OPS[op](a.v, b.v), torch.maximum(a.e, b.e).expand(torch.broadcast_shapes(a.shape, b.shape)).clone())
+        if op in ("maximum", "minimum"):
+            fn = torch.maximum if op == "maximum" else torch.minimum
+            return Bounded(fn(a.v, b.v), torch.maximum(a.e, b.e).expand(torch.broadcast_shapes(a.shape, b.shape)).clone())
+        v = interp._TILE_OPS[op](a.v, b.v)
+        if not v.is_floating_point():  # integer arithmetic: exact
+            err = a.e + b.e if op in ("add", "sub") else _mul0(a.v.abs().double(), b.e) + _mul0(b.v.abs().double(), a.e)
+            return Bounded(v, err.expand(v.shape).clone())
+        if op in ("add", "sub"):
+            err = a.e + b.e
+        elif op == "mul":
+            err = _mul0(a.v.abs(), b.e) + _mul0(b.v.abs(), a.e) + _mul0(a.e, b.e)
+        else:  # div
+            room = b.v.abs() - b.e
+            err = (a.e + _mul0(v.abs(), b.e)) / room.clamp(min=0)
+            err = torch.where((a.e == 0) & (b.e == 0), torch.zeros_like(err), err)
+            err = torch.where(room <= 0, torch.full_like(err, _INF), err)
+        return self.finish(op, t.dtype, v, err + rounding(d, v))
+
+    def unary(self, op: str, x: Bounded, t: TileType) -> Bounded:
+        d = t.dtype.name
+        if op in ("neg", "abs", "logical_not"):
+            fn = {"neg": torch.neg, "abs": torch.abs, "logical_not": torch.logical_not}[op]
+            return Bounded(fn(x.v), x.e.clone())
+        v = interp._UNARY[op](x.v)
+        k = _ULPS[op]
+        lo, hi = x.v - x.e, x.v + x.e
+        if op == "exp":
+            top = torch.exp(hi)
+            err = _mul0(top, torch.expm1(x.e))
+        elif op == "log":
+            err = torch.where(lo > 0, x.e / lo.clamp(min=1e-300), torch.full_like(lo, _INF))
+            top = torch.maximum(torch.log(hi.clamp(min=1e-300)).abs(), v.abs())
+        elif op == "sqrt":
+            top = torch.sqrt(hi.clamp(min=0))
+            err = x.e / (torch.sqrt(lo.clamp(min=0)) + torch.sqrt(x.v.clamp(min=0))).clamp(min=1e-300)
+        elif op == "rsqrt":
+            lo_c = lo.clamp(min=1e-300)
+            top = torch.rsqrt(lo_c)
+            err = torch.where(lo > 0, 0.5 * x.e * lo_c.pow(-1.5), torch.full_like(lo, _INF))
+        else:  # tanh, sigmoid, silu
+            err = x.e * _SLOPE[op]
+            top = torch.maximum(v.abs(), interp._UNARY[op](hi).abs())
+        err = torch.where(x.e == 0, torch.zeros_like(err), err)
+        # bf16/f16 compute in f32 and round the result once more
+        err = err + k * ulp("f64" if d == "f64" else "f32", top)
+        if d in ("bf16", "f16"):
+            err = err + rounding(d, top)
+        return self.finish(op, t.dtype, v, err)
+
+    def reduce(self, op: str, x: Bounded, t: TileType) -> Bounded:
+        dim = -1 if op.startswith("row") else 0
+        kind = op.split("_")[1]
+        if kind in ("max", "min"):
+            fn = torch.amax if kind == "max" else torch.amin
+            return Bounded(fn(x.v, dim=dim, keepdim=True), torch.amax(x.e, dim=dim, keepdim=True))
+        n = x.v.shape[dim]
+        v = x.v.sum(dim=dim, keepdim=True)
+        mags = x.v.abs().double().sum(dim=dim, keepdim=True)
+        err = x.e.sum(dim=dim, keepdim=True) + _mul0(torch.full_like(mags, _gamma(n, t.dtype.name)), mags)
+        return self.finish(op, t.dtype, v, err)
+
+    def matmul(self, a: Bounded, b: Bounded, acc: Bounded | None, e: MatMul) -> Bounded:
+        k = a.v.shape[-1]
+        av, bv = a.v.to(torch.float64), b.v.to(torch.float64)
+        v = av @ bv
+        mags = av.abs() @ bv.abs()
+        err = av.abs() @ b.e + a.e @ bv.abs() + a.e @ b.e + _gamma(k, "f32") * mags
+        if acc is not None:
+            v = acc.v + v
+            err = err + acc.e + rounding("f32", v)
+        if e.type.dtype.name in ("bf16", "f16"):
+            err = err + rounding(e.type.dtype.name, v)
+        return self.finish("matmul", e.type.dtype, v, err)
+
+    def cast(self, x: Bounded, src: dt.DType, to: dt.DType, mode: str) -> Bounded:
+        directed = mode in ("trunc", "floor", "ceil") and not self.nearest
+        if to.is_float:
+            v = x.v.to(torch.float64)
+            narrower = src.is_float and (to.itemsize < src.itemsize or (to.itemsize == src.itemsize and to != src))
+            if not src.is_float or narrower:
+                return self.finish("cast", to, v, x.e + rounding(to.name, v.abs() + x.e, directed))
+            return Bounded(v, x.e.clone())
+        if to == dt.bool_:
+            return Bounded(x.v != 0, ((x.v.abs() <= x.e) & (x.e > 0)).to(torch.float64))
+        v = interp._float_to_int(x.v, to, mode) if x.v.is_floating_point() else x.v.to(to.torch)
+        return Bounded(v, torch.where(x.e > 0, x.e + 1, torch.zeros_like(x.e)))
+
+    def where(self, c: Bounded, a: Bounded, b: Bounded, t: TileType) -> Bounded:
+        shape = torch.broadcast_shapes(c.shape, a.shape, b.shape)
+        v = torch.where(c.v, a.v, b.v)
+        err = torch.where(c.v, a.e, b.e).expand(shape)
+        spread = (a.v - b.v).abs().to(torch.float64) + torch.maximum(a.e, b.e)
+        err = torch.where(c.e > 0, torch.maximum(err, spread.expand(shape)), err)
+        return Bounded(v, err.clone())
+
+
+def run_kernel_bound(kernel: Kernel, args: list[Any], *, nearest: bool = False, task: int | None = None,
+                     keep_values: bool = False) -> _BoundKernel:
+    """Run ``kernel`` on ``args`` (Bounded tensors, updated in place, and Python scalars); returns
+    the interpreter, whose ``overflows`` and (with ``keep_values``) ``values`` it recorded."""
+    k = _BoundKernel(kernel, nearest)
+    k.task, k.keep_values = task, keep_values
+    with torch.no_grad():
+        k.run(args)
+    return k
+
+
+class _BoundOrch(_OrchInterp):
+    """The whole program on Bounded tensors: every task's kernel through ``_BoundKernel``."""
+
+    def __init__(self, program: Program, nearest: bool):
+        super().__init__(program, float64=True)
+        self.kernels = {k.name: _BoundKernel(k, nearest) for k in program.kernels}
+
+    def create_tensor(self, e: CreateTensor) -> Bounded:
+        t = super().create_tensor(e)
+        return Bounded(t, torch.zeros(t.shape, dtype=torch.float64))
+
+    def submit(self, e, env) -> int:
+        self.kernels[e.kernel].task = self.tasks
+        return super().submit(e, env)
+
+    def overflows(self) -> list[Overflow]:
+        found = [o for k in self.kernels.values() for o in k.overflows]
+        return sorted(found, key=lambda o: -1 if o.task is None else o.task)
+
+
+def run_program_bound(program: Program, args: list[Any], *, nearest: bool = False) -> list[Overflow]:
+    """Run ``program`` on ``args`` (Bounded tensors, updated in place, and Python scalars);
+    returns the overflows it met, in task order."""
+    orch = _BoundOrch(program, nearest)
+    with torch.no_grad():
+        orch.run(args)
+    return orch.overflows()
+
+
+__all__ = ["Bounded", "Overflow", "UNIT_ROUNDOFF", "rounding", "run_kernel_bound", "run_program_bound", "ulp"]

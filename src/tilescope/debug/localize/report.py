@@ -1,0 +1,133 @@
+"""What ``tilescope localize`` found: ``dfx_outputs/localize/report.json`` and the verdict it prints.
+
+Format ``tilescope-localize`` version 1 (the triage report reuses it):
+
+- ``category``: ``codegen`` (the compiled code disagrees with the program's own semantics),
+  ``algorithm`` (sim agrees with the program, the program does not compute the golden),
+  ``precision`` (the program computes the golden, but its dtypes lose accuracy) or ``pass``.
+- ``verdict``: ``guilty`` or ``innocent`` for ``precision`` (is the error more than the dtypes
+  justify?), else null.
+- ``culprit``: ``task``, ``kernel``, ``op``, ``dsl_line`` (``file:line``), ``cpp_line``
+  (``path/in/build.cpp:line``); any of them null when not known.
+- ``summary`` (one sentence), ``evidence`` (strings with the numbers), ``next`` (commands),
+  ``elapsed_s``, and ``fingerprint`` (each output against the golden, interp, float64),
+  ``tolerance`` (``precision``/``innocent``: the tolerance the data justify, and why),
+  ``limitations`` (what could not be judged, and why).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tilescope.build.paths import LOCALIZE_DIR, LOCALIZE_JSON, atomic_write, dfx_dir
+
+FORMAT = "tilescope-localize"
+VERSION = 1
+CATEGORIES = ("codegen", "algorithm", "precision", "pass")
+
+
+@dataclass
+class Culprit:
+    """Where the wrong answer comes from, as far as it is known."""
+
+    task: int | None = None
+    kernel: str | None = None
+    op: str | None = None
+    dsl_line: str | None = None
+    cpp_line: str | None = None
+
+    def text(self) -> str:
+        """``task 3, kernel up_silu, op exp at model.py:31 (kernels/vec/up_silu.cpp:24)``."""
+        parts = []
+        if self.task is not None:
+            parts.append(f"task {self.task}")
+        if self.kernel:
+            parts.append(f"kernel {self.kernel}")
+        if self.op:
+            parts.append(f"op {self.op}")
+        where = " at " + self.dsl_line if self.dsl_line else ""
+        cpp = f" ({self.cpp_line})" if self.cpp_line else ""
+        return ", ".join(parts) + where + cpp
+
+
+@dataclass
+class FingerprintRow:
+    """One output compared one way: ``pair`` is ``sim~golden``, ``interp~golden``, ``float64~golden``,
+    ``sim~interp``, ``sim~float64``, ``interp~float64`` or ``golden~float64``."""
+
+    output: str
+    pair: str
+    mismatches: int  # elements outside rtol/atol
+    numel: int
+    max_abs: float
+    max_rel: float
+    outside_bound: int | None = None  # against float64: elements beyond the error bound
+
+
+@dataclass
+class LocalizeReport:
+    """The report ``tilescope localize`` writes and prints (see the module docstring)."""
+
+    program: str
+    build: str
+    data: str
+    category: str
+    summary: str
+    verdict: str | None = None
+    culprit: Culprit = field(default_factory=Culprit)
+    evidence: list[str] = field(default_factory=list)
+    next: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    rtol: float = 0.0
+    atol: float = 0.0
+    fingerprint: list[FingerprintRow] = field(default_factory=list)
+    tolerance: dict[str, Any] | None = None
+    limitations: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``report.json`` object."""
+        return {"format": FORMAT, "version": VERSION, **_finite(asdict(self))}
+
+    def render(self) -> str:
+        """The verdict as printed: a headline, the culprit, the evidence and what to run next."""
+        head = f"[localize] {self.program}: {self.category}"
+        if self.verdict:
+            head += f" ({self.verdict})"
+        lines = [head, f"  {self.summary}"]
+        if any(v is not None for v in asdict(self.culprit).values()):
+            lines.append(f"  culprit: {self.culprit.text()}")
+        if self.tolerance:
+            lines.append(f"  tolerance: {self.tolerance['text']}")
+        lines += [f"  - {e}" for e in self.evidence]
+        lines += [f"  (limitation) {x}" for x in self.limitations]
+        if self.next:
+            lines.append("  next:")
+            lines += [f"    {c}" for c in self.next]
+        lines.append(f"  ({self.elapsed_s:.1f}s)")
+        return "\n".join(lines)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with infinite and NaN floats as strings (JSON has no such numbers)."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def write_report(work_dir: Path, report: LocalizeReport) -> Path:
+    """Write ``<build>/dfx_outputs/localize/report.json``; returns its path."""
+    folder = dfx_dir(work_dir) / LOCALIZE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCALIZE_JSON
+    atomic_write(path, json.dumps(report.to_json(), indent=1) + "\n")
+    return path
+
+
+__all__ = ["CATEGORIES", "Culprit", "FingerprintRow", "LocalizeReport", "write_report"]

@@ -1,0 +1,175 @@
+"""Naming the culprit of a wrong answer: ``tilescope localize BUILD`` and ``localize(build_dir)``.
+
+It runs the build once more on its saved data (``data/``, or ``golden_data``) on sim, serially,
+recording every task's arguments (a level-2 tensor dump kept in memory) and the dependency
+graph (written as ``dfx_outputs/deps.json``, so ``tilescope deps BUILD --task ID`` shows the
+culprit's neighbours), then hands everything to ``debug.localize.analyze``. The report goes to
+``dfx_outputs/localize/report.json``; the verdict is printed (``--json``: the report itself).
+
+Invariants: nothing the user made is changed (the data directory is only read; the build's
+C++ is only read); a build without saved data, data that do not match the build, a run that
+fails rather than answers wrong: each a LocalizeError saying what to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tilescope import knobs
+from tilescope._logging import configure
+from tilescope.build.manifest import as_build_dir
+from tilescope.build.paths import DATA_DIR
+from tilescope.build.state import sha256_file
+from tilescope.debug.localize.analyze import Inputs, analyze
+from tilescope.debug.localize.report import LocalizeReport, write_report
+from tilescope.debug.observers import Recording
+from tilescope.errors import RuntimeFailure, TilescopeError
+from tilescope.harness.cli import tolerance_arg
+from tilescope.harness.compare import check_tolerances
+from tilescope.harness.data import DataError, load_meta, load_snapshot
+from tilescope.launch.program import CompiledProgram
+from tilescope.launch.run import launch
+from tilescope.runtime.graph import DUMP_ARENA_BYTES
+from tilescope.runtime.guarded import guarded_clone
+
+_MAX_ARENA = 8 << 30  # the most a localize run keeps of every task's arguments
+
+
+class LocalizeError(TilescopeError):
+    """localize cannot start: no saved data, data that do not fit, a run that fails."""
+
+
+def source_hashes(work_dir: Path, config: dict[str, Any]) -> dict[str, str]:
+    """The sha256 of every C++ source of a build (kernels and orchestration), by path in the build."""
+    rels = [config["ORCHESTRATION"].get("source")] + [k.get("source") for k in config["KERNELS"]]
+    out = {}
+    for rel in rels:
+        if rel and (Path(work_dir) / rel).is_file():
+            out[rel] = sha256_file(Path(work_dir) / rel)
+    return out
+
+
+def _data_dir(work: Path, golden_data: str | os.PathLike | None) -> Path:
+    data = Path(golden_data) if golden_data is not None else work / DATA_DIR
+    if golden_data is None and not (data / "in").is_dir():
+        raise LocalizeError(
+            f"{work} has no saved data ({data}/in and out): localize works on the exact data of a run. Run the "
+            "program once with --save-data (python model.py --save-data, or run_jit(..., save_data=True)), "
+            f"then `tilescope localize {work}`; or pass --golden-data DIR"
+        )
+    return data
+
+
+def _sim_run(build: CompiledProgram, inputs: dict[str, Any]) -> tuple[dict[str, torch.Tensor], Any]:
+    """sim on copies of ``inputs`` (with guard zones), serially, recording what localize reads."""
+    opts = knobs.runtime_options({"serial": True, "enable_dep_gen": True, "log_level": "error"})
+    capture = Recording(record_edges=True, record_task_times=True, dump_level=2)
+    arena = DUMP_ARENA_BYTES
+    while True:
+        args = [guarded_clone(inputs[a.name]) if torch.is_tensor(inputs[a.name]) else inputs[a.name] for a in build.args]
+        try:
+            info = launch(build, build.binaries(), args, opts, capture=capture, dump_arena_bytes=arena)
+        except RuntimeFailure as e:
+            raise LocalizeError(
+                f"the sim run of {build.name} on this data fails rather than answering wrong:\n{e}\n"
+                "localize explains wrong answers; see the failure with `tilescope replay "
+                f"{build.work_dir}`"
+            ) from None
+        report = info.report
+        records = report.dump.records if report.dump is not None else []
+        lost = any(r.truncated or r.overwritten for r in records)
+        need = sum(math.prod(r.shape) * _itemsize(r.dtype) for r in records if r.kind != "scalar")
+        if not lost or arena >= need or need > _MAX_ARENA:
+            break
+        arena = need + (1 << 20)
+    outputs = {a.name: args[i] for i, a in enumerate(build.args) if a.is_output}
+    return outputs, report
+
+
+def _itemsize(dtype: str) -> int:
+    from tilescope.ir import dtypes
+
+    return dtypes.by_name(dtype).itemsize
+
+
+def localize(
+    build_dir: str | os.PathLike,
+    golden_data: str | os.PathLike | None = None,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> LocalizeReport:
+    """Localize the wrong answer of the build ``build_dir`` on its saved data (or ``golden_data``):
+    the report (also written to ``dfx_outputs/localize/report.json``).
+
+    Raises:
+        LocalizeError: no saved data, or the sim run fails instead of answering.
+        DataError: the data do not match the build's arguments.
+    """
+    started = time.perf_counter()
+    work = as_build_dir(build_dir)
+    build = CompiledProgram.from_dir(work)
+    data = _data_dir(work, golden_data)
+    given = [k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None]
+    meta = load_meta(data, given=given)
+    rtol = meta.get("rtol", 1e-5) if rtol is None else rtol
+    atol = meta.get("atol", 1e-5) if atol is None else atol
+    check_tolerances(rtol, atol)
+    inputs, golden = load_snapshot(data, list(build.args))
+    limitations = []
+    saved_sources = meta.get("sources")
+    if isinstance(saved_sources, dict):
+        now = source_hashes(work, build.config)
+        changed = sorted(k for k, v in saved_sources.items() if now.get(k) != v)
+        if changed:
+            limitations.append(
+                f"{', '.join(changed)} changed since the data were saved: the data are from the build as it was; "
+                "sim runs the code as it is now"
+            )
+    sim, report = _sim_run(build, inputs)
+    rep = analyze(
+        Inputs(build, str(data), inputs, golden, sim, report, float(rtol), float(atol), started, limitations)
+    )
+    try:
+        write_report(work, rep)
+    except OSError as e:
+        rep.limitations.append(f"the report could not be written into {work}: {e}")
+    return rep
+
+
+def add_localize_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``tilescope localize``'s arguments."""
+    p.add_argument("build_dir", metavar="BUILD", help="a build directory with saved data (--save-data)")
+    p.add_argument("--golden-data", default=None, metavar="DIR", help="use this data directory instead of BUILD/data")
+    p.add_argument("--rtol", type=tolerance_arg, default=None, help="relative tolerance (default: the data's)")
+    p.add_argument("--atol", type=tolerance_arg, default=None, help="absolute tolerance (default: the data's)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of the verdict")
+    return p
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """``tilescope localize``: 0 when the outputs pass or their error is rounding the dtypes allow
+    (``precision``/``innocent``), 1 when a culprit was named or localize could not run."""
+    configure("warn")
+    try:
+        rep = localize(args.build_dir, args.golden_data, rtol=args.rtol, atol=args.atol)
+    except (TilescopeError, DataError) as e:
+        print(f"[ERROR] {e}", file=sys.stderr, flush=True)
+        return 1
+    if args.json:
+        print(json.dumps(rep.to_json(), indent=1))
+    else:
+        print(rep.render())
+    return 0 if rep.category == "pass" or rep.verdict == "innocent" else 1
+
+
+__all__ = ["LocalizeError", "add_localize_args", "localize", "run_cli", "source_hashes"]
