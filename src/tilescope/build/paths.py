@@ -56,6 +56,7 @@ CRASH_REPORT = "crash_report.txt"  # dfx_outputs/crash_report[_<id>].txt
 LOCALIZE_DIR = "localize"  # dfx_outputs/localize/: tilescope localize's report
 LOCALIZE_JSON = "report.json"
 LOCALIZE_HTML = "report.html"
+LOCALIZE_DATA = "data"  # dfx_outputs/localize/data: the data of a run localized by --localize
 
 
 def outside_reason(base: str | os.PathLike, relative: Any) -> str | None:

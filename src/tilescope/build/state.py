@@ -74,6 +74,12 @@ def _sources(config: dict[str, Any]) -> list[tuple[str, str]]:
     return [(k["source"], k["binary"]) for k in config["KERNELS"]] + [(orch["source"], orch["binary"])]
 
 
+def source_hashes(work: Path, config: dict[str, Any]) -> dict[str, str]:
+    """The sha256 of every C++ source of ``work`` as it is now (kernels, then the orchestration),
+    by path relative to it: what a data snapshot records of the code it was saved with."""
+    return {src: sha256_file(work / src) for src, _ in _sources(config) if (work / src).is_file()}
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     atomic_write(path, json.dumps(data, indent=2) + "\n")
 

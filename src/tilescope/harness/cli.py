@@ -91,6 +91,9 @@ def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     g.add_argument("--save-data", action="store_true", help="snapshot inputs and golden into <build>/data")
     g.add_argument("--seed", type=seed_arg, default=0, help="seed for generated inputs (default: 0)")
     g.add_argument("--compile-only", action="store_true", help="stop after compiling")
+    g.add_argument(
+        "--localize", action="store_true", help="when an output mismatches, name the culprit (tilescope localize)"
+    )
     return parser
 
 
@@ -109,4 +112,5 @@ def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "save_data": args.save_data,
         "compile_only": args.compile_only,
         "seed": args.seed,
+        "localize": args.localize,
     }

@@ -17,8 +17,10 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +29,15 @@ import torch
 from tilescope import knobs
 from tilescope._logging import configure
 from tilescope.build.manifest import as_build_dir
-from tilescope.build.paths import DATA_DIR
-from tilescope.build.state import sha256_file
+from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, LOCALIZE_DIR, dfx_dir
+from tilescope.build.state import source_hashes
 from tilescope.debug.localize.analyze import Inputs, analyze
 from tilescope.debug.localize.report import LocalizeReport, write_report
 from tilescope.debug.observers import Recording
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.harness.cli import tolerance_arg
 from tilescope.harness.compare import check_tolerances
-from tilescope.harness.data import DataError, load_meta, load_snapshot
+from tilescope.harness.data import DataError, load_meta, load_snapshot, save_snapshot
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import launch
 from tilescope.runtime.graph import DUMP_ARENA_BYTES
@@ -46,16 +48,6 @@ _MAX_ARENA = 8 << 30  # the most a localize run keeps of every task's arguments
 
 class LocalizeError(TilescopeError):
     """localize cannot start: no saved data, data that do not fit, a run that fails."""
-
-
-def source_hashes(work_dir: Path, config: dict[str, Any]) -> dict[str, str]:
-    """The sha256 of every C++ source of a build (kernels and orchestration), by path in the build."""
-    rels = [config["ORCHESTRATION"].get("source")] + [k.get("source") for k in config["KERNELS"]]
-    out = {}
-    for rel in rels:
-        if rel and (Path(work_dir) / rel).is_file():
-            out[rel] = sha256_file(Path(work_dir) / rel)
-    return out
 
 
 def _data_dir(work: Path, golden_data: str | os.PathLike | None) -> Path:
@@ -146,6 +138,34 @@ def localize(
     return rep
 
 
+def localize_run(
+    build: CompiledProgram,
+    before: dict[str, Any],
+    golden: dict[str, torch.Tensor],
+    data: str | os.PathLike | None,
+    rtol: float,
+    atol: float,
+    say: Callable[[str], None],
+) -> LocalizeReport | None:
+    """Localize a harness run whose comparison failed (``--localize``), on ``data``: a data
+    directory, None for the build's own (saved by this run), or ``"fresh"``: this run's inputs
+    and golden, saved for it into ``dfx_outputs/localize/data`` (replacing the last one there).
+    Prints the verdict; a localize that cannot run is reported and returns None."""
+    try:
+        if data == "fresh":
+            where = dfx_dir(build.work_dir) / LOCALIZE_DIR / LOCALIZE_DATA
+            if where.is_dir():
+                shutil.rmtree(where)  # localize's own copy from an earlier run
+            meta = {"rtol": rtol, "atol": atol, "sources": source_hashes(build.work_dir, build.config)}
+            data = save_snapshot(where, list(build.args), before, golden, meta)
+        rep = localize(build.work_dir, data, rtol=rtol, atol=atol)
+    except (TilescopeError, OSError) as e:
+        say(f"[localize] cannot localize: {e}")
+        return None
+    say(rep.render())
+    return rep
+
+
 def add_localize_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``tilescope localize``'s arguments."""
     p.add_argument("build_dir", metavar="BUILD", help="a build directory with saved data (--save-data)")
@@ -172,4 +192,4 @@ def run_cli(args: argparse.Namespace) -> int:
     return 0 if rep.category == "pass" or rep.verdict == "innocent" else 1
 
 
-__all__ = ["LocalizeError", "add_localize_args", "localize", "run_cli", "source_hashes"]
+__all__ = ["LocalizeError", "add_localize_args", "localize", "localize_run", "run_cli"]

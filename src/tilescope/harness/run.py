@@ -27,10 +27,12 @@ from tilescope import knobs
 from tilescope._logging import configure, level_number
 from tilescope.build.manifest import ArgSpec, Build
 from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write
+from tilescope.build.state import source_hashes
 from tilescope.debug.failures import Failure
 from tilescope.errors import HarnessError, TilescopeError
 from tilescope.harness.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.harness.data import load_snapshot, save_snapshot
+from tilescope.harness.localize import LocalizeReport, localize_run
 from tilescope.harness.specs import Spec, check_specs, check_specs_match, generate, outputs, seed_problem
 from tilescope.harness.user_code import GoldenError, call_user, function_name
 from tilescope.language.decorators import InlineFunction, KernelFunction
@@ -56,6 +58,7 @@ class RunResult:
     atol: float = 0.0
     failure: Failure | None = None  # how the run failed (task, kernel, line, saved inputs)
     nan: Failure | None = None  # nan_check: the NaN/Inf report
+    localize: LocalizeReport | None = None  # localize=True and a comparison failed: its culprit
 
     def __bool__(self) -> bool:
         return self.passed
@@ -114,11 +117,13 @@ def execute(
     save_data: bool = False,
     tolerances: dict[str, float] | None = None,
     golden_from: str | os.PathLike | None = None,
+    localize: bool = False,
 ) -> None:
     """Run ``compiled`` on ``inputs`` (its outputs written in place: the run writes copies with
     guard zones, runtime/guarded.py, copied back after it, a failed run's too), then compute the
     golden from a copy of the inputs (or, with ``golden_from``, take the golden loaded from that
-    data directory), optionally snapshot both, and compare. Fills ``result``."""
+    data directory), optionally snapshot both, and compare; with ``localize``, a failed comparison
+    is localized (``harness.localize``) on the data of this run. Fills ``result``."""
     opts = knobs.runtime_options(runtime_cfg)
     before = _clone(inputs)
     guarded = {k: (guarded_clone(v) if torch.is_tensor(v) else v) for k, v in inputs.items()}
@@ -148,7 +153,8 @@ def execute(
     else:
         result.golden = phases.run("golden", "golden", lambda: golden(_clone(before)))
     if save_data:
-        meta = {"rtol": rtol, "atol": atol, **(tolerances or {})}
+        # NOTE: the code's hashes let `tilescope localize` say when the build changed since the save
+        meta = {"rtol": rtol, "atol": atol, **(tolerances or {}), "sources": source_hashes(compiled.work_dir, compiled.config)}
         where = phases.run(
             "save",
             "save data",
@@ -164,6 +170,9 @@ def execute(
         for line in rep.lines(rtol, atol):
             phases.say(line)
     result.passed = all(r.passed for r in result.comparisons)
+    if localize and not result.passed:
+        data = golden_from if golden_from is not None else (None if save_data else "fresh")
+        result.localize = localize_run(compiled, before, result.golden, data, rtol, atol, phases.say)
 
 
 def record_last_run(result: RunResult) -> None:
@@ -201,10 +210,13 @@ def run_jit(
     runtime_dir: str | None = None,
     save_data: bool = False,
     seed: int = 0,
+    localize: bool = False,
 ) -> RunResult:
     """Compile ``fn`` (or reuse the build ``runtime_dir``), run it on inputs generated from
     ``specs`` (or replayed from ``golden_data``) and compare every output with ``golden_fn``
-    (which fills the outputs of a dict name -> tensor in place) or the replayed golden."""
+    (which fills the outputs of a dict name -> tensor in place) or the replayed golden. With
+    ``localize``, a failed comparison is localized (``tilescope localize``) on this run's data:
+    the verdict is printed and kept in ``result.localize``."""
     given_cfgs = {"runtime_cfg": runtime_cfg, "compile_cfg": compile_cfg}
     runtime_cfg = dict(runtime_cfg) if isinstance(runtime_cfg, Mapping) else {}
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
@@ -271,6 +283,7 @@ def run_jit(
             save_data,
             {"seed": seed},
             golden_data,
+            localize,
         )
     except TilescopeError as e:
         result.error = str(e)

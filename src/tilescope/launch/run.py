@@ -36,7 +36,6 @@ from tilescope.debug.observers import Recording, finish_all, observers_for, reco
 from tilescope.errors import RunInterrupted, RuntimeFailure
 from tilescope.ir.types import Direction
 from tilescope.runtime.graph import (
-    DUMP_ARENA_BYTES,
     RunChecks,
     run_graph,
     scalar_arg,
@@ -129,12 +128,13 @@ def launch(
     task: int | None = None,
     crash_report: Path | str | None = None,
     capture: Recording | None = None,
-    dump_arena_bytes: int = DUMP_ARENA_BYTES,
+    dump_arena_bytes: int | None = None,
 ) -> RunInfo:
     """Run ``build`` (or, with ``task``, its kernel ``task`` alone) on ``args`` in this process.
 
     ``capture`` asks the core for records no observer writes out (the caller reads them from
-    ``RunInfo.report``); ``dump_arena_bytes`` is the tensor dump's payload room per worker.
+    ``RunInfo.report``); ``dump_arena_bytes`` is the tensor dump's payload room per worker
+    (None: ``runtime.graph.DUMP_ARENA_BYTES``).
 
     Raises:
         RuntimeFailure: the run failed; ``.failure`` (a Failure) names the task, kernel and

@@ -181,7 +181,7 @@ class Runtime:
             int(record_edges),
             int(record_task_times),
             dump_level,
-            int(checks.dump_arena_bytes),
+            int(DUMP_ARENA_BYTES if checks.dump_arena_bytes is None else checks.dump_arena_bytes),
             DUMP_MAX_RECORDS,
             float(checks.task_timeout_s),
             int(checks.serial),
@@ -336,7 +336,7 @@ class RunChecks:
     kernel_filter: tuple[bool, ...] | None = None
     crash_report_path: str | None = None
     worker_stack_mib: int = 0  # > 0: workers' stacks hold at least this (see worker_stack_mib)
-    dump_arena_bytes: int = DUMP_ARENA_BYTES  # tensor dump payload ring per worker
+    dump_arena_bytes: int | None = None  # tensor dump payload ring per worker (None: DUMP_ARENA_BYTES)
 
 
 def worker_stack_mib(local_memory_bytes: int) -> int:

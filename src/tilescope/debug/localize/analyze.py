@@ -17,7 +17,9 @@ The order of the questions:
 
 from __future__ import annotations
 
+import difflib
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,6 +122,19 @@ def expr_op(e: Expr) -> str:
     return type(e).__name__.lower()
 
 
+def edited_op(stmt: Any, generated: str, now: str) -> str:
+    """The op of ``stmt`` an edit of its C++ line changed: the op the generated line calls where
+    the edited one differs (``row_sum`` edited into ``row_max``), else the statement's op."""
+    a, b = re.findall(r"\w+|\S", generated), re.findall(r"\w+|\S", now)
+    ops = {expr_op(e) for e in walk_exprs(stmt)}
+    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            hit = next((t for t in a[i1:i2] if t in ops), None)
+            if hit is not None:
+                return hit
+    return op_name(stmt)
+
+
 class _Analysis:
     def __init__(self, src: Inputs):
         self.src = src
@@ -217,7 +232,7 @@ class _Analysis:
         bad = m.differing()
         k = bad[0] if bad else 0
         param = params[k] if k < len(params) else f"argument {k}"
-        rep.culprit = Culprit(m.task_id, m.kernel, "submit", site.dsl_line if site else None,
+        rep.culprit = Culprit(m.task_id, m.kernel, "call", site.dsl_line if site else None,
                               f"{site.cpp_file}:{site.arg_lines[k]}" if site and k < len(site.arg_lines) else None)  # fmt: skip
         got = m.sim[k] if k < len(m.sim) else "-"
         want = m.program[k] if k < len(m.program) else "-"
@@ -296,7 +311,7 @@ class _Analysis:
             site = next((s for s in sites.values() if s.cpp_line == e.cpp_line), None)
             rep.culprit.cpp_line = e.cpp
             if site is not None:
-                rep.culprit.op = op_name(site.stmt)
+                rep.culprit.op = edited_op(site.stmt, e.generated, e.now)
                 rep.culprit.dsl_line = site.dsl_line
             rep.evidence.append(f"{e.cpp} was edited by hand: `{e.now}`; the compiler writes `{e.generated}`")
             if len(edits) > 1:
@@ -460,6 +475,7 @@ class _Analysis:
         rep.category = "algorithm"
         rep.summary = "sim agrees with the program, but the program does not compute the golden, even in float64"
         ws = writers(self.build, self.src.report)
+        given = self.task_arguments()
         sigs: list[Signature] = []
         for i, a in enumerate(self.build.args):
             if not a.is_output:
@@ -467,7 +483,7 @@ class _Analysis:
             s, g = self.src.sim[a.name], self.src.golden[a.name]
             mism = ~metrics.close(s, g, self.src.rtol, self.src.atol)
             if bool(mism.any()):
-                sigs += output_signatures(a.name, s, g, mism, ws.get(i, []), self.src.rtol, self.src.atol)
+                sigs += output_signatures(a.name, s, g, mism, ws.get(i, []), self.src.rtol, self.src.atol, given)
         rep.evidence += [x.text for x in sigs]
         if not sigs:
             return
@@ -476,6 +492,14 @@ class _Analysis:
         if best.task is not None:
             self.name_call(best.task)
             rep.next.append(f"tilescope deps {self.build.work_dir} --task {best.task}")
+
+    def task_arguments(self) -> dict[int, str]:
+        """How each task's arguments read, by task id: ``x = x[0:16, 0:16], y = y[0:16, 16:32]``."""
+        out = {}
+        for tid, (kernel, args) in enumerate(sim_submissions(self.build, self.src.report)):
+            params = [p.name for p in self.kernels[kernel].params] if kernel in self.kernels else []
+            out[tid] = ", ".join(f"{p} = {a}" for p, a in zip(params, args))
+        return out
 
     def name_call(self, task_id: int) -> None:
         """Set the culprit's DSL and C++ lines to the kernel call that submitted ``task_id``."""
@@ -488,7 +512,7 @@ class _Analysis:
             if why:
                 self.rep.limitations.append(why)
             return
-        self.rep.culprit.op = "submit"
+        self.rep.culprit.op = "call"
         self.rep.culprit.dsl_line, self.rep.culprit.cpp_line = site.dsl_line, site.cpp
 
 

@@ -105,31 +105,35 @@ def output_signatures(
     ws: list[Writer],
     rtol: float,
     atol: float,
+    given: dict[int, str] | None = None,
 ) -> list[Signature]:
-    """The signatures of one output (see the module docstring), most telling first."""
+    """The signatures of one output (see the module docstring), most telling first. ``given``:
+    how each task's arguments read (``x = x[0:16, 0:16], y = y[0:16, 16:32]``), by task id."""
+    given = given or {}
     sigs: list[Signature] = []
     bad_writers = [w for w in ws if bool(mismatch[w.index()].any())]
     covered = torch.zeros_like(mismatch)
     for w in ws:
         covered[w.index()] = True
-    # misplaced blocks: a task's block is another task's golden
+    misplaced = []
     for w in bad_writers:
-        block = sim[w.index()]
-        for other in ws:
-            if other is w or other.box == w.box:
-                continue
-            if tuple(b - a for a, b in other.box) != tuple(block.shape):
-                continue
-            if bool(close(block, golden[other.index()], rtol, atol).all()):
-                sigs.append(
-                    Signature(
-                        "misplaced", name,
-                        f"task {w.task_id} (kernel {w.kernel}) wrote {w.region} with the values the golden has at "
-                        f"{other.region} (the region task {other.task_id} writes): a slice with the wrong index",
-                        w.task_id, w.kernel, {"expected_region": other.region, "region": w.region},
-                    )
-                )  # fmt: skip
-                break
+        found = _golden_block_of(sim[w.index()], golden, ws, w, rtol, atol)
+        if found is not None:
+            misplaced.append((w, found))
+    if misplaced:
+        shown = "; ".join(
+            f"task {w.task_id} ({given.get(w.task_id, w.region)}) wrote the golden's {found}" for w, found in misplaced[:3]
+        )
+        more = f" and {len(misplaced) - 3} more" if len(misplaced) > 3 else ""
+        first = misplaced[0][0]
+        sigs.append(
+            Signature(
+                "misplaced", name,
+                f"{len(misplaced)} task(s) wrote blocks of {name} whose values the golden has elsewhere, a slice with "
+                f"the wrong index: {shown}{more}",
+                first.task_id, first.kernel, {"tasks": [w.task_id for w, _ in misplaced]},
+            )
+        )  # fmt: skip
     unwritten = mismatch & ~covered
     if bool(unwritten.any()):
         sigs.append(
@@ -162,6 +166,31 @@ def output_signatures(
             )
         )  # fmt: skip
     return sigs
+
+
+def _golden_block_of(
+    block: torch.Tensor, golden: torch.Tensor, ws: list[Writer], w: Writer, rtol: float, atol: float
+) -> str | None:
+    """Where else the golden holds ``block`` (written by ``w``): another task's region, or a
+    position on the grid of the block's shape; None when nowhere."""
+    candidates = [other.box for other in ws if other.box != w.box]
+    if golden.dim() == block.dim() == 2:
+        h, c = block.shape
+        candidates += [((i, i + h), (j, j + c)) for i in range(0, golden.shape[0] - h + 1, max(h, 1))
+                       for j in range(0, golden.shape[1] - c + 1, max(c, 1))]  # fmt: skip
+    seen = set()
+    for box in candidates:
+        if box in seen or box == w.box or tuple(b - a for a, b in box) != tuple(block.shape):
+            continue
+        seen.add(box)
+        if bool(close(block, golden[tuple(slice(a, b) for a, b in box)], rtol, atol).all()):
+            return golden_name(w.region) + "[" + ", ".join(f"{a}:{b}" for a, b in box) + "]"
+    return None
+
+
+def golden_name(region: str) -> str:
+    """The tensor a region text names (``y`` of ``y[0:16, 16:32]``)."""
+    return region.split("[", 1)[0]
 
 
 def _line_factor(a: torch.Tensor, b: torch.Tensor) -> float | None:

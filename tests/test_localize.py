@@ -1,0 +1,220 @@
+"""tilescope localize on seeded wrong answers (tests/localize_programs.py): for each defect
+class, the category, the verdict and the culprit (task, kernel, op, DSL and C++ lines) the report
+names; the command line; and every bad input."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import localize_programs as P
+import pytest
+import torch
+from helpers import line_of
+
+from tilescope.cli import main as cli
+from tilescope.harness import run_jit
+from tilescope.harness.data import DataError
+from tilescope.harness.localize import LocalizeError, localize
+
+FILE = P.__file__
+
+
+def saved(fn, specs, golden, rtol=1e-5, atol=1e-6, **kw):
+    """A build of ``fn`` run once with --save-data; returns the run's result."""
+    result = run_jit(fn, specs, golden_fn=golden, rtol=rtol, atol=atol, save_data=True, **kw)
+    assert result.work_dir is not None and (result.work_dir / "data" / "in").is_dir(), result.error
+    return result
+
+
+def dsl(fn, text):
+    """``file:line`` of ``text`` in ``fn``, the file as the generated C++ names it (relative to the
+    working directory when that is shorter)."""
+    path = os.path.relpath(FILE)
+    return f"{path if len(path) < len(FILE) else FILE}:{line_of(fn, text)}"
+
+
+def edit(path, old, new):
+    """Replace ``old`` by ``new`` in ``path``; returns the 1-based line edited."""
+    lines = path.read_text().splitlines(keepends=True)
+    no = next(i for i, line in enumerate(lines) if old in line)
+    lines[no] = lines[no].replace(old, new)
+    path.write_text("".join(lines))
+    return no + 1
+
+
+def test_codegen_constant_edited_in_kernel_cpp_names_task_op_and_lines(capsys):
+    work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
+    cpp = work / "kernels" / "vec" / "affine_rows.cpp"
+    line = edit(cpp, "0.5f", "0.25f")
+    rep = localize(work)
+    assert rep.category == "codegen" and rep.verdict is None
+    c = rep.culprit
+    assert (c.task, c.kernel, c.op) == (0, "affine_rows", "add")
+    assert c.dsl_line == dsl(P.affine_rows, "h = t * 0.5 + 1.0")
+    assert c.cpp_line == f"kernels/vec/affine_rows.cpp:{line}"
+    assert any("0.25f" in e and "0.5f" in e and "edited by hand" in e for e in rep.evidence)
+    assert any(e.startswith("4 of 4 tasks of kernel affine_rows leave their bound") for e in rep.evidence)
+    # the report on disk is the one returned, and the culprit task was saved for replay --task
+    on_disk = json.loads((work / "dfx_outputs" / "localize" / "report.json").read_text())
+    assert on_disk["culprit"] == {"task": 0, "kernel": "affine_rows", "op": "add", "dsl_line": c.dsl_line,
+                                  "cpp_line": c.cpp_line}  # fmt: skip
+    assert on_disk["category"] == "codegen" and on_disk["elapsed_s"] > 0
+    assert f"tilescope replay {work} --task 0" in rep.next
+    assert (work / "dfx_outputs" / "failure" / "task_0" / "task.json").is_file()
+    assert cli(["replay", str(work), "--task", "0", "--no-isolate"]) == 0
+    assert "in  x = x[0:16, 0:64]" in capsys.readouterr().out
+
+
+def test_codegen_orchestration_slice_edited_names_the_call_and_argument_line():
+    work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
+    cpp = work / "orchestration" / "affine.cpp"
+    line = edit(cpp, "task.add_input(x.slice({{r, r + 16}", "task.add_input(x.slice({{0, 16}")
+    rep = localize(work)
+    assert rep.category == "codegen"
+    c = rep.culprit
+    assert (c.task, c.kernel, c.op) == (1, "affine_rows", "call")
+    assert c.dsl_line == dsl(P.affine, "affine_rows(x[r")
+    assert c.cpp_line == f"orchestration/affine.cpp:{line}"
+    assert "x = x[0:16, 0:64], where the program gives x[16:32, 0:64]" in rep.summary
+
+
+def test_precision_long_f32_sum_at_tight_rtol_is_innocent_with_a_tolerance_that_passes():
+    result = saved(P.long_sum, P.LONG_SUM, P.long_sum_golden, rtol=1e-7, atol=0.0)
+    assert not result.passed
+    rep = localize(result.work_dir)
+    assert (rep.category, rep.verdict) == ("precision", "innocent")
+    assert all(v is None for v in vars(rep.culprit).values())
+    tol = rep.tolerance
+    worst = max(r.max_rel for r in rep.fingerprint if r.pair == "sim~golden")
+    assert worst <= tol["rtol"] <= 1.1 * worst and tol["atol"] == 0.0
+    assert any("sequential" not in e and "one element at a time" in e for e in rep.evidence)
+    again = ts_replay(result.work_dir, rtol=tol["rtol"], atol=tol["atol"])
+    assert again.passed
+
+
+def ts_replay(work, **kw):
+    from tilescope.harness.replay import replay_compiled
+
+    return replay_compiled(work, platform="sim", **kw)
+
+
+def test_precision_bf16_cast_with_the_wrong_rounding_mode_names_the_cast():
+    result = saved(P.scale_bf16, P.SCALE_BF16, P.scale_bf16_golden, rtol=1e-3, atol=0.0)
+    rep = localize(result.work_dir)
+    assert (rep.category, rep.verdict) == ("precision", "guilty")
+    c = rep.culprit
+    assert (c.kernel, c.op) == ("to_bf16", "cast")
+    assert c.dsl_line == dsl(P.to_bf16, 'mode="trunc"')
+    assert re.fullmatch(r"kernels/vec/to_bf16\.cpp:\d+", c.cpp_line)
+    assert any("exactly 1 ulp of bf16" in e and "mode='trunc'" in e for e in rep.evidence)
+
+
+def test_precision_softmax_without_row_max_names_the_overflowing_exp():
+    result = saved(P.softmax_nomax, P.SOFTMAX_NOMAX, P.softmax_golden)
+    rep = localize(result.work_dir)
+    assert (rep.category, rep.verdict) == ("precision", "guilty")
+    c = rep.culprit
+    assert (c.task, c.kernel, c.op) == (0, "softmax_nomax_rows", "exp")
+    assert c.dsl_line == dsl(P.softmax_nomax_rows, "e = ts.exp(t)")
+    assert "overflows f32" in rep.summary
+    assert any("NaN/Inf first appear in the outputs of task 0" in e for e in rep.evidence)
+
+
+def test_algorithm_slice_with_the_wrong_loop_variable_names_the_call_and_tasks():
+    result = saved(P.blocks, P.BLOCKS, P.blocks_golden)
+    rep = localize(result.work_dir)
+    assert rep.category == "algorithm" and rep.verdict is None
+    c = rep.culprit
+    assert (c.task, c.kernel, c.op) == (1, "double_block", "call")
+    assert c.dsl_line == dsl(P.blocks, "double_block(x[")
+    assert re.fullmatch(r"orchestration/blocks\.cpp:\d+", c.cpp_line)
+    sig = next(e for e in rep.evidence if "a slice with the wrong index" in e)
+    assert sig.startswith("12 task(s) wrote blocks of y")
+    assert "task 1 (x = x[0:16, 0:16], y = y[0:16, 16:32]) wrote the golden's y[0:16, 0:16]" in sig
+
+
+def test_a_passing_run_is_pass_and_the_command_exits_0(capsys):
+    work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
+    capsys.readouterr()
+    assert cli(["localize", str(work)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("[localize] affine: pass")
+    assert cli(["localize", str(work), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["format"] == "tilescope-localize" and data["category"] == "pass"
+    assert set(data) >= {"category", "verdict", "culprit", "summary", "evidence", "next", "elapsed_s"}
+    rows = {(r["output"], r["pair"]) for r in data["fingerprint"]}
+    assert ("y", "sim~golden") in rows and ("y", "golden~float64") in rows
+
+
+def test_the_command_exits_1_with_the_culprit(capsys):
+    work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
+    edit(work / "kernels" / "vec" / "affine_rows.cpp", "1.0f", "1.5f")
+    capsys.readouterr()
+    assert cli(["localize", str(work)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("[localize] affine: codegen")
+    assert "culprit: task 0, kernel affine_rows, op add at" in out
+
+
+def test_harness_localize_flag_localizes_a_failed_comparison(capsys):
+    result = run_jit(P.blocks, P.BLOCKS, golden_fn=P.blocks_golden, localize=True)
+    assert not result.passed
+    assert result.localize is not None and result.localize.category == "algorithm"
+    assert (result.work_dir / "dfx_outputs" / "localize" / "data" / "in" / "x.pt").is_file()
+    assert "[localize] blocks: algorithm" in capsys.readouterr().out
+
+
+def test_harness_localize_flag_does_nothing_when_the_run_passes():
+    result = run_jit(P.affine, P.AFFINE, golden_fn=P.affine_golden, localize=True)
+    assert result.passed and result.localize is None
+    assert not (result.work_dir / "dfx_outputs" / "localize").exists()
+
+
+# -- bad input ------------------------------------------------------------------------------------
+
+
+def test_a_build_without_saved_data_says_how_to_make_it(capsys):
+    result = run_jit(P.affine, P.AFFINE, golden_fn=P.affine_golden)
+    with pytest.raises(LocalizeError, match=r"has no saved data .* --save-data"):
+        localize(result.work_dir)
+    assert cli(["localize", str(result.work_dir)]) == 1
+    assert "--save-data" in capsys.readouterr().err
+    assert not (result.work_dir / "dfx_outputs" / "localize").exists()
+
+
+def test_data_of_another_program_are_refused_with_every_problem():
+    other = saved(P.long_sum, P.LONG_SUM, P.long_sum_golden).work_dir
+    work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
+    with pytest.raises(DataError) as info:
+        localize(work, other / "data")
+    text = str(info.value)
+    assert "x.pt: shape [32, 4096], expected [64, 64]" in text and "y.pt: shape [32, 1], expected [64, 64]" in text
+
+
+def test_a_build_edited_since_the_data_were_saved_is_stated():
+    work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
+    edit(work / "kernels" / "vec" / "affine_rows.cpp", "0.5f", "0.25f")
+    rep = localize(work)
+    assert any(
+        x.startswith("kernels/vec/affine_rows.cpp changed since the data were saved") for x in rep.limitations
+    )
+
+
+def test_a_missing_build_and_a_bad_tolerance_are_clear_errors(tmp_path, capsys):
+    assert cli(["localize", str(tmp_path / "nope")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli(["localize", str(tmp_path), "--rtol", "-1"])
+    assert "expected a finite number >= 0" in capsys.readouterr().err
+
+
+def test_localize_runs_as_a_module_command(tmp_path):
+    work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
+    out = subprocess.run([sys.executable, "-m", "tilescope", "localize", str(work), "--json"],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["category"] == "pass"
+    assert torch.is_tensor(torch.load(work / "data" / "in" / "x.pt", weights_only=True))
