@@ -121,3 +121,31 @@ AFFINE = [TensorSpec("x", [64, 64], torch.float32), TensorSpec("y", [64, 64], to
 
 def affine_golden(t):
     t["y"][:] = t["x"] * 0.5 + 1.0
+
+
+# -- algorithm, found by a probe and its reference: row_max where row_sum was meant -------------
+
+
+@ts.kernel
+def normalize_rows(x: ts.Tensor[[8, 32], ts.f32], y: ts.Out[[8, 32], ts.f32]):
+    t = ts.load(x, [0, 0], [8, 32])
+    total = ts.row_max(t)  # the defect: the rows are to be divided by their sums
+    ts.probe(total, "total")
+    ts.store(y, [0, 0], t / total)
+
+
+@ts.jit
+def normalize(x: ts.Tensor[[32, 32], ts.f32], y: ts.Out[[32, 32], ts.f32]):
+    for r in ts.range(0, 32, 8):
+        normalize_rows(x[r : r + 8, :], y[r : r + 8, :])
+
+
+NORMALIZE = [
+    TensorSpec("x", [32, 32], torch.float32, init_value=lambda shape, dtype: torch.rand(shape, dtype=dtype) + 0.5),
+    TensorSpec("y", [32, 32], torch.float32, is_output=True),
+]
+
+
+def normalize_golden(t):
+    t["total"] = t["x"].sum(dim=-1, keepdim=True)  # the probe's reference: one row of 8 per task, stacked
+    t["y"][:] = t["x"] / t["total"]

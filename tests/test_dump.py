@@ -42,6 +42,7 @@ def check_envelope(m, level):
     counts = {
         "before_dispatch": {"input": 0, "inout": 0, "scalar": 0},
         "after_completion": {"output": 0, "inout": 0},
+        "probe": {"probe": 0},
     }
     for r in m["records"]:
         counts[r["stage"]][r["role"]] += 1
@@ -72,6 +73,7 @@ def test_level2_records_every_argument_with_its_values(dag):
     assert m["counts"] == {
         "before_dispatch": {"input": 9, "inout": 0, "scalar": 0},
         "after_completion": {"output": 5, "inout": 0},
+        "probe": {"probe": 0},
     }
     assert (m["truncated"], m["overwritten"], m["dropped_records"]) == (0, 0, 0)
     want = vector_dag_values(x, y)

@@ -356,7 +356,7 @@ def test_filters(build, capsys, argv, filters, expected):
         (["--kernel", "mul"], "kernel 'mul' is not in the dump; kernels: accum, add, scale"),
         (
             ["--stage", "during"],
-            "stage 'during' is not one of before, after (before_dispatch, after_completion)",
+            "stage 'during' is not one of before, after, probe (before_dispatch, after_completion, probe)",
         ),
         (["--role", "in"], "role 'in' is not one of input, output, inout, scalar"),
         (["--arg", "5"], "arg 5 is not in the dump; arg indices: 0-2"),

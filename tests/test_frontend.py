@@ -308,7 +308,7 @@ def test_compile_time_integers_must_fit_an_index():
 
 KERNEL_OPS = (
     "ts.abs, ts.cast, ts.col_max, ts.col_sum, ts.exp, ts.full, ts.load, ts.log, ts.logical_and, "
-    "ts.logical_not, ts.logical_or, ts.matmul, ts.maximum, ts.minimum, ts.neg, ts.range, ts.row_max, "
+    "ts.logical_not, ts.logical_or, ts.matmul, ts.maximum, ts.minimum, ts.neg, ts.probe, ts.range, ts.row_max, "
     "ts.row_min, ts.row_sum, ts.rsqrt, ts.sigmoid, ts.silu, ts.sqrt, ts.store, ts.tanh, ts.transpose, "
     "ts.where, ts.zeros"
 )
@@ -353,7 +353,7 @@ def test_unknown_attribute_of_the_tilescope_module_lists_close_matches():
     every_op = (
         "ts.abs, ts.cast, ts.col_max, ts.col_sum, ts.create_tensor, ts.dump_tag, ts.exp, ts.full, ts.load, "
         "ts.log, ts.logical_and, ts.logical_not, ts.logical_or, ts.matmul, ts.maximum, ts.minimum, ts.neg, "
-        "ts.range, ts.row_max, ts.row_min, ts.row_sum, ts.rsqrt, ts.sigmoid, ts.silu, ts.sqrt, ts.store, "
+        "ts.probe, ts.range, ts.row_max, ts.row_min, ts.row_sum, ts.rsqrt, ts.sigmoid, ts.silu, ts.sqrt, ts.store, "
         "ts.submit, ts.tanh, ts.transpose, ts.where, ts.zeros"
     )
     with pytest.raises(AttributeError) as e:

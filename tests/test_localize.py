@@ -13,7 +13,9 @@ import pytest
 import torch
 from helpers import line_of
 
+import tilescope as ts
 from tilescope.cli import main as cli
+from tilescope.errors import DSLError
 from tilescope.harness import run_jit
 from tilescope.harness.data import DataError
 from tilescope.harness.localize import LocalizeError, localize
@@ -218,3 +220,48 @@ def test_localize_runs_as_a_module_command(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["category"] == "pass"
     assert torch.is_tensor(torch.load(work / "data" / "in" / "x.pt", weights_only=True))
+
+
+def test_algorithm_probe_with_its_reference_names_the_op_that_computed_it():
+    result = saved(P.normalize, P.NORMALIZE, P.normalize_golden)
+    assert (result.work_dir / "data" / "intermediates" / "total.pt").is_file()
+    rep = localize(result.work_dir)
+    assert rep.category == "algorithm"
+    c = rep.culprit
+    assert (c.task, c.kernel, c.op) == (0, "normalize_rows", "row_max")
+    assert c.dsl_line == dsl(P.normalize_rows, "total = ts.row_max(t)")
+    assert re.fullmatch(r"kernels/vec/normalize_rows\.cpp:\d+", c.cpp_line)
+    probe_line = dsl(P.normalize_rows, 'ts.probe(total, "total")')
+    assert any(e.startswith(f"probe total of kernel normalize_rows (at {probe_line}) leaves its reference first in task 0")
+               for e in rep.evidence)  # fmt: skip
+
+
+def test_references_without_a_probe_or_of_the_wrong_shape_are_stated(tmp_path):
+    result = saved(P.normalize, P.NORMALIZE, P.normalize_golden)
+    refs = result.work_dir / "data" / "intermediates"
+    torch.save(torch.zeros(3), refs / "totl.pt")
+    torch.save(torch.zeros(5, 1), refs / "total.pt")
+    rep = localize(result.work_dir)
+    assert "reference 'totl' names no probe or intermediate of normalize (they are: total); it was not compared" in rep.limitations
+    assert any(x.startswith("reference 'total' has shape [5, 1]; probe total of kernel normalize_rows captured 4 tile(s) of [8, 1]: give")
+               and "[32, 1] (one after the other along the rows)" in x for x in rep.limitations)  # fmt: skip
+
+
+def test_a_probe_name_used_twice_in_a_kernel_is_a_dsl_error():
+    @ts.kernel
+    def twice(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
+        t = ts.load(x, [0, 0], [8, 8])
+        ts.probe(t, "v")
+        u = t * 2.0
+        ts.probe(u, "v")
+        ts.store(y, [0, 0], u)
+
+    @ts.jit
+    def prog(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
+        twice(x, y)
+
+    with pytest.raises(DSLError) as info:
+        prog.compile()
+    err = info.value
+    assert "kernel twice: probe name 'v' is used twice (first at" in err.message
+    assert err.loc.line == line_of(twice, 'ts.probe(u, "v")')

@@ -283,6 +283,15 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             flag=Flag(("--nan-check",), "failures", {"action": "store_true"}),
         ),
         Knob(
+            "probes",
+            False,
+            "sim only: keep the tile of every ts.probe a kernel runs, with its task and line, in the tensor "
+            "dump (dfx_outputs/tensor_dump/, tilescope dump)",
+            _is_bool,
+            "a bool",
+            flag=Flag(("--probes",), "failures", {"action": "store_true"}),
+        ),
+        Knob(
             "print_intermediates",
             0,
             "sim only: 1 save each task's inputs before and outputs after as .pt, 2 print their "

@@ -13,7 +13,8 @@ from typing import Any
 from tilescope._version import __version__
 from tilescope.codegen.cpp_common import display_path
 from tilescope.ir.analysis import kernel_core
-from tilescope.ir.nodes import Param, Program
+from tilescope.ir.nodes import Kernel, Param, Probe, Program
+from tilescope.ir.traverse import walk_stmts
 from tilescope.ir.types import Direction
 
 BUILD_FORMAT = 1
@@ -38,6 +39,16 @@ def arg_spec(p: Param) -> dict:
     return {"name": p.name, "direction": p.direction.value, "shape": shape, "dtype": p.type.dtype.name}
 
 
+def probe_table(k: Kernel) -> list[dict[str, Any]]:
+    """The kernel's ``ts.probe`` calls in source order, as kernel_config.py records them: ``id`` (the
+    number the C++ passes), ``name`` and ``line`` (DSL ``file:line``)."""
+    probes = [s for s in walk_stmts(k.body) if isinstance(s, Probe)]
+    return [
+        {"id": i, "name": s.name, "line": f"{display_path(s.loc.file)}:{s.loc.line}" if s.loc else None}
+        for i, s in enumerate(probes)
+    ]
+
+
 def config_data(program: Program, runtime_config: dict) -> dict[str, Any]:
     """The values kernel_config.py defines for ``program`` (paths relative to the build dir)."""
     orch = {
@@ -57,6 +68,7 @@ def config_data(program: Program, runtime_config: dict) -> dict[str, Any]:
             "function_name": "kernel_entry",
             "signature": _signature(k.params),
             "params": [arg_spec(p) for p in k.params],
+            **({"probes": probes} if (probes := probe_table(k)) else {}),
         }
         for i, k in enumerate(program.kernels)
     ]

@@ -42,6 +42,7 @@ from tilescope.ir.nodes import (
     Kernel,
     Load,
     MatMul,
+    Probe,
     Reduce,
     Stmt,
     Store,
@@ -50,6 +51,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
+from tilescope.ir.traverse import walk_stmts
 from tilescope.ir.types import Direction
 
 _TILE_FN = {
@@ -163,7 +165,17 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
     lines.append("#include <tilescope/kernel.hpp>")
     if check_bounds:
         lines.append("#include <tilescope/check.hpp>")
+    probe_ids = {id(s): i for i, s in enumerate(x for x in walk_stmts(k.body) if isinstance(x, Probe))}
+    if probe_ids:
+        lines.append("#include <tilescope/probe.hpp>")
     lines += ["", "using namespace ts;", ""]
+    if probe_ids:
+        lines += [
+            "// ts.probe: the runtime points probe_sink at its recorder for a run with probes on (else null).",
+            "static ProbeSink probe_sink = nullptr;",
+            'extern "C" void ts_probe_install(ProbeSink sink) { probe_sink = sink; }',
+            "",
+        ]
     entry = len(lines)
     lines.append('extern "C" void kernel_entry(const ts_arg *args) {')
     for i, p in enumerate(k.params):
@@ -201,6 +213,8 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
                 if sites is not None:
                     args += f", {sites.add('store', t.name, s.loc)}"
                 lines.append(f"{ind}store({args});{m}")
+            case Probe(value=v, name=n):
+                lines.append(f"{ind}probe(probe_sink, {probe_ids[id(s)]} /* {n} */, {em.emit(v)});{m}")
             case For(var=v, start=a, stop=b, step=c, body=body):
                 var = name_of(v)
                 lines.append(

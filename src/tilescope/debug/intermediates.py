@@ -22,11 +22,11 @@ import torch
 from tilescope.build.manifest import Build
 from tilescope.build.paths import DFX_DIR, INTERMEDIATES_DIR
 from tilescope.debug.deps import buffer_names, region_text
-from tilescope.debug.tensor_dump import view_of
+from tilescope.debug.tensor_dump import probe_of, view_of
 from tilescope.ir import dtypes
 from tilescope.runtime.records import DumpRecord, RunReport
 
-_STAGE_DIR = {"before_dispatch": "in", "after_completion": "out"}
+_STAGE_DIR = {"before_dispatch": "in", "after_completion": "out", "probe": "probe"}
 
 
 def record_tensor(payload: np.ndarray, r: DumpRecord) -> torch.Tensor | None:
@@ -81,7 +81,11 @@ def write_intermediates(
     last_task = None
     for r in dump.records:
         params = _params(program, r.func_id)
-        name = params[r.arg_index] if r.arg_index < len(params) else f"arg{r.arg_index}"
+        probe = probe_of(program, r)
+        if probe is not None:
+            name = probe["name"]
+        else:
+            name = params[r.arg_index] if r.arg_index < len(params) else f"arg{r.arg_index}"
         kernel = kernels[r.func_id] if 0 <= r.func_id < len(kernels) else f"func{r.func_id}"
         side = _STAGE_DIR[r.stage]
         if level == 2 and r.task_id != last_task:
@@ -93,7 +97,7 @@ def write_intermediates(
             continue
         t = record_tensor(dump.payload, r)
         if level == 2:
-            region = region_text(view_of(r), buffers)
+            region = f"(probe at {probe.get('line')})" if probe is not None else region_text(view_of(r), buffers)
             print(
                 f"  {side:<3} {name} = {region} " + (stats_line(t) if t is not None else "(payload not kept)"),
                 file=out,
@@ -102,7 +106,8 @@ def write_intermediates(
         if t is not None:
             d = base / f"task_{r.task_id}_{kernel}" / side
             d.mkdir(parents=True, exist_ok=True)
-            torch.save(t.clone(), d / f"{name}.pt")
+            # a probe may run more than once in a task (in a loop): one file per capture, numbered in order
+            torch.save(t.clone(), d / (f"{name}.{r.arg_index}.pt" if probe is not None else f"{name}.pt"))
     if level == 1:
         print(f"[intermediates] saved every task's inputs and outputs under {base}", file=out)
     return base

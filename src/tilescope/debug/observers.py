@@ -12,6 +12,7 @@ alike, so an instrument has exactly one name through every layer:
 | ``enable_dump_tensor``  | ``--dump-tensor [N]``    | ``dfx_outputs/tensor_dump/``                    |
 | ``print_intermediates`` | ``--print-intermediates``| ``dfx_outputs/intermediates/`` or stdout lines  |
 | ``nan_check``           | ``--nan-check``          | a ``nan`` Failure on the run's result           |
+| ``probes``              | ``--probes``             | probe records in ``dfx_outputs/tensor_dump/``   |
 
 Invariants:
 - An observer that is off is not in the list: it costs nothing.
@@ -50,6 +51,7 @@ class Recording:
     dump_level: int = 0  # tensor dump: 1 tagged, 2 every argument, 3 metadata only
     print_intermediates: int = 0  # its level; at 3 the core prints a stderr line per task start and finish
     nan_check: bool = False  # scan Out/InOut regions for NaN/Inf after each task
+    probes: bool = False  # keep the tile of every ts.probe a kernel runs (dump records of stage "probe")
 
     def merge(self, other: Recording) -> Recording:
         """Both recordings at once; two different dump levels cannot be combined."""
@@ -108,16 +110,19 @@ class TraceObserver:
 
 
 class TensorDumpObserver:
-    """``enable_dump_tensor``: the tensor dump at ``level``, under ``dfx_outputs/tensor_dump/``."""
+    """``enable_dump_tensor``: the tensor dump at ``level``, under ``dfx_outputs/tensor_dump/``;
+    with ``probes`` (the ``probes`` knob), the kernels' probe tiles in it too (level 0: only them)."""
 
-    knob, what = "enable_dump_tensor", "tensor dump"
+    what = "tensor dump"
 
-    def __init__(self, level: int) -> None:
+    def __init__(self, level: int, probes: bool = False) -> None:
         self.level = level
+        self.probes = probes
+        self.knob = "enable_dump_tensor" if level else "probes"
 
     def recording(self) -> Recording:
-        """A tensor dump at this observer's level."""
-        return Recording(dump_level=self.level)
+        """A tensor dump at this observer's level, with the probes if they are on."""
+        return Recording(dump_level=self.level, probes=self.probes)
 
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
         """Write the dump's manifest and payload; returns their paths, none when nothing was dumped."""
@@ -185,8 +190,8 @@ def observers_for(opts: dict[str, Any]) -> list[RunObserver]:
         observers.append(DepsObserver())
     if opts.get("enable_trace"):
         observers.append(TraceObserver())
-    if opts.get("enable_dump_tensor"):
-        observers.append(TensorDumpObserver(int(opts["enable_dump_tensor"])))
+    if opts.get("enable_dump_tensor") or opts.get("probes"):
+        observers.append(TensorDumpObserver(int(opts.get("enable_dump_tensor") or 0), bool(opts.get("probes"))))
     if opts.get("print_intermediates"):
         observers.append(IntermediatesObserver(int(opts["print_intermediates"])))
     if opts.get("nan_check"):

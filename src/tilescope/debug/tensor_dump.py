@@ -3,8 +3,10 @@
 Invariants (format: tilescope-tensor-dump version 1):
 - Built only from a ``RunReport`` whose ``dump`` the runtime flushed from every worker (after a
   failed run too, with the run's status and error) and the build's kernel and argument tables.
-- Records keep the runtime's order, (task_id, stage [before_dispatch first], arg_index);
-  ``index`` is the position. ``tensor`` names a program argument by its buffer (the first
+- Records keep the runtime's order, (task_id, stage [before_dispatch, after_completion, probe],
+  arg_index); ``index`` is the position. A probe record (``stage`` and ``role`` ``probe``, with
+  ``--probes``) names its ``probe``, ``probe_id`` and DSL ``line``; its ``arg_index`` is its place
+  among the task's probes, in the order they ran. ``tensor`` names a program argument by its buffer (the first
   argument of aliasing ones), else the intermediate's orchestration variable, as ``deps.json`` does;
   ``region`` is the part of it the argument covers (``h[0:64, 128:256]``).
 - ``tensor_dump.bin`` holds every kept payload at its record's ``bin_offset`` (nothing at level
@@ -40,6 +42,15 @@ def view_of(r: DumpRecord) -> TaskArgRecord:
     )  # fmt: skip
 
 
+def probe_of(program: Build, r: DumpRecord) -> dict[str, Any] | None:
+    """A probe record's entry in its kernel's probe table (``KERNELS[..]["probes"]``: id, name, line);
+    None for an argument record. An id the table lacks is named ``probe<id>``."""
+    if r.stage != "probe":
+        return None
+    table = program.kernels[r.func_id].get("probes", []) if 0 <= r.func_id < len(program.kernels) else []
+    return next((p for p in table if p.get("id") == r.value), {"name": f"probe{r.value}", "line": None})
+
+
 def manifest(program: Build, report: RunReport) -> dict[str, Any]:
     """The ``tensor_dump.json`` object for ``report`` (which must carry a dump)."""
     dump: DumpReport | None = report.dump
@@ -51,11 +62,13 @@ def manifest(program: Build, report: RunReport) -> dict[str, Any]:
     counts = {
         "before_dispatch": {"input": 0, "inout": 0, "scalar": 0},
         "after_completion": {"output": 0, "inout": 0},
+        "probe": {"probe": 0},
     }
     records = []
     for index, r in enumerate(dump.records):
         counts[r.stage][r.role] += 1
         kernel = kernels[r.func_id] if 0 <= r.func_id < len(kernels) else f"kernel{r.func_id}"
+        probe = probe_of(program, r)
         records.append(
             {
                 "index": index,
@@ -71,8 +84,9 @@ def manifest(program: Build, report: RunReport) -> dict[str, Any]:
                 "shape": list(r.shape),
                 "strides": list(r.strides),
                 "start_offset": r.start_offset,
-                "tensor": None if r.kind == "scalar" else names.get(r.buffer_id, f"buffer@{r.buffer_id:#x}"),
-                "region": None if r.kind == "scalar" else region_text(view_of(r), buffers),
+                "tensor": None if r.kind == "scalar" or probe else names.get(r.buffer_id, f"buffer@{r.buffer_id:#x}"),
+                "region": None if r.kind == "scalar" or probe else region_text(view_of(r), buffers),
+                **({"probe": probe["name"], "probe_id": r.value, "line": probe.get("line")} if probe else {}),
                 "value": r.value,
                 "bin_offset": r.bin_offset,
                 "bin_size": r.bin_size,
@@ -110,4 +124,4 @@ def write_tensor_dump(out: Path, program: Build, report: RunReport) -> list[Path
     return [json_path, bin_path]
 
 
-__all__ = ["manifest", "view_of", "write_tensor_dump"]
+__all__ = ["manifest", "probe_of", "view_of", "write_tensor_dump"]

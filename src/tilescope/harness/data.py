@@ -7,6 +7,8 @@ Invariants:
   argument specs; every problem (missing or extra file, wrong shape or dtype, unreadable file)
   is listed in one error. Nothing in the data directory is ever modified or deleted by loading.
 - Saving never overwrites an existing snapshot: it refuses and says where the data already is.
+- ``intermediates/<name>.pt`` holds what ``golden_fn`` filled besides the outputs (``t["h"] = ...``):
+  the references of intermediates and probes that ``tilescope localize`` compares with.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 
 from tilescope.build.manifest import ArgSpec
 from tilescope.build.paths import DATA_META, atomic_save, atomic_write, write_problem
+from tilescope.build.paths import DATA_REFERENCES as REFERENCES
 from tilescope.errors import TilescopeError
 from tilescope.harness.compare import tolerance_problem
 from tilescope.ir.types import Direction
@@ -38,10 +41,16 @@ def _as_tensor(arg: ArgSpec, value: Any) -> torch.Tensor:
 
 
 def save_snapshot(
-    data_dir: Path, args: list[ArgSpec], inputs: dict[str, Any], golden: dict[str, Any], meta: dict[str, Any]
+    data_dir: Path,
+    args: list[ArgSpec],
+    inputs: dict[str, Any],
+    golden: dict[str, Any],
+    meta: dict[str, Any],
+    references: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``inputs`` (values before the run) to ``in/``, ``golden`` to ``out/`` and ``meta``
-    (the tolerances and seed of the run) to ``meta.json``."""
+    """Write ``inputs`` (values before the run) to ``in/``, ``golden`` to ``out/``, ``references``
+    (golden intermediates and probes) to ``intermediates/`` and ``meta`` (the tolerances and seed
+    of the run) to ``meta.json``."""
     if (data_dir / "in").exists() or (data_dir / "out").exists():
         raise DataError(
             f"{data_dir} already holds a data snapshot; it is kept as it is (save into a new build)"
@@ -56,6 +65,11 @@ def save_snapshot(
                 atomic_save(_as_tensor(a, inputs[a.name]), data_dir / "in" / f"{a.name}.pt")
             if a.is_output:
                 atomic_save(_as_tensor(a, golden[a.name]), data_dir / "out" / f"{a.name}.pt")
+        if references:
+            (data_dir / REFERENCES).mkdir()
+            made.append(data_dir / REFERENCES)
+            for name, value in references.items():
+                atomic_save(value.detach().cpu().contiguous(), data_dir / REFERENCES / f"{name}.pt")
         atomic_write(data_dir / DATA_META, json.dumps(meta, indent=2) + "\n")
     except OSError as e:
         for d in made:  # made by this call a moment ago: a half snapshot would only mislead a replay
@@ -111,6 +125,20 @@ def _check(a: ArgSpec, value: torch.Tensor, path: Path, problems: list[str]) -> 
         problems.append(f"{path}: shape {list(value.shape)}, expected {list(shape)} for argument {a.name!r}")
     if value.dtype != a.dtype.torch:
         problems.append(f"{path}: dtype {value.dtype}, expected {a.dtype.torch} for argument {a.name!r}")
+
+
+def load_references(data_dir: str | os.PathLike) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """The references a snapshot holds (``intermediates/<name>.pt``), and a problem line for each
+    file that is not a tensor or cannot be loaded."""
+    folder = Path(data_dir) / REFERENCES
+    problems: list[str] = []
+    out: dict[str, torch.Tensor] = {}
+    if folder.is_dir():
+        for path in sorted(folder.glob("*.pt")):
+            value = _load(path, problems)
+            if value is not None:
+                out[path.stem] = value
+    return out, problems
 
 
 def load_snapshot(

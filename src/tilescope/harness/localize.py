@@ -37,7 +37,7 @@ from tilescope.debug.observers import Recording
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.harness.cli import tolerance_arg
 from tilescope.harness.compare import check_tolerances
-from tilescope.harness.data import DataError, load_meta, load_snapshot, save_snapshot
+from tilescope.harness.data import DataError, load_meta, load_references, load_snapshot, save_snapshot
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import launch
 from tilescope.runtime.graph import DUMP_ARENA_BYTES
@@ -64,7 +64,7 @@ def _data_dir(work: Path, golden_data: str | os.PathLike | None) -> Path:
 def _sim_run(build: CompiledProgram, inputs: dict[str, Any]) -> tuple[dict[str, torch.Tensor], Any]:
     """sim on copies of ``inputs`` (with guard zones), serially, recording what localize reads."""
     opts = knobs.runtime_options({"serial": True, "enable_dep_gen": True, "log_level": "error"})
-    capture = Recording(record_edges=True, record_task_times=True, dump_level=2)
+    capture = Recording(record_edges=True, record_task_times=True, dump_level=2, probes=True)
     arena = DUMP_ARENA_BYTES
     while True:
         args = [guarded_clone(inputs[a.name]) if torch.is_tensor(inputs[a.name]) else inputs[a.name] for a in build.args]
@@ -117,7 +117,7 @@ def localize(
     atol = meta.get("atol", 1e-5) if atol is None else atol
     check_tolerances(rtol, atol)
     inputs, golden = load_snapshot(data, list(build.args))
-    limitations = []
+    references, limitations = load_references(data)
     saved_sources = meta.get("sources")
     if isinstance(saved_sources, dict):
         now = source_hashes(work, build.config)
@@ -129,7 +129,7 @@ def localize(
             )
     sim, report = _sim_run(build, inputs)
     rep = analyze(
-        Inputs(build, str(data), inputs, golden, sim, report, float(rtol), float(atol), started, limitations)
+        Inputs(build, str(data), inputs, golden, sim, report, float(rtol), float(atol), started, limitations, references)
     )
     try:
         write_report(work, rep)
@@ -142,6 +142,7 @@ def localize_run(
     build: CompiledProgram,
     before: dict[str, Any],
     golden: dict[str, torch.Tensor],
+    references: dict[str, torch.Tensor],
     data: str | os.PathLike | None,
     rtol: float,
     atol: float,
@@ -157,7 +158,7 @@ def localize_run(
             if where.is_dir():
                 shutil.rmtree(where)  # localize's own copy from an earlier run
             meta = {"rtol": rtol, "atol": atol, "sources": source_hashes(build.work_dir, build.config)}
-            data = save_snapshot(where, list(build.args), before, golden, meta)
+            data = save_snapshot(where, list(build.args), before, golden, meta, references)
         rep = localize(build.work_dir, data, rtol=rtol, atol=atol)
     except (TilescopeError, OSError) as e:
         say(f"[localize] cannot localize: {e}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -52,6 +53,7 @@ class RunResult:
     platform: str = "sim"
     outputs: dict[str, torch.Tensor] = field(default_factory=dict)
     golden: dict[str, torch.Tensor] = field(default_factory=dict)
+    references: dict[str, torch.Tensor] = field(default_factory=dict)  # golden_fn's intermediates and probes
     comparisons: list[CompareReport] = field(default_factory=list)
     num_tasks: int = 0
     rtol: float = 0.0
@@ -148,10 +150,13 @@ def execute(
         result.passed = True
         return
     if golden_from is not None:
-        result.golden = golden(before)
+        computed = golden(before)
         phases.say(f"[RUN] golden … from {Path(golden_from) / 'out'} (saved, not computed)")
     else:
-        result.golden = phases.run("golden", "golden", lambda: golden(_clone(before)))
+        computed = phases.run("golden", "golden", lambda: golden(_clone(before)))
+    result.golden = {n: computed[n] for n in out_names}
+    # what else golden_fn filled: references of intermediates and probes, for `tilescope localize`
+    result.references = {k: v for k, v in computed.items() if k not in result.golden}
     if save_data:
         # NOTE: the code's hashes let `tilescope localize` say when the build changed since the save
         meta = {"rtol": rtol, "atol": atol, **(tolerances or {}), "sources": source_hashes(compiled.work_dir, compiled.config)}
@@ -159,7 +164,7 @@ def execute(
             "save",
             "save data",
             lambda: save_snapshot(
-                compiled.work_dir / DATA_DIR, data_args(compiled), before, result.golden, meta
+                compiled.work_dir / DATA_DIR, data_args(compiled), before, result.golden, meta, result.references
             ),
             str,
         )
@@ -172,7 +177,9 @@ def execute(
     result.passed = all(r.passed for r in result.comparisons)
     if localize and not result.passed:
         data = golden_from if golden_from is not None else (None if save_data else "fresh")
-        result.localize = localize_run(compiled, before, result.golden, data, rtol, atol, phases.say)
+        result.localize = localize_run(
+            compiled, before, result.golden, result.references, data, rtol, atol, phases.say
+        )
 
 
 def record_last_run(result: RunResult) -> None:
@@ -328,9 +335,14 @@ def check_options(
         )
 
 
+REFERENCE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")  # what a probe or intermediate may be named
+
+
 def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):
     """A golden that runs ``golden_fn`` on the values (filling outputs in place) and returns the
-    outputs ``names``; whatever ``golden_fn`` raises becomes a GoldenError naming the user's line.
+    outputs ``names``, and every tensor it added under a name of its own (the reference of an
+    intermediate or a probe: ``t["h"] = ...``); whatever ``golden_fn`` raises becomes a GoldenError
+    naming the user's line.
     """
 
     def run(values: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -359,7 +371,8 @@ def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]
                     f"golden_fn {fn_name} {left}: the golden of an output must be a torch tensor "
                     f"(fill it in place: t[{n!r}][:] = ...)"
                 )
-        return {n: values[n] for n in names}
+        refs = {k: values[k].detach().cpu() for k in added if torch.is_tensor(values[k]) and REFERENCE_NAME.fullmatch(k)}
+        return {**{n: values[n] for n in names}, **refs}
 
     return run
 

@@ -241,6 +241,16 @@ class Store:
 
 
 @dataclass(frozen=True, slots=True)
+class Probe:
+    """``ts.probe(tile, "name")``: capture the tile's value, with its task and line, when a run has
+    probes on (``runtime_cfg`` ``probes``); nothing otherwise."""
+
+    value: Expr
+    name: str
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
 class Evaluate:
     """An expression evaluated for its effect (a task submission, a dump tag)."""
 
@@ -270,7 +280,7 @@ class If:
     loc: SourceLoc | None = _LOC
 
 
-Stmt = Assign | Store | Evaluate | For | If
+Stmt = Assign | Store | Probe | Evaluate | For | If
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from tilescope.ir.nodes import (
     Load,
     MatMul,
     Param,
+    Probe,
     Program,
     Reduce,
     Slice,
@@ -198,6 +199,8 @@ def stmt_lines(s: Stmt, indent: str) -> list[str]:
             return [f"{indent}{t} = {expr_str(v)}"]
         case Store(tensor=t, offsets=offs, value=v):
             return [f"{indent}ts.store({t.name}, {_list(map(expr_str, offs))}, {expr_str(v)})"]
+        case Probe(value=v, name=n):
+            return [f"{indent}ts.probe({expr_str(v)}, {n!r})"]
         case Evaluate(value=v):
             return [f"{indent}{expr_str(v)}"]
         case For(var=v, start=a, stop=b, step=c, body=body):

@@ -14,6 +14,7 @@ variables assigned once from an affine expression of known ranges.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from tilescope.errors import SourceLoc, VerifyError
@@ -35,6 +36,7 @@ from tilescope.ir.nodes import (
     Kernel,
     Load,
     MatMul,
+    Probe,
     Program,
     Reduce,
     Slice,
@@ -291,6 +293,18 @@ class _Verifier:
                 if prev is None:
                     self.scopes[-1][t] = v.type
                 self.learn_range(t, v)
+            case Probe(value=v, name=name):
+                if self.kind != "kernel":
+                    raise self.fail("ts.probe is a kernel op", s.loc)
+                self.expr(v)
+                if not isinstance(v.type, TileType):
+                    raise self.fail(f"ts.probe({name!r}) needs a tile, got a {v.type}", s.loc)
+                if not PROBE_NAME.fullmatch(name):
+                    raise self.fail(
+                        f"ts.probe name {name!r} is not a name",
+                        s.loc,
+                        "name a probe like a variable (letters, digits, '_'): it names the captured value and its golden",
+                    )
             case Store():
                 if self.kind != "kernel":
                     raise self.fail("ts.store is a kernel op", s.loc)
@@ -337,6 +351,24 @@ class _Verifier:
             self.ranges[target] = rng
 
 
+PROBE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def _unique_probes(k: Kernel) -> None:
+    """VerifyError for a probe name used twice in one kernel (each names one captured value)."""
+    first: dict[str, Probe] = {}
+    for s in walk_stmts(k.body):
+        if not isinstance(s, Probe):
+            continue
+        if s.name in first:
+            raise VerifyError(
+                f"kernel {k.name}: probe name {s.name!r} is used twice (first at {first[s.name].loc})",
+                s.loc,
+                "give each ts.probe of a kernel its own name",
+            )
+        first[s.name] = s
+
+
 def verify_kernel(k: Kernel, local_memory_bytes: int) -> None:
     """Raise VerifyError for the first problem in ``k``, its local-memory peak over
     ``local_memory_bytes`` included (naming the tiles live there).
@@ -344,6 +376,7 @@ def verify_kernel(k: Kernel, local_memory_bytes: int) -> None:
     v = _Verifier(f"kernel {k.name}", "kernel", k.params, k.loc)
     v.prepare(k.body)
     v.body(k.body)
+    _unique_probes(k)
     peak = local_memory_peak(k)
     if peak.bytes > local_memory_bytes:
         tiles = ", ".join(

@@ -25,6 +25,7 @@ from tilescope.ir.nodes import (
     Load,
     MatMul,
     Param,
+    Probe,
     Reduce,
     Slice,
     Store,
@@ -113,6 +114,22 @@ class OpLowering:
             raise VerifyError(f"ts.store: a {value.type} does not fit the {tensor.type} {tensor.name}", loc)
         offsets = self._offsets(a["offsets"], tensor, node, "ts.store")
         self.emit(Store(tensor, offsets, value, loc))
+        return None
+
+    def op_probe(self, node: ast.Call) -> None:
+        """``ts.probe(tile, "name")``: emits a Probe of a tile (captured when a run has probes on).
+        Returns None (the call has no value)."""
+        a = self.bind(node, ["tile", "name"])
+        loc = self.loc(node)
+        name = a["name"]
+        if not isinstance(name, str):
+            raise VerifyError(
+                f"ts.probe's name must be a string, got {described(name)}", loc, 'write ts.probe(t, "t")'
+            )
+        if is_number(a["tile"]):
+            raise VerifyError("ts.probe needs a tile, got a number", loc)
+        value = self.tile_arg(a["tile"], node, "ts.probe's tile")
+        self.emit(Probe(value, name, loc))
         return None
 
     def _fill(self, node: ast.Call, shape: Any, value: Any, dtype: Any) -> Full:

@@ -42,6 +42,12 @@ load = _op(
 store = _op(
     "store", "kernel", "(tensor, offsets, tile)", "Write a tile into an Out/InOut tensor param at `offsets`."
 )
+probe = _op(
+    "probe",
+    "kernel",
+    '(tile, "name")',
+    "Capture the tile's value (with its task and line) when a run has probes on; nothing otherwise.",
+)
 zeros = _op("zeros", "kernel", "(shape, dtype)", "A tile of zeros.")
 full = _op("full", "kernel", "(shape, value, dtype)", "A tile filled with `value`.")
 exp = _op("exp", "kernel", "(x)", "Elementwise e**x.")

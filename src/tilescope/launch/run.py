@@ -43,7 +43,7 @@ from tilescope.runtime.graph import (
     tensor_arg,
     worker_stack_mib,
 )
-from tilescope.runtime.library import load_entry
+from tilescope.runtime.library import ProbeInstaller, load_entry, probe_installer, probe_sink
 from tilescope.runtime.records import RunReport
 
 log = logging.getLogger("tilescope")
@@ -70,6 +70,7 @@ class Binaries:
     orchestration: int = 0
     kernels: list[int] = field(default_factory=list)
     libraries: list[ctypes.CDLL] = field(default_factory=list)
+    probes: list[ProbeInstaller | None] = field(default_factory=list)  # per kernel: ts_probe_install
 
 
 _load_lock = threading.Lock()
@@ -87,6 +88,7 @@ def load_binaries(build: Build) -> Binaries:
             entry = load_entry(build.work_dir / k["binary"], k["function_name"])
             loaded.kernels.append(entry.address)
             loaded.libraries.append(entry.library)
+            loaded.probes.append(probe_installer(entry.library))
         return loaded
 
 
@@ -143,12 +145,18 @@ def launch(
     """
     if task is None:
         target, orch, kernels = build, binaries.orchestration, binaries.kernels
+        installers = binaries.probes
     else:
         target, orch, kernels = task_view(build, task), single_task_orchestration(), [binaries.kernels[task]]
+        installers = binaries.probes[task : task + 1]
     observers = observers_for(opts)
     recording = recording_of(observers)
     if capture is not None:
         recording = recording.merge(capture)
+    sink = probe_sink() if recording.probes else None
+    for install in installers:
+        if install is not None:
+            install(sink)
     checks = RunChecks(
         task_timeout_s=float(opts["task_timeout_s"]),
         serial=bool(opts["serial"]),
@@ -158,6 +166,7 @@ def launch(
         crash_report_path=str(crash_report) if crash_report is not None else None,
         worker_stack_mib=worker_stack_mib(int(build.runtime_config.get("local_memory_bytes", 0))),
         dump_arena_bytes=dump_arena_bytes,
+        probes=recording.probes,
     )
     cargs = [
         scalar_arg(a, spec.dtype) if spec.direction is Direction.SCALAR else tensor_arg(a, spec.direction)

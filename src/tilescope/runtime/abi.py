@@ -15,8 +15,8 @@ from tilescope.errors import ArgumentError
 from tilescope.ir.types import Direction
 
 MAX_DIMS = 4  # TS_MAX_DIMS
-DUMP_STAGES = ("before_dispatch", "after_completion")  # ts_dump_stage
-DUMP_ROLES = ("input", "output", "inout", "scalar")  # by ts_dir
+DUMP_STAGES = ("before_dispatch", "after_completion", "probe")  # ts_dump_stage
+DUMP_ROLES = ("input", "output", "inout", "scalar", "probe")  # by ts_dir; "probe": TS_DUMP_ROLE_PROBE
 DUMP_TRUNCATED, DUMP_OVERWRITTEN = 1, 2  # ts_dump_record flags
 SAVED_PARTIAL = 4  # ts_dump_record flag of saved task inputs (TS_SAVED_PARTIAL)
 MAX_FRAMES = 32  # TS_MAX_FRAMES
@@ -123,6 +123,7 @@ class TsRunConfig(ctypes.Structure):
         ("crash_report_path", ctypes.c_char_p),
         ("guard_zones", ctypes.POINTER(TsGuardZone)),
         ("num_guard_zones", ctypes.c_int32),
+        ("probes", ctypes.c_int32),
     ]
 
 

@@ -106,7 +106,7 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
         report.dump_tags = [
             DumpTagRecord(r.first_task, r.tensor.buffer_id, *_view(r.tensor)) for r in buf[:n]
         ]
-    if lib.ts_run_dump_level(handle):
+    if lib.ts_run_dump_level(handle) or lib.ts_run_num_dump_records(handle):  # level 0: probes only
         report.dump = _collect_dump(lib, handle)
     _collect_failure(lib, handle, report)
     return report
@@ -224,6 +224,8 @@ def _dump_records(lib: ctypes.CDLL, handle: int, raw: list[TsDumpRecord]) -> tup
             value = rec.value.v.f if dtype.is_float else rec.value.v.i
             if dtype.name == "bool":
                 value = bool(value)
+        elif DUMP_STAGES[rec.stage] == "probe":
+            value = rec.value.v.i  # the kernel's probe id
         kept = rec.bin_size > 0
         records.append(
             DumpRecord(

@@ -191,6 +191,7 @@ class Runtime:
             ctypes.cast(filt, ctypes.c_void_p) if filt is not None else None,
             os.fsencode(checks.crash_report_path) if checks.crash_report_path else None,
         )
+        config.probes = int(checks.probes)
         zones = guard_zones(args)
         if zones:
             config.guard_zones = (TsGuardZone * len(zones))(*zones)
@@ -337,6 +338,7 @@ class RunChecks:
     crash_report_path: str | None = None
     worker_stack_mib: int = 0  # > 0: workers' stacks hold at least this (see worker_stack_mib)
     dump_arena_bytes: int | None = None  # tensor dump payload ring per worker (None: DUMP_ARENA_BYTES)
+    probes: bool = False  # keep kernels' ts.probe tiles as dump records (stage "probe")
 
 
 def worker_stack_mib(local_memory_bytes: int) -> int:

@@ -41,6 +41,7 @@ from tilescope.ir.nodes import (
     Kernel,
     Load,
     MatMul,
+    Probe,
     Program,
     Reduce,
     Slice,
@@ -193,7 +194,13 @@ class _KernelInterp(_Interp):
     def run(self, args: list[Any]) -> None:
         self.body(self.k.body, self.bind(self.k.params, args))
 
+    def probed(self, s: Probe, value: Any) -> None:
+        """Called with a ``ts.probe``'s tile (a hook for subclasses; interp keeps nothing)."""
+
     def stmt(self, s: Stmt, env: dict[str, Any]) -> None:
+        if isinstance(s, Probe):
+            self.probed(s, self.expr(s.value, env))
+            return
         if not isinstance(s, Store):
             raise TypeError(f"interp: unexpected statement {type(s).__name__} in a kernel")
         tile = self.expr(s.value, env)

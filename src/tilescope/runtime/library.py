@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,6 +151,27 @@ def load_entry(path: str | os.PathLike, symbol: str) -> EntryPoint:
     address = ctypes.cast(fn, ctypes.c_void_p).value
     assert address is not None
     return EntryPoint(lib, symbol, address)
+
+
+ProbeInstaller = Callable[[int | None], None]
+
+
+def probe_installer(library: ctypes.CDLL) -> ProbeInstaller | None:
+    """A kernel library's ``ts_probe_install`` (set where its ``ts.probe`` calls go; None: off),
+    or None when the kernel has no probes."""
+    try:
+        fn = library.ts_probe_install
+    except AttributeError:
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_void_p], None
+    return fn
+
+
+def probe_sink() -> int:
+    """The address of the core's ``ts_probe_record``, what a kernel's probes are pointed at."""
+    address = ctypes.cast(load_core().ts_probe_record, ctypes.c_void_p).value
+    assert address is not None
+    return address
 
 
 def load_core_variant(defines: tuple[str, ...]) -> Path:

@@ -148,9 +148,11 @@ class DumpTagRecord:
 
 @dataclass(frozen=True, slots=True)
 class DumpRecord:
-    """One dumped argument of one task. ``stage`` is ``before_dispatch`` (inputs, inouts,
-    scalars) or ``after_completion`` (outputs, inouts); ``role`` is ``input``, ``output``,
-    ``inout`` or ``scalar``. A tensor's payload is ``payload[bin_offset:bin_offset + bin_size]``
+    """One dumped argument of one task, or one probe. ``stage`` is ``before_dispatch`` (inputs,
+    inouts, scalars), ``after_completion`` (outputs, inouts) or ``probe``; ``role`` is ``input``,
+    ``output``, ``inout``, ``scalar`` or ``probe``. A probe's ``arg_index`` is its place among
+    the task's probes (execution order), ``value`` the kernel's probe id (``KERNELS[..]["probes"]``),
+    ``shape`` its tile's. A tensor's payload is ``payload[bin_offset:bin_offset + bin_size]``
     of its DumpReport (``bin_offset`` None: no payload kept); a scalar has ``value``."""
 
     task_id: int

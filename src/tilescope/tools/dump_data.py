@@ -41,8 +41,8 @@ DTYPES: dict[str, torch.dtype] = {
     "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32, "i8": torch.int8,
     "u8": torch.uint8, "bool": torch.bool, "f64": torch.float64, "i64": torch.int64
 }  # fmt: skip
-ROLES = ("input", "output", "inout", "scalar")
-STAGES = ("before_dispatch", "after_completion")
+ROLES = ("input", "output", "inout", "scalar", "probe")
+STAGES = ("before_dispatch", "after_completion", "probe")
 STAGE_ALIASES = {"before": "before_dispatch", "after": "after_completion"}
 LEVELS = {0: "off", 1: "tagged only", 2: "full", 3: "metadata only"}
 # Digits that print a value of the dtype so it reads back to the same value.
@@ -82,6 +82,8 @@ class Record:
     truncated: bool
     overwritten: bool
     problems: tuple[str, ...] = ()  # why the record cannot be decoded; empty when it can
+    probe: str | None = None  # a probe record's name (ts.probe(tile, "name")), and its DSL line
+    line: str | None = None
 
     @property
     def numel(self) -> int:
@@ -116,6 +118,8 @@ class Record:
 
     def describe(self) -> str:
         """How messages name the record: its index, task, kernel, stage, role and argument."""
+        if self.probe is not None:
+            return f"record {self.index} (task {self.task_id} {self.kernel}, probe {self.probe} at {self.line})"
         return (
             f"record {self.index} (task {self.task_id} {self.kernel}, {self.stage}, {self.role} arg "
             f"{self.arg_index}{'' if self.tensor is None else ' ' + (self.region or self.tensor)})"
@@ -323,6 +327,8 @@ def _record(pos: int, raw: Any, level: int | None, bin_actual: int | None, bin_n
         bin_size=size,
         truncated=truncated,
         overwritten=overwritten,
+        probe=str(raw["probe"]) if raw.get("probe") is not None else None,
+        line=str(raw["line"]) if raw.get("line") is not None else None,
     )
     if not problems and kind == "scalar" and r.value is None and not r.has_payload:
         problems.append("a scalar record without a value")
@@ -479,10 +485,10 @@ def _ranges(ids: Iterable[int]) -> str:
 
 
 def normalize_stage(stage: str) -> str:
-    """``before``/``after`` (or the full stage name) to the stage name; DumpError otherwise."""
+    """``before``/``after``/``probe`` (or the full stage name) to the stage name; DumpError otherwise."""
     s = STAGE_ALIASES.get(stage, stage)
     if s not in STAGES:
-        raise DumpError(f"stage {stage!r} is not one of before, after ({', '.join(STAGES)})")
+        raise DumpError(f"stage {stage!r} is not one of before, after, probe ({', '.join(STAGES)})")
     return s
 
 

@@ -101,7 +101,7 @@ def format_table(records: Sequence[Record]) -> str:
             r.stage.split("_")[0],
             r.role,
             str(r.arg_index),
-            (r.region or r.tensor or "-").replace(", ", ","),  # NOTE: one cell, as shape is
+            (f"probe:{r.probe}" if r.probe is not None else (r.region or r.tensor or "-")).replace(", ", ","),  # NOTE: one cell
             r.kind,
             r.dtype,
             _shape(r.shape),
@@ -467,8 +467,8 @@ def add_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     g = p.add_argument_group("filters (combinable)")
     g.add_argument("--task", type=int, help="task id")
     g.add_argument("--kernel", help="kernel name")
-    g.add_argument("--stage", help="before or after (before_dispatch / after_completion)")
-    g.add_argument("--role", help="input, output, inout or scalar")
+    g.add_argument("--stage", help="before, after or probe (before_dispatch / after_completion / probe)")
+    g.add_argument("--role", help="input, output, inout, scalar or probe")
     g.add_argument("--arg", type=int, help="argument index")
     g.add_argument("-i", "--index", type=int, action="append", metavar="N", help="record index (repeatable)")
     p.add_argument(

@@ -31,6 +31,7 @@ from tilescope.build.manifest import Build
 from tilescope.debug.failures import SavedArg, save_task_inputs
 from tilescope.debug.localize import metrics
 from tilescope.debug.localize.bound import Bounded, Overflow, run_kernel_bound
+from tilescope.debug.localize.references import check_references
 from tilescope.debug.localize.report import Culprit, FingerprintRow, LocalizeReport
 from tilescope.debug.localize.signatures import (
     Signature,
@@ -88,6 +89,7 @@ class Inputs:
     atol: float
     started: float = field(default_factory=time.perf_counter)
     limitations: list[str] = field(default_factory=list)
+    references: dict[str, torch.Tensor] = field(default_factory=dict)  # golden intermediates and probes
 
 
 def op_name(stmt: Any) -> str:
@@ -474,6 +476,8 @@ class _Analysis:
         rep = self.rep
         rep.category = "algorithm"
         rep.summary = "sim agrees with the program, but the program does not compute the golden, even in float64"
+        if self.first_reference():
+            return
         ws = writers(self.build, self.src.report)
         given = self.task_arguments()
         sigs: list[Signature] = []
@@ -492,6 +496,40 @@ class _Analysis:
         if best.task is not None:
             self.name_call(best.task)
             rep.next.append(f"tilescope deps {self.build.work_dir} --task {best.task}")
+
+    def first_reference(self) -> bool:
+        """Name the culprit from the first intermediate or probe that leaves its reference; False
+        when none does (the evidence still says which have none)."""
+        rep = self.rep
+        tasks = self.tasks or captured_tasks(self.build, self.src.report)
+        check = check_references(self.build, self.program, self.src.report, tasks, self.src.references,
+                                 self.src.rtol, self.src.atol)  # fmt: skip
+        rep.evidence += check.evidence
+        rep.limitations += check.unusable
+        if check.without:
+            rep.evidence.append(
+                "no reference for " + ", ".join(check.without)
+                + ": golden_fn can give one by name (t['name'] = ...) to compare it too"
+            )
+        d = check.first
+        if d is None:
+            return False
+        rep.culprit = Culprit(d.task_id, d.kernel)
+        rep.summary += f"; the first value that leaves its reference is {d.kind} {d.name}, in task {d.task_id}"
+        if d.stmt is not None:
+            kernel = self.kernels[d.kernel]
+            sites, why = kernel_sites(self.build, kernel)
+            site = sites.get(id(d.stmt))
+            rep.culprit.op = op_name(d.stmt)
+            if site is not None:
+                rep.culprit.dsl_line, rep.culprit.cpp_line = site.dsl_line, site.cpp
+            elif why:
+                rep.limitations.append(why)
+        else:
+            self.name_call(d.task_id)
+        rep.next.append(f"tilescope dump {self.build.work_dir} --task {d.task_id}" if d.kind == "probe"
+                        else f"tilescope deps {self.build.work_dir} --task {d.task_id}")  # fmt: skip
+        return True
 
     def task_arguments(self) -> dict[int, str]:
         """How each task's arguments read, by task id: ``x = x[0:16, 0:16], y = y[0:16, 16:32]``."""

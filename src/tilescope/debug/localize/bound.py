@@ -49,6 +49,7 @@ from tilescope.ir.nodes import (
     Kernel,
     Load,
     MatMul,
+    Probe,
     Program,
     Reduce,
     Store,
@@ -146,14 +147,21 @@ class _BoundKernel(_KernelInterp):
         self.nearest = nearest
         self.overflows: list[Overflow] = []
         self.task: int | None = None
-        self.values: list[tuple[Assign, Bounded]] = []  # every tile assignment, in order (when kept)
+        self.values: list[tuple[Any, Bounded]] = []  # every tile assigned, stored or probed, in order (when kept)
         self.keep_values = False
 
     def assigned(self, s: Assign, value: Any) -> None:
         if self.keep_values and isinstance(value, Bounded):
             self.values.append((s, value))
 
+    def probed(self, s, value) -> None:
+        if self.keep_values:
+            self.values.append((s, self.tile(value, s.value.type)))
+
     def stmt(self, s, env) -> None:
+        if isinstance(s, Probe):
+            self.probed(s, self.expr(s.value, env))
+            return
         if not isinstance(s, Store):
             raise TypeError(f"interp: unexpected statement {type(s).__name__} in a kernel")
         tile = self.tile(self.expr(s.value, env), s.value.type)
@@ -163,6 +171,8 @@ class _BoundKernel(_KernelInterp):
         region_v, region_e = _region(view.v, offs, sizes), _region(view.e, offs, sizes)
         region_v.copy_(tile.v.reshape(region_v.shape).to(region_v.dtype))
         region_e.copy_(tile.e.reshape(region_e.shape))
+        if self.keep_values:
+            self.values.append((s, tile))
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from tilescope.build.manifest import Build
 from tilescope.build.paths import confined
 from tilescope.codegen.kernel_cpp import kernel_cpp
 from tilescope.errors import TilescopeError
-from tilescope.ir.nodes import Assign, Evaluate, For, If, Kernel, Program, Stmt, Store, Submit
+from tilescope.ir.nodes import Assign, Evaluate, For, If, Kernel, Probe, Program, Stmt, Store, Submit
 
 _MARKER = re.compile(r"//\s*@\s*(?P<loc>\S+:\d+)\s*$")
 _LOC = re.compile(r'[^\s"{},]+:\d+')
@@ -70,6 +70,8 @@ def _fits(s: Stmt, text: str) -> bool:
             return re.search(rf"\b{re.escape(t)}\b", text) is not None
         case Store():
             return text.startswith("store(")
+        case Probe():
+            return text.startswith("probe(")
         case For():
             return text.startswith("for (")
     return False

@@ -39,6 +39,7 @@ class CapturedTask:
     outputs: dict[int, torch.Tensor] = field(default_factory=dict)  # arg index -> tensor (after)
     regions: dict[int, str] = field(default_factory=dict)  # arg index -> ``h[0:64, 0:128]``
     roles: dict[int, str] = field(default_factory=dict)  # arg index -> input | output | inout | scalar
+    probes: list[tuple[int, torch.Tensor]] = field(default_factory=list)  # (probe id, tile), in the order they ran
     lost: bool = False  # a payload the dump could not keep
 
 
@@ -52,6 +53,11 @@ def captured_tasks(build: Build, report: RunReport) -> list[CapturedTask]:
         t = tasks.get(r.task_id)
         if t is None:
             t = tasks[r.task_id] = CapturedTask(r.task_id, kernels[r.func_id], r.func_id)
+        if r.stage == "probe":
+            tile = record_tensor(report.dump.payload, r)
+            if tile is not None:
+                t.probes.append((int(r.value), tile.clone()))
+            continue
         t.roles[r.arg_index] = r.role
         if r.kind == "scalar":
             t.inputs[r.arg_index] = r.value

@@ -194,6 +194,10 @@ int64_t ts_run_copy_dump_payload(const ts_run_result *r, void *out, int64_t capa
 
 int64_t ts_run_dump_dropped(const ts_run_result *r) { return r->dump.dropped; }
 
+void ts_probe_record(int32_t probe_id, const void *data, int32_t dtype, int64_t rows, int64_t cols) {
+    ts::rt::TensorDump::record_probe(probe_id, data, dtype, rows, cols);
+}
+
 const char *ts_run_task_name(const ts_run_result *r, int64_t task_id) {
     if (task_id < 0 || task_id >= static_cast<int64_t>(r->task_names.size())) return nullptr;
     return r->task_names[static_cast<size_t>(task_id)].c_str();

@@ -52,9 +52,10 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     api_.name_tensor = &Run::api_name_tensor;
     for (const std::string &name : kernel_names_) kernel_cnames_.push_back(name.c_str());
     const int32_t workers = scheduler_.num_workers();
-    if (config_.dump_level >= 1 && config_.dump_level <= 3)
-        dump_ = std::make_unique<TensorDump>(config_.dump_level, workers, config_.dump_arena_bytes,
-                                             config_.dump_max_records);
+    if ((config_.dump_level >= 1 && config_.dump_level <= 3) || config_.probes)
+        dump_ = std::make_unique<TensorDump>(config_.dump_level >= 1 && config_.dump_level <= 3 ? config_.dump_level : 0,
+                                             workers, config_.dump_arena_bytes, config_.dump_max_records,
+                                             config_.probes != 0);
     if (config_.nan_check) nan_check_ = std::make_unique<NanCheck>(workers);
     if (config_.print_intermediates == 3)
         task_lines_ = std::make_unique<TaskLines>(workers, kernel_cnames_.data(), config_.kernel_filter);
@@ -455,6 +456,7 @@ int64_t Run::submit(const SubmitRequest &req) {
 }
 
 void Run::select_dump(Task &task, const ts_arg *args, int32_t nargs) {
+    if (dump_->level() == 0) return;  // probes only: no argument is dumped
     if (dump_->level() != 1) {
         if (config_.kernel_filter == nullptr || config_.kernel_filter[task.func_id]) task.dump = kDumpAll;
         return;

@@ -81,9 +81,23 @@ void DumpResult::copy_payload(char *out) const {
     }
 }
 
-TensorDump::TensorDump(int32_t level, int32_t num_workers, int64_t arena_bytes, int64_t max_records)
+namespace {
+
+// The task a worker thread runs while probes are on (set by before(), cleared by after()).
+struct ProbeScope {
+    TensorDump *dump = nullptr;
+    const Task *task = nullptr;
+    int32_t worker = -1;
+    int32_t seq = 0;  // the task's probes so far
+};
+thread_local ProbeScope tls_probe;
+
+}  // namespace
+
+TensorDump::TensorDump(int32_t level, int32_t num_workers, int64_t arena_bytes, int64_t max_records, bool probes)
     : level_(level),
-      arena_bytes_(level == 1 || level == 2 ? (arena_bytes > 0 ? arena_bytes : kDefaultDumpArenaBytes) : 0),
+      probes_(probes),
+      arena_bytes_(level == 1 || level == 2 || probes ? (arena_bytes > 0 ? arena_bytes : kDefaultDumpArenaBytes) : 0),
       max_records_(max_records > 0 ? max_records : kDefaultDumpMaxRecords),
       workers_(static_cast<size_t>(num_workers)) {
     for (WorkerBuffer &w : workers_)
@@ -91,6 +105,7 @@ TensorDump::TensorDump(int32_t level, int32_t num_workers, int64_t arena_bytes, 
 }
 
 void TensorDump::before(Task &t, int32_t worker) {
+    if (probes_) tls_probe = ProbeScope{this, &t, worker, 0};
     if (t.dump == kDumpNone) return;
     WorkerBuffer &w = workers_[static_cast<size_t>(worker)];
     for (int32_t i = 0; i < t.nargs; ++i) {
@@ -101,6 +116,7 @@ void TensorDump::before(Task &t, int32_t worker) {
 }
 
 void TensorDump::after(Task &t, int32_t worker) {
+    if (probes_) tls_probe = ProbeScope{};
     if (t.dump == kDumpNone) return;
     WorkerBuffer &w = workers_[static_cast<size_t>(worker)];
     for (int32_t i = 0; i < t.nargs; ++i) {
@@ -160,6 +176,13 @@ void TensorDump::store_payload(WorkerBuffer &w, ts_dump_record &rec, const ts_te
     if (bytes <= 0) return;
     const int64_t n = std::min(bytes, arena_bytes_);
     if (n < bytes) rec.flags |= TS_DUMP_TRUNCATED;
+    make_room(w, n);
+    rec.bin_size = copy_region(w.ring.get() + w.head, t, itemsize, n);
+    rec.bin_offset = w.head;  // the ring offset until flush() assigns the output offset
+    w.head += rec.bin_size;
+}
+
+void TensorDump::make_room(WorkerBuffer &w, int64_t n) {
     if (w.head + n > arena_bytes_) {
         // NOTE: wrapping: payloads of the previous lap past the head are given up too, so the
         // live payloads always follow record order and `oldest` is all the bookkeeping needed.
@@ -181,9 +204,54 @@ void TensorDump::store_payload(WorkerBuffer &w, ts_dump_record &rec, const ts_te
         old.bin_size = 0;
         old.bin_offset = -1;
     }
-    rec.bin_size = copy_region(w.ring.get() + w.head, t, itemsize, n);
-    rec.bin_offset = w.head;  // the ring offset until flush() assigns the output offset
-    w.head += rec.bin_size;
+}
+
+void TensorDump::record_probe(int32_t probe_id, const void *data, int32_t dtype, int64_t rows, int64_t cols) noexcept {
+    ProbeScope &scope = tls_probe;
+    if (scope.dump == nullptr || scope.task == nullptr || data == nullptr) return;
+    TensorDump &dump = *scope.dump;
+    WorkerBuffer &w = dump.workers_[static_cast<size_t>(scope.worker)];
+    try {
+        dump.probe(w, *scope.task, scope.worker, scope.seq++, probe_id, data, dtype, rows, cols);
+    } catch (...) {  // a full memory: the probe is lost, and counted
+        ++w.dropped;
+    }
+}
+
+void TensorDump::probe(WorkerBuffer &w, const Task &t, int32_t worker, int32_t seq, int32_t probe_id,
+                       const void *data, int32_t dtype, int64_t rows, int64_t cols) {
+    if (static_cast<int64_t>(w.records.size()) >= max_records_) {
+        ++w.dropped;
+        return;
+    }
+    ts_dump_record rec{};
+    rec.task_id = t.id;
+    rec.func_id = t.func_id;
+    rec.arg_index = seq;
+    rec.role = TS_DUMP_ROLE_PROBE;
+    rec.stage = TS_DUMP_PROBE;
+    rec.kind = TS_ARG_TENSOR;
+    rec.dtype = dtype;
+    rec.ndim = 2;
+    rec.shape[0] = rows;
+    rec.shape[1] = cols;
+    rec.strides[0] = cols;
+    rec.strides[1] = 1;
+    rec.bin_offset = -1;
+    rec.worker = worker;
+    rec.value.dtype = TS_I32;
+    rec.value.v.i = probe_id;
+    const int64_t bytes = dtype_valid(dtype) && rows > 0 && cols > 0 ? rows * cols * dtype_itemsize(dtype) : 0;
+    if (bytes > 0 && arena_bytes_ > 0) {
+        const int64_t n = std::min(bytes, arena_bytes_);
+        if (n < bytes) rec.flags |= TS_DUMP_TRUNCATED;
+        make_room(w, n);
+        std::memcpy(w.ring.get() + w.head, data, static_cast<size_t>(n));
+        rec.bin_size = n;
+        rec.bin_offset = w.head;
+        w.head += n;
+    }
+    w.records.push_back(rec);
 }
 
 void TensorDump::flush(DumpResult &out) {
@@ -199,7 +267,8 @@ void TensorDump::flush(DumpResult &out) {
         w.records.shrink_to_fit();
         out.rings.push_back(std::move(w.ring));
     }
-    std::sort(out.records.begin(), out.records.end(), [](const ts_dump_record &a, const ts_dump_record &b) {
+    // NOTE: stable, so a task's probes (one worker's, in execution order) keep their order
+    std::stable_sort(out.records.begin(), out.records.end(), [](const ts_dump_record &a, const ts_dump_record &b) {
         if (a.task_id != b.task_id) return a.task_id < b.task_id;
         if (a.stage != b.stage) return a.stage < b.stage;
         return a.arg_index < b.arg_index;

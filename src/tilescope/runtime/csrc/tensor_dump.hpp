@@ -13,6 +13,10 @@
 //    is lost without being counted.
 //  - A record never claims more than TS_MAX_DIMS dims; an argument with a bad ndim or dtype gets
 //    a record without a payload.
+//  - Probes (ts_run_config::probes): between before() and after() of a task, the worker's
+//    thread knows its task and buffer, so a kernel's ts.probe (ts_probe_record) lands in that
+//    worker's buffer as a TS_DUMP_PROBE record, numbered in execution order within the task.
+//    Outside that window (or with probes off) a probe does nothing.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +76,7 @@ struct DumpResult {
 
 class TensorDump final : public TaskObserver {
 public:
-    TensorDump(int32_t level, int32_t num_workers, int64_t arena_bytes, int64_t max_records);
+    TensorDump(int32_t level, int32_t num_workers, int64_t arena_bytes, int64_t max_records, bool probes = false);
     TensorDump(const TensorDump &) = delete;
     TensorDump &operator=(const TensorDump &) = delete;
 
@@ -86,6 +90,9 @@ public:
     // Move every worker's records and payloads into `out` (every worker must be idle).
     void flush(DumpResult &out);
 
+    // ts_probe_record: a probe of the task the calling worker thread runs (nothing if none).
+    static void record_probe(int32_t probe_id, const void *data, int32_t dtype, int64_t rows, int64_t cols) noexcept;
+
 private:
     struct alignas(64) WorkerBuffer {
         std::vector<ts_dump_record> records;
@@ -97,8 +104,13 @@ private:
 
     void capture(WorkerBuffer &w, const Task &t, int32_t arg_index, int32_t stage, int32_t worker);
     void store_payload(WorkerBuffer &w, ts_dump_record &rec, const ts_tensor &t);
+    // Make room for `n` payload bytes at the worker's head (giving up what the ring reuses).
+    void make_room(WorkerBuffer &w, int64_t n);
+    void probe(WorkerBuffer &w, const Task &t, int32_t worker, int32_t seq, int32_t probe_id, const void *data,
+               int32_t dtype, int64_t rows, int64_t cols);
 
     const int32_t level_;
+    const bool probes_;
     const int64_t arena_bytes_;
     const int64_t max_records_;
     std::vector<WorkerBuffer> workers_;

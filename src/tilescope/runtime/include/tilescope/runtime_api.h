@@ -71,6 +71,8 @@ typedef struct ts_run_config {
                                       report there (format: docs/failures.md) before the process dies */
     const ts_guard_zone *guard_zones; /* program arguments allocated with guard zones (may be NULL) */
     int32_t num_guard_zones;
+    int32_t probes; /* nonzero: a kernel's ts.probe calls (ts_probe_record) are kept as dump records
+                       of stage TS_DUMP_PROBE, with a level-0 dump if dump_level is 0. Read by probes */
 } ts_run_config;
 
 /* Why a run failed (ts_failure_record::kind). */
@@ -183,7 +185,15 @@ typedef struct ts_dump_tag_record {
 } ts_dump_tag_record;
 
 /* When a dump record was taken. */
-typedef enum ts_dump_stage { TS_DUMP_BEFORE_DISPATCH = 0, TS_DUMP_AFTER_COMPLETION = 1 } ts_dump_stage;
+typedef enum ts_dump_stage {
+    TS_DUMP_BEFORE_DISPATCH = 0,
+    TS_DUMP_AFTER_COMPLETION = 1,
+    TS_DUMP_PROBE = 2 /* a tile a kernel's ts.probe captured while it ran (ts_run_config::probes) */
+} ts_dump_stage;
+
+/* ts_dump_record::role of a probe (the others are ts_dir values). A probe's arg_index is its place
+ * among its task's probes (execution order), value.v.i the kernel's probe id, shape its tile's. */
+#define TS_DUMP_ROLE_PROBE 4
 
 /* ts_dump_record::flags */
 #define TS_DUMP_TRUNCATED 1   /* the payload was cut to the arena size; bin_size bytes are kept */
@@ -267,6 +277,12 @@ int64_t ts_run_dump_payload_size(const ts_run_result *r);
 /* Copy the payload into `out` if `capacity` holds all of it; returns the bytes copied (0 if not). */
 int64_t ts_run_copy_dump_payload(const ts_run_result *r, void *out, int64_t capacity);
 int64_t ts_run_dump_dropped(const ts_run_result *r); /* records lost: a worker's record buffer was full */
+
+/* Called by a kernel's ts.probe (through the sink the loader installs into a kernel library that
+ * has probes) on the worker running it: keeps `rows` x `cols` elements of `dtype` at `data`
+ * (contiguous) as a TS_DUMP_PROBE record of the running task. Does nothing outside a run with
+ * probes on. Never throws. */
+void ts_probe_record(int32_t probe_id, const void *data, int32_t dtype, int64_t rows, int64_t cols);
 /* A task's display name, or NULL if neither tasks nor a dump were recorded or the id is out of range. */
 const char *ts_run_task_name(const ts_run_result *r, int64_t task_id);
 void ts_run_free(ts_run_result *r);
