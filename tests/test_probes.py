@@ -6,9 +6,9 @@ import json
 
 import pytest
 import torch
+from helpers import line_of
 
 import tilescope as ts
-from helpers import line_of
 from tilescope.cli import main as cli
 from tilescope.errors import DSLError
 from tilescope.knobs import ConfigError
