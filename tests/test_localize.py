@@ -265,3 +265,24 @@ def test_a_probe_name_used_twice_in_a_kernel_is_a_dsl_error():
     err = info.value
     assert "kernel twice: probe name 'v' is used twice (first at" in err.message
     assert err.loc.line == line_of(twice, 'ts.probe(u, "v")')
+
+
+def test_op_level_probe_build_names_the_statement_without_the_hand_edit_evidence(monkeypatch):
+    """A kernel whose C++ the compiler itself got wrong (no edit to find): the probe build of the
+    culprit task, replayed alone, names the first statement whose tile leaves its bound."""
+    from tilescope.debug.localize import analyze
+
+    work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
+    line = edit(work / "kernels" / "vec" / "affine_rows.cpp", "t * 0.5f + 1.0f", "t * 0.5f + 1.25f")
+    monkeypatch.setattr(analyze, "edited_lines", lambda build, kernel: [])
+    rep = localize(work)
+    c = rep.culprit
+    assert (rep.category, c.task, c.kernel, c.op) == ("codegen", 0, "affine_rows", "add")
+    assert c.dsl_line == dsl(P.affine_rows, "h = t * 0.5 + 1.0")
+    assert c.cpp_line == f"kernels/vec/affine_rows.cpp:{line}"
+    assert any("replaying task 0 on it compared 2 statement values with outputs bit-identical to the build" in e
+               for e in rep.evidence)  # fmt: skip
+    op = next(e for e in rep.evidence if e.startswith("op by op in task 0"))
+    assert "(`Tile<float, 16, 64> h = t * 0.5f + 1.25f;`): 1024 of 1024 elements" in op
+    probe_cpp = (work / "dfx_outputs" / "localize" / "probe" / "affine_rows.cpp").read_text()
+    assert "probe(probe_sink, 0, t);" in probe_cpp and "probe_box<16, 64>(probe_sink, 2, y, {0, 0});" in probe_cpp

@@ -31,17 +31,20 @@ from tilescope._logging import configure
 from tilescope.build.manifest import as_build_dir
 from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, LOCALIZE_DIR, dfx_dir
 from tilescope.build.state import source_hashes
+from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.localize.analyze import Inputs, analyze
 from tilescope.debug.localize.report import LocalizeReport, write_report
+from tilescope.debug.localize.tasks import CapturedTask
 from tilescope.debug.observers import Recording
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.harness.cli import tolerance_arg
 from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_references, load_snapshot, save_snapshot
 from tilescope.launch.program import CompiledProgram
-from tilescope.launch.run import launch
+from tilescope.launch.run import Binaries, launch
 from tilescope.runtime.graph import DUMP_ARENA_BYTES
 from tilescope.runtime.guarded import guarded_clone
+from tilescope.runtime.library import load_entry, probe_installer
 
 _MAX_ARENA = 8 << 30  # the most a localize run keeps of every task's arguments
 
@@ -87,6 +90,39 @@ def _sim_run(build: CompiledProgram, inputs: dict[str, Any]) -> tuple[dict[str, 
     return outputs, report
 
 
+def _probe_runner(build: CompiledProgram):
+    """Replays one captured task on a probe build of its kernel (``debug.localize.probe_build``):
+    its inputs as sim gave them, Out parameters starting as sim left them."""
+
+    def run(task: CapturedTask, so: Path) -> tuple[dict[int, torch.Tensor], list[tuple[int, torch.Tensor]]]:
+        entry = load_entry(so, "kernel_entry")
+        normal = build.binaries()
+        binaries = Binaries(normal.orchestration, list(normal.kernels), [*normal.libraries, entry.library],
+                            list(normal.probes))  # fmt: skip
+        binaries.kernels[task.func_id] = entry.address
+        binaries.probes[task.func_id] = probe_installer(entry.library)
+        params = build.kernel_params(task.func_id)
+        args: list[Any] = []
+        for i, p in enumerate(params):
+            if p.shape is None:
+                args.append(task.inputs.get(i))
+            else:
+                args.append(guarded_clone(task.inputs[i] if i in task.inputs else task.outputs[i]))
+        opts = knobs.runtime_options({"log_level": "error"})
+        try:
+            info = launch(build, binaries, args, opts, task=task.func_id, capture=Recording(probes=True))
+        except RuntimeFailure as e:
+            raise LocalizeError(f"task {task.task_id} fails on the probe build: {e}") from None
+        dump = info.report.dump
+        captures = []
+        for r in dump.records if dump is not None else []:
+            if r.stage == "probe" and (tile := record_tensor(dump.payload, r)) is not None:
+                captures.append((int(r.value), tile.clone()))
+        return {i: args[i] for i in task.outputs}, captures
+
+    return run
+
+
 def _itemsize(dtype: str) -> int:
     from tilescope.ir import dtypes
 
@@ -129,7 +165,8 @@ def localize(
             )
     sim, report = _sim_run(build, inputs)
     rep = analyze(
-        Inputs(build, str(data), inputs, golden, sim, report, float(rtol), float(atol), started, limitations, references)
+        Inputs(build, str(data), inputs, golden, sim, report, float(rtol), float(atol), started, limitations, references,
+               _probe_runner(build))  # fmt: skip
     )
     try:
         write_report(work, rep)

@@ -21,6 +21,7 @@ import difflib
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from tilescope.build.manifest import Build
 from tilescope.debug.failures import SavedArg, save_task_inputs
 from tilescope.debug.localize import metrics
 from tilescope.debug.localize.bound import Bounded, Overflow, run_kernel_bound
+from tilescope.debug.localize.probe_build import ProbeBuildError, compare_ops, compile_probe_build, instrument
 from tilescope.debug.localize.references import check_references
 from tilescope.debug.localize.report import Culprit, FingerprintRow, LocalizeReport
 from tilescope.debug.localize.signatures import (
@@ -41,7 +43,13 @@ from tilescope.debug.localize.signatures import (
     ulp_signature,
     writers,
 )
-from tilescope.debug.localize.source_map import edited_lines, kernel_sites, orchestration_sites, statements
+from tilescope.debug.localize.source_map import (
+    edited_lines,
+    kernel_sites,
+    kernel_text,
+    orchestration_sites,
+    statements,
+)
 from tilescope.debug.localize.tasks import (
     CapturedTask,
     captured_tasks,
@@ -51,6 +59,7 @@ from tilescope.debug.localize.tasks import (
     scan_tasks,
     sim_submissions,
 )
+from tilescope.errors import TilescopeError
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
@@ -90,6 +99,8 @@ class Inputs:
     started: float = field(default_factory=time.perf_counter)
     limitations: list[str] = field(default_factory=list)
     references: dict[str, torch.Tensor] = field(default_factory=dict)  # golden intermediates and probes
+    # replays one task on a probe build: (task, shared object) -> (its outputs by arg index, its probes)
+    probe_runner: Callable[[CapturedTask, Path], tuple[dict[int, torch.Tensor], list[tuple[int, torch.Tensor]]]] | None = None
 
 
 def op_name(stmt: Any) -> str:
@@ -308,13 +319,15 @@ class _Analysis:
         )
         sites, why = kernel_sites(self.build, kernel)
         edits = [e for e in edited_lines(self.build, kernel) if e.cpp_line]
+        op_found = self.op_level(task, kernel, sites, edits) if sites else False
         if edits:
             e = edits[0]
             site = next((s for s in sites.values() if s.cpp_line == e.cpp_line), None)
-            rep.culprit.cpp_line = e.cpp
-            if site is not None:
-                rep.culprit.op = edited_op(site.stmt, e.generated, e.now)
-                rep.culprit.dsl_line = site.dsl_line
+            if not op_found:
+                rep.culprit.cpp_line = e.cpp
+                if site is not None:
+                    rep.culprit.op = edited_op(site.stmt, e.generated, e.now)
+                    rep.culprit.dsl_line = site.dsl_line
             rep.evidence.append(f"{e.cpp} was edited by hand: `{e.now}`; the compiler writes `{e.generated}`")
             if len(edits) > 1:
                 rep.evidence.append(f"{len(edits)} lines of {e.cpp_file} differ from what the compiler writes")
@@ -325,6 +338,47 @@ class _Analysis:
             rep.next.append(f"tilescope replay {self.build.work_dir} --task {task.task_id}" + (
                 "" if saved.name == f"task_{task.task_id}" else f" --from {saved}"))  # fmt: skip
         rep.next.append(f"tilescope deps {self.build.work_dir} --task {d.task_id}")
+
+    def op_level(self, task: CapturedTask, kernel: Kernel, sites: dict, edits: list) -> bool:
+        """Replay ``task`` on a probe build of its kernel and name the first statement whose tile
+        leaves its bound (culprit op, DSL and C++ lines); False when it cannot say."""
+        rep = self.rep
+        if self.src.probe_runner is None:
+            return False
+        t0 = time.perf_counter()
+        try:
+            text, _ = kernel_text(self.build, kernel.name)
+            so = compile_probe_build(self.build, kernel.name, instrument(text, sites))
+            built = time.perf_counter() - t0
+            outputs, captures = self.src.probe_runner(task, so)
+        except (ProbeBuildError, TilescopeError, OSError) as e:
+            rep.limitations.append(f"op by op: {e}")
+            return False
+        same = all(torch.equal(outputs[i], task.outputs[i]) for i in task.outputs if i in outputs)
+        if not same:
+            rep.limitations.append(
+                f"the probe build's outputs of task {task.task_id} are not bit-identical to the build's: its op-by-op "
+                "values may not be the build's"
+            )
+        params = self.build.kernel_params(task.func_id)
+        args = [task.inputs.get(i) if p.shape is None else Bounded.exact(task.inputs[i] if i in task.inputs else task.outputs[i])
+                for i, p in enumerate(params)]  # fmt: skip
+        values = run_kernel_bound(kernel, args, keep_values=True).values
+        d, why, compared = compare_ops(sites, captures, values)
+        rep.evidence.append(
+            f"the probe build of kernel {kernel.name} compiled in {built:.2f}s; replaying task {task.task_id} on it "
+            f"compared {compared} statement values{' with outputs bit-identical to the build' if same else ''}"
+        )
+        if why:
+            rep.limitations.append(f"op by op: {why}")
+        if d is None:
+            return False
+        s = d.site
+        edit = next((e for e in edits if e.cpp_line == s.cpp_line), None)
+        rep.culprit.op = edited_op(s.stmt, edit.generated, edit.now) if edit else op_name(s.stmt)
+        rep.culprit.dsl_line, rep.culprit.cpp_line = s.dsl_line, s.cpp
+        rep.evidence.append(d.text(task.task_id))
+        return True
 
     def save_task(self, task: CapturedTask, why: str) -> Path | None:
         params = self.build.kernel_params(task.func_id)
