@@ -3,8 +3,11 @@ from C++ text, and a vector_dag build with saved data to break copies of."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +78,45 @@ def private_copy(pristine: Path, tmp_path: Path) -> Path:
     shutil.copytree(pristine, work)
     (work / ".lock").unlink(missing_ok=True)
     return work
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# NOTE: CI installs chromium and playwright (.ci/run, the test extras), so there a page test must
+# run; elsewhere it is skipped, saying what to install.
+IN_CI = bool(os.environ.get("CI"))
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None and not IN_CI, reason="no chromium binary on PATH (apt-get install -y chromium)"
+)
+
+
+@contextlib.contextmanager
+def headless_page(path: Path) -> Iterator[tuple[Any, list[str], list[str]]]:
+    """``path`` open in headless chromium: (the playwright page, console errors, requested URLs)."""
+    if IN_CI:
+        assert CHROMIUM is not None, "CI must install chromium (.ci/run)"
+        from playwright import sync_api
+    else:
+        sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    errors: list[str] = []
+    requests: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
+        )
+        try:
+            page = browser.new_page()
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(path.as_uri())
+            yield page, errors, requests
+        finally:
+            browser.close()

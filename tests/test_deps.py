@@ -3,11 +3,10 @@
 
 import argparse
 import json
-import os
-import shutil
 
 import pytest
 import torch
+from helpers import headless_page, needs_chromium
 
 import tilescope as ts
 from tilescope.tools import deps
@@ -16,7 +15,6 @@ import vector_dag
 
 F = ts.f32
 C = 8
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @ts.kernel
@@ -197,65 +195,32 @@ def test_html_is_self_contained(hazards_run):
     assert "Copyright (c) 2012-2014 Chris Pettitt" in html  # the vendored layout library's license
 
 
-# NOTE: CI installs chromium and playwright (.ci/run, the test extras), so there the test must
-# run; elsewhere it is skipped, saying what to install.
-_IN_CI = bool(os.environ.get("CI"))
-
-
-@pytest.mark.skipif(
-    CHROMIUM is None and not _IN_CI, reason="no chromium binary on PATH (apt-get install -y chromium)"
-)
+@needs_chromium
 def test_html_in_headless_chromium(hazards_run):
-    if _IN_CI:
-        assert CHROMIUM is not None, "CI must install chromium (.ci/run)"
-        from playwright import sync_api
-    else:
-        sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    page_path = hazards_run[1] / "deps_graph.html"
-    errors, requests = [], []
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
+    with headless_page(hazards_run[1] / "deps_graph.html") as (page, errors, requests):
+        page.wait_for_selector("g.task")
+        ids = page.eval_on_selector_all("svg g.task", "els => els.map(e => Number(e.dataset.taskId))")
+        assert sorted(ids) == [0, 1, 2, 3]
+        labels = page.eval_on_selector_all("svg g.task text", "els => els.map(e => e.textContent)")
+        assert "2: refill" in labels
+        assert page.locator("path.edge").count() == 4
+        assert page.locator("path.kind-WAR").count() == 1 and page.locator("path.kind-WAW").count() == 1
+
+        page.click("g.task[data-task-id='2']")
+        assert page.inner_text("#sel-title") == "task 2: refill"
+        args = page.eval_on_selector_all(
+            "#sel-args tr.arg", "rs => rs.map(r => r.innerText.split('\\t'))"
         )
-        try:
-            page = browser.new_page()
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("request", lambda r: requests.append(r.url))
-            page.goto(page_path.as_uri())
-            page.wait_for_selector("g.task")
-            ids = page.eval_on_selector_all("svg g.task", "els => els.map(e => Number(e.dataset.taskId))")
-            assert sorted(ids) == [0, 1, 2, 3]
-            labels = page.eval_on_selector_all("svg g.task text", "els => els.map(e => e.textContent)")
-            assert "2: refill" in labels
-            assert page.locator("path.edge").count() == 4
-            assert page.locator("path.kind-WAR").count() == 1 and page.locator("path.kind-WAW").count() == 1
+        assert args == [["0", "input", "x", "[8:16, 0:8]"], ["1", "output", "t", "[6:14, 0:8]"]]
+        assert "WAR" in page.inner_text("#sel-in") and "WAW" in page.inner_text("#sel-in")
+        assert "deps=" in page.inner_text("#sel-out")
 
-            page.click("g.task[data-task-id='2']")
-            assert page.inner_text("#sel-title") == "task 2: refill"
-            args = page.eval_on_selector_all(
-                "#sel-args tr.arg", "rs => rs.map(r => r.innerText.split('\\t'))"
-            )
-            assert args == [["0", "input", "x", "[8:16, 0:8]"], ["1", "output", "t", "[6:14, 0:8]"]]
-            assert "WAR" in page.inner_text("#sel-in") and "WAW" in page.inner_text("#sel-in")
-            assert "deps=" in page.inner_text("#sel-out")
-
-            page.fill("#search", "3")
-            page.press("#search", "Enter")
-            assert page.inner_text("#sel-title") == "task 3: copy8"
-            page.fill("#search", "99")
-            page.press("#search", "Enter")
-            assert page.inner_text("#msg") == "no task 99"
-        finally:
-            browser.close()
+        page.fill("#search", "3")
+        page.press("#search", "Enter")
+        assert page.inner_text("#sel-title") == "task 3: copy8"
+        page.fill("#search", "99")
+        page.press("#search", "Enter")
+        assert page.inner_text("#msg") == "no task 99"
     assert errors == []
     assert all(u.startswith("file://") for u in requests), requests
 

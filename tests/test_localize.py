@@ -11,7 +11,7 @@ import sys
 import localize_programs as P
 import pytest
 import torch
-from helpers import line_of
+from helpers import headless_page, line_of, needs_chromium
 
 import tilescope as ts
 from tilescope.cli import main as cli
@@ -286,3 +286,38 @@ def test_op_level_probe_build_names_the_statement_without_the_hand_edit_evidence
     assert "(`Tile<float, 16, 64> h = t * 0.5f + 1.25f;`): 1024 of 1024 elements" in op
     probe_cpp = (work / "dfx_outputs" / "localize" / "probe" / "affine_rows.cpp").read_text()
     assert "probe(probe_sink, 0, t);" in probe_cpp and "probe_box<16, 64>(probe_sink, 2, y, {0, 0});" in probe_cpp
+
+
+@needs_chromium
+def test_report_html_draws_the_error_with_the_task_regions_and_the_culprit():
+    result = saved(P.blocks, P.BLOCKS, P.blocks_golden)
+    rep = localize(result.work_dir)
+    page_path = result.work_dir / "dfx_outputs" / "localize" / "report.html"
+    html = page_path.read_text()
+    assert "<script src" not in html and "<link" not in html and "https://" not in html
+    with headless_page(page_path) as (page, errors, requests):
+        page.wait_for_selector("div.map canvas")
+        assert page.inner_text("#category") == "algorithm"
+        assert page.inner_text("#dsl-line") == rep.culprit.dsl_line
+        tasks = page.eval_on_selector_all("div.map svg rect", "rs => rs.map(r => Number(r.dataset.task))")
+        assert sorted(tasks) == list(range(16))
+        assert page.eval_on_selector_all("div.map svg rect.culprit", "rs => rs.map(r => Number(r.dataset.task))") == [1]
+        # the diagonal blocks are right (white), the others coloured
+        painted = page.evaluate(
+            """() => { const c = document.querySelector('div.map canvas'); const x = c.getContext('2d');
+                       const s = c.width / 64; const px = (r, k) => Array.from(x.getImageData(k * s + 1, r * s + 1, 1, 1).data);
+                       return [px(0, 0), px(0, 20)]; }"""
+        )
+        assert painted[0][:3] == [255, 255, 255] and painted[1][:3] != [255, 255, 255]
+        page.mouse.move(*_canvas_point(page, 2, 20))
+        assert "task 1 (double_block) y[0:16, 16:32]" in page.inner_text("#tip")
+        rows = page.eval_on_selector_all("#fingerprint tbody tr", "rs => rs.length")
+        assert rows == 7
+    assert errors == []
+    assert all(u.startswith("file://") for u in requests), requests
+
+
+def _canvas_point(page, row, col):
+    box = page.locator("div.map canvas").bounding_box()
+    scale = box["width"] / 64
+    return box["x"] + (col + 0.5) * scale, box["y"] + (row + 0.5) * scale

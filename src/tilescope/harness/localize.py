@@ -33,6 +33,7 @@ from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, LOCALIZE_DIR, dfx_dir
 from tilescope.build.state import source_hashes
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.localize.analyze import Inputs, analyze
+from tilescope.debug.localize.html import write_html
 from tilescope.debug.localize.report import LocalizeReport, write_report
 from tilescope.debug.localize.tasks import CapturedTask
 from tilescope.debug.observers import Recording
@@ -170,6 +171,7 @@ def localize(
     )
     try:
         write_report(work, rep)
+        write_html(work, rep, rep.maps)
     except OSError as e:
         rep.limitations.append(f"the report could not be written into {work}: {e}")
     return rep

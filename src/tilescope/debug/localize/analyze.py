@@ -17,9 +17,6 @@ The order of the questions:
 
 from __future__ import annotations
 
-import difflib
-import math
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +29,8 @@ from tilescope.build.manifest import Build
 from tilescope.debug.failures import SavedArg, save_task_inputs
 from tilescope.debug.localize import metrics
 from tilescope.debug.localize.bound import Bounded, Overflow, run_kernel_bound
+from tilescope.debug.localize.html import heatmap
+from tilescope.debug.localize.ops import edited_op, op_name
 from tilescope.debug.localize.probe_build import ProbeBuildError, compare_ops, compile_probe_build, instrument
 from tilescope.debug.localize.references import check_references
 from tilescope.debug.localize.report import Culprit, FingerprintRow, LocalizeReport
@@ -59,25 +58,12 @@ from tilescope.debug.localize.tasks import (
     scan_tasks,
     sim_submissions,
 )
+from tilescope.debug.localize.tolerance import reduction_order_errors, tightest_tolerance
 from tilescope.errors import TilescopeError
 from tilescope.ir.nodes import (
-    Assign,
-    BinOp,
-    Cast,
-    Expr,
-    For,
-    Full,
     Kernel,
-    Load,
-    MatMul,
     Program,
-    Reduce,
-    Store,
-    Transpose,
-    UnOp,
-    Where,
 )
-from tilescope.ir.traverse import walk_exprs
 from tilescope.runtime.interp import _KernelInterp, run_program
 from tilescope.runtime.records import RunReport
 
@@ -101,51 +87,6 @@ class Inputs:
     references: dict[str, torch.Tensor] = field(default_factory=dict)  # golden intermediates and probes
     # replays one task on a probe build: (task, shared object) -> (its outputs by arg index, its probes)
     probe_runner: Callable[[CapturedTask, Path], tuple[dict[int, torch.Tensor], list[tuple[int, torch.Tensor]]]] | None = None
-
-
-def op_name(stmt: Any) -> str:
-    """The DSL op a statement's value is (``row_sum``, ``exp``, ``div``, ``cast``, ``store``)."""
-    match stmt:
-        case Store():
-            return "store"
-        case For():
-            return "for"
-        case Assign(value=v):
-            return expr_op(v)
-    return type(stmt).__name__.lower()
-
-
-def expr_op(e: Expr) -> str:
-    """The DSL op an expression is (its outermost one)."""
-    match e:
-        case BinOp(op=op) | UnOp(op=op) | Reduce(op=op):
-            return op
-        case Cast():
-            return "cast"
-        case MatMul():
-            return "matmul"
-        case Load():
-            return "load"
-        case Full():
-            return "full"
-        case Where():
-            return "where"
-        case Transpose():
-            return "transpose"
-    return type(e).__name__.lower()
-
-
-def edited_op(stmt: Any, generated: str, now: str) -> str:
-    """The op of ``stmt`` an edit of its C++ line changed: the op the generated line calls where
-    the edited one differs (``row_sum`` edited into ``row_max``), else the statement's op."""
-    a, b = re.findall(r"\w+|\S", generated), re.findall(r"\w+|\S", now)
-    ops = {expr_op(e) for e in walk_exprs(stmt)}
-    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag != "equal":
-            hit = next((t for t in a[i1:i2] if t in ops), None)
-            if hit is not None:
-                return hit
-    return op_name(stmt)
 
 
 class _Analysis:
@@ -466,37 +407,24 @@ class _Analysis:
         self.propose_tolerance(worst)
 
     def reduction_orders(self) -> None:
-        if not any(isinstance(e, Reduce) and e.op.endswith("sum") for k in self.program.kernels for e in walk_exprs(k.body)):
-            return
-        for order, how in (("sequential", "one element at a time, first to last"), ("reversed", "last to first")):
-            args = self._args(lambda t: t.clone())
-            run_program(self.program, args, sum_order=order)
-            for i, a in enumerate(self.build.args):
-                if a.is_output:
-                    err = float(metrics.diffs(args[i], self.exact[a.name].v)[0].max())
-                    self.rep.evidence.append(f"{a.name}: interp adding its sums {how} is off float64 by up to {metrics.number(err)}")
+        args = self._args(lambda t: t.clone())
+        self.rep.evidence += reduction_order_errors(self.program, self.build.args, args, self.exact)
 
     def propose_tolerance(self, worst: float) -> None:
-        rep, atol = self.rep, self.src.atol
-        need_rtol, need_atol = 0.0, atol
+        rep = self.rep
         for a in self.outputs:
-            s, g = self.src.sim[a.name].double(), self.src.golden[a.name].double()
-            diff = metrics.diffs(s, g)[0]
-            nz = g.abs() > 0
-            if bool(nz.any()):
-                need_rtol = max(need_rtol, float(((diff - atol).clamp_min(0)[nz] / g.abs()[nz]).max()))
-            if bool((~nz).any()):
-                need_atol = max(need_atol, float(diff[~nz].max()))
             x = self.exact[a.name]
-            rep.evidence.append(self.pair_text(a.name, "sim~float64") + f"; the bound there is up to {metrics.number(float(x.e[torch.isfinite(x.e)].max()) if bool(torch.isfinite(x.e).any()) else math.inf)}")
+            finite = x.e[torch.isfinite(x.e)]
+            top = metrics.number(float(finite.max())) if finite.numel() else "inf"
+            rep.evidence.append(self.pair_text(a.name, "sim~float64") + f"; the bound there is up to {top}")
             rep.evidence.append(self.pair_text(a.name, "golden~float64"))
-        rtol = _round_up(need_rtol)
+        rtol, atol = tightest_tolerance({a.name: self.src.sim[a.name] for a in self.outputs}, self.src.golden, self.src.atol)
         text = (
-            f"rtol={rtol:.2g}, atol={need_atol:g}: the tightest tolerance at which every output passes; sim's error "
+            f"rtol={rtol:.2g}, atol={atol:g}: the tightest tolerance at which every output passes; sim's error "
             "is rounding the dtypes allow, and the golden itself is off float64 by as much (see the evidence)"
         )
-        rep.tolerance = {"rtol": rtol, "atol": need_atol, "text": text}
-        rep.next.append(f"rerun with --rtol {rtol:.2g} --atol {need_atol:g} (or compute the golden in float64 to see sim's own error)")
+        rep.tolerance = {"rtol": rtol, "atol": atol, "text": text}
+        rep.next.append(f"rerun with --rtol {rtol:.2g} --atol {atol:g} (or compute the golden in float64 to see sim's own error)")
 
     def blame_rounding(self, guilty: list[tuple[str, int, int]]) -> None:
         rep = self.rep
@@ -608,23 +536,23 @@ class _Analysis:
         self.rep.culprit.dsl_line, self.rep.culprit.cpp_line = site.dsl_line, site.cpp
 
 
-def _round_up(x: float) -> float:
-    """``x`` rounded up to 2 significant digits (0 stays 0)."""
-    if x <= 0 or not math.isfinite(x):
-        return x
-    e = math.floor(math.log10(x)) - 1
-    return math.ceil(x / 10**e) * 10**e
-
-
 def _holds(k: Kernel, stmt: Any) -> bool:
     return any(s is stmt for s in statements(k.body))
 
 
 def analyze(src: Inputs) -> LocalizeReport:
-    """The localize report of ``src`` (see the module docstring)."""
+    """The localize report of ``src`` (see the module docstring), with the heatmaps of its
+    mismatching outputs in ``maps`` (for ``report.html``)."""
     rep = _Analysis(src).run()
+    ws = writers(src.build, src.report)
+    for i, a in enumerate(src.build.args):
+        if a.is_output:
+            s, g = src.sim[a.name], src.golden[a.name]
+            mism = ~metrics.close(s, g, src.rtol, src.atol)
+            if bool(mism.any()):
+                rep.maps.append(heatmap(a.name, s, g, mism, ws.get(i, [])))
     rep.elapsed_s = time.perf_counter() - src.started
     return rep
 
 
-__all__ = ["Inputs", "analyze", "expr_op", "op_name"]
+__all__ = ["Inputs", "analyze"]

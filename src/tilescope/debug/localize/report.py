@@ -86,10 +86,13 @@ class LocalizeReport:
     fingerprint: list[FingerprintRow] = field(default_factory=list)
     tolerance: dict[str, Any] | None = None
     limitations: list[str] = field(default_factory=list)
+    maps: list[dict[str, Any]] = field(default_factory=list, repr=False)  # report.html's heatmaps (not in the JSON)
 
     def to_json(self) -> dict[str, Any]:
         """The ``report.json`` object."""
-        return {"format": FORMAT, "version": VERSION, **_finite(asdict(self))}
+        data = asdict(self)
+        data.pop("maps")
+        return {"format": FORMAT, "version": VERSION, **_finite(data)}
 
     def render(self) -> str:
         """The verdict as printed: a headline, the culprit, the evidence and what to run next."""
