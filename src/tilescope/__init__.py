@@ -125,11 +125,15 @@ def __getattr__(name: str):
         from tilescope.harness.replay import replay_compiled
 
         return replay_compiled
+    if name == "localize":
+        from tilescope.harness.localize import localize
+
+        return localize
     message = f"module 'tilescope' has no attribute {name!r}"
     if not name.startswith("__"):
         from tilescope.language.ops import close_matches, op_names
 
-        matches = close_matches(name, [*__all__, "CompiledProgram", "replay_compiled"])
+        matches = close_matches(name, [*__all__, "CompiledProgram", "replay_compiled", "localize"])
         if matches:
             message += f"; did you mean {' or '.join('ts.' + m for m in matches)}?"
         message += f" (the DSL ops: {', '.join('ts.' + n for n in op_names())}; see docs/dsl.md)"

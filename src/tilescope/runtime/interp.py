@@ -197,6 +197,9 @@ class _KernelInterp(_Interp):
     def probed(self, s: Probe, value: Any) -> None:
         """Called with a ``ts.probe``'s tile (a hook for subclasses; interp keeps nothing)."""
 
+    def stored(self, s: Store, region: torch.Tensor) -> None:
+        """Called with the region a store just wrote (a hook for subclasses)."""
+
     def stmt(self, s: Stmt, env: dict[str, Any]) -> None:
         if isinstance(s, Probe):
             self.probed(s, self.expr(s.value, env))
@@ -207,6 +210,7 @@ class _KernelInterp(_Interp):
         view = env[s.tensor.name]
         region = _region(view, [self.expr(o, env) for o in s.offsets], _store_sizes(view, tile))
         region.copy_(tile.reshape(region.shape).to(view.dtype))
+        self.stored(s, region)
 
     def expr(self, e: Expr, env: dict[str, Any]) -> Any:
         match e:

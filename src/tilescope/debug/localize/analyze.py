@@ -31,7 +31,13 @@ from tilescope.debug.localize import metrics
 from tilescope.debug.localize.bound import Bounded, Overflow, run_kernel_bound
 from tilescope.debug.localize.html import heatmap
 from tilescope.debug.localize.ops import edited_op, op_name
-from tilescope.debug.localize.probe_build import ProbeBuildError, compare_ops, compile_probe_build, instrument
+from tilescope.debug.localize.probe_build import (
+    ProbeBuildError,
+    compare_ops,
+    compile_probe_build,
+    instrument,
+    interp_values,
+)
 from tilescope.debug.localize.references import check_references
 from tilescope.debug.localize.report import Culprit, FingerprintRow, LocalizeReport
 from tilescope.debug.localize.signatures import (
@@ -314,6 +320,11 @@ class _Analysis:
             rep.limitations.append(f"op by op: {why}")
         if d is None:
             return False
+        plain = [task.inputs.get(i) if p.shape is None else (task.inputs[i] if i in task.inputs else task.outputs[i])
+                 for i, p in enumerate(params)]  # fmt: skip
+        ivals = interp_values(kernel, plain)
+        if d.pair < len(ivals) and ivals[d.pair][0] is d.site.stmt:
+            d.interp = float(ivals[d.pair][1].reshape(-1)[coords_flat(d.index, ivals[d.pair][1].shape)])
         s = d.site
         edit = next((e for e in edits if e.cpp_line == s.cpp_line), None)
         rep.culprit.op = edited_op(s.stmt, edit.generated, edit.now) if edit else op_name(s.stmt)
@@ -534,6 +545,14 @@ class _Analysis:
             return
         self.rep.culprit.op = "call"
         self.rep.culprit.dsl_line, self.rep.culprit.cpp_line = site.dsl_line, site.cpp
+
+
+def coords_flat(index: tuple[int, ...], shape: torch.Size) -> int:
+    """The flat position of ``index`` in ``shape`` (row-major)."""
+    flat = 0
+    for i, n in zip(index, shape):
+        flat = flat * n + i
+    return flat
 
 
 def _holds(k: Kernel, stmt: Any) -> bool:

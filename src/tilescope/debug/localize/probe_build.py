@@ -30,8 +30,9 @@ from tilescope.debug.localize.bound import Bounded
 from tilescope.debug.localize.metrics import coords, diffs
 from tilescope.debug.localize.source_map import StmtSite
 from tilescope.debug.localize.tasks import outside
-from tilescope.ir.nodes import Assign, Probe, Store
+from tilescope.ir.nodes import Assign, Kernel, Probe, Store
 from tilescope.ir.types import TileType
+from tilescope.runtime.interp import _KernelInterp
 from tilescope.toolchain import BuildJob
 from tilescope.toolchain import build as build_objects
 
@@ -106,6 +107,32 @@ def compile_probe_build(build: Build, kernel: str, text: str) -> Path:
     return so
 
 
+class _Recorded(_KernelInterp):
+    """interp in the program's dtypes, keeping every tile assigned, stored or probed, in order."""
+
+    def __init__(self, kernel: Kernel):
+        super().__init__(kernel, float64=False)
+        self.values: list[tuple[Any, torch.Tensor]] = []
+
+    def assigned(self, s: Assign, value: Any) -> None:
+        if torch.is_tensor(value):
+            self.values.append((s, value.clone()))
+
+    def probed(self, s: Probe, value: Any) -> None:
+        self.values.append((s, value.clone()))
+
+    def stored(self, s: Store, region: torch.Tensor) -> None:
+        self.values.append((s, region.clone()))
+
+
+def interp_values(kernel: Kernel, args: list[Any]) -> list[tuple[Any, torch.Tensor]]:
+    """Every tile interp makes running ``kernel`` on copies of ``args``, in the order it made them."""
+    run = _Recorded(kernel)
+    with torch.no_grad():
+        run.run([a.clone() if torch.is_tensor(a) else a for a in args])
+    return run.values
+
+
 @dataclass
 class OpDivergence:
     """The first statement whose tile leaves its bound in the probe build's replay."""
@@ -117,14 +144,17 @@ class OpDivergence:
     bound: float
     bad: int
     numel: int
+    pair: int = 0  # its place among the values compared
+    interp: float | None = None  # interp's value there, in the program's dtypes
 
     def text(self, task: int) -> str:
         """The evidence line, for the replay of task ``task``."""
         where = self.site.dsl_line or self.site.cpp
+        interp = f", interp in the program's dtypes {self.interp:.9g}" if self.interp is not None else ""
         return (
             f"op by op in task {task}: the first statement whose tile leaves its bound is {where} "
             f"(`{self.site.text}`): {self.bad} of {self.numel} elements; at {list(self.index)} the build gave "
-            f"{self.got:.9g}, float64 {self.expected:.9g} (bound +-{self.bound:.3g})"
+            f"{self.got:.9g}, float64 {self.expected:.9g} (bound +-{self.bound:.3g}){interp}"
         )
 
 
@@ -152,7 +182,7 @@ def compare_ops(
         flat = int(excess.reshape(-1).argmax())
         return OpDivergence(
             site, tuple(coords(flat, tile.shape)), float(tile.reshape(-1)[flat]), float(v.reshape(-1)[flat]),
-            float(e.reshape(-1)[flat]), int(bad.sum()), tile.numel(),
+            float(e.reshape(-1)[flat]), int(bad.sum()), tile.numel(), compared - 1,
         ), None, compared  # fmt: skip
     if len(captures) != len(values):
         return None, (
@@ -162,4 +192,6 @@ def compare_ops(
     return None, None, compared
 
 
-__all__ = ["OpDivergence", "PROBE_DIR", "ProbeBuildError", "compare_ops", "compile_probe_build", "instrument"]
+__all__ = [
+    "OpDivergence", "PROBE_DIR", "ProbeBuildError", "compare_ops", "compile_probe_build", "instrument", "interp_values",
+]  # fmt: skip

@@ -23,7 +23,8 @@ def round_up(x: float) -> float:
     if x <= 0 or not math.isfinite(x):
         return x
     e = math.floor(math.log10(x)) - 1
-    return math.ceil(x / 10**e) * 10**e
+    # NOTE: divided by a whole power of ten, the 2-digit result is the float nearest it (3.3e-06)
+    return math.ceil(x * 10**-e) / 10**-e if e < 0 else math.ceil(x / 10**e) * 10**e
 
 
 def tightest_tolerance(sim: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], atol: float) -> tuple[float, float]:
