@@ -149,3 +149,25 @@ NORMALIZE = [
 def normalize_golden(t):
     t["total"] = t["x"].sum(dim=-1, keepdim=True)  # the probe's reference: one row of 8 per task, stacked
     t["y"][:] = t["x"] / t["total"]
+
+
+# -- algorithm: a loop that stops short, so part of each task's output is never stored -----------
+
+
+@ts.kernel
+def copy_cols(x: ts.Tensor[[16, 128], ts.f32], y: ts.Out[[16, 128], ts.f32]):
+    for c in ts.range(0, 96, 32):  # the defect: the columns run to 128
+        ts.store(y, [0, c], ts.load(x, [0, c], [16, 32]))
+
+
+@ts.jit
+def copy(x: ts.Tensor[[64, 128], ts.f32], y: ts.Out[[64, 128], ts.f32]):
+    for r in ts.range(0, 64, 16):
+        copy_cols(x[r : r + 16, :], y[r : r + 16, :])
+
+
+COPY = [TensorSpec("x", [64, 128], torch.float32), TensorSpec("y", [64, 128], torch.float32, is_output=True)]
+
+
+def copy_golden(t):
+    t["y"][:] = t["x"]

@@ -321,3 +321,14 @@ def _canvas_point(page, row, col):
     box = page.locator("div.map canvas").bounding_box()
     scale = box["width"] / 64
     return box["x"] + (col + 0.5) * scale, box["y"] + (row + 0.5) * scale
+
+
+def test_algorithm_a_loop_that_stops_short_names_the_store_and_the_elements_never_stored():
+    result = saved(P.copy, P.COPY, P.copy_golden)
+    rep = localize(result.work_dir)
+    assert rep.category == "algorithm"
+    c = rep.culprit
+    assert (c.task, c.kernel, c.op) == (0, "copy_cols", "store")
+    assert c.dsl_line == dsl(P.copy_cols, "ts.store(y, [0, c]")
+    assert any(e.startswith("2048 mismatching elements of y (within y[0:64, 96:128]) were never stored: tasks 0, 1, 2, 3")
+               for e in rep.evidence)  # fmt: skip

@@ -202,8 +202,23 @@ def localize_run(
     except (TilescopeError, OSError) as e:
         say(f"[localize] cannot localize: {e}")
         return None
+    except Exception as e:  # noqa: BLE001 - localize's own defect must not take the run's result with it
+        say(f"[localize] cannot localize: {internal_error(e)}")
+        return None
     say(rep.render())
     return rep
+
+
+def internal_error(e: Exception) -> str:
+    """A defect of localize itself, in one line: what was raised and where."""
+    import traceback
+
+    frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
+    return (
+        f"localize failed inside tilescope ({type(e).__name__}: {e}{where}); this is a tilescope defect: "
+        "the run's own result stands, and `tilescope replay BUILD` still reproduces it"
+    )
 
 
 def add_localize_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -224,6 +239,9 @@ def run_cli(args: argparse.Namespace) -> int:
         rep = localize(args.build_dir, args.golden_data, rtol=args.rtol, atol=args.atol)
     except (TilescopeError, DataError) as e:
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)
+        return 1
+    except Exception as e:  # noqa: BLE001 - a defect of localize itself: said in one line, with where
+        print(f"[ERROR] {internal_error(e)}", file=sys.stderr, flush=True)
         return 1
     if args.json:
         print(json.dumps(rep.to_json(), indent=1))

@@ -17,6 +17,7 @@ The order of the questions:
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,10 +67,8 @@ from tilescope.debug.localize.tasks import (
 )
 from tilescope.debug.localize.tolerance import reduction_order_errors, tightest_tolerance
 from tilescope.errors import TilescopeError
-from tilescope.ir.nodes import (
-    Kernel,
-    Program,
-)
+from tilescope.ir.nodes import Kernel, Program, Store
+from tilescope.ir.types import Direction
 from tilescope.runtime.interp import _KernelInterp, run_program
 from tilescope.runtime.records import RunReport
 
@@ -120,15 +119,29 @@ class _Analysis:
         iargs = self._args(lambda t: t.clone())
         run_program(self.program, iargs)
         self.interp = {a.name: iargs[i] for i, a in enumerate(self.build.args) if a.is_output}
-        bargs = self._args(Bounded.exact)
+        bargs = self.bounded_args()
         self.overflows, self.submitted = run_program_recorded(self.program, bargs)
         self.exact = {a.name: bargs[i] for i, a in enumerate(self.build.args) if a.is_output}
         if any(c.cast.mode in _DIRECTED for d in ("bf16", "f16", "f32") for c in casts_to(self.program, d)):
-            nargs = self._args(Bounded.exact)
+            nargs = self.bounded_args()
             run_program_recorded(self.program, nargs, nearest=True)
             self.nearest = {a.name: nargs[i] for i, a in enumerate(self.build.args) if a.is_output}
         else:
             self.nearest = self.exact
+
+    def bounded_args(self) -> list[Any]:
+        """The arguments of a bounded run: exact, and an Out's elements marked as never stored
+        (a NaN bound) until a store writes them."""
+        out = self._args(Bounded.exact)
+        for i, a in enumerate(self.build.args):
+            if a.direction is Direction.OUT:
+                out[i].e.fill_(math.nan)
+        return out
+
+    def unstored(self, name: str) -> torch.Tensor:
+        """The elements of output ``name`` that mismatch and that no task stored."""
+        s, g = self.src.sim[name], self.src.golden[name]
+        return torch.isnan(self.exact[name].e) & ~metrics.close(s, g, self.src.rtol, self.src.atol)
 
     def fingerprint(self) -> None:
         rtol, atol = self.src.rtol, self.src.atol
@@ -347,8 +360,11 @@ class _Analysis:
 
     def precision_or_algorithm(self) -> None:
         rtol, atol = self.src.rtol, self.src.atol
-        sim_nonfinite = {
-            a.name: bool((~torch.isfinite(self.src.sim[a.name].double()) & torch.isfinite(self.exact[a.name].v)).any())
+        if any(bool(self.unstored(a.name).any()) for a in self.outputs):
+            self.algorithm()
+            return
+        sim_nonfinite = {  # Inf/NaN where the golden is finite: what an overflow in sim made
+            a.name: bool((~torch.isfinite(self.src.sim[a.name].double()) & torch.isfinite(self.src.golden[a.name].double())).any())
             for a in self.outputs if self.src.sim[a.name].is_floating_point()
         }  # fmt: skip
         if self.overflows and any(sim_nonfinite.values()):
@@ -480,15 +496,34 @@ class _Analysis:
             s, g = self.src.sim[a.name], self.src.golden[a.name]
             mism = ~metrics.close(s, g, self.src.rtol, self.src.atol)
             if bool(mism.any()):
-                sigs += output_signatures(a.name, s, g, mism, ws.get(i, []), self.src.rtol, self.src.atol, given)
+                sigs += output_signatures(
+                    a.name, s, g, mism, ws.get(i, []), self.src.rtol, self.src.atol, given, self.unstored(a.name)
+                )
         rep.evidence += [x.text for x in sigs]
         if not sigs:
             return
         best = sigs[0]
         rep.culprit = Culprit(best.task, best.kernel)
-        if best.task is not None:
+        if best.kind == "unstored" and best.kernel in self.kernels:
+            self.name_store(self.kernels[best.kernel])
+        elif best.task is not None:
             self.name_call(best.task)
+        if best.task is not None:
             rep.next.append(f"tilescope deps {self.build.work_dir} --task {best.task}")
+
+    def name_store(self, kernel: Kernel) -> None:
+        """The culprit's op and lines: the kernel's store, when it has one."""
+        stores = [s for s in statements(kernel.body) if isinstance(s, Store)]
+        self.rep.culprit.op = "store"
+        if len(stores) != 1:
+            self.rep.evidence.append(f"kernel {kernel.name} has {len(stores)} stores: check which one skips the elements")
+            return
+        sites, why = kernel_sites(self.build, kernel)
+        site = sites.get(id(stores[0]))
+        if site is not None:
+            self.rep.culprit.dsl_line, self.rep.culprit.cpp_line = site.dsl_line, site.cpp
+        elif why:
+            self.rep.limitations.append(why)
 
     def first_reference(self) -> bool:
         """Name the culprit from the first intermediate or probe that leaves its reference; False

@@ -5,6 +5,7 @@ Each signature is a fact about the output's elements against their golden (``mis
 elements outside rtol/atol):
 
 - ``writers``: which tasks wrote the mismatching elements (a task's Out/InOut region of it);
+- ``unstored``: mismatching elements a task was given as output but its kernel never stored;
 - ``unwritten``: mismatching elements no task wrote;
 - ``misplaced``: a task's block equals the golden of another task's block (a slice with the
   wrong index, on an input or on the output);
@@ -106,11 +107,25 @@ def output_signatures(
     rtol: float,
     atol: float,
     given: dict[int, str] | None = None,
+    unstored: torch.Tensor | None = None,
 ) -> list[Signature]:
     """The signatures of one output (see the module docstring), most telling first. ``given``:
-    how each task's arguments read (``x = x[0:16, 0:16], y = y[0:16, 16:32]``), by task id."""
+    how each task's arguments read (``x = x[0:16, 0:16], y = y[0:16, 16:32]``), by task id;
+    ``unstored``: the mismatching elements no kernel stored (though a task's region covers them)."""
     given = given or {}
     sigs: list[Signature] = []
+    if unstored is not None and bool(unstored.any()):
+        owners = [w for w in ws if bool(unstored[w.index()].any())]
+        first = owners[0] if owners else None
+        sigs.append(
+            Signature(
+                "unstored", name,
+                f"{int(unstored.sum())} mismatching elements of {name} (within {box_text(name, unstored)}) were never "
+                f"stored: {_task_list(owners) + ' were given them' if owners else 'no task was given them'}, and their "
+                "kernel left them as they were (a missing store, or a loop that stops short)",
+                first.task_id if first else None, first.kernel if first else None,
+            )
+        )  # fmt: skip
     bad_writers = [w for w in ws if bool(mismatch[w.index()].any())]
     covered = torch.zeros_like(mismatch)
     for w in ws:
