@@ -171,3 +171,26 @@ COPY = [TensorSpec("x", [64, 128], torch.float32), TensorSpec("y", [64, 128], to
 
 def copy_golden(t):
     t["y"][:] = t["x"]
+
+
+# -- precision, guilty, with no ulp pattern at the output: a truncating cast inside the kernel ----
+
+
+@ts.kernel
+def trunc_scale_rows(x: ts.Tensor[[32, 64], ts.f32], y: ts.Out[[32, 64], ts.f32]):
+    t = ts.load(x, [0, 0], [32, 64])
+    h = ts.cast(t * 3.0, ts.bf16, mode="trunc")  # the defect: rounding toward zero, not to nearest
+    ts.store(y, [0, 0], ts.cast(h, ts.f32) * 1.7)
+
+
+@ts.jit
+def trunc_scale(x: ts.Tensor[[64, 64], ts.f32], y: ts.Out[[64, 64], ts.f32]):
+    for r in ts.range(0, 64, 32):
+        trunc_scale_rows(x[r : r + 32, :], y[r : r + 32, :])
+
+
+TRUNC_SCALE = [TensorSpec("x", [64, 64], torch.float32), TensorSpec("y", [64, 64], torch.float32, is_output=True)]
+
+
+def trunc_scale_golden(t):
+    t["y"][:] = (t["x"] * 3.0).to(torch.bfloat16).to(torch.float32) * 1.7

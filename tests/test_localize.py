@@ -332,3 +332,13 @@ def test_algorithm_a_loop_that_stops_short_names_the_store_and_the_elements_neve
     assert c.dsl_line == dsl(P.copy_cols, "ts.store(y, [0, c]")
     assert any(e.startswith("2048 mismatching elements of y (within y[0:64, 96:128]) were never stored: tasks 0, 1, 2, 3")
                for e in rep.evidence)  # fmt: skip
+
+
+def test_precision_guilty_without_an_ulp_pattern_names_the_cast_op_by_op():
+    result = saved(P.trunc_scale, P.TRUNC_SCALE, P.trunc_scale_golden, rtol=1e-3, atol=0.0)
+    rep = localize(result.work_dir)
+    assert (rep.category, rep.verdict) == ("precision", "guilty")
+    c = rep.culprit
+    assert (c.task, c.kernel, c.op) == (0, "trunc_scale_rows", "cast")
+    assert c.dsl_line == dsl(P.trunc_scale_rows, 'mode="trunc"')
+    assert any(e.startswith("op by op in task 0: the first statement whose tile leaves its bound is") for e in rep.evidence)

@@ -117,8 +117,9 @@ def outside(got: torch.Tensor, v: torch.Tensor, e: torch.Tensor) -> torch.Tensor
     return ~same & far & ~torch.isinf(e)
 
 
-def scan_tasks(build: Build, program: Program, tasks: list[CapturedTask]) -> TaskScan:
-    """Re-execute every task alone from sim's inputs and compare its outputs with their bounds."""
+def scan_tasks(build: Build, program: Program, tasks: list[CapturedTask], nearest: bool = False) -> TaskScan:
+    """Re-execute every task alone from sim's inputs and compare its outputs with their bounds
+    (with ``nearest``, every cast bounded as round-to-nearest: what the dtypes allow)."""
     kernels = {k.name: k for k in program.kernels}
     scan = TaskScan()
     for t in tasks:
@@ -134,7 +135,7 @@ def scan_tasks(build: Build, program: Program, tasks: list[CapturedTask]) -> Tas
                 args.append(Bounded.exact(t.inputs[i]))
             else:  # Out: starts as sim left it, so elements the kernel does not write agree
                 args.append(Bounded.exact(t.outputs[i]))
-        run = run_kernel_bound(kernels[t.kernel], args, task=t.task_id)
+        run = run_kernel_bound(kernels[t.kernel], args, nearest=nearest, task=t.task_id)
         scan.overflows += run.overflows
         scan.checked += 1
         for i, p in enumerate(params):
