@@ -270,11 +270,11 @@ def test_a_probe_name_used_twice_in_a_kernel_is_a_dsl_error():
 def test_op_level_probe_build_names_the_statement_without_the_hand_edit_evidence(monkeypatch):
     """A kernel whose C++ the compiler itself got wrong (no edit to find): the probe build of the
     culprit task, replayed alone, names the first statement whose tile leaves its bound."""
-    from tilescope.debug.localize import analyze
+    from tilescope.debug.localize import codegen_check
 
     work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
     line = edit(work / "kernels" / "vec" / "affine_rows.cpp", "t * 0.5f + 1.0f", "t * 0.5f + 1.25f")
-    monkeypatch.setattr(analyze, "edited_lines", lambda build, kernel: [])
+    monkeypatch.setattr(codegen_check, "edited_lines", lambda build, kernel: [])
     rep = localize(work)
     c = rep.culprit
     assert (rep.category, c.task, c.kernel, c.op) == ("codegen", 0, "affine_rows", "add")

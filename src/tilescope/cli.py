@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser(
         "localize",
         help="name the culprit of a wrong answer (task, kernel, op, line) on a build's saved data",
-        description=localize.__doc__.split("\n\n")[0],
+        description=localize.__doc__.split("\n\n")[0].replace("``", ""),
     )
     localize.add_localize_args(p)
     p.set_defaults(fn=localize.run_cli)

@@ -36,7 +36,8 @@ CPP_RESERVED = frozenset(
     silu maximum minimum where cast transpose matmul matmul_acc row_sum row_max row_min col_sum col_max
     eq ne lt le gt ge logical_and logical_or logical_not floordiv floormod scalar_arg Tile TensorView
     RoundMode int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t INT64_C ts_arg
-    kernel_entry orchestration_entry bf16 f16 select convert""".split()
+    kernel_entry orchestration_entry bf16 f16 select convert probe probe_box probe_sink ProbeSink
+    ts_probe_install""".split()
 )
 
 _CPP_BINOPS = {"add": ("+", 6), "sub": ("-", 6), "mul": ("*", 7), "div": ("/", 7)}

@@ -79,6 +79,7 @@ def write_intermediates(
             n += 1
         base.mkdir(parents=True)
     last_task = None
+    captures: dict[tuple[int, str], int] = {}  # (task, probe) -> captures so far
     for r in dump.records:
         params = _params(program, r.func_id)
         probe = probe_of(program, r)
@@ -106,8 +107,12 @@ def write_intermediates(
         if t is not None:
             d = base / f"task_{r.task_id}_{kernel}" / side
             d.mkdir(parents=True, exist_ok=True)
-            # a probe may run more than once in a task (in a loop): one file per capture, numbered in order
-            torch.save(t.clone(), d / (f"{name}.{r.arg_index}.pt" if probe is not None else f"{name}.pt"))
+            # a probe may run more than once in a task (in a loop): one file per capture, numbered from 0 in order
+            if probe is not None:
+                n = captures[(r.task_id, name)] = captures.get((r.task_id, name), -1) + 1
+                torch.save(t.clone(), d / f"{name}.{n}.pt")
+            else:
+                torch.save(t.clone(), d / f"{name}.pt")
     if level == 1:
         print(f"[intermediates] saved every task's inputs and outputs under {base}", file=out)
     return base

@@ -111,7 +111,9 @@ def _load(path: Path, problems: list[str]) -> torch.Tensor | None:
     try:
         value = torch.load(path, weights_only=True)
     except Exception as e:  # noqa: BLE001 - a corrupt file is one more listed problem
-        problems.append(f"{path}: cannot be loaded ({type(e).__name__}: {e})")
+        # NOTE: torch's message for a file it cannot unpickle advises weights_only=False, the wrong advice for a
+        # corrupt file (and an unsafe one for a file from elsewhere): only the error's kind is kept
+        problems.append(f"{path}: cannot be loaded: not a tensor saved with torch.save, or corrupt ({type(e).__name__})")
         return None
     if not torch.is_tensor(value):
         problems.append(f"{path}: holds a {type(value).__name__}, expected a tensor")

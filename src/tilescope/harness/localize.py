@@ -58,9 +58,10 @@ def _data_dir(work: Path, golden_data: str | os.PathLike | None) -> Path:
     data = Path(golden_data) if golden_data is not None else work / DATA_DIR
     if golden_data is None and not (data / "in").is_dir():
         raise LocalizeError(
-            f"{work} has no saved data ({data}/in and out): localize works on the exact data of a run. Run the "
-            "program once with --save-data (python model.py --save-data, or run_jit(..., save_data=True)), "
-            f"then `tilescope localize {work}`; or pass --golden-data DIR"
+            f"{work} has no saved data ({data}/in and out): localize works on the exact data of a run. Save this "
+            f"build's: python model.py --runtime-dir {work} --save-data (run_jit(..., runtime_dir=..., "
+            f"save_data=True)), then `tilescope localize {work}`; or pass --golden-data DIR, or use --localize on "
+            "the model script"
         )
     return data
 

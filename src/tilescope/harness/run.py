@@ -335,7 +335,7 @@ def check_options(
         )
 
 
-REFERENCE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")  # what a probe or intermediate may be named
+REFERENCE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what a probe or intermediate may be named
 
 
 def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):

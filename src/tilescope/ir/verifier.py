@@ -351,7 +351,7 @@ class _Verifier:
             self.ranges[target] = rng
 
 
-PROBE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+PROBE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _unique_probes(k: Kernel) -> None:

@@ -44,7 +44,7 @@ DTYPES: dict[str, torch.dtype] = {
 ROLES = ("input", "output", "inout", "scalar", "probe")
 STAGES = ("before_dispatch", "after_completion", "probe")
 STAGE_ALIASES = {"before": "before_dispatch", "after": "after_completion"}
-LEVELS = {0: "off", 1: "tagged only", 2: "full", 3: "metadata only"}
+LEVELS = {0: "probes only", 1: "tagged only", 2: "full", 3: "metadata only"}
 # Digits that print a value of the dtype so it reads back to the same value.
 _DIGITS = {"f32": 9, "f16": 5, "bf16": 4, "f64": 17}
 _RECORD_FIELDS = "task_id kernel arg_index role stage kind dtype shape bin_offset bin_size".split()

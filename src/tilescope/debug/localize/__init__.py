@@ -2,6 +2,7 @@
 ``harness/localize.py``, which hands this package a sim run's records).
 
 - ``analyze``: the questions in order (pass, codegen, algorithm, precision) and the report;
+  ``codegen_check`` and ``precision`` hold the codegen and precision questions;
 - ``bound``: the float64 run with the error bound of the program's dtypes;
 - ``tasks``: every task re-executed alone from sim's inputs; what the orchestration submitted;
 - ``probe_build``: the culprit task replayed on a probe build, op by op;

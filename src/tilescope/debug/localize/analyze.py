@@ -27,49 +27,35 @@ from typing import Any
 import torch
 
 from tilescope.build.manifest import Build
-from tilescope.debug.failures import SavedArg, save_task_inputs
 from tilescope.debug.localize import metrics
-from tilescope.debug.localize.bound import Bounded, Overflow, run_kernel_bound
+from tilescope.debug.localize.bound import Bounded
+from tilescope.debug.localize.codegen_check import CodegenQuestions
 from tilescope.debug.localize.html import heatmap
-from tilescope.debug.localize.ops import edited_op, op_name
-from tilescope.debug.localize.probe_build import (
-    ProbeBuildError,
-    compare_ops,
-    compile_probe_build,
-    instrument,
-    interp_values,
-)
+from tilescope.debug.localize.ops import op_name
+from tilescope.debug.localize.precision import PrecisionQuestions
 from tilescope.debug.localize.references import check_references
 from tilescope.debug.localize.report import Culprit, FingerprintRow, LocalizeReport
 from tilescope.debug.localize.signatures import (
     Signature,
     casts_to,
-    first_nonfinite,
     output_signatures,
-    ulp_signature,
     writers,
 )
 from tilescope.debug.localize.source_map import (
-    edited_lines,
     kernel_sites,
-    kernel_text,
     orchestration_sites,
     statements,
 )
 from tilescope.debug.localize.tasks import (
     CapturedTask,
     captured_tasks,
-    compare_submissions,
     outside,
     run_program_recorded,
-    scan_tasks,
     sim_submissions,
 )
-from tilescope.debug.localize.tolerance import reduction_order_errors, tightest_tolerance
-from tilescope.errors import TilescopeError
 from tilescope.ir.nodes import Kernel, Program, Store
 from tilescope.ir.types import Direction
-from tilescope.runtime.interp import _KernelInterp, run_program
+from tilescope.runtime.interp import run_program
 from tilescope.runtime.records import RunReport
 
 _DIRECTED = ("trunc", "floor", "ceil")
@@ -94,7 +80,7 @@ class Inputs:
     probe_runner: Callable[[CapturedTask, Path], tuple[dict[int, torch.Tensor], list[tuple[int, torch.Tensor]]]] | None = None
 
 
-class _Analysis:
+class _Analysis(CodegenQuestions, PrecisionQuestions):
     def __init__(self, src: Inputs):
         self.src = src
         self.build = src.build
@@ -192,173 +178,6 @@ class _Analysis:
             head += "every element within rtol/atol"
         return head + f", max abs diff {metrics.number(r.max_abs)}, max rel diff {metrics.number(r.max_rel)}"
 
-    def orchestration_codegen(self) -> bool:
-        found = compare_submissions(sim_submissions(self.build, self.src.report), self.submitted)
-        if not found:
-            return False
-        m = found[0]
-        rep = self.rep
-        rep.category = "codegen"
-        sites, why = orchestration_sites(self.build, self.program)
-        site = sites.get(id(m.call)) if m.call is not None else None
-        params = [p.name for p in self.kernels[m.kernel].params] if m.kernel in self.kernels else []
-        bad = m.differing()
-        k = bad[0] if bad else 0
-        param = params[k] if k < len(params) else f"argument {k}"
-        rep.culprit = Culprit(m.task_id, m.kernel, "call", site.dsl_line if site else None,
-                              f"{site.cpp_file}:{site.arg_lines[k]}" if site and k < len(site.arg_lines) else None)  # fmt: skip
-        got = m.sim[k] if k < len(m.sim) else "-"
-        want = m.program[k] if k < len(m.program) else "-"
-        rep.summary = (
-            f"the compiled orchestration gives task {m.task_id} (kernel {m.kernel}) {param} = {got}, where the "
-            f"program gives {want}"
-        )
-        rep.evidence.append(f"{len(found)} task(s) are submitted otherwise than the program says; the first is task {m.task_id}")
-        if why:
-            rep.limitations.append(why)
-        rep.next.append(f"tilescope deps {self.build.work_dir} --task {m.task_id}")
-        rep.next.append(f"fix {rep.culprit.cpp_line or self.build.config['ORCHESTRATION'].get('source')} (or compile again), then: tilescope localize {self.build.work_dir}")
-        return True
-
-    def kernel_codegen(self) -> bool:
-        self.tasks = captured_tasks(self.build, self.src.report)
-        scan = scan_tasks(self.build, self.program, self.tasks)
-        self.scan = scan
-        if scan.lost:
-            self.rep.limitations.append(
-                f"{len(scan.lost)} task(s) could not be re-executed (the dump lost their payloads): "
-                f"{', '.join(map(str, scan.lost[:8]))}"
-            )
-        for d in scan.divergent:
-            task = next(t for t in self.tasks if t.task_id == d.task_id)
-            if not self.interp_agrees(task):
-                self.rep.limitations.append(
-                    f"task {d.task_id}: interp leaves the error bound of kernel {d.kernel} too, so the bound does "
-                    "not hold for it: not judged"
-                )
-                continue
-            self.blame_kernel(d, task, scan)
-            return True
-        return False
-
-    def interp_agrees(self, task: CapturedTask) -> bool:
-        """Whether interp, on the task's inputs, stays within the bound (the bound holds there)."""
-        kernel = self.kernels[task.kernel]
-        params = self.build.kernel_params(task.func_id)
-        plain, bounded = [], []
-        for i, p in enumerate(params):
-            if p.shape is None:
-                plain.append(task.inputs.get(i))
-                bounded.append(task.inputs.get(i))
-                continue
-            value = task.inputs[i] if i in task.inputs else task.outputs[i]
-            plain.append(value.clone())
-            bounded.append(Bounded.exact(value))
-        with torch.no_grad():
-            _KernelInterp(kernel, False).run(plain)
-        run_kernel_bound(kernel, bounded)
-        return not any(
-            bool(outside(plain[i], bounded[i].v, bounded[i].e).any()) for i in task.outputs if params[i].shape is not None
-        )
-
-    def blame_kernel(self, d, task: CapturedTask, scan) -> None:
-        rep = self.rep
-        rep.category = "codegen"
-        kernel = self.kernels[d.kernel]
-        rep.culprit = Culprit(d.task_id, d.kernel)
-        same = [x.task_id for x in scan.divergent if x.kernel == d.kernel]
-        of_kernel = sum(1 for t in self.tasks if t.kernel == d.kernel)
-        rep.summary = (
-            f"task {d.task_id} (kernel {d.kernel}) computes something its kernel's program does not: re-executed "
-            "alone from the inputs sim gave it, its output leaves the error bound"
-        )
-        rep.evidence.append(d.text())
-        rep.evidence.append(
-            f"{len(same)} of {of_kernel} tasks of kernel {d.kernel} leave their bound; {scan.checked} tasks were "
-            f"re-executed, {len(scan.divergent)} in all leave it"
-        )
-        sites, why = kernel_sites(self.build, kernel)
-        edits = [e for e in edited_lines(self.build, kernel) if e.cpp_line]
-        op_found = self.op_level(task, kernel, sites, edits) if sites else False
-        if edits:
-            e = edits[0]
-            site = next((s for s in sites.values() if s.cpp_line == e.cpp_line), None)
-            if not op_found:
-                rep.culprit.cpp_line = e.cpp
-                if site is not None:
-                    rep.culprit.op = edited_op(site.stmt, e.generated, e.now)
-                    rep.culprit.dsl_line = site.dsl_line
-            rep.evidence.append(f"{e.cpp} was edited by hand: `{e.now}`; the compiler writes `{e.generated}`")
-            if len(edits) > 1:
-                rep.evidence.append(f"{len(edits)} lines of {e.cpp_file} differ from what the compiler writes")
-        elif why:
-            rep.limitations.append(why)
-        saved = self.save_task(task, "localize: its outputs leave the error bound of its kernel")
-        if saved is not None:
-            rep.next.append(f"tilescope replay {self.build.work_dir} --task {task.task_id}" + (
-                "" if saved.name == f"task_{task.task_id}" else f" --from {saved}"))  # fmt: skip
-        rep.next.append(f"tilescope deps {self.build.work_dir} --task {d.task_id}")
-
-    def op_level(self, task: CapturedTask, kernel: Kernel, sites: dict, edits: list, nearest: bool = False) -> bool:
-        """Replay ``task`` on a probe build of its kernel and name the first statement whose tile
-        leaves its bound (with ``nearest``, the bound of round-to-nearest casts): the culprit op,
-        DSL and C++ lines; False when it cannot say."""
-        rep = self.rep
-        if self.src.probe_runner is None:
-            return False
-        t0 = time.perf_counter()
-        try:
-            text, _ = kernel_text(self.build, kernel.name)
-            so = compile_probe_build(self.build, kernel.name, instrument(text, sites))
-            built = time.perf_counter() - t0
-            outputs, captures = self.src.probe_runner(task, so)
-        except (ProbeBuildError, TilescopeError, OSError) as e:
-            rep.limitations.append(f"op by op: {e}")
-            return False
-        same = all(torch.equal(outputs[i], task.outputs[i]) for i in task.outputs if i in outputs)
-        if not same:
-            rep.limitations.append(
-                f"the probe build's outputs of task {task.task_id} are not bit-identical to the build's: its op-by-op "
-                "values may not be the build's"
-            )
-        params = self.build.kernel_params(task.func_id)
-        args = [task.inputs.get(i) if p.shape is None else Bounded.exact(task.inputs[i] if i in task.inputs else task.outputs[i])
-                for i, p in enumerate(params)]  # fmt: skip
-        values = run_kernel_bound(kernel, args, nearest=nearest, keep_values=True).values
-        d, why, compared = compare_ops(sites, captures, values)
-        rep.evidence.append(
-            f"the probe build of kernel {kernel.name} compiled in {built:.2f}s; replaying task {task.task_id} on it "
-            f"compared {compared} statement values{' with outputs bit-identical to the build' if same else ''}"
-        )
-        if why:
-            rep.limitations.append(f"op by op: {why}")
-        if d is None:
-            return False
-        plain = [task.inputs.get(i) if p.shape is None else (task.inputs[i] if i in task.inputs else task.outputs[i])
-                 for i, p in enumerate(params)]  # fmt: skip
-        ivals = interp_values(kernel, plain)
-        if d.pair < len(ivals) and ivals[d.pair][0] is d.site.stmt:
-            d.interp = float(ivals[d.pair][1].reshape(-1)[coords_flat(d.index, ivals[d.pair][1].shape)])
-        s = d.site
-        edit = next((e for e in edits if e.cpp_line == s.cpp_line), None)
-        rep.culprit.op = edited_op(s.stmt, edit.generated, edit.now) if edit else op_name(s.stmt)
-        rep.culprit.dsl_line, rep.culprit.cpp_line = s.dsl_line, s.cpp
-        rep.evidence.append(d.text(task.task_id))
-        return True
-
-    def save_task(self, task: CapturedTask, why: str) -> Path | None:
-        params = self.build.kernel_params(task.func_id)
-        args = []
-        for i, p in enumerate(params):
-            role = {"input": "input", "output": "output", "inout": "inout", "scalar": "scalar"}[task.roles.get(i, "input")]
-            value = task.inputs.get(i) if role != "output" else task.outputs.get(i)
-            args.append(SavedArg(i, p.name, role, value, False, task.regions.get(i)))
-        try:
-            return save_task_inputs(self.build.work_dir, task.task_id, task.kernel, task.kernel, task.func_id, args, why)
-        except OSError as e:
-            self.rep.limitations.append(f"the inputs of task {task.task_id} could not be saved: {e}")
-            return None
-
     def precision_or_algorithm(self) -> None:
         rtol, atol = self.src.rtol, self.src.atol
         if any(bool(self.unstored(a.name).any()) for a in self.outputs):
@@ -373,134 +192,17 @@ class _Analysis:
             return
         exact_is_golden = True
         for a in self.outputs:
-            x, g = self.nearest[a.name], self.src.golden[a.name]
-            slack = (atol + rtol * g.double().abs()) + x.e
-            far = ((x.v - g.double()).abs() > slack) & torch.isfinite(x.e)
-            far = far | (torch.isnan(g.double()) != torch.isnan(x.v)) if x.v.is_floating_point() else far
+            x, g = self.nearest[a.name], self.src.golden[a.name].double()
+            v = x.v.double()  # bool and int outputs too
+            slack = (atol + rtol * g.abs()) + x.e
+            far = ((v - g).abs() > slack) & torch.isfinite(x.e)
+            far = far | (torch.isnan(g) != torch.isnan(v))
             if bool(far.any()):
                 exact_is_golden = False
         if exact_is_golden:
             self.precision()
         else:
             self.algorithm()
-
-    def blame_overflow(self, o: Overflow) -> None:
-        rep = self.rep
-        rep.category, rep.verdict = "precision", "guilty"
-        kernel = next((k for k in self.program.kernels if o.stmt is not None and _holds(k, o.stmt)), None)
-        rep.culprit = Culprit(o.task, kernel.name if kernel else None, o.op)
-        if kernel is not None:
-            sites, why = kernel_sites(self.build, kernel)
-            site = sites.get(id(o.stmt))
-            if site is not None:
-                rep.culprit.dsl_line, rep.culprit.cpp_line = site.dsl_line, site.cpp
-            elif why:
-                rep.limitations.append(why)
-        rep.summary = (
-            f"{rep.culprit.op} overflows {o.dtype} in task {o.task}: its exact result reaches {o.value:.4g}, beyond "
-            f"{o.dtype}'s largest value; the Inf/NaN it makes reach the output"
-        )
-        first = first_nonfinite(captured_tasks(self.build, self.src.report))
-        if first is not None:
-            rep.evidence.append(f"NaN/Inf first appear in the outputs of task {first.task_id} (kernel {first.kernel}), from finite inputs")
-        rep.evidence.append(
-            "float64 computes every output finite; keep the values in range (subtract the row max before exp, "
-            "scale first) or use a wider dtype"
-        )
-
-    def precision(self) -> None:
-        rep = self.rep
-        rep.category = "precision"
-        guilty = []
-        worst = 0.0
-        for a in self.outputs:
-            x, s = self.nearest[a.name], self.src.sim[a.name]
-            bad = outside(s, x.v, x.e)
-            if bool(bad.any()):
-                guilty.append((a.name, int(bad.sum()), s.numel()))
-            ratio = metrics.diffs(s, x.v)[0] / x.e.clamp_min(1e-300)
-            finite = torch.isfinite(x.e)
-            if bool(finite.any()):
-                worst = max(worst, float(ratio[finite].max()))
-        self.reduction_orders()
-        if guilty:
-            rep.verdict = "guilty"
-            self.blame_rounding(guilty)
-            return
-        rep.verdict = "innocent"
-        rep.summary = (
-            "sim agrees with the program, and its error against float64 stays within what the program's dtypes "
-            f"allow (at most {worst:.2g} of the bound): the mismatch is rounding, not a defect"
-        )
-        self.propose_tolerance(worst)
-
-    def reduction_orders(self) -> None:
-        args = self._args(lambda t: t.clone())
-        self.rep.evidence += reduction_order_errors(self.program, self.build.args, args, self.exact)
-
-    def propose_tolerance(self, worst: float) -> None:
-        rep = self.rep
-        for a in self.outputs:
-            x = self.exact[a.name]
-            finite = x.e[torch.isfinite(x.e)]
-            top = metrics.number(float(finite.max())) if finite.numel() else "inf"
-            rep.evidence.append(self.pair_text(a.name, "sim~float64") + f"; the bound there is up to {top}")
-            rep.evidence.append(self.pair_text(a.name, "golden~float64"))
-        rtol, atol = tightest_tolerance({a.name: self.src.sim[a.name] for a in self.outputs}, self.src.golden, self.src.atol)
-        text = (
-            f"rtol={rtol:.2g}, atol={atol:g}: the tightest tolerance at which every output passes; sim's error "
-            "is rounding the dtypes allow, and the golden itself is off float64 by as much (see the evidence)"
-        )
-        rep.tolerance = {"rtol": rtol, "atol": atol, "text": text}
-        rep.next.append(f"rerun with --rtol {rtol:.2g} --atol {atol:g} (or compute the golden in float64 to see sim's own error)")
-
-    def blame_rounding(self, guilty: list[tuple[str, int, int]]) -> None:
-        rep = self.rep
-        name, n, numel = guilty[0]
-        rep.summary = f"{n} of {numel} elements of {name} are farther from float64 than the program's dtypes allow with round-to-nearest"
-        for a in self.outputs:
-            s, g = self.src.sim[a.name], self.src.golden[a.name]
-            mism = ~metrics.close(s, g, self.src.rtol, self.src.atol)
-            sig = ulp_signature(a.name, s, g, mism, self.program)
-            if sig is None:
-                continue
-            dtype, k = sig
-            casts = casts_to(self.program, dtype)
-            directed = [c for c in casts if c.cast.mode != "rint"] or casts
-            c = directed[0]
-            sites, why = kernel_sites(self.build, c.kernel)
-            site = sites.get(id(c.stmt))
-            rep.culprit = Culprit(None, c.kernel.name, "cast", site.dsl_line if site else None, site.cpp if site else None)
-            listing = "; ".join(f"{x.kernel.name}: cast to {dtype} mode={x.cast.mode!r}" for x in casts)
-            rep.evidence.append(
-                f"{a.name}: every mismatching element is off by {'exactly 1' if k == 1 else 'at most 2'} ulp of {dtype}: "
-                f"a rounding difference at a cast to {dtype} ({listing})"
-            )
-            rep.summary += f"; the cast to {dtype} with mode={c.cast.mode!r} rounds differently from the golden"
-            if why:
-                rep.limitations.append(why)
-            return
-        self.blame_rounding_op()
-
-    def blame_rounding_op(self) -> None:
-        """The first task whose outputs leave the round-to-nearest bound, and on its probe build the
-        first statement that does: the culprit of a guilty precision verdict with no ulp signature."""
-        rep = self.rep
-        self.tasks = self.tasks or captured_tasks(self.build, self.src.report)
-        scan = scan_tasks(self.build, self.program, self.tasks, nearest=True)
-        if not scan.divergent:
-            rep.limitations.append("no task, re-executed alone, leaves the round-to-nearest bound: no single op is named")
-            return
-        d = scan.divergent[0]
-        task = next(t for t in self.tasks if t.task_id == d.task_id)
-        rep.culprit = Culprit(d.task_id, d.kernel)
-        rep.evidence.append(d.text() + " (casts bounded as round-to-nearest)")
-        kernel = self.kernels[d.kernel]
-        sites, why = kernel_sites(self.build, kernel)
-        if why:
-            rep.limitations.append(why)
-        elif not self.op_level(task, kernel, sites, [], nearest=True):
-            rep.limitations.append(f"the probe build of task {d.task_id} named no statement out of its bound")
 
     def algorithm(self) -> None:
         rep = self.rep
@@ -527,8 +229,8 @@ class _Analysis:
         rep.culprit = Culprit(best.task, best.kernel)
         if best.kind == "unstored" and best.kernel in self.kernels:
             self.name_store(self.kernels[best.kernel])
-        elif best.task is not None:
-            self.name_call(best.task)
+        elif best.kind in ("misplaced", "unwritten") and best.task is not None:
+            self.name_call(best.task)  # a region given wrong: the call that gave it
         if best.task is not None:
             rep.next.append(f"tilescope deps {self.build.work_dir} --task {best.task}")
 
@@ -565,6 +267,12 @@ class _Analysis:
             return False
         rep.culprit = Culprit(d.task_id, d.kernel)
         rep.summary += f"; the first value that leaves its reference is {d.kind} {d.name}, in task {d.task_id}"
+        given = self.task_arguments().get(d.task_id)
+        if given:
+            rep.evidence.append(
+                f"task {d.task_id} computes what its kernel says from the inputs it was given (no task leaves its error "
+                f"bound): if the op named is right, those inputs are not; it was given {given}"
+            )
         if d.stmt is not None:
             kernel = self.kernels[d.kernel]
             sites, why = kernel_sites(self.build, kernel)
@@ -601,18 +309,6 @@ class _Analysis:
             return
         self.rep.culprit.op = "call"
         self.rep.culprit.dsl_line, self.rep.culprit.cpp_line = site.dsl_line, site.cpp
-
-
-def coords_flat(index: tuple[int, ...], shape: torch.Size) -> int:
-    """The flat position of ``index`` in ``shape`` (row-major)."""
-    flat = 0
-    for i, n in zip(index, shape):
-        flat = flat * n + i
-    return flat
-
-
-def _holds(k: Kernel, stmt: Any) -> bool:
-    return any(s is stmt for s in statements(k.body))
 
 
 def analyze(src: Inputs) -> LocalizeReport:

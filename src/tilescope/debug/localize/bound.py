@@ -95,6 +95,16 @@ def rounding(dtype: str, mag: torch.Tensor, directed: bool = False) -> torch.Ten
     return 2 * r if directed else r
 
 
+def _clean(e: torch.Tensor) -> torch.Tensor:
+    """A bound with NaN (inf - inf, 0 * inf) made infinite: unknown, never smaller."""
+    return torch.where(torch.isnan(e), torch.full_like(e, _INF), e)
+
+
+def _finite(x: torch.Tensor) -> torch.Tensor:
+    """Where ``x`` (any dtype) is finite."""
+    return torch.isfinite(x) if x.is_floating_point() else torch.ones_like(x, dtype=torch.bool)
+
+
 def _mul0(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a * b`` of magnitudes with ``0 * inf = 0`` (an exact zero times an exact infinity)."""
     return torch.where((a == 0) | (b == 0), torch.zeros_like(a), a * b)
@@ -187,17 +197,22 @@ class _BoundKernel(_KernelInterp):
             e = (v - torch.tensor(float(x), dtype=d.torch).to(torch.float64)).abs()  # the literal's rounding
         return Bounded(v, e)
 
-    def finish(self, op: str, dtype: dt.DType, v: torch.Tensor, e: torch.Tensor) -> Bounded:
-        """The result of ``op`` in ``dtype``: NaN bounds made infinite, overflow recorded."""
-        e = torch.where(torch.isnan(e), torch.full_like(e, _INF), e)
+    def finish(
+        self, op: str, dtype: dt.DType, v: torch.Tensor, e: torch.Tensor, finite_in: torch.Tensor | None = None
+    ) -> Bounded:
+        """The result of ``op`` in ``dtype``: NaN bounds made infinite; an overflow (a finite result
+        beyond the dtype, or an infinite one where ``finite_in``, a mask of v's shape, says every
+        operand was finite: float64 itself could not hold it) recorded, its bound infinite."""
+        e = _clean(e)
         if dtype.is_float and dtype.name != "f64" and v.is_floating_point():
             top = dt.value_range(dtype)[1]
             finite = torch.isfinite(v)
             over = finite & (v.abs() - e > top)
-            if bool(over.any()):
-                big = float(v[over].abs().max())
+            made = torch.isinf(v) & (finite_in if finite_in is not None else torch.zeros_like(v, dtype=torch.bool))
+            if bool(over.any()) or bool(made.any()):
+                big = float(v[over].abs().max()) if bool(over.any()) else _INF
                 self.overflows.append(Overflow(self.now, op, dtype.name, big, self.task))
-            e = torch.where(finite & (v.abs() + e > top), torch.full_like(e, _INF), e)
+            e = torch.where((finite & (v.abs() + e > top)) | made, torch.full_like(e, _INF), e)
         return Bounded(v, e)
 
     def expr(self, e: Expr, env: dict[str, Any]) -> Any:
@@ -239,10 +254,10 @@ class _BoundKernel(_KernelInterp):
             unsure = unsure & ((a.e + b.e) > 0)
             return Bounded(v, unsure.to(torch.float64))
         if op in _LOGICAL:
-            return Bounded(interp._TILE_OPS[op](a.v, b.v), torch.maximum(a.e, b.e).expand(torch.broadcast_shapes(a.shape, b.shape)).clone())
+            return Bounded(interp._TILE_OPS[op](a.v, b.v), _clean(torch.maximum(a.e, b.e)).expand(torch.broadcast_shapes(a.shape, b.shape)).clone())
         if op in ("maximum", "minimum"):
             fn = torch.maximum if op == "maximum" else torch.minimum
-            return Bounded(fn(a.v, b.v), torch.maximum(a.e, b.e).expand(torch.broadcast_shapes(a.shape, b.shape)).clone())
+            return Bounded(fn(a.v, b.v), _clean(torch.maximum(a.e, b.e)).expand(torch.broadcast_shapes(a.shape, b.shape)).clone())
         v = interp._TILE_OPS[op](a.v, b.v)
         if not v.is_floating_point():  # integer arithmetic: exact
             err = a.e + b.e if op in ("add", "sub") else _mul0(a.v.abs().double(), b.e) + _mul0(b.v.abs().double(), a.e)
@@ -256,7 +271,7 @@ class _BoundKernel(_KernelInterp):
             err = (a.e + _mul0(v.abs(), b.e)) / room.clamp(min=0)
             err = torch.where((a.e == 0) & (b.e == 0), torch.zeros_like(err), err)
             err = torch.where(room <= 0, torch.full_like(err, _INF), err)
-        return self.finish(op, t.dtype, v, err + rounding(d, v))
+        return self.finish(op, t.dtype, v, err + rounding(d, v), _finite(a.v) & _finite(b.v))
 
     def unary(self, op: str, x: Bounded, t: TileType) -> Bounded:
         d = t.dtype.name
@@ -287,19 +302,19 @@ class _BoundKernel(_KernelInterp):
         err = err + k * ulp("f64" if d == "f64" else "f32", top)
         if d in ("bf16", "f16"):
             err = err + rounding(d, top)
-        return self.finish(op, t.dtype, v, err)
+        return self.finish(op, t.dtype, v, err, _finite(x.v))
 
     def reduce(self, op: str, x: Bounded, t: TileType) -> Bounded:
         dim = -1 if op.startswith("row") else 0
         kind = op.split("_")[1]
         if kind in ("max", "min"):
             fn = torch.amax if kind == "max" else torch.amin
-            return Bounded(fn(x.v, dim=dim, keepdim=True), torch.amax(x.e, dim=dim, keepdim=True))
+            return Bounded(fn(x.v, dim=dim, keepdim=True), _clean(torch.amax(x.e, dim=dim, keepdim=True)))
         n = x.v.shape[dim]
         v = x.v.sum(dim=dim, keepdim=True)
         mags = x.v.abs().double().sum(dim=dim, keepdim=True)
         err = x.e.sum(dim=dim, keepdim=True) + _mul0(torch.full_like(mags, _gamma(n, t.dtype.name)), mags)
-        return self.finish(op, t.dtype, v, err)
+        return self.finish(op, t.dtype, v, err, _finite(x.v).all(dim=dim, keepdim=True))
 
     def matmul(self, a: Bounded, b: Bounded, acc: Bounded | None, e: MatMul) -> Bounded:
         k = a.v.shape[-1]
@@ -312,7 +327,8 @@ class _BoundKernel(_KernelInterp):
             err = err + acc.e + rounding("f32", v)
         if e.type.dtype.name in ("bf16", "f16"):
             err = err + rounding(e.type.dtype.name, v)
-        return self.finish("matmul", e.type.dtype, v, err)
+        finite_in = _finite(a.v).all(dim=-1, keepdim=True) & _finite(b.v).all(dim=0, keepdim=True)
+        return self.finish("matmul", e.type.dtype, v, err, finite_in)
 
     def cast(self, x: Bounded, src: dt.DType, to: dt.DType, mode: str) -> Bounded:
         directed = mode in ("trunc", "floor", "ceil") and not self.nearest
@@ -331,9 +347,11 @@ class _BoundKernel(_KernelInterp):
         shape = torch.broadcast_shapes(c.shape, a.shape, b.shape)
         v = torch.where(c.v, a.v, b.v)
         err = torch.where(c.v, a.e, b.e).expand(shape)
-        spread = (a.v - b.v).abs().to(torch.float64) + torch.maximum(a.e, b.e)
+        av, bv = a.v.to(torch.float64), b.v.to(torch.float64)  # bool and int branches too
+        gap = torch.where(av == bv, torch.zeros_like(av), (av - bv).abs())  # equal infinities: no gap
+        spread = gap + torch.maximum(a.e, b.e)
         err = torch.where(c.e > 0, torch.maximum(err, spread.expand(shape)), err)
-        return Bounded(v, err.clone())
+        return Bounded(v, _clean(err).clone())
 
 
 def run_kernel_bound(kernel: Kernel, args: list[Any], *, nearest: bool = False, task: int | None = None,

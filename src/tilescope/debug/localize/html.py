@@ -3,8 +3,8 @@
 For each mismatching output, a heatmap of ``|sim - golden|`` (log scale; an output over 200 x 200
 cells is shown one cell per block, the block's largest error), with every task's region of it
 outlined and the culprit task's in blue; then the fingerprint, the evidence, the limitations and
-what to run next. Outputs of more than 2 dims are shown with their leading dims flattened (no
-task regions drawn).
+what to run next. Outputs of other than 2 dims are shown as one row (1-D) or with their leading
+dims flattened, without task regions.
 """
 
 from __future__ import annotations

@@ -145,6 +145,7 @@ class OpDivergence:
     bad: int
     numel: int
     pair: int = 0  # its place among the values compared
+    flat: int = 0  # the element's row-major position in the tile
     interp: float | None = None  # interp's value there, in the program's dtypes
 
     def text(self, task: int) -> str:
@@ -173,6 +174,11 @@ def compare_ops(
                 f"the probe build's capture {compared} (statement {index}) pairs with another statement of the IR: "
                 "the C++ does more or less than the IR says"
             ), compared
+        if value.v.numel() != tile.numel():
+            return None, (
+                f"the probe build's capture {compared} (statement {index}) holds {tile.numel()} elements where the IR's "
+                f"value holds {value.v.numel()}: the C++ does other than the IR says"
+            ), compared
         compared += 1
         v, e = value.v.reshape(tile.shape), value.e.reshape(tile.shape)
         bad = outside(tile, v, e)
@@ -182,7 +188,7 @@ def compare_ops(
         flat = int(excess.reshape(-1).argmax())
         return OpDivergence(
             site, tuple(coords(flat, tile.shape)), float(tile.reshape(-1)[flat]), float(v.reshape(-1)[flat]),
-            float(e.reshape(-1)[flat]), int(bad.sum()), tile.numel(), compared - 1,
+            float(e.reshape(-1)[flat]), int(bad.sum()), tile.numel(), compared - 1, flat,
         ), None, compared  # fmt: skip
     if len(captures) != len(values):
         return None, (

@@ -55,12 +55,13 @@ class ReferenceCheck:
     unusable: list[str] = field(default_factory=list)
 
 
-def probe_sites(program: Program) -> dict[str, tuple[Kernel, int, Probe]]:
-    """Every probe of the program by name: its kernel, id (its place in the kernel) and statement."""
-    out = {}
+def probe_sites(program: Program) -> dict[str, list[tuple[Kernel, int, Probe]]]:
+    """Every probe of the program by name (kernels may share one): its kernels, ids (places in
+    the kernel) and statements."""
+    out: dict[str, list[tuple[Kernel, int, Probe]]] = {}
     for k in program.kernels:
         for i, s in enumerate(x for x in statements(k.body) if isinstance(x, Probe)):
-            out.setdefault(s.name, (k, i, s))
+            out.setdefault(s.name, []).append((k, i, s))
     return out
 
 
@@ -78,9 +79,9 @@ def producer(kernel: Kernel, probe: Probe) -> Any:
     return last
 
 
-def intermediates(build: Build, report: RunReport) -> dict[str, torch.Tensor]:
+def intermediates(build: Build, report: RunReport) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Every orchestration intermediate (by its name) as the tasks that wrote it left it, from
-    the run's level-2 dump; elements no task wrote are NaN (floats) or 0."""
+    the run's level-2 dump, and the mask of the elements a task wrote."""
     assert report.dump is not None
     names = buffer_names(build, report)
     inter = {b.buffer_id: b for b in report.buffers if b.program_arg < 0}
@@ -102,7 +103,7 @@ def intermediates(build: Build, report: RunReport) -> dict[str, torch.Tensor]:
         index = tuple(slice(lo, hi) for lo, hi in box)
         out[name][index] = value.reshape(out[name][index].shape)
         written[name][index] = True
-    return out
+    return {name: (value, written[name]) for name, value in out.items()}
 
 
 def _writers_of(build: Build, report: RunReport, name: str) -> list[tuple[int, tuple[slice, ...]]]:
@@ -117,8 +118,10 @@ def _writers_of(build: Build, report: RunReport, name: str) -> list[tuple[int, t
     return sorted(out, key=lambda x: x[0])
 
 
-def _captures(tasks: list[CapturedTask], kernel: str, probe_id: int) -> list[tuple[int, torch.Tensor]]:
-    return [(t.task_id, tile) for t in tasks if t.kernel == kernel for pid, tile in t.probes if pid == probe_id]
+def _captures(tasks: list[CapturedTask], sites: list[tuple[Kernel, int, Probe]]) -> list[tuple[int, str, torch.Tensor]]:
+    """(task, kernel, tile) of every capture of a probe name, in task order."""
+    ids = {k.name: pid for k, pid, _ in sites}
+    return [(t.task_id, t.kernel, tile) for t in tasks if t.kernel in ids for pid, tile in t.probes if pid == ids[t.kernel]]
 
 
 def _probe_reference(ref: torch.Tensor, n: int, tile: torch.Size) -> list[torch.Tensor] | None:
@@ -149,26 +152,30 @@ def check_references(
     found: list[tuple[tuple[int, int], Divergence]] = []
     for name, ref in refs.items():
         if name in probes:
-            kernel, pid, stmt = probes[name]
-            caps = _captures(tasks, kernel.name, pid)
-            if not caps:
-                check.unusable.append(f"reference {name!r}: probe {name} of kernel {kernel.name} captured nothing")
+            sites = probes[name]
+            kernel_names = ", ".join(k.name for k, _, _ in sites)
+            caps3 = _captures(tasks, sites)
+            if not caps3:
+                check.unusable.append(f"reference {name!r}: probe {name} of kernel {kernel_names} captured nothing")
                 continue
+            caps = [(tid, tile) for tid, _, tile in caps3]
             tile = caps[0][1].shape
             wanted = _probe_reference(ref, len(caps), tile)
             if wanted is None:
                 n, (r, c) = len(caps), (tuple(tile) + (1, 1))[:2]
                 check.unusable.append(
-                    f"reference {name!r} has shape {list(ref.shape)}; probe {name} of kernel {kernel.name} captured "
+                    f"reference {name!r} has shape {list(ref.shape)}; probe {name} of kernel {kernel_names} captured "
                     f"{n} tile(s) of {list(tile)}: give {list(tile)} (one capture), {[n, *tile]} (one per capture, "
                     f"in task order) or {[n * r, c]} (one after the other along the rows)"
                 )
                 continue
             bad = [(i, tid) for i, ((tid, got), want) in enumerate(zip(caps, wanted)) if not bool(close(got, want, rtol, atol).all())]
             if not bad:
-                check.evidence.append(f"probe {name} ({kernel.name}): all {len(caps)} captures match their reference")
+                check.evidence.append(f"probe {name} ({kernel_names}): all {len(caps)} captures match their reference")
                 continue
             i, tid = bad[0]
+            kname = caps3[i][1]
+            kernel, pid, stmt = next(s for s in sites if s[0].name == kname)
             n, mabs, mrel = summary(caps[i][1], wanted[i], rtol, atol)
             row = next((k for k in build.kernels if k["name"] == kernel.name), {})
             line = next((p.get("line") for p in row.get("probes", []) if p.get("id") == pid), None) or stmt.loc
@@ -179,13 +186,13 @@ def check_references(
             )
             found.append(((tid, 0), Divergence(name, "probe", tid, kernel.name, text, producer(kernel, stmt))))
         elif name in inter:
-            got = inter[name]
+            got, wrote = inter[name]
             if tuple(ref.shape) != tuple(got.shape):
                 check.unusable.append(
                     f"reference {name!r} has shape {list(ref.shape)}; the intermediate {name} is {list(got.shape)}"
                 )
                 continue
-            mism = ~close(got, ref, rtol, atol) & ~torch.isnan(got.double() if got.is_floating_point() else got.double())
+            mism = ~close(got, ref, rtol, atol) & wrote
             if not bool(mism.any()):
                 check.evidence.append(f"intermediate {name}: every element the tasks wrote matches its reference")
                 continue

@@ -175,7 +175,7 @@ def output_signatures(
         sigs.append(
             Signature(
                 "writers", name,
-                f"the {n} mismatching elements of {name} were written by {_task_list(bad_writers)}: "
+                f"the {n} mismatching elements of {name} lie in the output regions of {_task_list(bad_writers)}: "
                 + ", ".join(w.region for w in bad_writers[:4]) + (" ..." if len(bad_writers) > 4 else ""),
                 bad_writers[0].task_id, bad_writers[0].kernel, {"tasks": [w.task_id for w in bad_writers]},
             )

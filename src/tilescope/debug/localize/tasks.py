@@ -68,7 +68,17 @@ def captured_tasks(build: Build, report: RunReport) -> list[CapturedTask]:
             t.lost = True
             continue
         (t.inputs if r.stage == "before_dispatch" else t.outputs)[r.arg_index] = value.clone()
-    return [tasks[k] for k in sorted(tasks)]
+    out = [tasks[k] for k in sorted(tasks)]
+    for t in out:  # a record the dump dropped (its record buffer full) leaves a task incomplete
+        params = build.kernels[t.func_id].get("params", [])
+        for i, p in enumerate(params):
+            if p.get("shape") is None:
+                t.lost = t.lost or i not in t.inputs
+            elif p["direction"] in ("out", "inout"):
+                t.lost = t.lost or i not in t.outputs or (p["direction"] == "inout" and i not in t.inputs)
+            else:
+                t.lost = t.lost or i not in t.inputs
+    return out
 
 
 @dataclass

@@ -165,7 +165,8 @@ void TensorDump::capture(WorkerBuffer &w, const Task &t, int32_t arg_index, int3
     }
     const ts_tensor &tensor = t.args[arg_index].u.t;
     const bool describable = tensor.ndim >= 1 && tensor.ndim <= TS_MAX_DIMS && dtype_valid(tensor.dtype);
-    if (arena_bytes_ > 0 && describable) store_payload(w, rec, tensor);
+    // NOTE: the arena may be there for probes alone: level 3 keeps no argument payload
+    if (arena_bytes_ > 0 && describable && (level_ == 1 || level_ == 2)) store_payload(w, rec, tensor);
     w.records.push_back(rec);
 }
 
