@@ -205,6 +205,7 @@ def p(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
 
 def test_op_level_through_a_row_sum_pairs_every_statement(monkeypatch):
     import localize_programs as P
+
     from tilescope.debug.localize import codegen_check
 
     work = saved(P.long_sum, P.LONG_SUM, P.long_sum_golden, rtol=1e-4, atol=1e-4).work_dir
