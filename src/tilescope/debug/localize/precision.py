@@ -127,6 +127,12 @@ class PrecisionQuestions:
             f"rtol={rtol:.2g}, atol={atol:g}: the tightest tolerance at which every output passes; sim's error is "
             f"rounding the program's dtypes allow, and {why}"
         )
+        if narrow:
+            rep.summary = rep.summary.replace(
+                "the mismatch is rounding, not a defect",
+                f"the mismatch is the rounding of the program's own dtypes (it rounds through {narrow[0]}), a defect only "
+                "if those dtypes are not what was meant",
+            )
         if rtol > 1e-2 and narrow:
             text += f"; a tolerance this loose comes from rounding through {narrow[0]}: if that is not meant, that cast is the defect"
         rep.tolerance = {"rtol": rtol, "atol": atol, "text": text}
