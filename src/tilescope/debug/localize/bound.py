@@ -385,13 +385,4 @@ class _BoundOrch(_OrchInterp):
         return sorted(found, key=lambda o: -1 if o.task is None else o.task)
 
 
-def run_program_bound(program: Program, args: list[Any], *, nearest: bool = False) -> list[Overflow]:
-    """Run ``program`` on ``args`` (Bounded tensors, updated in place, and Python scalars);
-    returns the overflows it met, in task order."""
-    orch = _BoundOrch(program, nearest)
-    with torch.no_grad():
-        orch.run(args)
-    return orch.overflows()
-
-
-__all__ = ["Bounded", "Overflow", "UNIT_ROUNDOFF", "rounding", "run_kernel_bound", "run_program_bound", "ulp"]
+__all__ = ["Bounded", "Overflow", "UNIT_ROUNDOFF", "rounding", "run_kernel_bound", "ulp"]

@@ -26,7 +26,6 @@ from tilescope.build.paths import LOCALIZE_DIR, LOCALIZE_JSON, atomic_write, dfx
 
 FORMAT = "tilescope-localize"
 VERSION = 1
-CATEGORIES = ("codegen", "algorithm", "precision", "pass")
 
 
 @dataclass
@@ -133,4 +132,4 @@ def write_report(work_dir: Path, report: LocalizeReport) -> Path:
     return path
 
 
-__all__ = ["CATEGORIES", "Culprit", "FingerprintRow", "LocalizeReport", "write_report"]
+__all__ = ["Culprit", "FingerprintRow", "LocalizeReport", "write_report"]

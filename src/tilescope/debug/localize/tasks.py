@@ -113,7 +113,6 @@ class TaskScan:
     divergent: list[TaskDivergence] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)  # tasks whose payloads were not kept
     unjudged: list[int] = field(default_factory=list)  # outputs with an infinite bound (overflow)
-    overflows: list[Overflow] = field(default_factory=list)
 
 
 def outside(got: torch.Tensor, v: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
@@ -145,8 +144,7 @@ def scan_tasks(build: Build, program: Program, tasks: list[CapturedTask], neares
                 args.append(Bounded.exact(t.inputs[i]))
             else:  # Out: starts as sim left it, so elements the kernel does not write agree
                 args.append(Bounded.exact(t.outputs[i]))
-        run = run_kernel_bound(kernels[t.kernel], args, nearest=nearest, task=t.task_id)
-        scan.overflows += run.overflows
+        run_kernel_bound(kernels[t.kernel], args, nearest=nearest, task=t.task_id)
         scan.checked += 1
         for i, p in enumerate(params):
             if i not in t.outputs:
@@ -227,8 +225,9 @@ class _RecordingOrch(_BoundOrch):
 
 
 def run_program_recorded(program: Program, args: list[Any], nearest: bool = False) -> tuple[list[Overflow], list[Submitted]]:
-    """The bound run of ``program`` (``bound.run_program_bound``), also returning what every
-    task was submitted with, in task order."""
+    """Run ``program`` on ``args`` (Bounded tensors, updated in place, and Python scalars) with
+    its error bounds; returns the overflows it met (in task order) and what every task was
+    submitted with, in task order."""
     orch = _RecordingOrch(program, nearest)
     with torch.no_grad():
         orch.run(args)
