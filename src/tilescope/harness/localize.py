@@ -41,6 +41,7 @@ from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.harness.cli import tolerance_arg
 from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_references, load_snapshot, save_snapshot
+from tilescope.ir import dtypes
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import Binaries, launch
 from tilescope.runtime.graph import DUMP_ARENA_BYTES
@@ -84,7 +85,7 @@ def _sim_run(build: CompiledProgram, inputs: dict[str, Any]) -> tuple[dict[str, 
         report = info.report
         records = report.dump.records if report.dump is not None else []
         lost = any(r.truncated or r.overwritten for r in records)
-        need = sum(math.prod(r.shape) * _itemsize(r.dtype) for r in records if r.kind != "scalar")
+        need = sum(math.prod(r.shape) * dtypes.by_name(r.dtype).itemsize for r in records if r.kind != "scalar")
         if not lost or arena >= need or need > _MAX_ARENA:
             break
         arena = need + (1 << 20)
@@ -123,12 +124,6 @@ def _probe_runner(build: CompiledProgram):
         return {i: args[i] for i in task.outputs}, captures
 
     return run
-
-
-def _itemsize(dtype: str) -> int:
-    from tilescope.ir import dtypes
-
-    return dtypes.by_name(dtype).itemsize
 
 
 def localize(
