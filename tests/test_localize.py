@@ -169,6 +169,12 @@ def test_harness_localize_flag_localizes_a_failed_comparison(capsys):
     assert "[localize] blocks: algorithm" in capsys.readouterr().out
 
 
+def test_harness_localize_flag_uses_the_data_this_run_saved():
+    result = run_jit(P.blocks, P.BLOCKS, golden_fn=P.blocks_golden, localize=True, save_data=True)
+    assert result.localize is not None and result.localize.data == str(result.work_dir / "data")
+    assert not (result.work_dir / "dfx_outputs" / "localize" / "data").exists()
+
+
 def test_harness_localize_flag_does_nothing_when_the_run_passes():
     result = run_jit(P.affine, P.AFFINE, golden_fn=P.affine_golden, localize=True)
     assert result.passed and result.localize is None

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from tilescope.debug.localize.metrics import close, coords, diffs
 from tilescope.errors import HarnessError
 from tilescope.harness.user_code import call_user, function_name
 
@@ -115,10 +116,6 @@ class CompareReport:
         return f"got {got}, expected {expected} (abs diff {diff:.4g}, rel diff {rel:.3g})"
 
 
-def _coords(flat: int, shape: torch.Size) -> tuple[int, ...]:
-    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if len(shape) else ()
-
-
 def compare_tensor(
     name: str, actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
 ) -> CompareReport:
@@ -135,24 +132,20 @@ def compare_tensor(
         )
     a = actual.detach().to(torch.float64)
     e = expected.detach().to(torch.float64)
-    close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
-    inf = float("inf")
-    same = (a == e) | (torch.isnan(a) & torch.isnan(e))  # a == e holds for equal infinities
-    diff = torch.where(same, torch.zeros_like(a), (a - e).abs().nan_to_num(nan=inf, posinf=inf))
-    rel = diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
-    rel = torch.where(same, torch.zeros_like(rel), rel.nan_to_num(nan=inf, posinf=inf))
-    rep = CompareReport(name, bool(close.all()), a.numel(), dtype=actual.dtype)
-    rep.mismatches = int((~close).sum())
+    ok = close(a, e, rtol, atol)
+    diff, rel = diffs(a, e)
+    rep = CompareReport(name, bool(ok.all()), a.numel(), dtype=actual.dtype)
+    rep.mismatches = int((~ok).sum())
     if a.numel():
         i = int(diff.reshape(-1).argmax())
-        rep.max_abs_diff, rep.max_abs_at = float(diff.reshape(-1)[i]), _coords(i, a.shape)
+        rep.max_abs_diff, rep.max_abs_at = float(diff.reshape(-1)[i]), coords(i, a.shape)
         j = int(rel.reshape(-1).argmax())
-        rep.max_rel_diff, rep.max_rel_at = float(rel.reshape(-1)[j]), _coords(j, a.shape)
+        rep.max_rel_diff, rep.max_rel_at = float(rel.reshape(-1)[j]), coords(j, a.shape)
     rep.nan_actual, rep.nan_expected = int(torch.isnan(a).sum()), int(torch.isnan(e).sum())
     rep.inf_actual, rep.inf_expected = int(torch.isinf(a).sum()), int(torch.isinf(e).sum())
-    bad = (~close).reshape(-1).nonzero().reshape(-1)[:FIRST_MISMATCHES]
+    bad = (~ok).reshape(-1).nonzero().reshape(-1)[:FIRST_MISMATCHES]
     flat_a, flat_e = a.reshape(-1), e.reshape(-1)
-    rep.first = [(_coords(int(k), a.shape), float(flat_a[k]), float(flat_e[k])) for k in bad]
+    rep.first = [(coords(int(k), a.shape), float(flat_a[k]), float(flat_e[k])) for k in bad]
     return rep
 
 

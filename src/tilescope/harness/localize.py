@@ -179,16 +179,18 @@ def localize_run(
     golden: dict[str, torch.Tensor],
     references: dict[str, torch.Tensor],
     data: str | os.PathLike | None,
+    saved: bool,
     rtol: float,
     atol: float,
     say: Callable[[str], None],
 ) -> LocalizeReport | None:
-    """Localize a harness run whose comparison failed (``--localize``), on ``data``: a data
-    directory, None for the build's own (saved by this run), or ``"fresh"``: this run's inputs
-    and golden, saved for it into ``dfx_outputs/localize/data`` (replacing the last one there).
-    Prints the verdict; a localize that cannot run is reported and returns None."""
+    """Localize a harness run whose comparison failed (``--localize``) on its data: ``data`` (a
+    data directory, as ``--golden-data`` gave it), the build's own when this run ``saved`` it
+    there, or else this run's inputs and golden, saved
+    for it into ``dfx_outputs/localize/data`` (replacing the last one there). Prints the
+    verdict; a localize that cannot run is reported and returns None."""
     try:
-        if data == "fresh":
+        if data is None and not saved:
             where = dfx_dir(build.work_dir) / LOCALIZE_DIR / LOCALIZE_DATA
             if where.is_dir():
                 shutil.rmtree(where)  # localize's own copy from an earlier run

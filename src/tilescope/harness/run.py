@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -36,6 +35,7 @@ from tilescope.harness.data import load_snapshot, save_snapshot
 from tilescope.harness.localize import LocalizeReport, localize_run
 from tilescope.harness.specs import Spec, check_specs, check_specs_match, generate, outputs, seed_problem
 from tilescope.harness.user_code import GoldenError, call_user, function_name
+from tilescope.ir.verifier import PROBE_NAME  # the names a reference of a probe or intermediate may have
 from tilescope.language.decorators import InlineFunction, KernelFunction
 from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
@@ -176,9 +176,8 @@ def execute(
             phases.say(line)
     result.passed = all(r.passed for r in result.comparisons)
     if localize and not result.passed:
-        data = golden_from if golden_from is not None else (None if save_data else "fresh")
         result.localize = localize_run(
-            compiled, before, result.golden, result.references, data, rtol, atol, phases.say
+            compiled, before, result.golden, result.references, golden_from, save_data, rtol, atol, phases.say
         )
 
 
@@ -335,9 +334,6 @@ def check_options(
         )
 
 
-REFERENCE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what a probe or intermediate may be named
-
-
 def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):
     """A golden that runs ``golden_fn`` on the values (filling outputs in place) and returns the
     outputs ``names``, and every tensor it added under a name of its own (the reference of an
@@ -371,7 +367,7 @@ def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]
                     f"golden_fn {fn_name} {left}: the golden of an output must be a torch tensor "
                     f"(fill it in place: t[{n!r}][:] = ...)"
                 )
-        refs = {k: values[k].detach().cpu() for k in added if torch.is_tensor(values[k]) and REFERENCE_NAME.fullmatch(k)}
+        refs = {k: values[k].detach().cpu() for k in added if torch.is_tensor(values[k]) and PROBE_NAME.fullmatch(k)}
         return {**{n: values[n] for n in names}, **refs}
 
     return run

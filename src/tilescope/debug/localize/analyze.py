@@ -107,6 +107,7 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
         self.interp = {a.name: iargs[i] for i, a in enumerate(self.build.args) if a.is_output}
         bargs = self.bounded_args()
         self.overflows, self.submitted = run_program_recorded(self.program, bargs)
+        self.sim_calls = sim_submissions(self.build, self.src.report)  # what the compiled orchestration submitted
         self.exact = {a.name: bargs[i] for i, a in enumerate(self.build.args) if a.is_output}
         if any(c.cast.mode in _DIRECTED for d in ("bf16", "f16", "f32") for c in casts_to(self.program, d)):
             nargs = self.bounded_args()
@@ -291,7 +292,7 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
     def task_arguments(self) -> dict[int, str]:
         """How each task's arguments read, by task id: ``x = x[0:16, 0:16], y = y[0:16, 16:32]``."""
         out = {}
-        for tid, (kernel, args) in enumerate(sim_submissions(self.build, self.src.report)):
+        for tid, (kernel, args) in enumerate(self.sim_calls):
             params = [p.name for p in self.kernels[kernel].params] if kernel in self.kernels else []
             out[tid] = ", ".join(f"{p} = {a}" for p, a in zip(params, args))
         return out

@@ -32,7 +32,6 @@ from tilescope.debug.localize.tasks import (
     compare_submissions,
     outside,
     scan_tasks,
-    sim_submissions,
 )
 from tilescope.errors import TilescopeError
 from tilescope.ir.nodes import Kernel
@@ -46,7 +45,7 @@ class CodegenQuestions:
 
     def orchestration_codegen(self) -> bool:
         """The culprit when the compiled orchestration submits a task otherwise than the program; False if none does."""
-        found = compare_submissions(sim_submissions(self.build, self.src.report), self.submitted)
+        found = compare_submissions(self.sim_calls, self.submitted)
         if not found:
             return False
         m = found[0]

@@ -1,4 +1,5 @@
-"""How far one tensor is from another: the numbers localize's fingerprint and evidence quote."""
+"""How far one tensor is from another: what the harness's comparison and localize's fingerprint
+and evidence count (one definition of a match and of the abs and rel diffs)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ def summary(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> tuple
     return int((~close(a, b, rtol, atol)).sum()), float(diff.max()), float(rel.max())
 
 
-def coords(flat: int, shape: torch.Size) -> list[int]:
+def coords(flat: int, shape: torch.Size) -> tuple[int, ...]:
     """The N-d index of flat index ``flat`` in ``shape``."""
-    return [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)] if len(shape) else []
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if len(shape) else ()
 
 
 def number(x: float) -> str:

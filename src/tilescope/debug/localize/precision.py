@@ -58,7 +58,8 @@ class PrecisionQuestions:
             f"{rep.culprit.op} overflows {o.dtype} in task {o.task}: {reach}; the Inf/NaN it makes reach the output "
             "where the golden is finite"
         )
-        first = first_nonfinite(captured_tasks(self.build, self.src.report))
+        self.tasks = self.tasks or captured_tasks(self.build, self.src.report)
+        first = first_nonfinite(self.tasks)
         if first is not None:
             rep.evidence.append(f"NaN/Inf first appear in the outputs of task {first.task_id} (kernel {first.kernel}), from finite inputs")
         rep.evidence.append(

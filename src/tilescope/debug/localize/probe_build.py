@@ -187,7 +187,7 @@ def compare_ops(
         excess = torch.where(bad, diffs(tile, v)[0] - e, torch.zeros_like(e))
         flat = int(excess.reshape(-1).argmax())
         return OpDivergence(
-            site, tuple(coords(flat, tile.shape)), float(tile.reshape(-1)[flat]), float(v.reshape(-1)[flat]),
+            site, coords(flat, tile.shape), float(tile.reshape(-1)[flat]), float(v.reshape(-1)[flat]),
             float(e.reshape(-1)[flat]), int(bad.sum()), tile.numel(), compared - 1, flat,
         ), None, compared  # fmt: skip
     if len(captures) != len(values):

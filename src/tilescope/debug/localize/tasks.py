@@ -23,6 +23,7 @@ from tilescope.build.manifest import Build
 from tilescope.debug.deps import buffer_names, region_text
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.localize.bound import Bounded, Overflow, _BoundOrch, run_kernel_bound
+from tilescope.debug.localize.metrics import coords
 from tilescope.debug.tensor_dump import view_of
 from tilescope.ir.nodes import Assign, Program
 from tilescope.runtime.records import RunReport, TaskArgRecord
@@ -118,8 +119,7 @@ class TaskScan:
 def outside(got: torch.Tensor, v: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
     """Where ``got`` lies outside ``[v - e, v + e]`` (NaN against NaN and equal infinities inside;
     an infinite bound holds anything)."""
-    g = got.to(torch.float64) if got.is_floating_point() else got.to(torch.float64)
-    vv = v.to(torch.float64)
+    g, vv = got.to(torch.float64), v.to(torch.float64)
     same = (g == vv) | (torch.isnan(g) & torch.isnan(vv))
     far = (g - vv).abs() > e * (1 + 1e-9)
     far = far | (torch.isnan(g) != torch.isnan(vv))
@@ -158,7 +158,7 @@ def scan_tasks(build: Build, program: Program, tasks: list[CapturedTask], neares
                 continue
             excess = torch.where(bad, (got.double() - ref.v.double()).abs().nan_to_num(nan=float("inf")) - ref.e, 0)
             flat = int(excess.reshape(-1).argmax())
-            index = tuple(int(k) for k in torch.unravel_index(torch.tensor(flat), got.shape))
+            index = coords(flat, got.shape)
             scan.divergent.append(
                 TaskDivergence(
                     t.task_id, t.kernel, p.name, t.regions.get(i, p.name), n, got.numel(), index,
