@@ -104,13 +104,7 @@ def _probe_runner(build: CompiledProgram):
                             list(normal.probes))  # fmt: skip
         binaries.kernels[task.func_id] = entry.address
         binaries.probes[task.func_id] = probe_installer(entry.library)
-        params = build.kernel_params(task.func_id)
-        args: list[Any] = []
-        for i, p in enumerate(params):
-            if p.shape is None:
-                args.append(task.inputs.get(i))
-            else:
-                args.append(guarded_clone(task.inputs[i] if i in task.inputs else task.outputs[i]))
+        args = task.arguments(build.kernel_params(task.func_id), guarded_clone)
         opts = knobs.runtime_options({"log_level": "error"})
         try:
             info = launch(build, binaries, args, opts, task=task.func_id, capture=Recording(probes=True))

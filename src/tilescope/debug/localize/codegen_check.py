@@ -104,15 +104,7 @@ class CodegenQuestions:
         """Whether interp, on the task's inputs, stays within the bound (the bound holds there)."""
         kernel = self.kernels[task.kernel]
         params = self.build.kernel_params(task.func_id)
-        plain, bounded = [], []
-        for i, p in enumerate(params):
-            if p.shape is None:
-                plain.append(task.inputs.get(i))
-                bounded.append(task.inputs.get(i))
-                continue
-            value = task.inputs[i] if i in task.inputs else task.outputs[i]
-            plain.append(value.clone())
-            bounded.append(Bounded.exact(value))
+        plain, bounded = task.arguments(params), task.arguments(params, Bounded.exact)
         with torch.no_grad():
             _KernelInterp(kernel, False).run(plain)
         run_kernel_bound(kernel, bounded)
@@ -182,9 +174,7 @@ class CodegenQuestions:
                 "values may not be the build's"
             )
         params = self.build.kernel_params(task.func_id)
-        args = [task.inputs.get(i) if p.shape is None else Bounded.exact(task.inputs[i] if i in task.inputs else task.outputs[i])
-                for i, p in enumerate(params)]  # fmt: skip
-        values = run_kernel_bound(kernel, args, nearest=nearest, keep_values=True).values
+        values = run_kernel_bound(kernel, task.arguments(params, Bounded.exact), nearest=nearest, keep_values=True).values
         d, why, compared = compare_ops(sites, captures, values)
         rep.evidence.append(
             f"the probe build of kernel {kernel.name} compiled in {built:.2f}s; replaying task {task.task_id} on it "
@@ -194,9 +184,7 @@ class CodegenQuestions:
             rep.limitations.append(f"op by op: {why}")
         if d is None:
             return False
-        plain = [task.inputs.get(i) if p.shape is None else (task.inputs[i] if i in task.inputs else task.outputs[i])
-                 for i, p in enumerate(params)]  # fmt: skip
-        ivals = interp_values(kernel, plain)
+        ivals = interp_values(kernel, task.arguments(params))
         if d.pair < len(ivals) and ivals[d.pair][0] is d.site.stmt and ivals[d.pair][1].numel() == d.numel:
             # NOTE: interp's tile (a 1-D tile, a store's region of a 3-D tensor) holds the same elements in
             # the same row-major order as the capture, whose shape the index is in

@@ -166,9 +166,7 @@ class PrecisionQuestions:
                 continue
             kernel = self.kernels[t.kernel]
             params = self.build.kernel_params(t.func_id)
-            args = [t.inputs.get(i) if p.shape is None else Bounded.exact(t.inputs[i] if i in t.inputs else t.outputs[i])
-                    for i, p in enumerate(params)]  # fmt: skip
-            for stmt, value in run_kernel_bound(kernel, args, keep_values=True).values:
+            for stmt, value in run_kernel_bound(kernel, t.arguments(params, Bounded.exact), keep_values=True).values:
                 v = value.v.double() if torch.is_tensor(value.v) else value.v
                 if bool((torch.isinf(value.e) & torch.isfinite(v)).any()):
                     rep.culprit = Culprit(t.task_id, t.kernel, op_name(stmt))

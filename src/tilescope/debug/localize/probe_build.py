@@ -126,10 +126,10 @@ class _Recorded(_KernelInterp):
 
 
 def interp_values(kernel: Kernel, args: list[Any]) -> list[tuple[Any, torch.Tensor]]:
-    """Every tile interp makes running ``kernel`` on copies of ``args``, in the order it made them."""
+    """Every tile interp makes running ``kernel`` on ``args`` (updated in place), in the order it made them."""
     run = _Recorded(kernel)
     with torch.no_grad():
-        run.run([a.clone() if torch.is_tensor(a) else a for a in args])
+        run.run(args)
     return run.values
 
 

@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,15 @@ class CapturedTask:
     roles: dict[int, str] = field(default_factory=dict)  # arg index -> input | output | inout | scalar
     probes: list[tuple[int, torch.Tensor]] = field(default_factory=list)  # (probe id, tile), in the order they ran
     lost: bool = False  # a payload the dump could not keep
+
+    def arguments(self, params: list[Any], wrap: Callable[[torch.Tensor], Any] = torch.clone) -> list[Any]:
+        """The task's arguments for running its kernel again: scalars as given, tensors through
+        ``wrap`` as sim gave them, an Out parameter as sim left it (so the elements the kernel does
+        not write agree)."""
+        return [
+            self.inputs.get(i) if p.shape is None else wrap(self.inputs[i] if i in self.inputs else self.outputs[i])
+            for i, p in enumerate(params)
+        ]
 
 
 def captured_tasks(build: Build, report: RunReport) -> list[CapturedTask]:
@@ -136,14 +146,7 @@ def scan_tasks(build: Build, program: Program, tasks: list[CapturedTask], neares
             scan.lost.append(t.task_id)
             continue
         params = build.kernel_params(t.func_id)
-        args: list[Any] = []
-        for i, p in enumerate(params):
-            if p.shape is None:
-                args.append(t.inputs.get(i))
-            elif i in t.inputs:
-                args.append(Bounded.exact(t.inputs[i]))
-            else:  # Out: starts as sim left it, so elements the kernel does not write agree
-                args.append(Bounded.exact(t.outputs[i]))
+        args = t.arguments(params, Bounded.exact)
         run_kernel_bound(kernels[t.kernel], args, nearest=nearest, task=t.task_id)
         scan.checked += 1
         for i, p in enumerate(params):
