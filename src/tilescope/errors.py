@@ -41,16 +41,20 @@ class DSLError(TilescopeError):
         super().__init__(self._render())
 
     def _render(self) -> str:
-        parts = []
-        head = f"{self.loc}: " if self.loc else ""
-        parts.append(f"{head}{self.message}")
-        if self.loc is not None:
-            src = self.loc.source_line()
-            if src.strip():
-                parts.append(f"    {src.strip()}")
-        if self.hint:
-            parts.append(f"  hint: {self.hint}")
-        return "\n".join(parts)
+        return render_at(self.message, self.loc, self.hint)
+
+
+def render_at(message: str, loc: SourceLoc | None, hint: str | None = None) -> str:
+    """``file:line: message``, the source line, and ``hint:`` — how an error (or a compile
+    warning) tied to DSL source reads."""
+    parts = [f"{loc}: {message}" if loc else message]
+    if loc is not None:
+        src = loc.source_line()
+        if src.strip():
+            parts.append(f"    {src.strip()}")
+    if hint:
+        parts.append(f"  hint: {hint}")
+    return "\n".join(parts)
 
 
 class UnsupportedSyntaxError(DSLError):

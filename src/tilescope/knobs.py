@@ -169,6 +169,15 @@ COMPILE_KNOBS: dict[str, Knob] = {
         ),
         Knob("verify", True, "run the IR verifier after every pass", _is_bool, "a bool"),
         Knob(
+            "strict",
+            False,
+            "compile warnings are errors: a kernel that cannot write part of an Out param (the union of its "
+            "stores over its loops) fails the compile instead of warning",
+            _is_bool,
+            "a bool",
+            flag=Flag(("--strict",), "compile", {"action": "store_true"}),
+        ),
+        Knob(
             "check_bounds",
             True,
             "checked build (the default): every tile load/store and dynamic index checks its bounds at "

@@ -41,8 +41,9 @@ from tilescope.codegen.build_files import run_py, scene_test
 from tilescope.codegen.kernel_config import config_data, kernel_config_source
 from tilescope.codegen.kernel_cpp import kernel_cpp
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
-from tilescope.errors import TilescopeError, ToolchainError
+from tilescope.errors import TilescopeError, ToolchainError, VerifyError, render_at
 from tilescope.ir.analysis import kernel_core
+from tilescope.ir.coverage import Unwritten, unwritten
 from tilescope.ir.nodes import Program
 from tilescope.ir.printer import program_str
 from tilescope.ir.traverse import recursion_room
@@ -92,6 +93,20 @@ def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) 
         ) from None
 
 
+def _coverage(program: Program, strict: bool) -> list[Unwritten]:
+    """The kernels' Out params that their stores cannot write whole: a warning each, or (strict)
+    a VerifyError naming the first."""
+    gaps = unwritten(program)
+    if gaps and strict:
+        first = gaps[0]
+        more = f"\n  ({len(gaps) - 1} more: see the build's report/summary.txt)" if len(gaps) > 1 else ""
+        raise VerifyError(first.message() + more, first.loc, first.hint())
+    for g in gaps:
+        hint = f"{g.hint()}; compile_cfg strict=True (--strict) makes this an error"
+        log.warning("[compile] warning: %s", render_at(g.message(), g.loc, hint))
+    return gaps
+
+
 def _compile_into(work: Path, program: Program, opts: dict[str, Any], held: BuildLock | None) -> Compiled:
     t0 = time.perf_counter()
     manager = PassManager(
@@ -101,6 +116,7 @@ def _compile_into(work: Path, program: Program, opts: dict[str, Any], held: Buil
         dump_dir=work / PASSES_DUMP_DIR if opts["dump_passes"] else None,
     )
     final, pass_report = manager.run(program)
+    gaps = _coverage(final, bool(opts["strict"]))
     atomic_write(work / IR_DIR / f"{final.name}.py", program_str(final, f"final IR of {final.name}"))
     t_passes = time.perf_counter() - t0
 
@@ -116,7 +132,7 @@ def _compile_into(work: Path, program: Program, opts: dict[str, Any], held: Buil
     results = toolchain.build(jobs)
     t_build = time.perf_counter() - t1
 
-    write_report(work / REPORT_DIR, final, pass_report, results, opts)
+    write_report(work / REPORT_DIR, final, pass_report, results, opts, gaps)
     runtime_config = {
         "platforms": list(knobs.PLATFORMS),
         "local_memory_bytes": opts["local_memory_bytes"],

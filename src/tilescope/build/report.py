@@ -10,6 +10,7 @@ from typing import Any
 
 from tilescope.build.paths import atomic_write
 from tilescope.ir.analysis import kernel_core, local_memory_peak
+from tilescope.ir.coverage import Unwritten
 from tilescope.ir.nodes import Assign, Const, For, Program, Stmt, Submit
 from tilescope.ir.traverse import child_exprs, stmt_bodies, walk_exprs, walk_stmts
 from tilescope.ir.types import TileType
@@ -48,9 +49,11 @@ def task_counts(body: tuple[Stmt, ...]) -> tuple[dict[str, int], bool]:
     return counts, exact
 
 
-def build_report(program: Program, pass_timings, build_results, opts: dict[str, Any]) -> dict[str, Any]:
-    """The report as JSON data: per kernel its core, local-memory peak and tasks per run; pass and
-    compile times."""
+def build_report(
+    program: Program, pass_timings, build_results, opts: dict[str, Any], gaps: list[Unwritten] = ()
+) -> dict[str, Any]:
+    """The report as JSON data: per kernel its core, local-memory peak and tasks per run; the Out
+    regions no store writes (``unwritten``); pass and compile times."""
     capacity = opts["local_memory_bytes"]
     counts, exact = task_counts(program.body)
     kernels = []
@@ -77,6 +80,7 @@ def build_report(program: Program, pass_timings, build_results, opts: dict[str, 
         "tasks_per_run": sum(counts.values()),
         "tasks_per_run_exact": exact,
         "kernels": kernels,
+        "unwritten": [g.as_dict() for g in gaps],
         "pass_seconds": {name: round(t, 6) for name, t in pass_timings},
         "compile": [
             {"source": str(r.job.source.name), "cache_hit": r.cache_hit, "seconds": round(r.seconds, 4)}
@@ -96,6 +100,9 @@ def summary_text(rep: dict[str, Any]) -> str:
             f"{k['name']:<24}{k['core']:<6}{k['tasks_per_run']:>8}{peak:>18}{k['local_memory_use']:>8.1%}  "
             f"{k['peak_at'] or '-'}"
         )
+    if rep.get("unwritten"):
+        lines += ["", "warnings: Out regions no store of the kernel writes:"]
+        lines += [f"  {g['at'] or '-'}: {g['message']}" for g in rep["unwritten"]]
     lines += ["", "pass timings:"]
     lines += [f"  {name:<24}{t * 1000:8.2f} ms" for name, t in rep["pass_seconds"].items()]
     hits = sum(c["cache_hit"] for c in rep["compile"])
@@ -104,10 +111,10 @@ def summary_text(rep: dict[str, Any]) -> str:
 
 
 def write_report(
-    out: Path, program: Program, pass_report, build_results, opts: dict[str, Any]
+    out: Path, program: Program, pass_report, build_results, opts: dict[str, Any], gaps: list[Unwritten] = ()
 ) -> dict[str, Any]:
     """Write ``report.json`` and ``summary.txt`` into ``out``; returns the report data."""
-    rep = build_report(program, pass_report.timings, build_results, opts)
+    rep = build_report(program, pass_report.timings, build_results, opts, gaps)
     atomic_write(out / "report.json", json.dumps(rep, indent=2) + "\n")
     atomic_write(out / "summary.txt", summary_text(rep))
     return rep
