@@ -55,6 +55,7 @@ DEPS_HTML = "deps_graph.html"
 TRACE_JSON = "trace.json"
 CRASH_REPORT = "crash_report.txt"  # dfx_outputs/crash_report[_<id>].txt
 LOCALIZE_DIR = "localize"  # dfx_outputs/localize/: tilescope localize's report
+TRIAGE_DIR = "triage"  # dfx_outputs/triage/: tilescope triage's runs (audit/: the access audit build)
 LOCALIZE_JSON = "report.json"
 LOCALIZE_HTML = "report.html"
 LOCALIZE_DATA = "data"  # dfx_outputs/localize/data: the data of a run localized by --localize

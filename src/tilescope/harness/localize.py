@@ -46,7 +46,7 @@ from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import Binaries, launch
 from tilescope.runtime.graph import DUMP_ARENA_BYTES
 from tilescope.runtime.guarded import guarded_clone
-from tilescope.runtime.library import load_entry, probe_installer
+from tilescope.runtime.library import load_entry, sink_installer
 
 _MAX_ARENA = 8 << 30  # the most a localize run keeps of every task's arguments
 
@@ -103,7 +103,7 @@ def _probe_runner(build: CompiledProgram):
         binaries = Binaries(normal.orchestration, list(normal.kernels), [*normal.libraries, entry.library],
                             list(normal.probes))  # fmt: skip
         binaries.kernels[task.func_id] = entry.address
-        binaries.probes[task.func_id] = probe_installer(entry.library)
+        binaries.probes[task.func_id] = sink_installer(entry.library)
         args = task.arguments(build.kernel_params(task.func_id), guarded_clone)
         opts = knobs.runtime_options({"log_level": "error"})
         try:

@@ -43,7 +43,7 @@ from tilescope.runtime.graph import (
     tensor_arg,
     worker_stack_mib,
 )
-from tilescope.runtime.library import ProbeInstaller, load_entry, probe_installer, probe_sink
+from tilescope.runtime.library import ProbeInstaller, load_entry, probe_sink, sink_installer
 from tilescope.runtime.records import RunReport
 
 log = logging.getLogger("tilescope")
@@ -88,7 +88,7 @@ def load_binaries(build: Build) -> Binaries:
             entry = load_entry(build.work_dir / k["binary"], k["function_name"])
             loaded.kernels.append(entry.address)
             loaded.libraries.append(entry.library)
-            loaded.probes.append(probe_installer(entry.library))
+            loaded.probes.append(sink_installer(entry.library))
         return loaded
 
 

@@ -82,6 +82,29 @@ def guarded_clone(t: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def guarded_args(values: list) -> list:
+    """``values`` with every CPU tensor replaced by a guarded copy (``guarded_clone``). Tensors
+    of one dtype that view one storage share one copy of the part of it they view, each viewing
+    it as it viewed the original: arguments that alias stay aliased."""
+    groups: dict[tuple[int, torch.dtype], list[torch.Tensor]] = {}
+    for v in values:
+        if torch.is_tensor(v) and v.device.type == "cpu" and v.numel() and min(v.stride(), default=0) >= 0:
+            groups.setdefault((v.untyped_storage().data_ptr(), v.dtype), []).append(v)
+    copies: dict[int, torch.Tensor] = {}
+    for views in groups.values():
+        if len({id(v) for v in views}) == 1:
+            copies[id(views[0])] = guarded_clone(views[0])
+            continue
+        lo = min(v.storage_offset() for v in views)
+        hi = max(v.storage_offset() + sum((n - 1) * st for n, st in zip(v.shape, v.stride())) + 1 for v in views)
+        base = guarded_clone(views[0].new_empty(0).set_(views[0].untyped_storage(), lo, (hi - lo,), (1,)))
+        for v in views:
+            copies[id(v)] = base.as_strided(v.shape, v.stride(), base.storage_offset() + v.storage_offset() - lo)
+    return [
+        copies[id(v)] if id(v) in copies else guarded_clone(v) if torch.is_tensor(v) else v for v in values
+    ]
+
+
 def adopt_zones(t: torch.Tensor, before: int, after: int, owner: object) -> None:
     """Register ``before`` and ``after`` bytes of GUARD_BYTE around ``t``'s storage, which the
     caller wrote there (the isolated child's shared file), for as long as ``owner`` (the memory
@@ -110,4 +133,4 @@ def guard_zones(args: list[TsArg]) -> list[TsGuardZone]:
     return out
 
 
-__all__ = ["HEAD_BYTES", "MIN_TAIL_BYTES", "adopt_zones", "guard_zones", "guarded_clone"]
+__all__ = ["HEAD_BYTES", "MIN_TAIL_BYTES", "adopt_zones", "guard_zones", "guarded_args", "guarded_clone"]

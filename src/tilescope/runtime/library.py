@@ -156,11 +156,12 @@ def load_entry(path: str | os.PathLike, symbol: str) -> EntryPoint:
 ProbeInstaller = Callable[[int | None], None]
 
 
-def probe_installer(library: ctypes.CDLL) -> ProbeInstaller | None:
+def sink_installer(library: ctypes.CDLL, symbol: str = "ts_probe_install") -> ProbeInstaller | None:
     """A kernel library's ``ts_probe_install`` (set where its ``ts.probe`` calls go; None: off),
-    or None when the kernel has no probes."""
+    or its ``ts_audit_install`` (where an audit build's loads and stores are recorded); None when
+    the library has no such sink."""
     try:
-        fn = library.ts_probe_install
+        fn = getattr(library, symbol)
     except AttributeError:
         return None
     fn.argtypes, fn.restype = [ctypes.c_void_p], None

@@ -109,19 +109,20 @@ inline void check_box(const TensorView<T> &view, const int64_t (&offsets)[N], co
 
 }  // namespace detail
 
-/// load<R, C>(view, offsets), after checking the box against the view's shape.
+/// load<R, C>(view, offsets), after checking the box against the view's shape (`line`: the caller's).
 template <int R, int C, class T, std::size_t N>
-inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N], const CheckSite &site) {
+inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N], const CheckSite &site,
+                          int line = __builtin_LINE()) {
     detail::check_box<R, C>(view, offsets, site);
-    return load<R, C>(view, offsets);
+    return load<R, C>(view, offsets, line);
 }
 
-/// store(view, offsets, tile), after checking the box against the view's shape.
+/// store(view, offsets, tile), after checking the box against the view's shape (`line`: the caller's).
 template <class T, std::size_t N, class U, int R, int C>
 inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
-                  const CheckSite &site) {
+                  const CheckSite &site, int line = __builtin_LINE()) {
     detail::check_box<R, C>(view, offsets, site);
-    store(view, offsets, tile);
+    store(view, offsets, tile, line);
 }
 
 }  // namespace ts

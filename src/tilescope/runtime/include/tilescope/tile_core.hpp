@@ -9,6 +9,8 @@
 //    1-D tensor: its only dim, and the tile has one row); leading dims contribute only their
 //    offset. With TS_CHECK_BOUNDS defined, every load/store checks the offset count and the
 //    box against the tensor's shape and calls ts::bounds_violation() when they are wrong.
+//    With TS_AUDIT_ACCESSES defined, every load/store reports its box and its caller's C++ line
+//    (the defaulted `line` argument) to the access audit before touching an element (audit.hpp).
 #pragma once
 
 #include <cstddef>
@@ -18,6 +20,10 @@
 
 #include <tilescope/abi.h>
 #include <tilescope/tile_types.hpp>
+
+#ifdef TS_AUDIT_ACCESSES
+#include <tilescope/audit.hpp>
+#endif
 
 namespace ts {
 
@@ -175,10 +181,16 @@ inline Box<T> locate(const TensorView<T> &view, const int64_t (&offsets)[N]) {
 
 }  // namespace detail
 
-/// Loads the R x C box of `view` starting at `offsets` (one offset per tensor dim).
+/// Loads the R x C box of `view` starting at `offsets` (one offset per tensor dim). `line` is the
+/// caller's C++ line (what the access audit records, audit.hpp).
 template <int R, int C, class T, std::size_t N>
-inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N]) {
+inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N], int line = __builtin_LINE()) {
     static_assert(N >= 2 || R == 1, "a tile loaded from a 1-D tensor must have exactly one row");
+#ifdef TS_AUDIT_ACCESSES
+    audit::record(audit::kLoad, view.data, sizeof(T), offsets, view.strides, static_cast<int>(N), R, C, line);
+#else
+    (void)line;
+#endif
 #ifdef TS_CHECK_BOUNDS
     detail::check_box<R, C>("load", view, offsets);
 #endif
@@ -196,11 +208,18 @@ inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N]
     return t;
 }
 
-/// Stores `tile` into the box of `view` starting at `offsets` (one offset per tensor dim).
+/// Stores `tile` into the box of `view` starting at `offsets` (one offset per tensor dim). `line` is
+/// the caller's C++ line (what the access audit records, audit.hpp).
 template <class T, std::size_t N, class U, int R, int C>
-inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile) {
+inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
+                  int line = __builtin_LINE()) {
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
     static_assert(N >= 2 || R == 1, "a tile stored to a 1-D tensor must have exactly one row");
+#ifdef TS_AUDIT_ACCESSES
+    audit::record(audit::kStore, view.data, sizeof(T), offsets, view.strides, static_cast<int>(N), R, C, line);
+#else
+    (void)line;
+#endif
 #ifdef TS_CHECK_BOUNDS
     detail::check_box<R, C>("store", view, offsets);
 #endif

@@ -1,0 +1,168 @@
+"""The static race proof over a run's recorded graph: every two tasks whose accesses to one
+buffer overlap, at least one of them a write, must be ordered by a path of edges; the pairs that
+are not are listed with their regions (``hazards``).
+
+Invariants:
+- An access (``Span``) is a region a task declared (one of its tensor arguments, with the
+  argument's direction) or, from an access audit (``debug.triage.audit``), a box its kernel
+  actually loaded or stored. Two accesses overlap when their boxes in the buffer's index space
+  intersect; when either has no box (a view that does not fit the index space), when their byte
+  ranges intersect (never a missed overlap, maybe one too many).
+- Program arguments that alias one storage share one buffer (the storage's address), so a
+  tensor passed twice, or two overlapping views of it, are compared like any two regions.
+- ``Order.ordered(a, b)`` is whether a path of recorded edges (inferred and explicit) leads from
+  one task to the other. Descendant sets are bitsets over the tasks, computed once in reverse
+  topological order; a graph of more than ``_MAX_CLOSURE`` tasks answers each query by a search
+  instead (memoized per source).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+Box = tuple[tuple[int, int], ...]
+
+_MAX_CLOSURE = 20000
+
+
+@dataclass(frozen=True)
+class Span:
+    """One access of one task to one buffer: ``box`` in its index space (None: outside it),
+    ``lo``/``hi`` the byte range that holds it; ``op`` is the declared direction (``in``,
+    ``out``, ``inout``) or, audited, ``load``/``store`` with the C++ ``line`` of the call."""
+
+    task: int
+    buffer: int
+    op: str
+    write: bool
+    box: Box | None
+    lo: int
+    hi: int
+    arg: int | None = None
+    line: int | None = None
+
+    @property
+    def audited(self) -> bool:
+        """Whether this is what the kernel did (an audit record), not what the task declared."""
+        return self.op in ("load", "store")
+
+
+@dataclass(frozen=True)
+class Hazard:
+    """Two unordered tasks whose accesses overlap, at least one a write."""
+
+    first: Span
+    second: Span
+    overlap: Box | None
+
+    @property
+    def kind(self) -> str:
+        """``write/write`` or ``read/write`` (in the order of the two spans)."""
+        return "/".join("write" if s.write else "read" for s in (self.first, self.second))
+
+
+class Order:
+    """Whether one task is ordered before another by the recorded edges."""
+
+    def __init__(self, num_tasks: int, edges: list[tuple[int, int]]):
+        self.n = num_tasks
+        self.succ: list[list[int]] = [[] for _ in range(num_tasks)]
+        for a, b in edges:
+            if 0 <= a < num_tasks and 0 <= b < num_tasks and a != b:
+                self.succ[a].append(b)
+        self.desc: list[int] | None = self._closure() if num_tasks <= _MAX_CLOSURE else None
+        self.memo: dict[int, set[int]] = {}
+
+    def _closure(self) -> list[int]:
+        indeg = [0] * self.n
+        for out in self.succ:
+            for b in out:
+                indeg[b] += 1
+        ready = deque(i for i in range(self.n) if indeg[i] == 0)
+        topo = []
+        while ready:
+            v = ready.popleft()
+            topo.append(v)
+            for b in self.succ[v]:
+                indeg[b] -= 1
+                if indeg[b] == 0:
+                    ready.append(b)
+        desc = [0] * self.n
+        for v in reversed(topo):  # NOTE: tasks on a cycle (a deadlock) keep no descendants
+            bits = 0
+            for b in self.succ[v]:
+                bits |= desc[b] | (1 << b)
+            desc[v] = bits
+        return desc
+
+    def reaches(self, a: int, b: int) -> bool:
+        """Whether a path of edges leads from task ``a`` to task ``b``."""
+        if self.desc is not None:
+            return bool(self.desc[a] >> b & 1)
+        seen = self.memo.get(a)
+        if seen is None:
+            seen, todo = set(), [a]
+            while todo:
+                for s in self.succ[todo.pop()]:
+                    if s not in seen:
+                        seen.add(s)
+                        todo.append(s)
+            self.memo[a] = seen
+        return b in seen
+
+    def ordered(self, a: int, b: int) -> bool:
+        """Whether tasks ``a`` and ``b`` are ordered one way or the other."""
+        return a == b or self.reaches(a, b) or self.reaches(b, a)
+
+
+def intersect(a: Box | None, b: Box | None) -> Box | None:
+    """The intersection of two boxes of one index space (None: empty, or not comparable)."""
+    if a is None or b is None or len(a) != len(b):
+        return None
+    box = tuple((max(x[0], y[0]), min(x[1], y[1])) for x, y in zip(a, b))
+    return None if any(lo >= hi for lo, hi in box) else box
+
+
+def overlaps(a: Span, b: Span) -> bool:
+    """Whether two accesses of one buffer touch a common element (see the invariants)."""
+    if a.box is not None and b.box is not None and len(a.box) == len(b.box):
+        return intersect(a.box, b.box) is not None
+    return a.lo < b.hi and b.lo < a.hi
+
+
+def contains(outer: Box | None, inner: Box | None) -> bool:
+    """Whether box ``inner`` lies inside box ``outer``."""
+    if outer is None or inner is None or len(outer) != len(inner):
+        return False
+    return all(o[0] <= i[0] and i[1] <= o[1] for o, i in zip(outer, inner))
+
+
+def hazards(spans: list[Span], order: Order, limit: int = 1000) -> list[Hazard]:
+    """Every pair of unordered tasks whose spans overlap with a write (one per pair of tasks,
+    buffer and pair of access kinds; at most ``limit``), in task order."""
+    by_buffer: dict[int, list[Span]] = {}
+    for s in spans:
+        by_buffer.setdefault(s.buffer, []).append(s)
+    found: dict[tuple, Hazard] = {}
+    for group in by_buffer.values():
+        group.sort(key=lambda s: (s.lo, s.hi))
+        active: list[Span] = []
+        for s in group:
+            active = [a for a in active if a.hi > s.lo]
+            for a in active:
+                if a.task == s.task or not (a.write or s.write) or not overlaps(a, s):
+                    continue
+                first, second = (a, s) if (a.task, a.op) <= (s.task, s.op) else (s, a)
+                key = (first.task, second.task, s.buffer, first.op, second.op)
+                if key in found or order.ordered(a.task, s.task):
+                    continue
+                found[key] = Hazard(first, second, intersect(first.box, second.box))
+                if len(found) >= limit:
+                    return _sorted(found)
+            active.append(s)
+    return _sorted(found)
+
+
+def _sorted(found: dict[tuple, Hazard]) -> list[Hazard]:
+    return sorted(found.values(), key=lambda h: (h.first.task, h.second.task, h.first.op, h.second.op))

@@ -1,0 +1,143 @@
+"""The access audit and the race proof over a run's graph: what tasks actually loaded and stored
+against what they declared, and every overlapping pair with a write that no path orders."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from helpers import line_of
+
+import tilescope as ts
+from tilescope.debug.triage.hazards import Order, Span, hazards
+from tilescope.harness.audit import audit_run
+
+B, C = 64, 64
+
+
+@ts.kernel
+def produce(x: ts.Tensor[[B, C], ts.f32], y: ts.Out[[B, C], ts.f32]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [B, C]) * 2.0)
+
+
+@ts.kernel
+def consume(y: ts.Tensor[[B, C], ts.f32], z: ts.Out[[B, C], ts.f32]):
+    t = ts.load(y, [0, 0], [B, C])
+    ts.store(z, [0, 0], t + 1.0)
+
+
+@ts.jit
+def pipeline(x: ts.Tensor[[5 * B, C], ts.f32], y: ts.Out[[5 * B, C], ts.f32], z: ts.Out[[4 * B, C], ts.f32]):
+    for r in ts.range(0, 4 * B, B):
+        produce(x[r : r + B, :], y[r : r + B, :])
+    for r in ts.range(0, 4 * B, B):
+        consume(y[r : r + B, :], z[r : r + B, :])
+
+
+def inputs():
+    return {"x": torch.randn(5 * B, C), "y": torch.zeros(5 * B, C), "z": torch.zeros(4 * B, C)}
+
+
+def test_a_correct_program_is_proved_race_free_and_every_access_is_inside_its_region(tmp_path):
+    prog = pipeline.compile(build_dir=str(tmp_path))
+    a = audit_run(prog, inputs())
+    assert a.failure is None and a.strays == [] and a.hazards == []
+    # 8 tasks, each one load and one store, all audited, each inside its own declared region
+    assert len(a.audited) == 16 and {s.op for s in a.audited} == {"load", "store"}
+    assert len(a.declared) == 16
+    assert (prog.work_dir / "dfx_outputs" / "triage" / "audit" / "consume.so").is_file()
+
+
+def _edit(prog, kernel: str, old: str, new: str) -> str:
+    (k,) = [k for k in prog.kernels if k["name"] == kernel]
+    src = prog.work_dir / k["source"]
+    text = src.read_text()
+    edited = re.sub(r", ::check_sites\[\d+\]\)", ")", text.replace(old, new))  # its check dropped too
+    assert edited != text
+    src.write_text(edited)
+    return k["source"]
+
+
+def test_a_load_half_a_block_past_its_region_into_an_unordered_neighbour_is_named(tmp_path):
+    prog = pipeline.compile(build_dir=str(tmp_path))
+    _edit(prog, "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
+    prog = ts.CompiledProgram.from_dir(prog.work_dir)
+    a = audit_run(prog, inputs())
+    # consume task 4 reads y[32:96): its own block and half of the next, which task 5 (produce) writes
+    stray = next(st for st in a.strays if st.access.task == 4)
+    assert stray.access.op == "load" and a.region(stray.access) == "y[32:96, 0:64]"
+    assert a.region(stray.declared) == "y[0:64, 0:64]"
+    text = a.stray_text(stray)
+    assert text.startswith("task 4 (kernel consume): load of y[32:96, 0:64] at kernels/vec/consume.cpp:")
+    assert f"test_audit.py:{line_of(consume, 't = ts.load(y')}" in text and "outside its declared in y[0:64, 0:64]" in text
+    # the race: task 1 (produce, block 1) writes y[64:128) and nothing orders it with task 4
+    races = [h for h in a.hazards if {h.first.task, h.second.task} == {1, 4}]
+    assert len(races) == 1
+    h = races[0]
+    assert (h.first.task, h.first.op, h.second.task, h.second.op) == (1, "out", 4, "load")
+    assert a.region(h.first, h.overlap) == "y[64:96, 0:64]"
+    assert "are not ordered by any path of dependencies (write/read)" in a.hazard_text(h)
+    # task 7 (the last consume) reads rows nobody writes, but no task races with it there
+    assert not any(7 in (h.first.task, h.second.task) for h in a.hazards)
+
+
+def test_a_store_through_an_input_is_a_write_the_graph_never_saw(tmp_path):
+    prog = pipeline.compile(build_dir=str(tmp_path))
+    # through a copy of the view, which the signature check (a reading of the C++) cannot follow
+    _edit(prog, "consume", "store(z, {0, 0}, t + 1.0f", "TensorView<float> w = y; store(w, {0, 0}, t + 1.0f")
+    prog = ts.CompiledProgram.from_dir(prog.work_dir)
+    a = audit_run(prog, inputs())
+    stray = next(st for st in a.strays if st.access.task == 4)
+    assert stray.access.op == "store" and "(declared In, written)" in a.stray_text(stray)
+    # it writes y[0:64) which task 0 wrote before it (ordered): no race there, but the graph was wrong
+    assert not any({h.first.task, h.second.task} == {0, 4} for h in a.hazards)
+
+
+@ts.kernel
+def shift(a: ts.Tensor[[B, C], ts.f32], b: ts.Out[[B, C], ts.f32]):
+    ts.store(b, [0, 0], ts.load(a, [0, 0], [B, C]) + 1.0)
+
+
+@ts.jit
+def aliased(a: ts.Tensor[[4 * B, C], ts.f32], b: ts.Out[[4 * B, C], ts.f32]):
+    for r in ts.range(0, 3 * B, B):
+        shift(a[r : r + B, :], b[r + B : r + 2 * B, :])  # b's block r+1 from a's block r
+
+
+def test_one_tensor_passed_as_input_and_output_is_ordered_by_address(tmp_path):
+    prog = aliased.compile(build_dir=str(tmp_path))
+    t = torch.arange(4 * B * C, dtype=torch.float32).reshape(4 * B, C)
+    expected = t.clone()
+    for r in range(0, 3 * B, B):  # sequential semantics: each task sees the one before it
+        expected[r + B : r + 2 * B] = expected[r : r + B] + 1
+    got = t.clone()
+    prog(got, got, enable_dep_gen=True)  # the same storage as In and Out
+    torch.testing.assert_close(got, expected)
+    deps = (prog.work_dir / "dfx_outputs" / "deps.json").read_text()
+    assert '"kind": "RAW"' in deps
+    a = audit_run(prog, {"a": t, "b": t})
+    assert a.hazards == [] and a.strays == []
+    assert [(e.pred, e.succ) for e in a.report.edges if e.kind == "RAW"] == [(0, 1), (1, 2)]
+
+
+def _span(task, write, rows, op=None):
+    return Span(task, 1, op or ("out" if write else "in"), write, ((rows[0], rows[1]), (0, 8)), rows[0] * 32, rows[1] * 32)
+
+
+def test_the_proof_follows_paths_not_just_edges_and_ignores_reads_against_reads():
+    spans = [_span(0, True, (0, 8)), _span(1, False, (0, 8)), _span(2, False, (4, 12)), _span(3, True, (8, 16))]
+    # 0 -> 1 -> 3, and 2 stands alone: 2 reads rows 4..12, which 0 and 3 write
+    order = Order(4, [(0, 1), (1, 3)])
+    found = [(h.first.task, h.second.task, h.kind) for h in hazards(spans, order)]
+    assert found == [(0, 2, "write/read"), (2, 3, "read/write")]
+    assert hazards(spans, Order(4, [(0, 1), (1, 3), (0, 2), (2, 3)])) == []
+    # two reads never race, whatever the order
+    assert hazards([_span(0, False, (0, 8)), _span(1, False, (0, 8))], Order(2, [])) == []
+
+
+def test_views_outside_the_index_space_are_compared_by_bytes():
+    a = Span(0, 1, "out", True, None, 0, 64)
+    b = Span(1, 1, "in", False, ((0, 1), (0, 4)), 60, 76)
+    c = Span(2, 1, "in", False, ((0, 1), (0, 4)), 64, 80)
+    found = [(h.first.task, h.second.task) for h in hazards([a, b, c], Order(3, []))]
+    assert found == [(0, 1)]
