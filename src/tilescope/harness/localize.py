@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import sys
@@ -41,14 +40,11 @@ from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.harness.cli import tolerance_arg
 from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_references, load_snapshot, save_snapshot
-from tilescope.ir import dtypes
+from tilescope.harness.recorded import recorded_run
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import Binaries, launch
-from tilescope.runtime.graph import DUMP_ARENA_BYTES
 from tilescope.runtime.guarded import guarded_clone
 from tilescope.runtime.library import load_entry, sink_installer
-
-_MAX_ARENA = 8 << 30  # the most a localize run keeps of every task's arguments
 
 
 class LocalizeError(TilescopeError):
@@ -69,26 +65,15 @@ def _data_dir(work: Path, golden_data: str | os.PathLike | None) -> Path:
 
 def _sim_run(build: CompiledProgram, inputs: dict[str, Any]) -> tuple[dict[str, torch.Tensor], Any]:
     """sim on copies of ``inputs`` (with guard zones), serially, recording what localize reads."""
-    opts = knobs.runtime_options({"serial": True, "enable_dep_gen": True, "log_level": "error"})
     capture = Recording(record_edges=True, record_task_times=True, dump_level=2, probes=True)
-    arena = DUMP_ARENA_BYTES
-    while True:
-        args = [guarded_clone(inputs[a.name]) if torch.is_tensor(inputs[a.name]) else inputs[a.name] for a in build.args]
-        try:
-            info = launch(build, build.binaries(), args, opts, capture=capture, dump_arena_bytes=arena)
-        except RuntimeFailure as e:
-            raise LocalizeError(
-                f"the sim run of {build.name} on this data fails rather than answering wrong:\n{e}\n"
-                "localize explains wrong answers; see the failure with `tilescope replay "
-                f"{build.work_dir}`"
-            ) from None
-        report = info.report
-        records = report.dump.records if report.dump is not None else []
-        lost = any(r.truncated or r.overwritten for r in records)
-        need = sum(math.prod(r.shape) * dtypes.by_name(r.dtype).itemsize for r in records if r.kind != "scalar")
-        if not lost or arena >= need or need > _MAX_ARENA:
-            break
-        arena = need + (1 << 20)
+    try:
+        args, report = recorded_run(build, inputs, capture, dep_gen=True)
+    except RuntimeFailure as e:
+        raise LocalizeError(
+            f"the sim run of {build.name} on this data fails rather than answering wrong:\n{e}\n"
+            "localize explains wrong answers; see the failure with `tilescope replay "
+            f"{build.work_dir}`"
+        ) from None
     outputs = {a.name: args[i] for i, a in enumerate(build.args) if a.is_output}
     return outputs, report
 

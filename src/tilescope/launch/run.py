@@ -131,12 +131,14 @@ def launch(
     crash_report: Path | str | None = None,
     capture: Recording | None = None,
     dump_arena_bytes: int | None = None,
+    poison: int | None = None,
 ) -> RunInfo:
     """Run ``build`` (or, with ``task``, its kernel ``task`` alone) on ``args`` in this process.
 
     ``capture`` asks the core for records no observer writes out (the caller reads them from
     ``RunInfo.report``); ``dump_arena_bytes`` is the tensor dump's payload room per worker
-    (None: ``runtime.graph.DUMP_ARENA_BYTES``).
+    (None: ``runtime.graph.DUMP_ARENA_BYTES``); ``poison`` a byte every intermediate starts filled
+    with (None: zeros).
 
     Raises:
         RuntimeFailure: the run failed; ``.failure`` (a Failure) names the task, kernel and
@@ -167,6 +169,7 @@ def launch(
         worker_stack_mib=worker_stack_mib(int(build.runtime_config.get("local_memory_bytes", 0))),
         dump_arena_bytes=dump_arena_bytes,
         probes=recording.probes,
+        poison=poison,
     )
     cargs = [
         scalar_arg(a, spec.dtype) if spec.direction is Direction.SCALAR else tensor_arg(a, spec.direction)

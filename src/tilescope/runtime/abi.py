@@ -124,6 +124,7 @@ class TsRunConfig(ctypes.Structure):
         ("guard_zones", ctypes.POINTER(TsGuardZone)),
         ("num_guard_zones", ctypes.c_int32),
         ("probes", ctypes.c_int32),
+        ("poison", ctypes.c_int32),
     ]
 
 

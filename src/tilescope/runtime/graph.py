@@ -192,6 +192,7 @@ class Runtime:
             os.fsencode(checks.crash_report_path) if checks.crash_report_path else None,
         )
         config.probes = int(checks.probes)
+        config.poison = 0 if checks.poison is None else 0x100 | (checks.poison & 0xFF)
         zones = guard_zones(args)
         if zones:
             config.guard_zones = (TsGuardZone * len(zones))(*zones)
@@ -339,6 +340,7 @@ class RunChecks:
     worker_stack_mib: int = 0  # > 0: workers' stacks hold at least this (see worker_stack_mib)
     dump_arena_bytes: int | None = None  # tensor dump payload ring per worker (None: DUMP_ARENA_BYTES)
     probes: bool = False  # keep kernels' ts.probe tiles as dump records (stage "probe")
+    poison: int | None = None  # intermediates start with every byte this value (None: zero-filled)
 
 
 def worker_stack_mib(local_memory_bytes: int) -> int:

@@ -14,7 +14,7 @@
 static_assert(sizeof(ts_task_arg_record) == 120, "ts_task_arg_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_buffer_record) == 104, "ts_buffer_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_dump_record) == 160, "ts_dump_record layout changed: update runtime/abi.py");
-static_assert(sizeof(ts_run_config) == 88, "ts_run_config layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_run_config) == 96, "ts_run_config layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_failure_record) == 288, "ts_failure_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_wait_record) == 144, "ts_wait_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_nan_record) == 64, "ts_nan_record layout changed: update runtime/abi.py");
@@ -78,6 +78,8 @@ ts_run_result *checked_run(const char *caller, ts::rt::Runtime *runtime, const t
             why = "a serial run needs a runtime of exactly 1 worker, not " + std::to_string(workers);
         if (why.empty() && !(cfg.task_timeout_s >= 0))
             why = "task_timeout_s must be >= 0 (0: no budget)";
+        if (why.empty() && cfg.poison != 0 && (cfg.poison & ~0xFF) != 0x100)
+            why = "poison must be 0 (off) or 0x100 | the fill byte, not " + std::to_string(cfg.poison);
         if (!why.empty()) {
             result->status = 1;
             result->error = std::string(caller) + ": " + why;

@@ -73,6 +73,8 @@ typedef struct ts_run_config {
     int32_t num_guard_zones;
     int32_t probes; /* nonzero: a kernel's ts.probe calls (ts_probe_record) are kept as dump records
                        of stage TS_DUMP_PROBE, with a level-0 dump if dump_level is 0. Read by probes */
+    int32_t poison; /* 0: intermediates (create_tensor) start zero-filled; else 0x100 | b: every byte
+                       of them starts as b (the poison runs of tilescope triage and --poison) */
 } ts_run_config;
 
 /* Why a run failed (ts_failure_record::kind). */

@@ -1,0 +1,68 @@
+"""One serial sim run of a build on copies of given inputs, recording what an analysis reads: the
+run under ``tilescope localize``, ``tilescope triage`` and ``--poison``.
+
+Invariants: the given inputs are never written (the run has guarded copies; arguments that alias
+stay aliased); a level-2 tensor dump's payload room is grown until the dump lost nothing (or it
+would pass ``MAX_ARENA``); a failing run raises the RuntimeFailure, for the caller to word.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from tilescope import knobs
+from tilescope.debug.observers import Recording
+from tilescope.ir import dtypes
+from tilescope.ir.types import Direction
+from tilescope.launch.program import CompiledProgram
+from tilescope.launch.run import launch
+from tilescope.runtime.graph import DUMP_ARENA_BYTES
+from tilescope.runtime.guarded import guarded_args
+from tilescope.runtime.records import RunReport
+
+MAX_ARENA = 8 << 30  # the most one recorded run keeps of every task's arguments
+
+
+def recorded_run(
+    build: CompiledProgram,
+    inputs: dict[str, Any],
+    capture: Recording,
+    *,
+    poison: int | None = None,
+    dep_gen: bool = False,
+) -> tuple[list[Any], RunReport]:
+    """Run ``build`` on sim, serially, on copies of ``inputs``, recording ``capture``; returns the
+    arguments as the run left them and its report. With ``poison``, intermediates and the Out
+    arguments' copies start with every byte ``poison``; ``dep_gen`` also writes deps.json.
+
+    Raises:
+        RuntimeFailure: the run failed (``.failure`` says how, ``.report`` what it recorded).
+    """
+    opts = knobs.runtime_options({"serial": True, "enable_dep_gen": dep_gen, "log_level": "error"})
+    arena = DUMP_ARENA_BYTES
+    while True:
+        args = guarded_args([inputs[a.name] for a in build.args])
+        if poison is not None:
+            for i, a in enumerate(build.args):
+                if a.direction is Direction.OUT and torch.is_tensor(args[i]):
+                    poison_fill(args[i], poison)
+        report = launch(build, build.binaries(), args, opts, capture=capture, dump_arena_bytes=arena,
+                        poison=poison).report  # fmt: skip
+        records = report.dump.records if report.dump is not None else []
+        lost = any(r.truncated or r.overwritten for r in records)
+        need = sum(math.prod(r.shape) * dtypes.by_name(r.dtype).itemsize for r in records if r.kind != "scalar")
+        if not capture.dump_level or not lost or arena >= need or need > MAX_ARENA:
+            return args, report
+        arena = need + (1 << 20)
+
+
+def poison_fill(t: torch.Tensor, byte: int) -> None:
+    """Every byte of ``t``'s elements set to ``byte`` (a bool element to ``byte``'s lowest bit, the
+    only values a bool may hold)."""
+    if t.dtype == torch.bool:
+        t.fill_(bool(byte & 1))
+        return
+    t.fill_(torch.full((t.element_size(),), byte, dtype=torch.uint8).view(t.dtype)[0])

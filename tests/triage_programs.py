@@ -1,0 +1,137 @@
+"""Seeded-bug programs for the triage tests: each a real program with one planted fault, and
+its correct twin where it has one."""
+
+from __future__ import annotations
+
+import torch
+
+import tilescope as ts
+
+# -- a store loop that stops one chunk early ---------------------------------------------------
+
+R, W = 64, 512
+
+
+@ts.kernel
+def scale_rows_short(x: ts.Tensor[[R, W], ts.f32], y: ts.Out[[R, W], ts.f32]):
+    for h in ts.range(0, W - 64, 64):  # the bug: one chunk short
+        t = ts.load(x, [0, h], [R, 64])
+        ts.store(y, [0, h], t * 2.0)
+
+
+@ts.kernel
+def add_one(y: ts.Tensor[[R, W], ts.f32], z: ts.Out[[R, W], ts.f32]):
+    for h in ts.range(0, W, 128):
+        ts.store(z, [0, h], ts.load(y, [0, h], [R, 128]) + 1.0)
+
+
+@ts.jit
+def short_store(x: ts.Tensor[[2 * R, W], ts.f32], z: ts.Out[[2 * R, W], ts.f32]):
+    y = ts.create_tensor([2 * R, W], ts.f32)
+    for r in ts.range(0, 2 * R, R):
+        scale_rows_short(x[r : r + R, :], y[r : r + R, :])
+    for r in ts.range(0, 2 * R, R):
+        add_one(y[r : r + R, :], z[r : r + R, :])
+
+
+def short_store_inputs() -> dict[str, torch.Tensor]:
+    return {"x": torch.randn(2 * R, W), "z": torch.zeros(2 * R, W)}
+
+
+def short_store_golden(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 + 1
+
+
+# -- split-KV attention: partial softmax-weighted sums per chunk of keys, then a combine --------
+
+Q, D, S, KV = 16, 64, 4, 64  # query rows, head dim, splits, keys per split
+SCALE = 0.125
+
+
+@ts.kernel
+def attn_partial(
+    q: ts.Tensor[[Q, D], ts.f32],
+    k: ts.Tensor[[KV, D], ts.f32],
+    v: ts.Tensor[[KV, D], ts.f32],
+    o: ts.Out[[Q, D], ts.f32],
+    m: ts.Out[[Q, 1], ts.f32],
+    rowsum: ts.Out[[Q, 1], ts.f32],
+):
+    s = ts.matmul(ts.load(q, [0, 0], [Q, D]), ts.transpose(ts.load(k, [0, 0], [KV, D]))) * SCALE
+    mx = ts.row_max(s)
+    p = ts.exp(s - mx)
+    ts.store(o, [0, 0], ts.matmul(p, ts.load(v, [0, 0], [KV, D])))
+    ts.store(m, [0, 0], mx)
+    ts.store(rowsum, [0, 0], ts.row_sum(p))
+
+
+@ts.kernel
+def attn_partial_no_l(
+    q: ts.Tensor[[Q, D], ts.f32],
+    k: ts.Tensor[[KV, D], ts.f32],
+    v: ts.Tensor[[KV, D], ts.f32],
+    o: ts.Out[[Q, D], ts.f32],
+    m: ts.Out[[Q, 1], ts.f32],
+    rowsum: ts.Out[[Q, 1], ts.f32],
+):
+    s = ts.matmul(ts.load(q, [0, 0], [Q, D]), ts.transpose(ts.load(k, [0, 0], [KV, D]))) * SCALE
+    mx = ts.row_max(s)
+    p = ts.exp(s - mx)
+    ts.store(o, [0, 0], ts.matmul(p, ts.load(v, [0, 0], [KV, D])))
+    ts.store(m, [0, 0], mx)  # the bug: rowsum (the row sums) is never stored
+
+
+@ts.kernel
+def attn_combine(
+    o: ts.Tensor[[S * Q, D], ts.f32],
+    m: ts.Tensor[[S * Q, 1], ts.f32],
+    rowsum: ts.Tensor[[S * Q, 1], ts.f32],
+    out: ts.Out[[Q, D], ts.f32],
+):
+    top = ts.load(m, [0, 0], [Q, 1])
+    for s in ts.range(Q, S * Q, Q):
+        top = ts.maximum(top, ts.load(m, [s, 0], [Q, 1]))
+    acc = ts.zeros([Q, D], ts.f32)
+    total = ts.zeros([Q, 1], ts.f32)
+    for s in ts.range(0, S * Q, Q):
+        w = ts.exp(ts.load(m, [s, 0], [Q, 1]) - top)
+        acc = acc + ts.load(o, [s, 0], [Q, D]) * w
+        total = total + ts.load(rowsum, [s, 0], [Q, 1]) * w
+    ts.store(out, [0, 0], acc / total)
+
+
+def _attention(partial):
+    @ts.jit
+    def split_kv(
+        q: ts.Tensor[[Q, D], ts.f32],
+        k: ts.Tensor[[S * KV, D], ts.f32],
+        v: ts.Tensor[[S * KV, D], ts.f32],
+        out: ts.Out[[Q, D], ts.f32],
+    ):
+        o = ts.create_tensor([S * Q, D], ts.f32)
+        m = ts.create_tensor([S * Q, 1], ts.f32)
+        rowsum = ts.create_tensor([S * Q, 1], ts.f32)
+        for s in ts.range(0, S, 1):
+            partial(q, k[s * KV : s * KV + KV, :], v[s * KV : s * KV + KV, :], o[s * Q : s * Q + Q, :],
+                    m[s * Q : s * Q + Q, :], rowsum[s * Q : s * Q + Q, :])  # fmt: skip
+        attn_combine(o, m, rowsum, out)
+
+    return split_kv
+
+
+split_kv = _attention(attn_partial)
+split_kv_missing_store = _attention(attn_partial_no_l)
+
+
+def attention_inputs() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return {
+        "q": torch.randn(Q, D, generator=g),
+        "k": torch.randn(S * KV, D, generator=g),
+        "v": torch.randn(S * KV, D, generator=g),
+        "out": torch.zeros(Q, D),
+    }
+
+
+def attention_golden(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(q @ k.T * SCALE, dim=-1) @ v
