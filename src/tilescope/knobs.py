@@ -266,8 +266,10 @@ RUNTIME_KNOBS: dict[str, Knob] = {
         Knob(
             "task_timeout_s",
             60.0,
-            "sim only: wall-clock budget of one task (and of the orchestration between submissions); "
-            "past it the run stops with a report of what was running and where; 0 = no budget",
+            "sim only: CPU-time budget of one task (and of the orchestration between submissions): the "
+            "CPU time its thread uses plus the time it is blocked (sleeping, waiting on a lock); time "
+            "waiting for a core is not charged, so a loaded machine does not stop it; past the budget the "
+            "run stops with a report of what was running and where; 0 = no budget",
             _is_seconds,
             "a number of seconds >= 0",
             flag=Flag(("--task-timeout",), "failures", {"type": float, "metavar": "SECONDS"}),

@@ -24,7 +24,14 @@ from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.symbolize import symbolize
 from tilescope.debug.tensor_dump import view_of
 from tilescope.ir import dtypes
-from tilescope.runtime.records import NanRecord, RunReport, SavedInputs, TaskArgRecord, WaitRecord
+from tilescope.runtime.records import (
+    FailureInfo,
+    NanRecord,
+    RunReport,
+    SavedInputs,
+    TaskArgRecord,
+    WaitRecord,
+)
 
 log = logging.getLogger("tilescope")
 
@@ -165,6 +172,7 @@ def _find_cycle(waits: list[WaitRecord]) -> list[int]:
 
 
 def _explain_timeout(f: Failure, names: _Names, info) -> None:
+    f.details.append(_charged_time(info))
     f.frames = _symbolize(list(info.frames), names.program)
     where = f.where()
     if where is not None and (where.cpp or where.dsl):
@@ -174,6 +182,18 @@ def _explain_timeout(f: Failure, names: _Names, info) -> None:
     else:
         f.next_steps.append("print tasks as they start and finish: run again with --print-intermediates 3")
     f.next_steps.append("a longer budget: --task-timeout SECONDS (runtime_cfg task_timeout_s)")
+
+
+def _charged_time(info: FailureInfo) -> str:
+    """What the watchdog charged the stopped code against ``task_timeout_s``, and what it did not."""
+    if info.cpu_ns < 0:
+        return f"charged {info.wall_ns / 1e9:.2f} s of wall time: the thread's CPU time could not be read"
+    waiting = max(0, info.wall_ns - info.cpu_ns - info.blocked_ns)
+    return (
+        f"charged {info.elapsed_ns / 1e9:.2f} s: {info.cpu_ns / 1e9:.2f} s on the CPU + "
+        f"{info.blocked_ns / 1e9:.2f} s blocked; not charged: {waiting / 1e9:.2f} s waiting for a core "
+        f"(of {info.wall_ns / 1e9:.2f} s wall)"
+    )
 
 
 def _explain_kernel_error(f: Failure, names: _Names, report: RunReport) -> None:

@@ -212,6 +212,9 @@ class TsFailureRecord(ctypes.Structure):
         ("func_id", ctypes.c_int32),
         ("nframes", ctypes.c_int32),
         ("elapsed_ns", ctypes.c_int64),
+        ("wall_ns", ctypes.c_int64),
+        ("cpu_ns", ctypes.c_int64),
+        ("blocked_ns", ctypes.c_int64),
         ("frames", ctypes.c_uint64 * MAX_FRAMES),
     ]
 

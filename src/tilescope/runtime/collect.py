@@ -122,6 +122,9 @@ def _collect_failure(lib: ctypes.CDLL, handle: int, report: RunReport) -> None:
             rec.func_id,
             rec.worker,
             rec.elapsed_ns,
+            rec.wall_ns,
+            rec.cpu_ns,
+            rec.blocked_ns,
             tuple(rec.frames[: rec.nframes]),
         )
     n = lib.ts_run_num_waits(handle)

@@ -17,13 +17,19 @@ class FailureInfo:
     """How a run failed: ``kind`` is ``error``, ``deadlock``, ``timeout``, ``kernel_error``,
     ``interrupted`` or ``guard`` (a task wrote outside a tensor: a guard zone changed);
     ``task_id``/``func_id``/``worker`` are -1 where they do not apply (the orchestration).
-    ``frames`` are the stopped thread's return addresses (timeouts; ``frames[0]`` the pc)."""
+    ``frames`` are the stopped thread's return addresses (timeouts; ``frames[0]`` the pc).
+    Timeouts: ``elapsed_ns`` is the time charged against ``task_timeout_s``, ``cpu_ns`` +
+    ``blocked_ns`` (or ``wall_ns`` when ``cpu_ns`` is -1: the CPU time could not be read); the
+    rest of ``wall_ns`` the thread waited for a core, which is not charged."""
 
     kind: str
     task_id: int
     func_id: int
     worker: int
     elapsed_ns: int
+    wall_ns: int
+    cpu_ns: int
+    blocked_ns: int
     frames: tuple[int, ...]
 
 

@@ -370,6 +370,12 @@ bool module_code_range(const void *addr, uint64_t *lo, uint64_t *hi) {
     return *lo != 0;
 }
 
+void ThreadSlot::take(int32_t worker_index) {
+    thread = pthread_self();
+    worker = worker_index;
+    clock = ThreadClock::of_this_thread();
+}
+
 ThreadSlot *current_slot() { return tls_slot; }
 void set_current_slot(ThreadSlot *slot) { tls_slot = slot; }
 

@@ -4,6 +4,9 @@
 // Invariants:
 //  - Each thread that runs kernels or an orchestration owns one ThreadSlot and points the
 //    thread-local `current_slot()` at it; the slot outlives every use of it by that thread.
+//  - The thread fills the slot's `thread`, `worker` and `clock` (its CPU clock and kernel tid,
+//    charged_time.hpp) itself, by take(), before its `seq` first becomes odd: the watchdog reads
+//    them only while `seq` is odd.
 //  - `armed` is nonzero exactly while the thread executes user code (a kernel, or orchestration
 //    code outside the runtime's callbacks), with `jump` set by sigsetjmp just before.
 //  - The interrupt signal stops the thread only if it arrives while armed and while `seq` still
@@ -27,6 +30,7 @@
 
 #include <pthread.h>
 
+#include "charged_time.hpp"
 #include "tilescope/abi.h"
 #include "tilescope/runtime_api.h"
 
@@ -40,6 +44,10 @@ struct alignas(64) ThreadSlot {
     std::atomic<uint64_t> stop_seq{0};
     pthread_t thread{};
     int32_t worker = -1;  // -1: the orchestration thread
+    ThreadClock clock;    // what the watchdog charges the thread's user code by
+
+    // Called by the thread that now uses the slot (a worker, or a run's orchestration thread).
+    void take(int32_t worker_index);
 
     // Read by this thread's signal handlers.
     sigjmp_buf jump;

@@ -233,17 +233,15 @@ void Run::guard_damaged(const Task *t, int32_t worker, bool exact, const std::st
     if (fail_with(TS_FAILURE_GUARD, t, worker, message) && t != nullptr && exact) save_inputs(*t, worker);
 }
 
-void Run::timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) {
-    char secs[32];
-    std::snprintf(secs, sizeof(secs), "%.2f s", elapsed_ns / 1e9);
+void Run::timed_out(const Task *t, int32_t worker, const Charge &charge) {
     char budget[32];
     std::snprintf(budget, sizeof(budget), "%g s", config_.task_timeout_s);
     std::string message;
     if (t != nullptr) {
-        message = describe(*t) + " has run for " + secs + " on worker " + std::to_string(worker) +
+        message = describe(*t) + " " + charge.words() + " on worker " + std::to_string(worker) +
                   ", past task_timeout_s (" + budget + "); it was stopped";
     } else {
-        message = std::string("the orchestration has run for ") + secs + " without a runtime call (" +
+        message = "the orchestration " + charge.words() + " without a runtime call (" +
                   std::to_string(tasks_.size()) + " task(s) submitted so far), past task_timeout_s (" + budget +
                   "); it was stopped";
     }
@@ -254,7 +252,10 @@ void Run::timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) {
     failure_.worker = worker;
     failure_.task_id = t != nullptr ? t->id : -1;
     failure_.func_id = t != nullptr ? t->func_id : -1;
-    failure_.elapsed_ns = elapsed_ns;
+    failure_.elapsed_ns = charge.charged_ns();
+    failure_.wall_ns = charge.wall_ns;
+    failure_.cpu_ns = charge.wall_only ? -1 : charge.cpu_ns;
+    failure_.blocked_ns = charge.wall_only ? 0 : charge.blocked_ns;
     failed_.store(true, std::memory_order_release);
 }
 

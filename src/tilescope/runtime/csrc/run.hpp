@@ -69,7 +69,7 @@ public:
     void execute(ts_run_result &result);
 
     void kernel_threw(const Task &t, int32_t worker, const char *what) override;
-    void timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) override;
+    void timed_out(const Task *t, int32_t worker, const Charge &charge) override;
     void stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t nframes) override;
     void interrupted(const std::vector<std::pair<const Task *, int32_t>> &running) override;
     void guard_damaged(const Task *t, int32_t worker, bool exact, const std::string &message) override;

@@ -99,8 +99,7 @@ void Scheduler::begin(const RunContext &context) {
         std::lock_guard<std::mutex> lock(queue_mu_);
         released_ = !context_.serial;
     }
-    orch_slot_.thread = pthread_self();
-    orch_slot_.worker = -1;
+    orch_slot_.take(-1);  // NOTE: the orchestration runs on the thread that calls begin()
     for (int32_t i = 0; i < num_workers_; ++i) {
         states_[i].slot.crash_report_path = context_.crash_report_path;
     }
@@ -244,8 +243,7 @@ void Scheduler::stop_workers() {
 
 void Scheduler::worker_main(int32_t index) {
     ThreadSlot &slot = states_[index].slot;
-    slot.thread = pthread_self();
-    slot.worker = index;
+    slot.take(index);
     set_current_slot(&slot);
     ensure_alt_stack();
     Task *next = nullptr;
@@ -306,43 +304,42 @@ void Scheduler::run_kernel(Task &t, int32_t worker) {
 }
 
 void Scheduler::watchdog_main() {
-    std::vector<uint64_t> last, fired;
-    std::vector<Clock::time_point> since;
+    std::vector<ChargeMeter> meters;
+    std::vector<uint64_t> fired;
     std::unique_lock<std::mutex> lock(wd_mu_);
     for (;;) {
         wd_cv_.wait(lock, [&] { return wd_stop_ || wd_run_; });
         if (wd_stop_) return;
         const int64_t budget = context_.timeout_ns;
         const auto poll = std::chrono::nanoseconds(std::clamp<int64_t>(budget / 10, 1000000, 100000000));
-        last.assign(static_cast<size_t>(num_workers_) + 1, 0);
-        fired.assign(last.size(), 0);
-        since.assign(last.size(), Clock::now());
+        meters.assign(static_cast<size_t>(num_workers_) + 1, ChargeMeter{});
+        fired.assign(meters.size(), 0);
         while (wd_run_ && !wd_stop_) {
             wd_cv_.wait_for(lock, poll);
             if (!wd_run_ || wd_stop_) break;
-            watch(last, since, fired);
+            watch(meters, fired);
         }
     }
 }
 
-void Scheduler::watch(std::vector<uint64_t> &last, std::vector<Clock::time_point> &since, std::vector<uint64_t> &fired) {
+void Scheduler::watch(std::vector<ChargeMeter> &meters, std::vector<uint64_t> &fired) {
     const Clock::time_point now = Clock::now();
     for (int32_t i = 0; i <= num_workers_; ++i) {
         ThreadSlot &slot = i < num_workers_ ? states_[i].slot : orch_slot_;
-        const size_t k = static_cast<size_t>(i);
+        ChargeMeter &meter = meters[static_cast<size_t>(i)];
         const uint64_t seq = slot.seq.load(std::memory_order_acquire);
-        if ((seq & 1) == 0 || seq != last[k]) {
-            last[k] = seq;
-            since[k] = now;
+        if ((seq & 1) == 0) continue;  // no user code runs
+        if (seq != meter.seq()) {      // user code that started since the last poll
+            meter.start(seq, now, slot.clock);
             continue;
         }
-        const int64_t elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(now - since[k]).count();
-        if (elapsed < context_.timeout_ns) continue;
-        if (fired[k] != seq) {
-            fired[k] = seq;
+        meter.poll(now, slot.clock);
+        if (meter.charge().charged_ns() < context_.timeout_ns) continue;
+        if (fired[static_cast<size_t>(i)] != seq) {
+            fired[static_cast<size_t>(i)] = seq;
             const Task *task = slot.task;
             if (slot.seq.load(std::memory_order_acquire) != seq) continue;  // it moved on meanwhile
-            context_.hooks->timed_out(i < num_workers_ ? task : nullptr, slot.worker, elapsed);
+            context_.hooks->timed_out(i < num_workers_ ? task : nullptr, slot.worker, meter.charge());
         }
         request_stop(slot, seq);  // NOTE: again at every poll until it stops (a signal may come early)
     }

@@ -26,9 +26,12 @@
 //    holding" read under the queue lock means no task can ever become ready again: finish()
 //    reports that as a deadlock instead of waiting forever.
 //  - With a time budget, the watchdog thread samples each worker's and the orchestration's
-//    ThreadSlot and stops user code that has run past it (RunHooks::timed_out, then the stopped
-//    thread reports RunHooks::stopped and goes on). It touches the run only between begin() and
-//    the end of finish().
+//    ThreadSlot (every tenth of the budget, between 1 ms and 100 ms) and stops user code whose
+//    charged time reached it: its thread's CPU time plus the time it was blocked, never the time
+//    it waited for a core (charged_time.hpp; wall time if those cannot be read). The stop goes
+//    through RunHooks::timed_out, then the stopped thread reports RunHooks::stopped and goes on.
+//    The watchdog touches the run only between begin() and the end of finish(), and reads /proc
+//    only for user code it has already seen running at an earlier poll.
 //  - Idle workers spin briefly while a run is active (at most max(1, workers / 2) at a time, so
 //    the orchestration keeps a core) and then sleep; between runs they only sleep (parked on
 //    `queue_cv_`). A push wakes a sleeper only when nobody is spinning, and a worker that takes
@@ -47,6 +50,7 @@
 #include <utility>
 #include <vector>
 
+#include "charged_time.hpp"
 #include "guard.hpp"
 #include "task.hpp"
 #include "task_observer.hpp"
@@ -65,8 +69,9 @@ class RunHooks {
 public:
     virtual ~RunHooks() = default;
     virtual void kernel_threw(const Task &t, int32_t worker, const char *what) = 0;
-    // Watchdog thread: `t` (nullptr: the orchestration) has run `elapsed_ns` past its budget.
-    virtual void timed_out(const Task *t, int32_t worker, int64_t elapsed_ns) = 0;
+    // Watchdog thread: `t` (nullptr: the orchestration) was charged `charge` (charged_time.hpp),
+    // past its budget.
+    virtual void timed_out(const Task *t, int32_t worker, const Charge &charge) = 0;
     // On the stopped thread, right after it was stopped.
     virtual void stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t nframes) = 0;
     // finish()'s thread: SIGINT arrived (guard.hpp); `running` are the tasks then running, with
@@ -134,7 +139,7 @@ private:
     // SIGINT: tell the run which tasks are running (once) and ask each to stop (every call).
     void interrupt_running(bool first);
     void watchdog_main();
-    void watch(std::vector<uint64_t> &last, std::vector<Clock::time_point> &since, std::vector<uint64_t> &fired);
+    void watch(std::vector<ChargeMeter> &meters, std::vector<uint64_t> &fired);
     Task *complete(Task &t);
     void end_run();
     Task *acquire(int32_t worker);

@@ -54,8 +54,9 @@ typedef struct ts_run_config {
                              enable_dump_tensor, and by print_intermediates 1 and 2 (level 2) */
     int64_t dump_arena_bytes; /* payload ring per worker (levels 1, 2); 0 = 64 MiB */
     int64_t dump_max_records; /* records kept per worker, later ones are dropped; 0 = 1 << 20 */
-    double task_timeout_s;    /* > 0: a task, or the orchestration between two submissions, that runs
-                                 longer is stopped (TS_FAILURE_TIMEOUT); 0: no budget */
+    double task_timeout_s;    /* > 0: a task, or the orchestration between two submissions, charged
+                                 more is stopped (TS_FAILURE_TIMEOUT): its CPU time plus the time it
+                                 was blocked; time waiting for a core is not charged. 0: no budget */
     int32_t serial;           /* nonzero: tasks run one at a time, lowest ready id first, after the
                                  orchestration has returned (a deterministic schedule) */
     int32_t nan_check;        /* nonzero: scan every task's outputs for NaN/Inf (ts_nan_record) */
@@ -82,7 +83,7 @@ typedef enum ts_failure_kind {
     TS_FAILURE_NONE = 0,
     TS_FAILURE_ERROR = 1,        /* an orchestration or submission error: ts_run_error says which */
     TS_FAILURE_DEADLOCK = 2,     /* tasks remain that can never run: ts_run_copy_waits says on what */
-    TS_FAILURE_TIMEOUT = 3,      /* a task or the orchestration ran past task_timeout_s and was stopped */
+    TS_FAILURE_TIMEOUT = 3,      /* a task or the orchestration used up task_timeout_s and was stopped */
     TS_FAILURE_KERNEL_ERROR = 4, /* a kernel threw (a checked build's bounds check): ts_run_error */
     TS_FAILURE_INTERRUPTED = 5,  /* SIGINT (Ctrl-C) during the run: the running tasks were stopped and
                                     the others not run; ts_run_error names the running ones */
@@ -99,7 +100,13 @@ typedef struct ts_failure_record {
     int64_t task_id;    /* the failing task; -1: the orchestration, or none */
     int32_t func_id;    /* its kernel; -1 if none */
     int32_t nframes;    /* TIMEOUT: return addresses of the stopped thread when it was stopped */
-    int64_t elapsed_ns; /* TIMEOUT: how long it had run */
+    int64_t elapsed_ns; /* TIMEOUT: the time charged against task_timeout_s: cpu_ns + blocked_ns
+                           (wall_ns when cpu_ns is -1) */
+    int64_t wall_ns;    /* TIMEOUT: wall time since the watchdog first saw it running */
+    int64_t cpu_ns;     /* TIMEOUT: its thread's CPU time over wall_ns; -1: unreadable (wall time
+                           was charged) */
+    int64_t blocked_ns; /* TIMEOUT: time its thread was blocked (sleeping, a lock, I/O); the rest of
+                           wall_ns it waited for a core, which is not charged */
     uint64_t frames[TS_MAX_FRAMES]; /* frames[0] is the interrupted instruction */
 } ts_failure_record;
 
