@@ -3,39 +3,14 @@ against what they declared, and every overlapping pair with a write that no path
 
 from __future__ import annotations
 
-import re
-
 import torch
 from helpers import line_of
+from triage_programs import B, C, consume, edit_kernel, pipeline
+from triage_programs import pipeline_inputs as inputs
 
 import tilescope as ts
 from tilescope.debug.triage.hazards import Order, Span, hazards
 from tilescope.harness.audit import audit_run
-
-B, C = 64, 64
-
-
-@ts.kernel
-def produce(x: ts.Tensor[[B, C], ts.f32], y: ts.Out[[B, C], ts.f32]):
-    ts.store(y, [0, 0], ts.load(x, [0, 0], [B, C]) * 2.0)
-
-
-@ts.kernel
-def consume(y: ts.Tensor[[B, C], ts.f32], z: ts.Out[[B, C], ts.f32]):
-    t = ts.load(y, [0, 0], [B, C])
-    ts.store(z, [0, 0], t + 1.0)
-
-
-@ts.jit
-def pipeline(x: ts.Tensor[[5 * B, C], ts.f32], y: ts.Out[[5 * B, C], ts.f32], z: ts.Out[[4 * B, C], ts.f32]):
-    for r in ts.range(0, 4 * B, B):
-        produce(x[r : r + B, :], y[r : r + B, :])
-    for r in ts.range(0, 4 * B, B):
-        consume(y[r : r + B, :], z[r : r + B, :])
-
-
-def inputs():
-    return {"x": torch.randn(5 * B, C), "y": torch.zeros(5 * B, C), "z": torch.zeros(4 * B, C)}
 
 
 def test_a_correct_program_is_proved_race_free_and_every_access_is_inside_its_region(tmp_path):
@@ -48,19 +23,9 @@ def test_a_correct_program_is_proved_race_free_and_every_access_is_inside_its_re
     assert (prog.work_dir / "dfx_outputs" / "triage" / "audit" / "consume.so").is_file()
 
 
-def _edit(prog, kernel: str, old: str, new: str) -> str:
-    (k,) = [k for k in prog.kernels if k["name"] == kernel]
-    src = prog.work_dir / k["source"]
-    text = src.read_text()
-    edited = re.sub(r", ::check_sites\[\d+\]\)", ")", text.replace(old, new))  # its check dropped too
-    assert edited != text
-    src.write_text(edited)
-    return k["source"]
-
-
 def test_a_load_half_a_block_past_its_region_into_an_unordered_neighbour_is_named(tmp_path):
     prog = pipeline.compile(build_dir=str(tmp_path))
-    _edit(prog, "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
+    edit_kernel(prog, "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
     prog = ts.CompiledProgram.from_dir(prog.work_dir)
     a = audit_run(prog, inputs())
     # consume task 4 reads y[32:96): its own block and half of the next, which task 5 (produce) writes
@@ -69,7 +34,7 @@ def test_a_load_half_a_block_past_its_region_into_an_unordered_neighbour_is_name
     assert a.region(stray.declared) == "y[0:64, 0:64]"
     text = a.stray_text(stray)
     assert text.startswith("task 4 (kernel consume): load of y[32:96, 0:64] at kernels/vec/consume.cpp:")
-    assert f"test_audit.py:{line_of(consume, 't = ts.load(y')}" in text and "outside its declared in y[0:64, 0:64]" in text
+    assert f"triage_programs.py:{line_of(consume, 't = ts.load(y')}" in text and "outside its declared in y[0:64, 0:64]" in text
     # the race: task 1 (produce, block 1) writes y[64:128) and nothing orders it with task 4
     races = [h for h in a.hazards if {h.first.task, h.second.task} == {1, 4}]
     assert len(races) == 1
@@ -84,7 +49,7 @@ def test_a_load_half_a_block_past_its_region_into_an_unordered_neighbour_is_name
 def test_a_store_through_an_input_is_a_write_the_graph_never_saw(tmp_path):
     prog = pipeline.compile(build_dir=str(tmp_path))
     # through a copy of the view, which the signature check (a reading of the C++) cannot follow
-    _edit(prog, "consume", "store(z, {0, 0}, t + 1.0f", "TensorView<float> w = y; store(w, {0, 0}, t + 1.0f")
+    edit_kernel(prog, "consume", "store(z, {0, 0}, t + 1.0f", "TensorView<float> w = y; store(w, {0, 0}, t + 1.0f")
     prog = ts.CompiledProgram.from_dir(prog.work_dir)
     a = audit_run(prog, inputs())
     stray = next(st for st in a.strays if st.access.task == 4)

@@ -3,6 +3,8 @@ its correct twin where it has one."""
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 import tilescope as ts
@@ -135,3 +137,93 @@ def attention_inputs() -> dict[str, torch.Tensor]:
 
 def attention_golden(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.softmax(q @ k.T * SCALE, dim=-1) @ v
+
+
+# -- a pipeline: produce blocks of y, then consume them (the audit's and the race's program) ----
+
+B, C = 64, 64
+
+
+@ts.kernel
+def produce(x: ts.Tensor[[B, C], ts.f32], y: ts.Out[[B, C], ts.f32]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [B, C]) * 2.0)
+
+
+@ts.kernel
+def consume(y: ts.Tensor[[B, C], ts.f32], z: ts.Out[[B, C], ts.f32]):
+    t = ts.load(y, [0, 0], [B, C])
+    ts.store(z, [0, 0], t + 1.0)
+
+
+@ts.jit
+def pipeline(x: ts.Tensor[[5 * B, C], ts.f32], y: ts.Out[[5 * B, C], ts.f32], z: ts.Out[[4 * B, C], ts.f32]):
+    for r in ts.range(0, 4 * B, B):
+        produce(x[r : r + B, :], y[r : r + B, :])
+    for r in ts.range(0, 4 * B, B):
+        consume(y[r : r + B, :], z[r : r + B, :])
+
+
+def pipeline_inputs():
+    return {"x": torch.randn(5 * B, C), "y": torch.zeros(5 * B, C), "z": torch.zeros(4 * B, C)}
+
+
+
+def pipeline_golden(x: torch.Tensor) -> torch.Tensor:
+    return x[: 4 * B] * 2 + 1
+
+
+def edit_kernel(prog, kernel: str, old: str, new: str) -> str:
+    """Edit ``kernel``'s C++ in ``prog``'s build by hand (``old`` -> ``new``, dropping its bounds
+    checks too); returns the source's path in the build."""
+    (k,) = [k for k in prog.kernels if k["name"] == kernel]
+    src = prog.work_dir / k["source"]
+    text = src.read_text()
+    edited = re.sub(r", ::check_sites\[\d+\]\)", ")", text.replace(old, new))
+    assert edited != text
+    src.write_text(edited)
+    return k["source"]
+
+
+# -- an InOut accumulation (the signature test edits its orchestration) -------------------------
+
+
+@ts.kernel
+def accumulate(x: ts.Tensor[[B, C], ts.f32], acc: ts.InOut[[B, C], ts.f32]):
+    ts.store(acc, [0, 0], ts.load(acc, [0, 0], [B, C]) + ts.load(x, [0, 0], [B, C]))
+
+
+@ts.jit
+def running_sum(x: ts.Tensor[[4 * B, C], ts.f32], acc: ts.InOut[[B, C], ts.f32]):
+    for r in ts.range(0, 4 * B, B):
+        accumulate(x[r : r + B, :], acc)
+
+
+def running_sum_inputs() -> dict[str, torch.Tensor]:
+    return {"x": torch.randn(4 * B, C), "acc": torch.randn(B, C)}
+
+
+def running_sum_golden(x: torch.Tensor, acc: torch.Tensor) -> torch.Tensor:
+    return acc + x.reshape(4, B, C).sum(0)
+
+
+# -- a NaN producer: log of a value that can be negative ----------------------------------------
+
+
+@ts.kernel
+def log_shift(x: ts.Tensor[[B, C], ts.f32], y: ts.Out[[B, C], ts.f32]):
+    t = ts.load(x, [0, 0], [B, C])
+    u = t * 2.0
+    v = ts.log(u - 1.0)  # the bug: x < 0.5 gives the log of a negative number
+    ts.store(y, [0, 0], v + 1.0)
+
+
+@ts.jit
+def log_rows(x: ts.Tensor[[2 * B, C], ts.f32], y: ts.Out[[2 * B, C], ts.f32]):
+    for r in ts.range(0, 2 * B, B):
+        log_shift(x[r : r + B, :], y[r : r + B, :])
+
+
+def log_rows_inputs() -> dict[str, torch.Tensor]:
+    x = torch.rand(2 * B, C) + 0.6  # every element > 0.5 in the first block ...
+    x[B + 3, 5] = 0.1  # ... and one that is not in the second
+    return {"x": x, "y": torch.zeros(2 * B, C)}

@@ -129,11 +129,15 @@ def __getattr__(name: str):
         from tilescope.harness.localize import localize
 
         return localize
+    if name == "triage":
+        from tilescope.harness.triage import triage
+
+        return triage
     message = f"module 'tilescope' has no attribute {name!r}"
     if not name.startswith("__"):
         from tilescope.language.ops import close_matches, op_names
 
-        matches = close_matches(name, [*__all__, "CompiledProgram", "replay_compiled", "localize"])
+        matches = close_matches(name, [*__all__, "CompiledProgram", "replay_compiled", "localize", "triage"])
         if matches:
             message += f"; did you mean {' or '.join('ts.' + m for m in matches)}?"
         message += f" (the DSL ops: {', '.join('ts.' + n for n in op_names())}; see docs/dsl.md)"

@@ -2,6 +2,7 @@
 
 tilescope doctor      check g++ (version, C++17), torch and the cache directory
 tilescope localize    name the culprit of a wrong answer on a build's saved data
+tilescope triage      classify any failure of a build on its saved data and name its culprit
 tilescope builds      list the build directories; tilescope clean --keep N removes old ones
 
 Also ``python -m tilescope``. Output piped into a reader that stops early (``| head``) ends the
@@ -15,7 +16,7 @@ import os
 import sys
 
 from tilescope._version import __version__
-from tilescope.harness import localize, replay
+from tilescope.harness import localize, replay, triage
 from tilescope.runtime import library
 from tilescope.toolchain import compiler
 from tilescope.tools import builds, deps, dump_viewer, trace
@@ -111,6 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     localize.add_localize_args(p)
     p.set_defaults(fn=localize.run_cli)
+    p = sub.add_parser(
+        "triage",
+        help="classify a failure (crash, hang, race, uninitialized, wrong values, ...) and name its culprit",
+        description=triage.__doc__.split("\n\n")[0].replace("``", ""),
+    )
+    triage.add_triage_args(p)
+    p.set_defaults(fn=triage.run_cli)
     dump_viewer.register(sub)
     deps.register(sub)
     trace.register(sub)

@@ -36,7 +36,12 @@ _DIR = {"input": Direction.IN, "output": Direction.OUT, "inout": Direction.INOUT
 
 
 class SignatureMismatch(TilescopeError):
-    """Edited C++ no longer matches the signatures recorded in kernel_config.py."""
+    """Edited C++ no longer matches the signatures recorded in kernel_config.py; ``problems``
+    lists each mismatch (``path/in/build.cpp[:line]: what``)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = list(problems or [])
 
 
 def _direction(d: Any) -> Direction:
@@ -140,5 +145,6 @@ def check_sources(work: Path, config: dict, edited: list[str]) -> None:
         raise SignatureMismatch(
             f"edited C++ in {work} no longer matches the build's signatures:\n  "
             + "\n  ".join(problems)
-            + f"\n  {FIX}"
+            + f"\n  {FIX}",
+            problems,
         )

@@ -210,7 +210,7 @@ def _check_ir_signatures(program: Program, config: dict[str, Any], ir_path: Path
         if k.name in recorded and [arg_spec(p) for p in k.params] != recorded[k.name]["params"]:
             problems.append(f"kernel {k.name}'s parameters changed")
     if problems:
-        raise SignatureMismatch(f"{ir_path}: " + "; ".join(problems) + f"\n  {FIX}")
+        raise SignatureMismatch(f"{ir_path}: " + "; ".join(problems) + f"\n  {FIX}", [f"{ir_path}: {p}" for p in problems])
 
 
 @recursion_room()

@@ -33,8 +33,11 @@ from tilescope.build.state import source_hashes
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.localize.analyze import Inputs, analyze
 from tilescope.debug.localize.html import write_html
+from tilescope.debug.localize.ops import op_name
+from tilescope.debug.localize.probe_build import compile_probe_build, instrument
 from tilescope.debug.localize.report import LocalizeReport, write_report
-from tilescope.debug.localize.tasks import CapturedTask
+from tilescope.debug.localize.source_map import kernel_sites, kernel_text
+from tilescope.debug.localize.tasks import CapturedTask, captured_tasks
 from tilescope.debug.observers import Recording
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.harness.cli import tolerance_arg
@@ -103,6 +106,38 @@ def _probe_runner(build: CompiledProgram):
         return {i: args[i] for i in task.outputs}, captures
 
     return run
+
+
+def nan_op(build: CompiledProgram, inputs: dict[str, Any], task_id: int) -> tuple[str, str | None, str, str] | None:
+    """The first statement of task ``task_id``'s kernel whose tile holds NaN/Inf, from a replay of
+    the task (its inputs as a serial run of ``inputs`` gives them) on a probe build of its kernel:
+    (op, DSL line, C++ line, the evidence line); None when no statement's tile does.
+
+    Raises:
+        LocalizeError: the task is not in the run, or its kernel's C++ no longer pairs with the IR.
+        ProbeBuildError: the probe build does not compile.
+    """
+    _, report = recorded_run(build, inputs, Recording(record_edges=True, dump_level=2))
+    task = next((t for t in captured_tasks(build, report) if t.task_id == task_id and not t.lost), None)
+    if task is None:
+        raise LocalizeError(f"task {task_id} is not in a serial run of {build.name}, or its dump was lost")
+    kernel = build.program().kernel(task.kernel)
+    sites, why = kernel_sites(build, kernel)
+    if not sites:
+        raise LocalizeError(why or f"kernel {kernel.name} has no statement to replay")
+    text, _ = kernel_text(build, kernel.name)
+    _, captures = _probe_runner(build)(task, compile_probe_build(build, kernel.name, instrument(text, sites)))
+    by_index = {s.index: s for s in sites.values()}
+    for index, tile in captures:
+        site = by_index.get(index)
+        if site is None or not tile.is_floating_point() or bool(torch.isfinite(tile).all()):
+            continue
+        bad = int((~torch.isfinite(tile)).sum())
+        return op_name(site.stmt), site.dsl_line, site.cpp, (
+            f"replaying task {task_id} on a probe build of kernel {kernel.name}, the first statement whose tile holds "
+            f"NaN/Inf is {site.dsl_line or site.cpp} (`{site.text}`): {bad} of {tile.numel()} elements"
+        )
+    return None
 
 
 def localize(
@@ -227,4 +262,4 @@ def run_cli(args: argparse.Namespace) -> int:
     return 0 if rep.category == "pass" or rep.verdict == "innocent" else 1
 
 
-__all__ = ["LocalizeError", "add_localize_args", "localize", "localize_run", "run_cli"]
+__all__ = ["LocalizeError", "add_localize_args", "localize", "localize_run", "nan_op", "run_cli"]

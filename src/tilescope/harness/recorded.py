@@ -33,15 +33,19 @@ def recorded_run(
     *,
     poison: int | None = None,
     dep_gen: bool = False,
+    shuffle: tuple[int, int] | None = None,
 ) -> tuple[list[Any], RunReport]:
     """Run ``build`` on sim, serially, on copies of ``inputs``, recording ``capture``; returns the
     arguments as the run left them and its report. With ``poison``, intermediates and the Out
-    arguments' copies start with every byte ``poison``; ``dep_gen`` also writes deps.json.
+    arguments' copies start with every byte ``poison``; ``dep_gen`` also writes deps.json; with
+    ``shuffle`` = (workers, seed) the run is not serial but shuffled (``ts_run_config``'s
+    ``shuffle_seed``) on that many workers.
 
     Raises:
         RuntimeFailure: the run failed (``.failure`` says how, ``.report`` what it recorded).
     """
-    opts = knobs.runtime_options({"serial": True, "enable_dep_gen": dep_gen, "log_level": "error"})
+    schedule = {"serial": True} if shuffle is None else {"num_workers": shuffle[0]}
+    opts = knobs.runtime_options({**schedule, "enable_dep_gen": dep_gen, "log_level": "error"})
     arena = DUMP_ARENA_BYTES
     while True:
         args = guarded_args([inputs[a.name] for a in build.args])
@@ -50,7 +54,7 @@ def recorded_run(
                 if a.direction is Direction.OUT and torch.is_tensor(args[i]):
                     poison_fill(args[i], poison)
         report = launch(build, build.binaries(), args, opts, capture=capture, dump_arena_bytes=arena,
-                        poison=poison).report  # fmt: skip
+                        poison=poison, shuffle_seed=None if shuffle is None else shuffle[1]).report  # fmt: skip
         records = report.dump.records if report.dump is not None else []
         lost = any(r.truncated or r.overwritten for r in records)
         need = sum(math.prod(r.shape) * dtypes.by_name(r.dtype).itemsize for r in records if r.kind != "scalar")

@@ -132,13 +132,14 @@ def launch(
     capture: Recording | None = None,
     dump_arena_bytes: int | None = None,
     poison: int | None = None,
+    shuffle_seed: int | None = None,
 ) -> RunInfo:
     """Run ``build`` (or, with ``task``, its kernel ``task`` alone) on ``args`` in this process.
 
     ``capture`` asks the core for records no observer writes out (the caller reads them from
     ``RunInfo.report``); ``dump_arena_bytes`` is the tensor dump's payload room per worker
     (None: ``runtime.graph.DUMP_ARENA_BYTES``); ``poison`` a byte every intermediate starts filled
-    with (None: zeros).
+    with (None: zeros); ``shuffle_seed`` a randomized schedule (None: the usual one).
 
     Raises:
         RuntimeFailure: the run failed; ``.failure`` (a Failure) names the task, kernel and
@@ -170,6 +171,7 @@ def launch(
         dump_arena_bytes=dump_arena_bytes,
         probes=recording.probes,
         poison=poison,
+        shuffle_seed=shuffle_seed,
     )
     cargs = [
         scalar_arg(a, spec.dtype) if spec.direction is Direction.SCALAR else tensor_arg(a, spec.direction)

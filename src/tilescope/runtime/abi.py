@@ -125,6 +125,7 @@ class TsRunConfig(ctypes.Structure):
         ("num_guard_zones", ctypes.c_int32),
         ("probes", ctypes.c_int32),
         ("poison", ctypes.c_int32),
+        ("shuffle_seed", ctypes.c_uint32),
     ]
 
 

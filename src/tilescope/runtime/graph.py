@@ -193,6 +193,7 @@ class Runtime:
         )
         config.probes = int(checks.probes)
         config.poison = 0 if checks.poison is None else 0x100 | (checks.poison & 0xFF)
+        config.shuffle_seed = checks.shuffle_seed or 0
         zones = guard_zones(args)
         if zones:
             config.guard_zones = (TsGuardZone * len(zones))(*zones)
@@ -341,6 +342,7 @@ class RunChecks:
     dump_arena_bytes: int | None = None  # tensor dump payload ring per worker (None: DUMP_ARENA_BYTES)
     probes: bool = False  # keep kernels' ts.probe tiles as dump records (stage "probe")
     poison: int | None = None  # intermediates start with every byte this value (None: zero-filled)
+    shuffle_seed: int | None = None  # a randomized schedule from this seed (None: the usual one)
 
 
 def worker_stack_mib(local_memory_bytes: int) -> int:

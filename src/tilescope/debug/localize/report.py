@@ -2,9 +2,13 @@
 
 Format ``tilescope-localize`` version 1 (the triage report reuses it):
 
+- ``tool``: ``localize`` or ``triage`` (which wrote it).
 - ``category``: ``codegen`` (the compiled code disagrees with the program's own semantics),
   ``algorithm`` (sim agrees with the program, the program does not compute the golden),
-  ``precision`` (the program computes the golden, but its dtypes lose accuracy) or ``pass``.
+  ``precision`` (the program computes the golden, but its dtypes lose accuracy) or ``pass``;
+  triage adds ``compile_error``, ``bad_input``, ``signature``, ``crash``, ``hang``,
+  ``deadlock``, ``out_of_bounds``, ``nan``, ``race``, ``uninitialized`` and ``unknown`` (its
+  budget was spent before an answer; docs/failures.md).
 - ``verdict``: ``guilty`` or ``innocent`` for ``precision`` (is the error more than the dtypes
   justify?), else null.
 - ``culprit``: ``task``, ``kernel``, ``op``, ``dsl_line`` (``file:line``), ``cpp_line``
@@ -12,7 +16,8 @@ Format ``tilescope-localize`` version 1 (the triage report reuses it):
 - ``summary`` (one sentence), ``evidence`` (strings with the numbers), ``next`` (commands),
   ``elapsed_s``, and ``fingerprint`` (each output against the golden, interp, float64),
   ``tolerance`` (``precision``/``innocent``: the tolerance the data justify, and why),
-  ``limitations`` (what could not be judged, and why).
+  ``limitations`` (what could not be judged, and why); triage's ``steps`` (each step it ran, with
+  its seconds) and ``deterministic`` (a passing build: whether shuffled schedules agreed, else null).
 """
 
 from __future__ import annotations
@@ -85,6 +90,9 @@ class LocalizeReport:
     fingerprint: list[FingerprintRow] = field(default_factory=list)
     tolerance: dict[str, Any] | None = None
     limitations: list[str] = field(default_factory=list)
+    tool: str = "localize"  # who wrote it: localize, or triage
+    steps: list[dict[str, Any]] = field(default_factory=list)  # triage: each step it ran, and its seconds
+    deterministic: bool | None = None  # triage, a passing build: the same outputs across shuffled schedules
     maps: list[dict[str, Any]] = field(default_factory=list, repr=False)  # report.html's heatmaps (not in the JSON)
 
     def to_json(self) -> dict[str, Any]:
@@ -95,7 +103,7 @@ class LocalizeReport:
 
     def render(self) -> str:
         """The verdict as printed: a headline, the culprit, the evidence and what to run next."""
-        head = f"[localize] {self.program}: {self.category}"
+        head = f"[{self.tool}] {self.program}: {self.category}"
         if self.verdict:
             head += f" ({self.verdict})"
         lines = [head, f"  {self.summary}"]
@@ -123,9 +131,9 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def write_report(work_dir: Path, report: LocalizeReport) -> Path:
-    """Write ``<build>/dfx_outputs/localize/report.json``; returns its path."""
-    folder = dfx_dir(work_dir) / LOCALIZE_DIR
+def write_report(work_dir: Path, report: LocalizeReport, where: str = LOCALIZE_DIR) -> Path:
+    """Write ``<build>/dfx_outputs/<where>/report.json`` (localize's, or triage's); returns its path."""
+    folder = dfx_dir(work_dir) / where
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCALIZE_JSON
     atomic_write(path, json.dumps(report.to_json(), indent=1) + "\n")

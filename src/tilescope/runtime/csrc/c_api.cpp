@@ -80,6 +80,7 @@ ts_run_result *checked_run(const char *caller, ts::rt::Runtime *runtime, const t
             why = "task_timeout_s must be >= 0 (0: no budget)";
         if (why.empty() && cfg.poison != 0 && (cfg.poison & ~0xFF) != 0x100)
             why = "poison must be 0 (off) or 0x100 | the fill byte, not " + std::to_string(cfg.poison);
+        if (why.empty() && cfg.shuffle_seed != 0 && cfg.serial) why = "a shuffled run cannot be serial";
         if (!why.empty()) {
             result->status = 1;
             result->error = std::string(caller) + ": " + why;

@@ -89,6 +89,7 @@ void Run::execute(ts_run_result &result) {
     context.observers = observers();
     context.hooks = this;
     context.serial = config_.serial != 0;
+    context.shuffle_seed = config_.shuffle_seed;
     context.kernel_names = kernel_cnames_.data();
     context.crash_report_path = config_.crash_report_path;
     context.timeout_ns = config_.task_timeout_s > 0 ? static_cast<int64_t>(config_.task_timeout_s * 1e9) : 0;

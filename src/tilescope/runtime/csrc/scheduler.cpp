@@ -98,7 +98,9 @@ void Scheduler::begin(const RunContext &context) {
     {
         std::lock_guard<std::mutex> lock(queue_mu_);
         released_ = !context_.serial;
+        shuffle_rng_.seed(context_.shuffle_seed);
     }
+    for (int32_t i = 0; i < num_workers_; ++i) states_[i].delays.seed(context_.shuffle_seed * 1000003ULL + i);
     orch_slot_.take(-1);  // NOTE: the orchestration runs on the thread that calls begin()
     for (int32_t i = 0; i < num_workers_; ++i) {
         states_[i].slot.crash_report_path = context_.crash_report_path;
@@ -259,6 +261,13 @@ void Scheduler::worker_main(int32_t index) {
 
 void Scheduler::execute(Task &t, int32_t worker) {
     if (context_.failed->load(std::memory_order_acquire)) return;
+    if (context_.shuffle_seed != 0) {
+        const uint64_t r = states_[worker].delays();
+        if (r & 1)
+            std::this_thread::sleep_for(std::chrono::microseconds((r >> 1) % 201));
+        else
+            std::this_thread::yield();
+    }
     // NOTE: TS_RUNTIME_NO_OBSERVERS builds the core without the observer calls, only so that
     // benchmarks/dump_throughput.py can show an empty observer list costs nothing measurable.
 #ifndef TS_RUNTIME_NO_OBSERVERS
@@ -368,7 +377,7 @@ Task *Scheduler::complete(Task &t) {
     Task *next = nullptr;
     for (Task *s : successors) {
         if (s->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
-        if (next == nullptr)
+        if (next == nullptr && context_.shuffle_seed == 0)  // NOTE: shuffled: every successor is queued
             next = s;
         else
             push(s);
@@ -407,6 +416,10 @@ Task *Scheduler::pop_locked(int32_t worker) {
         std::pop_heap(serial_heap_.begin(), serial_heap_.end(), later_id);
         t = serial_heap_.back();
         serial_heap_.pop_back();
+    } else if (context_.shuffle_seed != 0) {
+        const auto pick = ready_.begin() + static_cast<std::ptrdiff_t>(shuffle_rng_() % ready_.size());
+        t = *pick;
+        ready_.erase(pick);
     } else {
         t = ready_.front();
         ready_.pop_front();

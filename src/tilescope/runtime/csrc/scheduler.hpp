@@ -21,6 +21,10 @@
 //    other ready successors go to the shared queue.
 //  - Serial runs (RunContext::serial, one worker) hold every ready task until finish(), then run
 //    them one at a time, lowest ready id first: the schedule depends on the graph only.
+//  - Shuffled runs (RunContext::shuffle_seed nonzero) take a ready task at random (a generator
+//    seeded from the seed, under the queue lock), never run a successor on the worker that readied
+//    it, and wait a random 0..200 us (or yield) before each kernel, from a per-worker generator:
+//    other interleavings than the usual schedule's, for finding races.
 //  - Each worker's `holding` flag is set (under the queue lock) when it takes a task and cleared
 //    only after the successors that task made ready are queued, so "queue empty and nobody
 //    holding" read under the queue lock means no task can ever become ready again: finish()
@@ -45,6 +49,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -86,6 +91,7 @@ struct RunContext {
     TaskObservers observers;  // the instruments that are on
     RunHooks *hooks = nullptr;
     bool serial = false;
+    uint32_t shuffle_seed = 0;  // nonzero: a randomized schedule (see the invariants)
     const char *const *kernel_names = nullptr;
     const char *crash_report_path = nullptr;
     int64_t timeout_ns = 0;  // 0: no budget
@@ -130,6 +136,7 @@ private:
     struct alignas(64) WorkerState {
         ThreadSlot slot;
         std::atomic<bool> holding{false};
+        std::mt19937_64 delays;  // shuffled runs: this worker's delays before kernels
     };
 
     void worker_main(int32_t index);
@@ -164,6 +171,7 @@ private:
     int32_t sleepers_ = 0;
     bool stop_ = false;
     std::atomic<int64_t> queued_{0};  // ready_.size(), readable without the lock
+    std::mt19937_64 shuffle_rng_;     // shuffled runs: which ready task is taken (under queue_mu_)
     std::atomic<int32_t> spinners_{0};
     std::atomic<bool> run_active_{false};  // spinning is worth it only while a run is active
     std::atomic<bool> stopping_{false};

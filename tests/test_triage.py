@@ -1,0 +1,176 @@
+"""`tilescope triage`: one command from a failure to its category and culprit, on real programs
+with one planted fault each; every triage within its 60 s budget."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import torch
+import triage_programs as tp
+from helpers import line_of
+
+import tilescope as ts
+from tilescope.harness.data import save_snapshot
+from tilescope.harness.triage import triage
+
+
+def with_data(prog, inputs: dict, golden: dict, rtol=1e-5, atol=1e-5):
+    """``prog``'s build with ``inputs`` and ``golden`` saved as its data (what --save-data writes)."""
+    save_snapshot(prog.work_dir / "data", list(prog.args), inputs, golden, {"rtol": rtol, "atol": atol})
+    return prog.work_dir
+
+
+def triaged(work, budget=60.0) -> dict:
+    """Triage ``work``; the JSON report it wrote (checked to be the one it returned), within budget."""
+    t0 = time.perf_counter()
+    rep = triage(work, budget=budget)
+    took = time.perf_counter() - t0
+    data = json.loads((work / "dfx_outputs" / "triage" / "report.json").read_text())
+    assert data["format"] == "tilescope-localize" and data["tool"] == "triage"
+    assert data["category"] == rep.category and data["culprit"] == vars(rep.culprit)
+    assert took < budget + 5, f"triage took {took:.1f}s"
+    return data
+
+
+def test_a_correct_program_passes_and_is_deterministic(tmp_path):
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    work = with_data(prog, inputs, {"y": inputs["x"] * 2, "z": tp.pipeline_golden(inputs["x"])})
+    y = torch.zeros(5 * tp.B, tp.C)
+    y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
+    work = prog.work_dir
+    (work / "data" / "out" / "y.pt").unlink()
+    torch.save(y, work / "data" / "out" / "y.pt")
+    data = triaged(work)
+    assert data["category"] == "pass" and data["deterministic"] is True
+    assert any(s["step"].endswith("shuffled runs") for s in data["steps"])
+    assert "the same bit for bit across" in data["summary"]
+
+
+def test_a_load_past_its_region_into_an_unordered_neighbour_is_a_race_in_that_kernel(tmp_path):
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    golden_y = torch.zeros(5 * tp.B, tp.C)
+    golden_y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
+    work = with_data(prog, inputs, {"y": golden_y, "z": tp.pipeline_golden(inputs["x"])})
+    source = tp.edit_kernel(prog, "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
+    data = triaged(work)
+    assert data["category"] == "race"
+    c = data["culprit"]
+    assert (c["task"], c["kernel"], c["op"]) == (4, "consume", "load")
+    assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.consume, 't = ts.load(y')}")
+    assert c["cpp_line"].startswith(source + ":")
+    assert any("outside its declared in y[0:64, 0:64]" in e for e in data["evidence"])
+    assert any("are not ordered by any path of dependencies" in e for e in data["evidence"])
+
+
+def test_a_store_loop_one_chunk_short_is_uninitialized_in_that_kernel_with_the_region(tmp_path):
+    prog = tp.short_store.compile(build_dir=str(tmp_path))
+    inputs = tp.short_store_inputs()
+    work = with_data(prog, inputs, {"z": tp.short_store_golden(inputs["x"])})
+    data = triaged(work)
+    assert data["category"] == "uninitialized"
+    c = data["culprit"]
+    assert (c["task"], c["kernel"], c["op"]) == (0, "scale_rows_short", "store")
+    assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.scale_rows_short, 'ts.store(y')}")
+    assert "y[:, 448:512] is never written" in data["summary"]
+
+
+def test_split_kv_attention_missing_a_store_blames_the_partial_kernel(tmp_path):
+    prog = tp.split_kv_missing_store.compile(build_dir=str(tmp_path))
+    inputs = tp.attention_inputs()
+    work = with_data(prog, inputs, {"out": tp.attention_golden(inputs["q"], inputs["k"], inputs["v"])}, 1e-4, 1e-4)
+    data = triaged(work)
+    assert data["category"] == "uninitialized"
+    assert (data["culprit"]["kernel"], data["culprit"]["task"]) == ("attn_partial_no_l", 0)
+    assert "rowsum" in data["summary"]
+
+
+def test_an_orchestration_edited_to_add_an_output_for_an_inout_is_a_signature_mismatch(tmp_path):
+    prog = tp.running_sum.compile(build_dir=str(tmp_path))
+    inputs = tp.running_sum_inputs()
+    work = with_data(prog, inputs, {"acc": tp.running_sum_golden(inputs["x"], inputs["acc"])})
+    src = work / "orchestration" / "running_sum.cpp"
+    text = src.read_text()
+    assert "task.add_inout(acc" in text
+    src.write_text(text.replace("task.add_inout(acc", "task.add_output(acc"))
+    data = triaged(work)
+    assert data["category"] == "signature"
+    line = next(i for i, t in enumerate(src.read_text().splitlines(), 1) if "orch.task(FUNC_ACCUMULATE" in t)
+    assert data["culprit"]["cpp_line"] == f"orchestration/running_sum.cpp:{line}"
+    assert "a accumulate task is given (D.IN, D.OUT)" in data["summary"]
+
+
+def test_a_crashing_kernel_is_a_crash_named_by_task_kernel_and_line(tmp_path):
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    work = with_data(prog, inputs, {"y": inputs["x"] * 0, "z": tp.pipeline_golden(inputs["x"])})
+    source = tp.edit_kernel(prog, "consume", "store(z, {0, 0}", "*(volatile float *)nullptr = 1.0f; store(z, {0, 0}")
+    data = triaged(work)
+    assert data["category"] == "crash"
+    c = data["culprit"]
+    assert c["kernel"] == "consume" and c["task"] in range(4, 8)
+    assert c["cpp_line"].startswith(source + ":") and c["dsl_line"].endswith(
+        f"triage_programs.py:{line_of(tp.consume, 'ts.store(z')}"
+    )
+    assert any("SIGSEGV" in e for e in data["evidence"]) or "SIGSEGV" in data["summary"]
+
+
+@ts.kernel
+def spin(x: ts.Tensor[[8, 16], ts.f32], y: ts.Out[[8, 16], ts.f32]):
+    acc = ts.load(x, [0, 0], [8, 16])
+    for _ in ts.range(0, 1000000000000):
+        acc = acc * 1.0000001
+    ts.store(y, [0, 0], acc)
+
+
+@ts.jit
+def spinner(x: ts.Tensor[[8, 16], ts.f32], y: ts.Out[[8, 16], ts.f32]):
+    spin(x, y)
+
+
+def test_a_spinning_kernel_is_a_hang_at_its_loop(tmp_path):
+    prog = spinner.compile(build_dir=str(tmp_path))
+    x = torch.randn(8, 16)
+    work = with_data(prog, {"x": x, "y": torch.zeros(8, 16)}, {"y": x})
+    data = triaged(work, budget=12)
+    assert data["category"] == "hang"
+    c = data["culprit"]
+    assert (c["task"], c["kernel"]) == (0, "spin")
+    assert c["dsl_line"].rsplit(":", 1)[1] in {
+        str(line_of(spin, "for _ in ts.range")), str(line_of(spin, "acc = acc * 1.0000001"))
+    }
+
+
+def test_a_missing_producer_is_a_deadlock(tmp_path):
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    work = with_data(prog, inputs, {"y": inputs["x"] * 0, "z": tp.pipeline_golden(inputs["x"])})
+    src = work / "orchestration" / "pipeline.cpp"
+    text = src.read_text()
+    src.write_text(text.replace('orch.task(FUNC_CONSUME, "consume");', 'orch.task(FUNC_CONSUME, "consume"); task.depends_on(99);', 1))
+    data = triaged(work)
+    assert data["category"] == "deadlock"
+    assert "waits for task 99, which was never submitted" in " ".join(data["evidence"])
+
+
+def test_a_nan_producer_names_its_task_and_op(tmp_path):
+    prog = tp.log_rows.compile(build_dir=str(tmp_path))
+    inputs = tp.log_rows_inputs()
+    work = with_data(prog, inputs, {"y": torch.log(inputs["x"] * 2 - 1) + 1})
+    data = triaged(work)
+    assert data["category"] == "nan"
+    c = data["culprit"]
+    assert (c["task"], c["kernel"], c["op"]) == (1, "log_shift", "log")
+    assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.log_shift, 'v = ts.log')}")
+
+
+def test_a_wrong_shape_input_is_bad_input_naming_the_argument(tmp_path):
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    inputs["x"] = torch.randn(3 * tp.B, tp.C)  # the program takes 5 blocks
+    work = with_data(prog, inputs, {"y": torch.zeros(5 * tp.B, tp.C), "z": torch.zeros(4 * tp.B, tp.C)})
+    data = triaged(work)
+    assert data["category"] == "bad_input"
+    assert "x" in data["summary"] and "[192, 64]" in data["summary"]
