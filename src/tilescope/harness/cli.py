@@ -12,6 +12,8 @@ environment variable or its default decides it.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from typing import Any
 
 from tilescope.harness.compare import tolerance_problem
@@ -79,6 +81,20 @@ def add_runtime_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     return parser
 
 
+class Progress:
+    """What a long-running tool (triage, localize, shuffled runs) is doing, one line per step on
+    stderr when it is a terminal; nothing otherwise, or in CI (``CI`` set), so logs stay quiet."""
+
+    def __init__(self, tool: str, enabled: bool | None = None):
+        self.tool = tool
+        self.enabled = sys.stderr.isatty() and not os.environ.get("CI") if enabled is None else enabled
+
+    def __call__(self, text: str) -> None:
+        """Say ``text`` (a step starting, or how far it is), if enabled."""
+        if self.enabled:
+            print(f"[{self.tool}] {text}", file=sys.stderr, flush=True)
+
+
 def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The run flags, the compile knobs' flags, and the harness's own (builds, data, seed)."""
     add_runtime_args(parser)
@@ -94,7 +110,29 @@ def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     g.add_argument(
         "--localize", action="store_true", help="when an output mismatches, name the culprit (tilescope localize)"
     )
+    g.add_argument(
+        "--triage",
+        action="store_true",
+        help="when the run fails in any way (compile, crash, hang, NaN, mismatch), classify it and name the "
+        "culprit (tilescope triage)",
+    )
+    g.add_argument(
+        "--poison", action="store_true", help="run twice with never-written memory poisoned: name what reads it"
+    )
+    g.add_argument(
+        "--shuffle", type=_runs, default=0, metavar="N", help="run N times on shuffled schedules and compare bit for bit"
+    )
     return parser
+
+
+def _runs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs") from None
+    if not 2 <= n <= 1000:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 2..1000 runs")
+    return n
 
 
 def runtime_cfg_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -113,4 +151,7 @@ def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "compile_only": args.compile_only,
         "seed": args.seed,
         "localize": args.localize,
+        "triage": args.triage,
+        "poison": args.poison,
+        "shuffle": args.shuffle,
     }

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ import torch
 from tilescope import knobs
 from tilescope._logging import configure
 from tilescope.build.manifest import as_build_dir
-from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, LOCALIZE_DIR, dfx_dir
+from tilescope.build.paths import DATA_DIR
 from tilescope.build.state import source_hashes
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.localize.analyze import Inputs, analyze
@@ -40,9 +39,9 @@ from tilescope.debug.localize.source_map import kernel_sites, kernel_text
 from tilescope.debug.localize.tasks import CapturedTask, captured_tasks
 from tilescope.debug.observers import Recording
 from tilescope.errors import RuntimeFailure, TilescopeError
-from tilescope.harness.cli import tolerance_arg
+from tilescope.harness.cli import Progress, tolerance_arg
 from tilescope.harness.compare import check_tolerances
-from tilescope.harness.data import DataError, load_meta, load_references, load_snapshot, save_snapshot
+from tilescope.harness.data import DataError, load_meta, load_references, load_snapshot
 from tilescope.harness.recorded import recorded_run
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import Binaries, launch
@@ -146,16 +145,20 @@ def localize(
     *,
     rtol: float | None = None,
     atol: float | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> LocalizeReport:
     """Localize the wrong answer of the build ``build_dir`` on its saved data (or ``golden_data``):
-    the report (also written to ``dfx_outputs/localize/report.json``).
+    the report (also written to ``dfx_outputs/localize/report.json``). ``progress`` hears a line
+    per step (default: on a terminal only).
 
     Raises:
         LocalizeError: no saved data, or the sim run fails instead of answering.
         DataError: the data do not match the build's arguments.
     """
     started = time.perf_counter()
+    say = progress or Progress("localize")
     work = as_build_dir(build_dir)
+    say("load the build and its data")
     build = CompiledProgram.from_dir(work)
     data = _data_dir(work, golden_data)
     given = [k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None]
@@ -174,7 +177,9 @@ def localize(
                 f"{', '.join(changed)} changed since the data were saved: the data are from the build as it was; "
                 "sim runs the code as it is now"
             )
+    say("run it serially, recording every task's arguments")
     sim, report = _sim_run(build, inputs)
+    say(f"analyze {report.num_tasks} tasks (codegen, algorithm, precision)")
     rep = analyze(
         Inputs(build, str(data), inputs, golden, sim, report, float(rtol), float(atol), started, limitations, references,
                _probe_runner(build))  # fmt: skip
@@ -184,40 +189,6 @@ def localize(
         write_html(work, rep, rep.maps)
     except OSError as e:
         rep.limitations.append(f"the report could not be written into {work}: {e}")
-    return rep
-
-
-def localize_run(
-    build: CompiledProgram,
-    before: dict[str, Any],
-    golden: dict[str, torch.Tensor],
-    references: dict[str, torch.Tensor],
-    data: str | os.PathLike | None,
-    saved: bool,
-    rtol: float,
-    atol: float,
-    say: Callable[[str], None],
-) -> LocalizeReport | None:
-    """Localize a harness run whose comparison failed (``--localize``) on its data: ``data`` (a
-    data directory, as ``--golden-data`` gave it), the build's own when this run ``saved`` it
-    there, or else this run's inputs and golden, saved
-    for it into ``dfx_outputs/localize/data`` (replacing the last one there). Prints the
-    verdict; a localize that cannot run is reported and returns None."""
-    try:
-        if data is None and not saved:
-            where = dfx_dir(build.work_dir) / LOCALIZE_DIR / LOCALIZE_DATA
-            if where.is_dir():
-                shutil.rmtree(where)  # localize's own copy from an earlier run
-            meta = {"rtol": rtol, "atol": atol, "sources": source_hashes(build.work_dir, build.config)}
-            data = save_snapshot(where, list(build.args), before, golden, meta, references)
-        rep = localize(build.work_dir, data, rtol=rtol, atol=atol)
-    except (TilescopeError, OSError) as e:
-        say(f"[localize] cannot localize: {e}")
-        return None
-    except Exception as e:  # noqa: BLE001 - localize's own defect must not take the run's result with it
-        say(f"[localize] cannot localize: {internal_error(e)}")
-        return None
-    say(rep.render())
     return rep
 
 
@@ -262,4 +233,4 @@ def run_cli(args: argparse.Namespace) -> int:
     return 0 if rep.category == "pass" or rep.verdict == "innocent" else 1
 
 
-__all__ = ["LocalizeError", "add_localize_args", "localize", "localize_run", "nan_op", "run_cli"]
+__all__ = ["LocalizeError", "add_localize_args", "internal_error", "localize", "nan_op", "run_cli"]

@@ -29,11 +29,21 @@ from tilescope.build.manifest import ArgSpec, Build
 from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write
 from tilescope.build.state import source_hashes
 from tilescope.debug.failures import Failure
-from tilescope.errors import HarnessError, TilescopeError
+from tilescope.debug.localize.report import LocalizeReport
+from tilescope.errors import HarnessError, RuntimeFailure, TilescopeError
+from tilescope.harness.checks import (
+    NO_CHECKS,
+    Checks,
+    RunData,
+    localize_run,
+    poison_check,
+    shuffle_check,
+    triage_run,
+)
 from tilescope.harness.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.harness.data import load_snapshot, save_snapshot
-from tilescope.harness.localize import LocalizeReport, localize_run
 from tilescope.harness.specs import Spec, check_specs, check_specs_match, generate, outputs, seed_problem
+from tilescope.harness.triage import compile_error_report
 from tilescope.harness.user_code import GoldenError, call_user, function_name
 from tilescope.ir.verifier import PROBE_NAME  # the names a reference of a probe or intermediate may have
 from tilescope.language.decorators import InlineFunction, KernelFunction
@@ -61,6 +71,9 @@ class RunResult:
     failure: Failure | None = None  # how the run failed (task, kernel, line, saved inputs)
     nan: Failure | None = None  # nan_check: the NaN/Inf report
     localize: LocalizeReport | None = None  # localize=True and a comparison failed: its culprit
+    triage: LocalizeReport | None = None  # triage=True and the run failed or mismatched: its category and culprit
+    poison: Any = None  # poison=True: what the poisoned runs showed (harness.poison.Poisoned)
+    shuffle: Any = None  # shuffle=N: the shuffled runs (debug.triage.shuffle.ShuffleReport)
 
     def __bool__(self) -> bool:
         return self.passed
@@ -119,13 +132,13 @@ def execute(
     save_data: bool = False,
     tolerances: dict[str, float] | None = None,
     golden_from: str | os.PathLike | None = None,
-    localize: bool = False,
+    checks: Checks = NO_CHECKS,
 ) -> None:
     """Run ``compiled`` on ``inputs`` (its outputs written in place: the run writes copies with
     guard zones, runtime/guarded.py, copied back after it, a failed run's too), then compute the
     golden from a copy of the inputs (or, with ``golden_from``, take the golden loaded from that
-    data directory), optionally snapshot both, and compare; with ``localize``, a failed comparison
-    is localized (``harness.localize``) on the data of this run. Fills ``result``."""
+    data directory), optionally snapshot both, and compare; then the ``checks`` asked for
+    (``harness.checks``) on the data of this run. Fills ``result``."""
     opts = knobs.runtime_options(runtime_cfg)
     before = _clone(inputs)
     guarded = {k: (guarded_clone(v) if torch.is_tensor(v) else v) for k, v in inputs.items()}
@@ -137,6 +150,13 @@ def execute(
             lambda: compiled.run(*args, **runtime_cfg),
             lambda i: f"{i.num_tasks} tasks",
         )
+    except RuntimeFailure:
+        if checks.triage and golden is not None:  # the failure itself, classified on this run's data
+            data = _golden_of(golden, before, golden_from, compiled)
+            if data is not None:
+                run = RunData(compiled, before, *data, golden_from, False, rtol, atol)
+                result.triage = triage_run(run, phases.say)
+        raise
     finally:
         for a in compiled.args:
             if a.is_output:
@@ -175,10 +195,25 @@ def execute(
         for line in rep.lines(rtol, atol):
             phases.say(line)
     result.passed = all(r.passed for r in result.comparisons)
-    if localize and not result.passed:
-        result.localize = localize_run(
-            compiled, before, result.golden, result.references, golden_from, save_data, rtol, atol, phases.say
-        )
+    run = RunData(compiled, before, result.golden, result.references, golden_from, save_data, rtol, atol)
+    if checks.poison:
+        result.poison = poison_check(run, phases.say)
+    if checks.shuffle:
+        result.shuffle = shuffle_check(run, checks.shuffle, phases.say)
+    if checks.triage and (not result.passed or result.nan is not None):
+        result.triage = triage_run(run, phases.say)
+    elif checks.localize and not result.passed:
+        result.localize = localize_run(run, phases.say)
+
+
+def _golden_of(golden, before, golden_from, compiled) -> tuple[dict, dict] | None:
+    """The golden outputs and references of a run that failed (None if golden_fn fails too)."""
+    try:
+        computed = golden(before) if golden_from is not None else golden(_clone(before))
+    except TilescopeError:
+        return None
+    names = [a.name for a in compiled.args if a.is_output]
+    return {n: computed[n] for n in names}, {k: v for k, v in computed.items() if k not in names}
 
 
 def record_last_run(result: RunResult) -> None:
@@ -217,12 +252,18 @@ def run_jit(
     save_data: bool = False,
     seed: int = 0,
     localize: bool = False,
+    triage: bool = False,
+    poison: bool = False,
+    shuffle: int = 0,
 ) -> RunResult:
     """Compile ``fn`` (or reuse the build ``runtime_dir``), run it on inputs generated from
     ``specs`` (or replayed from ``golden_data``) and compare every output with ``golden_fn``
     (which fills the outputs of a dict name -> tensor in place) or the replayed golden. With
     ``localize``, a failed comparison is localized (``tilescope localize``) on this run's data:
-    the verdict is printed and kept in ``result.localize``."""
+    the verdict is printed and kept in ``result.localize``; with ``triage``, any failure (a
+    failed run, a mismatch, a NaN) is triaged (``tilescope triage``) into ``result.triage``;
+    ``poison`` runs it twice poisoned (``result.poison``), ``shuffle=N`` N times on shuffled
+    schedules (``result.shuffle``)."""
     given_cfgs = {"runtime_cfg": runtime_cfg, "compile_cfg": compile_cfg}
     runtime_cfg = dict(runtime_cfg) if isinstance(runtime_cfg, Mapping) else {}
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
@@ -234,6 +275,11 @@ def run_jit(
     name = program_name(fn)
     try:
         check_options(given_cfgs, golden_fn, compare_fn, compile_only, save_data, golden_data, runtime_dir)
+        checks = Checks(bool(localize), bool(triage), bool(poison), shuffle)
+        if checks.problem():
+            raise HarnessError(str(checks.problem()))
+        if triage and "isolate" not in runtime_cfg and result.platform == "sim":
+            runtime_cfg["isolate"] = True  # NOTE: a crash must become a report that triage can classify
         configure(knobs.runtime_options(runtime_cfg)["log_level"])
         check_program(fn)
         check_specs(specs)
@@ -289,12 +335,15 @@ def run_jit(
             save_data,
             {"seed": seed},
             golden_data,
-            localize,
+            checks,
         )
     except TilescopeError as e:
         result.error = str(e)
         result.failure = getattr(e, "failure", None)
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)
+        if triage and result.work_dir is None and (found := compile_error_report(name, e)) is not None:
+            result.triage = found  # the compile itself failed: no build to triage, the error is the answer
+            print(found.render(), flush=True)
     return finish(result, name)
 
 

@@ -47,7 +47,7 @@ from tilescope.debug.localize.metrics import close
 from tilescope.debug.localize.report import Culprit, LocalizeReport, write_report
 from tilescope.errors import ArgumentError, DSLError, RuntimeFailure, TilescopeError
 from tilescope.harness.audit import audit_run
-from tilescope.harness.cli import tolerance_arg
+from tilescope.harness.cli import Progress, tolerance_arg
 from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_snapshot
 from tilescope.harness.localize import internal_error, localize, nan_op
@@ -72,18 +72,6 @@ class TriageError(TilescopeError):
     """triage cannot start: not a build, no saved data."""
 
 
-class Progress:
-    """One line per step on a terminal (stderr); nothing when stderr is not one, or in CI."""
-
-    def __init__(self, enabled: bool | None = None):
-        self.enabled = sys.stderr.isatty() and not os.environ.get("CI") if enabled is None else enabled
-
-    def __call__(self, text: str) -> None:
-        """Say ``text`` (a step starting), if enabled."""
-        if self.enabled:
-            print(f"[triage] {text}", file=sys.stderr, flush=True)
-
-
 def triage(
     build_dir: str | os.PathLike,
     golden_data: str | os.PathLike | None = None,
@@ -102,7 +90,7 @@ def triage(
     if not (isinstance(budget, int | float) and budget > 0):
         raise TriageError(f"budget={budget!r}: expected a number of seconds > 0")
     work = as_build_dir(build_dir)
-    t = _Triage(work, golden_data, float(budget), progress or Progress())
+    t = _Triage(work, golden_data, float(budget), progress or Progress("triage"))
     t.run(rtol, atol)
     return t.finish()
 
@@ -120,14 +108,14 @@ class _Triage:
     def left(self) -> float:
         return self.budget - (time.perf_counter() - self.started)
 
-    def step(self, name: str, fn: Callable[[], Any]) -> Any:
-        """Run one step, timed and announced; what it raises is the caller's."""
+    def step(self, name: str, fn: Callable[[], Any], **info: Any) -> Any:
+        """Run one step, timed and announced (``info`` is kept with it); what it raises is the caller's."""
         self.say(f"{name} ({self.left():.0f}s of the budget left)")
         t0 = time.perf_counter()
         try:
             return fn()
         finally:
-            self.rep.steps.append({"step": name, "seconds": round(time.perf_counter() - t0, 3)})
+            self.rep.steps.append({"step": name, "seconds": round(time.perf_counter() - t0, 3), **info})
 
     def verdict(self, category: str, summary: str, culprit: Culprit | None = None, *evidence: str) -> None:
         self.rep.category, self.rep.summary = category, summary
@@ -222,7 +210,8 @@ class _Triage:
         budget = max(1.0, min(DEFAULT_BUDGET, self.left() / 4))
         try:
             info = self.step("run isolated, NaN check on", lambda: self.build.run(
-                *args, isolate=True, nan_check=True, task_timeout_s=budget, log_level="null"))  # fmt: skip
+                *args, isolate=True, nan_check=True, task_timeout_s=budget, log_level="null"),
+                task_timeout_s=round(budget, 3))  # fmt: skip
         except ArgumentError as e:
             self.verdict("bad_input", str(e).splitlines()[0])
             return None
@@ -395,6 +384,25 @@ class _Triage:
         return True
 
 
+def compile_error_report(program: str, e: BaseException) -> LocalizeReport | None:
+    """The triage of a compile that failed (``--triage`` on a model script that does not compile):
+    ``compile_error`` at the DSL line (and the pass after which the IR stopped verifying) or the
+    failing C++ line; None for an error that is not a compile error."""
+    if isinstance(e, CompileError):
+        cpp = f"{e.cpp_file}:{e.cpp_line}" if e.cpp_file and e.cpp_line else None
+        culprit, summary = Culprit(dsl_line=e.dsl_loc, cpp_line=cpp), "the generated C++ does not compile"
+    elif isinstance(e, DSLError):
+        after = re.search(r"IR verification failed after pass (\w+)", str(e))
+        culprit = Culprit(op=f"pass {after[1]}" if after else None, dsl_line=str(e.loc) if e.loc else None)
+        summary = e.message.splitlines()[0]
+    else:
+        return None
+    rep = LocalizeReport(program, "", "", "compile_error", summary, culprit=culprit, tool="triage")
+    rep.evidence += str(e).splitlines()[:6]
+    rep.next.append("fix the named line and run again")
+    return rep
+
+
 def _in_build(work: Path, cpp: str) -> str:
     """``/abs/build/kernels/vec/k.cpp:19`` as ``kernels/vec/k.cpp:19`` (a path inside the build)."""
     path, _, line = cpp.rpartition(":")
@@ -455,4 +463,4 @@ def run_cli(args: argparse.Namespace) -> int:
     return 0 if rep.category == "pass" and rep.deterministic is not False else 1
 
 
-__all__ = ["DEFAULT_BUDGET", "Progress", "TriageError", "add_triage_args", "run_cli", "triage"]
+__all__ = ["DEFAULT_BUDGET", "TriageError", "add_triage_args", "compile_error_report", "run_cli", "triage"]

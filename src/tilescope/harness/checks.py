@@ -1,0 +1,135 @@
+"""What a harness run can ask for beyond its comparison: ``--localize``, ``--triage``,
+``--poison`` and ``--shuffle N`` (``run_jit(localize=, triage=, poison=, shuffle=)``).
+
+Invariants: each works on the exact data of this run (its inputs before the run, its golden);
+the data are saved for it under the build (``data/`` when this run saved them, else
+``dfx_outputs/<tool>/data``, replacing that tool's last copy); a check that cannot run is said in
+one line and never changes the run's own result.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, dfx_dir
+from tilescope.build.state import source_hashes
+from tilescope.debug.localize.report import LocalizeReport
+from tilescope.errors import TilescopeError
+from tilescope.harness.cli import Progress
+from tilescope.harness.data import save_snapshot
+from tilescope.harness.localize import internal_error, localize
+from tilescope.harness.poison import Poisoned, poison_run
+from tilescope.harness.shuffle import shuffle_lines, shuffle_runs
+from tilescope.harness.triage import triage
+from tilescope.launch.program import CompiledProgram
+
+
+@dataclass(frozen=True)
+class Checks:
+    """The checks a harness run asked for."""
+
+    localize: bool = False  # a failed comparison: name the culprit (tilescope localize)
+    triage: bool = False  # any failure: classify it and name the culprit (tilescope triage)
+    poison: bool = False  # two poisoned runs: outputs that depend on never-written memory
+    shuffle: int = 0  # this many shuffled runs, compared bit for bit
+
+    def problem(self) -> str | None:
+        """Why these options cannot be used as given (None: they can)."""
+        if not isinstance(self.shuffle, int) or isinstance(self.shuffle, bool) or not 0 <= self.shuffle <= 1000:
+            return f"shuffle={self.shuffle!r}: expected a number of runs in 0..1000 (0: none)"
+        if self.shuffle == 1:
+            return "shuffle=1: one run compares with nothing; ask for at least 2"
+        return None
+
+
+NO_CHECKS = Checks()
+
+
+@dataclass
+class RunData:
+    """This run's data, as a check needs them."""
+
+    build: CompiledProgram
+    before: dict[str, Any]  # the inputs before the run
+    golden: dict[str, torch.Tensor]
+    references: dict[str, torch.Tensor]
+    data: str | os.PathLike | None  # --golden-data's directory, if the run replayed one
+    saved: bool  # this run saved its data into the build's data/
+    rtol: float
+    atol: float
+
+    def directory(self, tool: str) -> Path:
+        """A data directory holding this run's data (saved for ``tool`` when no other holds it)."""
+        if self.data is not None:
+            return Path(self.data)
+        if self.saved:
+            return self.build.work_dir / DATA_DIR
+        where = dfx_dir(self.build.work_dir) / tool / LOCALIZE_DATA
+        if where.is_dir():
+            shutil.rmtree(where)  # the tool's own copy from an earlier run
+        meta = {"rtol": self.rtol, "atol": self.atol, "sources": source_hashes(self.build.work_dir, self.build.config)}
+        return save_snapshot(where, list(self.build.args), self.before, self.golden, meta, self.references)
+
+
+def _guarded(tool: str, say: Callable[[str], None], fn: Callable[[], Any]) -> Any:
+    """``fn()``; what stops it is said in one line (a defect of the tool too), and None returned."""
+    try:
+        return fn()
+    except (TilescopeError, OSError) as e:
+        say(f"[{tool}] cannot {tool}: {str(e).splitlines()[0]}")
+    except Exception as e:  # noqa: BLE001 - the tool's own defect must not take the run's result with it
+        say(f"[{tool}] cannot {tool}: {internal_error(e).replace('localize', tool, 1)}")
+    return None
+
+
+def localize_run(run: RunData, say: Callable[[str], None]) -> LocalizeReport | None:
+    """Localize this run's failed comparison; prints the verdict."""
+    rep = _guarded("localize", say, lambda: localize(run.build.work_dir, run.directory("localize"), rtol=run.rtol,
+                                                    atol=run.atol))  # fmt: skip
+    if rep is not None:
+        say(rep.render())
+    return rep
+
+
+def triage_run(run: RunData, say: Callable[[str], None]) -> LocalizeReport | None:
+    """Triage this run's failure; prints the verdict."""
+    rep = _guarded("triage", say, lambda: triage(run.build.work_dir, run.directory("triage"), rtol=run.rtol,
+                                                atol=run.atol))  # fmt: skip
+    if rep is not None:
+        say(rep.render())
+    return rep
+
+
+def poison_check(run: RunData, say: Callable[[str], None]) -> Poisoned | None:
+    """Two poisoned runs of this run's inputs; prints what they show."""
+    found = _guarded("poison", say, lambda: poison_run(run.build, run.before))
+    if found is None:
+        return None
+    lines = found.lines()
+    say("[poison] " + (lines[0] if lines else "no output depends on memory nothing wrote, and every task stored "
+                                              "its whole output"))  # fmt: skip
+    for line in lines[1:]:
+        say(f"  - {line}")
+    return found
+
+
+def shuffle_check(run: RunData, n: int, say: Callable[[str], None]):
+    """``n`` shuffled runs of this run's inputs; prints whether they agreed, and if not, where."""
+    rep = _guarded("shuffle", say, lambda: shuffle_runs(run.build, run.before, n, say=Progress("shuffle")))
+    if rep is None:
+        return None
+    lines = shuffle_lines(rep)
+    say(("[shuffle] deterministic: " if rep.deterministic else "[shuffle] NOT deterministic: ") + lines[0])
+    for line in lines[1:]:
+        say(f"  - {line}")
+    return rep
+
+
+__all__ = ["NO_CHECKS", "Checks", "RunData", "localize_run", "poison_check", "shuffle_check", "triage_run"]

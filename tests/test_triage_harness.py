@@ -1,0 +1,90 @@
+"""--triage, --poison and --shuffle N on a harness run: each on the exact data of the run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import torch
+import triage_programs as tp
+
+import tilescope as ts
+from tilescope.harness import run_jit
+from tilescope.harness.specs import TensorSpec
+
+SHORT = [TensorSpec("x", [2 * tp.R, tp.W], torch.float32), TensorSpec("z", [2 * tp.R, tp.W], torch.float32, is_output=True)]
+ATTN = [
+    TensorSpec("q", [tp.Q, tp.D], torch.float32),
+    TensorSpec("k", [tp.S * tp.KV, tp.D], torch.float32),
+    TensorSpec("v", [tp.S * tp.KV, tp.D], torch.float32),
+    TensorSpec("out", [tp.Q, tp.D], torch.float32, is_output=True),
+]
+
+
+def short_golden(t):
+    t["z"] = tp.short_store_golden(t["x"])
+
+
+def attention_golden(t):
+    t["out"] = tp.attention_golden(t["q"], t["k"], t["v"])
+
+
+def test_triage_names_the_kernel_that_left_its_output_unwritten(capsys):
+    result = run_jit(tp.short_store, SHORT, golden_fn=short_golden, triage=True)
+    assert not result.passed and result.triage is not None
+    assert result.triage.category == "uninitialized" and result.triage.culprit.kernel == "scale_rows_short"
+    out = capsys.readouterr().out
+    assert "[triage] short_store: uninitialized" in out and "culprit: task 0, kernel scale_rows_short, op store" in out
+    # the run's data were saved for it under the build, nowhere else
+    assert (result.work_dir / "dfx_outputs" / "triage" / "data" / "in" / "x.pt").is_file()
+    assert (result.work_dir / "dfx_outputs" / "triage" / "report.json").is_file()
+
+
+def test_poison_and_shuffle_on_a_correct_run_say_so(capsys):
+    result = run_jit(tp.split_kv, ATTN, golden_fn=attention_golden, rtol=1e-4, atol=1e-4, poison=True, shuffle=3)
+    assert result.passed and result.poison.report.clean and result.shuffle.deterministic
+    out = capsys.readouterr().out
+    assert "[poison] no output depends on memory nothing wrote, and every task stored its whole output" in out
+    assert "[shuffle] deterministic: all 3 shuffled runs gave the same outputs, bit for bit" in out
+
+
+def test_poison_on_a_run_with_a_missing_store_names_the_writer(capsys):
+    result = run_jit(tp.split_kv_missing_store, ATTN, golden_fn=attention_golden, poison=True)
+    assert not result.passed
+    assert [u.kernel for u in result.poison.report.unstored] == ["attn_partial_no_l"] * 4
+    out = capsys.readouterr().out
+    assert "[poison] 1024 of 1024 elements of output out depend on memory nothing wrote" in out
+    assert "  - task 0 (kernel attn_partial_no_l) declared rowsum = rowsum[0:16, 0:1] as its output but did not store" in out
+
+
+@ts.kernel
+def bad_slice(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
+    ts.store(y, [0, 4], ts.load(x, [0, 0], [8, 8]))  # the bug: past the end of y
+
+
+@ts.jit
+def bad_prog(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
+    bad_slice(x, y)
+
+
+def test_triage_of_a_program_that_does_not_compile_is_a_compile_error_at_its_line(capsys):
+    specs = [TensorSpec("x", [8, 8], torch.float32), TensorSpec("y", [8, 8], torch.float32, is_output=True)]
+    result = run_jit(bad_prog, specs, golden_fn=lambda t: None, triage=True)
+    assert result.triage is not None and result.triage.category == "compile_error"
+    assert result.triage.culprit.dsl_line.endswith(f"test_triage_harness.py:{bad_slice.fn.__code__.co_firstlineno + 2}")
+    assert "[triage] bad_prog: compile_error" in capsys.readouterr().out
+
+
+def test_the_flags_are_checked():
+    import argparse
+
+    from tilescope.harness.cli import add_harness_args
+
+    p = add_harness_args(argparse.ArgumentParser())
+    assert p.parse_args(["--shuffle", "4", "--poison", "--triage"]).shuffle == 4
+    out = subprocess.run([sys.executable, "-c", "import argparse\nfrom tilescope.harness.cli import add_harness_args\n"
+                          "add_harness_args(argparse.ArgumentParser()).parse_args(['--shuffle', '1'])"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 2 and "'1': expected 2..1000 runs" in out.stderr
+    result = run_jit(tp.split_kv, ATTN, golden_fn=attention_golden, shuffle=1)
+    assert not result.passed and "shuffle=1: one run compares with nothing" in result.error
