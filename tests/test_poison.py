@@ -29,7 +29,8 @@ def test_a_store_loop_one_chunk_short_names_the_task_its_region_and_the_compile_
     assert lines[0] == "8192 of 65536 elements of output z depend on memory nothing wrote: z[:, 448:512]"
     assert lines[1].startswith(
         "task 0 (kernel scale_rows_short) declared y = y[0:64, 0:512] as its output but did not store y[:, 448:512] "
-        "(4096 of 32768 elements); the compile saw it: kernel scale_rows_short: Out param y[64, 512] is never written"
+        "(4096 of 32768 elements); the same in task(s) 1; the compile saw it: kernel scale_rows_short: Out param "
+        "y[64, 512] is never written"
     )
     assert "triage_programs.py:" in lines[1]
 

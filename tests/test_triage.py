@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 import triage_programs as tp
 from helpers import line_of
@@ -197,6 +198,7 @@ HOGGED = """
 import json, os, subprocess, sys, time
 cpu = max(os.sched_getaffinity(0))
 os.sched_setaffinity(0, {{cpu}})  # first: every worker thread the run starts inherits it
+import pytest
 import torch
 import tilescope as ts
 from tilescope.harness.data import save_snapshot
@@ -239,3 +241,31 @@ def test_a_correct_program_on_a_cpu_loaded_by_a_hog_is_not_a_false_hang(tmp_path
     # the load was real: under it the task takes longer in wall time than the budget triage gave it
     assert got["loaded_wall_s"] > got["task_timeout_s"], got
     assert got["elapsed_s"] < 60
+
+
+def test_the_command_prints_json_and_exits_by_verdict(tmp_path):
+    prog = tp.short_store.compile(build_dir=str(tmp_path))
+    inputs = tp.short_store_inputs()
+    work = with_data(prog, inputs, {"z": tp.short_store_golden(inputs["x"])})
+    out = subprocess.run([sys.executable, "-m", "tilescope", "triage", str(work), "--json", "--budget", "50"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    data = json.loads(out.stdout)
+    assert data["category"] == "uninitialized" and data["culprit"]["kernel"] == "scale_rows_short"
+    assert out.stderr == ""  # no progress lines off a terminal, no stray logs
+
+
+def test_the_command_refuses_what_it_cannot_use(tmp_path):
+    prog = tp.short_store.compile(build_dir=str(tmp_path))
+
+    def run(*argv):
+        return subprocess.run([sys.executable, "-m", "tilescope", "triage", *argv], capture_output=True, text=True)
+
+    no_data = run(str(prog.work_dir))
+    assert no_data.returncode == 1 and "has no saved data" in no_data.stderr and "--save-data" in no_data.stderr
+    assert run(str(tmp_path / "nope")).returncode == 1
+    bad = run(str(prog.work_dir), "--budget", "0")
+    assert bad.returncode == 2 and "expected a number of seconds > 0" in bad.stderr
+    with pytest.raises(ts.TilescopeError, match="budget=-1: expected a number of seconds > 0"):
+        ts.triage(prog.work_dir, budget=-1)
+    assert not (prog.work_dir / "dfx_outputs" / "triage" / "report.json").exists()

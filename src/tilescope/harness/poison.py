@@ -41,10 +41,14 @@ class Poisoned:
             f"{n} of {total} elements of output {name} depend on memory nothing wrote: {where}"
             for name, (n, total, where) in rep.outputs.items()
         ]
-        for u in rep.unstored:
-            found = self.static_for(u.kernel, u.param)
+        groups: dict[tuple[str, str, str], list] = {}
+        for u in rep.unstored:  # NOTE: one line for the tasks of one kernel that miss the same part
+            groups.setdefault((u.kernel, u.param, u.where), []).append(u)
+        for (kernel, param, _), same in groups.items():
+            found = self.static_for(kernel, param)
             at = f"; the compile saw it: {found['message']} (at {found['at']})" if found else ""
-            out.append(u.text() + at)
+            also = f"; the same in task(s) {', '.join(str(u.task) for u in same[1:])}" if len(same) > 1 else ""
+            out.append(same[0].text() + also + at)
         out += [r.text() for r in rep.reads]
         return out
 
