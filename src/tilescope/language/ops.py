@@ -98,8 +98,11 @@ def op_names(kind: str | None = None) -> list[str]:
 
 
 def close_matches(name: str, candidates: Iterable[str]) -> list[str]:
-    """Up to three of ``candidates`` spelled like ``name``, closest first."""
-    return difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.6)
+    """Up to three of ``candidates`` spelled like ``name``, closest first; only those about as
+    close as the closest (``ts.arange`` suggests ``ts.range``, not also ``ts.triage``)."""
+    found = difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.6)
+    score = {c: difflib.SequenceMatcher(None, name, c).ratio() for c in found}
+    return [c for c in found if score[c] >= score[found[0]] - 0.15] if found else []
 
 
 def unknown_op_message(
