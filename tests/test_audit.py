@@ -106,3 +106,20 @@ def test_views_outside_the_index_space_are_compared_by_bytes():
     c = Span(2, 1, "in", False, ((0, 1), (0, 4)), 64, 80)
     found = [(h.first.task, h.second.task) for h in hazards([a, b, c], Order(3, []))]
     assert found == [(0, 1)]
+
+
+def test_boxes_are_the_runtimes_so_column_halves_of_one_storage_never_overlap():
+    from tilescope.debug.triage.hazards import layout_box, layout_of
+
+    base = torch.zeros(64, 128)
+    a, b = base[:, :64], base[:, 64:]  # two arguments, one storage; the first defines the layout
+    layout = layout_of(a.shape, a.stride())
+    assert layout == (128, 1)
+    box_a = layout_box(a.shape, a.stride(), a.storage_offset(), layout)
+    box_b = layout_box(b.shape, b.stride(), b.storage_offset(), layout)
+    assert (box_a, box_b) == (((0, 64), (0, 64)), ((0, 64), (64, 128)))
+    write = Span(0, 1, "out", True, box_a, 0, (63 * 128 + 64) * 4)
+    read = Span(1, 1, "in", False, box_b, 64 * 4, (63 * 128 + 128) * 4)
+    assert hazards([write, read], Order(2, [])) == []  # their byte ranges interleave; their boxes do not
+    # a view whose addresses would repeat in the layout is not a box: compared by bytes instead
+    assert layout_box((4, 200), (128, 1), 0, layout) is None

@@ -153,3 +153,18 @@ def unknown_prog(
 
 def test_what_cannot_be_enumerated_is_never_reported():
     assert gaps_of(unknown_prog) == []
+
+
+@ts.kernel
+def endless(x: ts.Tensor[[64, 8], ts.f32], y: ts.Out[[64, 8], ts.f32]):
+    for i in ts.range(-(1 << 62), 1 << 62, 1):  # more iterations than a Python range can count
+        ts.store(y, [i % 64, 0], ts.load(x, [0, 0], [1, 8]))
+
+
+@ts.jit
+def endless_prog(x: ts.Tensor[[64, 8], ts.f32], y: ts.Out[[64, 8], ts.f32]):
+    endless(x, y)
+
+
+def test_a_loop_too_long_to_count_is_not_enumerated():
+    assert gaps_of(endless_prog) == []

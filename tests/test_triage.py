@@ -161,7 +161,7 @@ def test_a_missing_producer_is_a_deadlock(tmp_path):
 def test_a_nan_producer_names_its_task_and_op(tmp_path):
     prog = tp.log_rows.compile(build_dir=str(tmp_path))
     inputs = tp.log_rows_inputs()
-    work = with_data(prog, inputs, {"y": torch.log(inputs["x"] * 2 - 1) + 1})
+    work = with_data(prog, inputs, {"y": torch.log(inputs["x"] * 2 + 1) + 1})  # what the kernel meant
     data = triaged(work)
     assert data["category"] == "nan"
     c = data["culprit"]
@@ -269,3 +269,54 @@ def test_the_command_refuses_what_it_cannot_use(tmp_path):
     with pytest.raises(ts.TilescopeError, match="budget=-1: expected a number of seconds > 0"):
         ts.triage(prog.work_dir, budget=-1)
     assert not (prog.work_dir / "dfx_outputs" / "triage" / "report.json").exists()
+
+
+def test_a_kernel_that_copies_never_written_memory_is_not_blamed_for_it(tmp_path):
+    prog = tp.half_then_copy.compile(build_dir=str(tmp_path))
+    x = torch.randn(tp.B, 2 * tp.C)
+    work = with_data(prog, {"x": x, "z": torch.zeros(tp.B, 2 * tp.C)}, {"z": x * 3})
+    data = triaged(work)
+    assert data["category"] == "uninitialized"
+    assert (data["culprit"]["task"], data["culprit"]["kernel"]) == (0, "half_store")
+    assert any("task 1 (kernel copy_block) read" in e for e in data["evidence"])
+
+
+def test_an_explicit_inf_mask_the_golden_has_too_passes(tmp_path):
+    prog = tp.masked.compile(build_dir=str(tmp_path))
+    x = torch.randn(tp.B, tp.C)
+    work = with_data(prog, {"x": x, "y": torch.zeros(tp.B, tp.C)}, {"y": torch.where(x > 0, x, float("-inf"))})
+    data = triaged(work)
+    assert data["category"] == "pass" and data["deterministic"] is True
+    assert any("the golden has the same values there" in e for e in data["evidence"])
+
+
+def test_never_written_memory_that_is_not_what_is_wrong_does_not_decide(tmp_path):
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    golden_y = torch.zeros(5 * tp.B, tp.C)
+    golden_y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
+    # y's last block is never written by design; the golden of z is wrong (an algorithm question)
+    work = with_data(prog, inputs, {"y": golden_y, "z": tp.pipeline_golden(inputs["x"]) + 0.5})
+    data = triaged(work)
+    assert data["category"] == "algorithm", data["summary"]
+    assert any(e.startswith("poison runs: the outputs that depend on memory nothing wrote are not the wrong ones")
+               for e in data["evidence"])
+
+
+def test_a_read_past_a_tensor_that_faults_only_in_a_later_step_is_named_and_triage_goes_on(tmp_path):
+    # the isolated run reads the next tensor's bytes and does not fault; the audit run's tensors have
+    # guard pages, and the kernel faults there: in triage's child process, not in triage
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    golden_y = torch.zeros(5 * tp.B, tp.C)
+    golden_y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
+    work = with_data(prog, inputs, {"y": golden_y, "z": tp.pipeline_golden(inputs["x"])})
+    tp.edit_kernel(prog, "produce", "load<64, 64>(x, {0, 0}", "load<64, 64>(x, {300, 0}")
+    data = triaged(work)
+    assert data["category"] == "out_of_bounds", data["summary"]
+    assert "faulted in a later run, whose tensors have guard pages" in data["summary"]
+    c = data["culprit"]
+    assert (c["task"], c["kernel"]) == (0, "produce")
+    assert c["cpp_line"].startswith("kernels/vec/produce.cpp:")
+    assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.produce, 'ts.store(y')}")
+    assert any(e.startswith("the first run passed isolated, but a run of the steps after it died") for e in data["evidence"])

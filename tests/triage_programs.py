@@ -213,7 +213,7 @@ def running_sum_golden(x: torch.Tensor, acc: torch.Tensor) -> torch.Tensor:
 def log_shift(x: ts.Tensor[[B, C], ts.f32], y: ts.Out[[B, C], ts.f32]):
     t = ts.load(x, [0, 0], [B, C])
     u = t * 2.0
-    v = ts.log(u - 1.0)  # the bug: x < 0.5 gives the log of a negative number
+    v = ts.log(u - 1.0)  # the bug (meant u + 1.0): x < 0.5 gives the log of a negative number
     ts.store(y, [0, 0], v + 1.0)
 
 
@@ -227,3 +227,37 @@ def log_rows_inputs() -> dict[str, torch.Tensor]:
     x = torch.rand(2 * B, C) + 0.6  # every element > 0.5 in the first block ...
     x[B + 3, 5] = 0.1  # ... and one that is not in the second
     return {"x": x, "y": torch.zeros(2 * B, C)}
+
+
+# -- a half-stored output, then copied: the copy is not the culprit ------------------------------
+
+
+@ts.kernel
+def half_store(x: ts.Tensor[[B, 2 * C], ts.f32], y: ts.Out[[B, 2 * C], ts.f32]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [B, C]) * 3.0)  # the bug: y[:, C:] is never stored
+
+
+@ts.kernel
+def copy_block(y: ts.Tensor[[B, 2 * C], ts.f32], z: ts.Out[[B, 2 * C], ts.f32]):
+    ts.store(z, [0, 0], ts.load(y, [0, 0], [B, 2 * C]))
+
+
+@ts.jit
+def half_then_copy(x: ts.Tensor[[B, 2 * C], ts.f32], z: ts.Out[[B, 2 * C], ts.f32]):
+    y = ts.create_tensor([B, 2 * C], ts.f32)
+    half_store(x, y)
+    copy_block(y, z)
+
+
+# -- an explicit -inf mask: NaN/Inf the golden has too -------------------------------------------
+
+
+@ts.kernel
+def mask_negative(x: ts.Tensor[[B, C], ts.f32], y: ts.Out[[B, C], ts.f32]):
+    t = ts.load(x, [0, 0], [B, C])
+    ts.store(y, [0, 0], ts.where(t > 0.0, t, ts.full([B, C], float("-inf"), ts.f32)))
+
+
+@ts.jit
+def masked(x: ts.Tensor[[B, C], ts.f32], y: ts.Out[[B, C], ts.f32]):
+    mask_negative(x, y)

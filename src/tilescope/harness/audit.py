@@ -26,8 +26,9 @@ from tilescope.debug.triage.audit import (
     dsl_line,
     strays,
 )
-from tilescope.debug.triage.hazards import Box, Hazard, Order, Span, hazards
+from tilescope.debug.triage.hazards import Box, Hazard, Order, Span, contains, hazards
 from tilescope.errors import RuntimeFailure
+from tilescope.harness.recorded import crash_report_to
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import Binaries, launch
 from tilescope.runtime.guarded import guarded_args
@@ -51,9 +52,9 @@ class Audit:
     failure: str | None = None  # the run failed part way (what it recorded is still checked)
 
     def region(self, s: Span, box: Box | None = None) -> str:
-        """``y[64:128, 0:64]``: a span's region (or ``box``) in its buffer's index space."""
+        """``y[64:128, 0:64]``: a span's region (or ``box``) in its buffer's shape."""
         name = self.names.get(s.buffer, (f"memory@{s.buffer:#x}", None))[0]
-        box = box if box is not None else s.box
+        box = box if box is not None else s.shown
         if box is None:
             return f"{name} (bytes {s.lo:#x}..{s.hi:#x})"
         return name + "[" + ", ".join(f"{lo}:{hi}" for lo, hi in box) + "]"
@@ -74,9 +75,8 @@ class Audit:
         """One line per stray access: who, what, and the region it left."""
         where = f"outside its declared {st.declared.op} {self.region(st.declared)}" if st.declared else (
             "through a pointer it was not given")  # fmt: skip
-        if st.declared is not None and st.access.write and not st.declared.write and st.access.box is not None and (
-            st.declared.box is not None and all(d[0] <= a[0] and a[1] <= d[1] for d, a in zip(st.declared.box, st.access.box))
-        ):  # fmt: skip
+        if st.declared is not None and st.access.write and not st.declared.write and contains(st.declared.box,
+                                                                                                st.access.box):  # fmt: skip
             where = f"into its declared input {self.region(st.declared)} (declared In, written)"
         return f"{self.who(st.access)}: {self.access(st.access)} {where}"
 
@@ -109,7 +109,8 @@ def audit_run(build: CompiledProgram, inputs: dict[str, Any]) -> Audit:
         if install is not None:
             install(sink)
     try:
-        report = launch(build, binaries, args, opts, capture=Recording(record_edges=True, record_task_times=True, probes=True)).report
+        capture = Recording(record_edges=True, record_task_times=True, probes=True)
+        report = launch(build, binaries, args, opts, capture=capture, crash_report=crash_report_to.get()).report
     except RuntimeFailure as e:
         report, failure = getattr(e, "report", None), str(e)
         if report is None:

@@ -178,8 +178,10 @@ def load_snapshot(
             value = _load(path, problems)
             if value is None:
                 continue
+            found = len(problems)
             _check(a, value, path, problems)
-            store[a.name] = value.item() if a.shape is None else value
+            if len(problems) == found:  # NOTE: a scalar file of several values has no .item()
+                store[a.name] = value.item() if a.shape is None else value
         extra = sorted(set(present) - {a.name for a in wanted})
         problems += [
             f"{present[n]}: not an {'input' if sub == 'in' else 'output'} of the program" for n in extra

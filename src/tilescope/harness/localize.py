@@ -32,7 +32,7 @@ from tilescope.build.state import source_hashes
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.localize.analyze import Inputs, analyze
 from tilescope.debug.localize.html import write_html
-from tilescope.debug.localize.ops import op_name
+from tilescope.debug.localize.ops import expr_op, op_name
 from tilescope.debug.localize.probe_build import compile_probe_build, instrument
 from tilescope.debug.localize.report import LocalizeReport, write_report
 from tilescope.debug.localize.source_map import kernel_sites, kernel_text
@@ -43,6 +43,7 @@ from tilescope.harness.cli import Progress, tolerance_arg
 from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_references, load_snapshot
 from tilescope.harness.recorded import recorded_run
+from tilescope.ir.nodes import Store, Var
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import Binaries, launch
 from tilescope.runtime.guarded import guarded_clone
@@ -132,7 +133,10 @@ def nan_op(build: CompiledProgram, inputs: dict[str, Any], task_id: int) -> tupl
         if site is None or not tile.is_floating_point() or bool(torch.isfinite(tile).all()):
             continue
         bad = int((~torch.isfinite(tile)).sum())
-        return op_name(site.stmt), site.dsl_line, site.cpp, (
+        # NOTE: a store of a value computed in place (store(y, cast(t))) made it in that value's op
+        op = expr_op(site.stmt.value) if isinstance(site.stmt, Store) and not isinstance(site.stmt.value, Var) else (
+            op_name(site.stmt))  # fmt: skip
+        return op, site.dsl_line, site.cpp, (
             f"replaying task {task_id} on a probe build of kernel {kernel.name}, the first statement whose tile holds "
             f"NaN/Inf is {site.dsl_line or site.cpp} (`{site.text}`): {bad} of {tile.numel()} elements"
         )

@@ -8,7 +8,9 @@ would pass ``MAX_ARENA``); a failing run raises the RuntimeFailure, for the call
 
 from __future__ import annotations
 
+import contextvars
 import math
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,6 +26,9 @@ from tilescope.runtime.guarded import guarded_args
 from tilescope.runtime.records import RunReport
 
 MAX_ARENA = 8 << 30  # the most one recorded run keeps of every task's arguments
+# where a kernel that crashes during a recorded run writes its crash report (None: nowhere); the
+# contained child of `tilescope triage` sets it, so that its parent can name the crash
+crash_report_to: contextvars.ContextVar[Path | None] = contextvars.ContextVar("crash_report_to", default=None)
 
 
 def recorded_run(
@@ -50,11 +55,17 @@ def recorded_run(
     while True:
         args = guarded_args([inputs[a.name] for a in build.args])
         if poison is not None:
+            # NOTE: an Out argument that shares its storage with an input is not poisoned: that would
+            # change the input
+            read = {args[i].untyped_storage().data_ptr() for i, a in enumerate(build.args)
+                    if a.direction is not Direction.OUT and torch.is_tensor(args[i])}  # fmt: skip
             for i, a in enumerate(build.args):
-                if a.direction is Direction.OUT and torch.is_tensor(args[i]):
+                if a.direction is Direction.OUT and torch.is_tensor(args[i]) and (
+                    args[i].untyped_storage().data_ptr() not in read
+                ):
                     poison_fill(args[i], poison)
-        report = launch(build, build.binaries(), args, opts, capture=capture, dump_arena_bytes=arena,
-                        poison=poison, shuffle_seed=None if shuffle is None else shuffle[1]).report  # fmt: skip
+        report = launch(build, build.binaries(), args, opts, capture=capture, dump_arena_bytes=arena, poison=poison,
+                        shuffle_seed=None if shuffle is None else shuffle[1], crash_report=crash_report_to.get()).report  # fmt: skip
         records = report.dump.records if report.dump is not None else []
         lost = any(r.truncated or r.overwritten for r in records)
         need = sum(math.prod(r.shape) * dtypes.by_name(r.dtype).itemsize for r in records if r.kind != "scalar")

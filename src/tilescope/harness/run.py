@@ -43,7 +43,7 @@ from tilescope.harness.checks import (
 from tilescope.harness.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.harness.data import load_snapshot, save_snapshot
 from tilescope.harness.specs import Spec, check_specs, check_specs_match, generate, outputs, seed_problem
-from tilescope.harness.triage import compile_error_report
+from tilescope.harness.triage import error_report
 from tilescope.harness.user_code import GoldenError, call_user, function_name
 from tilescope.ir.verifier import PROBE_NAME  # the names a reference of a probe or intermediate may have
 from tilescope.language.decorators import InlineFunction, KernelFunction
@@ -151,11 +151,15 @@ def execute(
             lambda i: f"{i.num_tasks} tasks",
         )
     except RuntimeFailure:
-        if checks.triage and golden is not None:  # the failure itself, classified on this run's data
-            data = _golden_of(golden, before, golden_from, compiled)
-            if data is not None:
-                run = RunData(compiled, before, *data, golden_from, False, rtol, atol)
-                result.triage = triage_run(run, phases.say)
+        # NOTE: a failed run is what its data are most wanted for: saved (--save-data) and triaged
+        data = _golden_of(golden, before, golden_from, compiled) if golden is not None else None
+        if data is not None and save_data:
+            try:
+                _save(phases, compiled, before, *data, rtol, atol, tolerances)
+            except TilescopeError as e:  # NOTE: the run's failure is the error to raise, not the save's
+                phases.say(f"[RUN] the data could not be saved: {e}")
+        if data is not None and checks.triage:
+            result.triage = triage_run(RunData(compiled, before, *data, golden_from, save_data, rtol, atol), phases.say)
         raise
     finally:
         for a in compiled.args:
@@ -178,17 +182,7 @@ def execute(
     # what else golden_fn filled: references of intermediates and probes, for `tilescope localize`
     result.references = {k: v for k, v in computed.items() if k not in result.golden}
     if save_data:
-        # NOTE: the code's hashes let `tilescope localize` say when the build changed since the save
-        meta = {"rtol": rtol, "atol": atol, **(tolerances or {}), "sources": source_hashes(compiled.work_dir, compiled.config)}
-        where = phases.run(
-            "save",
-            "save data",
-            lambda: save_snapshot(
-                compiled.work_dir / DATA_DIR, data_args(compiled), before, result.golden, meta, result.references
-            ),
-            str,
-        )
-        phases.say(f"[RUN] replay it with: --golden-data {where}")
+        _save(phases, compiled, before, result.golden, result.references, rtol, atol, tolerances)
     result.rtol, result.atol = rtol, atol
     result.comparisons = compare_outputs(result.outputs, result.golden, out_names, rtol, atol, compare_fn)
     for rep in result.comparisons:
@@ -204,6 +198,19 @@ def execute(
         result.triage = triage_run(run, phases.say)
     elif checks.localize and not result.passed:
         result.localize = localize_run(run, phases.say)
+
+
+def _save(phases: Phases, compiled, before, golden, references, rtol, atol, tolerances) -> None:
+    """Snapshot this run's inputs and golden into the build's ``data/`` (``--save-data``)."""
+    # NOTE: the code's hashes let `tilescope localize` say when the build changed since the save
+    meta = {"rtol": rtol, "atol": atol, **(tolerances or {}), "sources": source_hashes(compiled.work_dir, compiled.config)}
+    where = phases.run(
+        "save",
+        "save data",
+        lambda: save_snapshot(compiled.work_dir / DATA_DIR, data_args(compiled), before, golden, meta, references),
+        str,
+    )
+    phases.say(f"[RUN] replay it with: --golden-data {where}")
 
 
 def _golden_of(golden, before, golden_from, compiled) -> tuple[dict, dict] | None:
@@ -341,8 +348,8 @@ def run_jit(
         result.error = str(e)
         result.failure = getattr(e, "failure", None)
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)
-        if triage and result.work_dir is None and (found := compile_error_report(name, e)) is not None:
-            result.triage = found  # the compile itself failed: no build to triage, the error is the answer
+        if triage and result.triage is None and (found := error_report(name, e)) is not None:
+            result.triage = found  # no build or no run to triage: the error is the answer
             print(found.render(), flush=True)
     return finish(result, name)
 

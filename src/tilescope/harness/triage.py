@@ -31,28 +31,31 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from tilescope._logging import configure
-from tilescope.build.manifest import as_build_dir
-from tilescope.build.paths import DATA_DIR, TRIAGE_DIR
+from tilescope.build.manifest import Build, as_build_dir
+from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, dfx_dir
 from tilescope.build.signature_check import SignatureMismatch
+from tilescope.debug.crash import read_crash_report
 from tilescope.debug.localize.metrics import close
-from tilescope.debug.localize.report import Culprit, LocalizeReport, write_report
+from tilescope.debug.localize.report import Culprit, FingerprintRow, LocalizeReport, write_report
+from tilescope.debug.triage.audit import dsl_line
 from tilescope.errors import ArgumentError, DSLError, RuntimeFailure, TilescopeError
-from tilescope.harness.audit import audit_run
 from tilescope.harness.cli import Progress, tolerance_arg
 from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_snapshot
-from tilescope.harness.localize import internal_error, localize, nan_op
-from tilescope.harness.poison import poison_run
-from tilescope.harness.shuffle import shuffle_lines, shuffle_runs
+from tilescope.harness.localize import internal_error
+from tilescope.harness.triage_steps import ANSWER, CRASH, REQUEST, Steps
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
 from tilescope.toolchain.compiler import CompileError
@@ -62,8 +65,6 @@ CATEGORIES = (
     "compile_error", "bad_input", "signature", "crash", "hang", "deadlock", "out_of_bounds", "nan", "race",
     "uninitialized", "codegen", "algorithm", "precision", "pass", "unknown",
 )  # fmt: skip
-_SHUFFLE_PASS = 6  # shuffled runs that check a passing build is deterministic
-_SHUFFLE_WRONG = 4  # shuffled runs that look for nondeterminism behind a wrong answer
 _BOUNDS = re.compile(r"kernel (?P<kernel>\w+): (?P<op>load|store) of (?P<t>\w+) \(arg \d+\) at (?P<dsl>\S+:\d+):")
 _CPP_AT = re.compile(r"^(?P<file>[\w./-]+\.cpp)(?::(?P<line>\d+))?:")
 
@@ -95,33 +96,12 @@ def triage(
     return t.finish()
 
 
-class _Triage:
+class _Triage(Steps):
     def __init__(self, work: Path, golden_data, budget: float, say: Callable[[str], None]):
-        self.work, self.golden_data, self.budget, self.say = work, golden_data, budget, say
-        self.started = time.perf_counter()
-        self.rep = LocalizeReport(work.name, str(work), "", "", "", tool="triage")
+        super().__init__(LocalizeReport(work.name, str(work), "", "", "", tool="triage"), budget, say)
+        self.work, self.golden_data = work, golden_data
         self.build: CompiledProgram | None = None
         self.inputs: dict[str, Any] = {}
-
-    # -- bookkeeping ---------------------------------------------------------------------------
-
-    def left(self) -> float:
-        return self.budget - (time.perf_counter() - self.started)
-
-    def step(self, name: str, fn: Callable[[], Any], **info: Any) -> Any:
-        """Run one step, timed and announced (``info`` is kept with it); what it raises is the caller's."""
-        self.say(f"{name} ({self.left():.0f}s of the budget left)")
-        t0 = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            self.rep.steps.append({"step": name, "seconds": round(time.perf_counter() - t0, 3), **info})
-
-    def verdict(self, category: str, summary: str, culprit: Culprit | None = None, *evidence: str) -> None:
-        self.rep.category, self.rep.summary = category, summary
-        if culprit is not None:
-            self.rep.culprit = culprit
-        self.rep.evidence += [e for e in evidence if e]
 
     def finish(self) -> LocalizeReport:
         if not self.rep.category:
@@ -142,24 +122,102 @@ class _Triage:
         golden = self.data(rtol, atol)
         if golden is None:
             return
-        outputs = self.first_run()
-        if outputs is None:
+        done = self.first_run()
+        if done is None:
             return
-        bad = {k: v for k, v in golden.items() if k in outputs and not bool(close(outputs[k], v, self.rep.rtol,
-                                                                                   self.rep.atol).all())}  # fmt: skip
-        if not bad:
-            self.passing()
-            return
-        self.rep.evidence.append(
-            "outputs outside rtol/atol of the golden: "
-            + ", ".join(f"{k} ({int((~close(outputs[k], v, self.rep.rtol, self.rep.atol)).sum())} of {v.numel()})"
-                        for k, v in bad.items())  # fmt: skip
-        )
-        for check in (self.audited, self.poisoned, self.shuffled, self.localized):
-            if check():
-                return
+        outputs, nan = done
+        bad = {k: ~close(outputs[k], v, self.rep.rtol, self.rep.atol) for k, v in golden.items() if k in outputs}
+        bad = {k: m for k, m in bad.items() if bool(m.any())}
+        if bad:
+            self.rep.evidence.append(
+                "outputs outside rtol/atol of the golden: "
+                + ", ".join(f"{k} ({int(m.sum())} of {m.numel()})" for k, m in bad.items())
+            )
+        elif nan is not None:  # NOTE: an explicit -inf mask, say: the golden has them too
+            self.rep.evidence.append(f"{nan['message']}; the golden has the same values there")
+        self.contained("nan" if bad and nan is not None else "wrong" if bad else "pass", bad, nan)
 
+    def contained(self, mode: str, bad: dict[str, torch.Tensor], nan: dict[str, Any] | None) -> None:
+        """Run the steps that run the program again in a child process (``triage_steps``): a kernel
+        that faults there is named from its crash report, and triage goes on."""
+        folder = dfx_dir(self.work) / TRIAGE_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        answer, crash = folder / ANSWER, folder / CRASH
+        for f in (answer, crash):
+            f.unlink(missing_ok=True)
+        request = folder / REQUEST
+        torch.save({"work": str(self.work), "program": self.rep.program, "data": self.rep.data, "rtol": self.rep.rtol,
+                    "atol": self.rep.atol, "budget": self.left(), "mode": mode, "bad": bad, "nan": nan,
+                    "progress": getattr(self.say, "enabled", False), "crash_report": str(crash)}, request)  # fmt: skip
+        code = "import sys; from tilescope.harness.triage_steps import child_main; sys.exit(child_main(sys.argv[1]))"
+        proc = subprocess.Popen([sys.executable, "-c", code, str(request)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        said: list[str] = []
+
+        def read() -> None:
+            for line in proc.stderr:  # type: ignore[union-attr]
+                if line.startswith("[triage] "):
+                    self.say(line.rstrip("\n").removeprefix("[triage] "))
+                else:
+                    said.append(line.rstrip("\n"))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            rc = proc.wait(timeout=max(self.left(), 0) + 60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+            self.rep.limitations.append("the steps after the first run took past the budget and were stopped")
+        except KeyboardInterrupt:
+            proc.kill()
+            proc.wait()
+            raise
+        reader.join(timeout=5)
+        if rc == 0 and answer.is_file():
+            self.merge(json.loads(answer.read_text()))
+        elif rc < 0 and crash.is_file() and crash.stat().st_size > 0:
+            self.crashed(read_crash_report(crash, self.build, save_inputs=False), said)
+        else:
+            tail = [x for x in said if x.strip()][-3:]
+            self.rep.limitations.append(
+                f"the steps after the first run stopped (exit status {rc}): " + (" | ".join(tail) or "no message"))
+
+    def merge(self, got: dict[str, Any]) -> None:
+        """The child's findings, into this report."""
+        rep = self.rep
+        for key in ("evidence", "limitations", "steps"):
+            getattr(rep, key).extend(got.get(key) or [])
+        rep.next += [n for n in got.get("next") or [] if n not in rep.next]
+        if got.get("category"):
+            rep.category, rep.summary, rep.verdict = got["category"], got["summary"], got.get("verdict")
+            rep.culprit = Culprit(**got["culprit"])
+        rep.deterministic = got.get("deterministic")
+        rep.tolerance = got.get("tolerance")
+        rep.fingerprint = [FingerprintRow(**row) for row in got.get("fingerprint") or []]
+
+    def crashed(self, f, said: list[str]) -> None:
+        """A run of the later steps died (the first, isolated run did not): what its report names.
+        A fault there is an access outside the kernel's tensors: those runs' tensors have guard
+        pages, the isolated run's lie side by side."""
+        self.rep.evidence.append(f"the first run passed isolated, but a run of the steps after it died: {f.message}")
+        self.rep.evidence += [x for x in said if x.startswith("[tilescope]")][:3]
+        for i, frame in enumerate(f.frames):  # NOTE: the audit build's copy of a kernel has the build's lines
+            path, _, line = frame.cpp.rpartition(":")
+            if f"/{DFX_DIR}/{TRIAGE_DIR}/" in path and line.isdigit():
+                kernel = next((k for k in self.build.kernels if k["name"] == Path(path).stem), None)
+                if kernel is not None:
+                    cpp = f"{kernel['source']}:{line}"
+                    f.frames[i] = replace(frame, cpp=cpp, dsl=dsl_line(self.build, self.build.kernels.index(kernel),
+                                                                         int(line)) or "")  # fmt: skip
+        if f.kind == "crash" and any(x.startswith("signal SIGSEGV") or x.startswith("signal SIGBUS") for x in f.details):
+            f.kind = "guard_page"
+        self.failed(f, f.message)
     def load(self) -> bool:
+        try:
+            self.rep.program = Build(self.work).name  # NOTE: named even when the build then fails to load
+        except (TilescopeError, OSError):
+            pass
         try:
             self.build = self.step("load the build", lambda: CompiledProgram.from_dir(self.work))
         except SignatureMismatch as e:
@@ -170,13 +228,15 @@ class _Triage:
                          Culprit(cpp_line=cpp), *e.problems)  # fmt: skip
             return False
         except CompileError as e:
-            cpp = f"{e.cpp_file}:{e.cpp_line}" if e.cpp_file and e.cpp_line else None
+            cpp = _in_build(self.work, f"{e.cpp_file}:{e.cpp_line}") if e.cpp_file and e.cpp_line else None
+            kernel = next((k["name"] for k in _kernels(self.work) if e.cpp_file and Path(str(e.cpp_file)).stem == k["name"]),
+                          None)  # fmt: skip
             self.verdict("compile_error", "hand-edited C++ of the build does not compile",
-                         Culprit(dsl_line=e.dsl_loc, cpp_line=cpp), str(e).splitlines()[0])  # fmt: skip
+                         Culprit(kernel=kernel, dsl_line=e.dsl_loc, cpp_line=cpp), *_compile_evidence(e))  # fmt: skip
             return False
         except DSLError as e:
             self.verdict("compile_error", f"the build's edited IR does not compile: {e.message}",
-                         Culprit(dsl_line=str(e.loc) if e.loc else None))  # fmt: skip
+                         Culprit(dsl_line=str(e.loc) if e.loc else None), *_compile_evidence(e))  # fmt: skip
             return False
         self.rep.program = self.build.name
         return True
@@ -189,6 +249,8 @@ class _Triage:
                 f"a run. Save them: python model.py --runtime-dir {self.work} --save-data, or run the model script "
                 "with --triage; or pass --golden-data DIR"
             )
+        if not data.is_dir():
+            raise TriageError(f"--golden-data {data}: no such data directory (a data directory holds in/ and out/)")
         self.rep.data = str(data)
         try:
             meta = load_meta(data, given=[k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None])
@@ -203,8 +265,9 @@ class _Triage:
             return None
         return golden
 
-    def first_run(self) -> dict[str, torch.Tensor] | None:
-        """The run itself, isolated, with the NaN check on; its outputs, or None when it failed."""
+    def first_run(self) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None] | None:
+        """The run itself, isolated, with the NaN check on: its outputs and the NaN check's report
+        (task, kernel, message; None when every output was finite); None when it failed."""
         assert self.build is not None
         args = guarded_args([self.inputs[a.name] for a in self.build.args])
         budget = max(1.0, min(DEFAULT_BUDGET, self.left() / 4))
@@ -218,10 +281,10 @@ class _Triage:
         except RuntimeFailure as e:
             self.failed(getattr(e, "failure", None), str(e))
             return None
-        if info.nan is not None:
-            self.nan(info.nan)
-            return None
-        return {a.name: args[i] for i, a in enumerate(self.build.args) if a.is_output}
+        outputs = {a.name: args[i] for i, a in enumerate(self.build.args) if a.is_output}
+        nan = None if info.nan is None else {"task_id": info.nan.task_id, "kernel": info.nan.kernel,
+                                            "message": info.nan.message}  # fmt: skip
+        return outputs, nan
 
     def failed(self, f, text: str) -> None:
         if f is None:
@@ -231,13 +294,19 @@ class _Triage:
         culprit = Culprit(f.task_id if f.task_id >= 0 else None, f.kernel or None, None,
                           frame.dsl if frame and frame.dsl else None,
                           _in_build(self.work, frame.cpp) if frame and frame.cpp else None)  # fmt: skip
-        details = [*f.details[:6]]
+        details = list(f.details)
         if f.kind == "kernel_error" and (m := _BOUNDS.search(f.message)):
             culprit.op, culprit.dsl_line = m["op"], m["dsl"]
             self.verdict("out_of_bounds", f"a checked {m['op']} of {m['t']} left its tensor", culprit, f.message, *details)
         elif f.kind == "guard":
             self.verdict("out_of_bounds", "a kernel wrote outside its tensor (a guard zone changed)", culprit, f.message,
                          *details)  # fmt: skip
+        elif f.kind == "guard_page":
+            self.verdict("out_of_bounds", "a kernel read or wrote outside its tensors: it faulted in a later run, "
+                         "whose tensors have guard pages", culprit, f.message, *details)  # fmt: skip
+        elif f.kind == "error" and "is not within" in f.message:
+            self.verdict("out_of_bounds", "the orchestration gave a task a region outside its tensor", culprit,
+                         f.message, *details)  # fmt: skip
         elif f.kind == "timeout":
             self.verdict("hang", "a task (or the orchestration) never finished: stopped past its budget", culprit,
                          f.message, *details)  # fmt: skip
@@ -249,145 +318,16 @@ class _Triage:
         else:
             self.verdict("crash", f"the run failed ({f.kind})", culprit, f.message, *details)
 
-    def nan(self, f) -> None:
-        # NOTE: finite inputs can still be memory nothing wrote (zeros): a divide by a never-stored sum
-        # makes Inf in the task that reads it, not in the one that forgot to store it
-        self.rep.evidence.append(f.message)
-        if self.poisoned():
-            return
-        culprit = Culprit(f.task_id if f.task_id >= 0 else None, f.kernel or None)
-        self.verdict("nan", f"task {f.task_id} (kernel {f.kernel}) makes NaN/Inf from finite inputs", culprit)
-        if self.left() < 5:
-            self.rep.limitations.append("no budget left for the op by op replay of that task")
-            return
-        try:
-            site = self.step("find the op that makes NaN/Inf", lambda: nan_op(self.build, self.inputs, f.task_id))
-        except (TilescopeError, OSError) as e:
-            self.rep.limitations.append(f"op by op: {e}")
-            return
-        if site is not None:
-            culprit.op, culprit.dsl_line, culprit.cpp_line = site[0], site[1], site[2]
-            self.rep.evidence.append(site[3])
 
-    def passing(self) -> None:
-        if self.left() < 5:
-            self.verdict("pass", "the outputs are within tolerance of the golden")
-            self.rep.limitations.append("no budget left to check that the outputs stay the same across schedules")
-            return
-        rep = self.shuffle(_SHUFFLE_PASS)
-        runs = len(rep.runs)
-        if rep.deterministic:
-            self.rep.deterministic = True
-            self.verdict("pass", f"the outputs are within tolerance of the golden, and the same bit for bit across "
-                                 f"{runs} shuffled schedules", None, *shuffle_lines(rep))  # fmt: skip
-            return
-        self.rep.deterministic = False
-        self.race_from_shuffle(rep, "the outputs pass, but differ between schedules")
-
-    def shuffle(self, wanted: int):
-        """Up to ``wanted`` shuffled runs (at least two), none started past half the budget left."""
-        deadline = time.perf_counter() + self.left() / 2
-        return self.step("shuffled runs", lambda: shuffle_runs(self.build, self.inputs, wanted, say=self.say,
-                                                               deadline=deadline))  # fmt: skip
-
-    def race_from_shuffle(self, rep, summary: str) -> None:
-        first = rep.first
-        culprit = Culprit(first.task, first.kernel) if first is not None else None
-        self.verdict("race", summary, culprit, *shuffle_lines(rep))
-
-    def audited(self) -> bool:
-        if self.left() < 10:
-            self.rep.limitations.append("no budget left for the access audit")
-            return False
-        try:
-            a = self.step("access audit (what each task loaded and stored)", lambda: audit_run(self.build, self.inputs))
-        except (TilescopeError, OSError) as e:
-            self.rep.limitations.append(f"access audit: {e}")
-            return False
-        if not a.strays and not a.hazards:
-            self.rep.evidence.append(
-                f"access audit: every one of {len(a.audited)} loads and stores stayed inside its task's declared regions, "
-                "and every overlapping pair of tasks is ordered"
-            )
-            return False
-        racing = {t for h in a.hazards for t in (h.first.task, h.second.task)}
-        stray = next((st for st in a.strays if st.access.task in racing), a.strays[0] if a.strays else None)
-        lines = [a.stray_text(st) for st in a.strays[:5]] + [a.hazard_text(h) for h in a.hazards[:5]]
-        if stray is None:  # unordered declared regions: the graph itself is wrong
-            h = a.hazards[0]
-            self.verdict("race", "two tasks touch the same region, one writing, and nothing orders them",
-                         Culprit(h.second.task, a.kernels.get(h.second.task)), *lines)  # fmt: skip
-            return True
-        s = stray.access
-        culprit = Culprit(s.task, a.kernels.get(s.task), s.op, a.dsl.get((s.task, s.line or 0)),
-                          f"{a.sources.get(s.task)}:{s.line}" if s.line else None)  # fmt: skip
-        if s.task in racing:
-            self.verdict("race", f"task {s.task} (kernel {culprit.kernel}) {'writes' if s.write else 'reads'} outside its "
-                                 "declared regions, where another task writes with no dependency between them",
-                         culprit, *lines)  # fmt: skip
-        else:
-            self.verdict("out_of_bounds", f"task {s.task} (kernel {culprit.kernel}) {'writes' if s.write else 'reads'} "
-                                          "outside its declared regions", culprit, *lines)  # fmt: skip
-        return True
-
-    def poisoned(self) -> bool:
-        if self.left() < 5:
-            self.rep.limitations.append("no budget left for the poison runs")
-            return False
-        try:
-            p = self.step("poison runs (never-written memory)", lambda: poison_run(self.build, self.inputs))
-        except (RuntimeFailure, TilescopeError, OSError) as e:
-            self.rep.limitations.append(f"poison runs: {str(e).splitlines()[0]}")
-            return False
-        rep = p.report
-        if not rep.outputs:
-            self.rep.evidence.append("poison runs: no output depends on memory nothing wrote")
-            return False
-        blamed = next((u for u in rep.unstored if u.read_later), None)
-        if blamed is not None:
-            found = p.static_for(blamed.kernel, blamed.param)
-            culprit = Culprit(blamed.task, blamed.kernel, "store", found["at"] if found else None)
-            summary = f"kernel {blamed.kernel} does not store all of its output {blamed.param}: {blamed.where} is never written"
-        else:
-            r = rep.reads[0] if rep.reads else None
-            culprit = Culprit(r.task, r.kernel) if r else None
-            summary = (f"task {r.task} (kernel {r.kernel}) reads memory that nothing wrote: {r.where}" if r else
-                       "outputs depend on memory that nothing wrote")  # fmt: skip
-        self.verdict("uninitialized", summary, culprit, *p.lines())
-        return True
-
-    def shuffled(self) -> bool:
-        if self.left() < 10:
-            self.rep.limitations.append("no budget left for shuffled runs")
-            return False
-        rep = self.shuffle(_SHUFFLE_WRONG)
-        if rep.deterministic:
-            self.rep.evidence.append(f"{len(rep.runs)} shuffled runs gave the same outputs, bit for bit")
-            return False
-        self.race_from_shuffle(rep, "the outputs depend on the schedule")
-        return True
-
-    def localized(self) -> bool:
-        if self.left() < 5:
-            self.rep.limitations.append("no budget left for localize")
-            return False
-        try:
-            loc = self.step("localize (codegen, algorithm or precision)", lambda: localize(
-                self.work, self.golden_data, rtol=self.rep.rtol, atol=self.rep.atol))  # fmt: skip
-        except (TilescopeError, OSError) as e:
-            self.rep.limitations.append(f"localize: {str(e).splitlines()[0]}")
-            return False
-        self.rep.verdict, self.rep.fingerprint, self.rep.tolerance = loc.verdict, loc.fingerprint, loc.tolerance
-        self.rep.limitations += loc.limitations
-        self.verdict(loc.category, loc.summary, loc.culprit, *loc.evidence)
-        self.rep.next += [n for n in loc.next if n not in self.rep.next]
-        return True
-
-
-def compile_error_report(program: str, e: BaseException) -> LocalizeReport | None:
-    """The triage of a compile that failed (``--triage`` on a model script that does not compile):
-    ``compile_error`` at the DSL line (and the pass after which the IR stopped verifying) or the
-    failing C++ line; None for an error that is not a compile error."""
+def error_report(program: str, e: BaseException) -> LocalizeReport | None:
+    """The triage of a harness run that stopped before there was anything to run: a compile that
+    failed (``compile_error`` at the DSL line, and the pass after which the IR stopped verifying,
+    or at the failing C++ line) or arguments the program refused (``bad_input``); None for
+    another error."""
+    if isinstance(e, ArgumentError | DataError):
+        rep = LocalizeReport(program, "", "", "bad_input", str(e).splitlines()[0], tool="triage")
+        rep.evidence += str(e).splitlines()[1:4]
+        return rep
     if isinstance(e, CompileError):
         cpp = f"{e.cpp_file}:{e.cpp_line}" if e.cpp_file and e.cpp_line else None
         culprit, summary = Culprit(dsl_line=e.dsl_loc, cpp_line=cpp), "the generated C++ does not compile"
@@ -398,9 +338,28 @@ def compile_error_report(program: str, e: BaseException) -> LocalizeReport | Non
     else:
         return None
     rep = LocalizeReport(program, "", "", "compile_error", summary, culprit=culprit, tool="triage")
-    rep.evidence += str(e).splitlines()[:6]
+    rep.evidence += _compile_evidence(e)
     rep.next.append("fix the named line and run again")
     return rep
+
+
+def _compile_evidence(e: BaseException) -> list[str]:
+    """What a compile error says, for the evidence: the compiler's first errors (g++), or the
+    message and its hint (the DSL), without the source line the culprit already names."""
+    if isinstance(e, CompileError):
+        errors = [x.strip() for x in e.stderr.splitlines() if " error: " in x or x.startswith("error:")]
+        return [str(e).splitlines()[0], *errors[:3]]
+    if isinstance(e, DSLError):
+        return [e.message, *([f"hint: {e.hint}"] if e.hint else [])]
+    return str(e).splitlines()[:3]
+
+
+def _kernels(work: Path) -> list[dict[str, Any]]:
+    """The build's kernel table, read without loading it (empty when it cannot be read)."""
+    try:
+        return list(Build(work).kernels)
+    except (TilescopeError, OSError):
+        return []
 
 
 def _in_build(work: Path, cpp: str) -> str:
@@ -453,6 +412,10 @@ def run_cli(args: argparse.Namespace) -> int:
     configure("warn")
     try:
         rep = triage(args.build_dir, args.golden_data, budget=args.budget, rtol=args.rtol, atol=args.atol)
+    except KeyboardInterrupt:
+        print("[INTERRUPTED] triage stopped (Ctrl-C); the build and its data are as they were", file=sys.stderr,
+              flush=True)  # fmt: skip
+        return 130
     except (TilescopeError, DataError) as e:
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)
         return 1
@@ -463,4 +426,4 @@ def run_cli(args: argparse.Namespace) -> int:
     return 0 if rep.category == "pass" and rep.deterministic is not False else 1
 
 
-__all__ = ["DEFAULT_BUDGET", "TriageError", "add_triage_args", "compile_error_report", "run_cli", "triage"]
+__all__ = ["DEFAULT_BUDGET", "TriageError", "add_triage_args", "error_report", "run_cli", "triage"]

@@ -209,7 +209,7 @@ class _Walk:
                 continue
             order = sorted(keys)
             ranges = [self.values[k] for k in order]
-            if math.prod(len(r) for r in ranges) > _MAX_COMBOS:
+            if math.prod(_count(r) for r in ranges) > _MAX_COMBOS:  # NOTE: len() overflows past sys.maxsize
                 return None
             got: set[Box] = set()
             for combo in itertools.product(*ranges):
@@ -231,6 +231,11 @@ class _Walk:
                     box[d] = iv
             out.append(tuple(box))
         return out
+
+
+def _count(r: range) -> int:
+    """How many values ``r`` holds (``len`` raises past ``sys.maxsize``)."""
+    return max(0, (r.stop - r.start + r.step - 1) // r.step)
 
 
 def _tensor_roots(k: Kernel) -> dict[str, set[str]]:

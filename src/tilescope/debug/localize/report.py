@@ -54,6 +54,8 @@ class Culprit:
             parts.append(f"op {self.op}")
         where = " at " + self.dsl_line if self.dsl_line else ""
         cpp = f" ({self.cpp_line})" if self.cpp_line else ""
+        if not parts:  # NOTE: only a place is known (a compile error): say it plainly
+            return (self.dsl_line or "") + (f" ({self.cpp_line})" if self.dsl_line and self.cpp_line else self.cpp_line or "")
         return ", ".join(parts) + where + cpp
 
 

@@ -25,7 +25,8 @@ from tilescope.build.manifest import Build
 from tilescope.build.paths import TRIAGE_DIR, confined, dfx_dir
 from tilescope.debug.deps import buffer_names, region_box
 from tilescope.debug.intermediates import record_tensor
-from tilescope.debug.triage.hazards import Span, contains
+from tilescope.debug.triage.hazards import Span, contains, layout_box, layout_of
+from tilescope.errors import TilescopeError
 from tilescope.ir import dtypes
 from tilescope.runtime.records import RunReport, TaskArgRecord
 from tilescope.toolchain import BuildJob
@@ -38,7 +39,7 @@ _OPS = {0: "load", 1: "store"}
 _DSL_AT = re.compile(r"//\s*@\s*(\S+:\d+)\s*$")
 
 
-class AuditBuildError(Exception):
+class AuditBuildError(TilescopeError):
     """The audit build of a kernel does not compile (the compiler's message says why)."""
 
 
@@ -52,7 +53,8 @@ def compile_audit_build(build: Build) -> list[Path]:
         source = confined(build.work_dir, k["source"], f"kernel {k['name']}'s source")
         copy = folder / f"{k['name']}.cpp"
         shutil.copyfile(source, copy)  # NOTE: compiled from a copy, so the build's own file is never touched
-        jobs.append(BuildJob(copy, copy.with_suffix(".so"), extra_flags=(AUDIT_FLAG,)))
+        # NOTE: the kernel's own directory stays on the include path: a hand edit may include a header beside it
+        jobs.append(BuildJob(copy, copy.with_suffix(".so"), extra_flags=(AUDIT_FLAG, f"-I{source.parent}")))
     try:
         build_objects(jobs)
     except Exception as e:  # noqa: BLE001 - whatever the compiler says is the reason
@@ -80,9 +82,15 @@ def _extent_bytes(shape, strides, itemsize: int) -> tuple[int, int]:
     return lo * itemsize, (hi + 1) * itemsize
 
 
+def _layouts(report: RunReport) -> dict[int, tuple[tuple[int, ...] | None, int]]:
+    """Each buffer's layout (``hazards.layout_of`` of its full tensor) and element size."""
+    return {b.buffer_id: (layout_of(b.shape, b.strides), _itemsize(b.dtype)) for b in report.buffers}
+
+
 def declared_spans(build: Build, report: RunReport) -> list[Span]:
     """Every tensor argument of every task, as the access it declares."""
     names = buffer_names(build, report)
+    layouts = _layouts(report)
     out = []
     for a in report.task_args:
         if a.kind != "tensor":
@@ -90,10 +98,12 @@ def declared_spans(build: Build, report: RunReport) -> list[Span]:
         size = _itemsize(a.dtype)
         start = a.buffer_id + a.offset * size
         lo, hi = _extent_bytes(a.shape, a.strides, size)
-        box = region_box(a, names.get(a.buffer_id, (None, None))[1])
+        shown = region_box(a, names.get(a.buffer_id, (None, None))[1])
+        box = layout_box(a.shape, a.strides, a.offset, layouts.get(a.buffer_id, (None, 0))[0]) if layouts.get(
+            a.buffer_id, (None, 0))[1] == size else None  # fmt: skip
         out.append(
-            Span(a.task_id, a.buffer_id, a.direction, a.direction in ("out", "inout"), _tuple(box),
-                 start + lo, start + hi, a.arg_index)  # fmt: skip
+            Span(a.task_id, a.buffer_id, a.direction, a.direction in ("out", "inout"), box,
+                 start + lo, start + hi, a.arg_index, None, _tuple(shown))  # fmt: skip
         )
     return out
 
@@ -113,6 +123,7 @@ def audited_spans(build: Build, report: RunReport) -> list[Span]:
         if a.kind == "tensor":
             args.setdefault(a.task_id, []).append(a)
     extents = _buffer_extents(report)
+    layouts = _layouts(report)
     out = []
     for r in dump.records:
         if r.stage != "probe" or r.value != AUDIT_PROBE:
@@ -132,14 +143,16 @@ def audited_spans(build: Build, report: RunReport) -> list[Span]:
         lo, hi = _extent_bytes(shape, strides, size)
         arg = next((a for a in args.get(r.task_id, []) if a.buffer_id + a.offset * _itemsize(a.dtype) == address), None)
         buffer = arg.buffer_id if arg is not None else _holder(extents, first + lo)
-        box = None
+        box = shown = None
         if buffer is not None and arg is not None:
             view = TaskArgRecord(r.task_id, -1, "tensor", "in", arg.dtype, buffer, n, tuple(shape), tuple(strides),
                                  (first - buffer) // size)  # fmt: skip
-            box = _tuple(region_box(view, names.get(buffer, (None, None))[1]))
+            shown = _tuple(region_box(view, names.get(buffer, (None, None))[1]))
+            layout, item = layouts.get(buffer, (None, 0))
+            box = layout_box(view.shape, view.strides, view.offset, layout) if item == size else None
         out.append(
             Span(r.task_id, buffer if buffer is not None else first, _OPS.get(op, "load"), op == 1, box,
-                 first + lo, first + hi, arg.arg_index if arg is not None else None, line)  # fmt: skip
+                 first + lo, first + hi, arg.arg_index if arg is not None else None, line, shown)  # fmt: skip
         )
     return out
 

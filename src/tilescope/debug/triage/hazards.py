@@ -5,9 +5,10 @@ are not are listed with their regions (``hazards``).
 Invariants:
 - An access (``Span``) is a region a task declared (one of its tensor arguments, with the
   argument's direction) or, from an access audit (``debug.triage.audit``), a box its kernel
-  actually loaded or stored. Two accesses overlap when their boxes in the buffer's index space
-  intersect; when either has no box (a view that does not fit the index space), when their byte
-  ranges intersect (never a missed overlap, maybe one too many).
+  actually loaded or stored. Two accesses overlap when their boxes in the buffer's layout
+  intersect, the layout and boxes taken exactly as the runtime's dependency inference takes them
+  (``layout_of``, ``layout_box``, mirroring ``runtime/csrc/region.cpp``); when either has no box,
+  when their byte ranges intersect (never a missed overlap, maybe one too many).
 - Program arguments that alias one storage share one buffer (the storage's address), so a
   tensor passed twice, or two overlapping views of it, are compared like any two regions.
 - ``Order.ordered(a, b)`` is whether a path of recorded edges (inferred and explicit) leads from
@@ -28,9 +29,10 @@ _MAX_CLOSURE = 20000
 
 @dataclass(frozen=True)
 class Span:
-    """One access of one task to one buffer: ``box`` in its index space (None: outside it),
-    ``lo``/``hi`` the byte range that holds it; ``op`` is the declared direction (``in``,
-    ``out``, ``inout``) or, audited, ``load``/``store`` with the C++ ``line`` of the call."""
+    """One access of one task to one buffer: ``box`` in the buffer's layout as the runtime takes it
+    (``layout_box``; None: not a box there), ``lo``/``hi`` the byte range that holds it; ``op`` is
+    the declared direction (``in``, ``out``, ``inout``) or, audited, ``load``/``store`` with the
+    C++ ``line`` of the call; ``shown`` the same region in the buffer's shape, for display."""
 
     task: int
     buffer: int
@@ -41,6 +43,7 @@ class Span:
     hi: int
     arg: int | None = None
     line: int | None = None
+    shown: Box | None = None  # the region in its buffer's shape, for display (None: as bytes)
 
     @property
     def audited(self) -> bool:
@@ -116,6 +119,41 @@ class Order:
         return a == b or self.reaches(a, b) or self.reaches(b, a)
 
 
+def layout_of(shape, strides) -> tuple[int, ...] | None:
+    """The layout a buffer's full tensor defines, as the runtime's ``layout_of`` (region.cpp): its
+    strides of dims longer than 1, largest first, with a unit stride last; None when there is none
+    (a stride <= 0, or two dims with one stride)."""
+    s = sorted((st for n, st in zip(shape, strides) if n > 1), reverse=True)
+    if any(x <= 0 for x in s) or len(set(s)) != len(s):
+        return None
+    return tuple(s) if s and s[-1] == 1 else (*s, 1)
+
+
+def layout_box(shape, strides, offset: int, layout: tuple[int, ...] | None) -> Box | None:
+    """A view's box in ``layout`` (``offset`` in elements from the buffer's start), as the runtime's
+    ``fit_box``: None when the view does not fit the layout, or an address would have two places."""
+    if layout is None or offset < 0 or any(n == 0 for n in shape):
+        return None
+    extent, used = [1] * len(layout), [False] * len(layout)
+    for n, st in zip(shape, strides):
+        if n <= 1:
+            continue
+        if st not in layout or used[layout.index(st)]:
+            return None
+        k = layout.index(st)
+        used[k], extent[k] = True, n
+    start, rest = [], offset
+    for st in layout:
+        start.append(rest // st)
+        rest %= st
+    inner = 0
+    for k in range(len(layout) - 1, 0, -1):
+        inner += (start[k] + extent[k] - 1) * layout[k]
+        if inner >= layout[k - 1]:
+            return None
+    return tuple((a, a + e) for a, e in zip(start, extent))
+
+
 def intersect(a: Box | None, b: Box | None) -> Box | None:
     """The intersection of two boxes of one index space (None: empty, or not comparable)."""
     if a is None or b is None or len(a) != len(b):
@@ -157,7 +195,7 @@ def hazards(spans: list[Span], order: Order, limit: int = 1000) -> list[Hazard]:
                 key = (first.task, second.task, s.buffer, first.op, second.op)
                 if key in found or order.ordered(a.task, s.task):
                     continue
-                found[key] = Hazard(first, second, intersect(first.box, second.box))
+                found[key] = Hazard(first, second, intersect(first.shown, second.shown))
                 if len(found) >= limit:
                     return _sorted(found)
             active.append(s)

@@ -6,7 +6,9 @@ Invariants:
 - Both runs are serial, so their tasks, ids and dumps pair one to one. An element holds *raw
   poison* when it shows pattern A in run A and pattern B in run B: nothing ever wrote it.
 - A task's Out argument holding raw poison after the task is a region it declared as its output
-  but did not store (``Unstored``; an InOut keeps what it does not write, so it is not judged).
+  but did not store (``Unstored``; an InOut keeps what it does not write, so it is not judged),
+  unless the task read at least as many raw-poison elements as it left: then it may have copied
+  them, and it is a read of never-written memory instead.
 - A task *read* never-written memory (``PoisonedRead``) when an input it was given holds raw
   poison and the elements it stored differ between the runs: what it computed depended on it.
 - A program output element that differs between the runs depends on the poison
@@ -143,6 +145,7 @@ class PoisonReport:
     """What the two poisoned runs show (see the module docstring)."""
 
     outputs: dict[str, tuple[int, int, str]] = field(default_factory=dict)  # name -> (elements, numel, where)
+    masks: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> where it differs between the runs
     unstored: list[Unstored] = field(default_factory=list)
     reads: list[PoisonedRead] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)  # tasks whose dump payloads were lost (not judged)
@@ -170,6 +173,7 @@ def analyze(
         d = differs(a, outputs_b[name])
         if bool(d.any()):
             rep.outputs[name] = (int(d.sum()), d.numel(), box_text(name, mask_boxes(d), d.shape))
+            rep.masks[name] = d
         buffer = places.program_buffer(name)
         if buffer is not None:
             final_raw[buffer] = raw_poison(a, outputs_b[name])
@@ -180,6 +184,9 @@ def analyze(
             rep.lost.append(ta.task_id)
             continue
         params = build.kernels[ta.func_id].get("params", [])
+        raw_in = {i: raw_poison(a, tb.inputs[i]) for i, a in ta.inputs.items()
+                  if torch.is_tensor(a) and torch.is_tensor(tb.inputs.get(i)) and a.shape == tb.inputs[i].shape}  # fmt: skip
+        read_raw = sum(int(m.sum()) for m in raw_in.values())
         raw_out: dict[int, torch.Tensor] = {}
         depends = False
         for i, a in ta.outputs.items():
@@ -187,9 +194,11 @@ def analyze(
             if b is None or a.shape != b.shape:
                 continue
             raw = raw_poison(a, b)
-            if params[i]["direction"] == "out" and bool(raw.any()):
+            # NOTE: a task that read at least as much raw poison as it left may have copied it (a copy,
+            # a transpose, + 0.0): that is a read of memory nothing wrote, not a store it left out
+            if params[i]["direction"] == "out" and bool(raw.any()) and int(raw.sum()) > read_raw:
                 raw_out[i] = raw
-            depends = depends or bool((differs(a, b) & ~raw).any())
+            depends = depends or bool(differs(a, b).any() if read_raw else (differs(a, b) & ~raw).any())
         for i, raw in raw_out.items():
             name, local = params[i]["name"], mask_boxes(raw)
             buffer, boxes = places.of(ta.task_id, i, local)
@@ -198,11 +207,7 @@ def analyze(
                                          buffer, boxes))  # fmt: skip
         if not depends:
             continue
-        for i, a in ta.inputs.items():
-            b = tb.inputs.get(i)
-            if not torch.is_tensor(a) or b is None or a.shape != b.shape:
-                continue
-            raw = raw_poison(a, b)
+        for i, raw in raw_in.items():
             if not bool(raw.any()):
                 continue
             name, local = params[i]["name"], mask_boxes(raw)

@@ -21,6 +21,7 @@ import torch
 
 from tilescope.debug.localize.tasks import CapturedTask
 from tilescope.debug.triage.poison import bits, box_text, mask_boxes
+from tilescope.ir.dtypes import by_name as dtype_by_name
 from tilescope.runtime.records import RunReport
 
 
@@ -49,13 +50,17 @@ class FirstDifference:
     elements: int
     runs: tuple[int, int]  # the two runs (their index) that differ
     inputs_agree: bool  # its dumped inputs were the same in both runs
+    input_where: str = ""  # inputs_agree False: the first input that differed, and where
+    writers: list[int] = field(default_factory=list)  # tasks whose declared outputs overlap what differed
 
     def text(self) -> str:
         """One line: the task, its output, where it differs, and whether its inputs agreed."""
+        who = f" (declared there by task(s) {', '.join(map(str, self.writers))})" if self.writers else ""
         why = (
             "its declared inputs were the same in both runs, so it read or was written by something outside them"
             if self.inputs_agree
-            else "its declared inputs already differed, written concurrently with its reads"
+            else f"its input {self.input_where} already differed{who}: written concurrently with its reads, or "
+            "by a store outside its writer's region (tilescope triage's access audit names which)"
         )
         return (
             f"task {self.task} (kernel {self.kernel}) is the first task whose output differs between runs "
@@ -70,6 +75,8 @@ class ShuffleReport:
 
     runs: list[RunOutcome] = field(default_factory=list)
     differing_outputs: dict[str, tuple[int, str]] = field(default_factory=dict)  # name -> (elements, where)
+    differing_runs: list[int] = field(default_factory=list)  # runs whose outputs differ from the first's
+    masks: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> where it differs
     first: FirstDifference | None = None
     failures: list[str] = field(default_factory=list)
 
@@ -101,6 +108,23 @@ def topological(report: RunReport) -> list[int]:
     return out + [i for i in range(n) if i not in seen]  # NOTE: tasks on a cycle (a deadlock), last
 
 
+def writers_of(report: RunReport, task: int, arg: int) -> list[int]:
+    """The other tasks whose declared Out/InOut regions overlap task ``task``'s argument ``arg``
+    (compared by byte range: a superset)."""
+    def span(a):
+        size = dtype_by_name(a.dtype).itemsize
+        lo = a.buffer_id + a.offset * size
+        return lo, lo + (sum((n - 1) * s for n, s in zip(a.shape, a.strides) if n > 0) + 1) * size
+
+    mine = next((a for a in report.task_args if a.task_id == task and a.arg_index == arg and a.kind == "tensor"), None)
+    if mine is None:
+        return []
+    lo, hi = span(mine)
+    return sorted({a.task_id for a in report.task_args if a.kind == "tensor" and a.task_id != task
+                   and a.direction in ("out", "inout") and a.buffer_id == mine.buffer_id
+                   and span(a)[0] < hi and lo < span(a)[1]})  # fmt: skip
+
+
 def compare(runs: list[RunOutcome], params_of) -> ShuffleReport:
     """Compare every run with the first (see the module docstring); ``params_of(func_id)`` gives
     a kernel's parameter names."""
@@ -112,9 +136,13 @@ def compare(runs: list[RunOutcome], params_of) -> ShuffleReport:
     for name, a in base.outputs.items():
         mask = torch.zeros(a.shape, dtype=torch.bool)
         for i in good[1:]:
-            mask |= bits(a) != bits(runs[i].outputs[name])
+            d = bits(a) != bits(runs[i].outputs[name])
+            if bool(d.any()) and i not in rep.differing_runs:
+                rep.differing_runs.append(i)
+            mask |= d
         if bool(mask.any()):
             rep.differing_outputs[name] = (int(mask.sum()), box_text(name, mask_boxes(mask), mask.shape))
+            rep.masks[name] = mask
     if not rep.differing_outputs:
         return rep
     order = topological(base.report)
@@ -134,13 +162,19 @@ def compare(runs: list[RunOutcome], params_of) -> ShuffleReport:
                 mask = bits(out_a) != bits(out_b)
                 if not bool(mask.any()):
                     continue
-                same_in = all(
-                    not torch.is_tensor(v) or (torch.is_tensor(b.inputs.get(i)) and torch.equal(bits(v), bits(b.inputs[i])))
-                    for i, v in a.inputs.items()
-                )
-                name = params_of(a.func_id)[arg]
+                names = params_of(a.func_id)
+                differing_in = next((i for i, v in a.inputs.items() if torch.is_tensor(v) and not (
+                    torch.is_tensor(b.inputs.get(i)) and torch.equal(bits(v), bits(b.inputs[i])))), None)  # fmt: skip
+                input_where = ""
+                if differing_in is not None:
+                    d = bits(a.inputs[differing_in]) != bits(b.inputs[differing_in])
+                    iname = names[differing_in]
+                    input_where = f"{iname} = {a.regions.get(differing_in, '?')} at {box_text(iname, mask_boxes(d), d.shape)}"
+                name = names[arg]
                 rep.first = FirstDifference(tid, a.kernel, arg, name, a.regions.get(arg, "?"),
                                             box_text(name, mask_boxes(mask), mask.shape), int(mask.sum()),
-                                            (good[0], good[k]), same_in)  # fmt: skip
+                                            (good[0], good[k]), differing_in is None, input_where)  # fmt: skip
+                if differing_in is not None:
+                    rep.first.writers = writers_of(base.report, tid, differing_in)
                 return rep
     return rep

@@ -364,7 +364,7 @@ int Run::create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_ten
         fail("create_tensor: out of memory allocating " + std::to_string(bytes) + " bytes");
         return 1;
     }
-    if (config_.poison != 0) std::memset(data, config_.poison & 0xFF, bytes);
+    if (config_.poison != 0) std::memset(data, config_.poison & (dtype == TS_BOOL ? 0x01 : 0xFF), bytes);
 
     *out = ts_tensor{};
     out->data = data;

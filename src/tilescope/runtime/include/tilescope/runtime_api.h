@@ -75,7 +75,8 @@ typedef struct ts_run_config {
     int32_t probes; /* nonzero: a kernel's ts.probe calls (ts_probe_record) are kept as dump records
                        of stage TS_DUMP_PROBE, with a level-0 dump if dump_level is 0. Read by probes */
     int32_t poison; /* 0: intermediates (create_tensor) start zero-filled; else 0x100 | b: every byte
-                       of them starts as b (the poison runs of tilescope triage and --poison) */
+                       of them starts as b (b & 1 for bool, the only values a bool may hold; the
+                       poison runs of tilescope triage and --poison) */
     uint32_t shuffle_seed; /* 0: the usual schedule; else a randomized one from this seed: ready
                               tasks taken in random order, no successor run on the worker that
                               readied it, random delays before kernels (--shuffle; not serial) */
