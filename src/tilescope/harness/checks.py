@@ -89,22 +89,22 @@ def _guarded(tool: str, say: Callable[[str], None], fn: Callable[[], Any]) -> An
     return None
 
 
-def localize_run(run: RunData, say: Callable[[str], None]) -> LocalizeReport | None:
-    """Localize this run's failed comparison; prints the verdict."""
-    rep = _guarded("localize", say, lambda: localize(run.build.work_dir, run.directory("localize"), rtol=run.rtol,
-                                                    atol=run.atol))  # fmt: skip
+def _verdict(tool: str, fn, run: RunData, say: Callable[[str], None]) -> LocalizeReport | None:
+    """``fn`` (localize or triage) on this run's data; prints the verdict."""
+    rep = _guarded(tool, say, lambda: fn(run.build.work_dir, run.directory(tool), rtol=run.rtol, atol=run.atol))
     if rep is not None:
         say(rep.render())
     return rep
+
+
+def localize_run(run: RunData, say: Callable[[str], None]) -> LocalizeReport | None:
+    """Localize this run's failed comparison; prints the verdict."""
+    return _verdict("localize", localize, run, say)
 
 
 def triage_run(run: RunData, say: Callable[[str], None]) -> LocalizeReport | None:
     """Triage this run's failure; prints the verdict."""
-    rep = _guarded("triage", say, lambda: triage(run.build.work_dir, run.directory("triage"), rtol=run.rtol,
-                                                atol=run.atol))  # fmt: skip
-    if rep is not None:
-        say(rep.render())
-    return rep
+    return _verdict("triage", triage, run, say)
 
 
 def poison_check(run: RunData, say: Callable[[str], None]) -> Poisoned | None:

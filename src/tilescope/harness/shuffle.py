@@ -3,7 +3,8 @@
 
 ``shuffle_runs`` runs the build N times on sim on copies of the same inputs, each run with its
 own seed for the core's randomized schedule (``ts_run_config::shuffle_seed``: ready tasks taken
-in random order, no successor run on the worker that readied it, random delays before kernels)
+in random order, every successor queued rather than handed to the worker that readied it, random
+delays before kernels)
 and its own worker count, each recording a level-2 tensor dump and the graph; then
 ``debug.triage.shuffle.compare`` compares the outputs bit for bit and names the first task, in
 dependency order, whose outputs differ. The seeds are printed with the result, so a differing

@@ -6,10 +6,23 @@ for anything it cannot express (products of variables, division, scalars of unkn
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from tilescope.ir.nodes import BinOp, Const, Expr, UnOp, Var
 from tilescope.ir.types import IndexType, ScalarType
+
+# The index arithmetic a constant expression folds with (and the coverage analysis evaluates):
+# Python's floor division and modulo, as the generated C++ computes them (ts::floordiv, ts::floormod).
+INDEX_OPS = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "maximum": max,
+    "minimum": min,
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,25 +16,17 @@ from __future__ import annotations
 
 import itertools
 import math
-import operator
 from dataclasses import dataclass
 
 from tilescope.errors import SourceLoc
+from tilescope.ir.affine import INDEX_OPS
 from tilescope.ir.nodes import Assign, BinOp, Const, Expr, For, Kernel, Program, Stmt, Store, UnOp, Var
 from tilescope.ir.traverse import walk_stmts
 from tilescope.ir.types import Direction, IndexType, ScalarType, TileType
 
 _MAX_COMBOS = 1 << 16
 _MAX_BOXES = 1 << 10
-_OPS = {
-    "add": operator.add,
-    "sub": operator.sub,
-    "mul": operator.mul,
-    "floordiv": operator.floordiv,
-    "mod": operator.mod,
-    "maximum": max,
-    "minimum": min,
-}
+_OPS = INDEX_OPS
 
 Interval = tuple[int, int]  # [lo, hi)
 Box = tuple[Interval, ...]  # one interval per dim

@@ -10,8 +10,8 @@
 from __future__ import annotations
 
 import dataclasses
-import operator
 
+from tilescope.ir.affine import INDEX_OPS
 from tilescope.ir.analysis import live_before, uses
 from tilescope.ir.nodes import (
     Assign,
@@ -29,15 +29,7 @@ from tilescope.ir.traverse import map_bodies, map_exprs, map_stmts
 from tilescope.ir.types import IndexType
 from tilescope.passes.manager import Pass
 
-_FOLD = {
-    "add": operator.add,
-    "sub": operator.sub,
-    "mul": operator.mul,
-    "floordiv": operator.floordiv,
-    "mod": operator.mod,
-    "maximum": max,
-    "minimum": min,
-}
+_FOLD = INDEX_OPS
 
 
 def _fold(e: Expr) -> Expr:

@@ -295,11 +295,20 @@ void on_exit_in_run() {
     ::_exit(1);
 }
 
+// Set by the first kernel thread that reports a fatal signal: the crash report is its alone.
+std::atomic<bool> crash_reported{false};
+
 void on_fatal(int sig, siginfo_t *info, void *uc) {
     const int saved_errno = errno;
     ThreadSlot *s = tls_slot;
     if (s != nullptr && s->armed && s->task != nullptr) {
         s->armed = 0;
+        bool first = false;
+        if (!crash_reported.compare_exchange_strong(first, true)) {
+            // NOTE: another kernel thread crashed at the same time and is writing its report: this one
+            // waits for the process to end with that one, so the report is never two reports mixed
+            for (;;) pause();
+        }
         Out err(2);
         err.str("\n[tilescope] task ").dec(s->task->id).str(" (kernel ").str(s->kernel_name).str(") on worker ");
         err.dec(s->worker).str(" died of ").str(signal_name(sig)).str(" at address ");

@@ -13,7 +13,9 @@
 //    equals `stop_seq` (the run of user code the watchdog chose); otherwise it is ignored, so a
 //    late signal never stops the next kernel.
 //  - The fatal-signal handler only reads the slot and writes with write(2); afterwards it hands
-//    the signal to the handler that was installed before ours (or the default action).
+//    the signal to the handler that was installed before ours (or the default action). Only the
+//    first kernel thread to crash reports; one crashing at the same time waits (pause) for the
+//    process to end, so a crash report is never two reports mixed.
 //  - While a run is in flight (a RunInFlight exists), the core handles SIGINT (unless it was
 //    ignored): the first one only marks an interrupt pending (interrupt_pending()), which the run
 //    turns into a TS_FAILURE_INTERRUPTED failure; a second one exits the process at once (status

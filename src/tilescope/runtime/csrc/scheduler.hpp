@@ -22,8 +22,9 @@
 //  - Serial runs (RunContext::serial, one worker) hold every ready task until finish(), then run
 //    them one at a time, lowest ready id first: the schedule depends on the graph only.
 //  - Shuffled runs (RunContext::shuffle_seed nonzero) take a ready task at random (a generator
-//    seeded from the seed, under the queue lock), never run a successor on the worker that readied
-//    it, and wait a random 0..200 us (or yield) before each kernel, from a per-worker generator:
+//    seeded from the seed, under the queue lock), queue every successor a task makes ready (none
+//    is handed straight to the worker that readied it), and wait a random 0..200 us (or yield)
+//    before each kernel, from a per-worker generator:
 //    other interleavings than the usual schedule's, for finding races.
 //  - Each worker's `holding` flag is set (under the queue lock) when it takes a task and cleared
 //    only after the successors that task made ready are queued, so "queue empty and nobody

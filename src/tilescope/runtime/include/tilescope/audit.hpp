@@ -4,8 +4,9 @@
 //
 // Invariants:
 //  - Only load and store (tile_core.hpp, and the checked overloads of check.hpp) touch a
-//    tensor; each call hands one record to `audit::sink` before touching an element (so an
-//    access that then fails a bounds check is recorded too).
+//    tensor; each call hands one record to `audit::sink` before touching an element. In a
+//    checked build the bounds check comes first: an access it refuses is reported by the check
+//    (a kernel_error naming the op and line), not recorded.
 //  - A record is one int64 row handed to the sink as probe id kAuditProbe (the core's
 //    ts_probe_record keeps it with its task, like a probe): [op (kLoad, kStore), the C++ line
 //    of the call, the view's data address, element bytes, ndim, rows, cols, offsets[ndim],

@@ -78,8 +78,9 @@ typedef struct ts_run_config {
                        of them starts as b (b & 1 for bool, the only values a bool may hold; the
                        poison runs of tilescope triage and --poison) */
     uint32_t shuffle_seed; /* 0: the usual schedule; else a randomized one from this seed: ready
-                              tasks taken in random order, no successor run on the worker that
-                              readied it, random delays before kernels (--shuffle; not serial) */
+                              tasks taken in random order, every successor queued (none handed
+                              straight to the worker that readied it), random delays before
+                              kernels (--shuffle; not serial) */
 } ts_run_config;
 
 /* Why a run failed (ts_failure_record::kind). */
