@@ -59,10 +59,11 @@ def test_the_compile_warns_and_the_report_keeps_the_finding(caplog):
     assert "never written at y[:, 448:512]" in summary
 
 
-def test_strict_makes_it_a_compile_error_at_the_store():
+def test_strict_makes_it_a_compile_error_at_the_store(tmp_path):
     strict = ts.jit(strict=True)(short_prog.fn)
     with pytest.raises(VerifyError) as info:
-        strict.compile()
+        strict.compile(build_dir=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []  # no half build left behind
     e = info.value
     assert e.loc.line == line_of(short_rows, "ts.store(y, [0, h], t * 2.0)")
     assert "never written at y[:, 448:512]" in e.message and "ts.InOut" in e.hint

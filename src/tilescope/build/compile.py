@@ -80,6 +80,14 @@ def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) 
     try:
         held = hold_build(work)  # `tilescope clean` leaves a build being compiled alone
         return _compile_into(work, program, opts, held)
+    except VerifyError:
+        # NOTE: a program the passes or the strict coverage check refused leaves no half build behind
+        # (unless its passes were dumped: those dumps are what show the failing pass)
+        if not opts["dump_passes"]:
+            if held is not None:
+                held.close()
+            shutil.rmtree(work, ignore_errors=True)
+        raise
     except (OSError, ToolchainError) as e:
         cause = e if isinstance(e, OSError) else e.__cause__
         if not isinstance(cause, OSError) or Path(cause.filename or work).is_relative_to(cache_dir()):

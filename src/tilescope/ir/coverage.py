@@ -75,6 +75,8 @@ class Unwritten:
 
     def hint(self) -> str:
         """What to do about it."""
+        if not self.stores:
+            return f"store the kernel's result into {self.param} (ts.store), or drop the param"
         return (
             f"check the store loop's bounds and offsets; a task's Out region must be written whole "
             f"(declare {self.param} as ts.InOut[...] if the kernel updates only part of it)"
