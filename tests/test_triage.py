@@ -320,3 +320,12 @@ def test_a_read_past_a_tensor_that_faults_only_in_a_later_step_is_named_and_tria
     assert c["cpp_line"].startswith("kernels/vec/produce.cpp:")
     assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.produce, 'ts.store(y')}")
     assert any(e.startswith("the first run passed isolated, but a run of the steps after it died") for e in data["evidence"])
+
+
+def test_a_scalar_data_file_holding_several_values_is_bad_input(tmp_path):
+    prog = churner.compile(build_dir=str(tmp_path))
+    x = torch.randn(1, 16)
+    work = with_data(prog, {"x": x, "y": torch.zeros(1, 16), "n": 3}, {"y": x * 2})
+    torch.save(torch.zeros(3), work / "data" / "in" / "n.pt")
+    data = triaged(work)
+    assert data["category"] == "bad_input" and "n.pt: shape [3], expected []" in data["summary"]

@@ -88,3 +88,44 @@ def test_the_flags_are_checked():
     assert out.returncode == 2 and "'1': expected 2..1000 runs" in out.stderr
     result = run_jit(tp.split_kv, ATTN, golden_fn=attention_golden, shuffle=1)
     assert not result.passed and "shuffle=1: one run compares with nothing" in result.error
+
+
+PIPE = [
+    TensorSpec("x", [5 * tp.B, tp.C], torch.float32),
+    TensorSpec("y", [5 * tp.B, tp.C], torch.float32, is_output=True),
+    TensorSpec("z", [4 * tp.B, tp.C], torch.float32, is_output=True),
+]
+
+
+def pipe_golden(t):
+    t["y"][: 4 * tp.B] = t["x"][: 4 * tp.B] * 2
+    t["z"][:] = tp.pipeline_golden(t["x"])
+
+
+def test_a_run_that_crashes_still_saves_its_data_and_triages(capsys):
+    work = run_jit(tp.pipeline, PIPE, golden_fn=pipe_golden).work_dir
+    tp.edit_kernel(ts.CompiledProgram(work), "consume", "store(z, {0, 0}", "*(volatile float *)nullptr = 1.0f; store(z, {0, 0}")
+    result = run_jit(tp.pipeline, PIPE, golden_fn=pipe_golden, runtime_dir=str(work), save_data=True, triage=True)
+    assert not result.passed and result.failure is not None and result.failure.kind == "crash"
+    assert (work / "data" / "in" / "x.pt").is_file() and (work / "data" / "out" / "z.pt").is_file()
+    assert result.triage is not None and result.triage.category == "crash"
+    assert result.triage.culprit.kernel == "consume"
+    assert "[triage] pipeline: crash" in capsys.readouterr().out
+
+
+def test_triage_of_arguments_the_program_refuses_is_bad_input(capsys):
+    wrong = [TensorSpec("x", [3 * tp.B, tp.C], torch.float32), *PIPE[1:]]
+    result = run_jit(tp.pipeline, wrong, golden_fn=pipe_golden, triage=True)
+    assert result.triage is not None and result.triage.category == "bad_input"
+    assert "[triage] pipeline: bad_input" in capsys.readouterr().out
+
+
+def test_shuffle_that_differs_names_the_accesses_no_dependency_orders(capsys):
+    work = run_jit(tp.pipeline, PIPE, golden_fn=pipe_golden).work_dir
+    tp.edit_kernel(ts.CompiledProgram(work), "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
+    result = run_jit(tp.pipeline, PIPE, golden_fn=pipe_golden, runtime_dir=str(work), shuffle=10)
+    assert result.shuffle is not None and not result.shuffle.deterministic
+    out = capsys.readouterr().out
+    assert "[shuffle] NOT deterministic: output z differs between runs" in out
+    assert "  - access audit: task " in out and "(kernel consume): load of y[" in out
+    assert "are not ordered by any path of dependencies" in out

@@ -22,6 +22,7 @@ from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, dfx_dir
 from tilescope.build.state import source_hashes
 from tilescope.debug.localize.report import LocalizeReport
 from tilescope.errors import TilescopeError
+from tilescope.harness.audit import audit_run
 from tilescope.harness.cli import Progress
 from tilescope.harness.data import save_snapshot
 from tilescope.harness.localize import internal_error, localize
@@ -129,7 +130,25 @@ def shuffle_check(run: RunData, n: int, say: Callable[[str], None]):
     say(("[shuffle] deterministic: " if rep.deterministic else "[shuffle] NOT deterministic: ") + lines[0])
     for line in lines[1:]:
         say(f"  - {line}")
+    if not rep.deterministic:  # NOTE: what could make it so: accesses no dependency orders
+        for line in _hazard_lines(run, rep):
+            say(f"  - {line}")
     return rep
+
+
+def _hazard_lines(run: RunData, rep) -> list[str]:
+    """The access audit's unordered pairs and out-of-region accesses that touch the task the
+    shuffled runs named (all of them when none was named), at most five of each."""
+    a = _guarded("shuffle", lambda _: None, lambda: audit_run(run.build, run.before))
+    if a is None:
+        return ["the access audit could not run: see tilescope triage"]
+    first = rep.first
+    tasks = None if first is None else {first.task, *first.writers}
+    strays = [st for st in a.strays if tasks is None or st.access.task in tasks][:5]
+    pairs = [h for h in a.hazards if tasks is None or {h.first.task, h.second.task} & tasks][:5]
+    if not strays and not pairs:
+        return ["the access audit found every access inside its task's regions, and every overlapping pair ordered"]
+    return [f"access audit: {a.stray_text(st)}" for st in strays] + [f"access audit: {a.hazard_text(h)}" for h in pairs]
 
 
 __all__ = ["NO_CHECKS", "Checks", "RunData", "localize_run", "poison_check", "shuffle_check", "triage_run"]

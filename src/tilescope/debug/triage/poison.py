@@ -133,10 +133,12 @@ class PoisonedRead:
     writers: list[int] = field(default_factory=list)  # tasks whose declared Out covered what it read
 
     def text(self) -> str:
-        """One line: the reader, what it read that nothing wrote."""
+        """One line: the reader, what it read that nothing wrote, and who declared it."""
+        who = (f"declared as the output of task(s) {', '.join(map(str, self.writers))}, which did not store it"
+               if self.writers else "no task declares it as its output")  # fmt: skip
         return (
             f"task {self.task} (kernel {self.kernel}) read {self.where} of its input {self.param} = {self.region}, "
-            f"which nothing wrote ({self.elements} elements), and its results depend on it"
+            f"which nothing wrote ({self.elements} elements; {who}), and its results depend on it"
         )
 
 
