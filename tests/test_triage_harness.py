@@ -41,9 +41,11 @@ def test_triage_names_the_kernel_that_left_its_output_unwritten(capsys):
 
 
 def test_poison_and_shuffle_on_a_correct_run_say_so(capsys):
-    result = run_jit(tp.split_kv, ATTN, golden_fn=attention_golden, rtol=1e-4, atol=1e-4, poison=True, shuffle=3)
-    assert result.passed and result.poison.report.clean and result.shuffle.deterministic
+    result = run_jit(tp.split_kv, ATTN, golden_fn=attention_golden, rtol=1e-4, atol=1e-4, poison=True, shuffle=3,
+                     triage=True)  # fmt: skip
+    assert result.passed and result.poison.report.clean and result.shuffle.deterministic and result.triage is None
     out = capsys.readouterr().out
+    assert "[triage] the run passed: nothing to triage" in out
     assert "[poison] no output depends on memory nothing wrote, and every task stored its whole output" in out
     assert "[shuffle] deterministic: all 3 shuffled runs gave the same outputs, bit for bit" in out
 

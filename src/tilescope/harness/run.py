@@ -196,6 +196,11 @@ def execute(
         result.shuffle = shuffle_check(run, checks.shuffle, phases.say)
     if checks.triage and (not result.passed or result.nan is not None):
         result.triage = triage_run(run, phases.say)
+    elif checks.triage:
+        phases.say(
+            "[triage] the run passed: nothing to triage (--shuffle N checks that it stays the same across schedules; "
+            f"so does tilescope triage {compiled.work_dir} after --save-data)"
+        )
     elif checks.localize and not result.passed:
         result.localize = localize_run(run, phases.say)
 
