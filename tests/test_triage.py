@@ -15,7 +15,7 @@ from helpers import line_of
 
 import tilescope as ts
 from tilescope.harness.data import save_snapshot
-from tilescope.harness.triage import triage
+from tilescope.harness.triage import CATEGORIES, triage
 
 
 def with_data(prog, inputs: dict, golden: dict, rtol=1e-5, atol=1e-5):
@@ -30,7 +30,7 @@ def triaged(work, budget=60.0) -> dict:
     rep = triage(work, budget=budget)
     took = time.perf_counter() - t0
     data = json.loads((work / "dfx_outputs" / "triage" / "report.json").read_text())
-    assert data["format"] == "tilescope-localize" and data["tool"] == "triage"
+    assert data["format"] == "tilescope-localize" and data["tool"] == "triage" and data["category"] in CATEGORIES
     assert data["category"] == rep.category and data["culprit"] == vars(rep.culprit)
     assert took < budget + 5, f"triage took {took:.1f}s"
     return data
@@ -202,7 +202,7 @@ import pytest
 import torch
 import tilescope as ts
 from tilescope.harness.data import save_snapshot
-from tilescope.harness.triage import triage
+from tilescope.harness.triage import CATEGORIES, triage
 
 prog = ts.CompiledProgram({work!r})
 x = torch.randint(-100, 100, (1, 16)).float()

@@ -106,6 +106,7 @@ class _Triage(Steps):
     def finish(self) -> LocalizeReport:
         if not self.rep.category:
             self.verdict("unknown", "triage could not name the fault within its budget")
+        assert self.rep.category in CATEGORIES, self.rep.category
         self.rep.elapsed_s = round(time.perf_counter() - self.started, 3)
         self.rep.next += _next_commands(self.rep, self.work)
         try:
