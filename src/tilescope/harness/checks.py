@@ -86,7 +86,7 @@ def _guarded(tool: str, say: Callable[[str], None], fn: Callable[[], Any]) -> An
     except (TilescopeError, OSError) as e:
         say(f"[{tool}] cannot {tool}: {str(e).splitlines()[0]}")
     except Exception as e:  # noqa: BLE001 - the tool's own defect must not take the run's result with it
-        say(f"[{tool}] cannot {tool}: {internal_error(e).replace('localize', tool, 1)}")
+        say(f"[{tool}] cannot {tool}: {internal_error(e, tool)}")
     return None
 
 

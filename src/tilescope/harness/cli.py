@@ -64,6 +64,17 @@ def seed_arg(text: str) -> int:
     return value
 
 
+def seconds_arg(text: str) -> float:
+    """``--budget``'s type: a finite number of seconds > 0, else an argparse error saying so."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds > 0")
+    return value
+
+
 def tolerance_arg(text: str) -> float:
     """``--rtol``/``--atol``'s type: a finite number >= 0, else an argparse error saying so."""
     try:

@@ -196,16 +196,36 @@ def localize(
     return rep
 
 
-def internal_error(e: Exception) -> str:
-    """A defect of localize itself, in one line: what was raised and where."""
+def internal_error(e: Exception, tool: str = "localize") -> str:
+    """A defect of ``tool`` itself, in one line: what was raised and where."""
     import traceback
 
     frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
     where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
     return (
-        f"localize failed inside tilescope ({type(e).__name__}: {e}{where}); this is a tilescope defect: "
-        "the run's own result stands, and `tilescope replay BUILD` still reproduces it"
+        f"{tool} failed inside tilescope ({type(e).__name__}: {e}{where}); this is a tilescope defect: "
+        "the build and its data are as they were, and `tilescope replay BUILD` still reproduces the run"
     )
+
+
+def report_cli(tool: str, call: Callable[[], LocalizeReport], as_json: bool, ok: Callable[[LocalizeReport], bool]) -> int:
+    """Run ``call`` (localize or triage) for its command: the report printed (``as_json``: as
+    JSON), 0 when ``ok`` says so, else 1; an error in one ``[ERROR]`` line; Ctrl-C in one line, 130."""
+    configure("warn")
+    try:
+        rep = call()
+    except KeyboardInterrupt:
+        print(f"[INTERRUPTED] {tool} stopped (Ctrl-C); the build and its data are as they were", file=sys.stderr,
+              flush=True)  # fmt: skip
+        return 130
+    except (TilescopeError, DataError) as e:
+        print(f"[ERROR] {e}", file=sys.stderr, flush=True)
+        return 1
+    except Exception as e:  # noqa: BLE001 - a defect of the tool itself: said in one line, with where
+        print(f"[ERROR] {internal_error(e, tool)}", file=sys.stderr, flush=True)
+        return 1
+    print(json.dumps(rep.to_json(), indent=1) if as_json else rep.render())
+    return 0 if ok(rep) else 1
 
 
 def add_localize_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -221,20 +241,8 @@ def add_localize_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def run_cli(args: argparse.Namespace) -> int:
     """``tilescope localize``: 0 when the outputs pass or their error is rounding the dtypes allow
     (``precision``/``innocent``), 1 when a culprit was named or localize could not run."""
-    configure("warn")
-    try:
-        rep = localize(args.build_dir, args.golden_data, rtol=args.rtol, atol=args.atol)
-    except (TilescopeError, DataError) as e:
-        print(f"[ERROR] {e}", file=sys.stderr, flush=True)
-        return 1
-    except Exception as e:  # noqa: BLE001 - a defect of localize itself: said in one line, with where
-        print(f"[ERROR] {internal_error(e)}", file=sys.stderr, flush=True)
-        return 1
-    if args.json:
-        print(json.dumps(rep.to_json(), indent=1))
-    else:
-        print(rep.render())
-    return 0 if rep.category == "pass" or rep.verdict == "innocent" else 1
+    return report_cli("localize", lambda: localize(args.build_dir, args.golden_data, rtol=args.rtol, atol=args.atol),
+                      args.json, lambda rep: rep.category == "pass" or rep.verdict == "innocent")  # fmt: skip
 
 
-__all__ = ["LocalizeError", "add_localize_args", "internal_error", "localize", "nan_op", "run_cli"]
+__all__ = ["LocalizeError", "add_localize_args", "internal_error", "localize", "nan_op", "report_cli", "run_cli"]

@@ -42,7 +42,6 @@ from typing import Any
 
 import torch
 
-from tilescope._logging import configure
 from tilescope.build.manifest import Build, as_build_dir
 from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, dfx_dir
 from tilescope.build.signature_check import SignatureMismatch
@@ -51,10 +50,10 @@ from tilescope.debug.localize.metrics import close
 from tilescope.debug.localize.report import Culprit, FingerprintRow, LocalizeReport, write_report
 from tilescope.debug.triage.audit import dsl_line
 from tilescope.errors import ArgumentError, DSLError, RuntimeFailure, TilescopeError
-from tilescope.harness.cli import Progress, tolerance_arg
+from tilescope.harness.cli import Progress, seconds_arg, tolerance_arg
 from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_snapshot
-from tilescope.harness.localize import internal_error
+from tilescope.harness.localize import report_cli
 from tilescope.harness.triage_steps import ANSWER, CRASH, REQUEST, Steps
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
@@ -390,7 +389,7 @@ def add_triage_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``tilescope triage``'s arguments."""
     p.add_argument("build_dir", metavar="BUILD", help="a build directory with saved data (--save-data)")
     p.add_argument("--golden-data", default=None, metavar="DIR", help="use this data directory instead of BUILD/data")
-    p.add_argument("--budget", type=_seconds, default=DEFAULT_BUDGET, metavar="SECONDS",
+    p.add_argument("--budget", type=seconds_arg, default=DEFAULT_BUDGET, metavar="SECONDS",
                    help=f"stop looking after this long (default {DEFAULT_BUDGET:g})")  # fmt: skip
     p.add_argument("--rtol", type=tolerance_arg, default=None, help="relative tolerance (default: the data's)")
     p.add_argument("--atol", type=tolerance_arg, default=None, help="absolute tolerance (default: the data's)")
@@ -398,33 +397,11 @@ def add_triage_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds > 0")
-    return value
-
-
 def run_cli(args: argparse.Namespace) -> int:
     """``tilescope triage``: 0 when the build passes (deterministically), 1 otherwise."""
-    configure("warn")
-    try:
-        rep = triage(args.build_dir, args.golden_data, budget=args.budget, rtol=args.rtol, atol=args.atol)
-    except KeyboardInterrupt:
-        print("[INTERRUPTED] triage stopped (Ctrl-C); the build and its data are as they were", file=sys.stderr,
-              flush=True)  # fmt: skip
-        return 130
-    except (TilescopeError, DataError) as e:
-        print(f"[ERROR] {e}", file=sys.stderr, flush=True)
-        return 1
-    except Exception as e:  # noqa: BLE001 - a defect of triage itself: said in one line, with where
-        print(f"[ERROR] {internal_error(e).replace('localize', 'triage', 1)}", file=sys.stderr, flush=True)
-        return 1
-    print(json.dumps(rep.to_json(), indent=1) if args.json else rep.render())
-    return 0 if rep.category == "pass" and rep.deterministic is not False else 1
+    return report_cli("triage", lambda: triage(args.build_dir, args.golden_data, budget=args.budget, rtol=args.rtol,
+                                               atol=args.atol), args.json,
+                      lambda rep: rep.category == "pass" and rep.deterministic is not False)  # fmt: skip
 
 
 __all__ = ["DEFAULT_BUDGET", "TriageError", "add_triage_args", "error_report", "run_cli", "triage"]
