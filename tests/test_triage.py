@@ -207,9 +207,11 @@ from tilescope.harness.triage import CATEGORIES, triage
 prog = ts.CompiledProgram({work!r})
 x = torch.randint(-100, 100, (1, 16)).float()
 n0 = 20_000_000
-info = prog.run(x, torch.zeros(1, 16), n0, enable_trace=True, num_workers=1)
-t = info.report.tasks[0]
-n = max(1, int({task_cpu_s} / ((t.end_ns - t.start_ns) / 1e9 / n0)))
+walls = []
+for _ in range(3):  # the fastest of three: a moment of load elsewhere does not shrink the task
+    t = prog.run(x, torch.zeros(1, 16), n0, enable_trace=True, num_workers=1).report.tasks[0]
+    walls.append((t.end_ns - t.start_ns) / 1e9)
+n = max(1, int({task_cpu_s} / (min(walls) / n0)))
 save_snapshot(prog.work_dir / "data", list(prog.args), {{"x": x, "y": torch.zeros(1, 16), "n": n}}, {{"y": x * 2}},
               {{"rtol": 0.0, "atol": 0.0}})
 hog = "import os\\nwhile os.getppid() == %d: pass" % os.getpid()

@@ -142,13 +142,14 @@ class _Triage(Steps):
         that faults there is named from its crash report, and triage goes on."""
         folder = dfx_dir(self.work) / TRIAGE_DIR
         folder.mkdir(parents=True, exist_ok=True)
-        answer, crash = folder / ANSWER, folder / CRASH
+        # NOTE: named for this process: two triages of one build at once never read each other's files
+        request, answer, crash = (folder / f"{Path(n).stem}_{os.getpid()}{Path(n).suffix}" for n in (REQUEST, ANSWER, CRASH))
         for f in (answer, crash):
             f.unlink(missing_ok=True)
-        request = folder / REQUEST
         torch.save({"work": str(self.work), "program": self.rep.program, "data": self.rep.data, "rtol": self.rep.rtol,
                     "atol": self.rep.atol, "budget": self.left(), "mode": mode, "bad": bad, "nan": nan,
-                    "progress": getattr(self.say, "enabled", False), "crash_report": str(crash)}, request)  # fmt: skip
+                    "progress": getattr(self.say, "enabled", False), "crash_report": str(crash),
+                    "answer": str(answer)}, request)  # fmt: skip
         code = "import sys; from tilescope.harness.triage_steps import child_main; sys.exit(child_main(sys.argv[1]))"
         proc = subprocess.Popen([sys.executable, "-c", code, str(request)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -174,8 +175,10 @@ class _Triage(Steps):
             proc.wait()
             raise
         reader.join(timeout=5)
+        request.unlink(missing_ok=True)
         if rc == 0 and answer.is_file():
             self.merge(json.loads(answer.read_text()))
+            answer.unlink(missing_ok=True)
         elif rc < 0 and crash.is_file() and crash.stat().st_size > 0:
             self.crashed(read_crash_report(crash, self.build, save_inputs=False), said)
         else:

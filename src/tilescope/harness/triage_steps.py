@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from tilescope.build.paths import TRIAGE_DIR, atomic_write, dfx_dir
+from tilescope.build.paths import atomic_write
 from tilescope.debug.localize.report import Culprit, LocalizeReport
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.harness.audit import audit_run
@@ -35,9 +35,10 @@ from tilescope.harness.recorded import crash_report_to
 from tilescope.harness.shuffle import shuffle_lines, shuffle_runs
 from tilescope.launch.program import CompiledProgram
 
-REQUEST = "request.pt"  # dfx_outputs/triage/: what the child is asked
-ANSWER = "answer.json"  # dfx_outputs/triage/: what it found
-CRASH = "crash_report.txt"  # dfx_outputs/triage/: where a crash in the child is reported
+# dfx_outputs/triage/ of the build, each name with the triaging process's pid before its suffix:
+REQUEST = "request.pt"  # what the child is asked
+ANSWER = "answer.json"  # what it found
+CRASH = "crash_report.txt"  # where a crash in the child is reported
 SHUFFLE_PASS = 6  # shuffled runs that check a passing build is deterministic
 SHUFFLE_WRONG = 4  # shuffled runs that look for nondeterminism behind a wrong answer
 # the report's fields a step may set or add to (the rest belong to the parent)
@@ -259,5 +260,5 @@ def child_main(request: str) -> int:
     else:
         a.wrong()
     answer = {k: asdict(rep)[k] for k in FIELDS}
-    atomic_write(dfx_dir(work) / TRIAGE_DIR / ANSWER, json.dumps(answer, default=str) + "\n")
+    atomic_write(Path(req["answer"]), json.dumps(answer, default=str) + "\n")
     return 0

@@ -17,12 +17,11 @@ Invariants:
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from tilescope.build.manifest import Build
-from tilescope.build.paths import TRIAGE_DIR, confined, dfx_dir
+from tilescope.build.paths import TRIAGE_DIR, atomic_write, confined, dfx_dir
 from tilescope.debug.deps import buffer_names, region_box
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.triage.hazards import Span, contains, layout_box, layout_of
@@ -52,7 +51,9 @@ def compile_audit_build(build: Build) -> list[Path]:
     for k in build.kernels:
         source = confined(build.work_dir, k["source"], f"kernel {k['name']}'s source")
         copy = folder / f"{k['name']}.cpp"
-        shutil.copyfile(source, copy)  # NOTE: compiled from a copy, so the build's own file is never touched
+        # NOTE: compiled from a copy (written whole, so two triages at once never see half of it): the
+        # build's own file is never touched
+        atomic_write(copy, source.read_text())
         # NOTE: the kernel's own directory stays on the include path: a hand edit may include a header beside it
         jobs.append(BuildJob(copy, copy.with_suffix(".so"), extra_flags=(AUDIT_FLAG, f"-I{source.parent}")))
     try:
