@@ -80,9 +80,11 @@ def triage(
     rtol: float | None = None,
     atol: float | None = None,
     progress: Callable[[str], None] | None = None,
+    fix: bool = False,
 ) -> LocalizeReport:
     """Triage the build ``build_dir`` on its saved data (see the module docstring); the report is
-    also written to ``dfx_outputs/triage/report.json``.
+    also written to ``dfx_outputs/triage/report.json``. With ``fix``, propose an edit of the DSL
+    source and verify it on the saved data (``harness.fix``; the report's ``fix``).
 
     Raises:
         TriageError: not a build directory, or no saved data to run on.
@@ -91,7 +93,11 @@ def triage(
         raise TriageError(f"budget={budget!r}: expected a number of seconds > 0")
     work = as_build_dir(build_dir)
     t = _Triage(work, golden_data, float(budget), progress or Progress("triage"))
+    t.want_fix = fix
     t.run(rtol, atol)
+    if fix and t.rep.fix is None:
+        t.rep.fix = {"edit": None, "verified": False, "tried": [],
+                     "why_none": f"no fix is proposed for category {t.rep.category!r} yet"}  # fmt: skip
     return t.finish()
 
 
@@ -101,6 +107,7 @@ class _Triage(Steps):
         self.work, self.golden_data = work, golden_data
         self.build: CompiledProgram | None = None
         self.inputs: dict[str, Any] = {}
+        self.want_fix = False
 
     def finish(self) -> LocalizeReport:
         if not self.rep.category:
@@ -149,7 +156,7 @@ class _Triage(Steps):
         torch.save({"work": str(self.work), "program": self.rep.program, "data": self.rep.data, "rtol": self.rep.rtol,
                     "atol": self.rep.atol, "budget": self.left(), "mode": mode, "bad": bad, "nan": nan,
                     "progress": getattr(self.say, "enabled", False), "crash_report": str(crash),
-                    "answer": str(answer)}, request)  # fmt: skip
+                    "answer": str(answer), "fix": self.want_fix}, request)  # fmt: skip
         code = "import sys; from tilescope.harness.triage_steps import child_main; sys.exit(child_main(sys.argv[1]))"
         proc = subprocess.Popen([sys.executable, "-c", code, str(request)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -196,6 +203,7 @@ class _Triage(Steps):
             rep.category, rep.summary, rep.verdict = got["category"], got["summary"], got.get("verdict")
             rep.culprit = Culprit(**got["culprit"])
         rep.deterministic = got.get("deterministic")
+        rep.fix = got.get("fix")
         rep.tolerance = got.get("tolerance")
         rep.fingerprint = [FingerprintRow(**row) for row in got.get("fingerprint") or []]
 
@@ -397,13 +405,15 @@ def add_triage_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=tolerance_arg, default=None, help="relative tolerance (default: the data's)")
     p.add_argument("--atol", type=tolerance_arg, default=None, help="absolute tolerance (default: the data's)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (localize's format) instead")
+    p.add_argument("--fix", action="store_true",
+                   help="propose an edit of the DSL source, verified on a copy against the saved data")  # fmt: skip
     return p
 
 
 def run_cli(args: argparse.Namespace) -> int:
     """``tilescope triage``: 0 when the build passes (deterministically), 1 otherwise."""
     return report_cli("triage", lambda: triage(args.build_dir, args.golden_data, budget=args.budget, rtol=args.rtol,
-                                               atol=args.atol), args.json,
+                                               atol=args.atol, fix=args.fix), args.json,
                       lambda rep: rep.category == "pass" and rep.deterministic is not False)  # fmt: skip
 
 

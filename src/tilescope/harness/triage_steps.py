@@ -29,6 +29,7 @@ from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.harness.audit import audit_run
 from tilescope.harness.cli import Progress
 from tilescope.harness.data import load_snapshot
+from tilescope.harness.fix import propose
 from tilescope.harness.localize import localize, nan_op
 from tilescope.harness.poison import poison_run
 from tilescope.harness.recorded import crash_report_to
@@ -43,7 +44,7 @@ SHUFFLE_PASS = 6  # shuffled runs that check a passing build is deterministic
 SHUFFLE_WRONG = 4  # shuffled runs that look for nondeterminism behind a wrong answer
 # the report's fields a step may set or add to (the rest belong to the parent)
 FIELDS = ("category", "summary", "verdict", "culprit", "evidence", "limitations", "next", "steps", "deterministic",
-          "fingerprint", "tolerance")  # fmt: skip
+          "fingerprint", "tolerance", "fix")  # fmt: skip
 
 
 class Steps:
@@ -82,7 +83,7 @@ class Analysis(Steps):
                  data: Path, bad: dict[str, torch.Tensor]):  # fmt: skip
         super().__init__(rep, budget, say)
         self.build, self.data, self.bad = build, data, bad
-        self.inputs, _ = load_snapshot(data, list(build.args))
+        self.inputs, self.golden = load_snapshot(data, list(build.args))
 
     def wrong(self) -> None:
         """Wrong values: the access audit, the poison runs, shuffled runs, then localize."""
@@ -259,6 +260,9 @@ def child_main(request: str) -> int:
         a.nan(req["nan"])
     else:
         a.wrong()
+    if req.get("fix"):
+        rep.fix = a.step("propose a fix and verify it on the saved data",
+                         lambda: propose(a.build, rep, a.inputs, a.golden, time.perf_counter() + max(a.left(), 10)))  # fmt: skip
     answer = {k: asdict(rep)[k] for k in FIELDS}
     atomic_write(Path(req["answer"]), json.dumps(answer, default=str) + "\n")
     return 0

@@ -17,7 +17,10 @@ Format ``tilescope-localize`` version 1 (the triage report reuses it):
   ``elapsed_s``, and ``fingerprint`` (each output against the golden, interp, float64),
   ``tolerance`` (``precision``/``innocent``: the tolerance the data justify, and why),
   ``limitations`` (what could not be judged, and why); triage's ``steps`` (each step it ran, with
-  its seconds) and ``deterministic`` (a passing build: whether shuffled schedules agreed, else null).
+  its seconds), ``deterministic`` (a passing build: whether shuffled schedules agreed, else null)
+  and, with ``--fix``, ``fix``: ``edit`` (``file``, ``line``, ``before``, ``after``, ``why``;
+  null when none), ``verified``, ``comparison``, ``tried`` (every candidate and its result),
+  ``why_none``.
 """
 
 from __future__ import annotations
@@ -95,6 +98,7 @@ class LocalizeReport:
     tool: str = "localize"  # who wrote it: localize, or triage
     steps: list[dict[str, Any]] = field(default_factory=list)  # triage: each step it ran, and its seconds
     deterministic: bool | None = None  # triage, a passing build: the same outputs across shuffled schedules
+    fix: dict[str, Any] | None = None  # triage --fix: the proposed edit, verified on the saved data (or why none)
     maps: list[dict[str, Any]] = field(default_factory=list, repr=False)  # report.html's heatmaps (not in the JSON)
 
     def to_json(self) -> dict[str, Any]:
@@ -115,6 +119,17 @@ class LocalizeReport:
             lines.append(f"  tolerance: {self.tolerance['text']}")
         lines += [f"  - {e}" for e in self.evidence]
         lines += [f"  (limitation) {x}" for x in self.limitations]
+        if self.fix is not None:
+            e = self.fix.get("edit")
+            if e:
+                state = "verified on the saved data" if self.fix.get("verified") else "NOT verified"
+                lines += [f"  fix ({state}): {e['file']}:{e['line']}: {e['why']}", f"    - {e['before'].strip()}",
+                          f"    + {e['after'].strip()}"]  # fmt: skip
+                if self.fix.get("comparison"):
+                    lines.append(f"    ({self.fix['comparison']})")
+            else:
+                lines.append(f"  fix: none: {self.fix.get('why_none')}")
+                lines += [f"    tried {t['file']}:{t['line']}: `{t['after'].strip()}`: {t['result']}" for t in self.fix.get("tried", [])]
         if self.next:
             lines.append("  next:")
             lines += [f"    {c}" for c in self.next]
