@@ -360,3 +360,12 @@ def test_fix_says_why_when_it_has_none(tmp_path):
     assert rep.category == "nan" and rep.fix["edit"] is None and rep.fix["verified"] is False
     assert rep.fix["why_none"] == "no fix is proposed for category 'nan' yet"
     assert "fix: none: no fix is proposed for category 'nan' yet" in rep.render()
+
+
+def test_fix_on_a_passing_build_has_nothing_to_fix(tmp_path):
+    prog = tp.split_kv.compile(build_dir=str(tmp_path))
+    inputs = tp.attention_inputs()
+    work = with_data(prog, inputs, {"out": tp.attention_golden(inputs["q"], inputs["k"], inputs["v"])}, 1e-4, 1e-4)
+    rep = triage(work, fix=True)
+    assert rep.category == "pass" and rep.fix["edit"] is None
+    assert rep.fix["why_none"] == "the build passes: there is nothing to fix"

@@ -53,6 +53,8 @@ def propose(build: CompiledProgram, rep: LocalizeReport, inputs: dict[str, Any],
 
 def _candidates(build: CompiledProgram, rep: LocalizeReport) -> tuple[list[Edit], str]:
     """Edits worth trying for this report's category and culprit, and why there are none."""
+    if rep.category == "pass":
+        return [], "the build passes: there is nothing to fix"
     if rep.category != "uninitialized" or not rep.culprit.kernel:
         return [], f"no fix is proposed for category {rep.category!r} yet"
     found = _finding(build, rep.culprit.kernel)
