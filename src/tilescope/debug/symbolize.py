@@ -199,14 +199,20 @@ def dsl_source(dsl: str, cpp_path: str = "") -> str:
     path, _, line = dsl.rpartition(":")
     if not path or not line.isdigit():
         return ""
+    found = dsl_file(path, cpp_path)
+    if found is None:
+        return ""
+    lines = _lines(str(found))
+    return lines[int(line) - 1].strip() if 1 <= int(line) <= len(lines) else ""
+
+
+def dsl_file(path: str, cpp_path: str = "") -> Path | None:
+    """The DSL file a marker names (see ``dsl_source``): as given, else against the ancestors of
+    the C++ file of the build; None when neither exists."""
     candidates = [Path(path)]
     if not os.path.isabs(path) and cpp_path:
         candidates += [parent / path for parent in Path(cpp_path).resolve().parents]
-    for candidate in candidates:
-        if candidate.is_file():
-            lines = _lines(str(candidate))
-            return lines[int(line) - 1].strip() if 1 <= int(line) <= len(lines) else ""
-    return ""
+    return next((c for c in candidates if c.is_file()), None)
 
 
 def build_source(cpp_path: str) -> Path | None:
@@ -338,4 +344,4 @@ def _frame(
     return frame
 
 
-__all__ = ["DSL_MARKER", "Mapping", "build_source", "kernel_frame", "parse_maps", "symbolize"]
+__all__ = ["DSL_MARKER", "Mapping", "build_source", "dsl_file", "kernel_frame", "parse_maps", "symbolize"]

@@ -25,8 +25,11 @@ import torch
 from tilescope.build.paths import REPORT_DIR, TRIAGE_DIR, atomic_write, dfx_dir
 from tilescope.debug.localize.metrics import close
 from tilescope.debug.localize.report import LocalizeReport
+from tilescope.debug.symbolize import dsl_file
 from tilescope.debug.triage.fix import Edit, loop_bound_edits
 from tilescope.errors import TilescopeError
+from tilescope.ir.nodes import Store
+from tilescope.ir.traverse import walk_stmts
 from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
@@ -61,12 +64,12 @@ def _candidates(build: CompiledProgram, rep: LocalizeReport) -> tuple[list[Edit]
     if found is None or not found.get("at"):
         return [], "the compile's coverage check named no store region for that kernel"
     path, _, line = found["at"].rpartition(":")
-    source = Path(path)
-    if not source.is_absolute():
-        source = _resolve(source, build)
+    source = dsl_file(path, str(build.work_dir / build.kernels[0]["source"]))
     try:
-        text = source.read_text()
+        text = source.read_text() if source is not None else None
     except OSError:
+        text = None
+    if text is None:
         return [], f"the DSL source {path} cannot be read"
     dim, size = _gap_dim(build, found)
     if dim is None:
@@ -85,14 +88,6 @@ def _finding(build: CompiledProgram, kernel: str) -> dict[str, Any] | None:
     return next((u for u in data.get("unwritten", []) if u.get("kernel") == kernel), None)
 
 
-def _resolve(path: Path, build: CompiledProgram) -> Path:
-    """A DSL path as the build's markers wrote it (relative to where it was compiled)."""
-    for base in [Path.cwd(), *build.work_dir.resolve().parents]:
-        if (base / path).is_file():
-            return base / path
-    return path
-
-
 def _gap_dim(build: CompiledProgram, found: dict[str, Any]) -> tuple[int | None, int]:
     """The one dim in which the unwritten boxes are a part of the param, and the store's size there."""
     shape = found["shape"]
@@ -101,9 +96,6 @@ def _gap_dim(build: CompiledProgram, found: dict[str, Any]) -> tuple[int | None,
         return None, 0
     (dim,) = dims
     kernel = build.program().kernel(found["kernel"])
-    from tilescope.ir.nodes import Store
-    from tilescope.ir.traverse import walk_stmts
-
     stores = [s for s in walk_stmts(kernel.body) if isinstance(s, Store) and s.tensor.name == found["param"]]
     if not stores:
         return None, 0

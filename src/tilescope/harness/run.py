@@ -49,7 +49,7 @@ from tilescope.ir.verifier import PROBE_NAME  # the names a reference of a probe
 from tilescope.language.decorators import InlineFunction, KernelFunction
 from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
-from tilescope.runtime.guarded import guarded_clone
+from tilescope.runtime.guarded import guarded_args
 
 
 @dataclass
@@ -141,7 +141,7 @@ def execute(
     (``harness.checks``) on the data of this run. Fills ``result``."""
     opts = knobs.runtime_options(runtime_cfg)
     before = _clone(inputs)
-    guarded = {k: (guarded_clone(v) if torch.is_tensor(v) else v) for k, v in inputs.items()}
+    guarded = dict(zip(inputs, guarded_args(list(inputs.values()))))  # NOTE: inputs that alias stay aliased
     args = [guarded[a.name] for a in compiled.args]
     try:
         info = phases.run(

@@ -55,8 +55,7 @@ class Unwritten:
 
     def region(self, box: Box) -> str:
         """``box`` as a slice of the parameter: ``y[:, 448:512]`` (``:`` for a whole dim)."""
-        dims = [":" if (lo, hi) == (0, n) else f"{lo}:{hi}" for (lo, hi), n in zip(box, self.shape)]
-        return f"{self.param}[{', '.join(dims)}]"
+        return slice_text(self.param, box, self.shape)
 
     def message(self) -> str:
         """What is wrong, in one sentence naming the kernel, the parameter and the region."""
@@ -94,6 +93,12 @@ class Unwritten:
             "at": str(self.loc) if self.loc else None,
             "message": self.message(),
         }
+
+
+def slice_text(name: str, box: Box, shape) -> str:
+    """``box`` of a tensor ``name`` of ``shape`` as a slice: ``y[:, 448:512]`` (``:`` for a whole dim)."""
+    dims = [":" if (lo, hi) == (0, n) else f"{lo}:{hi}" for (lo, hi), n in zip(box, shape)]
+    return f"{name}[{', '.join(dims)}]"
 
 
 def unwritten(program: Program) -> list[Unwritten]:

@@ -16,7 +16,6 @@ Invariants:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from tilescope.build.manifest import Build
 from tilescope.build.paths import TRIAGE_DIR, atomic_write, confined, dfx_dir
 from tilescope.debug.deps import buffer_names, region_box
 from tilescope.debug.intermediates import record_tensor
+from tilescope.debug.symbolize import dsl_marker
 from tilescope.debug.triage.hazards import Span, contains, layout_box, layout_of
 from tilescope.errors import TilescopeError
 from tilescope.ir import dtypes
@@ -35,7 +35,6 @@ AUDIT_DIR = "audit"  # dfx_outputs/triage/audit/<kernel>.so
 AUDIT_PROBE = -1  # audit.hpp's kAuditProbe
 AUDIT_FLAG = "-DTS_AUDIT_ACCESSES"
 _OPS = {0: "load", 1: "store"}
-_DSL_AT = re.compile(r"//\s*@\s*(\S+:\d+)\s*$")
 
 
 class AuditBuildError(TilescopeError):
@@ -83,6 +82,14 @@ def _extent_bytes(shape, strides, itemsize: int) -> tuple[int, int]:
     return lo * itemsize, (hi + 1) * itemsize
 
 
+def arg_bytes(a: TaskArgRecord) -> tuple[int, int]:
+    """The absolute byte range [lo, hi) a task argument's view spans (negative strides too)."""
+    size = _itemsize(a.dtype)
+    start = a.buffer_id + a.offset * size
+    lo, hi = _extent_bytes(a.shape, a.strides, size)
+    return start + lo, start + hi
+
+
 def _layouts(report: RunReport) -> dict[int, tuple[tuple[int, ...] | None, int]]:
     """Each buffer's layout (``hazards.layout_of`` of its full tensor) and element size."""
     return {b.buffer_id: (layout_of(b.shape, b.strides), _itemsize(b.dtype)) for b in report.buffers}
@@ -96,15 +103,13 @@ def declared_spans(build: Build, report: RunReport) -> list[Span]:
     for a in report.task_args:
         if a.kind != "tensor":
             continue
-        size = _itemsize(a.dtype)
-        start = a.buffer_id + a.offset * size
-        lo, hi = _extent_bytes(a.shape, a.strides, size)
+        lo, hi = arg_bytes(a)
         shown = region_box(a, names.get(a.buffer_id, (None, None))[1])
-        box = layout_box(a.shape, a.strides, a.offset, layouts.get(a.buffer_id, (None, 0))[0]) if layouts.get(
-            a.buffer_id, (None, 0))[1] == size else None  # fmt: skip
+        layout, item = layouts.get(a.buffer_id, (None, 0))
+        box = layout_box(a.shape, a.strides, a.offset, layout) if item == _itemsize(a.dtype) else None
         out.append(
-            Span(a.task_id, a.buffer_id, a.direction, a.direction in ("out", "inout"), box,
-                 start + lo, start + hi, a.arg_index, None, _tuple(shown))  # fmt: skip
+            Span(a.task_id, a.buffer_id, a.direction, a.direction in ("out", "inout"), box, lo, hi, a.arg_index,
+                 None, _tuple(shown))  # fmt: skip
         )
     return out
 
@@ -196,15 +201,12 @@ def strays(declared: list[Span], audited: list[Span]) -> list[Stray]:
 
 
 def dsl_line(build: Build, func_id: int, cpp_line: int | None) -> str | None:
-    """The DSL ``file:line`` the build's kernel C++ names on ``cpp_line`` (its ``// @`` comment)."""
+    """The DSL ``file:line`` the build's kernel C++ names on ``cpp_line`` (its ``// @`` marker, or
+    the nearest one above it: ``symbolize.dsl_marker``)."""
     if cpp_line is None:
         return None
     try:
-        text = confined(build.work_dir, build.kernels[func_id]["source"], "kernel source").read_text()
-    except (OSError, ValueError):
+        source = confined(build.work_dir, build.kernels[func_id]["source"], "kernel source")
+    except (TilescopeError, ValueError):
         return None
-    lines = text.splitlines()
-    if not 1 <= cpp_line <= len(lines):
-        return None
-    m = _DSL_AT.search(lines[cpp_line - 1])
-    return m.group(1) if m else None
+    return dsl_marker(str(source), cpp_line) or None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -100,12 +99,3 @@ def _const(node: ast.expr) -> int | None:
     except ValueError:
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def source_line(path: str | Path, line: int) -> str | None:
-    """The text of ``path``'s line ``line`` (None when it cannot be read)."""
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError:
-        return None
-    return lines[line - 1] if 1 <= line <= len(lines) else None

@@ -25,6 +25,7 @@ from tilescope.build.manifest import Build
 from tilescope.debug.deps import buffer_names, region_box
 from tilescope.debug.localize.tasks import CapturedTask
 from tilescope.debug.triage.hazards import intersect
+from tilescope.ir.coverage import slice_text
 from tilescope.runtime.records import RunReport
 
 PATTERNS = (0xA5, 0x5A)
@@ -87,11 +88,7 @@ def _boxes(mask: torch.Tensor) -> list[Box]:
 
 def box_text(name: str, boxes: list[Box], shape) -> str:
     """``y[:, 448:512]`` (``:`` for a whole dim), several joined by ``, ``."""
-    out = []
-    for b in boxes:
-        dims = [":" if (lo, hi) == (0, n) else f"{lo}:{hi}" for (lo, hi), n in zip(b, shape)]
-        out.append(f"{name}[{', '.join(dims)}]")
-    return ", ".join(out)
+    return ", ".join(slice_text(name, b, shape) for b in boxes)
 
 
 @dataclass

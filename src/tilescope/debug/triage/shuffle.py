@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import torch
 
 from tilescope.debug.localize.tasks import CapturedTask
+from tilescope.debug.triage.audit import arg_bytes
 from tilescope.debug.triage.poison import bits, box_text, mask_boxes
-from tilescope.ir.dtypes import by_name as dtype_by_name
 from tilescope.runtime.records import RunReport
 
 
@@ -111,18 +111,13 @@ def topological(report: RunReport) -> list[int]:
 def writers_of(report: RunReport, task: int, arg: int) -> list[int]:
     """The other tasks whose declared Out/InOut regions overlap task ``task``'s argument ``arg``
     (compared by byte range: a superset)."""
-    def span(a):
-        size = dtype_by_name(a.dtype).itemsize
-        lo = a.buffer_id + a.offset * size
-        return lo, lo + (sum((n - 1) * s for n, s in zip(a.shape, a.strides) if n > 0) + 1) * size
-
     mine = next((a for a in report.task_args if a.task_id == task and a.arg_index == arg and a.kind == "tensor"), None)
     if mine is None:
         return []
-    lo, hi = span(mine)
+    lo, hi = arg_bytes(mine)
     return sorted({a.task_id for a in report.task_args if a.kind == "tensor" and a.task_id != task
                    and a.direction in ("out", "inout") and a.buffer_id == mine.buffer_id
-                   and span(a)[0] < hi and lo < span(a)[1]})  # fmt: skip
+                   and arg_bytes(a)[0] < hi and lo < arg_bytes(a)[1]})  # fmt: skip
 
 
 def compare(runs: list[RunOutcome], params_of) -> ShuffleReport:
