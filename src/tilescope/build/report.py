@@ -3,6 +3,7 @@ compile timings — as ``report.json`` and a readable ``summary.txt``."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -53,7 +54,9 @@ def build_report(
     program: Program, pass_timings, build_results, opts: dict[str, Any], gaps: list[Unwritten] = ()
 ) -> dict[str, Any]:
     """The report as JSON data: per kernel its core, local-memory peak and tasks per run; the Out
-    regions no store writes (``unwritten``); pass and compile times."""
+    regions no store writes (``unwritten``); pass and compile times; the sha256 of each DSL file
+    the program was compiled from (``dsl_sources``: a fix is proposed against the build's IR dump
+    when that file has changed since)."""
     capacity = opts["local_memory_bytes"]
     counts, exact = task_counts(program.body)
     kernels = []
@@ -81,12 +84,27 @@ def build_report(
         "tasks_per_run_exact": exact,
         "kernels": kernels,
         "unwritten": [g.as_dict() for g in gaps],
+        "dsl_sources": dsl_sources(program),
         "pass_seconds": {name: round(t, 6) for name, t in pass_timings},
         "compile": [
             {"source": str(r.job.source.name), "cache_hit": r.cache_hit, "seconds": round(r.seconds, 4)}
             for r in build_results
         ],
     }
+
+
+def dsl_sources(program: Program) -> dict[str, str]:
+    """``{absolute path: sha256}`` of the DSL files the program and its kernels were written in
+    (those that can be read)."""
+    out = {}
+    for loc in (program.loc, *(k.loc for k in program.kernels)):
+        path = Path(loc.file).resolve() if loc is not None else None
+        if path is not None and str(path) not in out:
+            try:
+                out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                continue
+    return out
 
 
 def summary_text(rep: dict[str, Any]) -> str:

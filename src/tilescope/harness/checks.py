@@ -40,6 +40,7 @@ class Checks:
     triage: bool = False  # any failure: classify it and name the culprit (tilescope triage)
     poison: bool = False  # two poisoned runs: outputs that depend on never-written memory
     shuffle: int = 0  # this many shuffled runs, compared bit for bit
+    fix: bool = False  # triage's culprit: propose an edit and verify it on this run's data (triage --fix)
 
     def problem(self) -> str | None:
         """Why these options cannot be used as given (None: they can)."""
@@ -90,9 +91,9 @@ def _guarded(tool: str, say: Callable[[str], None], fn: Callable[[], Any]) -> An
     return None
 
 
-def _verdict(tool: str, fn, run: RunData, say: Callable[[str], None]) -> LocalizeReport | None:
+def _verdict(tool: str, fn, run: RunData, say: Callable[[str], None], **kw: Any) -> LocalizeReport | None:
     """``fn`` (localize or triage) on this run's data; prints the verdict."""
-    rep = _guarded(tool, say, lambda: fn(run.build.work_dir, run.directory(tool), rtol=run.rtol, atol=run.atol))
+    rep = _guarded(tool, say, lambda: fn(run.build.work_dir, run.directory(tool), rtol=run.rtol, atol=run.atol, **kw))
     if rep is not None:
         say(rep.render())
     return rep
@@ -103,9 +104,9 @@ def localize_run(run: RunData, say: Callable[[str], None]) -> LocalizeReport | N
     return _verdict("localize", localize, run, say)
 
 
-def triage_run(run: RunData, say: Callable[[str], None]) -> LocalizeReport | None:
-    """Triage this run's failure; prints the verdict."""
-    return _verdict("triage", triage, run, say)
+def triage_run(run: RunData, say: Callable[[str], None], fix: bool = False) -> LocalizeReport | None:
+    """Triage this run's failure (with ``fix``, propose a verified edit); prints the verdict."""
+    return _verdict("triage", triage, run, say, fix=fix)
 
 
 def poison_check(run: RunData, say: Callable[[str], None]) -> Poisoned | None:

@@ -128,6 +128,11 @@ def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         "culprit (tilescope triage)",
     )
     g.add_argument(
+        "--fix",
+        action="store_true",
+        help="with --triage (implied): propose an edit for the culprit, verified on this run's data (triage --fix)",
+    )
+    g.add_argument(
         "--poison", action="store_true", help="run twice with never-written memory poisoned: name what reads it"
     )
     g.add_argument(
@@ -165,4 +170,5 @@ def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "triage": args.triage,
         "poison": args.poison,
         "shuffle": args.shuffle,
+        "fix": args.fix,
     }

@@ -30,7 +30,7 @@ from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write
 from tilescope.build.state import source_hashes
 from tilescope.debug.failures import Failure
 from tilescope.debug.localize.report import LocalizeReport
-from tilescope.errors import HarnessError, RuntimeFailure, TilescopeError
+from tilescope.errors import DSLError, HarnessError, RuntimeFailure, TilescopeError
 from tilescope.harness.checks import (
     NO_CHECKS,
     Checks,
@@ -42,6 +42,7 @@ from tilescope.harness.checks import (
 )
 from tilescope.harness.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.harness.data import load_snapshot, save_snapshot
+from tilescope.harness.fix import propose_for_compile_error
 from tilescope.harness.specs import Spec, check_specs, check_specs_match, generate, outputs, seed_problem
 from tilescope.harness.triage import error_report
 from tilescope.harness.user_code import GoldenError, call_user, function_name
@@ -159,7 +160,8 @@ def execute(
             except TilescopeError as e:  # NOTE: the run's failure is the error to raise, not the save's
                 phases.say(f"[RUN] the data could not be saved: {e}")
         if data is not None and checks.triage:
-            result.triage = triage_run(RunData(compiled, before, *data, golden_from, save_data, rtol, atol), phases.say)
+            result.triage = triage_run(RunData(compiled, before, *data, golden_from, save_data, rtol, atol), phases.say,
+                                       checks.fix)  # fmt: skip
         raise
     finally:
         for a in compiled.args:
@@ -195,7 +197,7 @@ def execute(
     if checks.shuffle:
         result.shuffle = shuffle_check(run, checks.shuffle, phases.say)
     if checks.triage and (not result.passed or result.nan is not None):
-        result.triage = triage_run(run, phases.say)
+        result.triage = triage_run(run, phases.say, checks.fix)
     elif checks.triage:
         phases.say(
             "[triage] the run passed: nothing to triage (--shuffle N checks that it stays the same across schedules; "
@@ -267,6 +269,7 @@ def run_jit(
     triage: bool = False,
     poison: bool = False,
     shuffle: int = 0,
+    fix: bool = False,
 ) -> RunResult:
     """Compile ``fn`` (or reuse the build ``runtime_dir``), run it on inputs generated from
     ``specs`` (or replayed from ``golden_data``) and compare every output with ``golden_fn``
@@ -275,7 +278,9 @@ def run_jit(
     the verdict is printed and kept in ``result.localize``; with ``triage``, any failure (a
     failed run, a mismatch, a NaN) is triaged (``tilescope triage``) into ``result.triage``;
     ``poison`` runs it twice poisoned (``result.poison``), ``shuffle=N`` N times on shuffled
-    schedules (``result.shuffle``)."""
+    schedules (``result.shuffle``); ``fix`` (implies ``triage``) proposes an edit for the culprit
+    and verifies it on this run's data (``tilescope triage --fix``; ``result.triage.fix``), a
+    program that does not compile included."""
     given_cfgs = {"runtime_cfg": runtime_cfg, "compile_cfg": compile_cfg}
     runtime_cfg = dict(runtime_cfg) if isinstance(runtime_cfg, Mapping) else {}
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
@@ -287,7 +292,8 @@ def run_jit(
     name = program_name(fn)
     try:
         check_options(given_cfgs, golden_fn, compare_fn, compile_only, save_data, golden_data, runtime_dir)
-        checks = Checks(bool(localize), bool(triage), bool(poison), shuffle)
+        triage = bool(triage or fix)
+        checks = Checks(bool(localize), triage, bool(poison), shuffle, bool(fix))
         if checks.problem():
             raise HarnessError(str(checks.problem()))
         if triage and "isolate" not in runtime_cfg and result.platform == "sim":
@@ -355,8 +361,26 @@ def run_jit(
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)
         if triage and result.triage is None and (found := error_report(name, e)) is not None:
             result.triage = found  # no build or no run to triage: the error is the answer
+            if fix and isinstance(e, DSLError) and isinstance(fn, JitFunction):
+                found.fix = propose_for_compile_error(fn, e, _fix_data(specs, seed, golden_fn, golden_data), rtol, atol)
             print(found.render(), flush=True)
     return finish(result, name)
+
+
+def _fix_data(specs, seed: int, golden_fn, golden_data):
+    """What a fix for a program that did not compile is verified on: the inputs this run would
+    have had, and their golden."""
+
+    def data(compiled: CompiledProgram) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        if golden_data:
+            return load_snapshot(golden_data, data_args(compiled))
+        if golden_fn is None:
+            raise HarnessError("no golden_fn to verify a fix against")
+        inputs = generate(specs, seed)
+        computed = golden_outputs(golden_fn, [s.name for s in outputs(specs)])(_clone(inputs))
+        return inputs, {a.name: computed[a.name] for a in compiled.args if a.is_output}
+
+    return data
 
 
 def check_options(

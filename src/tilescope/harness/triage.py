@@ -53,6 +53,7 @@ from tilescope.errors import ArgumentError, DSLError, RuntimeFailure, TilescopeE
 from tilescope.harness.cli import Progress, seconds_arg, tolerance_arg
 from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_snapshot
+from tilescope.harness.fix import propose
 from tilescope.harness.localize import report_cli
 from tilescope.harness.triage_steps import ANSWER, CRASH, REQUEST, Steps
 from tilescope.launch.program import CompiledProgram
@@ -96,8 +97,7 @@ def triage(
     t.want_fix = fix
     t.run(rtol, atol)
     if fix and t.rep.fix is None:
-        t.rep.fix = {"edit": None, "verified": False, "tried": [],
-                     "why_none": f"no fix is proposed for category {t.rep.category!r} yet"}  # fmt: skip
+        t.fix_here(rtol, atol)
     return t.finish()
 
 
@@ -107,6 +107,7 @@ class _Triage(Steps):
         self.work, self.golden_data = work, golden_data
         self.build: CompiledProgram | None = None
         self.inputs: dict[str, Any] = {}
+        self.golden: dict[str, torch.Tensor] = {}
         self.want_fix = False
 
     def finish(self) -> LocalizeReport:
@@ -120,6 +121,29 @@ class _Triage(Steps):
         except OSError as e:
             self.rep.limitations.append(f"the report could not be written into {self.work}: {e}")
         return self.rep
+
+    def fix_here(self, rtol: float | None, atol: float | None) -> None:
+        """``--fix`` for a verdict reached before the contained steps (a build that no longer
+        compiles or loads, a run that crashed, hung or deadlocked): candidates are verified by
+        isolated runs, so this process is safe from them."""
+        none = {"kind": None, "edit": None, "verified": False, "tried": [], "notes": []}
+        if self.rep.category in ("bad_input", "unknown"):
+            self.rep.fix = {**none, "why_none": f"category {self.rep.category!r}: there is no culprit to fix"}
+            return
+        try:
+            build = self.build or Build(self.work)
+            if not self.inputs:
+                data = Path(self.rep.data or self.golden_data or self.work / DATA_DIR)
+                meta = load_meta(data, given=[k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None])
+                self.rep.rtol = float(meta.get("rtol", 1e-5) if rtol is None else rtol)
+                self.rep.atol = float(meta.get("atol", 1e-5) if atol is None else atol)
+                self.inputs, self.golden = load_snapshot(data, list(build.args))
+        except (TilescopeError, OSError) as e:
+            self.rep.fix = {**none, "why_none": f"the build's data cannot be loaded to verify a fix: {str(e).splitlines()[0]}"}
+            return
+        deadline = time.perf_counter() + max(self.left(), 10)
+        self.rep.fix = self.step("propose a fix and verify it on the saved data",
+                                 lambda: propose(build, self.rep, self.inputs, self.golden, deadline))  # fmt: skip
 
     # -- the steps ------------------------------------------------------------------------------
 
@@ -269,6 +293,7 @@ class _Triage(Steps):
             self.rep.atol = float(meta.get("atol", 1e-5) if atol is None else atol)
             check_tolerances(self.rep.rtol, self.rep.atol)
             self.inputs, golden = self.step("load the data", lambda: load_snapshot(data, list(self.build.args)))
+            self.golden = golden
         except (DataError, ArgumentError) as e:
             lines = [x.strip() for x in str(e).splitlines() if x.strip()]
             first = lines[1] if len(lines) > 1 else lines[0]

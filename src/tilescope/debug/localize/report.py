@@ -18,9 +18,13 @@ Format ``tilescope-localize`` version 1 (the triage report reuses it):
   ``tolerance`` (``precision``/``innocent``: the tolerance the data justify, and why),
   ``limitations`` (what could not be judged, and why); triage's ``steps`` (each step it ran, with
   its seconds), ``deterministic`` (a passing build: whether shuffled schedules agreed, else null)
-  and, with ``--fix``, ``fix``: ``edit`` (``file``, ``line``, ``before``, ``after``, ``why``;
-  null when none), ``verified``, ``comparison``, ``tried`` (every candidate and its result),
-  ``why_none``.
+  and, with ``--fix``, ``fix``: ``kind`` (``dsl``: an edit of the DSL source; ``build``: of a
+  file of the build, its C++ or its IR dump, ``file`` relative to it; ``test``: a change to the
+  test, not the kernel; null: none), ``edit`` (``file``, ``line``, ``before``, ``after``,
+  ``why``; null when none), ``test_change`` (``rtol``, ``atol``, ``why``, for ``test``),
+  ``verified``, ``comparison``, ``tried`` (every candidate: its edit, ``target``, ``verified``
+  and ``result``), ``notes`` (where the edit applies, e.g. a source changed since the build)
+  and ``why_none``.
 """
 
 from __future__ import annotations
@@ -120,21 +124,34 @@ class LocalizeReport:
         lines += [f"  - {e}" for e in self.evidence]
         lines += [f"  (limitation) {x}" for x in self.limitations]
         if self.fix is not None:
-            e = self.fix.get("edit")
-            if e:
-                state = "verified on the saved data" if self.fix.get("verified") else "NOT verified"
-                lines += [f"  fix ({state}): {e['file']}:{e['line']}: {e['why']}", f"    - {e['before'].strip()}",
-                          f"    + {e['after'].strip()}"]  # fmt: skip
-                if self.fix.get("comparison"):
-                    lines.append(f"    ({self.fix['comparison']})")
-            else:
-                lines.append(f"  fix: none: {self.fix.get('why_none')}")
-                lines += [f"    tried {t['file']}:{t['line']}: `{t['after'].strip()}`: {t['result']}" for t in self.fix.get("tried", [])]
+            lines += _fix_lines(self.fix)
         if self.next:
             lines.append("  next:")
             lines += [f"    {c}" for c in self.next]
         lines.append(f"  ({self.elapsed_s:.1f}s)")
         return "\n".join(lines)
+
+
+def _fix_lines(fix: dict[str, Any]) -> list[str]:
+    """The ``fix`` of a triage report as printed: the edit (or the test-side change) and how it
+    was verified, or why there is none and what was tried."""
+    state = "verified on the saved data" if fix.get("verified") else "NOT verified"
+    e, change = fix.get("edit"), fix.get("test_change")
+    lines = []
+    if e:
+        where = "the build's " + e["file"] if fix.get("kind") == "build" else e["file"]
+        lines += [f"  fix ({state}): {where}:{e['line']}: {e['why']}", f"    - {e['before'].strip()}",
+                  f"    + {e['after'].strip()}"]  # fmt: skip
+    elif change:
+        lines.append(f"  fix ({state}), in the test, not the kernel: rtol={change['rtol']:g}, atol={change['atol']:g}: "
+                     f"{change['why']}")  # fmt: skip
+    else:
+        lines.append(f"  fix: none: {fix.get('why_none')}")
+        lines += [f"    tried {t['file']}:{t['line']}: `{t['after'].strip()}`: {t['result']}" for t in fix.get("tried", [])]
+    if (e or change) and fix.get("comparison"):
+        lines.append(f"    ({fix['comparison']})")
+    lines += [f"    (note) {n}" for n in fix.get("notes", []) if n]
+    return lines
 
 
 def _finite(value: Any) -> Any:

@@ -128,7 +128,12 @@ def edited_lines(build: Build, kernel: Kernel) -> list[EditedLine]:
         now, rel = kernel_text(build, kernel.name)
     except (OSError, StopIteration, TilescopeError):
         return []
-    generated = kernel_cpp(kernel, check_bounds=bool(build.runtime_config.get("check_bounds")))
+    return diff_lines(rel, kernel_cpp(kernel, check_bounds=bool(build.runtime_config.get("check_bounds"))), now)
+
+
+def diff_lines(rel: str, generated: str, now: str) -> list[EditedLine]:
+    """The lines of ``now`` (the C++ file ``rel`` as it is) that differ from ``generated`` (what
+    the generator writes), ignoring the DSL locations."""
     a = [_LOC.sub("<loc>", line) for line in generated.splitlines()]
     b = [_LOC.sub("<loc>", line) for line in now.splitlines()]
     gen_lines, now_lines = generated.splitlines(), now.splitlines()

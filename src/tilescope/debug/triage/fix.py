@@ -1,10 +1,14 @@
-"""Fix proposals: one concrete edit of the DSL source (``file``, ``line``, ``before``, ``after``,
+"""Fix proposals: one concrete edit of a source line (``file``, ``line``, ``before``, ``after``,
 ``why``), drawn from the evidence that named the culprit.
 
 Invariants:
-- A proposal is only text: this module never writes a file. Applying an edit to a copy of the
-  source and checking it on the build's saved data is the harness's (``harness/fix.py``).
-- Candidates come from the evidence, in the order they are worth trying, smallest change first.
+- A proposal is only text: this module never writes a file. Applying an edit to a copy and
+  checking it on the build's saved data is the harness's (``harness/fix.py``).
+- An edit changes one line, and only the span of the node it rewrites: the rest of the line
+  (its comment included) is kept. A node that spans several lines gives no edit.
+- Candidates come from the evidence, in the order they are worth trying, the smallest first;
+  the rules that make them (``fix_rules``) read the DSL source with Python's ``ast`` and never
+  guess an edit that no evidence points to.
 """
 
 from __future__ import annotations
@@ -36,61 +40,153 @@ class Edit:
         lines[self.line - 1] = self.after + end
         return "".join(lines)
 
+    @property
+    def size(self) -> int:
+        """How many characters the edit changes (what "the smallest edit" means)."""
+        a, b = self.before, self.after
+        head = 0
+        while head < min(len(a), len(b)) and a[head] == b[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+            tail += 1
+        return max(len(a), len(b)) - head - tail
 
-def loop_bound_edits(file: str, loop_line: int, text: str, extent: int, size: int) -> list[Edit]:
-    """Edits of the ``ts.range(start, stop, step)`` on ``loop_line`` of ``text`` whose iterations
-    reach ``extent`` with a store of ``size`` elements: its stop set to ``extent`` (when the steps
-    land on it), then to the smallest stop whose last iteration covers the end."""
-    lines = text.splitlines()
-    if not 1 <= loop_line <= len(lines):
+
+class Source:
+    """A Python file of DSL source, parsed: the nodes on a line, their text, and edits of one node."""
+
+    def __init__(self, file: str, text: str):
+        self.file, self.text = file, text
+        self.lines = text.splitlines()
+        self.tree = ast.parse(text)  # NOTE: SyntaxError is the caller's: a file that does not parse has no edits
+        self.parents: dict[ast.AST, ast.AST] = {
+            child: node for node in ast.walk(self.tree) for child in ast.iter_child_nodes(node)
+        }
+
+    def line(self, no: int) -> str:
+        """Line ``no`` (1-based), or '' past the end."""
+        return self.lines[no - 1] if 1 <= no <= len(self.lines) else ""
+
+    def text_of(self, node: ast.AST) -> str:
+        """The source text of a node on one line."""
+        raw = self.line(node.lineno).encode()
+        return raw[node.col_offset : node.end_col_offset].decode()
+
+    def on_line(self, no: int, kind: type | tuple[type, ...] = ast.AST) -> list:
+        """The nodes of type ``kind`` that lie on line ``no`` alone, outermost first."""
+        return [n for n in ast.walk(self.tree) if isinstance(n, kind) and getattr(n, "lineno", None) == no
+                and n.end_lineno == no]  # fmt: skip
+
+    def calls(self, no: int, *names: str) -> list[ast.Call]:
+        """The calls on line ``no`` of ``ts.<name>`` (any module alias) or a bare ``<name>``."""
+        return [c for c in self.on_line(no, ast.Call) if callee(c) in names]
+
+    def edit(self, node: ast.AST, new: str, why: str) -> Edit | None:
+        """The edit that writes ``new`` in place of ``node``'s text (None for a node on several lines,
+        or one whose text is already ``new``)."""
+        if node.lineno != node.end_lineno:
+            return None
+        return self.splice(node.lineno, node.col_offset, node.end_col_offset, new, why)
+
+    def splice(self, no: int, start: int, end: int, new: str, why: str) -> Edit | None:
+        """The edit that writes ``new`` over bytes ``start:end`` of line ``no``."""
+        before = self.line(no)
+        raw = before.encode()
+        after = (raw[:start] + new.encode() + raw[end:]).decode()
+        return Edit(self.file, no, before, after, why) if after != before else None
+
+    def renamed(self, node: ast.AST, old: str, new: str) -> str:
+        """``node``'s text with every name ``old`` in it written ``new``."""
+        raw = self.line(node.lineno).encode()
+        spots = sorted((n.col_offset, n.end_col_offset) for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == old)
+        out, at = b"", node.col_offset
+        for a, b in spots:
+            out += raw[at:a] + new.encode()
+            at = b
+        return (out + raw[at : node.end_col_offset]).decode()
+
+    def function_of(self, node: ast.AST) -> ast.FunctionDef | None:
+        """The function that holds ``node``."""
+        while node is not None and not isinstance(node, ast.FunctionDef):
+            node = self.parents.get(node)
+        return node
+
+    def function_at(self, no: int) -> ast.FunctionDef | None:
+        """The innermost function whose body holds line ``no``."""
+        found = [f for f in ast.walk(self.tree) if isinstance(f, ast.FunctionDef) and f.lineno <= no <= f.end_lineno]
+        return max(found, key=lambda f: f.lineno, default=None)
+
+    def function(self, name: str) -> ast.FunctionDef | None:
+        """The top-level function ``name``."""
+        return next((f for f in self.tree.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
+
+    def loop_vars(self, node: ast.AST) -> list[str]:
+        """The variables of the ``for`` loops around ``node``, innermost first."""
+        out = []
+        node = self.parents.get(node)
+        while node is not None and not isinstance(node, ast.FunctionDef):
+            if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+                out.append(node.target.id)
+            node = self.parents.get(node)
+        return out
+
+    def definition(self, fn: ast.FunctionDef, name: str, before: int) -> ast.Assign | None:
+        """The last ``name = ...`` of ``fn`` on a line before ``before``."""
+        found = [a for a in ast.walk(fn) if isinstance(a, ast.Assign) and a.lineno < before and len(a.targets) == 1
+                 and isinstance(a.targets[0], ast.Name) and a.targets[0].id == name]  # fmt: skip
+        return max(found, key=lambda a: a.lineno, default=None)
+
+    def feeding(self, no: int, depth: int = 8) -> list[int]:
+        """Line ``no`` and the lines of the assignments whose names it uses, transitively (within
+        its function), nearest first."""
+        fn = self.function_at(no)
+        if fn is None:
+            return [no]
+        out, todo = [], [no]
+        while todo and len(out) < depth:
+            line = todo.pop(0)
+            if line in out:
+                continue
+            out.append(line)
+            for name in sorted({n.id for n in self.on_line(line, ast.Name) if isinstance(n.ctx, ast.Load)}):
+                d = self.definition(fn, name, line)
+                if d is not None and d.lineno == d.end_lineno:
+                    todo.append(d.lineno)
+        return out
+
+
+def callee(call: ast.Call) -> str:
+    """``row_max`` for ``ts.row_max(...)`` or ``row_max(...)``; '' for any other call."""
+    f = call.func
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        return f.attr
+    return f.id if isinstance(f, ast.Name) else ""
+
+
+def loop_bound_edits(src: Source, loop_line: int, extent: int, size: int) -> list[Edit]:
+    """Edits of the ``ts.range(start, stop, step)`` on ``loop_line`` whose iterations reach
+    ``extent`` with a store of ``size`` elements: the stop's ``±const`` offset dropped, then the
+    stop set to ``extent`` (when the steps land on it), then the smallest stop that covers it."""
+    loops = [n for n in src.on_line(loop_line, ast.Call) if callee(n) == "range" and isinstance(src.parents.get(n), ast.For)]
+    if not loops or len(loops[0].args) < 2:
         return []
-    source = lines[loop_line - 1]
-    call = _range_call(source)
-    if call is None or len(call.args) < 2:
-        return []
+    call = loops[0]
     start, stop = call.args[0], call.args[1]
-    step = call.args[2] if len(call.args) > 2 else None
-    values = [_const(start), _const(step) if step is not None else 1]
-    if None in values:
+    first, stride = _const(start), _const(call.args[2]) if len(call.args) > 2 else 1
+    if first is None or stride is None or stride <= 0:
         return []
-    first, stride = values
     out = []
     if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Add | ast.Sub) and _const(stop.right) is not None:
         # NOTE: `W - 64` -> `W`: the bound as the code names it, if dropping the offset is the fix
-        bare = source[stop.left.col_offset : stop.left.end_col_offset]
-        out.append(Edit(file, loop_line, source, source[: stop.col_offset] + bare + source[stop.end_col_offset :],
-                        f"the loop stops short of the end of its Out param (extent {extent}): drop the offset"))  # fmt: skip
+        out.append(src.edit(stop, src.text_of(stop.left),
+                            f"the loop stops short of the end of its Out param (extent {extent}): drop the offset"))  # fmt: skip
     for new_stop in dict.fromkeys((extent, extent - size + stride, extent - size + 1)):
         if new_stop <= first or (new_stop - 1 - first) // stride * stride + first + size < extent:
             continue  # does not reach the end
-        after = source[: stop.col_offset] + str(new_stop) + source[stop.end_col_offset :]
-        if after != source:
-            out.append(
-                Edit(file, loop_line, source, after,
-                     f"the loop's last iteration must store up to {extent} (a store of {size} from the last value)")  # fmt: skip
-            )
-    return out
-
-
-def _range_call(line: str) -> ast.Call | None:
-    """The ``ts.range(...)`` call of a ``for`` line, its offsets those of ``line``."""
-    stripped = line.lstrip()
-    indent = len(line) - len(stripped)
-    if not stripped.startswith("for "):
-        return None
-    try:
-        tree = ast.parse(stripped.rstrip().rstrip(":") + ":\n    pass")
-    except SyntaxError:
-        return None
-    loop = tree.body[0]
-    if not isinstance(loop, ast.For) or not isinstance(loop.iter, ast.Call):
-        return None
-    call = loop.iter
-    for node in ast.walk(call):
-        if hasattr(node, "col_offset"):
-            node.col_offset += indent
-            node.end_col_offset += indent
-    return call
+        out.append(src.edit(stop, str(new_stop),
+                            f"the loop's last iteration must store up to {extent} (a store of {size} from the last value)"))  # fmt: skip
+    return [e for e in out if e is not None]
 
 
 def _const(node: ast.expr) -> int | None:

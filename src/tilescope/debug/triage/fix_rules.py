@@ -1,0 +1,229 @@
+"""The rules that turn a culprit into candidate edits of the DSL source (``debug.triage.fix``).
+
+Each rule reads the culprit's line (and, for the numerically stable forms, the lines that feed
+it) and returns the edits its evidence points to, in the order they are worth trying:
+
+- ``cast_mode_edits``: the cast's ``mode`` (a rounding-signature mismatch);
+- ``loop_variable_edits``: an index (a slice bound, a load/store offset) with its loop variable
+  swapped for another in scope (a block written where another block belongs);
+- ``sibling_op_edits``: a reduction for its siblings (``row_sum``/``row_max``/``row_min``,
+  ``col_sum``/``col_max``), an operator for the others, ``maximum`` for ``minimum``;
+- ``stable_exp_edits``: ``exp(x)`` as ``exp(x - row_max(x))`` (exp overflow);
+- ``stable_variance_edits``: ``sum(t * t) * c - m * m`` as ``sum((t - m) * (t - m)) * c``
+  (cancellation);
+- ``inout_edits``: an Out param that the kernel reads, declared ``InOut``.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from tilescope.debug.triage.fix import Edit, Source, callee
+
+ROUND_MODES = ("rint", "round", "floor", "ceil", "trunc")  # rint first: to nearest, ties to even, as torch
+_MODE_WORDS = {"rint": "to nearest, ties to even, as torch", "round": "to nearest, ties away from zero",
+               "floor": "toward -Inf", "ceil": "toward +Inf", "trunc": "toward zero"}  # fmt: skip
+REDUCTIONS = (("row_sum", "row_max", "row_min"), ("col_sum", "col_max"))
+_OPERATORS = {"add": ast.Add, "sub": ast.Sub, "mul": ast.Mult, "div": ast.Div}
+_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+
+
+def cast_mode_edits(src: Source, line: int) -> list[Edit]:
+    """Each other rounding ``mode`` of the ``ts.cast`` calls on ``line``."""
+    out = []
+    for call in src.calls(line, "cast"):
+        kw = next((k for k in call.keywords if k.arg == "mode"), None)
+        given = kw.value if kw is not None else (call.args[2] if len(call.args) > 2 else None)
+        now = given.value if isinstance(given, ast.Constant) else "rint"
+        for mode in ROUND_MODES:
+            if mode == now:
+                continue
+            why = f"the cast rounds {_MODE_WORDS.get(now, now)} (mode={now!r}); the golden rounds {_MODE_WORDS[mode]}"
+            if given is not None:
+                out.append(src.edit(given, f'"{mode}"', why))
+            else:  # NOTE: the default is rint: another mode is a keyword added before the closing parenthesis
+                end = call.end_col_offset - 1
+                out.append(src.splice(line, end, end, f', mode="{mode}"', why))
+    return [e for e in out if e is not None]
+
+
+def loop_variable_edits(src: Source, line: int) -> list[Edit]:
+    """Every index on ``line`` (one dim of a slice, one offset of a load or store) that uses a
+    loop variable, with that variable swapped for each other loop variable in scope."""
+    out = []
+    for call in src.on_line(line, ast.Call):
+        scope = src.loop_vars(call)
+        if len(scope) < 2:
+            continue
+        for where, index in _indices(call):
+            used = [v for v in scope if any(isinstance(n, ast.Name) and n.id == v for n in ast.walk(index))]
+            for v in used:
+                for w in scope:
+                    if w != v:
+                        why = f"{where} steps with loop variable {v}: the block it names belongs to {w}"
+                        out.append(src.edit(index, src.renamed(index, v, w), why))
+    return _unique(out)
+
+
+def _indices(call: ast.Call) -> list[tuple[str, ast.expr]]:
+    """The index expressions of a call: each dim of a subscripted argument, each element of a
+    list argument (a load's or store's offsets)."""
+    out = []
+    for k, arg in enumerate(call.args):
+        if isinstance(arg, ast.Subscript):
+            dims = arg.slice.elts if isinstance(arg.slice, ast.Tuple) else [arg.slice]
+            name = arg.value.id if isinstance(arg.value, ast.Name) else f"argument {k}"
+            out += [(f"dim {d} of the slice of {name}", dim) for d, dim in enumerate(dims)]
+        elif isinstance(arg, ast.List | ast.Tuple) and callee(call) in ("load", "store") and k == 1:
+            out += [(f"offset {d} of the {callee(call)}", e) for d, e in enumerate(arg.elts)]
+    return out
+
+
+def sibling_op_edits(src: Source, line: int, op: str) -> list[Edit]:
+    """The op ``op`` on ``line`` replaced by each of its siblings (and, for ``-`` and ``/``, its
+    operands swapped)."""
+    out: list[Edit | None] = []
+    family = next((f for f in REDUCTIONS if op in f), None)
+    if op in ("maximum", "minimum"):
+        family = ("maximum", "minimum")
+    if family is not None:
+        for call in src.calls(line, op):
+            for other in family:
+                if other != op:
+                    func = call.func
+                    spot = func if isinstance(func, ast.Name) else None
+                    if isinstance(func, ast.Attribute):  # NOTE: `ts.row_max` -> `ts.row_sum`: only the name changes
+                        end = func.end_col_offset
+                        out.append(src.splice(line, end - len(func.attr), end, other, _sibling_why(op, other)))
+                    elif spot is not None:
+                        out.append(src.edit(spot, other, _sibling_why(op, other)))
+    kind = _OPERATORS.get(op)
+    if kind is not None:
+        for node in src.on_line(line, ast.BinOp):
+            if not isinstance(node.op, kind) or node.left.end_lineno != line or node.right.lineno != line:
+                continue
+            raw = src.line(line).encode()
+            gap = raw[node.left.end_col_offset : node.right.col_offset].decode()
+            at = node.left.end_col_offset + len(gap[: gap.index(_SYMBOLS[kind])].encode())
+            for other, symbol in _SYMBOLS.items():
+                if other is not kind:
+                    out.append(src.splice(line, at, at + 1, symbol, _sibling_why(_SYMBOLS[kind], symbol)))
+            if kind in (ast.Sub, ast.Div):
+                swapped = f"{_operand(src, node.right)} {_SYMBOLS[kind]} {_operand(src, node.left)}"
+                out.append(src.edit(node, swapped, f"the operands of {_SYMBOLS[kind]} are the other way round"))
+    return _unique(out)
+
+
+def _sibling_why(now: str, other: str) -> str:
+    return f"`{other}` where the program has `{now}`: the intermediate the golden expects is computed by {other}"
+
+
+def stable_exp_edits(src: Source, lines: list[int]) -> list[Edit]:
+    """``exp(x)`` on ``lines`` as ``exp(x - row_max(x))`` (then ``col_max``): the shift a softmax
+    does not see, and that keeps exp in range."""
+    out = []
+    for line in lines:
+        for call in src.calls(line, "exp"):
+            if not call.args or _subtracts_max(call.args[0]):
+                continue
+            x = _operand(src, call.args[0])
+            prefix = src.text_of(call.func)[: -len("exp")]
+            for red in ("row_max", "col_max"):
+                out.append(src.edit(call.args[0], f"{x} - {prefix}{red}({x})",
+                                    f"exp overflows for large inputs: subtract the {red.split('_')[0]} max first "
+                                    "(a ratio of exps is unchanged by the shift)"))  # fmt: skip
+    return _unique(out)
+
+
+def _subtracts_max(node: ast.expr) -> bool:
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and any(
+        isinstance(n, ast.Call) and callee(n) in ("row_max", "col_max") for n in ast.walk(node.right))
+
+
+def stable_variance_edits(src: Source, lines: list[int]) -> list[Edit]:
+    """A variance by cancellation, ``sum(t * t) * c - m * m`` with ``m = sum(t) * c``, on
+    ``lines``, as the mean of squared deviations ``sum((t - m) * (t - m)) * c``."""
+    out = []
+    for line in lines:
+        fn = src.function_at(line)
+        for node in src.on_line(line, ast.BinOp):
+            if fn is None or not isinstance(node.op, ast.Sub):
+                continue
+            left = _scaled_sum(node.left)
+            square = left[1] if left else None
+            if not (isinstance(square, ast.BinOp) and isinstance(square.op, ast.Mult)
+                    and src.text_of(square.left) == src.text_of(square.right)):  # fmt: skip
+                continue
+            mean = _square_of(src, node.right)
+            if mean is None or not _is_mean_of(src, fn, mean, left[0], square.left, line):
+                continue
+            t, m = _operand(src, square.left), _operand(src, mean)
+            dev = f"({t} - {m}) * ({t} - {m})"
+            raw = src.line(line).encode()
+            text = (raw[node.left.col_offset : square.col_offset] + dev.encode()
+                    + raw[square.end_col_offset : node.left.end_col_offset]).decode()  # fmt: skip
+            out.append(src.edit(node, text, "E[x*x] - E[x]*E[x] cancels when the mean is large against the spread "
+                                            "(and can go negative): take the mean of the squared deviations instead"))  # fmt: skip
+    return _unique(out)
+
+
+def _scaled_sum(node: ast.expr) -> tuple[str, ast.expr] | None:
+    """``(reduction, its operand)`` of ``row_sum(a)``, ``row_sum(a) * c``, ``c * row_sum(a)`` or ``row_sum(a) / c``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div):
+        for side in (node.left, node.right) if isinstance(node.op, ast.Mult) else (node.left,):
+            found = _scaled_sum(side)
+            if found is not None:
+                return found
+        return None
+    if isinstance(node, ast.Call) and callee(node) in ("row_sum", "col_sum") and len(node.args) == 1:
+        return callee(node), node.args[0]
+    return None
+
+
+def _square_of(src: Source, node: ast.expr) -> ast.expr | None:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and src.text_of(node.left) == src.text_of(node.right):
+        return node.left
+    return None
+
+
+def _is_mean_of(src: Source, fn: ast.FunctionDef, mean: ast.expr, reduction: str, t: ast.expr, line: int) -> bool:
+    """``mean`` (a name, or an expression) is ``reduction(t)``, scaled."""
+    if isinstance(mean, ast.Name):
+        d = src.definition(fn, mean.id, line)
+        if d is None or d.lineno != d.end_lineno:
+            return False
+        mean = d.value
+    found = _scaled_sum(mean)
+    return found is not None and found[0] == reduction and src.text_of(found[1]) == src.text_of(t)
+
+
+def inout_edits(src: Source, kernel: str, param: str) -> list[Edit]:
+    """Kernel ``kernel``'s param ``param``, declared ``ts.Out[...]``, declared ``ts.InOut[...]``."""
+    fn = src.function(kernel)
+    arg = next((a for a in fn.args.args if a.arg == param), None) if fn is not None else None
+    ann = arg.annotation if arg is not None else None
+    if not (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Attribute | ast.Name)):
+        return []
+    head = ann.value
+    name = head.attr if isinstance(head, ast.Attribute) else head.id
+    if name != "Out":
+        return []
+    end = head.end_col_offset
+    edit = src.splice(head.lineno, end - len("Out"), end, "InOut",
+                      f"kernel {kernel} reads its param {param}: a param that is read and written is an InOut")  # fmt: skip
+    return [edit] if edit is not None else []
+
+
+def _operand(src: Source, node: ast.expr) -> str:
+    """``node``'s text, parenthesized unless it is a name, a call, a subscript or a constant."""
+    text = src.text_of(node)
+    return text if isinstance(node, ast.Name | ast.Call | ast.Subscript | ast.Constant | ast.Attribute) else f"({text})"
+
+
+def _unique(edits: list[Edit | None]) -> list[Edit]:
+    seen, out = set(), []
+    for e in edits:
+        if e is not None and (e.line, e.after) not in seen:
+            seen.add((e.line, e.after))
+            out.append(e)
+    return out

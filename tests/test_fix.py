@@ -1,0 +1,243 @@
+"""`tilescope triage --fix`: for each seeded bug, the edit proposed (its `after` text) and that it
+was verified on the saved data; the user's source files are byte-identical after every test."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import fix_programs as F
+import localize_programs as P
+import pytest
+import torch
+import triage_programs as tp
+from helpers import line_of
+
+from tilescope.harness import run_jit
+from tilescope.harness.data import save_snapshot
+from tilescope.harness.triage import triage
+
+SOURCES = [Path(m.__file__) for m in (F, P, tp)]
+
+
+@pytest.fixture(autouse=True)
+def _sources_untouched():
+    """No test may change a user's DSL file."""
+    before = {p: p.read_bytes() for p in SOURCES}
+    yield
+    assert {p: p.read_bytes() for p in SOURCES} == before
+
+
+def saved(fn, specs, golden, rtol=1e-5, atol=1e-6):
+    result = run_jit(fn, specs, golden_fn=golden, rtol=rtol, atol=atol, save_data=True)
+    assert result.work_dir is not None and (result.work_dir / "data" / "in").is_dir(), result.error
+    return result.work_dir
+
+
+def fixed(work, **kw) -> dict:
+    """triage --fix of ``work``: its ``fix``, checked to be the one report.json holds."""
+    rep = triage(work, fix=True, **kw)
+    on_disk = json.loads((work / "dfx_outputs" / "triage" / "report.json").read_text())
+    assert on_disk["fix"] == json.loads(json.dumps(rep.fix))
+    return rep.fix
+
+
+def verified(fix, fn, line_text, after):
+    """The fix is verified, edits ``fn``'s line holding ``line_text``, and makes it ``after``."""
+    assert fix["verified"] is True, fix
+    assert fix["kind"] == "dsl"
+    e = fix["edit"]
+    assert e["line"] == line_of(fn, line_text) and Path(e["file"]).name == Path(sys.modules[fn.fn.__module__].__file__).name
+    assert e["after"].strip() == after
+    assert fix["comparison"].startswith("every output within rtol=")
+
+
+def test_a_wrong_cast_mode_gets_the_mode_that_matches():
+    fix = fixed(saved(P.scale_bf16, P.SCALE_BF16, P.scale_bf16_golden, rtol=1e-3, atol=0.0))
+    verified(fix, P.to_bf16, 'mode="trunc"',
+             'h = ts.cast(t * 3.0, ts.bf16, mode="rint")  # the defect: the golden rounds to nearest')  # fmt: skip
+    assert "mode='trunc'" in fix["edit"]["why"]
+
+
+def test_a_slice_with_the_wrong_loop_variable_gets_the_variable_that_lines_the_blocks_up():
+    fix = fixed(saved(P.blocks, P.BLOCKS, P.blocks_golden))
+    verified(fix, P.blocks, "double_block(x[",
+             "double_block(x[i * 16 : i * 16 + 16, j * 16 : j * 16 + 16], y[i * 16 : i * 16 + 16, j * 16 : j * 16 + 16])")
+    assert fix["edit"]["why"] == "dim 1 of the slice of x steps with loop variable i: the block it names belongs to j"
+
+
+def test_a_store_loop_one_chunk_short_gets_the_bound_that_covers_the_out_param(tmp_path):
+    prog = tp.short_store.compile(build_dir=str(tmp_path))
+    inputs = tp.short_store_inputs()
+    save_snapshot(prog.work_dir / "data", list(prog.args), inputs, {"z": tp.short_store_golden(inputs["x"])},
+                  {"rtol": 1e-5, "atol": 1e-5})  # fmt: skip
+    rep = triage(prog.work_dir, fix=True)
+    assert rep.category == "uninitialized"
+    verified(rep.fix, tp.scale_rows_short, "for h in ts.range", "for h in ts.range(0, W, 64):  # the bug: one chunk short")
+    assert "fix (verified on the saved data)" in rep.render()
+    # the verified copy and its build are kept for the user to look at, under the build's dfx_outputs
+    kept = rep.fix["comparison"].rpartition("the fixed build is ")[2]
+    assert Path(kept).is_dir() and "dfx_outputs/triage/fix/builds" in kept
+
+
+def test_softmax_without_the_row_max_gets_the_stable_form():
+    work = saved(P.softmax_nomax, P.SOFTMAX_NOMAX, P.softmax_golden)
+    rep = triage(work, fix=True)
+    assert rep.category == "nan"
+    verified(rep.fix, P.softmax_nomax_rows, "e = ts.exp(t)",
+             "e = ts.exp(t - ts.row_max(t))  # the defect: exp(t - row_max(t)) keeps it in range")  # fmt: skip
+
+
+def test_variance_by_cancellation_gets_the_mean_of_squared_deviations(tmp_path):
+    prog = F.standardize.compile(build_dir=str(tmp_path))
+    inputs = {**F.standardize_inputs(), "y": torch.zeros(32, 256)}
+    save_snapshot(prog.work_dir / "data", list(prog.args), inputs, F.standardize_golden(inputs),
+                  {"rtol": 1e-2, "atol": 1e-2})  # fmt: skip
+    rep = triage(prog.work_dir, fix=True)
+    assert rep.category == "nan" and rep.culprit.kernel == "standardize_rows"
+    verified(rep.fix, F.standardize_rows, "var = ",
+             "var = ts.row_sum((t - m) * (t - m)) * (1.0 / 256)  # the defect: cancellation when the mean is large")  # fmt: skip
+
+
+def test_row_max_where_row_sum_was_meant_is_found_with_the_probe_golden():
+    fix = fixed(saved(P.normalize, P.NORMALIZE, P.normalize_golden))
+    verified(fix, P.normalize_rows, "total = ts.row_max(t)",
+             "total = ts.row_sum(t)  # the defect: the rows are to be divided by their sums")  # fmt: skip
+    # the sibling tried first (the smaller edit) did not verify, and says why
+    assert [t["after"].strip().split(" ")[2] for t in fix["tried"]] == ["ts.row_min(t)", "ts.row_sum(t)"]
+    assert fix["tried"][0]["verified"] is False and fix["tried"][0]["result"].startswith("still outside tolerance: y")
+
+
+def test_an_out_param_that_is_read_gets_inout_through_the_harness(capsys):
+    result = run_jit(F.accumulate, F.ACCUMULATE, golden_fn=F.accumulate_golden, fix=True)
+    assert not result.passed and result.triage is not None and result.triage.category == "compile_error"
+    verified(result.triage.fix, F.accumulate_rows, "def accumulate_rows",
+             "def accumulate_rows(x: ts.Tensor[[16, 64], ts.f32], y: ts.InOut[[16, 64], ts.f32]):")  # fmt: skip
+    assert "fix (verified on the saved data)" in capsys.readouterr().out
+
+
+def test_an_innocent_drift_gets_the_tolerance_and_no_kernel_patch():
+    fix = fixed(saved(P.long_sum, P.LONG_SUM, P.long_sum_golden, rtol=1e-7, atol=0.0))
+    assert fix["kind"] == "test" and fix["edit"] is None and fix["verified"] is True
+    change = fix["test_change"]
+    assert 1e-7 < change["rtol"] < 1e-4 and change["atol"] == 0
+    assert "no kernel patch" in change["why"]
+    assert fix["comparison"].startswith(f"every output within rtol={change['rtol']:g}, atol=0 of the golden")
+
+
+def test_an_unfixable_case_says_what_was_tried():
+    rep = triage(saved(F.unit, F.UNIT, F.unit_golden), fix=True)
+    fix = rep.fix
+    assert rep.category == "algorithm" and fix["edit"] is None and fix["verified"] is False
+    assert fix["why_none"] == "no candidate edit made the outputs match the golden"
+    assert sorted(t["after"].split("=")[1].split("#")[0].strip() for t in fix["tried"]) == ["ts.row_min(t)", "ts.row_sum(t)"]
+    assert all(t["result"] == "still outside tolerance: y (1024 of 1024 elements)" for t in fix["tried"])
+    text = rep.render()
+    assert "fix: none: no candidate edit made the outputs match the golden" in text and "tried " in text
+
+
+def test_a_culprit_no_rule_knows_says_so(tmp_path):
+    prog = tp.log_rows.compile(build_dir=str(tmp_path))
+    inputs = tp.log_rows_inputs()
+    save_snapshot(prog.work_dir / "data", list(prog.args), inputs, {"y": torch.log(inputs["x"] * 2 + 1) + 1},
+                  {"rtol": 1e-5, "atol": 1e-5})  # fmt: skip
+    rep = triage(prog.work_dir, fix=True)
+    assert rep.category == "nan" and rep.fix["edit"] is None and rep.fix["tried"] == []
+    assert rep.fix["why_none"] == "no candidate edit for category 'nan' at op log"
+
+
+def test_a_passing_build_has_nothing_to_fix(tmp_path):
+    prog = tp.split_kv.compile(build_dir=str(tmp_path))
+    inputs = tp.attention_inputs()
+    save_snapshot(prog.work_dir / "data", list(prog.args), inputs,
+                  {"out": tp.attention_golden(inputs["q"], inputs["k"], inputs["v"])}, {"rtol": 1e-4, "atol": 1e-4})  # fmt: skip
+    rep = triage(prog.work_dir, fix=True)
+    assert rep.category == "pass" and rep.fix["edit"] is None
+    assert rep.fix["why_none"] == "the build passes: there is nothing to fix"
+
+
+def test_a_hand_edited_kernel_line_gets_the_line_as_generated():
+    work = saved(P.affine, P.AFFINE, P.affine_golden)
+    cpp = work / "kernels" / "vec" / "affine_rows.cpp"
+    text = cpp.read_text()
+    cpp.write_text(text.replace("0.5f", "0.25f"))
+    edited = cpp.read_bytes()
+    rep = triage(work, fix=True)
+    assert rep.category == "codegen"
+    fix = rep.fix
+    assert fix["verified"] is True and fix["kind"] == "build"
+    e = fix["edit"]
+    assert e["file"] == "kernels/vec/affine_rows.cpp" and "0.25f" in e["before"] and "0.5f" in e["after"]
+    assert e["after"] in text.splitlines()  # exactly the line the generator wrote
+    assert cpp.read_bytes() == edited  # the build's own file is not touched either
+    assert "fix (verified on the saved data): the build's kernels/vec/affine_rows.cpp" in rep.render()
+
+
+def test_a_race_from_a_hand_edit_gets_the_load_that_orders_it_back(tmp_path):
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    golden_y = torch.zeros(5 * tp.B, tp.C)
+    golden_y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
+    save_snapshot(prog.work_dir / "data", list(prog.args), inputs, {"y": golden_y, "z": tp.pipeline_golden(inputs["x"])},
+                  {"rtol": 1e-5, "atol": 1e-5})  # fmt: skip
+    source = tp.edit_kernel(prog, "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
+    rep = triage(prog.work_dir, fix=True)
+    assert rep.category == "race"
+    e = rep.fix["edit"]
+    assert rep.fix["verified"] is True and e["file"] == source
+    assert "{32, 0}" in e["before"] and "load<64, 64>(y, {0, 0}" in e["after"]
+    assert e["line"] == int(rep.culprit.cpp_line.rpartition(":")[2])
+
+
+def _module(tmp_path, name, text):
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return path, module
+
+
+NORMALIZE_SOURCE = Path(P.__file__).read_text().split("# -- algorithm, found by a probe")[1].split("# -- algorithm: a loop")[0]
+
+
+@pytest.mark.parametrize("change", ["edited", "gone"])
+def test_a_source_changed_or_gone_since_the_build_gets_the_edit_on_the_ir_dump(tmp_path, change):
+    text = "import torch\n\nimport tilescope as ts\nfrom tilescope.harness import TensorSpec\n\n" + NORMALIZE_SOURCE.split("\n", 1)[1]
+    path, m = _module(tmp_path, f"normalize_{change}", text)
+    work = saved(m.normalize, m.NORMALIZE, m.normalize_golden)
+    if change == "edited":
+        path.write_text("# a line added since the build\n" + text)
+    else:
+        path.unlink()
+    fix = fixed(work)
+    assert fix["verified"] is True and fix["kind"] == "build"
+    assert fix["edit"]["file"] == "ir/normalize.py" and fix["edit"]["after"].strip() == "total = ts.row_sum(t)"
+    said = "has changed since the build" if change == "edited" else "is gone"
+    assert any(said in n and "ir/normalize.py" in n for n in fix["notes"])
+
+
+def test_a_candidate_that_does_not_compile_is_listed_and_the_next_one_verifies(monkeypatch):
+    from tilescope.debug.triage import fix_rules
+    from tilescope.debug.triage.fix import Edit
+    from tilescope.harness.data import load_snapshot
+    from tilescope.harness.fix import propose
+    from tilescope.launch.program import CompiledProgram
+
+    work = saved(P.normalize, P.NORMALIZE, P.normalize_golden)
+    rep = triage(work)  # the culprit: row_max at the probe's line
+    real = fix_rules.sibling_op_edits
+
+    def with_a_broken_one(src, line, op):
+        broken = Edit(src.file, line, src.line(line), src.line(line).replace("ts.row_max(t)", "ts.row_max(t, t)"), "x")
+        return [broken, *real(src, line, op)]
+
+    monkeypatch.setattr(fix_rules, "sibling_op_edits", with_a_broken_one)
+    build = CompiledProgram.from_dir(work)
+    inputs, golden = load_snapshot(work / "data", list(build.args))
+    fix = propose(build, rep, inputs, golden, deadline=float("inf"))
+    bad = next(t for t in fix["tried"] if "row_max(t, t)" in t["after"])
+    assert bad["verified"] is False and "ts.row_max takes at most 1 arguments" in bad["result"]
+    assert fix["verified"] is True and fix["edit"]["after"].strip().startswith("total = ts.row_sum(t)")
