@@ -241,3 +241,29 @@ def test_a_candidate_that_does_not_compile_is_listed_and_the_next_one_verifies(m
     bad = next(t for t in fix["tried"] if "row_max(t, t)" in t["after"])
     assert bad["verified"] is False and "ts.row_max takes at most 1 arguments" in bad["result"]
     assert fix["verified"] is True and fix["edit"]["after"].strip().startswith("total = ts.row_sum(t)")
+
+
+def test_a_candidate_that_hangs_is_stopped_within_the_budget(monkeypatch):
+    import time
+
+    from tilescope.harness import fix as harness_fix
+    from tilescope.harness.data import load_snapshot
+    from tilescope.launch.program import CompiledProgram
+
+    work = saved(P.normalize, P.NORMALIZE, P.normalize_golden)
+    rep = triage(work)
+    cpp = "kernels/vec/normalize_rows.cpp"
+    lines = (work / cpp).read_text().splitlines()
+    no = next(i for i, line in enumerate(lines, 1) if "row_max(" in line)
+    spin = harness_fix.Edit(cpp, no, lines[no - 1], "for (volatile long i = 0; ; i = i + 1) {} " + lines[no - 1], "spins")
+    monkeypatch.setattr(harness_fix, "_restored_cpp", lambda build, cpp_line: [spin])
+    build = CompiledProgram.from_dir(work)
+    inputs, golden = load_snapshot(work / "data", list(build.args))
+    t0 = time.perf_counter()
+    fix = harness_fix.propose(build, rep, inputs, golden, deadline=time.perf_counter() + 2)
+    took = time.perf_counter() - t0
+    assert fix["tried"][0]["after"].startswith("for (volatile long i")
+    assert fix["tried"][0]["verified"] is False and "RuntimeFailure" in fix["tried"][0]["result"]
+    assert fix["why_none"] == "the budget was spent before every candidate was tried"
+    assert took < 30, f"a hanging candidate took {took:.1f}s"
+    assert (work / cpp).read_text().splitlines() == lines  # the build's own file is untouched
