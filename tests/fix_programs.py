@@ -86,3 +86,56 @@ UNIT = [
 def unit_golden(t):
     t["norm"] = t["x"].pow(2).sum(dim=-1, keepdim=True).sqrt()
     t["y"][:] = t["x"] / t["norm"]
+
+
+# -- nan: an online softmax whose running max is a running min (-inf - -inf) -------------------
+
+COLS, CHUNK = 256, 64
+
+
+@ts.kernel
+def online_softmax_rows(x: ts.Tensor[[8, COLS], ts.f32], y: ts.Out[[8, COLS], ts.f32]):
+    m = ts.full([8, 1], float("-inf"), ts.f32)  # on purpose: not the culprit
+    s = ts.zeros([8, 1], ts.f32)
+    for c in ts.range(0, COLS, CHUNK):
+        t = ts.load(x, [0, c], [8, CHUNK])
+        m_new = ts.minimum(m, ts.row_max(t))  # the defect: a running max
+        s = s * ts.exp(m - m_new) + ts.row_sum(ts.exp(t - m_new))
+        m = m_new
+    for c in ts.range(0, COLS, CHUNK):
+        ts.store(y, [0, c], ts.exp(ts.load(x, [0, c], [8, CHUNK]) - m) / s)
+
+
+@ts.jit
+def online_softmax(x: ts.Tensor[[32, COLS], ts.f32], y: ts.Out[[32, COLS], ts.f32]):
+    for r in ts.range(0, 32, 8):
+        online_softmax_rows(x[r : r + 8, :], y[r : r + 8, :])
+
+
+ONLINE_SOFTMAX = [TensorSpec("x", [32, COLS], torch.float32), TensorSpec("y", [32, COLS], torch.float32, is_output=True)]
+
+
+def online_softmax_golden(t):
+    t["y"][:] = torch.softmax(t["x"], dim=-1)
+
+
+# -- uninitialized: a store loop bounded by names, one chunk short ------------------------------
+
+
+@ts.kernel
+def copy_chunks(x: ts.Tensor[[8, COLS], ts.f32], y: ts.Out[[8, COLS], ts.f32]):
+    for c in ts.range(0, COLS - CHUNK, CHUNK):  # the defect: the chunks run to COLS
+        ts.store(y, [0, c], ts.load(x, [0, c], [8, CHUNK]) + 1.0)
+
+
+@ts.jit
+def chunked_copy(x: ts.Tensor[[32, COLS], ts.f32], y: ts.Out[[32, COLS], ts.f32]):
+    for r in ts.range(0, 32, 8):
+        copy_chunks(x[r : r + 8, :], y[r : r + 8, :])
+
+
+CHUNKED_COPY = [TensorSpec("x", [32, COLS], torch.float32), TensorSpec("y", [32, COLS], torch.float32, is_output=True)]
+
+
+def chunked_copy_golden(t):
+    t["y"][:] = t["x"] + 1.0

@@ -267,3 +267,32 @@ def test_a_candidate_that_hangs_is_stopped_within_the_budget(monkeypatch):
     assert fix["why_none"] == "the budget was spent before every candidate was tried"
     assert took < 30, f"a hanging candidate took {took:.1f}s"
     assert (work / cpp).read_text().splitlines() == lines  # the build's own file is untouched
+
+
+def test_a_running_min_for_a_running_max_is_found_on_the_line_that_feeds_the_nan():
+    rep = triage(saved(F.online_softmax, F.ONLINE_SOFTMAX, F.online_softmax_golden), fix=True)
+    assert rep.category == "nan"
+    # the -inf the program starts its running max from is on purpose: the NaN is made where -inf - -inf is taken
+    assert rep.culprit.dsl_line.endswith(f":{line_of(F.online_softmax_rows, 's = s * ts.exp(m - m_new)')}")
+    verified(rep.fix, F.online_softmax_rows, "m_new = ts.minimum",
+             "m_new = ts.maximum(m, ts.row_max(t))  # the defect: a running max")  # fmt: skip
+
+
+def test_a_store_loop_bounded_by_names_gets_its_offset_dropped():
+    rep = triage(saved(F.chunked_copy, F.CHUNKED_COPY, F.chunked_copy_golden), fix=True)
+    assert rep.category == "uninitialized"
+    verified(rep.fix, F.copy_chunks, "for c in ts.range",
+             "for c in ts.range(0, COLS, CHUNK):  # the defect: the chunks run to COLS")  # fmt: skip
+
+
+def test_an_orchestration_direction_edited_by_hand_gets_the_generated_line_back():
+    work = saved(P.affine, P.AFFINE, P.affine_golden, atol=1e-5)
+    cpp = work / "orchestration" / "affine.cpp"
+    text = cpp.read_text()
+    assert "task.add_output(y.slice" in text
+    cpp.write_text(text.replace("task.add_output(y.slice", "task.add_inout(y.slice"))
+    rep = triage(work, fix=True)
+    assert rep.category == "signature"
+    e = rep.fix["edit"]
+    assert rep.fix["verified"] is True and rep.fix["kind"] == "build" and e["file"] == "orchestration/affine.cpp"
+    assert "add_inout(y.slice" in e["before"] and e["after"] in text.splitlines()

@@ -127,6 +127,7 @@ def _candidates(build: Build, rep: LocalizeReport, found: _Found) -> None:
             feeding = src.feeding(line)
             found.add(rules.stable_exp_edits(src, feeding), target)
             found.add(rules.stable_variance_edits(src, feeding), target)
+            found.add(rules.sibling_call_edits(src, feeding), target)
         if cat == "algorithm":
             if op in ("call", "load", "store"):
                 found.add(rules.loop_variable_edits(src, line), target)

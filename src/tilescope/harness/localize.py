@@ -43,7 +43,8 @@ from tilescope.harness.cli import Progress, tolerance_arg
 from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_references, load_snapshot
 from tilescope.harness.recorded import recorded_run
-from tilescope.ir.nodes import Store, Var
+from tilescope.ir.nodes import Assign, Store, Var
+from tilescope.ir.traverse import child_exprs, walk_exprs
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import Binaries, launch
 from tilescope.runtime.guarded import guarded_clone
@@ -128,10 +129,17 @@ def nan_op(build: CompiledProgram, inputs: dict[str, Any], task_id: int) -> tupl
     text, _ = kernel_text(build, kernel.name)
     _, captures = _probe_runner(build)(task, compile_probe_build(build, kernel.name, instrument(text, sites)))
     by_index = {s.index: s for s in sites.values()}
+    infinite: set[str] = set()  # tiles that hold an Inf on purpose: `full([..], -inf)`, and what only carries it on
     for index, tile in captures:
         site = by_index.get(index)
         if site is None or not tile.is_floating_point() or bool(torch.isfinite(tile).all()):
             continue
+        # NOTE: an Inf the program asks for (a running max starts at -inf) is not the fault; a NaN always is
+        if not bool(torch.isnan(tile).any()) and isinstance(site.stmt, Assign):
+            reads = {e.name for e in walk_exprs(child_exprs(site.stmt)) if isinstance(e, Var)}
+            if op_name(site.stmt) == "full" or reads & infinite:
+                infinite.add(site.stmt.target)
+                continue
         bad = int((~torch.isfinite(tile)).sum())
         # NOTE: a store of a value computed in place (store(y, cast(t))) made it in that value's op
         op = expr_op(site.stmt.value) if isinstance(site.stmt, Store) and not isinstance(site.stmt.value, Var) else (

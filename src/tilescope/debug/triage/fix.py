@@ -118,8 +118,9 @@ class Source:
         return max(found, key=lambda f: f.lineno, default=None)
 
     def function(self, name: str) -> ast.FunctionDef | None:
-        """The top-level function ``name``."""
-        return next((f for f in self.tree.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
+        """The function ``name`` (the first, outermost first: a kernel may be defined inside a
+        function that builds the program)."""
+        return next((f for f in ast.walk(self.tree) if isinstance(f, ast.FunctionDef) and f.name == name), None)
 
     def loop_vars(self, node: ast.AST) -> list[str]:
         """The variables of the ``for`` loops around ``node``, innermost first."""
@@ -166,26 +167,26 @@ def callee(call: ast.Call) -> str:
 
 def loop_bound_edits(src: Source, loop_line: int, extent: int, size: int) -> list[Edit]:
     """Edits of the ``ts.range(start, stop, step)`` on ``loop_line`` whose iterations reach
-    ``extent`` with a store of ``size`` elements: the stop's ``±const`` offset dropped, then the
-    stop set to ``extent`` (when the steps land on it), then the smallest stop that covers it."""
+    ``extent`` with a store of ``size`` elements: the stop's ``± offset`` dropped, then (for a
+    literal start and step) the stop set to ``extent`` when the steps land on it, then the
+    smallest stop that covers it."""
     loops = [n for n in src.on_line(loop_line, ast.Call) if callee(n) == "range" and isinstance(src.parents.get(n), ast.For)]
     if not loops or len(loops[0].args) < 2:
         return []
     call = loops[0]
     start, stop = call.args[0], call.args[1]
-    first, stride = _const(start), _const(call.args[2]) if len(call.args) > 2 else 1
-    if first is None or stride is None or stride <= 0:
-        return []
     out = []
-    if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Add | ast.Sub) and _const(stop.right) is not None:
-        # NOTE: `W - 64` -> `W`: the bound as the code names it, if dropping the offset is the fix
+    if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Add | ast.Sub):
+        # NOTE: `W - 64` -> `W`, `cols - chunk` -> `cols`: the bound as the code names it
         out.append(src.edit(stop, src.text_of(stop.left),
                             f"the loop stops short of the end of its Out param (extent {extent}): drop the offset"))  # fmt: skip
-    for new_stop in dict.fromkeys((extent, extent - size + stride, extent - size + 1)):
-        if new_stop <= first or (new_stop - 1 - first) // stride * stride + first + size < extent:
-            continue  # does not reach the end
-        out.append(src.edit(stop, str(new_stop),
-                            f"the loop's last iteration must store up to {extent} (a store of {size} from the last value)"))  # fmt: skip
+    first, stride = _const(start), _const(call.args[2]) if len(call.args) > 2 else 1
+    if first is not None and stride is not None and stride > 0:  # NOTE: the numbers need a literal start and step
+        for new_stop in dict.fromkeys((extent, extent - size + stride, extent - size + 1)):
+            if new_stop <= first or (new_stop - 1 - first) // stride * stride + first + size < extent:
+                continue  # does not reach the end
+            out.append(src.edit(stop, str(new_stop),
+                                f"the loop's last iteration must store up to {extent} (a store of {size} from the last value)"))  # fmt: skip
     return [e for e in out if e is not None]
 
 

@@ -8,6 +8,8 @@ it) and returns the edits its evidence points to, in the order they are worth tr
   swapped for another in scope (a block written where another block belongs);
 - ``sibling_op_edits``: a reduction for its siblings (``row_sum``/``row_max``/``row_min``,
   ``col_sum``/``col_max``), an operator for the others, ``maximum`` for ``minimum``;
+  ``sibling_call_edits`` the same for every reduction and max/min call on the lines that feed a
+  NaN;
 - ``stable_exp_edits``: ``exp(x)`` as ``exp(x - row_max(x))`` (exp overflow);
 - ``stable_variance_edits``: ``sum(t * t) * c - m * m`` as ``sum((t - m) * (t - m)) * c``
   (cancellation);
@@ -114,8 +116,19 @@ def sibling_op_edits(src: Source, line: int, op: str) -> list[Edit]:
     return _unique(out)
 
 
+def sibling_call_edits(src: Source, lines: list[int]) -> list[Edit]:
+    """Every reduction and ``maximum``/``minimum`` call on ``lines`` replaced by each sibling (a
+    NaN from the line after a running max that is a running min)."""
+    out = []
+    for line in lines:
+        for name in dict.fromkeys(callee(c) for c in src.on_line(line, ast.Call)):
+            if name in ("maximum", "minimum") or any(name in f for f in REDUCTIONS):
+                out += sibling_op_edits(src, line, name)
+    return _unique(out)
+
+
 def _sibling_why(now: str, other: str) -> str:
-    return f"`{other}` where the program has `{now}`: the intermediate the golden expects is computed by {other}"
+    return f"`{other}` where the program has `{now}`: with it, the outputs match the golden"
 
 
 def stable_exp_edits(src: Source, lines: list[int]) -> list[Edit]:
@@ -123,8 +136,9 @@ def stable_exp_edits(src: Source, lines: list[int]) -> list[Edit]:
     does not see, and that keeps exp in range."""
     out = []
     for line in lines:
+        fn = src.function_at(line)
         for call in src.calls(line, "exp"):
-            if not call.args or _subtracts_max(call.args[0]):
+            if not call.args or _subtracts_max(src, fn, call.args[0], line):
                 continue
             x = _operand(src, call.args[0])
             prefix = src.text_of(call.func)[: -len("exp")]
@@ -135,9 +149,16 @@ def stable_exp_edits(src: Source, lines: list[int]) -> list[Edit]:
     return _unique(out)
 
 
-def _subtracts_max(node: ast.expr) -> bool:
-    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and any(
-        isinstance(n, ast.Call) and callee(n) in ("row_max", "col_max") for n in ast.walk(node.right))
+def _subtracts_max(src: Source, fn: ast.FunctionDef | None, node: ast.expr, line: int) -> bool:
+    """``node`` is ``x - m`` where ``m`` is a max (a ``row_max``/``col_max``/``maximum`` in it, or
+    in the definition of the name it is): exp of it cannot overflow."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
+        return False
+    right = node.right
+    if isinstance(right, ast.Name) and fn is not None:
+        d = src.definition(fn, right.id, line)
+        right = d.value if d is not None else right
+    return any(isinstance(n, ast.Call) and callee(n) in ("row_max", "col_max", "maximum") for n in ast.walk(right))
 
 
 def stable_variance_edits(src: Source, lines: list[int]) -> list[Edit]:
