@@ -21,6 +21,7 @@ from typing import Any
 from tilescope import knobs
 from tilescope._logging import configure
 from tilescope.build.manifest import as_build_dir
+from tilescope.debug.intermediates import value_stats
 from tilescope.errors import TilescopeError
 from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args, tolerance_arg
 from tilescope.harness.compare import check_tolerances
@@ -101,17 +102,9 @@ def replay_compiled(
 
 def tensor_stats(t: Any) -> str:
     """``min .. max, mean m, k NaN, j Inf`` over the finite values of a tensor."""
-    import torch
-
-    x = t.detach().to(torch.float64)
-    finite = x[torch.isfinite(x)]
-    nan, inf = int(torch.isnan(x).sum()), int(torch.isinf(x).sum())
-    head = (
-        f"min {finite.min().item():.6g}, max {finite.max().item():.6g}, mean {finite.mean().item():.6g}"
-        if finite.numel()
-        else "no finite value"
-    )
-    return f"{head}, {nan} NaN, {inf} Inf"
+    s = value_stats(t)
+    head = f"min {s['min']:.6g}, max {s['max']:.6g}, mean {s['mean']:.6g}" if s["min"] is not None else "no finite value"
+    return f"{head}, {s['nan']} NaN, {s['inf']} Inf"
 
 
 def _say(line: str, file: Any = None) -> None:
