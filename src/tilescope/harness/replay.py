@@ -96,8 +96,35 @@ def replay_compiled(
         )
     except TilescopeError as e:
         result.error = str(e)
+        result.failure = getattr(e, "failure", None)
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)
     return finish(result, name)
+
+
+def result_json(result: RunResult) -> dict[str, Any]:
+    """A whole-program replay (``replay_compiled``) as plain JSON data: pass/fail, the error and the
+    failure report if the run failed, and each output compared with its golden."""
+    return {
+        "mode": "program", "build": str(result.work_dir) if result.work_dir else None, "platform": result.platform,
+        "passed": result.passed, "error": result.error, "failure": result.failure.to_json() if result.failure else None,
+        "nan": result.nan.to_json() if result.nan else None, "num_tasks": result.num_tasks, "rtol": result.rtol,
+        "atol": result.atol, "outputs": [c.to_json() for c in result.comparisons],
+        "timings_s": {k: round(v, 3) for k, v in result.timings.items()},
+    }  # fmt: skip
+
+
+def task_replay_json(replay: TaskReplay) -> dict[str, Any]:
+    """One task replayed alone (``run_saved_task``) as plain JSON data: the task, whether it ran to
+    the end (else its failure report), and the statistics of each output as it left them."""
+    task = replay.task
+    return {
+        "mode": "task", "task": task.task_id, "task_name": task.task_name, "kernel": task.kernel["name"],
+        "platform": replay.platform, "inputs_from": str(task.dir), "saved_because": task.why or None,
+        "passed": replay.passed, "error": replay.error,
+        "failure": replay.failure.to_json() if replay.failure else None, "wall_s": round(replay.wall_s, 3),
+        "outputs": {name: {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), **value_stats(t)}
+                    for name, t in replay.outputs.items()},
+    }  # fmt: skip
 
 
 def tensor_stats(t: Any) -> str:
