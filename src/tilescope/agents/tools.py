@@ -273,8 +273,9 @@ def _replay(build_dir: str, golden_data: str | None, task: int | None, platform:
         return result_json(replay_compiled(_build(build_dir), golden_data=golden_data, rtol=rtol, atol=atol, **cfg))
     given = [n for n, v in (("golden_data", golden_data), ("rtol", rtol), ("atol", atol)) if v is not None]
     if given:
-        raise ToolArgumentError(given[0], f"{', '.join(given)} apply to replaying the whole program, not one task: "
-                                "drop them, or drop task")  # fmt: skip
+        it, verb = ("it", "applies") if len(given) == 1 else ("them", "apply")
+        raise ToolArgumentError(given[0], f"{' and '.join(given)} only {verb} to replaying the whole program, not one "
+                                f"task: drop {it}, or drop task")  # fmt: skip
     return task_replay_json(replay_task(_build(build_dir), task, **cfg))
 
 
