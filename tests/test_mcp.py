@@ -6,6 +6,7 @@ arguments answered as tool errors by a server that goes on, and stdout kept for 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -239,6 +240,34 @@ def test_bad_arguments_are_tool_errors_and_the_server_goes_on(failing, instrumen
     assert "run with --dump-tensor" in no_dump["message"]
     assert unknown["error"] == "unknown_tool" and "tilescope mcp serves triage, propose_fix" in unknown["message"]
     assert not after.is_error and after.structured_content["kernel"] == "scale_rows_short"
+
+
+def test_replay_runs_a_saved_task_alone_and_localize_answers_in_its_format(failing, tmp_path):
+    prog = tp.log_rows.compile(build_dir=str(tmp_path))
+    inputs = tp.log_rows_inputs()
+    info = prog.run(inputs["x"], inputs["y"], nan_check=True)  # it saves the inputs of the task making a NaN
+    assert info.nan is not None and info.nan.task_id == 1
+
+    async def main():
+        with open(tmp_path / "stderr", "w") as log:
+            async with served(log) as s:
+                alone = await s.call_tool("replay", {"build_dir": str(prog.work_dir), "task": 1})
+                mixed = await s.call_tool("replay", {"build_dir": str(prog.work_dir), "task": 1, "rtol": 0.1})
+                localized = await s.call_tool("localize", {"build_dir": str(failing)})
+                return alone, mixed, localized
+
+    alone, mixed, localized = anyio.run(main)
+    data = alone.structured_content
+    assert (data["mode"], data["task"], data["kernel"], data["saved_because"], data["passed"]) == (
+        "task", 1, "log_shift", "nan", True)  # fmt: skip
+    y = data["outputs"]["y"]
+    assert y["shape"] == [tp.B, tp.C] and y["dtype"] == "float32" and y["nan"] >= 1 and y["numel"] == tp.B * tp.C
+    assert _error(mixed)["message"] == (
+        "rtol only applies to replaying the whole program, not one task: drop it, or drop task")
+    rep = localized.structured_content
+    assert not localized.is_error and (rep["format"], rep["tool"]) == ("tilescope-localize", "localize")
+    assert rep["build"] == str(failing) and rep["category"] in ("codegen", "algorithm", "precision")
+    assert rep == json.loads((failing / "dfx_outputs" / "localize" / "report.json").read_text())
 
 
 NOISY = textwrap.dedent("""
