@@ -95,7 +95,7 @@ def test_the_tools_are_listed_each_with_its_input_schema(tmp_path):
     assert tools["trace"].annotations.read_only_hint is True and tools["triage"].annotations.read_only_hint is False
 
 
-def test_triage_names_the_short_store_and_propose_fix_verifies_the_loop_bound(failing, tmp_path):
+def test_triage_names_the_short_store_and_propose_fix_verifies_the_loop_bound(failing, instrumented, tmp_path):
     source = Path(tp.__file__)
     before = source.read_bytes()
     seen: dict[str, float] = {}
@@ -114,14 +114,14 @@ def test_triage_names_the_short_store_and_propose_fix_verifies_the_loop_bound(fa
                     await anyio.sleep(0.5)
                     # the server answers while triage runs: calls run off its event loop
                     got["listed"] = await s.list_tools()
-                    got["query"] = await s.call_tool("deps", {"build_dir": str(failing), "task": 0})
+                    got["query"] = await s.call_tool("deps", {"build_dir": str(instrumented), "task": 0})
                     seen["answered"] = time.monotonic()
                 got["fix"] = await s.call_tool("propose_fix", {"build_dir": str(failing), "budget": 120})
                 return got
 
     got = anyio.run(main)
     assert seen["answered"] < seen["triage"], "the server did not answer while a triage ran"
-    assert len(got["listed"].tools) == len(TOOLS) and got["query"].is_error  # no deps.json yet: a tool error
+    assert len(got["listed"].tools) == len(TOOLS) and got["query"].structured_content["kernel"] == "scale_rows_short"
     triaged = got["triage"]
     assert not triaged.is_error, triaged.content[0].text
     data = triaged.structured_content
@@ -320,12 +320,19 @@ def test_without_the_sdk_the_command_names_the_fix():
 
 def test_a_tool_answers_as_its_function_does_without_the_server(failing):
     from tilescope.agents.tools import TOOLS as SERVED
-    from tilescope.agents.tools import answer, plain
+    from tilescope.agents.tools import Tool, answer, plain
 
     deps = next(t for t in SERVED if t.name == "deps")
     ok, data = answer(deps, {"build_dir": str(failing), "task": "0"})
     assert not ok and data["argument"] == "task" and data["message"].startswith('task is "0" (a string)')
     ok, data = answer(deps, ["build_dir"])
     assert not ok and data["message"] == "the arguments are an array, expected an object of named arguments"
+
+    def broken():
+        return {}["missing"]
+
+    ok, data = answer(Tool("broken", "raises", (), broken), {})
+    assert not ok and data["error"] == "internal" and data["message"].startswith(
+        "the broken tool failed inside tilescope (KeyError: 'missing' at test_mcp.py:")  # fmt: skip
     assert plain({"a": (1.5, float("nan"), float("-inf")), "p": Path("/x"), "t": torch.tensor(2.0)}) == {
         "a": [1.5, "nan", "-inf"], "p": "/x", "t": 2.0}  # fmt: skip
