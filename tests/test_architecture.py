@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("debug",),
     ("launch",),
     ("harness", "tools"),
+    ("agents",),
     ("cli", "__init__"),
     ("__main__",),
 ]

@@ -4,6 +4,7 @@ tilescope doctor      check g++ (version, C++17), torch and the cache directory
 tilescope localize    name the culprit of a wrong answer on a build's saved data
 tilescope triage      classify any failure of a build on its saved data and name its culprit
 tilescope builds      list the build directories; tilescope clean --keep N removes old ones
+tilescope mcp         serve the debugging tools to a coding agent (Model Context Protocol, stdio)
 
 Also ``python -m tilescope``. Output piped into a reader that stops early (``| head``) ends the
 command quietly with status 1.
@@ -16,6 +17,7 @@ import os
 import sys
 
 from tilescope._version import __version__
+from tilescope.agents import server as mcp_server
 from tilescope.harness import localize, replay, triage
 from tilescope.runtime import library
 from tilescope.toolchain import compiler
@@ -123,6 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     deps.register(sub)
     trace.register(sub)
     builds.register(sub)
+    p = sub.add_parser(
+        "mcp",
+        help="serve triage, propose_fix, localize, replay, dump, deps and trace to a coding agent (MCP over stdio)",
+        description=mcp_server.DESCRIPTION,
+    )
+    mcp_server.add_mcp_args(p)
+    p.set_defaults(fn=mcp_server.run_cli)
     args = parser.parse_args(argv)
     stdout = sys.stdout
     sys.stdout = _CheckedStdout(stdout)

@@ -43,21 +43,28 @@ def _params(program: Build, func_id: int) -> list[str]:
     return [p["name"] for p in program.kernels[func_id].get("params", [])]
 
 
+def value_stats(t: torch.Tensor) -> dict[str, float | int | None]:
+    """A tensor's statistics as numbers: ``numel``, ``min``/``max``/``mean`` over its finite values
+    (None when none is finite), and its ``nan`` and ``inf`` counts; the one computation behind every
+    statistics line and the JSON that ``tilescope mcp`` returns."""
+    x = t.detach().double()
+    finite = x[torch.isfinite(x)]
+    out: dict[str, float | int | None] = {"numel": t.numel(), "min": None, "max": None, "mean": None}
+    out.update(nan=int(torch.isnan(x).sum()), inf=int(torch.isinf(x).sum()))
+    if finite.numel():
+        out.update(min=finite.min().item(), max=finite.max().item(), mean=finite.mean().item())
+    return out
+
+
 def stats_line(t: torch.Tensor) -> str:
     """``[64, 512] f32 min -3.1 max 3.2 mean 0.0104 nan 0 inf 0`` (float stats over finite values)."""
     head = f"{list(t.shape)} {str(t.dtype).removeprefix('torch.')}"
     if t.numel() == 0:
         return head + " (empty)"
-    x = t.double()
-    finite = x[torch.isfinite(x)]
-    nan = int(torch.isnan(x).sum())
-    inf = int(torch.isinf(x).sum())
-    if finite.numel() == 0:
-        return f"{head} no finite values nan {nan} inf {inf}"
-    return (
-        f"{head} min {finite.min().item():.6g} max {finite.max().item():.6g} mean {finite.mean().item():.6g} "
-        f"nan {nan} inf {inf}"
-    )
+    s = value_stats(t)
+    if s["min"] is None:
+        return f"{head} no finite values nan {s['nan']} inf {s['inf']}"
+    return f"{head} min {s['min']:.6g} max {s['max']:.6g} mean {s['mean']:.6g} nan {s['nan']} inf {s['inf']}"
 
 
 def write_intermediates(
@@ -118,4 +125,4 @@ def write_intermediates(
     return base
 
 
-__all__ = ["record_tensor", "stats_line", "write_intermediates"]
+__all__ = ["record_tensor", "stats_line", "value_stats", "write_intermediates"]

@@ -109,6 +109,18 @@ class CompareReport:
             out += [f"      {list(i)}: {self.mismatch_text(a, e)}" for i, a, e in self.first]
         return out
 
+    def to_json(self) -> dict[str, Any]:
+        """The comparison as plain JSON data: the fields, coordinates as lists, the first
+        mismatches as ``{"at", "got", "expected"}``."""
+        return {
+            "name": self.name, "passed": self.passed, "numel": self.numel, "mismatches": self.mismatches,
+            "max_abs_diff": self.max_abs_diff, "max_abs_at": list(self.max_abs_at),
+            "max_rel_diff": self.max_rel_diff, "max_rel_at": list(self.max_rel_at),
+            "nan_actual": self.nan_actual, "nan_expected": self.nan_expected, "inf_actual": self.inf_actual,
+            "inf_expected": self.inf_expected, "message": self.message or None,
+            "first_mismatches": [{"at": list(i), "got": a, "expected": e} for i, a, e in self.first],
+        }  # fmt: skip
+
     def mismatch_text(self, a: float, e: float) -> str:
         """``got 25559.78, expected 25559.79 (abs diff 0.0078, rel diff 3.1e-07)``."""
         got, expected = distinct_values(a, e, self.dtype)

@@ -21,6 +21,7 @@ from typing import Any
 from tilescope import knobs
 from tilescope._logging import configure
 from tilescope.build.manifest import as_build_dir
+from tilescope.debug.intermediates import value_stats
 from tilescope.errors import TilescopeError
 from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args, tolerance_arg
 from tilescope.harness.compare import check_tolerances
@@ -95,23 +96,42 @@ def replay_compiled(
         )
     except TilescopeError as e:
         result.error = str(e)
+        result.failure = getattr(e, "failure", None)
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)
     return finish(result, name)
 
 
+def result_json(result: RunResult) -> dict[str, Any]:
+    """A whole-program replay (``replay_compiled``) as plain JSON data: pass/fail, the error and the
+    failure report if the run failed, and each output compared with its golden."""
+    return {
+        "mode": "program", "build": str(result.work_dir) if result.work_dir else None, "platform": result.platform,
+        "passed": result.passed, "error": result.error, "failure": result.failure.to_json() if result.failure else None,
+        "nan": result.nan.to_json() if result.nan else None, "num_tasks": result.num_tasks, "rtol": result.rtol,
+        "atol": result.atol, "outputs": [c.to_json() for c in result.comparisons],
+        "timings_s": {k: round(v, 3) for k, v in result.timings.items()},
+    }  # fmt: skip
+
+
+def task_replay_json(replay: TaskReplay) -> dict[str, Any]:
+    """One task replayed alone (``run_saved_task``) as plain JSON data: the task, whether it ran to
+    the end (else its failure report), and the statistics of each output as it left them."""
+    task = replay.task
+    return {
+        "mode": "task", "task": task.task_id, "task_name": task.task_name, "kernel": task.kernel["name"],
+        "platform": replay.platform, "inputs_from": str(task.dir), "saved_because": task.why or None,
+        "passed": replay.passed, "error": replay.error,
+        "failure": replay.failure.to_json() if replay.failure else None, "wall_s": round(replay.wall_s, 3),
+        "outputs": {name: {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), **value_stats(t)}
+                    for name, t in replay.outputs.items()},
+    }  # fmt: skip
+
+
 def tensor_stats(t: Any) -> str:
     """``min .. max, mean m, k NaN, j Inf`` over the finite values of a tensor."""
-    import torch
-
-    x = t.detach().to(torch.float64)
-    finite = x[torch.isfinite(x)]
-    nan, inf = int(torch.isnan(x).sum()), int(torch.isinf(x).sum())
-    head = (
-        f"min {finite.min().item():.6g}, max {finite.max().item():.6g}, mean {finite.mean().item():.6g}"
-        if finite.numel()
-        else "no finite value"
-    )
-    return f"{head}, {nan} NaN, {inf} Inf"
+    s = value_stats(t)
+    head = f"min {s['min']:.6g}, max {s['max']:.6g}, mean {s['mean']:.6g}" if s["min"] is not None else "no finite value"
+    return f"{head}, {s['nan']} NaN, {s['inf']} Inf"
 
 
 def _say(line: str, file: Any = None) -> None:

@@ -123,24 +123,57 @@ def critical_path(data: dict[str, Any]) -> list[int]:
     return path[::-1]
 
 
+def _by(edges: list[dict[str, Any]], key: str) -> dict[str, int]:
+    """Edges counted by ``key`` (``kind`` or ``source``), in name order."""
+    return dict(sorted(Counter(str(e.get(key)) for e in edges).items()))
+
+
 def summary(data: dict[str, Any]) -> str:
     """What ``tilescope deps`` prints."""
     edges = data["edges"]
-    by_kind = Counter(str(e.get("kind")) for e in edges)
-    by_source = Counter(str(e.get("source")) for e in edges)
     names = {t["id"]: t.get("name", f"task{t['id']}") for t in data["tasks"]}
     path = critical_path(data)
     lines = [
         f"{data.get('program', '?')}: {len(data['tasks'])} tasks, {len(edges)} edges"
         + (f" (run failed: {data.get('error')})" if data.get("status") == "failed" else ""),
-        "  by kind:   " + (", ".join(f"{k} {v}" for k, v in sorted(by_kind.items())) or "none"),
-        "  by source: " + (", ".join(f"{k} {v}" for k, v in sorted(by_source.items())) or "none"),
+        "  by kind:   " + (", ".join(f"{k} {v}" for k, v in _by(edges, "kind").items()) or "none"),
+        "  by source: " + (", ".join(f"{k} {v}" for k, v in _by(edges, "source").items()) or "none"),
         f"  critical path: {len(path)} tasks: " + " -> ".join(f"{t} {names.get(t, '?')}" for t in path),
     ]
-    html = Path(data["_path"]).with_name(DEPS_HTML) if "_path" in data else None
-    if html is not None and html.is_file():
+    html = _html(data)
+    if html is not None:
         lines.append(f"open {html} in a browser (works offline) to explore the graph")
     return "\n".join(lines)
+
+
+def _html(data: dict[str, Any]) -> Path | None:
+    html = Path(data["_path"]).with_name(DEPS_HTML) if "_path" in data else None
+    return html if html is not None and html.is_file() else None
+
+
+def summary_json(data: dict[str, Any], limit: int = 100) -> dict[str, Any]:
+    """The summary as data: the counts, the roots (tasks that wait for none) and sinks (that none
+    waits for), and the critical path, each list cut at ``limit`` tasks (``num_*`` count them all)."""
+    edges, tasks = data["edges"], data["tasks"]
+    waits = {e["succ"] for e in edges}
+    waited_on = {e["pred"] for e in edges}
+    roots = [t["id"] for t in tasks if t["id"] not in waits]
+    sinks = [t["id"] for t in tasks if t["id"] not in waited_on]
+    path = critical_path(data)
+    html = _html(data)
+    return {
+        "deps": data.get("_path"), "program": data.get("program"), "status": data.get("status"),
+        "error": data.get("error") or None, "tasks": len(tasks), "tensors": len(data.get("tensors", [])),
+        "edges": len(edges), "by_kind": _by(edges, "kind"), "by_source": _by(edges, "source"),
+        "num_roots": len(roots), "roots": roots[:limit], "num_sinks": len(sinks), "sinks": sinks[:limit],
+        "critical_path_length": len(path),
+        "critical_path": [_task_ref(data, t) for t in path[:limit]], "html": str(html) if html else None,
+    }  # fmt: skip
+
+
+def _task_ref(data: dict[str, Any], task_id: int) -> dict[str, Any]:
+    t = data["tasks"][task_id] if 0 <= task_id < len(data["tasks"]) else {}
+    return {"task": task_id, "name": t.get("name"), "kernel": t.get("kernel")}
 
 
 def _arg_text(arg: dict[str, Any], tensors: dict[int, dict[str, Any]]) -> str:
@@ -155,13 +188,18 @@ def _arg_text(arg: dict[str, Any], tensors: dict[int, dict[str, Any]]) -> str:
     return name + "[" + ", ".join(f"{lo}:{hi}" for lo, hi in region) + "]"
 
 
-def task_view(data: dict[str, Any], task_id: int) -> str:
-    """Task ``task_id``: its kernel and worker, each argument's role and region, and the tasks
-    it waits for (with the edge's kind and tensor) and that wait for it."""
+def _task(data: dict[str, Any], task_id: int) -> dict[str, Any]:
     tasks = {t["id"]: t for t in data["tasks"]}
     if task_id not in tasks:
         raise DepsError(f"no task {task_id} in {data.get('_path', 'deps.json')}: its ids are 0..{len(tasks) - 1}")
-    t = tasks[task_id]
+    return tasks[task_id]
+
+
+def task_view(data: dict[str, Any], task_id: int) -> str:
+    """Task ``task_id``: its kernel and worker, each argument's role and region, and the tasks
+    it waits for (with the edge's kind and tensor) and that wait for it."""
+    t = _task(data, task_id)
+    tasks = {x["id"]: x for x in data["tasks"]}
     tensors = {x["id"]: x for x in data["tensors"]}
     worker = t.get("worker")
     lines = [f"task {task_id} {t.get('name')} (kernel {t.get('kernel')})" + (
@@ -179,6 +217,36 @@ def task_view(data: dict[str, Any], task_id: int) -> str:
     lines.append("  waits for: " + ("; ".join(preds) or "nothing"))
     lines.append("  waited on by: " + ("; ".join(succs) or "nothing"))
     return "\n".join(lines)
+
+
+def task_json(data: dict[str, Any], task_id: int) -> dict[str, Any]:
+    """Task ``task_id`` as data: its kernel, worker and arguments (role, tensor, region), and every
+    edge into it (``predecessors``) and out of it (``successors``) with the other task, the kind,
+    the tensor and the regions each side touches.
+
+    Raises:
+        DepsError: no such task (the message gives the range of ids).
+    """
+    t = _task(data, task_id)
+    tensors = {x["id"]: x for x in data["tensors"]}
+    args = [{"index": a.get("index"), "role": a.get("role"), "dtype": a.get("dtype"),
+             "tensor": tensors.get(a.get("tensor"), {}).get("name") if "tensor" in a else None,
+             "region": a.get("region"), "text": _arg_text(a, tensors), "value": a.get("value")}
+            for a in t.get("args", [])]  # fmt: skip
+
+    def edge(e: dict[str, Any], other: int) -> dict[str, Any]:
+        keys = ("kind", "source", "arg", "pred_arg", "pred_region", "succ_region", "overlap")
+        return {**_task_ref(data, other), "tensor": tensors.get(e.get("tensor"), {}).get("name"),
+                **{k: e.get(k) for k in keys}}  # fmt: skip
+
+    worker = t.get("worker")
+    return {
+        "deps": data.get("_path"), "program": data.get("program"), "task": task_id, "name": t.get("name"),
+        "kernel": t.get("kernel"), "core": t.get("core"), "worker": worker,
+        "ran": isinstance(worker, int) and worker >= 0, "args": args,
+        "predecessors": [edge(e, e["pred"]) for e in data["edges"] if e.get("succ") == task_id],
+        "successors": [edge(e, e["succ"]) for e in data["edges"] if e.get("pred") == task_id],
+    }  # fmt: skip
 
 
 def tensor_view(data: dict[str, Any], name: str) -> str:
@@ -240,6 +308,8 @@ __all__ = [
     "load_deps",
     "register",
     "summary",
+    "summary_json",
+    "task_json",
     "task_view",
     "tensor_view",
 ]

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from tilescope.debug.intermediates import value_stats
 from tilescope.tools.dump_data import (  # noqa: F401 - re-exported: the viewer's API
     _DIFF_SHOWN,
     _DIGITS,
@@ -262,16 +263,10 @@ def _stats(t: torch.Tensor) -> str:
         return "empty"
     if t.dtype == torch.bool:
         return f"true {int(t.sum())} of {t.numel()}"
-    f = t.double()
-    finite = f[torch.isfinite(f)]
-    parts = [f"nan {int(torch.isnan(f).sum())}", f"inf {int(torch.isinf(f).sum())}"]
-    if finite.numel():
-        parts = [
-            f"min {finite.min().item():.6g}",
-            f"max {finite.max().item():.6g}",
-            f"mean {finite.mean().item():.6g}",
-            *parts,
-        ]
+    s = value_stats(t)
+    parts = [f"nan {s['nan']}", f"inf {s['inf']}"]
+    if s["min"] is not None:
+        parts = [f"min {s['min']:.6g}", f"max {s['max']:.6g}", f"mean {s['mean']:.6g}", *parts]
     return ", ".join(parts)
 
 

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,13 @@ class TraceSummary:
     num_flows: int
     critical_path_us: float | None  # None without dependency edges
     critical_path: tuple[int, ...]  # task ids, first to last
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as plain JSON data (what ``tilescope mcp``'s ``trace`` returns)."""
+        data = asdict(self)
+        data["path"] = str(self.path)
+        data["critical_path"] = list(self.critical_path)
+        return data
 
 
 def find_trace(where: str | Path) -> Path:
