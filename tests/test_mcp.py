@@ -139,7 +139,7 @@ def test_triage_names_the_short_store_and_propose_fix_verifies_the_loop_bound(fa
     assert fix["edit"]["file"] == str(source)
     assert fix["edit"]["before"].strip() == "for h in ts.range(0, W - 64, 64):  # the bug: one chunk short"
     assert fix["edit"]["after"].strip() == "for h in ts.range(0, W, 64):  # the bug: one chunk short"
-    assert fix["comparison"].startswith("every output within tolerance of the golden")
+    assert fix["comparison"].startswith("every output within rtol=")
     assert source.read_bytes() == before  # the user's file is never touched
 
 
