@@ -10,6 +10,8 @@ two kernels of 512 tasks each on [32, 64] tiles, an intermediate between them).
 - ``triage``: `tilescope triage` end to end on the program with one task's store loop one chunk
   short (category ``uninitialized``), and on the correct program (``pass``, with its shuffled
   runs); target: well inside the 60 s budget.
+- ``triage --fix``: the same on the short program with ``--fix``: the proposal step (the loop
+  bound, applied to a copy, recompiled and re-run on the saved data) against triage without it.
 
 Run: ``python benchmarks/triage.py [--repeat 3]``.
 """
@@ -116,6 +118,18 @@ def main() -> None:
         assert rep.category == name, rep.render()
         steps = ", ".join(f"{s['step']} {s['seconds']:.2f}s" for s in rep.steps)
         print(f"triage ({name}): median {statistics.median(times):.2f} s of {args.repeat} (budget 60 s): {steps}")
+        if name != "uninitialized":
+            continue
+        fixed, proposing = [], []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            rep = triage(work, fix=True)
+            fixed.append(time.perf_counter() - t0)
+            proposing.append(next(s["seconds"] for s in rep.steps if s["step"].startswith("propose a fix")))
+        assert rep.fix["verified"], rep.render()
+        print(f"triage --fix ({name}): median {statistics.median(fixed):.2f} s "
+              f"({statistics.median(fixed) / statistics.median(times):.1f}x triage); proposing and verifying "
+              f"`{rep.fix['edit']['after'].strip()}`: median {statistics.median(proposing):.2f} s")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -12,10 +12,12 @@ one warning says why and what to do, and messages go on to stderr only.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from tilescope import knobs
@@ -155,3 +157,14 @@ def configure(level: str | None = None) -> None:
     _attach_log_dir()
     if level is not None:
         _LOGGER.setLevel(level_number(level))
+
+
+@contextlib.contextmanager
+def level_kept() -> Iterator[None]:
+    """Restore the tilescope log level on leaving the block: a tool's own runs (a fix's candidate,
+    say) set the level they run at without changing the caller's."""
+    level = _LOGGER.level
+    try:
+        yield
+    finally:
+        _LOGGER.setLevel(level)

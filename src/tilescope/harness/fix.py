@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from tilescope import knobs
+from tilescope._logging import level_kept
 from tilescope.build.manifest import Build
 from tilescope.build.paths import DATA_DIR, DFX_DIR, IR_DIR, REPORT_DIR, TRIAGE_DIR, atomic_write, dfx_dir
 from tilescope.build.state import hand_edited
@@ -386,7 +387,8 @@ def _check_run(compiled: CompiledProgram, inputs: dict[str, Any], golden: dict[s
     compare its outputs with ``golden``."""
     args = guarded_args([inputs[a.name] for a in compiled.args])
     limit = max(MIN_RUN_S, deadline - time.perf_counter())
-    compiled.run(*args, log_level="error", isolate=True, task_timeout_s=limit)
+    with level_kept():
+        compiled.run(*args, log_level="error", isolate=True, task_timeout_s=limit)
     got = {a.name: args[i] for i, a in enumerate(compiled.args) if a.is_output}
     return _compare(got, golden, rtol, atol)
 
@@ -437,7 +439,8 @@ def _tolerance(build: CompiledProgram, rep: LocalizeReport, inputs: dict[str, An
                 "why_none": "precision is innocent, but no tolerance that passes was found"}  # fmt: skip
     args = guarded_args([inputs[a.name] for a in build.args])
     try:
-        build.run(*args, log_level="error", isolate=True)
+        with level_kept():
+            build.run(*args, log_level="error", isolate=True)
     except TilescopeError as e:
         return {"kind": None, "edit": None, "verified": False, "tried": [], "notes": [],
                 "why_none": f"the run with the proposed tolerance failed: {str(e).splitlines()[0]}"}  # fmt: skip
