@@ -36,6 +36,7 @@ BUILD_LOCK = ".lock"  # flock'd by every process using the build (build.lock)
 LAST_RUN = "last_run.json"  # the harness's last result: passed, platform, time
 BUILD_STATE = "build_state.json"
 REPORT_DIR = "report"  # report/report.json and report/summary.txt: the compile report
+REPORT_JSON = "report.json"  # report/report.json
 PASSES_DUMP_DIR = "passes_dump"  # dump_passes: passes_dump/NN_after_<Pass>.py
 DEBUG_RUN = "debug/run.py"  # runs the build on its saved data
 SCENE_TEST = "scene_test.py"  # the build as a pytest case (its inputs and golden to be written)

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tilescope.build.paths import atomic_write
+from tilescope.build.paths import REPORT_DIR, REPORT_JSON, atomic_write
 from tilescope.ir.analysis import kernel_core, local_memory_peak
 from tilescope.ir.coverage import Unwritten
 from tilescope.ir.nodes import Assign, Const, For, Program, Stmt, Submit
@@ -128,11 +128,21 @@ def summary_text(rep: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def load_report(work: Path) -> dict[str, Any]:
+    """A build's ``report/report.json`` read back; {} when it is missing, corrupt or not an object
+    (an older build, or one written by hand)."""
+    try:
+        data = json.loads((work / REPORT_DIR / REPORT_JSON).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def write_report(
     out: Path, program: Program, pass_report, build_results, opts: dict[str, Any], gaps: list[Unwritten] = ()
 ) -> dict[str, Any]:
     """Write ``report.json`` and ``summary.txt`` into ``out``; returns the report data."""
     rep = build_report(program, pass_report.timings, build_results, opts, gaps)
-    atomic_write(out / "report.json", json.dumps(rep, indent=2) + "\n")
+    atomic_write(out / REPORT_JSON, json.dumps(rep, indent=2) + "\n")
     atomic_write(out / "summary.txt", summary_text(rep))
     return rep

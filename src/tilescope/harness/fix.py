@@ -2,15 +2,19 @@
 and re-run on the build's saved data before it is shown.
 
 Invariants:
-- Nothing the user made is written. A DSL edit is made to a copy of the source under
-  ``dfx_outputs/triage/fix/`` (the source's directory stays importable), imported under a name
-  of its own and compiled into ``dfx_outputs/triage/fix/builds/``; an edit of the build's own
-  files (hand-edited C++ restored to what the generator writes, or the IR dump when the DSL
-  source is gone or changed since the build) is made to a copy of the build there.
+- Nothing the user made is written. Each proposal works in a folder of its own,
+  ``dfx_outputs/triage/fix/run_<pid>_*/`` (for a program that did not compile,
+  ``<build base>/_fix_<program>/run_<pid>_*/``), one sub-folder per candidate: a copy of the
+  DSL file with the edit made (imported under a name of its own, the original's directory
+  importable) and its build, or a copy of the build with one of its files edited (hand-edited
+  C++ put back as the generator writes it, or the IR dump when the DSL source is gone, changed
+  since the build or unreadable). Folders of proposals whose process has ended are removed.
 - A candidate is ``verified`` when its run, isolated and under the budget's watchdog, puts every
-  output within the data's tolerances of the golden. Candidates come from the evidence
-  (``debug.triage.fix_rules``), smallest first within each rule; the first that verifies is
-  proposed, and every one tried is listed with why it failed. No candidate is an honest answer.
+  output within the data's tolerances of the golden; whatever a candidate does (its import, its
+  compile, its run) fails it alone, and a candidate that fails leaves nothing behind.
+- Candidates come from the evidence (``debug.triage.fix_rules``) in the order of the evidence,
+  each rule's smallest first; the first that verifies is proposed, every one tried is listed. No
+  candidate is an honest answer, and so is a defect of this module: it never costs the verdict.
 - A precision verdict of ``innocent`` gets no kernel patch: the test-side change (the tolerance
   the data justify), checked on the saved data the same way.
 """
@@ -19,12 +23,13 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import json
 import os
 import re
 import shutil
 import sys
+import tempfile
 import time
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +38,10 @@ from typing import Any
 import torch
 
 from tilescope import knobs
-from tilescope._logging import level_kept
 from tilescope.build.manifest import Build
-from tilescope.build.paths import DATA_DIR, DFX_DIR, IR_DIR, REPORT_DIR, TRIAGE_DIR, atomic_write, dfx_dir
-from tilescope.build.state import hand_edited
+from tilescope.build.paths import DATA_DIR, DFX_DIR, IR_DIR, TRIAGE_DIR, atomic_write, dfx_dir
+from tilescope.build.report import load_report
+from tilescope.build.state import hand_edited, sha256_file
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
 from tilescope.debug.localize.metrics import close
 from tilescope.debug.localize.report import LocalizeReport
@@ -51,6 +56,7 @@ from tilescope.debug.symbolize import dsl_file
 from tilescope.debug.triage import fix_rules as rules
 from tilescope.debug.triage.fix import Edit, Source, loop_bound_edits
 from tilescope.errors import DSLError, TilescopeError
+from tilescope.harness.localize import internal_error
 from tilescope.ir.nodes import Store
 from tilescope.ir.traverse import walk_stmts
 from tilescope.launch.jit import JitFunction
@@ -73,29 +79,42 @@ class Candidate:
 
 def propose(build: Build, rep: LocalizeReport, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
             deadline: float) -> dict[str, Any]:  # fmt: skip
-    """The ``fix`` of a triage report (see ``debug.localize.report``)."""
+    """The ``fix`` of a triage report (see ``debug.localize.report``). A defect of the proposal
+    itself is its ``why_none``: it never takes the triage's verdict with it."""
+    try:
+        return _propose(build, rep, inputs, golden, deadline)
+    except Exception as e:  # noqa: BLE001 - the verdict stands whatever a fix rule does
+        return no_fix(internal_error(e, "triage --fix"))
+
+
+def no_fix(why: str, tried: list[dict[str, Any]] | None = None, notes: list[str] | None = None) -> dict[str, Any]:
+    """A ``fix`` without an edit, and why."""
+    return {"kind": None, "edit": None, "verified": False, "tried": tried or [], "notes": notes or [], "why_none": why}
+
+
+def _propose(build: Build, rep: LocalizeReport, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
+             deadline: float) -> dict[str, Any]:  # fmt: skip
     if rep.category == "precision" and rep.verdict == "innocent" and isinstance(build, CompiledProgram):
         return _tolerance(build, rep, inputs, golden)
-    found = _Found()
     if rep.category == "pass":
-        found.why = "the build passes: there is nothing to fix"
-    else:
-        _candidates(build, rep, found)
+        return no_fix("the build passes: there is nothing to fix")
+    found = _Found()
+    _candidates(build, rep, found)
     tried: list[dict[str, Any]] = []
     why = found.why
+    folder = _work_folder(dfx_dir(build.work_dir) / TRIAGE_DIR / FIX_DIR) if found.candidates else None
     for c in found.candidates:
         if time.perf_counter() > deadline:
             why = "the budget was spent before every candidate was tried"
             break
-        ok, comparison = _verify(build, c, inputs, golden, rep.rtol, rep.atol, len(tried), deadline)
+        ok, comparison = _verify(build, c, inputs, golden, rep.rtol, rep.atol, folder / f"c{len(tried)}", deadline)
         tried.append({**c.edit.as_dict(), "target": c.target, "verified": ok, "result": comparison})
         if ok:
             return {"kind": c.target, "edit": c.edit.as_dict(), "verified": True, "comparison": comparison,
                     "tried": tried, "notes": found.notes}  # fmt: skip
-    if tried and why == "":
+    if tried and not why:
         why = "no candidate edit made the outputs match the golden"
-    return {"kind": None, "edit": None, "verified": False, "tried": tried, "notes": found.notes,
-            "why_none": why or f"the evidence for category {rep.category!r} points to no edit"}  # fmt: skip
+    return no_fix(why or f"the evidence for category {rep.category!r} points to no edit", tried, found.notes)
 
 
 class _Found:
@@ -110,29 +129,37 @@ class _Found:
         seen = {(c.edit.file, c.edit.line, c.edit.after) for c in self.candidates}
         for e in sorted(edits, key=lambda e: e.size):  # NOTE: stable: the rule's order among equals
             if (e.file, e.line, e.after) not in seen:
+                seen.add((e.file, e.line, e.after))
                 self.candidates.append(Candidate(e, target))
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
 
 
 def _candidates(build: Build, rep: LocalizeReport, found: _Found) -> None:
-    """Every edit the evidence points to, the culprit's own first."""
+    """Every edit the evidence points to: the culprit's hand-edited C++ first, then the rules for
+    its category (each rule's edits smallest first)."""
     c = rep.culprit
     found.add(_restored_cpp(build, c.cpp_line), "build")
-    src, line, target = _dsl_at(build, c.kernel, c.dsl_line, found)
     cat, op = rep.category, c.op or ""
     if cat == "uninitialized":
         _store_loop(build, c.kernel, found)
-    elif src is not None and line is not None:
-        if op == "cast":
-            found.add(rules.cast_mode_edits(src, line), target)
-        if cat in ("nan", "precision"):
-            feeding = src.feeding(line)
-            found.add(rules.stable_exp_edits(src, feeding), target)
-            found.add(rules.stable_variance_edits(src, feeding), target)
-            found.add(rules.sibling_call_edits(src, feeding), target)
-        if cat == "algorithm":
-            if op in ("call", "load", "store"):
-                found.add(rules.loop_variable_edits(src, line), target)
-            found.add(rules.sibling_op_edits(src, line, op), target)
+    else:
+        src, line, target = _dsl_at(build, c.kernel, c.dsl_line, found)
+        if src is not None and line is not None:
+            lines = src.statement_lines(line)
+            if op == "cast":
+                found.add(rules.cast_mode_edits(src, lines), target)
+            if cat in ("nan", "precision"):
+                feeding = src.feeding(line)
+                found.add(rules.stable_exp_edits(src, feeding), target)
+                found.add(rules.stable_variance_edits(src, feeding), target)
+                found.add(rules.sibling_call_edits(src, feeding), target)
+            if cat == "algorithm":
+                if op in ("call", "load", "store"):
+                    found.add(rules.loop_variable_edits(src, lines), target)
+                found.add(rules.sibling_op_edits(src, lines, op), target)
     if not found.candidates and not found.why:
         found.why = (f"no candidate edit for category {rep.category!r}"
                      + (f" at op {op}" if op else "") + (" (the culprit names no DSL line)" if not c.dsl_line else ""))  # fmt: skip
@@ -170,34 +197,50 @@ def _restored_cpp(build: Build, cpp_line: str | None) -> list[Edit]:
 def _dsl_at(build: Build, kernel: str | None, dsl_line: str | None,
             found: _Found) -> tuple[Source | None, int | None, str]:  # fmt: skip
     """The DSL source to edit and the culprit's line in it: the user's file as it was built, else
-    the build's IR dump (the file is gone or has changed since; ``found.notes`` says so)."""
-    if not dsl_line:
-        return None, None, "dsl"
-    path, _, line = dsl_line.rpartition(":")
+    the build's IR dump (the file is gone, changed since the build, or unreadable: ``found``'s
+    notes say so)."""
+    path, _, line = (dsl_line or "").rpartition(":")
     if not line.isdigit():
         return None, None, "dsl"
-    file = dsl_file(path, str(build.work_dir / build.kernels[0]["source"]))
-    recorded = _recorded_sources(build)
-    if file is not None:
-        sha = recorded.get(str(file.resolve()))
-        try:
-            text = file.read_text()
-            same = sha is None or _sha256(file) == sha
-        except OSError:
-            text, same = None, False
-        if text is not None and same:
-            try:
-                return Source(str(file), text), int(line), "dsl"
-            except SyntaxError as e:
-                found.notes.append(f"{file} does not parse ({e.msg}, line {e.lineno}): proposing against the "
-                                   "build's IR dump instead")  # fmt: skip
-        elif text is not None:
-            found.notes.append(f"{file} has changed since the build: proposing against the build's IR dump "
-                               f"{IR_DIR}/{build.name}.py instead")  # fmt: skip
-    else:
-        found.notes.append(f"the DSL source {path} is gone: proposing against the build's IR dump "
-                           f"{IR_DIR}/{build.name}.py instead")  # fmt: skip
-    return _ir_at(build, kernel, dsl_line, found)
+    ir = f"{IR_DIR}/{build.name}.py"
+    file, sha = _built_from(build, path)
+    if file is None:
+        found.note(f"the DSL source {path} is gone: proposing against the build's IR dump {ir} instead")
+        return _ir_at(build, kernel, dsl_line, found)
+    try:
+        text = read_source(file)
+        if sha is not None and sha256_file(file) != sha:
+            found.note(f"{file} has changed since the build: proposing against the build's IR dump {ir} instead")
+            return _ir_at(build, kernel, dsl_line, found)
+        return Source(str(file), text), int(line), "dsl"
+    except (OSError, SyntaxError, ValueError) as e:
+        found.note(f"{file} cannot be read as Python ({e}): proposing against the build's IR dump {ir} instead")
+        return _ir_at(build, kernel, dsl_line, found)
+
+
+def _built_from(build: Build, path: str) -> tuple[Path | None, str | None]:
+    """The DSL file a marker's ``path`` names, and its sha256 when the build was compiled (None
+    for a build that did not record it). A relative path was relative to the directory of the
+    compile: it is matched against the absolute paths the build recorded, never looked up from
+    wherever this process runs."""
+    recorded = _report(build).get("dsl_sources")
+    if isinstance(recorded, dict) and recorded:
+        want = Path(path).parts
+        match = next((Path(f) for f in recorded if Path(f).parts[-len(want):] == want), None)
+        if match is None:
+            return None, None
+        return (match if match.is_file() else None), recorded[str(match)]
+    return dsl_file(path, str(build.work_dir / build.kernels[0]["source"])) if build.kernels else None, None
+
+
+def read_source(path: Path) -> str:
+    """A Python file's text in its declared encoding (``tokenize``: a coding cookie, or UTF-8).
+
+    Raises:
+        OSError, SyntaxError (a bad cookie), ValueError (bytes the encoding cannot decode).
+    """
+    with tokenize.open(path) as f:
+        return f.read()
 
 
 def _ir_at(build: Build, kernel: str | None, dsl_line: str,
@@ -207,9 +250,9 @@ def _ir_at(build: Build, kernel: str | None, dsl_line: str,
     b = Build(build.work_dir)
     try:
         program = b.program()
-        src = Source(rel, (b.work_dir / rel).read_text())
-    except (OSError, SyntaxError, TilescopeError) as e:
-        found.notes.append(f"the build's IR dump {rel} cannot be read: {str(e).splitlines()[0]}")
+        src = Source(rel, read_source(b.work_dir / rel))
+    except (OSError, SyntaxError, ValueError, TilescopeError) as e:
+        found.note(f"the build's IR dump {rel} cannot be read: {str(e).splitlines()[0]}")
         return None, None, "build"
     want = _same_place(dsl_line)
     stmts = []
@@ -225,7 +268,7 @@ def _ir_at(build: Build, kernel: str | None, dsl_line: str,
         stmts = [calls[s.index] for s in sites.values() if s.dsl_line and _same_place(s.dsl_line) == want]
     line = next((s.loc.line for s in stmts if s.loc is not None), None)
     if line is None:
-        found.notes.append(f"no statement of the build's IR dump comes from {dsl_line}")
+        found.note(f"no statement of the build's IR dump comes from {dsl_line}")
     return src, line, "build"
 
 
@@ -257,27 +300,13 @@ def _store_loop(build: Build, kernel: str | None, found: _Found) -> None:
 
 
 def _finding(build: Build, kernel: str) -> dict[str, Any] | None:
-    data = _report(build)
-    return next((u for u in data.get("unwritten", []) if u.get("kernel") == kernel), None)
-
-
-def _recorded_sources(build: Build) -> dict[str, str]:
-    sources = _report(build).get("dsl_sources")
-    return sources if isinstance(sources, dict) else {}
+    found = _report(build).get("unwritten")
+    return next((u for u in found if isinstance(u, dict) and u.get("kernel") == kernel), None) if isinstance(
+        found, list) else None  # fmt: skip
 
 
 def _report(build: Build) -> dict[str, Any]:
-    try:
-        data = json.loads((build.work_dir / REPORT_DIR / "report.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return load_report(build.work_dir)
 
 
 def _gap_dim(build: Build, found: dict[str, Any]) -> tuple[int | None, int]:
@@ -299,7 +328,7 @@ def _gap_dim(build: Build, found: dict[str, Any]) -> tuple[int | None, int]:
 def _enclosing_loop(src: Source, store_line: int, dim: int) -> int | None:
     """The line of the innermost ``for`` around the ``ts.store`` on ``store_line`` whose variable
     appears in that store's offset for ``dim``."""
-    call = next(iter(src.calls(store_line, "store")), None)
+    call = next(iter(src.calls([store_line], "store")), None)
     if call is None or len(call.args) < 2 or not isinstance(call.args[1], ast.List | ast.Tuple):
         return None
     offsets = call.args[1].elts
@@ -315,80 +344,135 @@ def _enclosing_loop(src: Source, store_line: int, dim: int) -> int | None:
 
 
 def _verify(build: Build, c: Candidate, inputs: dict[str, Any], golden: dict[str, torch.Tensor], rtol: float,
-            atol: float, k: int, deadline: float) -> tuple[bool, str]:  # fmt: skip
-    """Apply the candidate to a copy, build it, run it isolated on ``inputs`` and compare."""
-    folder = dfx_dir(build.work_dir) / TRIAGE_DIR / FIX_DIR
-    tag = f"{k}_{os.getpid()}"
-    made: Path | None = None
+            atol: float, folder: Path, deadline: float) -> tuple[bool, str]:  # fmt: skip
+    """Apply the candidate to a copy in ``folder``, build it, run it isolated on ``inputs`` and
+    compare; a candidate that does not verify leaves nothing behind."""
     try:
         if c.target == "dsl":
-            compiled = _compiled_copy(c.edit, build.name, folder, tag, bool(build.runtime_config.get("check_bounds")))
+            compiled = _compiled_copy(c.edit, build, folder, _compile_options(build))
         else:
-            made = folder / f"build_fix{tag}"
-            shutil.rmtree(made, ignore_errors=True)
+            made = folder / "build"
             shutil.copytree(build.work_dir, made, ignore=shutil.ignore_patterns(DFX_DIR, DATA_DIR, ".lock"))
             target = made / c.edit.file
-            target.write_text(c.edit.apply(target.read_text()))
+            target.write_text(c.edit.apply(read_source(target)))
             compiled = CompiledProgram.from_dir(made)
-        made = compiled.work_dir
         ok, text = _check_run(compiled, inputs, golden, rtol, atol, deadline)
-    except (TilescopeError, OSError, ValueError, SyntaxError, ImportError, KeyError) as e:
-        _drop(made)
-        return False, f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    except Exception as e:  # noqa: BLE001 - whatever a candidate does (its import, compile or run) fails it alone
+        ok, text = False, _failed(e)
     if not ok:
-        _drop(made)
-    return ok, text if not ok else f"{text}; the fixed build is {made}"
+        shutil.rmtree(folder, ignore_errors=True)
+        return False, text
+    return True, f"{text}; the fixed build is {compiled.work_dir}"
 
 
-def _compiled_copy(edit: Edit, name: str, folder: Path, tag: str, check_bounds: bool) -> CompiledProgram:
-    """Program ``name`` compiled from a copy of its DSL file with ``edit`` made (into ``folder``)."""
+def _failed(e: BaseException) -> str:
+    first = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {first}"
+
+
+def _compile_options(build: Build) -> dict[str, Any]:
+    """The compile options of ``build`` that shape its code (a candidate is compiled the same way)."""
+    opts = {"check_bounds": bool(build.runtime_config.get("check_bounds"))}
+    memory = build.runtime_config.get("local_memory_bytes")
+    if isinstance(memory, int) and not isinstance(memory, bool):
+        opts["local_memory_bytes"] = memory
+    return opts
+
+
+def _compiled_copy(edit: Edit, build: Build | None, folder: Path, opts: dict[str, Any], name: str = "",
+                   build_dir: Path | None = None) -> CompiledProgram:  # fmt: skip
+    """The program (``build``'s, or ``name``) compiled from a copy, in ``folder``, of its DSL file
+    with ``edit`` made, into ``build_dir`` (default: ``folder``); checked to take the arguments
+    ``build`` takes."""
     source = Path(edit.file)
-    copy = folder / f"{source.stem}_fix{tag}.py"
-    atomic_write(copy, edit.apply(source.read_text()))
-    jit = _load_program(copy, source.parent, name, tag)
-    return jit.compile(build_dir=str(folder / "builds"), check_bounds=check_bounds)
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / source.name
+    atomic_write(copy, edit.apply(read_source(source)))
+    jit = _load_program(copy, source.parent, build.name if build is not None else name, f"{folder.parent.name}_{folder.name}")
+    compiled = jit.compile(build_dir=str(build_dir or folder), **opts)
+    if build is not None:
+        want = [(a.name, a.direction, a.shape, a.dtype) for a in build.args]
+        got = [(a.name, a.direction, a.shape, a.dtype) for a in compiled.args]
+        if got != want:
+            raise ValueError(f"the program {build.name} of {source.name} is not the build's: its arguments differ")
+    return compiled
+
+
+def _work_folder(base: Path) -> Path:
+    """A folder of its own for this proposal's candidates under ``base``; those of proposals
+    whose process has ended are removed first (the last verified fix is kept until then)."""
+    base.mkdir(parents=True, exist_ok=True)
+    for old in base.glob("run_*"):
+        pid = old.name.split("_")[1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"run_{os.getpid()}_", dir=base))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[CompiledProgram], tuple[dict, dict]],
-                              rtol: float, atol: float, budget: float = 60.0) -> dict[str, Any]:  # fmt: skip
+                              rtol: float, atol: float, compile_cfg: dict[str, Any] | None = None,
+                              budget: float = 60.0) -> dict[str, Any]:  # fmt: skip
     """``--fix`` for a program that does not compile (the harness's ``--triage --fix``): an Out
-    param that a kernel reads, declared InOut. ``data(compiled)`` gives the inputs and the golden
-    to verify a candidate on."""
+    param that a kernel reads, declared InOut. Each candidate is a copy of the DSL file in
+    ``<build base>/_fix_<program>/`` (the last proposal's is kept until the next), compiled there
+    with the run's compile options and run isolated on ``data(compiled)``: the inputs and golden
+    this run would have had."""
+    try:
+        return _propose_for_compile_error(fn, e, data, rtol, atol, compile_cfg or {}, budget)
+    except Exception as err:  # noqa: BLE001 - the compile error stands whatever a fix rule does
+        return no_fix(internal_error(err, "--fix"))
+
+
+def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[CompiledProgram], tuple[dict, dict]],
+                               rtol: float, atol: float, compile_cfg: dict[str, Any],
+                               budget: float) -> dict[str, Any]:  # fmt: skip
     deadline = time.perf_counter() + budget
-    none: dict[str, Any] = {"kind": None, "edit": None, "verified": False, "tried": [], "notes": []}
     m = _OUT_READ.search(str(e))
     if m is None or e.loc is None:
-        return {**none, "why_none": "no candidate edit for this compile error: fix the line it names"}
+        return no_fix("no candidate edit for this compile error: fix the line it names")
     try:
-        src = Source(e.loc.file, Path(e.loc.file).read_text())
-    except (OSError, SyntaxError) as err:
-        return {**none, "why_none": f"the DSL source {e.loc.file} cannot be read: {err}"}
-    root = Path(fn.compile_cfg.get("build_dir") or knobs.COMPILE_KNOBS["build_dir"].value())
-    folder = root / f"_fix_{fn.name}"
+        src = Source(e.loc.file, read_source(Path(e.loc.file)))
+    except (OSError, SyntaxError, ValueError) as err:
+        return no_fix(f"the DSL source {e.loc.file} cannot be read: {err}")
+    opts = {k: v for k, v in {**fn.compile_cfg, **compile_cfg}.items() if k != "build_dir"}
+    root = Path(compile_cfg.get("build_dir") or fn.compile_cfg.get("build_dir") or knobs.COMPILE_KNOBS["build_dir"].value())
+    edits = rules.inout_edits(src, m["kernel"], m["param"])
+    folder = _work_folder(root / f"_fix_{fn.name}") if edits else None
     tried = []
-    for k, edit in enumerate(rules.inout_edits(src, m["kernel"], m["param"])):
-        tag = f"{k}_{os.getpid()}"
+    for k, edit in enumerate(edits):
+        here = folder / f"c{k}"
         try:
-            compiled = _compiled_copy(edit, fn.name, folder, tag, bool(fn.compile_cfg.get("check_bounds")))
+            compiled = _compiled_copy(edit, None, here, opts, name=fn.name)
             inputs, golden = data(compiled)
             ok, text = _check_run(compiled, inputs, golden, rtol, atol, deadline)
-        except (TilescopeError, OSError, ValueError, SyntaxError, ImportError, KeyError) as err:
-            ok, text = False, f"{type(err).__name__}: {str(err).splitlines()[0]}"
+        except Exception as err:  # noqa: BLE001 - whatever a candidate does fails it alone
+            ok, text = False, _failed(err)
         tried.append({**edit.as_dict(), "target": "dsl", "verified": ok, "result": text})
         if ok:
-            return {**none, "kind": "dsl", "edit": edit.as_dict(), "verified": True, "comparison": text, "tried": tried}
-    return {**none, "tried": tried, "why_none": "no candidate edit made the program compile and match the golden"
-            if tried else f"kernel {m['kernel']} declares no ts.Out param {m['param']} to make InOut"}  # fmt: skip
+            return {"kind": "dsl", "edit": edit.as_dict(), "verified": True, "verified_on": "this run's inputs",
+                    "comparison": f"{text}; the fixed build is {compiled.work_dir}", "tried": tried, "notes": []}  # fmt: skip
+        shutil.rmtree(here, ignore_errors=True)
+    return no_fix("no candidate edit made the program compile and match the golden" if tried
+                  else f"kernel {m['kernel']} declares no ts.Out param {m['param']} to make InOut", tried)  # fmt: skip
 
 
 def _check_run(compiled: CompiledProgram, inputs: dict[str, Any], golden: dict[str, torch.Tensor], rtol: float,
                atol: float, deadline: float) -> tuple[bool, str]:  # fmt: skip
-    """Run ``compiled`` isolated on copies of ``inputs``, its tasks stopped past the budget, and
-    compare its outputs with ``golden``."""
+    """Run ``compiled`` isolated on copies of ``inputs``, its tasks stopped past the budget (never
+    before ``MIN_RUN_S``), and compare its outputs with ``golden``."""
     args = guarded_args([inputs[a.name] for a in compiled.args])
     limit = max(MIN_RUN_S, deadline - time.perf_counter())
-    with level_kept():
-        compiled.run(*args, log_level="error", isolate=True, task_timeout_s=limit)
+    compiled.run(*args, log_level="error", isolate=True, task_timeout_s=limit)
     got = {a.name: args[i] for i, a in enumerate(compiled.args) if a.is_output}
     return _compare(got, golden, rtol, atol)
 
@@ -401,12 +485,6 @@ def _compare(got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], rtol
                                                               for n, c in bad.items() if c)  # fmt: skip
     return True, (f"every output within rtol={rtol:g}, atol={atol:g} of the golden: "
                   + ", ".join(f"{n} ({golden[n].numel()} elements)" for n in golden))  # fmt: skip
-
-
-def _drop(made: Path | None) -> None:
-    """A candidate's build that did not verify is not kept."""
-    if made is not None:
-        shutil.rmtree(made, ignore_errors=True)
 
 
 def _load_program(path: Path, home: Path, name: str, tag: str) -> JitFunction:
@@ -432,19 +510,15 @@ def _tolerance(build: CompiledProgram, rep: LocalizeReport, inputs: dict[str, An
     """An innocent precision verdict: the test's tolerance, checked by a run on the saved data."""
     tol = rep.tolerance or {}
     rtol, atol = tol.get("rtol"), tol.get("atol")
+    if rtol is None or atol is None:
+        return no_fix("precision is innocent (no kernel patch), but no tolerance that passes was found")
+    try:
+        ok, text = _check_run(build, inputs, golden, float(rtol), float(atol), time.perf_counter())
+    except TilescopeError as e:
+        return no_fix(f"precision is innocent (no kernel patch), but the run at the proposed tolerance failed: {_failed(e)}")
+    if not ok:
+        return no_fix(f"precision is innocent (no kernel patch), but rtol={rtol:g}, atol={atol:g} does not pass: {text}")
     why = ("the error is rounding the program's dtypes allow, not a defect: no kernel patch; change the test "
            "(this tolerance, or smaller input magnitudes)")  # fmt: skip
-    if rtol is None or atol is None:
-        return {"kind": None, "edit": None, "verified": False, "tried": [], "notes": [],
-                "why_none": "precision is innocent, but no tolerance that passes was found"}  # fmt: skip
-    args = guarded_args([inputs[a.name] for a in build.args])
-    try:
-        with level_kept():
-            build.run(*args, log_level="error", isolate=True)
-    except TilescopeError as e:
-        return {"kind": None, "edit": None, "verified": False, "tried": [], "notes": [],
-                "why_none": f"the run with the proposed tolerance failed: {str(e).splitlines()[0]}"}  # fmt: skip
-    got = {a.name: args[i] for i, a in enumerate(build.args) if a.is_output}
-    ok, text = _compare(got, golden, float(rtol), float(atol))
-    return {"kind": "test", "edit": None, "test_change": {"rtol": rtol, "atol": atol, "why": why}, "verified": ok,
+    return {"kind": "test", "edit": None, "test_change": {"rtol": rtol, "atol": atol, "why": why}, "verified": True,
             "comparison": text, "tried": [], "notes": []}  # fmt: skip

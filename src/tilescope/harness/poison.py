@@ -11,11 +11,10 @@ to the task that did not store there, so the DSL line comes with it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from tilescope.build.paths import REPORT_DIR
+from tilescope.build.report import load_report
 from tilescope.debug.localize.tasks import captured_tasks
 from tilescope.debug.observers import Recording
 from tilescope.debug.triage.poison import PATTERNS, PoisonReport, analyze
@@ -69,12 +68,9 @@ def poison_run(build: CompiledProgram, inputs: dict[str, Any]) -> Poisoned:
 
 def _static(build: CompiledProgram) -> dict[str, list[dict[str, Any]]]:
     """report.json's ``unwritten`` entries by kernel (none when the report is missing or older)."""
-    try:
-        data = json.loads((build.work_dir / REPORT_DIR / "report.json").read_text())
-    except (OSError, ValueError):
-        return {}
+    found = load_report(build.work_dir).get("unwritten")
     out: dict[str, list[dict[str, Any]]] = {}
-    for u in data.get("unwritten", []) if isinstance(data, dict) else []:
+    for u in found if isinstance(found, list) else []:
         if isinstance(u, dict) and isinstance(u.get("kernel"), str):
             out.setdefault(u["kernel"], []).append(u)
     return out

@@ -362,7 +362,8 @@ def run_jit(
         if triage and result.triage is None and (found := error_report(name, e)) is not None:
             result.triage = found  # no build or no run to triage: the error is the answer
             if fix and isinstance(e, DSLError) and isinstance(fn, JitFunction):
-                found.fix = propose_for_compile_error(fn, e, _fix_data(specs, seed, golden_fn, golden_data), rtol, atol)
+                found.fix = propose_for_compile_error(fn, e, _fix_data(specs, seed, golden_fn, golden_data), rtol, atol,
+                                                      compile_cfg)  # fmt: skip
             print(found.render(), flush=True)
     return finish(result, name)
 

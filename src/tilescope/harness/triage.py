@@ -53,7 +53,7 @@ from tilescope.errors import ArgumentError, DSLError, RuntimeFailure, TilescopeE
 from tilescope.harness.cli import Progress, seconds_arg, tolerance_arg
 from tilescope.harness.compare import check_tolerances
 from tilescope.harness.data import DataError, load_meta, load_snapshot
-from tilescope.harness.fix import propose
+from tilescope.harness.fix import no_fix, propose
 from tilescope.harness.localize import report_cli
 from tilescope.harness.triage_steps import ANSWER, CRASH, REQUEST, Steps
 from tilescope.launch.program import CompiledProgram
@@ -126,9 +126,8 @@ class _Triage(Steps):
         """``--fix`` for a verdict reached before the contained steps (a build that no longer
         compiles or loads, a run that crashed, hung or deadlocked): candidates are verified by
         isolated runs, so this process is safe from them."""
-        none = {"kind": None, "edit": None, "verified": False, "tried": [], "notes": []}
         if self.rep.category in ("bad_input", "unknown"):
-            self.rep.fix = {**none, "why_none": f"category {self.rep.category!r}: there is no culprit to fix"}
+            self.rep.fix = no_fix(f"category {self.rep.category!r}: there is no culprit to fix")
             return
         try:
             build = self.build or Build(self.work)
@@ -139,7 +138,7 @@ class _Triage(Steps):
                 self.rep.atol = float(meta.get("atol", 1e-5) if atol is None else atol)
                 self.inputs, self.golden = load_snapshot(data, list(build.args))
         except (TilescopeError, OSError) as e:
-            self.rep.fix = {**none, "why_none": f"the build's data cannot be loaded to verify a fix: {str(e).splitlines()[0]}"}
+            self.rep.fix = no_fix(f"the build's data cannot be loaded to verify a fix: {str(e).splitlines()[0]}")
             return
         deadline = time.perf_counter() + max(self.left(), 10)
         self.rep.fix = self.step("propose a fix and verify it on the saved data",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope import knobs
-from tilescope._logging import configure
+from tilescope._logging import configure, level_kept
 from tilescope._tracebacks import api_boundary
 from tilescope.build.compile import compile_to_dir
 from tilescope.build.manifest import Build
@@ -72,10 +72,18 @@ class CompiledProgram(Build):
     def run(self, *args: Any, **runtime_cfg: Any) -> RunInfo:
         """Run on ``args`` (outputs are written into the Out/InOut tensors passed in).
 
+        ``log_level`` applies to this run: the level is as it was after it.
+
         Raises:
             RuntimeFailure: the run failed; ``exc.failure`` (a debug.failures.Failure) names the
                 task, kernel and source line, and where the failing task's inputs were saved.
         """
+        with level_kept():
+            return self._run(args, runtime_cfg)
+
+    __call__ = run
+
+    def _run(self, args: tuple, runtime_cfg: dict[str, Any]) -> RunInfo:
         self.check_keywords(runtime_cfg)
         opts = knobs.runtime_options(runtime_cfg)
         configure(opts["log_level"])
@@ -94,8 +102,6 @@ class CompiledProgram(Build):
         if opts["isolate"]:
             return run_isolated(self, args, opts)
         return launch(self, self.binaries(), args, opts, crash_report=self._crash_report_path())
-
-    __call__ = run
 
     def check_keywords(self, runtime_cfg: dict[str, Any]) -> None:
         """ArgumentError for a program argument passed by keyword: keywords are run options."""

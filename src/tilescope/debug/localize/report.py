@@ -22,7 +22,8 @@ Format ``tilescope-localize`` version 1 (the triage report reuses it):
   file of the build, its C++ or its IR dump, ``file`` relative to it; ``test``: a change to the
   test, not the kernel; null: none), ``edit`` (``file``, ``line``, ``before``, ``after``,
   ``why``; null when none), ``test_change`` (``rtol``, ``atol``, ``why``, for ``test``),
-  ``verified``, ``comparison``, ``tried`` (every candidate: its edit, ``target``, ``verified``
+  ``verified``, ``verified_on`` (absent: the saved data; ``this run's inputs`` for a program that
+  did not compile), ``comparison``, ``tried`` (every candidate: its edit, ``target``, ``verified``
   and ``result``), ``notes`` (where the edit applies, e.g. a source changed since the build)
   and ``why_none``.
 """
@@ -135,7 +136,7 @@ class LocalizeReport:
 def _fix_lines(fix: dict[str, Any]) -> list[str]:
     """The ``fix`` of a triage report as printed: the edit (or the test-side change) and how it
     was verified, or why there is none and what was tried."""
-    state = "verified on the saved data" if fix.get("verified") else "NOT verified"
+    state = f"verified on {fix.get('verified_on', 'the saved data')}" if fix.get("verified") else "NOT verified"
     e, change = fix.get("edit"), fix.get("test_change")
     lines = []
     if e:

@@ -14,7 +14,10 @@ Invariants:
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import asdict, dataclass
+
+LINE_BREAK = re.compile(r"(\r\n|\r|\n)")  # the line breaks Python's parser counts (not a form feed)
 
 
 @dataclass(frozen=True)
@@ -32,13 +35,15 @@ class Edit:
         return asdict(self)
 
     def apply(self, text: str) -> str:
-        """``text`` (the file's) with this edit made; ValueError if the line is not ``before``."""
-        lines = text.splitlines(keepends=True)
-        if not 1 <= self.line <= len(lines) or lines[self.line - 1].rstrip("\r\n") != self.before:
+        """``text`` (the file's) with this edit made; ValueError if the line is not ``before``.
+        Lines are counted as Python counts them (``\n``, ``\r\n``, ``\r``; a form feed is not a
+        line break)."""
+        parts = LINE_BREAK.split(text)
+        lines, breaks = parts[0::2], parts[1::2]
+        if not 1 <= self.line <= len(lines) or lines[self.line - 1] != self.before:
             raise ValueError(f"{self.file}:{self.line} is not `{self.before.strip()}` any more")
-        end = lines[self.line - 1][len(self.before):]
-        lines[self.line - 1] = self.after + end
-        return "".join(lines)
+        lines[self.line - 1] = self.after
+        return "".join(a + b for a, b in zip(lines, [*breaks, ""]))
 
     @property
     def size(self) -> int:
@@ -58,7 +63,7 @@ class Source:
 
     def __init__(self, file: str, text: str):
         self.file, self.text = file, text
-        self.lines = text.splitlines()
+        self.lines = LINE_BREAK.split(text)[0::2]
         self.tree = ast.parse(text)  # NOTE: SyntaxError is the caller's: a file that does not parse has no edits
         self.parents: dict[ast.AST, ast.AST] = {
             child: node for node in ast.walk(self.tree) for child in ast.iter_child_nodes(node)
@@ -69,18 +74,30 @@ class Source:
         return self.lines[no - 1] if 1 <= no <= len(self.lines) else ""
 
     def text_of(self, node: ast.AST) -> str:
-        """The source text of a node on one line."""
-        raw = self.line(node.lineno).encode()
-        return raw[node.col_offset : node.end_col_offset].decode()
+        """The source text of a node (its lines joined as they are, for one on several)."""
+        return ast.get_source_segment(self.text, node) or ""
 
     def on_line(self, no: int, kind: type | tuple[type, ...] = ast.AST) -> list:
         """The nodes of type ``kind`` that lie on line ``no`` alone, outermost first."""
         return [n for n in ast.walk(self.tree) if isinstance(n, kind) and getattr(n, "lineno", None) == no
                 and n.end_lineno == no]  # fmt: skip
 
-    def calls(self, no: int, *names: str) -> list[ast.Call]:
-        """The calls on line ``no`` of ``ts.<name>`` (any module alias) or a bare ``<name>``."""
-        return [c for c in self.on_line(no, ast.Call) if callee(c) in names]
+    def starting_in(self, lines: list[int], kind: type | tuple[type, ...] = ast.AST) -> list:
+        """The nodes of type ``kind`` that start on one of ``lines``, outermost first."""
+        wanted = set(lines)
+        return [n for n in ast.walk(self.tree) if isinstance(n, kind) and getattr(n, "lineno", None) in wanted]
+
+    def statement_lines(self, no: int) -> list[int]:
+        """The lines of the innermost simple statement that holds line ``no`` (a call the formatter
+        wrapped over several lines, say); ``[no]`` when none does."""
+        found = [s for s in ast.walk(self.tree) if isinstance(s, ast.stmt) and not hasattr(s, "body")
+                 and s.lineno <= no <= s.end_lineno]  # fmt: skip
+        inner = max(found, key=lambda s: s.lineno, default=None)
+        return list(range(inner.lineno, inner.end_lineno + 1)) if inner is not None else [no]
+
+    def calls(self, lines: list[int], *names: str) -> list[ast.Call]:
+        """The calls that start on ``lines`` of ``ts.<name>`` (any module alias) or a bare ``<name>``."""
+        return [c for c in self.starting_in(lines, ast.Call) if callee(c) in names]
 
     def edit(self, node: ast.AST, new: str, why: str) -> Edit | None:
         """The edit that writes ``new`` in place of ``node``'s text (None for a node on several lines,
@@ -97,7 +114,7 @@ class Source:
         return Edit(self.file, no, before, after, why) if after != before else None
 
     def renamed(self, node: ast.AST, old: str, new: str) -> str:
-        """``node``'s text with every name ``old`` in it written ``new``."""
+        """``node``'s text (a node on one line) with every name ``old`` in it written ``new``."""
         raw = self.line(node.lineno).encode()
         spots = sorted((n.col_offset, n.end_col_offset) for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == old)
         out, at = b"", node.col_offset
@@ -139,21 +156,24 @@ class Source:
         return max(found, key=lambda a: a.lineno, default=None)
 
     def feeding(self, no: int, depth: int = 8) -> list[int]:
-        """Line ``no`` and the lines of the assignments whose names it uses, transitively (within
-        its function), nearest first."""
+        """The lines of the statement on line ``no`` and of the assignments whose names it uses,
+        transitively (within its function), nearest first; at most ``depth`` statements."""
         fn = self.function_at(no)
+        first = self.statement_lines(no)
         if fn is None:
-            return [no]
-        out, todo = [], [no]
-        while todo and len(out) < depth:
-            line = todo.pop(0)
-            if line in out:
+            return first
+        out: list[int] = []
+        todo, seen = [first], 0
+        while todo and seen < depth:
+            lines = todo.pop(0)
+            if lines[0] in out:
                 continue
-            out.append(line)
-            for name in sorted({n.id for n in self.on_line(line, ast.Name) if isinstance(n.ctx, ast.Load)}):
-                d = self.definition(fn, name, line)
-                if d is not None and d.lineno == d.end_lineno:
-                    todo.append(d.lineno)
+            seen += 1
+            out += lines
+            for name in sorted({n.id for n in self.starting_in(lines, ast.Name) if isinstance(n.ctx, ast.Load)}):
+                d = self.definition(fn, name, lines[0])
+                if d is not None:
+                    todo.append(list(range(d.lineno, d.end_lineno + 1)))
         return out
 
 
@@ -187,7 +207,7 @@ def loop_bound_edits(src: Source, loop_line: int, extent: int, size: int) -> lis
                 continue  # does not reach the end
             out.append(src.edit(stop, str(new_stop),
                                 f"the loop's last iteration must store up to {extent} (a store of {size} from the last value)"))  # fmt: skip
-    return [e for e in out if e is not None]
+    return list({e.after: e for e in reversed(out) if e is not None}.values())[::-1]  # NOTE: one per text, first kept
 
 
 def _const(node: ast.expr) -> int | None:

@@ -21,43 +21,48 @@ from __future__ import annotations
 import ast
 
 from tilescope.debug.triage.fix import Edit, Source, callee
+from tilescope.ir.nodes import CAST_MODES, REDUCE_OPS  # CAST_MODES: rint first, as torch rounds
 
-ROUND_MODES = ("rint", "round", "floor", "ceil", "trunc")  # rint first: to nearest, ties to even, as torch
 _MODE_WORDS = {"rint": "to nearest, ties to even, as torch", "round": "to nearest, ties away from zero",
                "floor": "toward -Inf", "ceil": "toward +Inf", "trunc": "toward zero"}  # fmt: skip
-REDUCTIONS = (("row_sum", "row_max", "row_min"), ("col_sum", "col_max"))
+REDUCTIONS = tuple(tuple(r for r in REDUCE_OPS if r.startswith(side)) for side in ("row_", "col_"))  # siblings
 _OPERATORS = {"add": ast.Add, "sub": ast.Sub, "mul": ast.Mult, "div": ast.Div}
 _SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 
 
-def cast_mode_edits(src: Source, line: int) -> list[Edit]:
-    """Each other rounding ``mode`` of the ``ts.cast`` calls on ``line``."""
+def cast_mode_edits(src: Source, lines: list[int]) -> list[Edit]:
+    """Each other rounding ``mode`` of the ``ts.cast`` calls on ``lines``."""
     out = []
-    for call in src.calls(line, "cast"):
+    for call in src.calls(lines, "cast"):
         kw = next((k for k in call.keywords if k.arg == "mode"), None)
         given = kw.value if kw is not None else (call.args[2] if len(call.args) > 2 else None)
-        now = given.value if isinstance(given, ast.Constant) else "rint"
-        for mode in ROUND_MODES:
+        if given is not None and not isinstance(given, ast.Constant):
+            continue  # NOTE: a mode the code computes is not a literal to change
+        now = given.value if given is not None else "rint"
+        last = max((*call.args, *(k.value for k in call.keywords)), key=lambda n: (n.end_lineno, n.end_col_offset),
+                   default=None)  # fmt: skip
+        for mode in CAST_MODES:
             if mode == now:
                 continue
             why = f"the cast rounds {_MODE_WORDS.get(now, now)} (mode={now!r}); the golden rounds {_MODE_WORDS[mode]}"
             if given is not None:
                 out.append(src.edit(given, f'"{mode}"', why))
-            else:  # NOTE: the default is rint: another mode is a keyword added before the closing parenthesis
-                end = call.end_col_offset - 1
-                out.append(src.splice(line, end, end, f', mode="{mode}"', why))
-    return [e for e in out if e is not None]
+            elif last is not None:  # NOTE: the default is rint: another mode is a keyword after the last argument
+                out.append(src.splice(last.end_lineno, last.end_col_offset, last.end_col_offset, f', mode="{mode}"', why))
+    return _unique(out)
 
 
-def loop_variable_edits(src: Source, line: int) -> list[Edit]:
-    """Every index on ``line`` (one dim of a slice, one offset of a load or store) that uses a
+def loop_variable_edits(src: Source, lines: list[int]) -> list[Edit]:
+    """Every index on ``lines`` (one dim of a slice, one offset of a load or store) that uses a
     loop variable, with that variable swapped for each other loop variable in scope."""
     out = []
-    for call in src.on_line(line, ast.Call):
+    for call in src.starting_in(lines, ast.Call):
         scope = src.loop_vars(call)
         if len(scope) < 2:
             continue
         for where, index in _indices(call):
+            if index.lineno != index.end_lineno:
+                continue
             used = [v for v in scope if any(isinstance(n, ast.Name) and n.id == v for n in ast.walk(index))]
             for v in used:
                 for w in scope:
@@ -81,50 +86,41 @@ def _indices(call: ast.Call) -> list[tuple[str, ast.expr]]:
     return out
 
 
-def sibling_op_edits(src: Source, line: int, op: str) -> list[Edit]:
-    """The op ``op`` on ``line`` replaced by each of its siblings (and, for ``-`` and ``/``, its
+def sibling_op_edits(src: Source, lines: list[int], op: str) -> list[Edit]:
+    """The op ``op`` on ``lines`` replaced by each of its siblings (and, for ``-`` and ``/``, its
     operands swapped)."""
     out: list[Edit | None] = []
     family = next((f for f in REDUCTIONS if op in f), None)
     if op in ("maximum", "minimum"):
         family = ("maximum", "minimum")
-    if family is not None:
-        for call in src.calls(line, op):
-            for other in family:
-                if other != op:
-                    func = call.func
-                    spot = func if isinstance(func, ast.Name) else None
-                    if isinstance(func, ast.Attribute):  # NOTE: `ts.row_max` -> `ts.row_sum`: only the name changes
-                        end = func.end_col_offset
-                        out.append(src.splice(line, end - len(func.attr), end, other, _sibling_why(op, other)))
-                    elif spot is not None:
-                        out.append(src.edit(spot, other, _sibling_why(op, other)))
+    for call in src.calls(lines, op) if family is not None else []:
+        func = call.func
+        for other in family:
+            if other != op:  # NOTE: `ts.row_max` -> `ts.row_sum`: only the name changes
+                end = func.end_col_offset
+                out.append(src.splice(func.end_lineno, end - len(op), end, other, _sibling_why(op, other)))
     kind = _OPERATORS.get(op)
-    if kind is not None:
-        for node in src.on_line(line, ast.BinOp):
-            if not isinstance(node.op, kind) or node.left.end_lineno != line or node.right.lineno != line:
-                continue
-            raw = src.line(line).encode()
-            gap = raw[node.left.end_col_offset : node.right.col_offset].decode()
-            at = node.left.end_col_offset + len(gap[: gap.index(_SYMBOLS[kind])].encode())
-            for other, symbol in _SYMBOLS.items():
-                if other is not kind:
-                    out.append(src.splice(line, at, at + 1, symbol, _sibling_why(_SYMBOLS[kind], symbol)))
-            if kind in (ast.Sub, ast.Div):
-                swapped = f"{_operand(src, node.right)} {_SYMBOLS[kind]} {_operand(src, node.left)}"
-                out.append(src.edit(node, swapped, f"the operands of {_SYMBOLS[kind]} are the other way round"))
+    for node in src.starting_in(lines, ast.BinOp) if kind is not None else []:
+        if not isinstance(node.op, kind) or node.left.end_lineno != node.right.lineno:
+            continue
+        line = node.right.lineno
+        gap = src.line(line).encode()[node.left.end_col_offset : node.right.col_offset].decode()
+        at = node.left.end_col_offset + len(gap[: gap.index(_SYMBOLS[kind])].encode())
+        for other, symbol in _SYMBOLS.items():
+            if other is not kind:
+                out.append(src.splice(line, at, at + 1, symbol, _sibling_why(_SYMBOLS[kind], symbol)))
+        if kind in (ast.Sub, ast.Div):
+            swapped = f"{_operand(src, node.right)} {_SYMBOLS[kind]} {_operand(src, node.left)}"
+            out.append(src.edit(node, swapped, f"the operands of {_SYMBOLS[kind]} are the other way round"))
     return _unique(out)
 
 
 def sibling_call_edits(src: Source, lines: list[int]) -> list[Edit]:
     """Every reduction and ``maximum``/``minimum`` call on ``lines`` replaced by each sibling (a
     NaN from the line after a running max that is a running min)."""
-    out = []
-    for line in lines:
-        for name in dict.fromkeys(callee(c) for c in src.on_line(line, ast.Call)):
-            if name in ("maximum", "minimum") or any(name in f for f in REDUCTIONS):
-                out += sibling_op_edits(src, line, name)
-    return _unique(out)
+    names = dict.fromkeys(callee(c) for c in src.starting_in(lines, ast.Call))
+    return _unique([e for name in names if name in ("maximum", "minimum") or name in REDUCE_OPS
+                    for e in sibling_op_edits(src, lines, name)])  # fmt: skip
 
 
 def _sibling_why(now: str, other: str) -> str:
@@ -135,11 +131,9 @@ def stable_exp_edits(src: Source, lines: list[int]) -> list[Edit]:
     """``exp(x)`` on ``lines`` as ``exp(x - row_max(x))`` (then ``col_max``): the shift a softmax
     does not see, and that keeps exp in range."""
     out = []
-    for line in lines:
-        fn = src.function_at(line)
-        for call in src.calls(line, "exp"):
-            if not call.args or _subtracts_max(src, fn, call.args[0], line):
-                continue
+    for call in src.calls(lines, "exp"):
+        fn = src.function_at(call.lineno)
+        if call.args and not _subtracts_max(src, fn, call.args[0], call.lineno):
             x = _operand(src, call.args[0])
             prefix = src.text_of(call.func)[: -len("exp")]
             for red in ("row_max", "col_max"):
@@ -165,26 +159,25 @@ def stable_variance_edits(src: Source, lines: list[int]) -> list[Edit]:
     """A variance by cancellation, ``sum(t * t) * c - m * m`` with ``m = sum(t) * c``, on
     ``lines``, as the mean of squared deviations ``sum((t - m) * (t - m)) * c``."""
     out = []
-    for line in lines:
-        fn = src.function_at(line)
-        for node in src.on_line(line, ast.BinOp):
-            if fn is None or not isinstance(node.op, ast.Sub):
-                continue
-            left = _scaled_sum(node.left)
-            square = left[1] if left else None
-            if not (isinstance(square, ast.BinOp) and isinstance(square.op, ast.Mult)
-                    and src.text_of(square.left) == src.text_of(square.right)):  # fmt: skip
-                continue
-            mean = _square_of(src, node.right)
-            if mean is None or not _is_mean_of(src, fn, mean, left[0], square.left, line):
-                continue
-            t, m = _operand(src, square.left), _operand(src, mean)
-            dev = f"({t} - {m}) * ({t} - {m})"
-            raw = src.line(line).encode()
-            text = (raw[node.left.col_offset : square.col_offset] + dev.encode()
-                    + raw[square.end_col_offset : node.left.end_col_offset]).decode()  # fmt: skip
-            out.append(src.edit(node, text, "E[x*x] - E[x]*E[x] cancels when the mean is large against the spread "
-                                            "(and can go negative): take the mean of the squared deviations instead"))  # fmt: skip
+    for node in src.starting_in(lines, ast.BinOp):
+        fn = src.function_at(node.lineno)
+        if fn is None or not isinstance(node.op, ast.Sub) or node.lineno != node.end_lineno:
+            continue
+        left = _scaled_sum(node.left)
+        square = left[1] if left else None
+        if not (isinstance(square, ast.BinOp) and isinstance(square.op, ast.Mult)
+                and src.text_of(square.left) == src.text_of(square.right)):  # fmt: skip
+            continue
+        mean = _square_of(src, node.right)
+        if mean is None or not _is_mean_of(src, fn, mean, left[0], square.left, node.lineno):
+            continue
+        t, m = _operand(src, square.left), _operand(src, mean)
+        dev = f"({t} - {m}) * ({t} - {m})"
+        raw = src.line(node.lineno).encode()
+        text = (raw[node.left.col_offset : square.col_offset] + dev.encode()
+                + raw[square.end_col_offset : node.left.end_col_offset]).decode()  # fmt: skip
+        out.append(src.edit(node, text, "E[x*x] - E[x]*E[x] cancels when the mean is large against the spread "
+                                        "(and can go negative): take the mean of the squared deviations instead"))  # fmt: skip
     return _unique(out)
 
 
@@ -211,7 +204,7 @@ def _is_mean_of(src: Source, fn: ast.FunctionDef, mean: ast.expr, reduction: str
     """``mean`` (a name, or an expression) is ``reduction(t)``, scaled."""
     if isinstance(mean, ast.Name):
         d = src.definition(fn, mean.id, line)
-        if d is None or d.lineno != d.end_lineno:
+        if d is None:
             return False
         mean = d.value
     found = _scaled_sum(mean)
