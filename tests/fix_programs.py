@@ -139,3 +139,30 @@ CHUNKED_COPY = [TensorSpec("x", [32, COLS], torch.float32), TensorSpec("y", [32,
 
 def chunked_copy_golden(t):
     t["y"][:] = t["x"] + 1.0
+
+
+# -- precision: a layernorm whose variance cancels (std 1 on a mean of 1000): it drifts, no NaN --
+
+
+@ts.kernel
+def layernorm_rows(x: ts.Tensor[[16, 256], ts.f32], y: ts.Out[[16, 256], ts.f32]):
+    t = ts.load(x, [0, 0], [16, 256])
+    mean = ts.row_sum(t) * (1.0 / 256)
+    var = ts.row_sum(t * t) * (1.0 / 256) - mean * mean  # the defect: cancellation
+    ts.store(y, [0, 0], (t - mean) * ts.rsqrt(var + 1e-5))
+
+
+@ts.jit
+def layernorm(x: ts.Tensor[[64, 256], ts.f32], y: ts.Out[[64, 256], ts.f32]):
+    for r in ts.range(0, 64, 16):
+        layernorm_rows(x[r : r + 16, :], y[r : r + 16, :])
+
+
+LAYERNORM = [
+    TensorSpec("x", [64, 256], torch.float32, init_value=lambda shape, dtype: 1000.0 + torch.randn(shape, dtype=dtype)),
+    TensorSpec("y", [64, 256], torch.float32, is_output=True),
+]
+
+
+def layernorm_golden(t):
+    t["y"][:] = torch.nn.functional.layer_norm(t["x"], [256], eps=1e-5)

@@ -230,9 +230,10 @@ def test_a_candidate_that_does_not_compile_is_listed_and_the_next_one_verifies(m
     rep = triage(work)  # the culprit: row_max at the probe's line
     real = fix_rules.sibling_op_edits
 
-    def with_a_broken_one(src, line, op):
+    def with_a_broken_one(src, lines, op):
+        line = lines[0]
         broken = Edit(src.file, line, src.line(line), src.line(line).replace("ts.row_max(t)", "ts.row_max(t, t)"), "x")
-        return [broken, *real(src, line, op)]
+        return [broken, *real(src, lines, op)]
 
     monkeypatch.setattr(fix_rules, "sibling_op_edits", with_a_broken_one)
     build = CompiledProgram.from_dir(work)
@@ -353,3 +354,34 @@ def test_two_proposals_in_one_process_keep_their_own_fixed_builds():
     kept = [propose(build, rep, inputs, golden, float("inf"))["comparison"].rpartition("the fixed build is ")[2]
             for _ in range(2)]  # fmt: skip
     assert kept[0] != kept[1] and all(Path(k).is_dir() for k in kept)
+
+
+def test_a_drifting_variance_by_cancellation_is_not_called_innocent_and_gets_the_stable_form():
+    rep = triage(saved(F.layernorm, F.LAYERNORM, F.layernorm_golden, rtol=1e-3, atol=1e-3), fix=True)
+    assert (rep.category, rep.verdict) == ("precision", "guilty")
+    assert "infinite error bound" in rep.summary
+    verified(rep.fix, F.layernorm_rows, "var = ",
+             "var = ts.row_sum((t - mean) * (t - mean)) * (1.0 / 256)  # the defect: cancellation")  # fmt: skip
+
+
+def test_a_model_script_without_a_main_guard_is_imported_without_running_again(tmp_path):
+    text = ("import sys\n\nimport torch\n\nimport tilescope as ts\nfrom tilescope.harness import TensorSpec, run_jit\n\n"
+            + NORMALIZE_SOURCE.split("\n", 1)[1]
+            + "\n\nRESULT = run_jit(normalize, NORMALIZE, golden_fn=normalize_golden, save_data=True)\n")
+    _, m = _module(tmp_path, "noguard", text)
+    work = m.RESULT.work_dir
+    builds = sorted(p.name for p in work.parent.iterdir())
+    fix = fixed(work)
+    assert fix["verified"] is True and fix["edit"]["after"].strip().startswith("total = ts.row_sum(t)")
+    assert sorted(p.name for p in work.parent.iterdir()) == builds  # the import ran no program
+
+
+def test_a_module_that_exits_when_imported_fails_its_candidate_and_the_verdict_stands(tmp_path):
+    text = ("import sys\n\nimport torch\n\nimport tilescope as ts\nfrom tilescope.harness import TensorSpec\n\n"
+            + NORMALIZE_SOURCE.split("\n", 1)[1]
+            + "\n\nif '_tilescope_fix_' in __name__:\n    sys.exit(2)  # as argparse does on arguments it does not know\n")  # fmt: skip
+    _, m = _module(tmp_path, "exits", text)
+    rep = triage(saved(m.normalize, m.NORMALIZE, m.normalize_golden), fix=True)
+    assert rep.category == "algorithm" and rep.culprit.op == "row_max"
+    assert rep.fix["verified"] is False
+    assert all(t["result"].startswith("SystemExit(2): the module exits when it is imported") for t in rep.fix["tried"])

@@ -92,3 +92,15 @@ def test_a_loop_bound_with_literal_numbers_gives_each_distinct_stop_once():
 def test_the_size_of_an_edit_is_the_characters_it_changes():
     assert Edit("f", 1, "ts.row_max(t)", "ts.row_sum(t)", "").size == 3
     assert Edit("f", 1, "range(0, W - 64, 64)", "range(0, W, 64)", "").size == 5
+
+
+def test_the_exps_of_one_value_on_one_line_are_shifted_together_first():
+    s = src("def k(t):\n    y = ts.exp(t) / ts.row_sum(ts.exp(t))\n")
+    got = afters(rules.stable_exp_edits(s, [2]))
+    assert got[0] == "y = ts.exp(t - ts.row_max(t)) / ts.row_sum(ts.exp(t - ts.row_max(t)))"
+    assert "y = ts.exp(t - ts.row_max(t)) / ts.row_sum(ts.exp(t))" in got
+
+
+def test_an_exp_wrapped_over_lines_is_still_shifted():
+    s = src("def k(t):\n    e = ts.exp(\n        t\n    )\n")
+    assert afters(rules.stable_exp_edits(s, s.statement_lines(2)))[0] == "t - ts.row_max(t)"

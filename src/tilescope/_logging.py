@@ -163,7 +163,7 @@ def configure(level: str | None = None) -> None:
 def level_kept() -> Iterator[None]:
     """Restore the tilescope log level on leaving the block: a tool's own runs (a fix's candidate,
     say) set the level they run at without changing the caller's."""
-    level = _LOGGER.level
+    level = _LOGGER.level or level_number(DEFAULT_LEVEL)  # NOTE: never configured: the level configure() gives
     try:
         yield
     finally:

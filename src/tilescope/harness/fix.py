@@ -22,6 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import ast
+import contextvars
 import importlib.util
 import os
 import re
@@ -83,7 +84,7 @@ def propose(build: Build, rep: LocalizeReport, inputs: dict[str, Any], golden: d
     itself is its ``why_none``: it never takes the triage's verdict with it."""
     try:
         return _propose(build, rep, inputs, golden, deadline)
-    except Exception as e:  # noqa: BLE001 - the verdict stands whatever a fix rule does
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the verdict stands whatever a fix rule does
         return no_fix(internal_error(e, "triage --fix"))
 
 
@@ -160,6 +161,9 @@ def _candidates(build: Build, rep: LocalizeReport, found: _Found) -> None:
                 if op in ("call", "load", "store"):
                     found.add(rules.loop_variable_edits(src, lines), target)
                 found.add(rules.sibling_op_edits(src, lines, op), target)
+                found.add(rules.sibling_call_edits(src, lines), target)
+    if not found.candidates and not found.why and not c.dsl_line and any("no budget left" in x for x in rep.limitations):
+        found.why = "the budget ran out before the culprit's line was known: run again with a larger --budget"
     if not found.candidates and not found.why:
         found.why = (f"no candidate edit for category {rep.category!r}"
                      + (f" at op {op}" if op else "") + (" (the culprit names no DSL line)" if not c.dsl_line else ""))  # fmt: skip
@@ -357,7 +361,7 @@ def _verify(build: Build, c: Candidate, inputs: dict[str, Any], golden: dict[str
             target.write_text(c.edit.apply(read_source(target)))
             compiled = CompiledProgram.from_dir(made)
         ok, text = _check_run(compiled, inputs, golden, rtol, atol, deadline)
-    except Exception as e:  # noqa: BLE001 - whatever a candidate does (its import, compile or run) fails it alone
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever a candidate does (its import, compile or run) fails it alone
         ok, text = False, _failed(e)
     if not ok:
         shutil.rmtree(folder, ignore_errors=True)
@@ -366,6 +370,9 @@ def _verify(build: Build, c: Candidate, inputs: dict[str, Any], golden: dict[str
 
 
 def _failed(e: BaseException) -> str:
+    if isinstance(e, SystemExit):
+        return (f"SystemExit({e.code}): the module exits when it is imported (its top-level code parses arguments "
+                "or exits); put a model script's run under `if __name__ == \"__main__\":`")  # fmt: skip
     first = str(e).splitlines()[0] if str(e) else ""
     return f"{type(e).__name__}: {first}"
 
@@ -429,7 +436,7 @@ def propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Comp
     this run would have had."""
     try:
         return _propose_for_compile_error(fn, e, data, rtol, atol, compile_cfg or {}, budget)
-    except Exception as err:  # noqa: BLE001 - the compile error stands whatever a fix rule does
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the compile error stands whatever a fix rule does
         return no_fix(internal_error(err, "--fix"))
 
 
@@ -455,7 +462,7 @@ def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Com
             compiled = _compiled_copy(edit, None, here, opts, name=fn.name)
             inputs, golden = data(compiled)
             ok, text = _check_run(compiled, inputs, golden, rtol, atol, deadline)
-        except Exception as err:  # noqa: BLE001 - whatever a candidate does fails it alone
+        except (Exception, SystemExit) as err:  # noqa: BLE001 - whatever a candidate does fails it alone
             ok, text = False, _failed(err)
         tried.append({**edit.as_dict(), "target": "dsl", "verified": ok, "result": text})
         if ok:
@@ -487,6 +494,15 @@ def _compare(got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], rtol
                   + ", ".join(f"{n} ({golden[n].numel()} elements)" for n in golden))  # fmt: skip
 
 
+_importing: contextvars.ContextVar[Path | None] = contextvars.ContextVar("tilescope_fix_importing", default=None)
+
+
+def candidate_import() -> Path | None:
+    """The copy of a module being imported to try a fix, while it is (``run_jit`` at a module's
+    top level runs nothing then)."""
+    return _importing.get()
+
+
 def _load_program(path: Path, home: Path, name: str, tag: str) -> JitFunction:
     """The ``@ts.jit`` program ``name`` of the module at ``path`` (imported under its own name,
     with ``home``, the original's directory, importable)."""
@@ -495,13 +511,15 @@ def _load_program(path: Path, home: Path, name: str, tag: str) -> JitFunction:
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(home))
+    token = _importing.set(path)
     try:
         spec.loader.exec_module(module)
     finally:
+        _importing.reset(token)
         sys.path.remove(str(home))
     found = [v for v in vars(module).values() if isinstance(v, JitFunction) and v.name == name]
     if not found:
-        raise ImportError(f"{path} has no @ts.jit program named {name!r}")
+        raise ImportError(f"{path} has no @ts.jit program named {name!r} at its top level")
     return found[0]
 
 
@@ -519,6 +537,7 @@ def _tolerance(build: CompiledProgram, rep: LocalizeReport, inputs: dict[str, An
     if not ok:
         return no_fix(f"precision is innocent (no kernel patch), but rtol={rtol:g}, atol={atol:g} does not pass: {text}")
     why = ("the error is rounding the program's dtypes allow, not a defect: no kernel patch; change the test "
-           "(this tolerance, or smaller input magnitudes)")  # fmt: skip
+           "(this tolerance, or smaller input magnitudes). It is the tightest that passes on these data: other "
+           "inputs round differently, so allow what the error bound in the evidence allows")  # fmt: skip
     return {"kind": "test", "edit": None, "test_change": {"rtol": rtol, "atol": atol, "why": why}, "verified": True,
             "comparison": text, "tried": [], "notes": []}  # fmt: skip

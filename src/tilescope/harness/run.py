@@ -42,7 +42,7 @@ from tilescope.harness.checks import (
 )
 from tilescope.harness.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.harness.data import load_snapshot, save_snapshot
-from tilescope.harness.fix import propose_for_compile_error
+from tilescope.harness.fix import candidate_import, propose_for_compile_error
 from tilescope.harness.specs import Spec, check_specs, check_specs_match, generate, outputs, seed_problem
 from tilescope.harness.triage import error_report
 from tilescope.harness.user_code import GoldenError, call_user, function_name
@@ -280,7 +280,12 @@ def run_jit(
     ``poison`` runs it twice poisoned (``result.poison``), ``shuffle=N`` N times on shuffled
     schedules (``result.shuffle``); ``fix`` (implies ``triage``) proposes an edit for the culprit
     and verifies it on this run's data (``tilescope triage --fix``; ``result.triage.fix``), a
-    program that does not compile included."""
+    program that does not compile included.
+
+    Called while ``--fix`` imports a copy of the module to try an edit (a model script without an
+    ``if __name__ == "__main__":`` guard), it runs nothing and returns a result that says so."""
+    if (copy := candidate_import()) is not None:
+        return RunResult(False, error=f"not run: {copy} is a copy of the module imported to try a fix")
     given_cfgs = {"runtime_cfg": runtime_cfg, "compile_cfg": compile_cfg}
     runtime_cfg = dict(runtime_cfg) if isinstance(runtime_cfg, Mapping) else {}
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())

@@ -203,6 +203,7 @@ class _Triage(Steps):
         except KeyboardInterrupt:
             proc.kill()
             proc.wait()
+            request.unlink(missing_ok=True)
             raise
         reader.join(timeout=5)
         request.unlink(missing_ok=True)

@@ -72,11 +72,14 @@ class PrecisionQuestions:
         rep.category = "precision"
         guilty = []
         worst = 0.0
+        unbounded = 0  # elements outside rtol/atol of the golden whose bound is infinite: not shown to be rounding
         for a in self.outputs:
             x, s = self.nearest[a.name], self.src.sim[a.name]
             bad = outside(s, x.v, x.e)
             if bool(bad.any()):
                 guilty.append((a.name, int(bad.sum()), s.numel()))
+            wrong = ~metrics.close(s, self.src.golden[a.name], self.src.rtol, self.src.atol)
+            unbounded += int((wrong & ~torch.isfinite(x.e)).sum())
             ratio = metrics.diffs(s, x.v)[0] / x.e.clamp_min(1e-300)
             finite = torch.isfinite(x.e)
             if bool(finite.any()):
@@ -85,6 +88,15 @@ class PrecisionQuestions:
         if guilty:
             rep.verdict = "guilty"
             self.blame_rounding(guilty)
+            return
+        if unbounded:
+            rep.verdict = "guilty"
+            rep.summary = (
+                f"sim agrees with the program, but {unbounded} element(s) outside rtol/atol of the golden have an "
+                "infinite error bound: the program's dtypes cannot tell them from their rounding (a cancellation, or "
+                "a division by a value they cannot tell from 0), so the mismatch is not shown to be rounding"
+            )
+            self.blame_unbounded()
             return
         rep.verdict = "innocent"
         rep.summary = (

@@ -129,17 +129,29 @@ def _sibling_why(now: str, other: str) -> str:
 
 def stable_exp_edits(src: Source, lines: list[int]) -> list[Edit]:
     """``exp(x)`` on ``lines`` as ``exp(x - row_max(x))`` (then ``col_max``): the shift a softmax
-    does not see, and that keeps exp in range."""
-    out = []
+    does not see, and that keeps exp in range. The exps of one ``x`` on one line are shifted
+    together (``exp(t) / row_sum(exp(t))``), then each alone."""
+    groups: dict[tuple[int, str], list[ast.Call]] = {}
     for call in src.calls(lines, "exp"):
-        fn = src.function_at(call.lineno)
-        if call.args and not _subtracts_max(src, fn, call.args[0], call.lineno):
-            x = _operand(src, call.args[0])
-            prefix = src.text_of(call.func)[: -len("exp")]
-            for red in ("row_max", "col_max"):
-                out.append(src.edit(call.args[0], f"{x} - {prefix}{red}({x})",
-                                    f"exp overflows for large inputs: subtract the {red.split('_')[0]} max first "
-                                    "(a ratio of exps is unchanged by the shift)"))  # fmt: skip
+        x = call.args[0] if call.args else None
+        if x is None or x.lineno != x.end_lineno or _subtracts_max(src, src.function_at(call.lineno), x, call.lineno):
+            continue
+        groups.setdefault((x.lineno, src.text_of(x)), []).append(call)
+    out: list[Edit | None] = []
+    for (line, _), calls in groups.items():
+        prefix = src.text_of(calls[0].func)[: -len("exp")]
+        x = _operand(src, calls[0].args[0])
+        for red in ("row_max", "col_max"):
+            why = (f"exp overflows for large inputs: subtract the {red.split('_')[0]} max first (a ratio of exps is "
+                   "unchanged by the shift)")  # fmt: skip
+            spots = sorted((c.args[0].col_offset, c.args[0].end_col_offset) for c in calls)
+            if len(spots) > 1:
+                raw, text, at = src.line(line).encode(), b"", 0
+                for a, b in spots:
+                    text += raw[at:a] + f"{x} - {prefix}{red}({x})".encode()
+                    at = b
+                out.append(src.splice(line, 0, len(raw), (text + raw[at:]).decode(), why))
+            out += [src.edit(c.args[0], f"{x} - {prefix}{red}({x})", why) for c in calls]
     return _unique(out)
 
 
