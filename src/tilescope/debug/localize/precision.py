@@ -89,29 +89,21 @@ class PrecisionQuestions:
             rep.verdict = "guilty"
             self.blame_rounding(guilty)
             return
-        if unbounded:
-            rep.verdict = "guilty"
-            rep.summary = (
-                f"sim agrees with the program, but {unbounded} element(s) outside rtol/atol of the golden have an "
-                "infinite error bound: the program's dtypes cannot tell them from their rounding (a cancellation, or "
-                "a division by a value they cannot tell from 0), so the mismatch is not shown to be rounding"
-            )
-            self.blame_unbounded()
-            return
         rep.verdict = "innocent"
         rep.summary = (
             "sim agrees with the program, and its error against float64 stays within what the program's dtypes "
             f"allow (at most {worst:.2g} of the bound): the mismatch is rounding, not a defect"
         )
-        self.propose_tolerance(worst)
+        self.propose_tolerance(worst, unbounded)
 
     def reduction_orders(self) -> None:
         """Evidence: how far other orders of the sums' adds are from float64."""
         args = self._args(lambda t: t.clone())
         self.rep.evidence += reduction_order_errors(self.program, self.build.args, args, self.exact)
 
-    def propose_tolerance(self, worst: float) -> None:
-        """The tightest tolerance the data justify, with the reason (or guilty, when none passes)."""
+    def propose_tolerance(self, worst: float, unbounded: int = 0) -> None:
+        """The tightest tolerance the data justify, with the reason (or guilty, when none passes, or
+        when ``unbounded`` elements outside rtol/atol have an infinite bound)."""
         rep = self.rep
         for a in self.outputs:
             x = self.exact[a.name]
@@ -127,6 +119,15 @@ class PrecisionQuestions:
                 "sim agrees with the program, but some outputs are Inf or NaN where the golden is finite, and the error "
                 "bound there is infinite: the program's dtypes cannot compute them (a division by a value they cannot "
                 "tell from 0, or a cancellation); no tolerance passes"
+            )
+            self.blame_unbounded()
+            return
+        if unbounded:
+            rep.verdict = "guilty"
+            rep.summary = (
+                f"sim agrees with the program, but {unbounded} element(s) outside rtol/atol of the golden have an "
+                "infinite error bound: the program's dtypes cannot tell them from their rounding (a cancellation, or "
+                "a division by a value they cannot tell from 0), so the mismatch is not shown to be rounding"
             )
             self.blame_unbounded()
             return
