@@ -166,3 +166,24 @@ LAYERNORM = [
 
 def layernorm_golden(t):
     t["y"][:] = torch.nn.functional.layer_norm(t["x"], [256], eps=1e-5)
+
+
+# -- uninitialized: an orchestration loop one block short (every kernel stores its whole region) --
+
+
+@ts.kernel
+def double_rows(x: ts.Tensor[[8, 32], ts.f32], y: ts.Out[[8, 32], ts.f32]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [8, 32]) * 2.0)
+
+
+@ts.jit
+def double_all(x: ts.Tensor[[32, 32], ts.f32], y: ts.Out[[32, 32], ts.f32]):
+    for r in ts.range(0, 32 - 8, 8):  # the defect: the blocks run to 32
+        double_rows(x[r : r + 8, :], y[r : r + 8, :])
+
+
+DOUBLE_ALL = [TensorSpec("x", [32, 32], torch.float32), TensorSpec("y", [32, 32], torch.float32, is_output=True)]
+
+
+def double_all_golden(t):
+    t["y"][:] = t["x"] * 2.0

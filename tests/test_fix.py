@@ -385,3 +385,9 @@ def test_a_module_that_exits_when_imported_fails_its_candidate_and_the_verdict_s
     assert rep.category == "algorithm" and rep.culprit.op == "row_max"
     assert rep.fix["verified"] is False
     assert all(t["result"].startswith("SystemExit(2): the module exits when it is imported") for t in rep.fix["tried"])
+
+
+def test_an_orchestration_loop_one_block_short_gets_its_bound():
+    rep = triage(saved(F.double_all, F.DOUBLE_ALL, F.double_all_golden), fix=True)
+    assert rep.category == "uninitialized"
+    verified(rep.fix, F.double_all, "for r in ts.range", "for r in ts.range(0, 32, 8):  # the defect: the blocks run to 32")

@@ -286,7 +286,7 @@ def _store_loop(build: Build, kernel: str | None, found: _Found) -> None:
     param unwritten (the compile's coverage finding)."""
     u = _finding(build, kernel) if kernel else None
     if u is None or not u.get("at"):
-        found.why = "the compile's coverage check named no store region for that kernel"
+        _orchestration_loops(build, found)
         return
     src, line, target = _dsl_at(build, kernel, u["at"], found)
     if src is None or line is None:
@@ -301,6 +301,20 @@ def _store_loop(build: Build, kernel: str | None, found: _Found) -> None:
         found.why = f"no loop around {u['at']} steps the store's offset in dim {dim}"
         return
     found.add(loop_bound_edits(src, loop_line, u["shape"][dim], size), target)
+
+
+def _orchestration_loops(build: Build, found: _Found) -> None:
+    """``uninitialized`` with every kernel storing its whole Out region: the orchestration's loops
+    may stop before the end of an output, so no task is given its last region."""
+    at = build.config.get("SOURCE")
+    src, line, target = _dsl_at(build, None, at if isinstance(at, str) else None, found)
+    fn = src.function_at(line) if src is not None and line is not None else None
+    if fn is None:
+        found.why = "every kernel stores its whole Out region, and the orchestration's source cannot be read"
+        return
+    found.add(rules.orchestration_loop_edits(src, fn), target)
+    if not found.candidates:
+        found.why = "every kernel stores its whole Out region, and no loop of the orchestration has a bound to extend"
 
 
 def _finding(build: Build, kernel: str) -> dict[str, Any] | None:

@@ -13,6 +13,8 @@ it) and returns the edits its evidence points to, in the order they are worth tr
 - ``stable_exp_edits``: ``exp(x)`` as ``exp(x - row_max(x))`` (exp overflow);
 - ``stable_variance_edits``: ``sum(t * t) * c - m * m`` as ``sum((t - m) * (t - m)) * c``
   (cancellation);
+- ``orchestration_loop_edits``: an orchestration loop one step longer (an output region no task
+  was given);
 - ``inout_edits``: an Out param that the kernel reads, declared ``InOut``.
 """
 
@@ -221,6 +223,25 @@ def _is_mean_of(src: Source, fn: ast.FunctionDef, mean: ast.expr, reduction: str
         mean = d.value
     found = _scaled_sum(mean)
     return found is not None and found[0] == reduction and src.text_of(found[1]) == src.text_of(t)
+
+
+def orchestration_loop_edits(src: Source, fn: ast.FunctionDef) -> list[Edit]:
+    """Each ``ts.range`` loop of the orchestration ``fn`` one step longer: its stop's offset dropped
+    (``R - B`` -> ``R``), or a literal stop moved by one literal step."""
+    out = []
+    for loop in (n for n in ast.walk(fn) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)):
+        call = loop.iter
+        if callee(call) != "range" or len(call.args) < 2:
+            continue
+        stop = call.args[1]
+        step = call.args[2] if len(call.args) > 2 else ast.Constant(1)
+        why = "the loop stops before the end of the output, so no task is given its last region: "
+        if isinstance(stop, ast.BinOp) and isinstance(stop.op, ast.Add | ast.Sub):
+            out.append(src.edit(stop, src.text_of(stop.left), why + "drop the offset"))
+        elif isinstance(stop, ast.Constant) and isinstance(step, ast.Constant) and isinstance(stop.value, int) and (
+                isinstance(step.value, int) and step.value > 0):  # fmt: skip
+            out.append(src.edit(stop, str(stop.value + step.value), why + "one more step"))
+    return _unique(out)
 
 
 def inout_edits(src: Source, kernel: str, param: str) -> list[Edit]:
