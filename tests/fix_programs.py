@@ -187,3 +187,15 @@ DOUBLE_ALL = [TensorSpec("x", [32, 32], torch.float32), TensorSpec("y", [32, 32]
 
 def double_all_golden(t):
     t["y"][:] = t["x"] * 2.0
+
+
+@ts.kernel
+def copy_chunks_to_192(x: ts.Tensor[[8, COLS], ts.f32], y: ts.Out[[8, COLS], ts.f32]):
+    for c in ts.range(0, 192, CHUNK):  # the defect: the chunks run to COLS
+        ts.store(y, [0, c], ts.load(x, [0, c], [8, CHUNK]) + 1.0)
+
+
+@ts.jit
+def chunked_copy_192(x: ts.Tensor[[32, COLS], ts.f32], y: ts.Out[[32, COLS], ts.f32]):
+    for r in ts.range(0, 32, 8):
+        copy_chunks_to_192(x[r : r + 8, :], y[r : r + 8, :])

@@ -391,3 +391,10 @@ def test_an_orchestration_loop_one_block_short_gets_its_bound():
     rep = triage(saved(F.double_all, F.DOUBLE_ALL, F.double_all_golden), fix=True)
     assert rep.category == "uninitialized"
     verified(rep.fix, F.double_all, "for r in ts.range", "for r in ts.range(0, 32, 8):  # the defect: the blocks run to 32")
+
+
+def test_a_literal_store_bound_with_a_named_step_gets_the_extent():
+    rep = triage(saved(F.chunked_copy_192, F.CHUNKED_COPY, F.chunked_copy_golden), fix=True)
+    assert rep.category == "uninitialized"
+    verified(rep.fix, F.copy_chunks_to_192, "for c in ts.range",
+             "for c in ts.range(0, 256, CHUNK):  # the defect: the chunks run to COLS")  # fmt: skip

@@ -58,7 +58,7 @@ from tilescope.debug.triage import fix_rules as rules
 from tilescope.debug.triage.fix import Edit, Source, loop_bound_edits
 from tilescope.errors import DSLError, TilescopeError
 from tilescope.harness.localize import internal_error
-from tilescope.ir.nodes import Store
+from tilescope.ir.nodes import Const, For, Store
 from tilescope.ir.traverse import walk_stmts
 from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
@@ -300,7 +300,23 @@ def _store_loop(build: Build, kernel: str | None, found: _Found) -> None:
     if loop_line is None:
         found.why = f"no loop around {u['at']} steps the store's offset in dim {dim}"
         return
-    found.add(loop_bound_edits(src, loop_line, u["shape"][dim], size), target)
+    found.add(loop_bound_edits(src, loop_line, u["shape"][dim], size, _loop_consts(build, u["kernel"], loop_line)), target)
+
+
+def _loop_consts(build: Build, kernel: str, loop_line: int) -> tuple[int, int] | None:
+    """``(start, step)`` of kernel ``kernel``'s loop on DSL line ``loop_line``, as the IR has them
+    folded (a step written as a name), from the C++ line that marks it; None when not constant."""
+    b = Build(build.work_dir)
+    try:
+        sites, _ = kernel_sites(b, b.program().kernel(kernel))
+    except (KeyError, OSError, TilescopeError):
+        return None
+    for site in sites.values():
+        stmt = site.stmt
+        if isinstance(stmt, For) and site.dsl_line and site.dsl_line.rpartition(":")[2] == str(loop_line):
+            if isinstance(stmt.start, Const) and isinstance(stmt.step, Const):
+                return int(stmt.start.value), int(stmt.step.value)
+    return None
 
 
 def _orchestration_loops(build: Build, found: _Found) -> None:

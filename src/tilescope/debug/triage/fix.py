@@ -185,11 +185,12 @@ def callee(call: ast.Call) -> str:
     return f.id if isinstance(f, ast.Name) else ""
 
 
-def loop_bound_edits(src: Source, loop_line: int, extent: int, size: int) -> list[Edit]:
+def loop_bound_edits(src: Source, loop_line: int, extent: int, size: int,
+                     known: tuple[int, int] | None = None) -> list[Edit]:  # fmt: skip
     """Edits of the ``ts.range(start, stop, step)`` on ``loop_line`` whose iterations reach
     ``extent`` with a store of ``size`` elements: the stop's ``± offset`` dropped, then (for a
-    literal start and step) the stop set to ``extent`` when the steps land on it, then the
-    smallest stop that covers it."""
+    literal start and step, or ``known`` ``(start, step)`` from the IR) the stop set to ``extent``
+    when the steps land on it, else one step past the last start that reaches it."""
     loops = [n for n in src.on_line(loop_line, ast.Call) if callee(n) == "range" and isinstance(src.parents.get(n), ast.For)]
     if not loops or len(loops[0].args) < 2:
         return []
@@ -201,8 +202,10 @@ def loop_bound_edits(src: Source, loop_line: int, extent: int, size: int) -> lis
         out.append(src.edit(stop, src.text_of(stop.left),
                             f"the loop stops short of the end of its Out param (extent {extent}): drop the offset"))  # fmt: skip
     first, stride = _const(start), _const(call.args[2]) if len(call.args) > 2 else 1
+    if (first is None or stride is None) and known is not None:
+        first, stride = known
     if first is not None and stride is not None and stride > 0:  # NOTE: the numbers need a literal start and step
-        for new_stop in dict.fromkeys((extent, extent - size + stride, extent - size + 1)):
+        for new_stop in dict.fromkeys((extent, extent - size + stride)):
             if new_stop <= first or (new_stop - 1 - first) // stride * stride + first + size < extent:
                 continue  # does not reach the end
             out.append(src.edit(stop, str(new_stop),
