@@ -333,3 +333,25 @@ def test_a_scalar_data_file_holding_several_values_is_bad_input(tmp_path):
     assert data["category"] == "bad_input" and "n.pt: shape [3], expected []" in data["summary"]
 
 
+
+
+@ts.kernel
+def log_scaled(x: ts.Tensor[[8, 16], ts.f32], y: ts.Out[[8, 16], ts.f32]):
+    t = ts.load(x, [0, 0], [8, 16])
+    ts.store(y, [0, 0], ts.log(t - 1.0) * 2.0)  # the bug (meant t + 1.0): the log makes NaN, the mul carries it
+
+
+@ts.jit
+def log_scaled_rows(x: ts.Tensor[[16, 16], ts.f32], y: ts.Out[[16, 16], ts.f32]):
+    for r in ts.range(0, 16, 8):
+        log_scaled(x[r : r + 8, :], y[r : r + 8, :])
+
+
+def test_a_nan_made_inside_a_statement_names_the_op_that_made_it_not_the_outermost(tmp_path):
+    prog = log_scaled_rows.compile(build_dir=str(tmp_path))
+    x = torch.rand(16, 16) + 0.5
+    work = with_data(prog, {"x": x, "y": torch.zeros(16, 16)}, {"y": torch.log(x + 1.0) * 2.0})
+    data = triaged(work)
+    c = data["culprit"]
+    assert (data["category"], c["kernel"], c["op"]) == ("nan", "log_scaled", "log")
+    assert c["dsl_line"].endswith(f":{line_of(log_scaled, 'ts.log(t - 1.0) * 2.0')}")

@@ -32,6 +32,7 @@ from tilescope.build.state import source_hashes
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.localize.analyze import Inputs, analyze
 from tilescope.debug.localize.html import write_html
+from tilescope.debug.localize.nan_origin import nonfinite_origin
 from tilescope.debug.localize.ops import expr_op, op_name
 from tilescope.debug.localize.probe_build import compile_probe_build, instrument
 from tilescope.debug.localize.report import LocalizeReport, write_report
@@ -144,11 +145,24 @@ def nan_op(build: CompiledProgram, inputs: dict[str, Any], task_id: int) -> tupl
         # NOTE: a store of a value computed in place (store(y, cast(t))) made it in that value's op
         op = expr_op(site.stmt.value) if isinstance(site.stmt, Store) and not isinstance(site.stmt.value, Var) else (
             op_name(site.stmt))  # fmt: skip
+        inner = _inner_op(kernel, task, build, site.stmt)
+        if inner is not None and inner != op:
+            op = inner  # NOTE: `log(t + 1.0) * s`: the log made the NaN, the mul only carried it
         return op, site.dsl_line, site.cpp, (
             f"replaying task {task_id} on a probe build of kernel {kernel.name}, the first statement whose tile holds "
             f"NaN/Inf is {site.dsl_line or site.cpp} (`{site.text}`): {bad} of {tile.numel()} elements"
         )
     return None
+
+
+def _inner_op(kernel, task: CapturedTask, build: CompiledProgram, stmt) -> str | None:
+    """The innermost op of ``stmt`` that makes the NaN/Inf, from the task run again on the
+    reference interpreter (None when it is not that statement's, or cannot be told)."""
+    try:
+        found = nonfinite_origin(kernel, task.arguments(build.kernel_params(task.func_id)))
+    except (TilescopeError, RuntimeError, KeyError, TypeError, ValueError, IndexError):
+        return None
+    return expr_op(found[1]) if found is not None and found[0] is stmt else None
 
 
 def localize(
