@@ -257,7 +257,9 @@ def test_a_candidate_that_hangs_is_stopped_within_the_budget(monkeypatch):
     lines = (work / cpp).read_text().splitlines()
     no = next(i for i, line in enumerate(lines, 1) if "row_max(" in line)
     spin = harness_fix.Edit(cpp, no, lines[no - 1], "for (volatile long i = 0; ; i = i + 1) {} " + lines[no - 1], "spins")
-    monkeypatch.setattr(harness_fix, "_restored_cpp", lambda build, cpp_line: [spin])
+    from tilescope.harness import fix_candidates
+
+    monkeypatch.setattr(fix_candidates, "restored_cpp", lambda build, cpp_line: [spin])
     build = CompiledProgram.from_dir(work)
     inputs, golden = load_snapshot(work / "data", list(build.args))
     t0 = time.perf_counter()
@@ -398,3 +400,16 @@ def test_a_literal_store_bound_with_a_named_step_gets_the_extent():
     assert rep.category == "uninitialized"
     verified(rep.fix, F.copy_chunks_to_192, "for c in ts.range",
              "for c in ts.range(0, 256, CHUNK):  # the defect: the chunks run to COLS")  # fmt: skip
+
+
+def test_a_program_built_inside_a_function_gets_its_edit_on_the_ir_dump(tmp_path):
+    body = NORMALIZE_SOURCE.split("\n", 1)[1]
+    inner = "\n".join("    " + line if line.strip() else line for line in body.splitlines())
+    text = ("import torch\n\nimport tilescope as ts\nfrom tilescope.harness import TensorSpec\n\n\ndef make():\n" + inner
+            + "\n    return normalize, NORMALIZE, normalize_golden\n")  # fmt: skip
+    _, m = _module(tmp_path, "builder", text)
+    fix = fixed(saved(*m.make()))
+    assert fix["verified"] is True and fix["kind"] == "build"
+    assert fix["edit"]["file"] == "ir/normalize.py" and fix["edit"]["after"].strip() == "total = ts.row_sum(t)"
+    assert fix["tried"][0]["target"] == "dsl" and "has no @ts.jit program named 'normalize'" in fix["tried"][0]["result"]
+    assert any("built inside a function" in n for n in fix["notes"])
