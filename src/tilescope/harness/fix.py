@@ -149,17 +149,16 @@ def _compile_options(build: Build) -> dict[str, Any]:
     return opts
 
 
-def _compiled_copy(edit: Edit, build: Build | None, folder: Path, opts: dict[str, Any], name: str = "",
-                   build_dir: Path | None = None) -> CompiledProgram:  # fmt: skip
-    """The program (``build``'s, or ``name``) compiled from a copy, in ``folder``, of its DSL file
-    with ``edit`` made, into ``build_dir`` (default: ``folder``); checked to take the arguments
-    ``build`` takes."""
+def _compiled_copy(edit: Edit, build: Build | None, folder: Path, opts: dict[str, Any],
+                   name: str = "") -> CompiledProgram:  # fmt: skip
+    """The program (``build``'s, or ``name``) compiled into ``folder`` from a copy there of its
+    DSL file with ``edit`` made; checked to take the arguments ``build`` takes."""
     source = Path(edit.file)
     folder.mkdir(parents=True, exist_ok=True)
     copy = folder / source.name
     atomic_write(copy, edit.apply(read_source(source)))
     jit = _load_program(copy, source.parent, build.name if build is not None else name, f"{folder.parent.name}_{folder.name}")
-    compiled = jit.compile(build_dir=str(build_dir or folder), **opts)
+    compiled = jit.compile(build_dir=str(folder), **opts)
     if build is not None:
         want = [(a.name, a.direction, a.shape, a.dtype) for a in build.args]
         got = [(a.name, a.direction, a.shape, a.dtype) for a in compiled.args]

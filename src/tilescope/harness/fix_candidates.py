@@ -162,7 +162,7 @@ def _built_from(build: Build, path: str) -> tuple[Path | None, str | None]:
     for a build that did not record it). A relative path was relative to the directory of the
     compile: it is matched against the absolute paths the build recorded, never looked up from
     wherever this process runs."""
-    recorded = _report(build).get("dsl_sources")
+    recorded = load_report(build.work_dir).get("dsl_sources")
     if isinstance(recorded, dict) and recorded:
         want = Path(path).parts
         match = next((Path(f) for f in recorded if Path(f).parts[-len(want):] == want), None)
@@ -269,13 +269,10 @@ def _orchestration_loops(build: Build, found: Found) -> None:
 
 
 def _finding(build: Build, kernel: str) -> dict[str, Any] | None:
-    found = _report(build).get("unwritten")
+    found = load_report(build.work_dir).get("unwritten")
     return next((u for u in found if isinstance(u, dict) and u.get("kernel") == kernel), None) if isinstance(
         found, list) else None  # fmt: skip
 
-
-def _report(build: Build) -> dict[str, Any]:
-    return load_report(build.work_dir)
 
 
 def _gap_dim(build: Build, found: dict[str, Any]) -> tuple[int | None, int]:

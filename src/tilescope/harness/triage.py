@@ -133,9 +133,7 @@ class _Triage(Steps):
             build = self.build or Build(self.work)
             if not self.inputs:
                 data = Path(self.rep.data or self.golden_data or self.work / DATA_DIR)
-                meta = load_meta(data, given=[k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None])
-                self.rep.rtol = float(meta.get("rtol", 1e-5) if rtol is None else rtol)
-                self.rep.atol = float(meta.get("atol", 1e-5) if atol is None else atol)
+                self.tolerances(data, rtol, atol)
                 self.inputs, self.golden = load_snapshot(data, list(build.args))
         except (TilescopeError, OSError) as e:
             self.rep.fix = no_fix(f"the build's data cannot be loaded to verify a fix: {str(e).splitlines()[0]}")
@@ -276,6 +274,12 @@ class _Triage(Steps):
         self.rep.program = self.build.name
         return True
 
+    def tolerances(self, data: Path, rtol: float | None, atol: float | None) -> None:
+        """The report's rtol/atol: as given, else as the data were saved with (else 1e-5)."""
+        meta = load_meta(data, given=[k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None])
+        self.rep.rtol = float(meta.get("rtol", 1e-5) if rtol is None else rtol)
+        self.rep.atol = float(meta.get("atol", 1e-5) if atol is None else atol)
+
     def data(self, rtol, atol) -> dict[str, torch.Tensor] | None:
         data = Path(self.golden_data) if self.golden_data is not None else self.work / DATA_DIR
         if self.golden_data is None and not (data / "in").is_dir():
@@ -288,9 +292,7 @@ class _Triage(Steps):
             raise TriageError(f"--golden-data {data}: no such data directory (a data directory holds in/ and out/)")
         self.rep.data = str(data)
         try:
-            meta = load_meta(data, given=[k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None])
-            self.rep.rtol = float(meta.get("rtol", 1e-5) if rtol is None else rtol)
-            self.rep.atol = float(meta.get("atol", 1e-5) if atol is None else atol)
+            self.tolerances(data, rtol, atol)
             check_tolerances(self.rep.rtol, self.rep.atol)
             self.inputs, golden = self.step("load the data", lambda: load_snapshot(data, list(self.build.args)))
             self.golden = golden
