@@ -37,7 +37,8 @@ CPP_RESERVED = frozenset(
     eq ne lt le gt ge logical_and logical_or logical_not floordiv floormod scalar_arg Tile TensorView
     RoundMode int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t INT64_C ts_arg
     kernel_entry orchestration_entry bf16 f16 select convert probe probe_box probe_sink ProbeSink
-    ts_probe_install""".split()
+    ts_probe_install erf exp2 log2 reciprocal gelu gelu_tanh pow row_mean col_mean col_min iota slice
+    load_valid store_valid load_rows check_bound negative_bound_message""".split()
 )
 
 _CPP_BINOPS = {"add": ("+", 6), "sub": ("-", 6), "mul": ("*", 7), "div": ("/", 7)}

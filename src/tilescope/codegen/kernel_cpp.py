@@ -30,7 +30,7 @@ from tilescope.codegen.cpp_common import (
     value_type,
 )
 from tilescope.errors import SourceLoc
-from tilescope.ir.analysis import kernel_core, uses
+from tilescope.ir.analysis import bound_text, kernel_core, runtime_bounds, uses
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
@@ -39,24 +39,29 @@ from tilescope.ir.nodes import (
     Expr,
     For,
     Full,
+    Iota,
     Kernel,
     Load,
+    LoadRows,
     MatMul,
     Probe,
     Reduce,
     Stmt,
     Store,
+    TileSlice,
     Transpose,
     UnOp,
     Var,
     Where,
 )
+from tilescope.ir.printer import dropped_dim
 from tilescope.ir.traverse import walk_stmts
 from tilescope.ir.types import Direction
 
 _TILE_FN = {
     "maximum": "maximum",
     "minimum": "minimum",
+    "pow": "pow",
     "logical_and": "logical_and",
     "logical_or": "logical_or",
 }
@@ -104,12 +109,27 @@ class _KernelEmitter(ExprEmitter):
                 return f"{fn}({self.emit(a, sub)}, {self.emit(b, sub)})"
             case UnOp(op=op, operand=a):
                 return f"{op}({self.emit(a)})"
-            case Load(tensor=t, offsets=offs, type=tt):
+            case Load(tensor=t, offsets=offs, valid=valid, fill=fill, type=tt):
                 r, c = tile_dims(tt)
                 args = f"{self.name(t.name)}, {{{', '.join(self.emit(o) for o in offs)}}}"
-                if self.sites is not None:
-                    args += f", {self.sites.add('load', t.name, e.loc)}"
-                return f"load<{r}, {c}>({args})"
+                fn = "load"
+                if valid:
+                    fn = "load_valid"
+                    args += f", {self.valid(valid)}, {self.emit(fill, tt.dtype)}"
+                return f"{fn}<{r}, {c}>({args}{self.site('load', t.name, e.loc)})"
+            case LoadRows(tensor=t, rows=rows, col=col, valid=valid, fill=fill, type=tt):
+                args = f"{self.name(t.name)}, {self.emit(rows)}, {self.emit(col)}"
+                if valid is not None:
+                    args += f", {self.emit(valid)}, {self.emit(fill, tt.dtype)}"
+                return f"load_rows<{tt.shape[1]}>({args}{self.site('load_rows', t.name, e.loc)})"
+            case Iota(dim=d, type=tt):
+                r, c = tile_dims(tt)
+                return f"iota<{tt.dtype.cpp}, {r}, {c}, {1 if len(tt.shape) == 1 else d}>()"
+            case TileSlice(value=v, starts=starts, sizes=sizes, type=tt):
+                (r0, c0), (r, c) = ((0, *starts), (1, *sizes)) if len(starts) == 1 else (starts, sizes)
+                text = f"slice<{r0}, {c0}, {r}, {c}>({self.emit(v)})"
+                # a column taken as a 1-D tile is a row in C++ (1-D tiles are 1 x N)
+                return f"transpose({text})" if dropped_dim(sizes, tt.shape) == 1 else text
             case Full(value=v, type=tt):
                 r, c = tile_dims(tt)
                 return f"full<{tt.dtype.cpp}, {r}, {c}>({self.emit(v, tt.dtype)})"
@@ -120,13 +140,27 @@ class _KernelEmitter(ExprEmitter):
                 return f"{op}({self.emit(v)})"
             case MatMul(lhs=a, rhs=b, acc=c):
                 extra = "" if c is None else f", {self.emit(c)}"
-                return f"matmul({self.emit(a)}, {self.emit(b)}{extra})"
+                return f"matmul({self.matmul_operands(e)}{extra})"
             case Transpose(value=v):
                 return f"transpose({self.emit(v)})"
             case Where(cond=c, lhs=a, rhs=b):
                 d = e.type.dtype
                 return f"where({self.emit(c)}, {self.emit(a, d)}, {self.emit(b, d)})"
         raise TypeError(f"cannot emit {type(e).__name__} in a kernel")
+
+    def matmul_operands(self, e: MatMul) -> str:
+        """``a, b`` of a matmul, each wrapped in ``transpose()`` when the op transposes it."""
+        a, b = self.emit(e.lhs), self.emit(e.rhs)
+        return f"{f'transpose({a})' if e.transpose_a else a}, {f'transpose({b})' if e.transpose_b else b}"
+
+    def valid(self, valid: tuple[Expr, ...]) -> str:
+        """The ``{rows, cols}`` valid counts of a load/store (a 1-D tile's one row: ``{1, n}``)."""
+        counts = [self.emit(v) for v in valid]
+        return f"{{{', '.join(['1', *counts] if len(counts) == 1 else counts)}}}"
+
+    def site(self, op: str, tensor: str, loc: SourceLoc | None) -> str:
+        """``, ::check_sites[i]`` in a checked build (the op's entry), else nothing."""
+        return "" if self.sites is None else f", {self.sites.add(op, tensor, loc)}"
 
 
 def _zeros(e: Full) -> bool:
@@ -189,6 +223,7 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
             where = marker(p.loc).replace("  // @", " @")
             lines.append(f"    {view:<44}// {p.direction.value} {list(p.type.shape)}{where}")
     declared: list[set[str]] = [set()]
+    loop_vars: set[str] = set()
 
     def stmt(s: Stmt, ind: str) -> None:
         m = marker(s.loc)
@@ -196,7 +231,7 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
             case Assign(target=t, value=v):
                 name = name_of(t)
                 if _accumulates_in_place(t, v):
-                    lines.append(f"{ind}matmul_acc({name}, {em.emit(v.lhs)}, {em.emit(v.rhs)});{m}")
+                    lines.append(f"{ind}matmul_acc({name}, {em.matmul_operands(v)});{m}")
                     return
                 if isinstance(v, Full) and _zeros(v):
                     r, c = tile_dims(v.type)
@@ -208,21 +243,26 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
                 else:
                     declared[-1].add(t)
                     lines.append(f"{ind}{value_type(v.type)} {name} = {rhs};{m}")
-            case Store(tensor=t, offsets=offs, value=v):
+            case Store(tensor=t, offsets=offs, value=v, valid=valid):
                 args = f"{name_of(t.name)}, {{{', '.join(em.emit(o) for o in offs)}}}, {em.emit(v)}"
-                if sites is not None:
-                    args += f", {sites.add('store', t.name, s.loc)}"
-                lines.append(f"{ind}store({args});{m}")
+                fn = "store_valid" if valid else "store"
+                if valid:
+                    args += f", {em.valid(valid)}"
+                lines.append(f"{ind}{fn}({args}{em.site('store', t.name, s.loc)});{m}")
             case Probe(value=v, name=n):
                 lines.append(f"{ind}probe(probe_sink, {probe_ids[id(s)]} /* {n} */, {em.emit(v)});{m}")
             case For(var=v, start=a, stop=b, step=c, body=body):
                 var = name_of(v)
+                for which, e in runtime_bounds(s, loop_vars):
+                    lines.append(f"{ind}check_bound({em.emit(e)}, {string_literal(bound_text(s, which, e))});{m}")
                 lines.append(
                     f"{ind}for (int64_t {var} = {em.emit(a)}; {var} < {em.emit(b)}; {var} += {em.emit(c)}) {{{m}"
                 )
                 declared.append({v})
+                loop_vars.add(v)
                 for x in body:
                     stmt(x, ind + "    ")
+                loop_vars.discard(v)
                 declared.pop()
                 lines.append(f"{ind}}}")
             case _:

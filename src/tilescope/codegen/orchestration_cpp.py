@@ -25,7 +25,7 @@ from tilescope.codegen.cpp_common import (
     marker,
     string_literal,
 )
-from tilescope.ir.analysis import stmt_uses
+from tilescope.ir.analysis import bound_text, runtime_bounds, stmt_uses
 from tilescope.ir.nodes import (
     Assign,
     CreateTensor,
@@ -119,6 +119,7 @@ def orchestration_cpp(p: Program) -> str:
             lines.append(f"    ts::TensorHandle {name} = orch.tensor_arg({i});{marker(prm.loc)}")
     kernels = {k.name: k for k in p.kernels}
     seen: list[set[str]] = [set()]
+    loop_vars: set[str] = set()
 
     def declare(name: str, ctype: str) -> str:
         """``ctype `` at a variable's first assignment in scope, else nothing."""
@@ -178,10 +179,16 @@ def orchestration_cpp(p: Program) -> str:
                 lines.append(f"{ind}orch.dump_tag({em.emit(t)});{m}")
             case For(var=v, start=a, stop=b, step=c, body=body):
                 var = name_of(v)
+                for which, e in runtime_bounds(s, loop_vars):
+                    value = em.emit(e)
+                    label = string_literal(bound_text(s, which, e))
+                    lines.append(f"{ind}if ({value} < 0) orch.fail(ts::negative_bound_message({value}, {label}));{m}")
                 lines.append(
                     f"{ind}for (int64_t {var} = {em.emit(a)}; {var} < {em.emit(b)}; {var} += {em.emit(c)}) {{{m}"
                 )
+                loop_vars.add(v)
                 nested(body, ind, v)
+                loop_vars.discard(v)
                 lines.append(f"{ind}}}")
             case If(cond=c, then=a, orelse=b):
                 lines.append(f"{ind}if ({em.emit(c)}) {{{m}")

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilescope.errors import SourceLoc
-from tilescope.ir.nodes import Assign, Expr, For, Kernel, MatMul, Stmt, Var
+from tilescope.ir.nodes import Assign, Const, Expr, For, Kernel, MatMul, Stmt, Var
+from tilescope.ir.printer import expr_str
 from tilescope.ir.traverse import Roots, child_exprs, stmt_bodies, walk_exprs
 from tilescope.ir.types import TileType
 
@@ -126,3 +127,22 @@ def local_memory_peak(kernel: Kernel) -> MemoryPeak:
 
     live_before(kernel.body, set(), visit)
     return best
+
+
+def runtime_bounds(loop: For, loop_vars: set[str]) -> list[tuple[str, Expr]]:
+    """The bounds of ``loop`` known only at run time, which generated code and the interpreter
+    check are not negative: ``("start", e)`` / ``("stop", e)`` for each one that reads a variable
+    other than an enclosing loop's (``loop_vars``): a scalar parameter, a value computed or read
+    at run time."""
+    out = []
+    for which, e in (("start", loop.start), ("stop", loop.stop)):
+        if not isinstance(e, Const) and not uses(e) <= loop_vars:
+            out.append((which, e))
+    return out
+
+
+def bound_text(loop: For, which: str, e: Expr) -> str:
+    """What a negative-bound error names: ``ts.range(0, n, 64) at m.py:12: stop n``."""
+    where = f" at {loop.loc}" if loop.loc else ""
+    head = f"ts.range({expr_str(loop.start)}, {expr_str(loop.stop)}, {expr_str(loop.step)})"
+    return f"{head}{where}: {which} {expr_str(e)}"

@@ -45,11 +45,28 @@ class Var:
     loc: SourceLoc | None = _LOC
 
 
-BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum")
+BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum", "pow")
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 LOGICAL_OPS = ("logical_and", "logical_or")
-UNARY_OPS = ("neg", "exp", "log", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "silu", "logical_not")
-REDUCE_OPS = ("row_sum", "row_max", "row_min", "col_sum", "col_max")
+UNARY_OPS = (
+    "neg",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "tanh",
+    "sigmoid",
+    "silu",
+    "logical_not",
+    "erf",
+    "exp2",
+    "log2",
+    "reciprocal",
+    "gelu",  # torch's exact (erf) form
+    "gelu_tanh",  # torch's approximate="tanh" form
+)
+REDUCE_OPS = ("row_sum", "row_max", "row_min", "row_mean", "col_sum", "col_max", "col_min", "col_mean")
 CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
 
 
@@ -76,10 +93,51 @@ class UnOp:
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    """Read a tile from a tensor param: ``ts.load(tensor, offsets, sizes)``."""
+    """Read a tile from a tensor param: ``ts.load(tensor, offsets, sizes, valid=, fill=)``.
+
+    ``valid`` (empty: the whole tile) gives one run-time count per tile dim: only the elements
+    below them are read, the others take ``fill`` and touch no memory."""
 
     tensor: Var
     offsets: tuple[Expr, ...]
+    sizes: tuple[int, ...]
+    valid: tuple[Expr, ...]
+    fill: Expr | None
+    type: TileType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRows:
+    """``ts.load_rows(tensor, rows, cols, valid=, fill=)``: a gather of a 2-D tensor param's rows
+    named by the integer tile ``rows`` (``[N]``, ``[N, 1]`` or ``[1, N]``), columns
+    ``[col, col + type.shape[1])``; rows at or past ``valid`` (None: all) take ``fill``."""
+
+    tensor: Var
+    rows: Expr
+    col: Expr
+    valid: Expr | None
+    fill: Expr | None
+    type: TileType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class Iota:
+    """``ts.iota(shape, dtype, dim)``: each element's index along ``dim`` (0 or 1 of a 2-D tile)."""
+
+    dim: int
+    type: TileType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
+class TileSlice:
+    """``t[r0:r1, c0:c1]``: the static sub-tile of ``value`` starting at ``starts`` (one per
+    dim of ``value``) with ``type.shape``; an integer index drops its dim (numpy)."""
+
+    value: Expr
+    starts: tuple[int, ...]
     sizes: tuple[int, ...]
     type: TileType
     loc: SourceLoc | None = _LOC
@@ -116,11 +174,14 @@ class Reduce:
 
 @dataclass(frozen=True, slots=True)
 class MatMul:
-    """``ts.matmul(lhs, rhs, acc=None)``: fp32-accumulated ``lhs @ rhs`` (+ ``acc``)."""
+    """``ts.matmul(lhs, rhs, acc=None, transpose_a=False, transpose_b=False)``: ``lhs @ rhs``
+    (either operand transposed first) + ``acc``, accumulated in f32 (i32 for int8 inputs)."""
 
     lhs: Expr
     rhs: Expr
     acc: Expr | None
+    transpose_a: bool
+    transpose_b: bool
     type: TileType
     loc: SourceLoc | None = _LOC
 
@@ -204,6 +265,9 @@ Expr = (
     | BinOp
     | UnOp
     | Load
+    | LoadRows
+    | Iota
+    | TileSlice
     | Full
     | Cast
     | Reduce
@@ -232,11 +296,13 @@ class Assign:
 
 @dataclass(frozen=True, slots=True)
 class Store:
-    """``ts.store(tensor, offsets, value)``: write a tile into an Out/InOut tensor param."""
+    """``ts.store(tensor, offsets, value, valid=)``: write a tile into an Out/InOut tensor param
+    (only the elements below the run-time counts ``valid``, one per tile dim, when given)."""
 
     tensor: Var
     offsets: tuple[Expr, ...]
     value: Expr
+    valid: tuple[Expr, ...]
     loc: SourceLoc | None = _LOC
 
 

@@ -22,8 +22,10 @@ from tilescope.ir.nodes import (
     For,
     Full,
     If,
+    Iota,
     Kernel,
     Load,
+    LoadRows,
     MatMul,
     Param,
     Probe,
@@ -33,6 +35,7 @@ from tilescope.ir.nodes import (
     Stmt,
     Store,
     Submit,
+    TileSlice,
     Transpose,
     UnOp,
     Var,
@@ -91,6 +94,21 @@ def _list(items) -> str:
     return "[" + ", ".join(items) + "]"
 
 
+def dropped_dim(sizes: tuple[int, ...], shape: tuple[int, ...]) -> int | None:
+    """The dim a tile slice of ``sizes`` indexed with an integer (dropping it) to give ``shape``,
+    or None: the first size-1 dim whose removal leaves ``shape``."""
+    if len(shape) == len(sizes):
+        return None
+    return next(d for d, n in enumerate(sizes) if n == 1 and sizes[:d] + sizes[d + 1 :] == shape)
+
+
+def _valid_str(valid) -> str:
+    """``, valid=(r, c)`` of a load or store (nothing without ``valid``)."""
+    if not valid:
+        return ""
+    return f", valid=({', '.join(map(expr_str, valid))}{',' if len(valid) == 1 else ''})"
+
+
 def expr_str(e: Expr) -> str:
     """An expression as DSL source, parenthesised only where the tree needs it."""
     match e:
@@ -105,10 +123,26 @@ def expr_str(e: Expr) -> str:
             return f"ts.{op}({expr_str(a)}, {expr_str(b)})"
         case UnOp(op="neg", operand=a):
             return f"-{_wrap(a, 4)}"
+        case UnOp(op="gelu_tanh", operand=a):
+            return f'ts.gelu({expr_str(a)}, approximate="tanh")'
         case UnOp(op=op, operand=a):
             return f"ts.{op}({expr_str(a)})"
-        case Load(tensor=t, offsets=offs, sizes=sizes):
-            return f"ts.load({t.name}, {_list(map(expr_str, offs))}, {_list(map(str, sizes))})"
+        case Load(tensor=t, offsets=offs, sizes=sizes, valid=valid, fill=fill):
+            extra = _valid_str(valid) + ("" if fill is None or _is_positive_zero(fill) else f", fill={expr_str(fill)}")
+            return f"ts.load({t.name}, {_list(map(expr_str, offs))}, {_list(map(str, sizes))}{extra})"
+        case LoadRows(tensor=t, rows=rows, col=col, valid=valid, fill=fill, type=tt):
+            cols = str(tt.shape[1]) if _is_const(col, 0) else f"({expr_str(col)}, {tt.shape[1]})"
+            extra = "" if valid is None else f", valid={expr_str(valid)}"
+            extra += "" if fill is None or _is_positive_zero(fill) else f", fill={expr_str(fill)}"
+            return f"ts.load_rows({t.name}, {expr_str(rows)}, {cols}{extra})"
+        case Iota(dim=d, type=t):
+            dtype = "" if t.dtype.name == "i32" else f", {dtype_str(t.dtype)}"
+            dim = "" if d == len(t.shape) - 1 else f", dim={d}"
+            return f"ts.iota({_list(map(str, t.shape))}{dtype}{dim})"
+        case TileSlice(value=v, starts=starts, sizes=sizes, type=t):
+            drop = dropped_dim(sizes, t.shape)
+            parts = [str(a) if dim == drop else f"{a}:{a + n}" for dim, (a, n) in enumerate(zip(starts, sizes))]
+            return f"{_wrap(v, _ATOM)}[{', '.join(parts)}]"
         case Full(value=v, type=t):
             shape = _list(map(str, t.shape))
             if _is_positive_zero(v):
@@ -119,8 +153,10 @@ def expr_str(e: Expr) -> str:
             return f"ts.cast({expr_str(v)}, {dtype_str(t.dtype)}{extra})"
         case Reduce(op=op, value=v):
             return f"ts.{op}({expr_str(v)})"
-        case MatMul(lhs=a, rhs=b, acc=c):
+        case MatMul(lhs=a, rhs=b, acc=c, transpose_a=ta, transpose_b=tb):
             extra = "" if c is None else f", acc={expr_str(c)}"
+            extra += ", transpose_a=True" if ta else ""
+            extra += ", transpose_b=True" if tb else ""
             return f"ts.matmul({expr_str(a)}, {expr_str(b)}{extra})"
         case Transpose(value=v):
             return f"ts.transpose({expr_str(v)})"
@@ -197,8 +233,8 @@ def stmt_lines(s: Stmt, indent: str) -> list[str]:
     match s:
         case Assign(target=t, value=v):
             return [f"{indent}{t} = {expr_str(v)}"]
-        case Store(tensor=t, offsets=offs, value=v):
-            return [f"{indent}ts.store({t.name}, {_list(map(expr_str, offs))}, {expr_str(v)})"]
+        case Store(tensor=t, offsets=offs, value=v, valid=valid):
+            return [f"{indent}ts.store({t.name}, {_list(map(expr_str, offs))}, {expr_str(v)}{_valid_str(valid)})"]
         case Probe(value=v, name=n):
             return [f"{indent}ts.probe({expr_str(v)}, {n!r})"]
         case Evaluate(value=v):

@@ -151,6 +151,12 @@ def binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Type:
     if isinstance(lt, TileType) or isinstance(rt, TileType):
         return _tile_binop_type(op, lhs, rhs, loc)
     # scalar / index arithmetic
+    if op == "pow":
+        raise _fail(
+            f"ts.pow needs a tile operand, got {lt} and {rt}",
+            loc,
+            "compute a compile-time power in Python (x ** y); ts.pow raises tile elements",
+        )
     if op in LOGICAL_OPS:
         raise _fail(f"{op_label(op)} needs bool tiles, got {lt} and {rt}", loc)
     if _is_int_scalar(lt) and _is_int_scalar(rt):
@@ -220,9 +226,9 @@ def _tile_binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Ti
         return TileType(tile.shape, dt.bool_)
     if d == dt.bool_:
         raise _fail(f"{op_label(op)} on a bool tile", loc, "use ts.logical_and/or or cast to a number type")
-    if op == "div" and not d.is_float:
+    if op in ("div", "pow") and not d.is_float:
         raise _fail(
-            f"'/' on an integer tile ({tile})", loc, "cast to a float dtype first (ts.cast(t, ts.f32))"
+            f"{op_label(op)} on an integer tile ({tile})", loc, "cast to a float dtype first (ts.cast(t, ts.f32))"
         )
     if op in ("floordiv", "mod"):
         raise _fail(f"{op_label(op)} is not supported on tiles ({tile})", loc)
@@ -260,29 +266,48 @@ def reduce_type(op: str, operand: Expr, loc: SourceLoc | None) -> TileType:
         raise _fail(f"ts.{op} needs a 2-D tile, got {t}", loc)
     if t.dtype == dt.bool_:
         raise _fail(f"ts.{op} on a bool tile", loc, "cast to a number type first")
+    if op.endswith("_mean") and not t.dtype.is_float:
+        raise _fail(f"ts.{op} needs a float tile, got {t}", loc, "cast first: ts.cast(t, ts.f32)")
     r, c = t.shape
     return TileType((r, 1) if op.startswith("row") else (1, c), t.dtype)
 
 
-def matmul_type(lhs: Expr, rhs: Expr, acc: Expr | None, loc: SourceLoc | None) -> TileType:
-    """The f32 ``[M, N]`` tile of ``[M, K] @ [K, N]`` (f32/bf16/f16 inputs); ``acc`` must have that type."""
+def matmul_type(
+    lhs: Expr,
+    rhs: Expr,
+    acc: Expr | None,
+    loc: SourceLoc | None,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+) -> TileType:
+    """The ``[M, N]`` tile of ``[M, K] @ [K, N]`` (each operand transposed first when asked):
+    f32 for f32/bf16/f16 inputs, i32 for int8 inputs; ``acc`` must have that type."""
     a, b = lhs.type, rhs.type
     if not (isinstance(a, TileType) and isinstance(b, TileType)) or len(a.shape) != 2 or len(b.shape) != 2:
         raise _fail(f"ts.matmul needs two 2-D tiles, got {a} and {b}", loc)
     if a.dtype != b.dtype:
         raise _fail(f"ts.matmul: dtype mismatch {a} vs {b}", loc, "cast one operand explicitly")
-    if a.dtype not in (dt.f32, dt.bf16, dt.f16):
-        raise _fail(f"ts.matmul supports f32, bf16 and f16 inputs, got {a.dtype.name}", loc)
-    if a.shape[1] != b.shape[0]:
+    if a.dtype not in MATMUL_DTYPES:
         raise _fail(
-            f"ts.matmul: inner dims differ: {list(a.shape)} @ {list(b.shape)}",
+            f"ts.matmul supports {', '.join(d.name for d in MATMUL_DTYPES)} inputs, got {a.dtype.name}",
             loc,
-            "lhs is [M, K] and rhs is [K, N]",
+            "cast both operands first: ts.cast(t, ts.f32)",
         )
-    out = TileType((a.shape[0], b.shape[1]), dt.f32)
+    (m, k), (kb, n) = (a.shape[::-1] if transpose_a else a.shape), (b.shape[::-1] if transpose_b else b.shape)
+    if k != kb:
+        flags = "".join(f", {f}=True" for f, on in (("transpose_a", transpose_a), ("transpose_b", transpose_b)) if on)
+        raise _fail(
+            f"ts.matmul{f'({flags[2:]})' if flags else ''}: inner dims differ: [{m}, {k}] @ [{kb}, {n}]",
+            loc,
+            "lhs is [M, K] and rhs is [K, N] (after transpose_a / transpose_b)",
+        )
+    out = TileType((m, n), dt.i32 if a.dtype == dt.i8 else dt.f32)
     if acc is not None and acc.type != out:
         raise _fail(f"ts.matmul: acc must be a {out}, got {acc.type}", loc)
     return out
+
+
+MATMUL_DTYPES = (dt.f32, dt.bf16, dt.f16, dt.i8)
 
 
 def cast_type(value: Expr, dtype: dt.DType, mode: str, loc: SourceLoc | None) -> TileType:

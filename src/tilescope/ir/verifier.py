@@ -33,8 +33,10 @@ from tilescope.ir.nodes import (
     For,
     Full,
     If,
+    Iota,
     Kernel,
     Load,
+    LoadRows,
     MatMul,
     Probe,
     Program,
@@ -43,6 +45,7 @@ from tilescope.ir.nodes import (
     Stmt,
     Store,
     Submit,
+    TileSlice,
     Transpose,
     UnOp,
     Var,
@@ -51,7 +54,7 @@ from tilescope.ir.nodes import (
 from tilescope.ir.traverse import child_exprs, walk_stmts
 from tilescope.ir.types import Direction, IndexType, ScalarType, TaskType, TensorType, TileType
 
-_KERNEL_ONLY = (Load, Full, Cast, Reduce, MatMul, Transpose, Where)
+_KERNEL_ONLY = (Load, LoadRows, Iota, TileSlice, Full, Cast, Reduce, MatMul, Transpose, Where)
 _ORCH_ONLY = (CreateTensor, Slice, Submit, DumpTag)
 
 
@@ -149,8 +152,8 @@ class _Verifier:
                 return rules.unop_type(op, a, loc)
             case Reduce(op=op, value=a):
                 return rules.reduce_type(op, a, loc)
-            case MatMul(lhs=a, rhs=b, acc=c):
-                return rules.matmul_type(a, b, c, loc)
+            case MatMul(lhs=a, rhs=b, acc=c, transpose_a=ta, transpose_b=tb):
+                return rules.matmul_type(a, b, c, loc, ta, tb)
             case Cast(value=a, mode=mode, type=t):
                 return rules.cast_type(a, t.dtype, mode, loc)
             case Where(cond=c, lhs=a, rhs=b):
@@ -160,6 +163,24 @@ class _Verifier:
                 return TileType((c, r), a.type.dtype)
             case Load():
                 self.load(e)
+                return None
+            case LoadRows():
+                self.load_rows(e)
+                return None
+            case Iota(dim=d, type=t):
+                if not 0 <= d < len(t.shape):
+                    raise self.fail(f"ts.iota dim {d} of a {t}", loc)
+                return None
+            case TileSlice(value=a, starts=starts, sizes=sizes, type=t):
+                shape = a.type.shape
+                inside = len(starts) == len(sizes) == len(shape) and all(
+                    0 <= o and 0 < n and o + n <= d for o, n, d in zip(starts, sizes, shape)
+                )
+                if not inside:
+                    raise self.fail(f"tile slice at {list(starts)} of size {list(sizes)} is outside the {a.type}", loc)
+                shapes = {tuple(sizes)} | {tuple(n for d, n in enumerate(sizes) if d != k) for k in range(len(sizes)) if sizes[k] == 1}
+                if t.dtype != a.type.dtype or t.shape not in shapes:
+                    raise self.fail(f"tile slice of size {list(sizes)} is typed {t}", loc)
                 return None
             case Full(value=Const(value=v), type=t):
                 rules.check_literal(v, t.dtype, "ts.full", loc)
@@ -201,7 +222,43 @@ class _Verifier:
                 e.loc,
                 f"declare {p.name} as ts.InOut[...] if the kernel reads it",
             )
-        self.region_bounds("ts.load", p.name, p.type.shape, e.offsets, e.sizes, e.loc)
+        self.region_bounds("ts.load", p.name, p.type.shape, e.offsets, self.checked_sizes(e.sizes, e.valid), e.loc)
+        self.valid_counts("ts.load", e.valid, e.type.shape, e.loc)
+
+    def load_rows(self, e: LoadRows) -> None:
+        p = self.param_of(e.tensor, "ts.load_rows", e.loc)
+        if p.direction is Direction.OUT:
+            raise self.fail(
+                f"ts.load_rows reads the Out param {p.name!r}",
+                e.loc,
+                f"declare {p.name} as ts.InOut[...] if the kernel reads it",
+            )
+        if len(p.type.shape) != 2 or not (isinstance(e.rows.type, TileType) and e.rows.type.dtype.is_int):
+            raise self.fail(f"ts.load_rows of {p.name}: {p.type} by a {e.rows.type}", e.loc)
+        self.region_bounds("ts.load_rows", p.name, p.type.shape[1:], (e.col,), (e.type.shape[1],), e.loc)
+        if e.valid is not None:
+            self.valid_counts("ts.load_rows", (e.valid,), e.type.shape[:1], e.loc)
+
+    @staticmethod
+    def checked_sizes(sizes, valid) -> tuple[int, ...]:
+        """The extents a region check can rely on: a tile dim with a run-time valid count reads at
+        least nothing (0), one with a constant count that many elements."""
+        if not valid:
+            return tuple(sizes)
+        lead = tuple(sizes[: len(sizes) - len(valid)])
+        return lead + tuple(v.value if isinstance(v, Const) else 0 for v in valid)
+
+    def valid_counts(self, op: str, valid, shape, loc) -> None:
+        for dim, (v, size) in enumerate(zip(valid, shape)):
+            form = affine(v)
+            rng = bounds(form, self.ranges) if form is not None else None
+            if rng is not None and (rng[0] < 0 or rng[1] > size):
+                raise self.fail(
+                    f"{op}: valid count of dim {dim} in [{rng[0]}, {rng[1]}] is outside [0, {size}] "
+                    f"(the [{', '.join(map(str, shape))}] tile)",
+                    loc,
+                    "valid counts how many leading rows/columns of the tile are real",
+                )
 
     def store(self, s: Store) -> None:
         p = self.param_of(s.tensor, "ts.store", s.loc)
@@ -216,7 +273,8 @@ class _Verifier:
             raise self.fail(f"ts.store: storing a {t} into {p.name}: {p.type}", s.loc)
         shape = p.type.shape
         sizes = (1,) * (len(shape) - len(t.shape)) + t.shape
-        self.region_bounds("ts.store", p.name, shape, s.offsets, sizes, s.loc)
+        self.region_bounds("ts.store", p.name, shape, s.offsets, self.checked_sizes(sizes, s.valid), s.loc)
+        self.valid_counts("ts.store", s.valid, t.shape, s.loc)
 
     def slice(self, e: Slice) -> None:
         base = e.tensor.type
@@ -308,7 +366,7 @@ class _Verifier:
             case Store():
                 if self.kind != "kernel":
                     raise self.fail("ts.store is a kernel op", s.loc)
-                for e in (*s.offsets, s.value):
+                for e in (*s.offsets, s.value, *s.valid):
                     self.expr(e)
                 self.store(s)
             case Evaluate(value=v):

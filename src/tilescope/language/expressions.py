@@ -29,6 +29,7 @@ from tilescope.ir.nodes import (
     MatMul,
     Slice,
     SliceRange,
+    TileSlice,
     UnOp,
     Var,
 )
@@ -39,6 +40,7 @@ from tilescope.ir.types import (
     IndexType,
     ScalarType,
     TensorType,
+    TileType,
 )
 from tilescope.language import ops
 from tilescope.language.annotations import torch_dtype_hint
@@ -360,13 +362,17 @@ class Expressions:
             raise VerifyError(f"ts.{name} needs a tile operand, got {described(v)}", loc, hint)
         return UnOp(name, v, rules.unop_type(name, v, loc), loc)
 
-    def matmul(self, a: Any, b: Any, acc: Any, node: ast.AST) -> MatMul:
-        """The typed MatMul ``a @ b`` (+ ``acc``); VerifyError unless both are IR expressions."""
+    def matmul(
+        self, a: Any, b: Any, acc: Any, node: ast.AST, transpose_a: bool = False, transpose_b: bool = False
+    ) -> MatMul:
+        """The typed MatMul ``a @ b`` (either transposed first, + ``acc``); VerifyError unless both
+        are IR expressions."""
         loc = self.loc(node)
         for v in (a, b):
             if not is_expr(v):
                 raise VerifyError(f"ts.matmul needs tiles, got {described(v)}", loc)
-        return MatMul(a, b, acc, rules.matmul_type(a, b, acc, loc), loc)
+        t = rules.matmul_type(a, b, acc, loc, transpose_a, transpose_b)
+        return MatMul(a, b, acc, transpose_a, transpose_b, t, loc)
 
     def attribute(self, base: Any, attr: str, node: ast.AST) -> Any:
         """``base.attr``: ``shape``, ``dtype`` or ``ndim`` of an IR value (a run-time shape is an error),
@@ -447,8 +453,10 @@ class Expressions:
             return self.slice(base, sl, node)
         if isinstance(base, Slice):
             raise self.error(node, "a region cannot be sliced again", "slice the tensor once: x[a:b, c:d]")
+        if is_expr(base) and isinstance(base.type, TileType):
+            return self.tile_slice(base, sl, node)
         if is_expr(base):
-            raise self.error(node, f"a {base.type} cannot be indexed", "tiles are read and written whole")
+            raise self.error(node, f"a {base.type} cannot be indexed")
         raise self.error(node, f"{described(base)} cannot be indexed in {self.what()}")
 
     def slice(self, base: Var, sl: ast.expr, node: ast.AST) -> Slice:
@@ -509,6 +517,52 @@ class Expressions:
         if not shape:
             raise VerifyError(f"indexing every dim of {base.name} leaves no region", loc, "use a slice a:a+1")
         return Slice(base, tuple(ranges), TensorType(tuple(shape), t.dtype), loc)
+
+
+    def tile_slice(self, base: Any, sl: ast.expr, node: ast.AST) -> TileSlice:
+        """``t[r0:r1, c0:c1]``: a static sub-tile (compile-time bounds, step 1, negative bounds count
+        from the end, missing dims whole); an integer index drops its dim as numpy does."""
+        loc = self.loc(node)
+        shape = base.type.shape
+        elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        if len(elts) > len(shape):
+            raise VerifyError(f"{len(elts)} indices for a {base.type}", loc)
+        starts, sizes, kept = [], [], []
+        for dim, size in enumerate(shape):
+            e = elts[dim] if dim < len(elts) else ast.Slice()
+            if isinstance(e, ast.Slice):
+                if e.step is not None and self.expr(e.step) != 1:
+                    raise self.error(e, "tile slices take step 1", "write t[a:b]")
+                bounds = [self.expr(b) if b is not None else d for b, d in ((e.lower, 0), (e.upper, size))]
+            else:
+                i = self.expr(e)
+                bounds = [i, (size if i == -1 else i + 1) if isinstance(i, int) else i]
+            for b in bounds:
+                if not isinstance(b, int) or isinstance(b, bool):
+                    raise VerifyError(
+                        f"tile slice bounds must be compile-time ints, got {value_str(b)}"
+                        + (f" (a {b.type}, known only at run time)" if is_expr(b) else ""),
+                        loc,
+                        "a tile's shape is static; to take a run-time part of a tensor use ts.load(..., valid=)",
+                    )
+            a, b = (x + size if x < 0 else x for x in bounds)
+            if not 0 <= a < b <= size:
+                raise VerifyError(
+                    f"tile slice dim {dim}: [{bounds[0]}, {bounds[1]}) is empty or outside the {base.type}",
+                    loc,
+                    f"bounds must satisfy 0 <= start < stop <= {size}",
+                )
+            starts.append(a)
+            sizes.append(b - a)
+            if isinstance(e, ast.Slice):
+                kept.append(b - a)
+        if not kept:
+            raise VerifyError(
+                f"indexing every dim of a {base.type} leaves a single element, not a tile",
+                loc,
+                "keep a dim: t[i:i + 1, j:j + 1]",
+            )
+        return TileSlice(base, tuple(starts), tuple(sizes), TileType(tuple(kept), base.type.dtype), loc)
 
 
 SHADOWED_HINT = (

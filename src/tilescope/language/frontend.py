@@ -45,6 +45,7 @@ from tilescope.ir.printer import described
 from tilescope.ir.traverse import MAX_EXPR_DEPTH, is_expr, recursion_room
 from tilescope.ir.types import (
     INDEX,
+    IndexType,
     ScalarType,
     TensorType,
 )
@@ -381,6 +382,8 @@ class _Lowering(Scopes, Expressions, OpLowering):
             )
         if func in _SAFE_BUILTINS:
             args = [self.expr(a) for a in node.args]
+            if func in (builtins.min, builtins.max) and any(is_expr(a) for a in args) and not node.keywords:
+                return self.runtime_min_max(func, args, node)
             if any(is_expr(a) for a in args) or node.keywords:
                 raise self.error(
                     node,
@@ -403,6 +406,24 @@ class _Lowering(Scopes, Expressions, OpLowering):
             f"calls to {name} are not supported in {self.what()}",
             "use ts.* operations, kernels, or helpers decorated with @ts.inline",
         )
+
+    def runtime_min_max(self, func: Callable, args: list[Any], node: ast.Call) -> Any:
+        """Python's ``min``/``max`` of run-time scalars or indices (and numbers): a chain of
+        ``ts.minimum``/``ts.maximum``; tiles are refused (they compare elementwise)."""
+        name = "minimum" if func is builtins.min else "maximum"
+        if len(args) < 2:
+            raise self.error(node, f"{func.__name__}() of run-time values takes two or more arguments")
+        for a in args:
+            if is_expr(a) and not isinstance(a.type, ScalarType | IndexType):
+                raise self.error(
+                    node,
+                    f"{func.__name__}() of a {a.type}: Python's {func.__name__} compares whole values",
+                    f"use ts.{name}(a, b) for an elementwise {name}",
+                )
+        out = args[0]
+        for a in args[1:]:
+            out = self.binop(name, out, a, node)
+        return out
 
     def bind(
         self, node: ast.Call, names: list[str], defaults: dict[str, Any] | None = None

@@ -9,6 +9,7 @@ VerifyError at the user's line; kernel calls are checked against the kernel's pa
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
 from tilescope.errors import VerifyError
@@ -21,8 +22,10 @@ from tilescope.ir.nodes import (
     DumpTag,
     Evaluate,
     Full,
+    Iota,
     Kernel,
     Load,
+    LoadRows,
     MatMul,
     Param,
     Probe,
@@ -76,14 +79,64 @@ class OpLowering:
     # kernel ops
 
     def op_load(self, node: ast.Call) -> Load:
-        """``ts.load(tensor, offsets, sizes)``: a tile of static ``sizes`` read from a tensor parameter."""
-        a = self.bind(node, ["tensor", "offsets", "sizes"])
+        """``ts.load(tensor, offsets, sizes, valid=None, fill=0)``: a tile of static ``sizes`` read
+        from a tensor parameter; with ``valid`` only the elements below those counts are read."""
+        a = self.bind(node, ["tensor", "offsets", "sizes", "valid", "fill"], {"valid": None, "fill": None})
         loc = self.loc(node)
         tensor = self.tensor_param(a["tensor"], node, "ts.load's tensor")
         sizes = self.static_ints(a["sizes"], node, "ts.load sizes")
         offsets = self._offsets(a["offsets"], tensor, node, "ts.load")
-        shape = rules.load_tile_shape(tensor.type, sizes, "ts.load", loc)
-        return Load(tensor, offsets, sizes, TileType(shape, tensor.type.dtype), loc)
+        tile = TileType(rules.load_tile_shape(tensor.type, sizes, "ts.load", loc), tensor.type.dtype)
+        valid = self._valid(a["valid"], tile.shape, node, "ts.load")
+        fill = self._fill_value(a["fill"], valid, tile, node, "ts.load")
+        return Load(tensor, offsets, sizes, valid, fill, tile, loc)
+
+    def _valid(self, v: Any, shape: tuple[int, ...], node: ast.AST, what: str) -> tuple:
+        """``valid=``: one count per tile dim, each a compile-time int in ``[0, size]`` or a run-time
+        integer (checked when the load or store runs); ``()`` for None."""
+        if v is None:
+            return ()
+        loc = self.loc(node)
+        counts = v if isinstance(v, list | tuple) else [v]
+        dims = "(rows, cols)" if len(shape) == 2 else "(count,)"
+        if len(counts) != len(shape):
+            raise VerifyError(
+                f"{what} valid= takes one count per tile dim {dims} of the [{shape_str(shape)}] tile, "
+                f"got {value_str(v)}",
+                loc,
+            )
+        out = []
+        for dim, (c, size) in enumerate(zip(counts, shape)):
+            e = self.index(c, node, f"{what} valid count of dim {dim}")
+            if isinstance(c, int) and not 0 <= c <= size:
+                raise VerifyError(
+                    f"{what} valid= {value_str(list(counts))}: dim {dim} count {c} is outside [0, {size}] "
+                    f"(the [{shape_str(shape)}] tile)",
+                    loc,
+                    "valid counts how many leading rows/columns of the tile are real; it is at most the tile's size",
+                )
+            out.append(e)
+        return tuple(out)
+
+    def _fill_value(self, v: Any, valid: tuple, tile: TileType, node: ast.AST, what: str) -> Any:
+        """``fill=``: the scalar the elements outside ``valid`` take (0 by default); None without ``valid``."""
+        if v is None:
+            return None if not valid else self.as_expr(0, node, like=ScalarType(tile.dtype), what=f"{what} fill")
+        if not valid:
+            raise VerifyError(
+                f"{what} fill= without valid=: every element of the tile is read",
+                self.loc(node),
+                "give valid=(rows, cols) to say which part is real",
+            )
+        if is_expr(v):
+            if not isinstance(v.type, ScalarType | IndexType):
+                raise VerifyError(f"{what} fill must be a scalar, got {described(v)}", self.loc(node))
+            if isinstance(v.type, ScalarType) and v.type.dtype.is_float and not tile.dtype.is_float:
+                raise VerifyError(f"{what} fill: a float scalar for a {tile}", self.loc(node))
+            return v
+        if isinstance(v, float) and not tile.dtype.is_float and not math.isfinite(v):
+            raise VerifyError(f"{what} fill {v!r} for a {tile}: an integer tile holds no infinity", self.loc(node))
+        return self.as_expr(v, node, like=ScalarType(tile.dtype), what=f"{what} fill")
 
     def _offsets(self, offs: Any, tensor: Var, node: ast.AST, what: str) -> tuple:
         if not isinstance(offs, list | tuple) or len(offs) != len(tensor.type.shape):
@@ -94,10 +147,10 @@ class OpLowering:
         return tuple(self.index(o, node, f"{what} offset") for o in offs)
 
     def op_store(self, node: ast.Call) -> None:
-        """``ts.store(tensor, offsets, tile)``: emits a Store into a tensor parameter; the tile's dtype
-        must be the tensor's. Returns None (the call has no value).
+        """``ts.store(tensor, offsets, tile, valid=None)``: emits a Store into a tensor parameter; the
+        tile's dtype must be the tensor's. Returns None (the call has no value).
         """
-        a = self.bind(node, ["tensor", "offsets", "tile"])
+        a = self.bind(node, ["tensor", "offsets", "tile", "valid"], {"valid": None})
         loc = self.loc(node)
         tensor = self.tensor_param(a["tensor"], node, "ts.store's tensor")
         value = a["tile"]
@@ -113,8 +166,70 @@ class OpLowering:
         if len(value.type.shape) > len(tensor.type.shape):
             raise VerifyError(f"ts.store: a {value.type} does not fit the {tensor.type} {tensor.name}", loc)
         offsets = self._offsets(a["offsets"], tensor, node, "ts.store")
-        self.emit(Store(tensor, offsets, value, loc))
+        valid = self._valid(a["valid"], value.type.shape, node, "ts.store")
+        self.emit(Store(tensor, offsets, value, valid, loc))
         return None
+
+    def op_load_rows(self, node: ast.Call) -> LoadRows:
+        """``ts.load_rows(tensor, rows, cols, valid=None, fill=0)``: the rows of a 2-D tensor parameter
+        named by an integer tile, columns ``cols`` (a count from column 0, or ``(start, count)``)."""
+        a = self.bind(node, ["tensor", "rows", "cols", "valid", "fill"], {"valid": None, "fill": None})
+        loc = self.loc(node)
+        tensor = self.tensor_param(a["tensor"], node, "ts.load_rows's tensor")
+        if len(tensor.type.shape) != 2:
+            raise VerifyError(
+                f"ts.load_rows gathers rows of a 2-D tensor, got {tensor.name}: {tensor.type}",
+                loc,
+                "pass the kernel a 2-D region (x[b, :, :] in the orchestration)",
+            )
+        rows = self.tile_arg(a["rows"], node, "ts.load_rows's rows")
+        rt = rows.type
+        if not (rt.dtype.is_int and (len(rt.shape) == 1 or 1 in rt.shape)):
+            raise VerifyError(
+                f"ts.load_rows's rows must be an integer tile of shape [N], [N, 1] or [1, N], got a {rt}",
+                loc,
+                "make row indices with ts.load of an integer tensor, ts.iota or ts.cast(t, ts.i32)",
+            )
+        cols = a["cols"]
+        if isinstance(cols, list | tuple) and len(cols) == 2:
+            col, width = self.index(cols[0], node, "ts.load_rows column start"), cols[1]
+        else:
+            col, width = self.index(0, node, "ts.load_rows column start"), cols
+        if not isinstance(width, int) or isinstance(width, bool) or width <= 0:
+            raise VerifyError(
+                f"ts.load_rows cols must be a positive compile-time count or (start, count), got {value_str(cols)}",
+                loc,
+            )
+        if width > tensor.type.shape[1]:
+            raise VerifyError(
+                f"ts.load_rows: {width} columns of {tensor.name}, which has {tensor.type.shape[1]}",
+                loc,
+            )
+        n = max(rt.shape)
+        tile = TileType((n, width), tensor.type.dtype)
+        valid = () if a["valid"] is None else self._valid([a["valid"]], (n,), node, "ts.load_rows")
+        fill = self._fill_value(a["fill"], valid, tile, node, "ts.load_rows")
+        return LoadRows(tensor, rows, col, valid[0] if valid else None, fill, tile, loc)
+
+    def op_iota(self, node: ast.Call) -> Iota:
+        """``ts.iota(shape, dtype=ts.i32, dim=-1)``: each element's index along ``dim``."""
+        a = self.bind(node, ["shape", "dtype", "dim"], {"dtype": dt.i32, "dim": -1})
+        loc = self.loc(node)
+        shape = self.static_ints(a["shape"], node, "ts.iota shape")
+        if not 1 <= len(shape) <= MAX_TILE_DIMS or any(s <= 0 for s in shape):
+            raise VerifyError(f"ts.iota shape must have 1 or 2 positive dims, got {list(shape)}", loc)
+        dtype = self.dtype_arg(a["dtype"], node, "ts.iota dtype")
+        dim = a["dim"]
+        if not isinstance(dim, int) or isinstance(dim, bool) or not -len(shape) <= dim < len(shape):
+            raise VerifyError(
+                f"ts.iota dim must be a compile-time int in [{-len(shape)}, {len(shape) - 1}], got {value_str(dim)}",
+                loc,
+            )
+        dim %= len(shape)
+        if dtype == dt.bool_:
+            raise VerifyError("ts.iota makes numbers, not bools", loc, "use ts.i32 (the default)")
+        rules.check_literal(shape[dim] - 1, dtype, f"ts.iota of {shape[dim]} along dim {dim}", loc)
+        return Iota(dim, TileType(shape, dtype), loc)
 
     def op_probe(self, node: ast.Call) -> None:
         """``ts.probe(tile, "name")``: emits a Probe of a tile (captured when a run has probes on).
@@ -161,14 +276,51 @@ class OpLowering:
         return self.unop(name, self.bind(node, ["x"])["x"], node)
 
     op_exp = op_log = op_sqrt = op_rsqrt = op_abs = op_neg = op_tanh = op_sigmoid = op_silu = _unary
-    op_logical_not = _unary
+    op_logical_not = op_erf = op_exp2 = op_log2 = op_reciprocal = _unary
 
-    def _binary(self, node: ast.Call) -> BinOp:
+    def op_gelu(self, node: ast.Call) -> UnOp:
+        """``ts.gelu(x, approximate="none")``: torch's erf form, or its tanh form."""
+        a = self.bind(node, ["x", "approximate"], {"approximate": "none"})
+        forms = {"none": "gelu", "tanh": "gelu_tanh"}
+        if a["approximate"] not in forms:
+            raise VerifyError(
+                f"ts.gelu approximate= must be \"none\" or \"tanh\" (as torch's), got {value_str(a['approximate'])}",
+                self.loc(node),
+            )
+        return self.unop(forms[a["approximate"]], a["x"], node)
+
+    def _binary(self, node: ast.Call) -> Any:
         name = self.expr(node.func).name
         a = self.bind(node, ["a", "b"])
+        if name in ("maximum", "minimum") and is_number(a["a"]) and is_number(a["b"]):
+            return (max if name == "maximum" else min)(a["a"], a["b"])  # both known now
         return self.binop(name, a["a"], a["b"], node)
 
     op_maximum = op_minimum = op_logical_and = op_logical_or = _binary
+
+    def op_pow(self, node: ast.Call) -> BinOp:
+        """``ts.pow(x, exponent)``: elementwise power of float tiles (a scalar broadcasts)."""
+        a = self.bind(node, ["x", "exponent"])
+        if not is_expr(a["x"]) and not is_expr(a["exponent"]):
+            raise VerifyError(
+                f"ts.pow needs a tile, got {value_str(a['x'])} and {value_str(a['exponent'])}",
+                self.loc(node),
+                "compute a compile-time power in Python: x ** y",
+            )
+        return self.binop("pow", a["x"], a["exponent"], node)
+
+    def op_clamp(self, node: ast.Call) -> Any:
+        """``ts.clamp(x, min=None, max=None)``: ``ts.minimum(ts.maximum(x, min), max)`` as torch.clamp
+        (NaN stays NaN; with min > max every element is max)."""
+        a = self.bind(node, ["x", "min", "max"], {"min": None, "max": None})
+        x = self.tile_arg(a["x"], node, "ts.clamp's operand")
+        if a["min"] is None and a["max"] is None:
+            raise VerifyError("ts.clamp needs min=, max= or both", self.loc(node))
+        if a["min"] is not None:
+            x = self.binop("maximum", x, a["min"], node)
+        if a["max"] is not None:
+            x = self.binop("minimum", x, a["max"], node)
+        return x
 
     def op_where(self, node: ast.Call) -> Where:
         """``ts.where(cond, a, b)``: a bool tile selects between two tiles or numbers."""
@@ -201,12 +353,21 @@ class OpLowering:
         x = self.tile_arg(self.bind(node, ["x"])["x"], node, f"ts.{name}'s operand")
         return Reduce(name, x, rules.reduce_type(name, x, loc), loc)
 
-    op_row_sum = op_row_max = op_row_min = op_col_sum = op_col_max = _reduce
+    op_row_sum = op_row_max = op_row_min = op_row_mean = _reduce
+    op_col_sum = op_col_max = op_col_min = op_col_mean = _reduce
 
     def op_matmul(self, node: ast.Call) -> MatMul:
-        """``ts.matmul(a, b, acc=None)``: ``a @ b`` accumulated in f32, plus ``acc`` if given."""
-        a = self.bind(node, ["a", "b", "acc"], {"acc": None})
-        return self.matmul(a["a"], a["b"], a["acc"], node)
+        """``ts.matmul(a, b, acc=None, transpose_a=False, transpose_b=False)``: ``a @ b`` (either
+        transposed first) accumulated in f32 (i32 for int8), plus ``acc`` if given."""
+        names = ["a", "b", "acc", "transpose_a", "transpose_b"]
+        a = self.bind(node, names, {"acc": None, "transpose_a": False, "transpose_b": False})
+        for flag in ("transpose_a", "transpose_b"):
+            if not isinstance(a[flag], bool):
+                raise VerifyError(
+                    f"ts.matmul {flag}= must be a compile-time True or False, got {described(a[flag])}",
+                    self.loc(node),
+                )
+        return self.matmul(a["a"], a["b"], a["acc"], node, a["transpose_a"], a["transpose_b"])
 
     def op_transpose(self, node: ast.Call) -> Transpose:
         """``ts.transpose(x)``: a 2-D tile ``[R, C]`` as ``[C, R]``."""

@@ -37,10 +37,30 @@ def _op(name: str, kind: str, signature: str, doc: str) -> DSLOp:
 
 # kernel ops
 load = _op(
-    "load", "kernel", "(tensor, offsets, sizes)", "Read a tile of `sizes` at `offsets` from a tensor param."
+    "load",
+    "kernel",
+    "(tensor, offsets, sizes, valid=None, fill=0)",
+    "Read a tile of `sizes` at `offsets` from a tensor param; with `valid=(rows, cols)` only that "
+    "part is read and the rest is `fill`.",
 )
 store = _op(
-    "store", "kernel", "(tensor, offsets, tile)", "Write a tile into an Out/InOut tensor param at `offsets`."
+    "store",
+    "kernel",
+    "(tensor, offsets, tile, valid=None)",
+    "Write a tile into an Out/InOut tensor param at `offsets` (only its `valid=(rows, cols)` part).",
+)
+load_rows = _op(
+    "load_rows",
+    "kernel",
+    "(tensor, rows, cols, valid=None, fill=0)",
+    "Gather the rows of a 2-D tensor param named by the integer tile `rows`: columns `cols` "
+    "(a count, or (start, count)); rows at or past `valid` are `fill`.",
+)
+iota = _op(
+    "iota",
+    "kernel",
+    "(shape, dtype=ts.i32, dim=-1)",
+    "A tile whose elements are their index along `dim`.",
 )
 probe = _op(
     "probe",
@@ -59,8 +79,26 @@ neg = _op("neg", "kernel", "(x)", "Elementwise negation.")
 tanh = _op("tanh", "kernel", "(x)", "Elementwise hyperbolic tangent.")
 sigmoid = _op("sigmoid", "kernel", "(x)", "Elementwise 1 / (1 + exp(-x)).")
 silu = _op("silu", "kernel", "(x)", "Elementwise x * sigmoid(x).")
-maximum = _op("maximum", "kernel", "(a, b)", "Elementwise maximum (broadcasting).")
-minimum = _op("minimum", "kernel", "(a, b)", "Elementwise minimum (broadcasting).")
+erf = _op("erf", "kernel", "(x)", "Elementwise error function.")
+exp2 = _op("exp2", "kernel", "(x)", "Elementwise 2**x.")
+log2 = _op("log2", "kernel", "(x)", "Elementwise base-2 logarithm.")
+reciprocal = _op("reciprocal", "kernel", "(x)", "Elementwise 1 / x.")
+gelu = _op(
+    "gelu",
+    "kernel",
+    '(x, approximate="none")',
+    'Elementwise GELU as torch computes it: x * Phi(x) (erf form), or the tanh form with approximate="tanh".',
+)
+pow = _op("pow", "kernel", "(x, exponent)", "Elementwise x**exponent (tiles or a scalar, broadcasting).")  # noqa: A001
+clamp = _op(
+    "clamp", "kernel", "(x, min=None, max=None)", "Elementwise min(max(x, min), max), as torch.clamp."
+)
+maximum = _op(
+    "maximum", "both", "(a, b)", "Elementwise maximum (broadcasting); of two scalars or indices, the larger."
+)
+minimum = _op(
+    "minimum", "both", "(a, b)", "Elementwise minimum (broadcasting); of two scalars or indices, the smaller."
+)
 where = _op("where", "kernel", "(cond, a, b)", "Elementwise select: a where cond else b.")
 logical_and = _op("logical_and", "kernel", "(a, b)", "Elementwise and of bool tiles.")
 logical_or = _op("logical_or", "kernel", "(a, b)", "Elementwise or of bool tiles.")
@@ -69,9 +107,17 @@ cast = _op("cast", "kernel", '(x, dtype, mode="rint")', "Convert to `dtype`; flo
 row_sum = _op("row_sum", "kernel", "(x)", "Sum over columns: [R, C] -> [R, 1].")
 row_max = _op("row_max", "kernel", "(x)", "Max over columns: [R, C] -> [R, 1].")
 row_min = _op("row_min", "kernel", "(x)", "Min over columns: [R, C] -> [R, 1].")
+row_mean = _op("row_mean", "kernel", "(x)", "Mean over columns: [R, C] -> [R, 1].")
 col_sum = _op("col_sum", "kernel", "(x)", "Sum over rows: [R, C] -> [1, C].")
 col_max = _op("col_max", "kernel", "(x)", "Max over rows: [R, C] -> [1, C].")
-matmul = _op("matmul", "kernel", "(a, b, acc=None)", "[M, K] @ [K, N] with fp32 accumulation (+ acc).")
+col_min = _op("col_min", "kernel", "(x)", "Min over rows: [R, C] -> [1, C].")
+col_mean = _op("col_mean", "kernel", "(x)", "Mean over rows: [R, C] -> [1, C].")
+matmul = _op(
+    "matmul",
+    "kernel",
+    "(a, b, acc=None, transpose_a=False, transpose_b=False)",
+    "[M, K] @ [K, N] (after the transposes asked for) with fp32 accumulation (i32 for int8), + acc.",
+)
 transpose = _op("transpose", "kernel", "(x)", "[R, C] -> [C, R].")
 
 # orchestration ops

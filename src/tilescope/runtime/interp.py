@@ -26,6 +26,7 @@ import torch
 
 from tilescope.errors import RuntimeFailure
 from tilescope.ir import dtypes as dt
+from tilescope.ir.analysis import bound_text, runtime_bounds
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
@@ -38,8 +39,10 @@ from tilescope.ir.nodes import (
     For,
     Full,
     If,
+    Iota,
     Kernel,
     Load,
+    LoadRows,
     MatMul,
     Probe,
     Program,
@@ -48,6 +51,7 @@ from tilescope.ir.nodes import (
     Stmt,
     Store,
     Submit,
+    TileSlice,
     Transpose,
     UnOp,
     Var,
@@ -85,6 +89,9 @@ _TILE_OPS = {
     "ge": torch.ge,
     "logical_and": torch.logical_and,
     "logical_or": torch.logical_or,
+    "pow": torch.pow,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
 }
 def _sqrt(x: torch.Tensor) -> torch.Tensor:
     """sqrt correctly rounded, as the tile library's: torch's f32 CPU sqrt is up to 0.75 ulp off
@@ -109,6 +116,12 @@ _UNARY = {
     "sigmoid": torch.sigmoid,
     "silu": torch.nn.functional.silu,
     "logical_not": torch.logical_not,
+    "erf": torch.erf,
+    "exp2": torch.exp2,
+    "log2": torch.log2,
+    "reciprocal": torch.reciprocal,
+    "gelu": torch.nn.functional.gelu,
+    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
 }
 
 
@@ -130,6 +143,11 @@ class _Interp:
     def __init__(self, float64: bool):
         self.float64 = float64
         self.now: Stmt | None = None  # the statement being run (what a subclass's records name)
+        self.loop_vars: set[str] = set()  # the variables of the loops being run
+
+    def negative_bound(self, message: str) -> None:
+        """A run-time loop bound below 0: an IndexError in a kernel (reported with its task)."""
+        raise IndexError(message)
 
     def bind(self, params, args: list[Any]) -> dict[str, Any]:
         return {
@@ -147,9 +165,17 @@ class _Interp:
                 case For(var=var, start=a, stop=b, step=c, body=inner):
                     missing = object()
                     outer = env.get(var, missing)
-                    for i in range(self.expr(a, env), self.expr(b, env), self.expr(c, env)):
+                    start, stop = self.expr(a, env), self.expr(b, env)
+                    for which, e in runtime_bounds(s, self.loop_vars):
+                        value = start if which == "start" else stop
+                        if value < 0:
+                            label = bound_text(s, which, e)
+                            self.negative_bound(f"{label} is {value} at run time; a run-time loop bound must be >= 0")
+                    self.loop_vars.add(var)
+                    for i in range(start, stop, self.expr(c, env)):
                         env[var] = i
                         self.body(inner, env)
+                    self.loop_vars.discard(var)
                     if outer is missing:
                         env.pop(var, None)
                     else:
@@ -208,9 +234,27 @@ class _KernelInterp(_Interp):
             raise TypeError(f"interp: unexpected statement {type(s).__name__} in a kernel")
         tile = self.expr(s.value, env)
         view = env[s.tensor.name]
-        region = _region(view, [self.expr(o, env) for o in s.offsets], _store_sizes(view, tile))
+        offsets = [self.expr(o, env) for o in s.offsets]
+        sizes = _store_sizes(view, tile)
+        if s.valid:
+            counts = self.valid_counts(s.valid, tile.shape, env, "store")
+            sizes = sizes[: len(sizes) - len(counts)] + tuple(counts)
+            tile = tile[tuple(slice(0, n) for n in counts)]
+        region = _region(view, offsets, sizes)
         region.copy_(tile.reshape(region.shape).to(view.dtype))
         self.stored(s, region)
+
+    def valid_counts(self, valid, shape, env: dict[str, Any], op: str) -> list[int]:
+        """The run-time ``valid=`` counts of a load/store of a ``shape`` tile; IndexError outside
+        ``[0, size]`` (as the tile library raises)."""
+        counts = [int(self.expr(v, env)) for v in valid]
+        for dim, (n, size) in enumerate(zip(counts, shape)):
+            if not 0 <= n <= size:
+                raise IndexError(
+                    f"{op} of a [{', '.join(map(str, shape))}] tile with valid {counts}: "
+                    f"valid {'rows' if len(shape) == 2 and dim == 0 else 'cols'} must be within [0, {size}]"
+                )
+        return counts
 
     def expr(self, e: Expr, env: dict[str, Any]) -> Any:
         match e:
@@ -220,14 +264,30 @@ class _KernelInterp(_Interp):
                 # library), so it is rounded to bf16/f16 first; torch eager keeps it in float.
                 d = self.tile_dtype(a.type.dtype if isinstance(a.type, TileType) else b.type.dtype)
                 x, y = (v if torch.is_tensor(v) else torch.tensor(v, dtype=d) for v in (x, y))
-                if op in ("maximum", "minimum"):
-                    return (torch.maximum if op == "maximum" else torch.minimum)(x, y)
                 return _TILE_OPS[op](x, y)
             case UnOp(op=op, operand=a) if isinstance(e.type, TileType):
                 return _UNARY[op](self.expr(a, env))
-            case Load(tensor=t, offsets=offs, sizes=sizes, type=tt):
+            case Load(tensor=t, offsets=offs, sizes=sizes, valid=(), type=tt):
                 region = _region(env[t.name], [self.expr(o, env) for o in offs], sizes)
                 return region.reshape(tt.shape).to(self.tile_dtype(tt.dtype), copy=True)
+            case Load(tensor=t, offsets=offs, sizes=sizes, valid=valid, fill=fill, type=tt):
+                counts = self.valid_counts(valid, tt.shape, env, "load")
+                out = torch.full(tt.shape, self.expr(fill, env), dtype=self.tile_dtype(tt.dtype))
+                if all(counts):
+                    lead = tuple(sizes[: len(sizes) - len(counts)])
+                    region = _region(env[t.name], [self.expr(o, env) for o in offs], lead + tuple(counts))
+                    out[tuple(slice(0, n) for n in counts)] = region.reshape(counts).to(out.dtype)
+                return out
+            case LoadRows(tensor=t, rows=rows, col=col, fill=fill):
+                value = 0 if fill is None else self.expr(fill, env)
+                return self.load_rows(env[t.name], e, self.expr(rows, env).reshape(-1), self.expr(col, env), value, env)
+            case Iota(dim=d, type=tt):
+                n = tt.shape[d]
+                index = torch.arange(n, dtype=torch.int64).reshape([n if i == d else 1 for i in range(len(tt.shape))])
+                return index.expand(tt.shape).to(self.tile_dtype(tt.dtype)).contiguous()
+            case TileSlice(value=v, starts=starts, sizes=sizes, type=tt):
+                part = self.expr(v, env)[tuple(slice(a, a + n) for a, n in zip(starts, sizes))]
+                return part.reshape(tt.shape).contiguous()
             case Full(value=v, type=tt):
                 return torch.full(tt.shape, self.expr(v, env), dtype=self.tile_dtype(tt.dtype))
             case Cast(value=v, mode=mode, type=tt):
@@ -238,11 +298,18 @@ class _KernelInterp(_Interp):
                 kind = op.split("_")[1]
                 if kind == "sum":
                     return _sum(x, dim, self.sum_order)
+                if kind == "mean":
+                    return _mean(x, dim, self.sum_order)
                 fn = torch.amax if kind == "max" else torch.amin
                 return fn(x, dim=dim, keepdim=True)
-            case MatMul(lhs=a, rhs=b, acc=c):
+            case MatMul(lhs=a, rhs=b, acc=c, transpose_a=ta, transpose_b=tb, type=tt):
+                x, y = self.expr(a, env), self.expr(b, env)
+                x, y = (x.transpose(0, 1) if ta else x), (y.transpose(0, 1) if tb else y)
+                if tt.dtype == dt.i32:  # int8 inputs: exact in int64, then wrapped to int32 as the C++
+                    out = (x.to(torch.int64) @ y.to(torch.int64)).to(torch.int32)
+                    return out if c is None else self.expr(c, env) + out
                 acc_dtype = torch.float64 if self.float64 else torch.float32
-                out = self.expr(a, env).to(acc_dtype) @ self.expr(b, env).to(acc_dtype)
+                out = x.to(acc_dtype) @ y.to(acc_dtype)
                 return out if c is None else self.expr(c, env) + out
             case Transpose(value=v):
                 return self.expr(v, env).transpose(0, 1).contiguous()
@@ -254,6 +321,28 @@ class _KernelInterp(_Interp):
                 )
                 return torch.where(self.expr(c, env), x, y)
         return super().expr(e, env)
+
+    def load_rows(
+        self, view: torch.Tensor, e: LoadRows, rows: torch.Tensor, col: int, fill: Any, env: dict[str, Any]
+    ) -> torch.Tensor:
+        """``ts.load_rows``: row i is ``view[rows[i], col:col + C]``; rows at or past ``valid`` are
+        ``fill``. IndexError for an index or column range outside the tensor."""
+        n, width = e.type.shape
+        valid = n if e.valid is None else self.valid_counts((e.valid,), (n,), env, "load_rows")[0]
+        if col < 0 or col + width > view.shape[1]:
+            raise IndexError(
+                f"load_rows of {e.tensor.name}: columns [{col}, {col + width}) are outside its shape {list(view.shape)}"
+            )
+        for i, r in enumerate(rows[:valid].tolist()):
+            if not 0 <= r < view.shape[0]:
+                raise IndexError(
+                    f"load_rows of {e.tensor.name}: index {i} of the row tile is {r}, outside "
+                    f"{e.tensor.name}'s {view.shape[0]} rows (shape {list(view.shape)})"
+                )
+        dtype = view.dtype if view.dtype == torch.float64 else self.tile_dtype(e.type.dtype)
+        out = torch.full(e.type.shape, fill, dtype=dtype)
+        out[:valid] = view[rows[:valid].to(torch.int64), col : col + width].to(dtype)
+        return out
 
     def cast(self, x: torch.Tensor, to: dt.DType, mode: str) -> torch.Tensor:
         if to.is_float:
@@ -277,6 +366,15 @@ def _sum(x: torch.Tensor, dim: int, order: str) -> torch.Tensor:
     for p in parts[1:]:
         acc = acc + p
     return acc.unsqueeze(dim)
+
+
+def _mean(x: torch.Tensor, dim: int, order: str) -> torch.Tensor:
+    """The mean of ``x`` along ``dim`` (kept): the sum in ``order``, in float for bf16/f16 as the
+    tile library computes it, divided by the count and rounded to x's dtype once."""
+    if order == "torch":
+        return x.mean(dim=dim, keepdim=True)
+    wide = x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+    return (_sum(wide, dim, order) / x.shape[dim]).to(x.dtype)
 
 
 _PAST_MAX = {torch.bfloat16: 2.0**128, torch.float16: 2.0**16, torch.float32: 2.0**128}
@@ -375,6 +473,9 @@ class _OrchInterp(_Interp):
     def run(self, args: list[Any]) -> int:
         self.body(self.p.body, self.bind(self.p.params, args))
         return self.tasks
+
+    def negative_bound(self, message: str) -> None:
+        raise RuntimeFailure(f"orchestration {self.p.name}: {message} (task {self.tasks})")
 
     def stmt(self, s: Stmt, env: dict[str, Any]) -> None:
         match s:

@@ -46,13 +46,16 @@ from tilescope.ir.nodes import (
     CreateTensor,
     Expr,
     Full,
+    Iota,
     Kernel,
     Load,
+    LoadRows,
     MatMul,
     Probe,
     Program,
     Reduce,
     Store,
+    TileSlice,
     Transpose,
     UnOp,
     Where,
@@ -65,8 +68,24 @@ _INF = math.inf
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "bf16": 2.0**-8, "f16": 2.0**-11, "f64": 2.0**-53}
 _MANT = {"f32": 23, "bf16": 7, "f16": 10, "f64": 52}  # explicit mantissa bits
 _EMIN = {"f32": -126, "bf16": -126, "f16": -14, "f64": -1022}  # exponent of the smallest normal
-_ULPS = {"exp": 1.0, "log": 1.0, "tanh": 1.0, "sigmoid": 3.0, "silu": 3.0, "sqrt": 0.5, "rsqrt": 1.5}
-_SLOPE = {"tanh": 1.0, "sigmoid": 0.25, "silu": 1.1}  # largest |f'| on the whole line
+_ULPS = {
+    "exp": 1.0,
+    "log": 1.0,
+    "tanh": 1.0,
+    "sigmoid": 3.0,
+    "silu": 3.0,
+    "sqrt": 0.5,
+    "rsqrt": 1.5,
+    "exp2": 1.0,
+    "log2": 1.0,
+    "erf": 2.0,
+    "reciprocal": 0.5,
+    "gelu": 4.0,  # of max(|gelu(x)|, |x|): torch's 0.5 * x * (1 + erf) cancels for negative x
+    "gelu_tanh": 4.0,
+    "pow": 2.0,
+}
+# largest |f'| on the whole line
+_SLOPE = {"tanh": 1.0, "sigmoid": 0.25, "silu": 1.1, "erf": 1.1284, "gelu": 1.13, "gelu_tanh": 1.13}
 _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 _LOGICAL = ("logical_and", "logical_or")
 
@@ -178,6 +197,10 @@ class _BoundKernel(_KernelInterp):
         view = env[s.tensor.name]
         offs = [self.expr(o, env) for o in s.offsets]
         sizes = _store_sizes(view.v, tile.v)
+        if s.valid:
+            counts = self.valid_counts(s.valid, tuple(tile.shape), env, "store")
+            sizes = sizes[: len(sizes) - len(counts)] + tuple(counts)
+            tile = tile[tuple(slice(0, n) for n in counts)]
         region_v, region_e = _region(view.v, offs, sizes), _region(view.e, offs, sizes)
         region_v.copy_(tile.v.reshape(region_v.shape).to(region_v.dtype))
         region_e.copy_(tile.e.reshape(region_e.shape))
@@ -223,11 +246,33 @@ class _BoundKernel(_KernelInterp):
                 return self.binary(op, self.tile(self.expr(a, env), ta), self.tile(self.expr(b, env), tb), e.type)
             case UnOp(op=op, operand=a) if isinstance(e.type, TileType):
                 return self.unary(op, self.expr(a, env), e.type)
-            case Load(tensor=t, offsets=offs, sizes=sizes, type=tt):
+            case Load(tensor=t, offsets=offs, sizes=sizes, valid=valid, fill=fill, type=tt):
                 view = env[t.name]
                 at = [self.expr(o, env) for o in offs]
-                v = _region(view.v, at, sizes).reshape(tt.shape).clone()
-                return Bounded(v, _region(view.e, at, sizes).reshape(tt.shape).clone())
+                if not valid:
+                    v = _region(view.v, at, sizes).reshape(tt.shape).clone()
+                    return Bounded(v, _region(view.e, at, sizes).reshape(tt.shape).clone())
+                counts = self.valid_counts(valid, tt.shape, env, "load")
+                out = self.tile(self.expr(fill, env), tt)
+                out = Bounded(out.v.expand(tt.shape).clone(), out.e.expand(tt.shape).clone())
+                if all(counts):
+                    box = tuple(sizes[: len(sizes) - len(counts)]) + tuple(counts)
+                    inside = tuple(slice(0, n) for n in counts)
+                    out.v[inside] = _region(view.v, at, box).reshape(counts).to(out.v.dtype)
+                    out.e[inside] = _region(view.e, at, box).reshape(counts)
+                return out
+            case LoadRows(tensor=t, rows=rows, col=col, type=tt):
+                view = env[t.name]
+                index, at = self.expr(rows, env).v.reshape(-1), self.expr(col, env)
+                fill = 0 if e.fill is None else self.expr(e.fill, env)
+                v = self.load_rows(view.v, e, index, at, fill, env)
+                return Bounded(v, self.load_rows(view.e, e, index, at, 0.0, env).to(torch.float64))
+            case Iota():
+                return Bounded.exact(super().expr(e, env))
+            case TileSlice(value=val, starts=starts, sizes=sizes, type=tt):
+                x = self.expr(val, env)
+                box = tuple(slice(a, a + n) for a, n in zip(starts, sizes))
+                return Bounded(x.v[box].reshape(tt.shape).contiguous(), x.e[box].reshape(tt.shape).contiguous())
             case Full(value=fill, type=tt):
                 x = self.tile(self.expr(fill, env), tt)
                 return Bounded(x.v.expand(tt.shape).clone(), x.e.expand(tt.shape).clone())
@@ -258,6 +303,8 @@ class _BoundKernel(_KernelInterp):
         if op in ("maximum", "minimum"):
             fn = torch.maximum if op == "maximum" else torch.minimum
             return Bounded(fn(a.v, b.v), _clean(torch.maximum(a.e, b.e)).expand(torch.broadcast_shapes(a.shape, b.shape)).clone())
+        if op == "pow":
+            return self.power(a, b, t)
         v = interp._TILE_OPS[op](a.v, b.v)
         if not v.is_floating_point():  # integer arithmetic: exact
             err = a.e + b.e if op in ("add", "sub") else _mul0(a.v.abs().double(), b.e) + _mul0(b.v.abs().double(), a.e)
@@ -294,9 +341,21 @@ class _BoundKernel(_KernelInterp):
             lo_c = lo.clamp(min=1e-300)
             top = torch.rsqrt(lo_c)
             err = torch.where(lo > 0, 0.5 * x.e * lo_c.pow(-1.5), torch.full_like(lo, _INF))
-        else:  # tanh, sigmoid, silu
+        elif op == "exp2":
+            top = torch.exp2(hi)
+            err = _mul0(top, torch.expm1(x.e * math.log(2.0)))
+        elif op == "log2":
+            err = torch.where(lo > 0, x.e / (lo.clamp(min=1e-300) * math.log(2.0)), torch.full_like(lo, _INF))
+            top = torch.maximum(torch.log2(hi.clamp(min=1e-300)).abs(), v.abs())
+        elif op == "reciprocal":  # |1/x - 1/y| <= e / (|x| (|x| - e))
+            room = x.v.abs() - x.e
+            err = torch.where(room > 0, _mul0(v.abs(), x.e) / room.clamp(min=1e-300), torch.full_like(room, _INF))
+            top = v.abs()
+        else:  # tanh, sigmoid, silu, erf, gelu, gelu_tanh
             err = x.e * _SLOPE[op]
             top = torch.maximum(v.abs(), interp._UNARY[op](hi).abs())
+            if op.startswith("gelu"):
+                top = torch.maximum(top, hi.abs())
         err = torch.where(x.e == 0, torch.zeros_like(err), err)
         # bf16/f16 compute in f32 and round the result once more
         err = err + k * ulp("f64" if d == "f64" else "f32", top)
@@ -314,11 +373,33 @@ class _BoundKernel(_KernelInterp):
         v = x.v.sum(dim=dim, keepdim=True)
         mags = x.v.abs().double().sum(dim=dim, keepdim=True)
         err = x.e.sum(dim=dim, keepdim=True) + _mul0(torch.full_like(mags, _gamma(n, t.dtype.name)), mags)
+        if kind == "mean":  # the sum divided by n, rounded once more
+            v, err = v / n, err / n + rounding(t.dtype.name, v / n)
         return self.finish(op, t.dtype, v, err, _finite(x.v).all(dim=dim, keepdim=True))
 
+    def power(self, a: Bounded, b: Bounded, t: TileType) -> Bounded:
+        """``a ** b``: ``|v| (|b| e_a / (|a| - e_a) + |ln a| e_b)`` plus the library's ulps."""
+        v = torch.pow(a.v, b.v)
+        room = a.v.abs() - a.e
+        spread = _mul0(b.v.abs(), a.e) / room.clamp(min=1e-300) + _mul0(torch.log(a.v.abs().clamp(min=1e-300)).abs(), b.e)
+        err = torch.where((a.e > 0) & (room <= 0), torch.full_like(spread, _INF), _mul0(v.abs(), spread))
+        err = err + _ULPS["pow"] * ulp("f64" if t.dtype.name == "f64" else "f32", v)
+        if t.dtype.name in ("bf16", "f16"):
+            err = err + rounding(t.dtype.name, v)
+        err = err.expand(v.shape).clone()
+        return self.finish("pow", t.dtype, v, err, _finite(a.v) & _finite(b.v))
+
     def matmul(self, a: Bounded, b: Bounded, acc: Bounded | None, e: MatMul) -> Bounded:
+        if e.transpose_a:
+            a = Bounded(a.v.transpose(0, 1), a.e.transpose(0, 1))
+        if e.transpose_b:
+            b = Bounded(b.v.transpose(0, 1), b.e.transpose(0, 1))
         k = a.v.shape[-1]
         av, bv = a.v.to(torch.float64), b.v.to(torch.float64)
+        if e.type.dtype == dt.i32:  # int8 products summed exactly in int32
+            v = (a.v.to(torch.int64) @ b.v.to(torch.int64)).to(torch.int32)
+            err = av.abs() @ b.e + a.e @ bv.abs() + a.e @ b.e
+            return Bounded(v if acc is None else acc.v + v, err if acc is None else err + acc.e)
         v = av @ bv
         mags = av.abs() @ bv.abs()
         err = av.abs() @ b.e + a.e @ bv.abs() + a.e @ b.e + _gamma(k, "f32") * mags

@@ -15,9 +15,11 @@ from tilescope.ir.nodes import (
     For,
     Full,
     Load,
+    LoadRows,
     MatMul,
     Reduce,
     Store,
+    TileSlice,
     Transpose,
     UnOp,
     Where,
@@ -48,6 +50,10 @@ def expr_op(e: Expr) -> str:
             return "matmul"
         case Load():
             return "load"
+        case LoadRows():
+            return "load_rows"
+        case TileSlice():
+            return "slice"
         case Full():
             return "full"
         case Where():

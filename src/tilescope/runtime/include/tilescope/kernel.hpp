@@ -9,10 +9,10 @@
 
 namespace ts {
 
-// ts.matmul(a, b, acc=acc) as a value: acc + a @ b, accumulated in fp32.
-template <class T, int M, int K, int N>
-inline Tile<float, M, N> matmul(const Tile<T, M, K> &a, const Tile<T, K, N> &b, const Tile<float, M, N> &acc) {
-    Tile<float, M, N> out = acc;
+// ts.matmul(a, b, acc=acc) as a value: acc + a @ b, accumulated in fp32 (int32 for int8 inputs).
+template <class T, class A, int M, int K, int N>
+inline Tile<A, M, N> matmul(const Tile<T, M, K> &a, const Tile<T, K, N> &b, const Tile<A, M, N> &acc) {
+    Tile<A, M, N> out = acc;
     matmul_acc(out, a, b);
     return out;
 }
