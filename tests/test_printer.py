@@ -168,6 +168,36 @@ def prog(x: ts.InOut[[4, 8], ts.f32], y: ts.InOut[[4, 8], ts.f32]):
             tmp = src
             src = tmp
 """,
+    "real-kernel ops": """import tilescope as ts
+
+
+@ts.kernel
+def k(x: ts.Tensor[[64, 128], ts.f32], v: ts.Tensor[[32], ts.f32], i: ts.Tensor[[8, 1], ts.i32], q: ts.Tensor[[16, 16], ts.i8], y: ts.InOut[[64, 128], ts.f32], n: ts.Scalar[ts.i32]):
+    a = ts.load(x, [0, 0], [8, 16], valid=(n, 16), fill=float('-inf'))
+    b = ts.load(v, [0], [32], valid=(ts.minimum(n, 32),))
+    c = ts.load(x, [8, 0], [8, 16], valid=(4, n))
+    col = ts.iota([8, 16], ts.f32)
+    row = ts.iota([8, 16], ts.i32, dim=0)
+    r = ts.load(i, [0, 0], [8, 1])
+    g = ts.load_rows(x, r, 16) + ts.load_rows(x, r, (n, 16), valid=n, fill=-1.0)
+    s = ts.matmul(a, c, transpose_b=True)
+    s2 = ts.matmul(a, c, transpose_a=True)
+    s2 = ts.matmul(c, a, acc=s2, transpose_a=True)
+    w = ts.load(q, [0, 0], [16, 16])
+    z = ts.matmul(w, w, transpose_a=True)
+    e = ts.gelu(a[0:4, 8:16], approximate="tanh") + ts.gelu(a[4:8, 0:8]) + ts.erf(a[0:4, 0:8])
+    x2 = ts.load(x, [0, 0], [16, 16])
+    f = ts.exp2(b[16:]) + ts.log2(b[:16]) + ts.reciprocal(b[0:16]) + ts.pow(b[0:16], 2.0) + col[3] + x2[:, 2]
+    h = ts.maximum(ts.minimum(a, 1.0), -1.0) + ts.row_mean(a) + ts.col_mean(c) + ts.col_min(c)
+    for j in ts.range(0, ts.maximum(n - 4, 0), 8):
+        ts.store(y, [j, 0], h + g + e[0, 0:1] + f[0:1] + ts.cast(z[0:8, :] + row, ts.f32) + s[:, 0:1] + s2[0:8, :], valid=(n - j, 16))
+
+
+@ts.jit
+def p(x: ts.Tensor[[64, 128], ts.f32], v: ts.Tensor[[32], ts.f32], i: ts.Tensor[[8, 1], ts.i32], q: ts.Tensor[[16, 16], ts.i8], y: ts.InOut[[64, 128], ts.f32], n: ts.Scalar[ts.i32]):
+    for b in ts.range(0, min(n, 64), 8):
+        k(x, v, i, q, y, max(n - b, 0))
+""",
 }
 
 
