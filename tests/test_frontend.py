@@ -196,7 +196,7 @@ def test_power_operator():
         "x * x",
     )
     assert err.hint == (
-        "write x * x (or use ts.exp / ts.sqrt); run-time values support + - * / // % (and @ on tiles), "
+        "write x * x, or ts.pow(x, y); run-time values support + - * / // % (and @ on tiles), "
         "unary -, and == != < <= > >="
     )
 

@@ -106,7 +106,7 @@ _OP_SYMBOLS = {
 
 # what to write instead of an operator that only folds compile-time values, on run-time ones
 _RUNTIME_OP_HINTS = {
-    "**": "write x * x (or use ts.exp / ts.sqrt)",
+    "**": "write x * x, or ts.pow(x, y)",
     "<<": "multiply by a power of two instead (i * 4)",
     ">>": "floor-divide by a power of two instead (i // 4)",
     "&": "use ts.logical_and on bool tiles",
