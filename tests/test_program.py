@@ -200,6 +200,7 @@ def test_dsl_error_traceback_ends_at_the_users_call(monkeypatch):
         err, text, internal = traceback_of(call)
         assert isinstance(err, ts.DSLError) and f"{__file__}:{line}: operator ** (Pow)" in str(err)
         assert internal == 1, text  # the entry point that re-raises it, nothing below
+        assert "contextlib.py" not in text and "concurrent" not in text, text  # nor the stdlib it calls
         assert 'File "' + __file__ in text  # the user's call
         assert text.rstrip().endswith(
             "(tilescope's internal frames are hidden; TILESCOPE_TRACEBACK=full shows them)"

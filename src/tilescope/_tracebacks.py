@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sysconfig
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -28,12 +29,20 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 NOTE = "(tilescope's internal frames are hidden; TILESCOPE_TRACEBACK=full shows them)"
 
 
+# NOTE: the standard library's frames below an entry point are tilescope's doing too (a thread
+# pool running a compile job, a context manager used as a decorator): they are hidden with ours.
+_STDLIB_DIRS = tuple(
+    str(Path(p).resolve()) + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+)
+
+
 def _internal(tb: types.TracebackType) -> bool:
-    return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_PACKAGE_DIR)
+    path = os.path.abspath(tb.tb_frame.f_code.co_filename)
+    return path.startswith(_PACKAGE_DIR) or (path.startswith(_STDLIB_DIRS) and "site-packages" not in path)
 
 
 def filter_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
-    """``tb`` without the frames of tilescope's own modules."""
+    """``tb`` without the frames of tilescope's own modules and of the standard library they call."""
     kept = []
     while tb is not None:
         if not _internal(tb):
