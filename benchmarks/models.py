@@ -1,0 +1,106 @@
+"""The real-kernel models on sim against torch eager and torch.compile, measured in one run.
+
+    python benchmarks/models.py [--reps 7] [--models layernorm,rope] [--no-compile]
+
+For each model at its default size: the median time of one ``prog.run(...)`` on sim (compiled
+once beforehand; Python's part of the call included), of the same computation in torch eager
+(the natural torch code: bf16 inputs stay bf16 where the model is bf16), and of that code
+under ``torch.compile`` (steady state; its first call, which compiles, is reported on its
+own). Every implementation runs with this process's torch thread count equal to the sim's
+worker count, so the ratios compare like with like. Target: sim at least as fast as torch
+eager (``eager / sim >= 1``) for every model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "models"))
+
+
+def median_time(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+MODELS = ("layernorm", "rope", "flash_attention", "paged_attention_decode", "moe_expert")
+
+
+@dataclass
+class Case:
+    name: str
+    program: object  # a @ts.jit function
+    specs: list
+    eager: Callable[..., object]  # torch code over the named inputs
+    what: str
+
+
+def case(name: str) -> Case:
+    """A model module's default program, specs, torch code and size (``PROGRAM``, ``specs()``,
+    ``eager``, ``SIZE``)."""
+    module = __import__(name)
+    return Case(name, module.PROGRAM, module.specs(), module.eager, module.SIZE)
+
+
+def bench(case: Case, reps: int, use_compile: bool) -> dict[str, float]:
+    from tilescope.harness.specs import generate
+
+    values = generate(case.specs, seed=0)
+    names = [s.name for s in case.specs]
+    args = [values[n] for n in names]
+    prog = case.program.compile()
+    sim = median_time(lambda: prog.run(*args), reps)
+    inputs = {n: v for n, v in values.items() if not getattr(next(s for s in case.specs if s.name == n), "is_output", False)}
+    eager = median_time(lambda: case.eager(**inputs), reps)
+    row = {"sim": sim, "eager": eager}
+    if use_compile:
+        compiled = torch.compile(case.eager)
+        t0 = time.perf_counter()
+        compiled(**inputs)
+        row["compile_first"] = time.perf_counter() - t0
+        row["compiled"] = median_time(lambda: compiled(**inputs), reps)
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--models", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    args = parser.parse_args(argv)
+    threads = os.cpu_count() or 1  # the sim's default: one worker per CPU
+    torch.set_num_threads(threads)
+    chosen = [m for m in args.models.split(",") if m] or list(MODELS)
+    unknown = sorted(set(chosen) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    print(f"{threads} threads (sim workers and torch); medians of {args.reps} runs")
+    print("| model | size | sim | torch eager | eager / sim | torch.compile | compile / sim | compile's first call |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in chosen:
+        c = case(name)
+        r = bench(c, args.reps, not args.no_compile)
+        ms = {k: v * 1e3 for k, v in r.items()}
+        comp = f"{ms['compiled']:.2f} ms | {r['compiled'] / r['sim']:.2f}x | {r['compile_first']:.1f} s" if "compiled" in r else "— | — | —"
+        print(f"| {name} | {c.what} | {ms['sim']:.2f} ms | {ms['eager']:.2f} ms | {r['eager'] / r['sim']:.2f}x | {comp} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""Layer norm over rows: y = (x - mean) / sqrt(var + eps) * gamma + beta (biased variance, as
+torch.nn.functional.layer_norm), one task per block of rows. The mean and the variance are
+taken in two passes over column chunks (the variance from the centred values, so it does not
+cancel), in f32 whatever the input dtype.
+
+Default size: a [2048, 1024] f32 input (BERT-large's hidden size, 2048 tokens); --dtype bf16
+reads and writes bf16.
+
+python models/layernorm.py -p sim      # or -p interp
+"""
+
+import argparse
+
+import torch
+
+import tilescope as ts
+from tilescope.harness import ScalarSpec, TensorSpec, add_harness_args, harness_kwargs, run_jit
+
+DTYPES = {"f32": (ts.f32, torch.float32), "bf16": (ts.bf16, torch.bfloat16)}
+
+
+def build(rows: int = 2048, cols: int = 1024, dtype: str = "f32", block: int = 32, chunk: int = 256):
+    """The layernorm program for a [rows, cols] input of ``dtype`` (f32 or bf16)."""
+    dt = DTYPES[dtype][0]
+
+    @ts.kernel
+    def layernorm_rows(
+        x: ts.Tensor[[block, cols], dt],
+        gamma: ts.Tensor[[1, cols], ts.f32],
+        beta: ts.Tensor[[1, cols], ts.f32],
+        y: ts.Out[[block, cols], dt],
+        eps: ts.Scalar[ts.f32],
+    ):
+        total = ts.zeros([block, 1], ts.f32)
+        for h in ts.range(0, cols, chunk):
+            total = total + ts.row_sum(ts.cast(ts.load(x, [0, h], [block, chunk]), ts.f32))
+        mean = total * (1.0 / cols)
+        sq = ts.zeros([block, 1], ts.f32)
+        for h in ts.range(0, cols, chunk):
+            d = ts.cast(ts.load(x, [0, h], [block, chunk]), ts.f32) - mean
+            sq = sq + ts.row_sum(d * d)
+        inv = ts.rsqrt(sq * (1.0 / cols) + eps)
+        for h in ts.range(0, cols, chunk):
+            d = ts.cast(ts.load(x, [0, h], [block, chunk]), ts.f32) - mean
+            g = ts.load(gamma, [0, h], [1, chunk])
+            b = ts.load(beta, [0, h], [1, chunk])
+            ts.store(y, [0, h], ts.cast(d * inv * g + b, dt))
+
+    @ts.jit
+    def layernorm(
+        x: ts.Tensor[[rows, cols], dt],
+        gamma: ts.Tensor[[1, cols], ts.f32],
+        beta: ts.Tensor[[1, cols], ts.f32],
+        y: ts.Out[[rows, cols], dt],
+        eps: ts.Scalar[ts.f32],
+    ):
+        for r in ts.range(0, rows, block):
+            layernorm_rows(x[r : r + block, :], gamma, beta, y[r : r + block, :], eps)
+
+    return layernorm
+
+
+def golden(t: dict) -> None:
+    x = t["x"].float()
+    y = torch.nn.functional.layer_norm(x, x.shape[-1:], t["gamma"][0], t["beta"][0], t["eps"])
+    t["y"][:] = y.to(t["y"].dtype)
+
+
+def specs(rows: int = 2048, cols: int = 1024, dtype: str = "f32") -> list:
+    tdt = DTYPES[dtype][1]
+    return [
+        TensorSpec("x", [rows, cols], tdt, init_value=lambda s, dtype: torch.randn(s, dtype=dtype) * 3 + 1),
+        TensorSpec("gamma", [1, cols], torch.float32, init_value=torch.rand),
+        TensorSpec("beta", [1, cols], torch.float32, init_value=torch.randn),
+        TensorSpec("y", [rows, cols], tdt, is_output=True),
+        ScalarSpec("eps", torch.float32, 1e-5),
+    ]
+
+
+TOLERANCE = {"f32": (1e-5, 1e-5), "bf16": (1.6e-2, 2e-2)}
+layernorm = build()
+layernorm_bf16 = build(dtype="bf16")
+PROGRAM, SIZE = layernorm, "[2048, 1024] f32"
+
+
+def eager(x, gamma, beta, eps, **_):
+    """The torch code of this computation (what benchmarks/models.py times against)."""
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], gamma[0], beta[0], eps)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="f32", help="input/output dtype (default: f32)")
+    add_harness_args(parser)
+    args = parser.parse_args(argv)
+    fn = layernorm if args.dtype == "f32" else layernorm_bf16
+    rtol, atol = TOLERANCE[args.dtype]
+    result = run_jit(fn, specs(dtype=args.dtype), golden_fn=golden, rtol=rtol, atol=atol, **harness_kwargs(args))
+    return 0 if result.passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
