@@ -4,7 +4,9 @@ Invariants checked here:
   - elementwise ops, casts and bf16/f16 conversions are bit-identical to torch where torch is
     correctly rounded (+ - * / sqrt, conversions, comparisons, integer wrap-around);
   - exp/log are within 2 ulp and tanh/sigmoid/silu within 1 ulp of float64 references over a
-    wide sweep that includes overflow, underflow, subnormals, NaN, +-Inf and -0;
+    wide sweep that includes overflow, underflow, subnormals, NaN, +-Inf and -0; erf, exp2, log2,
+    gelu, gelu_tanh and pow within 0.51 ulp, reciprocal bit-exact, pow's C99 special cases exactly
+    as torch.pow's;
   - reductions follow their documented summation order bit-exactly; matmul accumulates each
     output in k order with fused multiply-adds (bit-exact where the CPU has FMA);
   - load/store honour strides and leading-dim offsets of 1-D..4-D views; TS_CHECK_BOUNDS aborts
@@ -146,7 +148,19 @@ ELEMENTWISE_MACROS = r"""
     REG("rdiv_s_" S, unary<T, T>(b, n, [p](const auto &x) { return float(p[0]) / x; }))          \
     REG("max_s_" S, unary<T, T>(b, n, [p](const auto &x) { return maximum(x, float(p[0])); }))   \
     REG("lt_s_" S, unary<T, bool>(b, n, [p](const auto &x) { return x < float(p[0]); }))         \
-    REG("eq_s_" S, unary<T, bool>(b, n, [p](const auto &x) { return eq(float(p[0]), x); }))
+    REG("eq_s_" S, unary<T, bool>(b, n, [p](const auto &x) { return eq(float(p[0]), x); }))    \
+    NEW_FLOAT_OPS(T, S)
+
+#define NEW_FLOAT_OPS(T, S)                                                                      \
+    REG("erf_" S, unary<T, T>(b, n, [](const auto &x) { return erf(x); }))                       \
+    REG("exp2_" S, unary<T, T>(b, n, [](const auto &x) { return exp2(x); }))                     \
+    REG("log2_" S, unary<T, T>(b, n, [](const auto &x) { return log2(x); }))                     \
+    REG("reciprocal_" S, unary<T, T>(b, n, [](const auto &x) { return reciprocal(x); }))         \
+    REG("gelu_" S, unary<T, T>(b, n, [](const auto &x) { return gelu(x); }))                     \
+    REG("gelu_tanh_" S, unary<T, T>(b, n, [](const auto &x) { return gelu_tanh(x); }))           \
+    REG("pow_" S, binary<T, T>(b, n, [](const auto &x, const auto &y) { return pow(x, y); }))    \
+    REG("pow_ts_" S, unary<T, T>(b, n, [p](const auto &x) { return pow(x, p[0]); }))            \
+    REG("pow_st_" S, unary<T, T>(b, n, [p](const auto &x) { return pow(p[0], x); }))
 
 #define OPERATOR_CMPS(T, S)                                                                      \
     REG("op_eq_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return x == y; }))  \
@@ -199,6 +213,7 @@ REG("sigmoid_f64", unary<double, double>(b, n, [](const auto &x) { return sigmoi
 REG("silu_f64", unary<double, double>(b, n, [](const auto &x) { return silu(x); }))
 REG("div_f64", binary<double, double>(b, n, [](const auto &x, const auto &y) { return x / y; }))
 REG("add_s_f64", unary<double, double>(b, n, [p](const auto &x) { return x + float(p[0]); }))
+NEW_FLOAT_OPS(double, "f64")
 OPERATOR_CMPS(float, "f32")
 OPERATOR_CMPS(int32_t, "i32")
 """
@@ -248,6 +263,7 @@ void bcast(void **b, F f) {
     BC_SHAPES("lt", T, S, [](const auto &x, const auto &y) { return x < y; })                  \
     BC_SHAPES("where", T, S, [](const auto &x, const auto &y) { return where(x > y, x, y); })
 BC_OPS(float, "f32")
+BC_SHAPES("pow", float, "f32", [](const auto &x, const auto &y) { return pow(x, y); })
 BC_SHAPES("add", bf16, "bf16", [](const auto &x, const auto &y) { return x + y; })
 BC_SHAPES("where", bf16, "bf16", [](const auto &x, const auto &y) { return where(x > y, x, y); })
 
@@ -910,6 +926,268 @@ def test_transcendental_16bit_all_patterns(built, dt, name):
     dist = (ordinal(got) - ordinal(want)).abs()[~nan_want]
     assert int(dist.max()) <= 1, f"{name} {dt}: {int(dist.max())} ulp"
     assert float((dist != 0).float().mean()) < 0.01, f"{name} {dt}: too many 1-ulp differences"
+
+
+def _gelu_ref(x: torch.Tensor) -> torch.Tensor:
+    """torch's exact GELU in float64 as 0.5 x erfc(-x / sqrt2) (no cancellation for x < 0); -inf -> -0."""
+    x = x.double()
+    ref = 0.5 * x * torch.special.erfc(-x * math.sqrt(0.5))
+    return torch.where(x == -math.inf, torch.tensor(-0.0, dtype=torch.float64), ref)
+
+
+def _gelu_tanh_ref(x: torch.Tensor) -> torch.Tensor:
+    """torch's approximate='tanh' GELU in float64 as x sigmoid(2z), the same value as x/2 (1 + tanh z)
+    without its cancellation for x < 0 (which alone costs the float64 formula ~100 float ulp at x = -6)."""
+    x = x.double()
+    ref = x * torch.sigmoid(2.0 * math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))
+    return torch.where(x == -math.inf, torch.tensor(-0.0, dtype=torch.float64), ref)
+
+
+# name -> (float64 reference, max ulp error of the float32 version over the sweep).
+NEW_MATH = {
+    "erf": (torch.special.erf, 0.51),
+    "exp2": (torch.exp2, 0.51),
+    "log2": (torch.log2, 0.51),
+    "reciprocal": (torch.reciprocal, 0.5),
+    "gelu": (_gelu_ref, 0.51),
+    "gelu_tanh": (_gelu_tanh_ref, 0.51),
+}
+
+
+@pytest.mark.parametrize("name", list(NEW_MATH))
+def test_new_math_f32_ulp(built, name):
+    """Computed in double and rounded once: within 0.51 ulp of float64 everywhere, subnormals included."""
+    fn, bound = NEW_MATH[name]
+    x = torch.cat([float_sweep(), torch.linspace(-15.0, 5.0, 200_001, dtype=torch.float32)])
+    got = unary_op(built, f"{name}_f32", x)
+    _check_ulp(got, fn(x.double()), bound, f"{name} f32")
+    if name == "reciprocal":  # one correctly rounded division, as torch's
+        assert_same_floats(got, torch.reciprocal(x), "reciprocal vs torch")
+    if name == "gelu":  # where 1 + erf(x / sqrt2) cancels the result is tiny but still accurate
+        tail = torch.linspace(-14.0, -5.0, 10_001, dtype=torch.float32)
+        err = ulp_error(unary_op(built, "gelu_f32", tail), _gelu_ref(tail))
+        normal = _gelu_ref(tail).abs() >= 2.0**-126
+        assert float(normal.float().mean()) > 0.85 and float(err[normal].max()) <= 0.51
+
+
+def test_new_math_f32_close_to_torch(built):
+    """torch's own float32 results are close to ours: within 2 ulp for erf/exp2/log2; for the GELUs within
+    2 ulp plus |x| times the error of torch's 1 + erf / 1 + tanh (measured: up to 3.3e-7, which
+    cancellation for negative x does not shrink)."""
+    x = torch.linspace(-8.0, 8.0, 100_001, dtype=torch.float32)
+    for name, fn in [("erf", torch.special.erf), ("exp2", torch.exp2)]:
+        got, want = unary_op(built, f"{name}_f32", x), fn(x)
+        assert int((ordinal(got) - ordinal(want)).abs().max()) <= 2, name
+    pos = torch.rand(100_000) * 100
+    assert int((ordinal(unary_op(built, "log2_f32", pos)) - ordinal(torch.log2(pos))).abs().max()) <= 2
+    for name, fn in [
+        ("gelu", torch.nn.functional.gelu),
+        ("gelu_tanh", lambda t: torch.nn.functional.gelu(t, approximate="tanh")),
+    ]:
+        got, want = unary_op(built, f"{name}_f32", x).double(), fn(x).double()
+        ulp = torch.ldexp(torch.ones_like(want), torch.frexp(want.abs())[1] - 24)
+        tol = 2 * ulp + x.double().abs() * 2.0**-20
+        bad = (got - want).abs() > tol
+        assert not bad.any(), (name, x[bad][:5].tolist(), got[bad][:5].tolist(), want[bad][:5].tolist())
+
+
+def test_new_math_f64(built):
+    """Double tiles call libm (std::erf, std::exp2, std::log2, std::erfc, std::exp, std::pow)."""
+    x = torch.cat(
+        [
+            torch.randn(20_000, dtype=torch.float64) * 10,
+            torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan]),
+        ]
+    )
+    for name, fn in [
+        ("erf", torch.special.erf),
+        ("exp2", torch.exp2),
+        ("log2", torch.log2),
+        ("reciprocal", torch.reciprocal),
+        ("gelu", _gelu_ref),
+        ("gelu_tanh", _gelu_tanh_ref),
+    ]:
+        got, want = unary_op(built, f"{name}_f64", x), fn(x)
+        rtol = 1e-12 if name.startswith("gelu") else 1e-14  # e^{-x^2/2}: rounding of x^2 costs x^2 ulp
+        assert torch.allclose(got, want, rtol=rtol, atol=1e-300, equal_nan=True), name
+    y = torch.randn(20_000, dtype=torch.float64) * 3
+    assert torch.allclose(binary_op(built, "pow_f64", x[:20_000].abs(), y), x[:20_000].abs() ** y, rtol=1e-15)
+
+
+# Exact results IEEE/C99 define for the new functions: name -> (inputs, results).
+NEW_SPECIALS = {
+    "erf": ("0 -0 inf -inf nan 1e-45 -1e-45 4 -4 10 -10", "0 -0 1 -1 nan 1e-45 -1e-45 1 -1 1 -1"),
+    "exp2": (
+        "0 -0 inf -inf nan 1 -1 10 -149 -150 -151 127 128 -1e30",
+        "1 1 inf 0 nan 2 0.5 1024 1e-45 0 0 1.7014118e38 inf 0",
+    ),
+    "log2": (
+        "0 -0 -1 -1e-45 inf -inf nan 1 2 0.5 1e-45 1024",
+        "-inf -inf nan nan inf nan nan 0 1 -1 -149 10",
+    ),
+    "reciprocal": ("0 -0 inf -inf nan 2 -4 1e-45", "inf -inf 0 -0 nan 0.5 -0.25 inf"),
+    "gelu": ("0 -0 inf -inf nan -20 -1e30 20 1e30", "0 -0 inf -0 nan -0 -0 20 1e30"),
+    "gelu_tanh": ("0 -0 inf -inf nan -20 -1e30 20 1e30", "0 -0 inf -0 nan -0 -0 20 1e30"),
+}
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f16"])
+@pytest.mark.parametrize("name", list(NEW_SPECIALS))
+def test_new_math_special_values(built, name, dt):
+    dtype = DTYPES[dt]
+    x = torch.tensor([float(v) for v in NEW_SPECIALS[name][0].split()], dtype=torch.float32).to(dtype)
+    want = torch.tensor([float(v) for v in NEW_SPECIALS[name][1].split()], dtype=torch.float32)
+    if dt != "f32":  # the same values computed from the 16-bit inputs, rounded to 16 bits
+        want = NEW_MATH[name][0](x.double()).float()
+        want = torch.where(torch.isnan(x.float()), math.nan, want).to(dtype)
+    got = unary_op(built, f"{name}_{dt}", x)
+    same = (torch.isnan(got) & torch.isnan(want)) | (
+        (got == want) & (torch.signbit(got) == torch.signbit(want))
+    )
+    assert bool(same.all()), f"{name}({x.tolist()}) = {got.tolist()}, want {want.tolist()}"
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize("name", list(NEW_MATH))
+def test_new_math_16bit_all_patterns(built, dt, name):
+    """Float math then one rounding: at most 1 ulp (of the 16-bit type) from the correctly rounded value."""
+    dtype = DTYPES[dt]
+    x = all_16bit(dtype)
+    got = unary_op(built, f"{name}_{dt}", x)
+    want = NEW_MATH[name][0](x.double()).float().to(dtype)
+    nan_got, nan_want = torch.isnan(got), torch.isnan(want)
+    assert torch.equal(nan_got, nan_want)
+    dist = (ordinal(got) - ordinal(want)).abs()[~nan_want]
+    assert int(dist.max()) <= 1, f"{name} {dt}: {int(dist.max())} ulp"
+    assert float((dist != 0).float().mean()) < 0.01, f"{name} {dt}: too many 1-ulp differences"
+    if name == "reciprocal":  # torch's bf16/f16 reciprocal is the float division rounded once, as ours
+        assert_same_floats(got, torch.reciprocal(x), f"reciprocal {dt}")
+
+
+POW_SPECIAL_X = (
+    "0 -0 1 -1 2 -2 0.5 -0.5 3 -3 inf -inf nan 1e-45 -1e-45 3.4028235e38 -3.4028235e38 0.999999 1.000001"
+)
+POW_SPECIAL_Y = (
+    "0 -0 1 -1 2 -2 3 -3 0.5 -0.5 1.5 -1.5 inf -inf nan 1e10 -1e10 16777215 -16777215 16777216 1e-45 -1e-45 "
+    "127 -127 128 -149 -150 0.1"
+)
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f16"])
+def test_pow_special_cases_match_torch(built, dt):
+    """Every pair of special bases and exponents: C99's table (as torch.pow) exactly, the rest within 1 ulp."""
+    dtype = DTYPES[dt]
+    xs = torch.tensor([float(v) for v in POW_SPECIAL_X.split()]).to(dtype)
+    ys = torch.tensor([float(v) for v in POW_SPECIAL_Y.split()]).to(dtype)
+    x = xs.repeat_interleave(len(ys))
+    y = ys.repeat(len(xs))
+    got = binary_op(built, f"pow_{dt}", x, y)
+    want = torch.pow(x, y)
+    nan_got, nan_want = torch.isnan(got), torch.isnan(want)
+    bad = nan_got != nan_want
+    exact = ~nan_want & ((want == 0) | want.isinf() | (want.abs() == 1) | (x.abs() == 1) | (y == 0))
+    bad |= exact & ((got != want) | (got.signbit() != want.signbit()))
+    bad |= ~nan_want & ((ordinal(got) - ordinal(want)).abs() > 1)
+    assert not bad.any(), [
+        (a, b, g, w)
+        for a, b, g, w in zip(x[bad].tolist(), y[bad].tolist(), got[bad].tolist(), want[bad].tolist())
+    ][:10]
+    # the named cases
+    cases = {
+        (math.nan, 0.0): 1.0,
+        (1.0, math.nan): 1.0,
+        (-1.0, math.inf): 1.0,
+        (-8.0, 1 / 3): math.nan,
+        (-0.0, -3.0): -math.inf,
+        (-0.0, 3.0): -0.0,
+        (-0.0, -2.0): math.inf,
+        (0.0, -0.5): math.inf,
+        (-2.0, 3.0): -8.0,
+        (-2.0, 2.0): 4.0,
+        (-math.inf, 3.0): -math.inf,
+        (-math.inf, -3.0): -0.0,
+        (-math.inf, 0.5): math.inf,
+        (0.5, math.inf): 0.0,
+        (2.0, -math.inf): 0.0,
+    }
+    cx = torch.tensor([k[0] for k in cases]).to(dtype)
+    cy = torch.tensor([k[1] for k in cases]).to(dtype)
+    cw = torch.tensor(list(cases.values())).to(dtype)
+    cg = binary_op(built, f"pow_{dt}", cx, cy)
+    assert torch.equal(torch.isnan(cg), torch.isnan(cw))
+    ok = torch.isnan(cw) | ((cg == cw) & (cg.signbit() == cw.signbit()))
+    assert bool(ok.all()), list(zip(cx.tolist(), cy.tolist(), cg.tolist(), cw.tolist()))
+
+
+def test_pow_f32_ulp(built):
+    """Random bases and exponents (results over the whole float range) within 0.51 ulp of float64."""
+    g = torch.Generator().manual_seed(21)
+    n = 300_000
+    x = random_bits(torch.float32, n, seed=22)
+    y = torch.randn(n, generator=g) * 4
+    # exponents that put y * log2|x| anywhere in [-160, 140]: overflow, underflow and subnormals
+    x2 = torch.rand(n, generator=g) * 100 + 1e-3
+    y2 = (torch.rand(n, generator=g) * 300 - 160) / torch.log2(x2)
+    x3 = (torch.randint(-20, 21, (n,), generator=g) / 2).float()  # negative bases, integer exponents
+    y3 = torch.randint(-40, 41, (n,), generator=g).float()
+    x = torch.cat([x, x2, x3])
+    y = torch.cat([y, y2, y3])
+    got = binary_op(built, "pow_f32", x, y)
+    _check_ulp(got, torch.pow(x.double(), y.double()), 0.51, "pow f32")
+    # bf16: float pow rounded once, within 1 ulp of torch's
+    xb, yb = x[:n].abs().bfloat16(), y[:n].bfloat16()
+    gb, wb = binary_op(built, "pow_bf16", xb, yb), torch.pow(xb, yb)
+    assert torch.equal(torch.isnan(gb), torch.isnan(wb))
+    assert int((ordinal(gb) - ordinal(wb)).abs()[~torch.isnan(wb)].max()) <= 1
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_pow_scalar_operands(built, dt):
+    """tile ^ scalar and scalar ^ tile: the scalar is converted to the tile's type first."""
+    dtype = DTYPES[dt]
+    x = (torch.rand(5000) * 4 + 0.01).to(dtype)
+    for s in [2.0, 0.5, -1.5, 0.1, 3.0]:
+        sv = torch.full_like(x, s)  # s converted to the tile's type
+        ts_, st_ = (
+            unary_op(built, f"pow_ts_{dt}", x, params=(s,)),
+            unary_op(built, f"pow_st_{dt}", x, params=(s,)),
+        )
+        assert_same_floats(ts_, binary_op(built, f"pow_{dt}", x, sv), f"pow(x, {s})")
+        assert_same_floats(st_, binary_op(built, f"pow_{dt}", sv, x), f"pow({s}, x)")
+        assert torch.equal(torch.isnan(st_), (s < 0) & (x != x.round()))  # a negative base needs an integer
+    assert bool(
+        (unary_op(built, f"pow_ts_{dt}", x, params=(2.0,)) == (x.float() * x.float()).to(dtype)).all()
+    )
+
+
+def test_pow_broadcasting(built):
+    g = torch.Generator().manual_seed(23)
+    for sa, sb in BC_SHAPES:
+        a = torch.rand(sa, generator=g) * 3 + 0.01
+        b = torch.randn(sb, generator=g) * 3
+        ea, eb = torch.broadcast_tensors(a, b)
+        want = binary_op(built, "pow_f32", ea.contiguous(), eb.contiguous())
+        out = torch.empty(want.shape)
+        call(built, f"bc_pow_f32_{sa[0]}x{sa[1]}_{sb[0]}x{sb[1]}", a.contiguous(), b.contiguous(), out, n=0)
+        assert torch.equal(out, want), (sa, sb)
+        _check_ulp(out.reshape(-1), torch.pow(ea.double(), eb.double()).reshape(-1), 0.51, "bc pow")
+
+
+@pytest.mark.parametrize(
+    "expr", ["erf(a)", "gelu(a)", "reciprocal(a)", "log2(a)", "pow(a, a)", "pow(a, 2)", "pow(2, a)"]
+)
+@pytest.mark.parametrize("elem", ["int32_t", "bool"])
+def test_float_ops_on_integer_tiles_are_compile_errors(tmp_path, expr, elem):
+    src = tmp_path / "bad.cpp"
+    src.write_text(
+        "#include <tilescope/tile.hpp>\nusing namespace ts;\n"
+        f"auto f(const Tile<{elem}, 4, 8> &a) {{ return {expr}; }}\nint main() {{ f({{}}); }}\n"
+    )
+    proc = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", "-I", str(INCLUDE), str(src)], capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert "this op needs a floating tile (float, double, bf16, f16)" in proc.stderr
 
 
 def _expected_int_cast(x: torch.Tensor, mode: str, dt: str) -> torch.Tensor:
