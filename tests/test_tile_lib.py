@@ -312,6 +312,25 @@ RED_OPS(float, "f32", 3, 1, "3x1") RED_OPS(float, "f32", 1, 37, "1x37")
 RED_OPS(bf16, "bf16", 16, 100, "16x100") RED_OPS(bf16, "bf16", 5, 3, "5x3") RED_OPS(bf16, "bf16", 1, 37, "1x37")
 RED_OPS(f16, "f16", 16, 100, "16x100")
 RED_OPS(int32_t, "i32", 8, 128, "8x128")
+#define MEAN_OPS(T, S, R, C, SHAPE)                                                              \
+    REG("row_mean_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_mean(x); }))   \
+    REG("col_mean_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_mean(x); }))
+MEAN_OPS(float, "f32", 16, 100, "16x100") MEAN_OPS(float, "f32", 8, 128, "8x128") MEAN_OPS(float, "f32", 5, 3, "5x3")
+MEAN_OPS(float, "f32", 3, 1, "3x1") MEAN_OPS(float, "f32", 1, 37, "1x37") MEAN_OPS(double, "f64", 7, 9, "7x9")
+MEAN_OPS(bf16, "bf16", 16, 100, "16x100") MEAN_OPS(bf16, "bf16", 5, 3, "5x3") MEAN_OPS(f16, "f16", 16, 100, "16x100")
+
+// ---- iota / slice: "iota_<dtype>_<dim>" (5 x 7), "slice_<r0>_<c0>_<r>x<c>" of a 9 x 11 f32 tile
+REG("iota_f32_0", const auto t = (iota<float, 5, 7, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_f32_1", const auto t = (iota<float, 5, 7, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_i32_0", const auto t = (iota<int32_t, 5, 7, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_i64_1", const auto t = (iota<int64_t, 5, 7, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_bf16_1", const auto t = (iota<bf16, 1, 300, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_u8_0", const auto t = (iota<uint8_t, 300, 1, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_bool_1", const auto t = (iota<bool, 2, 3, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+#define SLICE(R0, C0, R, C) \
+    REG("slice_" #R0 "_" #C0 "_" #R "x" #C, const auto t = (slice<R0, C0, R, C>(whole<float, 9, 11>(b[0]))); \
+        std::memcpy(b[1], t.data, sizeof(t.data)))
+SLICE(0, 0, 9, 11) SLICE(2, 3, 4, 5) SLICE(8, 10, 1, 1) SLICE(0, 4, 9, 1) SLICE(3, 0, 1, 11) SLICE(5, 6, 4, 5)
 
 // ---- matmul: "mm_<dtype>_<M>x<K>x<N>" (b0 = a, b1 = b, b2 = out) and "mmacc_..." (b2 = acc in/out)
 template <class T, int M, int K, int N>
@@ -1375,6 +1394,143 @@ def test_reductions_propagate_nan(built):
     out = torch.empty(1, 100)
     call(built, "col_min_f32_16x100", x, out, n=0)
     assert torch.isnan(out[0, [0, 77]]).all() and int(torch.isnan(out).sum()) == 2
+
+
+def _emulate_row_sum_lanes(x: np.ndarray, max_lanes: int) -> np.ndarray:
+    """_emulate_row_sum with max_lanes lanes (64 bytes / the accumulator's size)."""
+    rows, cols = x.shape
+    lanes = 1
+    while lanes * 2 <= cols and lanes * 2 <= max_lanes:
+        lanes *= 2
+    acc = x[:, :lanes].copy()
+    c = lanes
+    while c + lanes <= cols:
+        acc = acc + x[:, c : c + lanes]
+        c += lanes
+    rest = cols - c
+    if rest:
+        acc[:, :rest] = acc[:, :rest] + x[:, c:]
+    width = lanes // 2
+    while width >= 1:
+        acc[:, :width] = acc[:, :width] + acc[:, width : 2 * width]
+        width //= 2
+    return acc[:, :1] + 0.0
+
+
+MEAN_CASES = [
+    ("f32", (16, 100)),
+    ("f32", (8, 128)),
+    ("f32", (5, 3)),
+    ("f32", (3, 1)),
+    ("f32", (1, 37)),
+    ("f64", (7, 9)),
+    ("bf16", (16, 100)),
+    ("bf16", (5, 3)),
+    ("f16", (16, 100)),
+]
+
+
+@pytest.mark.parametrize("dt,shape", MEAN_CASES)
+def test_row_col_mean(built, dt, shape):
+    """The sum in row_sum's / col_sum's order in the compute type, / count in the compute type, rounded once."""
+    dtype = DTYPES[dt]
+    g = torch.Generator().manual_seed(15)
+    x = (torch.randn(shape, generator=g, dtype=torch.float64) * 4 + 1).to(dtype)
+    rows, cols = shape
+    row, col = torch.empty(rows, 1, dtype=dtype), torch.empty(1, cols, dtype=dtype)
+    call(built, f"row_mean_{dt}_{rows}x{cols}", x.contiguous(), row, n=0)
+    call(built, f"col_mean_{dt}_{rows}x{cols}", x.contiguous(), col, n=0)
+    acc = np.float64 if dt == "f64" else np.float32
+    xa = x.to(torch.float64 if dt == "f64" else torch.float32).numpy()
+    want_row = _emulate_row_sum_lanes(xa, 8 if dt == "f64" else 16) / acc(cols)
+    want_col = _emulate_col_sum(xa) / acc(rows)
+    assert_same_floats(row, torch.from_numpy(want_row).to(dtype), "row_mean")
+    assert_same_floats(col, torch.from_numpy(want_col).to(dtype), "col_mean")
+    if dt in ("f32", "f64"):  # and close to torch's (differently ordered) mean
+        tol = {"f32": 1e-6, "f64": 1e-14}[dt]
+        assert torch.allclose(row, x.mean(1, keepdim=True), rtol=tol, atol=tol * 4)
+        assert torch.allclose(col, x.mean(0, keepdim=True), rtol=tol, atol=tol * 4)
+    else:  # one rounding to 16 bits: within 1 ulp of torch's mean
+        for got, want in [
+            (row, x.float().mean(1, keepdim=True).to(dtype)),
+            (col, x.float().mean(0, keepdim=True).to(dtype)),
+        ]:
+            assert int((ordinal(got) - ordinal(want)).abs().max()) <= 1
+
+
+def test_mean_of_signed_zeros_and_nan(built):
+    x = torch.full((5, 3), -0.0)
+    row, col = torch.empty(5, 1), torch.empty(1, 3)
+    call(built, "row_mean_f32_5x3", x, row, n=0)
+    call(built, "col_mean_f32_5x3", x, col, n=0)
+    assert not row.signbit().any() and not col.signbit().any()  # +0.0, as torch.mean
+    x[2, 1] = math.nan
+    call(built, "row_mean_f32_5x3", x, row, n=0)
+    call(built, "col_mean_f32_5x3", x, col, n=0)
+    assert torch.isnan(row[:, 0]).tolist() == [False, False, True, False, False]
+    assert torch.isnan(col[0]).tolist() == [False, True, False]
+
+
+@pytest.mark.parametrize("op", ["row_mean", "col_mean"])
+def test_mean_of_integer_tile_is_a_compile_error(tmp_path, op):
+    src = tmp_path / "bad.cpp"
+    src.write_text(
+        "#include <tilescope/tile.hpp>\nusing namespace ts;\n"
+        f"auto f(const Tile<int32_t, 4, 8> &a) {{ return {op}(a); }}\nint main() {{ f({{}}); }}\n"
+    )
+    proc = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", "-I", str(INCLUDE), str(src)], capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert "row_mean/col_mean need a floating tile" in proc.stderr
+
+
+def test_iota(built):
+    r, c = torch.meshgrid(torch.arange(5), torch.arange(7), indexing="ij")
+    for name, dtype, want in [
+        ("iota_f32_0", torch.float32, r.float()),
+        ("iota_f32_1", torch.float32, c.float()),
+        ("iota_i32_0", torch.int32, r.int()),
+        ("iota_i64_1", torch.int64, c.long()),
+        ("iota_bf16_1", torch.bfloat16, torch.arange(300).reshape(1, 300).to(torch.bfloat16)),  # 257 -> 256
+        ("iota_u8_0", torch.uint8, torch.arange(300).reshape(300, 1).to(torch.uint8)),  # wraps past 255
+        ("iota_bool_1", torch.bool, torch.tensor([[False, True, True]] * 2)),
+    ]:
+        out = torch.empty(want.shape, dtype=dtype)
+        call(built, name, out, n=0)
+        assert torch.equal(out, want), name
+
+
+@pytest.mark.parametrize(
+    "box", [(0, 0, 9, 11), (2, 3, 4, 5), (8, 10, 1, 1), (0, 4, 9, 1), (3, 0, 1, 11), (5, 6, 4, 5)]
+)
+def test_slice(built, box):
+    r0, c0, r, c = box
+    x = torch.randn(9, 11)
+    out = torch.empty(r, c)
+    call(built, f"slice_{r0}_{c0}_{r}x{c}", x, out, n=0)
+    assert torch.equal(out, x[r0 : r0 + r, c0 : c0 + c])
+
+
+@pytest.mark.parametrize(
+    "box,message",
+    [
+        ("1, 0, 9, 11", "slice: the box's rows run past the tile's"),
+        ("0, 2, 3, 10", "slice: the box's columns run past the tile's"),
+        ("-1, 0, 2, 2", "slice: the box starts at a negative row or column"),
+    ],
+)
+def test_slice_outside_the_tile_is_a_compile_error(tmp_path, box, message):
+    src = tmp_path / "bad.cpp"
+    src.write_text(
+        "#include <tilescope/tile.hpp>\nusing namespace ts;\n"
+        f"auto f(const Tile<float, 9, 11> &a) {{ return slice<{box}>(a); }}\nint main() {{ f({{}}); }}\n"
+    )
+    proc = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", "-I", str(INCLUDE), str(src)], capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert message in proc.stderr
 
 
 def _cpu_has_fma() -> bool:

@@ -12,13 +12,14 @@
 //
 // What is where:
 //   tile_types.hpp        bf16 / f16, compute types, scalar conversions, RoundMode
-//   tile_core.hpp         Tile, TensorView, scalar_arg, zeros/full, load/store, transpose,
-//                         bounds checks (define TS_CHECK_BOUNDS)
+//   tile_core.hpp         Tile, TensorView, scalar_arg, zeros/full, iota, slice, load/store,
+//                         load_valid/store_valid, load_rows, transpose, bounds checks
+//                         (define TS_CHECK_BOUNDS)
 //   tile_math.hpp         vectorizable float exp/log/tanh/sigmoid/silu, exp2/log2/erf/gelu/
 //                         gelu_tanh, pow (accuracy notes there)
 //   tile_elementwise.hpp  + - * /, maximum/minimum, pow, unary math, comparisons, where, logical
 //   tile_cast.hpp         cast<U>(tile, RoundMode)
-//   tile_reduce.hpp       row_sum/row_max/row_min, col_sum/col_max/col_min
+//   tile_reduce.hpp       row_sum/row_max/row_min/row_mean, col_sum/col_max/col_min/col_mean
 //   tile_matmul.hpp       matmul / matmul_acc (fp32 accumulation)
 //
 // Conventions: tiles are values (fixed-size, 64-byte aligned, row-major, at most 2-D; a 1-D

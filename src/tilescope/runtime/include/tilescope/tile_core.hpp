@@ -1,4 +1,5 @@
-// tilescope tile library: tiles, tensor views, kernel arguments, load/store, transpose.
+// tilescope tile library: tiles, tensor views, kernel arguments, load/store (also ragged and
+// gathered), iota, slice, transpose.
 //
 // Invariants:
 //  - A Tile<T, R, C> is R*C elements stored row-major in a 64-byte aligned array; it owns
@@ -80,6 +81,30 @@ inline Tile<T, R, C> full(V value) {
 template <class T, int R, int C>
 inline Tile<T, R, C> zeros() {
     return full<T, R, C>(0);
+}
+
+/// The tile whose element (r, c) is r (Dim == 0) or c (Dim == 1), converted to T.
+template <class T, int R, int C, int Dim>
+inline Tile<T, R, C> iota() {
+    static_assert(Dim == 0 || Dim == 1, "iota: Dim must be 0 (row index) or 1 (column index)");
+    Tile<T, R, C> t;
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) t.data[r * C + c] = convert<T>(Dim == 0 ? r : c);
+    }
+    return t;
+}
+
+/// t[R0 : R0 + R, C0 : C0 + C] as an R x C tile.
+template <int R0, int C0, int R, int C, class T, int RT, int CT>
+inline Tile<T, R, C> slice(const Tile<T, RT, CT> &t) {
+    static_assert(R0 >= 0 && C0 >= 0, "slice: the box starts at a negative row or column");
+    static_assert(R0 + R <= RT, "slice: the box's rows run past the tile's");
+    static_assert(C0 + C <= CT, "slice: the box's columns run past the tile's");
+    Tile<T, R, C> out;
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) out.data[r * C + c] = t.data[(R0 + r) * CT + C0 + c];
+    }
+    return out;
 }
 
 /// The ts_dtype code of an element type.
