@@ -7,8 +7,9 @@ Invariants checked here:
     wide sweep that includes overflow, underflow, subnormals, NaN, +-Inf and -0; erf, exp2, log2,
     gelu, gelu_tanh and pow within 0.51 ulp, reciprocal bit-exact, pow's C99 special cases exactly
     as torch.pow's;
-  - reductions follow their documented summation order bit-exactly; matmul accumulates each
-    output in k order with fused multiply-adds (bit-exact where the CPU has FMA);
+  - reductions (and row_mean/col_mean) follow their documented summation order bit-exactly; matmul
+    accumulates each output in k order with fused multiply-adds (bit-exact where the CPU has FMA);
+    int8 matmul is exact, wrapping mod 2^32;
   - load/store honour strides and leading-dim offsets of 1-D..4-D views; TS_CHECK_BOUNDS aborts
     with a message naming the op, offsets, tile and tensor shape;
   - the library compiles without a single warning under the kernel flags.
@@ -351,6 +352,27 @@ MM(float, "f32", 7, 5, 24, "7x5x24")
 MM(float, "f32", 1, 128, 1, "1x128x1")
 MM(bf16, "bf16", 32, 40, 48, "32x40x48")
 MM(f16, "f16", 16, 8, 24, "16x8x24")
+
+// int8 matmul: "mm_i8_<M>x<K>x<N>" (b2 = int32 out) and "mmacc_i8_..." (b2 = int32 acc in/out)
+template <int M, int K, int N>
+void mm_i8(void **b, bool accumulate) {
+    Tile<int32_t, M, N> acc = whole<int32_t, M, N>(b[2]);
+    if (accumulate) {
+        matmul_acc(acc, whole<int8_t, M, K>(b[0]), whole<int8_t, K, N>(b[1]));
+    } else {
+        acc = matmul(whole<int8_t, M, K>(b[0]), whole<int8_t, K, N>(b[1]));
+    }
+    std::memcpy(b[2], acc.data, sizeof(acc.data));
+}
+#define MM_I8(M, K, N, SHAPE) \
+    REG("mm_i8_" SHAPE, mm_i8<M, K, N>(b, false)) REG("mmacc_i8_" SHAPE, mm_i8<M, K, N>(b, true))
+MM_I8(128, 128, 128, "128x128x128")
+MM_I8(13, 37, 19, "13x37x19")
+MM_I8(7, 5, 24, "7x5x24")
+MM_I8(1, 128, 1, "1x128x1")
+MM_I8(33, 9, 40, "33x9x40")
+MM_I8(6, 1, 16, "6x1x16")
+MM_I8(2, 300, 67, "2x300x67")
 
 // ---- transpose: "tr_<dtype>_<R>x<C>" ----------------------------------------------------
 template <class T, int R, int C>
@@ -1580,6 +1602,46 @@ def test_matmul(built, dt, shape):
     if _cpu_has_fma():  # the documented order: sequential in k, one rounding per step
         assert torch.equal(out, _sequential_fma_matmul(a.float(), b.float(), torch.zeros(m, n)))
         assert torch.equal(acc, _sequential_fma_matmul(a.float(), b.float(), init))
+
+
+def _wrap_i32(x: torch.Tensor) -> torch.Tensor:
+    """int64 values mod 2^32 as int32 (two's complement)."""
+    return ((x + 2**31) % 2**32 - 2**31).to(torch.int32)
+
+
+@pytest.mark.parametrize(
+    "shape", [(128, 128, 128), (13, 37, 19), (7, 5, 24), (1, 128, 1), (33, 9, 40), (6, 1, 16), (2, 300, 67)]
+)
+def test_matmul_int8_exact(built, shape):
+    m, k, n = shape
+    g = torch.Generator().manual_seed(16)
+    a = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int8)
+    b = torch.randint(-128, 128, (k, n), generator=g, dtype=torch.int8)
+    name = f"{m}x{k}x{n}"
+    for a_, b_ in [
+        (a, b),
+        (torch.full_like(a, -128), torch.full_like(b, -128)),  # the largest products: 2^14 each
+        (torch.full_like(a, -128), torch.full_like(b, 127)),
+        (torch.full_like(a, 127), torch.full_like(b, 127)),
+    ]:
+        out = torch.full((m, n), 12345, dtype=torch.int32)  # matmul ignores what the output held
+        call(built, f"mm_i8_{name}", a_, b_, out, n=0)
+        exact = a_.long() @ b_.long()
+        assert torch.equal(out, _wrap_i32(exact))
+        assert torch.equal(out.long(), exact)  # |sum| <= 2^14 K: nothing wraps
+    assert int((a.long() @ b.long()).abs().max()) > 0
+    # acc += a @ b, wrapping mod 2^32 past int32's ends
+    init = torch.randint(-(2**31), 2**31, (m, n), generator=g, dtype=torch.int64)
+    init[0, 0] = 2**31 - 1
+    init[-1, -1] = -(2**31)
+    acc = init.to(torch.int32)
+    a2, b2 = torch.full_like(a, 100), torch.full_like(b, 100)
+    call(built, f"mmacc_i8_{name}", a2, b2, acc, n=0)
+    assert torch.equal(acc, _wrap_i32(init + a2.long() @ b2.long()))
+    assert int(acc[0, 0]) < 0  # 2^31 - 1 + 10000 K wrapped
+    acc = init.to(torch.int32)
+    call(built, f"mmacc_i8_{name}", a, b, acc, n=0)
+    assert torch.equal(acc, _wrap_i32(init + a.long() @ b.long()))
 
 
 @pytest.mark.parametrize(

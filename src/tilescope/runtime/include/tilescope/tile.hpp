@@ -20,7 +20,7 @@
 //   tile_elementwise.hpp  + - * /, maximum/minimum, pow, unary math, comparisons, where, logical
 //   tile_cast.hpp         cast<U>(tile, RoundMode)
 //   tile_reduce.hpp       row_sum/row_max/row_min/row_mean, col_sum/col_max/col_min/col_mean
-//   tile_matmul.hpp       matmul / matmul_acc (fp32 accumulation)
+//   tile_matmul.hpp       matmul / matmul_acc (fp32 accumulation; int8 inputs: exact int32)
 //
 // Conventions: tiles are values (fixed-size, 64-byte aligned, row-major, at most 2-D; a 1-D
 // tile of N elements is Tile<T, 1, N>). Every op returns a new tile. Ops follow torch's
