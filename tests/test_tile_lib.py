@@ -12,12 +12,18 @@ Invariants checked here:
     int8 matmul is exact, wrapping mod 2^32;
   - load/store honour strides and leading-dim offsets of 1-D..4-D views; TS_CHECK_BOUNDS aborts
     with a message naming the op, offsets, tile and tensor shape;
+  - load_valid/store_valid touch only the valid box (fills elsewhere, sentinels around it stay),
+    throw BoundsError for valid counts outside the tile in every build, and their checked
+    overloads (check.hpp) check only the valid box; load_rows gathers rows like torch indexing,
+    its ragged form reads no index past valid_rows, and its checked overload names a bad index;
+    the access audit records only valid boxes and one record per gathered row;
   - the library compiles without a single warning under the kernel flags.
 
-The C++ side is five programs compiled once per session, in parallel, with the exact kernel
+The C++ side is seven programs compiled once per session, in parallel, with the exact kernel
 flags: four shared libraries whose ops are looked up by name through `ts_test_call` (plus a few
-`extern "C"` kernels taking `ts_arg` arrays, called like the runtime calls `kernel_entry`), and a
-bounds-check executable built with -DTS_CHECK_BOUNDS. Data moves through torch tensors' buffers
+`extern "C"` kernels taking `ts_arg` arrays, called like the runtime calls `kernel_entry`), a
+bounds-check executable built with -DTS_CHECK_BOUNDS, and the ragged-access kernels built plain
+and with -DTS_AUDIT_ACCESSES. Data moves through torch tensors' buffers
 via ctypes.
 """
 
@@ -453,6 +459,136 @@ extern "C" void k_tiled_matmul_bf16(const ts_arg *args) {
 }
 """
 
+UNIT_RAGGED = r"""
+// Ragged loads/stores and row gathers, called with ts_arg arrays like generated kernels. Each
+// kernel's `checked` scalar picks the overload with a CheckSite (check.hpp), and its last
+// argument is a uint8 tensor that receives the what() of a BoundsError ("" when none).
+// Compiled twice: as is, and with -DTS_AUDIT_ACCESSES (with a sink that keeps the records).
+#include <tilescope/check.hpp>
+#include <vector>
+
+namespace {
+const CheckSite kLoadSite{"ragged", "load", "x", 0, "model.py:7"};
+const CheckSite kStoreSite{"ragged", "store", "y", 1, "model.py:9"};
+const CheckSite kRowsSite{"moe", "load_rows", "x", 0, "m.py:12"};
+
+template <class F>
+void catching(const ts_arg &msg_arg, F f) {
+    TensorView<uint8_t> msg(msg_arg);
+    msg.data[0] = 0;
+    try {
+        f();
+    } catch (const BoundsError &e) {
+        const std::string what = e.what();
+        const size_t n = std::min<size_t>(what.size(), static_cast<size_t>(msg.shape[0] - 1));
+        std::memcpy(msg.data, what.data(), n);
+        msg.data[n] = 0;
+    }
+}
+
+int64_t s64(const ts_arg &a) { return scalar_arg<int64_t>(a); }
+}  // namespace
+
+// x, y (2-D f32); x offsets i0, i1; valid vr, vc; fill; checked; msg.
+// y[0:8, 0:16] = load_valid<8, 16>(x, {i0, i1}, {vr, vc}, fill).
+extern "C" void k_load_valid(const ts_arg *args) {
+    catching(args[8], [&] {
+        TensorView<float> x(args[0]), y(args[1]);
+        const int64_t i0 = s64(args[2]), i1 = s64(args[3]), vr = s64(args[4]), vc = s64(args[5]);
+        const float fill = scalar_arg<float>(args[6]);
+        const auto t = s64(args[7]) ? load_valid<8, 16>(x, {i0, i1}, {vr, vc}, fill, kLoadSite)
+                                    : load_valid<8, 16>(x, {i0, i1}, {vr, vc}, fill);
+        store(y, {0, 0}, t);
+    });
+}
+
+// x, y (2-D f32); y offsets j0, j1; valid vr, vc; checked; msg.
+// store_valid(y, {j0, j1}, x[0:8, 0:16], {vr, vc}).
+extern "C" void k_store_valid(const ts_arg *args) {
+    catching(args[7], [&] {
+        TensorView<float> x(args[0]), y(args[1]);
+        const int64_t j0 = s64(args[2]), j1 = s64(args[3]), vr = s64(args[4]), vc = s64(args[5]);
+        const auto t = load<8, 16>(x, {0, 0});
+        if (s64(args[6])) {
+            store_valid(y, {j0, j1}, t, {vr, vc}, kStoreSite);
+        } else {
+            store_valid(y, {j0, j1}, t, {vr, vc});
+        }
+    });
+}
+
+// x (1-D i32), y (1-D i32 of 16); offset i; valid n; checked; msg. A 1-D ragged load and store:
+// y[0:16] = load_valid<1, 16>(x, {i}, {1, n}, -7.9) (fill -7.9 -> int32 -7), then x[i:i+n] = 2 y.
+extern "C" void k_valid_1d(const ts_arg *args) {
+    catching(args[5], [&] {
+        TensorView<int32_t> x(args[0]), y(args[1]);
+        const int64_t i = s64(args[2]), n = s64(args[3]);
+        const bool checked = s64(args[4]) != 0;
+        const auto t = checked ? load_valid<1, 16>(x, {i}, {1, n}, -7.9, kLoadSite)
+                               : load_valid<1, 16>(x, {i}, {1, n}, -7.9);
+        store(y, {0}, t);
+        if (checked) {
+            store_valid(x, {i}, t * 2, {1, n}, kStoreSite);
+        } else {
+            store_valid(x, {i}, t * 2, {1, n});
+        }
+    });
+}
+
+// x (3-D bf16), y (2-D bf16 [4, 8]); offsets a, i, j; valid vr, vc; msg. The fill 1e10 rounds to bf16.
+extern "C" void k_load_valid_3d_bf16(const ts_arg *args) {
+    catching(args[7], [&] {
+        TensorView<bf16> x(args[0]), y(args[1]);
+        const int64_t a = s64(args[2]), i = s64(args[3]), j = s64(args[4]), vr = s64(args[5]), vc = s64(args[6]);
+        store(y, {0, 0}, load_valid<4, 8>(x, {a, i, j}, {vr, vc}, 1e10f));
+    });
+}
+
+// x (2-D T), idx (1-D I of 8), out (2-D T [8, 16]); col0; valid_rows (-100: the plain form); fill;
+// checked; as_column (idx as an 8 x 1 tile, else 1 x 8); msg. out = load_rows<16>(x, idx, col0, ...).
+template <class T, class I>
+void load_rows_kernel(const ts_arg *args) {
+    catching(args[8], [&] {
+        TensorView<T> x(args[0]), out(args[2]);
+        TensorView<I> idx(args[1]);
+        const int64_t col0 = s64(args[3]), valid_rows = s64(args[4]);
+        const double fill = scalar_arg<double>(args[5]);
+        const bool checked = s64(args[6]) != 0;
+        const Tile<I, 1, 8> row_form = load<1, 8>(idx, {0});
+        const Tile<I, 8, 1> col_form = transpose(row_form);
+        auto gather = [&](const auto &rows) {
+            if (valid_rows == -100) {
+                return checked ? load_rows<16>(x, rows, col0, kRowsSite) : load_rows<16>(x, rows, col0);
+            }
+            return checked ? load_rows<16>(x, rows, col0, valid_rows, fill, kRowsSite)
+                           : load_rows<16>(x, rows, col0, valid_rows, fill);
+        };
+        store(out, {0, 0}, s64(args[7]) ? gather(col_form) : gather(row_form));
+    });
+}
+extern "C" void k_load_rows_f32_i32(const ts_arg *args) { load_rows_kernel<float, int32_t>(args); }
+extern "C" void k_load_rows_bf16_i64(const ts_arg *args) { load_rows_kernel<bf16, int64_t>(args); }
+extern "C" void k_load_rows_i32_u8(const ts_arg *args) { load_rows_kernel<int32_t, uint8_t>(args); }
+
+#ifdef TS_AUDIT_ACCESSES
+// The audit's records, kept by the sink the test installs.
+static std::vector<std::vector<int64_t>> audit_records;
+extern "C" void test_audit_sink(int32_t, const void *data, int32_t, int64_t, int64_t cols) {
+    const auto *row = static_cast<const int64_t *>(data);
+    audit_records.emplace_back(row, row + cols);
+}
+// Copies the records (each padded to 16 values) into out and clears them; returns their count.
+extern "C" int64_t test_audit_take(int64_t *out, int64_t capacity) {
+    const int64_t n = static_cast<int64_t>(audit_records.size());
+    for (int64_t r = 0; r < n && r < capacity; ++r) {
+        for (int k = 0; k < 16; ++k) out[r * 16 + k] = k < static_cast<int>(audit_records[r].size()) ? audit_records[r][k] : -1;
+    }
+    audit_records.clear();
+    return n;
+}
+#endif
+"""
+
 BOUNDS_MAIN = r"""
 #include <tilescope/tile.hpp>
 #include <cstdlib>
@@ -497,12 +633,22 @@ int main(int argc, char **argv) {
 
 
 class Built:
-    """The compiled test programs: op libraries (searched by op name) and the bounds-check executable."""
+    """The compiled test programs: op libraries (searched by op name), the bounds-check executable,
+    and the ragged-access library built plain (`ragged`) and with the access audit (`ragged_audit`)."""
 
-    def __init__(self, libs: list[ctypes.CDLL], bounds_exe: Path, warnings: dict[str, str]):
+    def __init__(
+        self,
+        libs: list[ctypes.CDLL],
+        bounds_exe: Path,
+        warnings: dict[str, str],
+        ragged: ctypes.CDLL,
+        ragged_audit: ctypes.CDLL,
+    ):
         self.libs = libs
         self.bounds_exe = bounds_exe
         self.warnings = warnings
+        self.ragged = ragged
+        self.ragged_audit = ragged_audit
 
 
 UNITS = {"math": UNIT_MATH, "common": UNIT_COMMON, "cast_broadcast": UNIT_CAST_BROADCAST, "other": UNIT_OTHER}
@@ -515,6 +661,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     jobs = {f"{name}.so": (PRELUDE + source, KERNEL_FLAGS) for name, source in UNITS.items()}
     exe_flags = [f for f in KERNEL_FLAGS if f not in ("-shared", "-fPIC")] + ["-DTS_CHECK_BOUNDS"]
     jobs["bounds"] = (BOUNDS_MAIN, exe_flags)
+    jobs["ragged.so"] = (PRELUDE + UNIT_RAGGED, KERNEL_FLAGS)
+    jobs["ragged_audit.so"] = (PRELUDE + UNIT_RAGGED, [*KERNEL_FLAGS, "-DTS_AUDIT_ACCESSES"])
     procs = {}
     for out, (source, flags) in jobs.items():
         src = work / (out.split(".")[0] + ".cpp")
@@ -537,7 +685,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         ]
         lib.ts_test_call.restype = ctypes.c_int
         libs.append(lib)
-    return Built(libs, work / "bounds", warnings)
+    ragged = ctypes.CDLL(str(work / "ragged.so"))
+    ragged_audit = ctypes.CDLL(str(work / "ragged_audit.so"))
+    return Built(libs, work / "bounds", warnings, ragged, ragged_audit)
 
 
 def call(built: Built, name: str, *tensors: torch.Tensor, n: int | None = None, params=(0.0,)) -> None:
@@ -1726,12 +1876,13 @@ def _scalar_arg(v: float | int) -> _TsArg:
     return a
 
 
-def run_kernel(built: Built, name: str, *args) -> None:
-    """Calls `extern "C" void name(const ts_arg *)` the way the runtime calls kernel_entry."""
+def run_kernel(built: Built, name: str, *args, lib: ctypes.CDLL | None = None) -> None:
+    """Calls `extern "C" void name(const ts_arg *)` the way the runtime calls kernel_entry (from the
+    "other" unit unless `lib` is given)."""
     arr = (_TsArg * len(args))(
         *[_tensor_arg(a) if isinstance(a, torch.Tensor) else _scalar_arg(a) for a in args]
     )
-    fn = getattr(built.libs[list(UNITS).index("other")], name)
+    fn = getattr(lib or built.libs[list(UNITS).index("other")], name)
     fn.argtypes = [ctypes.POINTER(_TsArg)]
     fn.restype = None
     fn(arr)
@@ -1824,3 +1975,309 @@ def test_bounds_checking(built, args, ok):
         shape = {"3": "[3, 10, 20]", "2": "[10, 20]", "1": "[20]"}[args[1]]
         assert f"tensor shape {shape}" in proc.stderr
         assert ("tile [1, 8]" if args[1] == "1" else "tile [4, 8]") in proc.stderr
+
+
+# ---- ragged loads/stores and row gathers (UNIT_RAGGED) ---------------------------------------
+
+LOAD_AT = "kernel ragged: load of x (arg 0) at model.py:7: "
+STORE_AT = "kernel ragged: store of y (arg 1) at model.py:9: "
+ROWS_AT = "kernel moe: load_rows of x (arg 0) at m.py:12: "
+
+
+def ragged(built: Built, name: str, *args, audit: bool = False) -> str:
+    """Runs a UNIT_RAGGED kernel; returns the BoundsError message it caught ("" when none)."""
+    msg = torch.zeros(512, dtype=torch.uint8)
+    run_kernel(built, name, *args, msg, lib=built.ragged_audit if audit else built.ragged)
+    return bytes(msg.tolist()).split(b"\0")[0].decode()
+
+
+def _padded(
+    shape: tuple[int, int], pad: int, value: float, dtype=torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A [rows, cols] view (row stride cols + pad) of a buffer whose other elements all hold `value`."""
+    buf = torch.full((shape[0] + pad, shape[1] + pad), value, dtype=dtype)
+    return buf, buf[: shape[0], : shape[1]]
+
+
+# (x offsets, valid): inside, partial, the whole tile at the end, ragged tails whose whole tile
+# would pass the tensor's end (rows, columns, both), and empty boxes (anywhere, even outside).
+LOAD_VALID_CASES = [
+    ((2, 3), (8, 16)),
+    ((2, 3), (5, 11)),
+    ((12, 14), (8, 16)),
+    ((15, 20), (5, 10)),
+    ((17, 0), (3, 16)),
+    ((0, 25), (8, 5)),
+    ((0, 0), (0, 16)),
+    ((0, 0), (8, 0)),
+    ((40, -5), (0, 0)),
+]
+
+
+@pytest.mark.parametrize("checked", [0, 1])
+@pytest.mark.parametrize("offsets,valid", LOAD_VALID_CASES)
+def test_load_valid(built, offsets, valid, checked):
+    (i0, i1), (vr, vc) = offsets, valid
+    buf, x = _padded((20, 30), 10, math.nan)
+    x.copy_(torch.randn(20, 30))
+    for view in (x, x.t().contiguous().t()):  # row-major, and column stride != 1
+        y = torch.empty(8, 16)
+        assert ragged(built, "k_load_valid", view, y, i0, i1, vr, vc, -2.5, checked) == ""
+        want = torch.full((8, 16), -2.5)
+        want[:vr, :vc] = x[i0 : i0 + vr, i1 : i1 + vc] if vr and vc else want[:vr, :vc]
+        assert torch.equal(y, want)  # no NaN: nothing outside the valid box was read
+
+
+STORE_VALID_CASES = [
+    ((2, 3), (8, 16)),
+    ((2, 3), (5, 11)),
+    ((15, 20), (5, 10)),
+    ((0, 25), (8, 5)),
+    ((0, 0), (0, 16)),
+    ((50, 50), (3, 0)),
+]
+
+
+@pytest.mark.parametrize("checked", [0, 1])
+@pytest.mark.parametrize("offsets,valid", STORE_VALID_CASES)
+def test_store_valid_writes_only_the_valid_box(built, offsets, valid, checked):
+    (j0, j1), (vr, vc) = offsets, valid
+    src = torch.randn(8, 16)
+    buf, y = _padded((20, 30), 10, 99.0)  # 99 everywhere, in the view and past its ends
+    assert ragged(built, "k_store_valid", src, y, j0, j1, vr, vc, checked) == ""
+    want = torch.full_like(buf, 99.0)
+    if vr and vc:
+        want[j0 : j0 + vr, j1 : j1 + vc] = src[:vr, :vc]
+    assert torch.equal(buf, want)
+
+
+@pytest.mark.parametrize(
+    "valid,what",
+    [
+        ((9, 16), "valid [9, 16]: valid rows must be within [0, 8]"),
+        ((-1, 16), "valid [-1, 16]: valid rows must be within [0, 8]"),
+        ((8, 17), "valid [8, 17]: valid columns must be within [0, 16]"),
+        ((3, -2), "valid [3, -2]: valid columns must be within [0, 16]"),
+        ((70, 128), "valid [70, 128]: valid rows must be within [0, 8]"),
+    ],
+)
+def test_valid_counts_outside_the_tile_throw_in_every_build(built, valid, what):
+    x = torch.randn(20, 30)
+    y = torch.full((8, 16), 99.0)
+    for checked, prefix in [(0, ""), (1, LOAD_AT)]:
+        msg = ragged(built, "k_load_valid", x, y, 0, 0, *valid, 0.0, checked)
+        assert msg == f"{prefix}load of a [8, 16] tile with {what}"
+        assert bool((y == 99.0).all())
+    for checked, prefix in [(0, ""), (1, STORE_AT)]:
+        out = torch.full((20, 30), 99.0)
+        msg = ragged(built, "k_store_valid", x, out, 0, 0, *valid, checked)
+        assert msg == f"{prefix}store of a [8, 16] tile with {what}"
+        assert bool((out == 99.0).all())
+
+
+@pytest.mark.parametrize(
+    "offsets,valid,detail",
+    [
+        (
+            (15, 20),
+            (6, 10),
+            "offset [15, 20] + valid box [6, 10] is outside x's shape [20, 30] (dim 0: 15 + 6 > 20)",
+        ),
+        (
+            (0, 25),
+            (8, 6),
+            "offset [0, 25] + valid box [8, 6] is outside x's shape [20, 30] (dim 1: 25 + 6 > 30)",
+        ),
+        ((-1, 0), (2, 2), "offset [-1, 0] + valid box [2, 2] is outside x's shape [20, 30] (dim 0: -1 < 0)"),
+    ],
+)
+def test_checked_valid_box_crossing_the_end_throws(built, offsets, valid, detail):
+    x = torch.randn(20, 30)
+    y = torch.full((8, 16), 99.0)
+    assert ragged(built, "k_load_valid", x, y, *offsets, *valid, 0.0, 1) == LOAD_AT + detail
+    assert bool((y == 99.0).all())
+    out = torch.full((20, 30), 99.0)
+    msg = ragged(built, "k_store_valid", torch.randn(8, 16), out, *offsets, *valid, 1)
+    assert msg == STORE_AT + detail.replace("x's", "y's")
+    assert bool((out == 99.0).all())
+
+
+def test_valid_1d(built):
+    base = torch.arange(100, dtype=torch.int32)
+    for checked in (0, 1):
+        for i, n in [(20, 10), (14, 16), (25, 5), (0, 0), (29, 1)]:
+            buf = base.clone()
+            x = buf[5:35]  # 30 elements at storage offset 5
+            before = x.clone()
+            y = torch.zeros(16, dtype=torch.int32)
+            assert ragged(built, "k_valid_1d", x, y, i, n, checked) == ""
+            want = torch.full((16,), -7, dtype=torch.int32)  # the fill -7.9 converted to int32
+            want[:n] = before[i : i + n]
+            assert torch.equal(y, want)
+            after = before.clone()
+            after[i : i + n] = 2 * before[i : i + n]
+            assert (
+                torch.equal(x, after) and torch.equal(buf[:5], base[:5]) and torch.equal(buf[35:], base[35:])
+            )
+    x = base[5:35].clone()
+    y = torch.zeros(16, dtype=torch.int32)
+    assert ragged(built, "k_valid_1d", x, y, 0, 17, 0) == (
+        "load of a [1, 16] tile with valid [1, 17]: valid columns must be within [0, 16]"
+    )
+    assert ragged(built, "k_valid_1d", x, y, 25, 10, 1) == (
+        LOAD_AT + "offset [25] + valid box [10] is outside x's shape [30] (dim 0: 25 + 10 > 30)"
+    )
+
+
+def test_load_valid_3d_bf16(built):
+    x = torch.randn(3, 10, 20).bfloat16()
+    y = torch.empty(4, 8, dtype=torch.bfloat16)
+    assert ragged(built, "k_load_valid_3d_bf16", x[:, 1:, 2:], y, 2, 6, 15, 3, 3) == ""
+    want = torch.full((4, 8), 1e10).bfloat16()  # the fill converted to bf16
+    want[:3, :3] = x[2, 7:10, 17:20]
+    assert torch.equal(y, want)
+
+
+def _rows_case(dt: str):
+    return {
+        "f32": ("k_load_rows_f32_i32", torch.float32, torch.int32),
+        "bf16": ("k_load_rows_bf16_i64", torch.bfloat16, torch.int64),
+        "i32": ("k_load_rows_i32_u8", torch.int32, torch.uint8),
+    }[dt]
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "i32"])
+@pytest.mark.parametrize("checked", [0, 1])
+@pytest.mark.parametrize("as_column", [0, 1])
+def test_load_rows(built, dt, checked, as_column):
+    kernel, dtype, itype = _rows_case(dt)
+    x = (torch.randn(50, 40) * 100).to(dtype)
+    idx = torch.tensor([3, 49, 0, 7, 7, 12, 30, 1], dtype=itype)
+    for view in (x, x.t().contiguous().t()):  # row-major, and column stride != 1
+        out = torch.empty(8, 16, dtype=dtype)
+        assert ragged(built, kernel, view, idx, out, 10, -100, 0.0, checked, as_column) == ""
+        assert torch.equal(out, x[idx.long(), 10:26])
+        # ragged: rows past valid_rows take the fill, and their indices (here out of range) are not read
+        bad_idx = idx.clone()
+        bad_idx[5:] = 255 if itype == torch.uint8 else 10**6
+        assert ragged(built, kernel, view, bad_idx, out, 24, 5, -3.0, checked, as_column) == ""
+        want = torch.full((8, 16), -3.0).to(dtype)
+        want[:5] = x[idx[:5].long(), 24:40]
+        assert torch.equal(out, want)
+        assert ragged(built, kernel, view, bad_idx, out, 1000, 0, 4.0, checked, as_column) == ""
+        assert torch.equal(out, torch.full((8, 16), 4.0).to(dtype))
+
+
+def test_load_rows_errors(built):
+    x = torch.randn(50, 40)
+    idx = torch.tensor([3, 49, 0, 50, 7, -1, 30, 1], dtype=torch.int32)
+
+    def rows(view, col0, valid_rows, checked, as_column=0) -> str:
+        """The message of load_rows<16>(view, idx, col0, ...); a failing call writes nothing."""
+        out = torch.full((8, 16), 99.0)
+        msg = ragged(built, "k_load_rows_f32_i32", view, idx, out, col0, valid_rows, 0.0, checked, as_column)
+        assert msg == "" or bool((out == 99.0).all())
+        return msg
+
+    at_3 = ROWS_AT + "index 3 of the row tile is 50, outside x's 50 rows (shape [50, 40])"
+    for as_column in (0, 1):
+        assert rows(x, 0, -100, 1, as_column) == at_3
+        assert rows(x, 0, 8, 1, as_column) == at_3
+        assert rows(x, 0, 3, 1, as_column) == ""  # index 3 is not read
+    idx[3] = 4
+    assert (
+        rows(x, 0, -100, 1) == ROWS_AT + "index 5 of the row tile is -1, outside x's 50 rows (shape [50, 40])"
+    )
+    idx[5] = 5
+    assert rows(x, 30, -100, 1) == ROWS_AT + "columns 30 + 16 are outside x's 40 columns (shape [50, 40])"
+    assert rows(x, -1, 2, 1) == ROWS_AT + "columns -1 + 16 are outside x's 40 columns (shape [50, 40])"
+    assert (
+        rows(torch.randn(2, 50, 40), 0, -100, 1)
+        == ROWS_AT + "needs a 2-D tensor; x is 3-D (shape [2, 50, 40])"
+    )
+    for valid_rows in (9, -2):
+        want = f"load_rows of a [8, 16] tile with valid rows {valid_rows}: valid rows must be within [0, 8]"
+        assert rows(x, 0, valid_rows, 0) == want
+        assert rows(x, 0, valid_rows, 1) == ROWS_AT + want
+
+
+@pytest.fixture
+def audit_records(built):
+    """Installs a sink in the audited ragged library; yields a function returning (and clearing) its records."""
+    lib = built.ragged_audit
+    lib.ts_audit_install.argtypes = [ctypes.c_void_p]
+    lib.test_audit_take.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]
+    lib.test_audit_take.restype = ctypes.c_int64
+    lib.ts_audit_install(ctypes.cast(lib.test_audit_sink, ctypes.c_void_p))
+
+    def take() -> list[dict]:
+        out = (ctypes.c_int64 * (16 * 64))()
+        n = lib.test_audit_take(out, 64)
+        records = []
+        for r in range(n):
+            row = out[r * 16 : r * 16 + 16]
+            nd = row[4]
+            records.append(
+                {
+                    "op": "load" if row[0] == 0 else "store",
+                    "data": row[2],
+                    "box": (row[5], row[6]),
+                    "offsets": tuple(row[7 : 7 + nd]),
+                    "strides": tuple(row[7 + nd : 7 + 2 * nd]),
+                }
+            )
+        return records
+
+    take()
+    yield take
+    lib.ts_audit_install(None)
+
+
+def test_audit_records_only_the_valid_box(built, audit_records):
+    x = torch.randn(20, 30)
+    y = torch.empty(8, 16)
+    assert ragged(built, "k_load_valid", x, y, 15, 20, 5, 10, 0.0, 1, audit=True) == ""
+    load, store = audit_records()
+    assert load == {
+        "op": "load",
+        "data": x.data_ptr(),
+        "box": (5, 10),
+        "offsets": (15, 20),
+        "strides": (30, 1),
+    }
+    assert store["op"] == "store" and store["box"] == (8, 16) and store["data"] == y.data_ptr()
+    assert ragged(built, "k_load_valid", x, y, 40, 40, 0, 16, 0.0, 1, audit=True) == ""
+    assert [r["op"] for r in audit_records()] == ["store"]  # the empty load records nothing
+    out = torch.zeros(20, 30)
+    assert ragged(built, "k_store_valid", torch.randn(8, 16), out, 17, 3, 3, 7, 0, audit=True) == ""
+    load, store = audit_records()
+    assert store == {
+        "op": "store",
+        "data": out.data_ptr(),
+        "box": (3, 7),
+        "offsets": (17, 3),
+        "strides": (30, 1),
+    }
+    assert ragged(built, "k_store_valid", torch.randn(8, 16), out, 0, 0, 8, 0, 1, audit=True) == ""
+    assert [r["op"] for r in audit_records()] == ["load"]
+    # a refused access (valid counts outside the tile) records nothing
+    assert ragged(built, "k_store_valid", torch.randn(8, 16), out, 0, 0, 9, 1, 0, audit=True) != ""
+    assert [r["op"] for r in audit_records()] == ["load"]
+
+
+def test_audit_records_one_row_per_gathered_row(built, audit_records):
+    x = torch.randn(50, 40)
+    idx = torch.tensor([3, 49, 0, 7, 7, 12, 30, 1], dtype=torch.int32)
+    out = torch.empty(8, 16)
+    assert ragged(built, "k_load_rows_f32_i32", x, idx, out, 10, 5, 0.0, 1, 0, audit=True) == ""
+    records = audit_records()
+    assert [r["op"] for r in records] == ["load"] * 6 + ["store"]  # the index tile, 5 rows, the result
+    assert records[0]["data"] == idx.data_ptr() and records[0]["box"] == (1, 8)
+    for i, r in enumerate(records[1:6]):
+        assert r == {
+            "op": "load",
+            "data": x.data_ptr(),
+            "box": (1, 16),
+            "offsets": (int(idx[i]), 10),
+            "strides": (40, 1),
+        }
