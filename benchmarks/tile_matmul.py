@@ -3,6 +3,8 @@
 The C++ side is what a generated kernel does: for every TM x TN output tile, zero an fp32
 accumulator, loop over K in TK steps loading an a tile and a b tile from the big row-major
 matrices, `matmul_acc` them, and store the result. Built with the kernel flags.
+int8 inputs do the same with an int32 accumulator (exact); their line gives the time ratio to
+the f32 run of the same tiles.
 
     python benchmarks/tile_matmul.py [--n 1024] [--tiles 64x64x64,32x64x128] [--reps 5]
 """
@@ -28,11 +30,15 @@ DRIVER = r"""
 #include <chrono>
 using namespace ts;
 
+// The accumulator (and output) type: int32 for int8 inputs, float otherwise.
+template <class T>
+using acc_t = std::conditional_t<std::is_same_v<T, int8_t>, int32_t, float>;
+
 template <class T, int TM, int TN, int TK>
-static void tiled(const TensorView<T> &a, const TensorView<T> &b, const TensorView<float> &c, int64_t n) {
+static void tiled(const TensorView<T> &a, const TensorView<T> &b, const TensorView<acc_t<T>> &c, int64_t n) {
     for (int64_t i = 0; i < n; i += TM) {
         for (int64_t j = 0; j < n; j += TN) {
-            Tile<float, TM, TN> acc = zeros<float, TM, TN>();
+            Tile<acc_t<T>, TM, TN> acc = zeros<acc_t<T>, TM, TN>();
             for (int64_t k = 0; k < n; k += TK) matmul_acc(acc, load<TM, TK>(a, {i, k}), load<TK, TN>(b, {k, j}));
             store(c, {i, j}, acc);
         }
@@ -52,9 +58,9 @@ static ts_tensor square(void *data, int32_t dtype, int64_t n) {
 
 // Runs the tiled matmul `reps` times; returns the best time in seconds.
 template <class T, int TM, int TN, int TK>
-static double bench(void *a, void *b, float *c, int64_t n, int reps) {
+static double bench(void *a, void *b, void *c, int64_t n, int reps) {
     const TensorView<T> av(square(a, dtype_of<T>(), n)), bv(square(b, dtype_of<T>(), n));
-    const TensorView<float> cv(square(c, TS_F32, n));
+    const TensorView<acc_t<T>> cv(square(c, dtype_of<acc_t<T>>(), n));
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -66,13 +72,16 @@ static double bench(void *a, void *b, float *c, int64_t n, int reps) {
 }
 
 #define ENTRY(T, NAME, TM, TN, TK) \
-    extern "C" double NAME##_##TM##x##TN##x##TK(void *a, void *b, float *c, int64_t n, int reps) { \
+    extern "C" double NAME##_##TM##x##TN##x##TK(void *a, void *b, void *c, int64_t n, int reps) { \
         return bench<T, TM, TN, TK>(a, b, c, n, reps); \
     }
 ENTRY(float, f32, 64, 64, 64)
 ENTRY(float, f32, 32, 64, 128)
 ENTRY(float, f32, 128, 128, 32)
 ENTRY(bf16, bf16, 64, 64, 64)
+ENTRY(int8_t, i8, 64, 64, 64)
+ENTRY(int8_t, i8, 32, 64, 128)
+ENTRY(int8_t, i8, 128, 128, 32)
 """
 
 TILES = ["64x64x64", "32x64x128", "128x128x32"]
@@ -127,6 +136,18 @@ def main() -> None:
             gf = 2 * n**3 / sec / 1e9
             print(
                 f"tile f32 {tile:>11}:        {gf:7.1f} GFLOPS  ({100 * gf / ref:5.1f}% of torch)  max|err| {err:.2e}"
+            )
+            ai = torch.randint(-128, 128, (n, n), dtype=torch.int8)
+            bi = torch.randint(-128, 128, (n, n), dtype=torch.int8)
+            ci = torch.empty(n, n, dtype=torch.int32)
+            fn = getattr(lib, f"i8_{tile}")
+            fn.restype = ctypes.c_double
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+            sec_i8 = fn(ai.data_ptr(), bi.data_ptr(), ci.data_ptr(), n, args.reps)
+            exact = bool(torch.equal(ci.long(), ai.long() @ bi.long()))
+            print(
+                f"tile int8 {tile:>10}:        {2 * n**3 / sec_i8 / 1e9:7.1f} GOPS    "
+                f"(f32 / int8 time: {sec / sec_i8:.2f})  exact: {exact}"
             )
         if n % 64 == 0:
             ab, bb = a.bfloat16(), b.bfloat16()

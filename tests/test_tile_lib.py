@@ -4,17 +4,26 @@ Invariants checked here:
   - elementwise ops, casts and bf16/f16 conversions are bit-identical to torch where torch is
     correctly rounded (+ - * / sqrt, conversions, comparisons, integer wrap-around);
   - exp/log are within 2 ulp and tanh/sigmoid/silu within 1 ulp of float64 references over a
-    wide sweep that includes overflow, underflow, subnormals, NaN, +-Inf and -0;
-  - reductions follow their documented summation order bit-exactly; matmul accumulates each
-    output in k order with fused multiply-adds (bit-exact where the CPU has FMA);
+    wide sweep that includes overflow, underflow, subnormals, NaN, +-Inf and -0; erf, exp2, log2,
+    gelu, gelu_tanh and pow within 0.51 ulp, reciprocal bit-exact, pow's C99 special cases exactly
+    as torch.pow's;
+  - reductions (and row_mean/col_mean) follow their documented summation order bit-exactly; matmul
+    accumulates each output in k order with fused multiply-adds (bit-exact where the CPU has FMA);
+    int8 matmul is exact, wrapping mod 2^32;
   - load/store honour strides and leading-dim offsets of 1-D..4-D views; TS_CHECK_BOUNDS aborts
     with a message naming the op, offsets, tile and tensor shape;
+  - load_valid/store_valid touch only the valid box (fills elsewhere, sentinels around it stay),
+    throw BoundsError for valid counts outside the tile in every build, and their checked
+    overloads (check.hpp) check only the valid box; load_rows gathers rows like torch indexing,
+    its ragged form reads no index past valid_rows, and its checked overload names a bad index;
+    the access audit records only valid boxes and one record per gathered row;
   - the library compiles without a single warning under the kernel flags.
 
-The C++ side is five programs compiled once per session, in parallel, with the exact kernel
+The C++ side is seven programs compiled once per session, in parallel, with the exact kernel
 flags: four shared libraries whose ops are looked up by name through `ts_test_call` (plus a few
-`extern "C"` kernels taking `ts_arg` arrays, called like the runtime calls `kernel_entry`), and a
-bounds-check executable built with -DTS_CHECK_BOUNDS. Data moves through torch tensors' buffers
+`extern "C"` kernels taking `ts_arg` arrays, called like the runtime calls `kernel_entry`), a
+bounds-check executable built with -DTS_CHECK_BOUNDS, and the ragged-access kernels built plain
+and with -DTS_AUDIT_ACCESSES. Data moves through torch tensors' buffers
 via ctypes.
 """
 
@@ -146,7 +155,19 @@ ELEMENTWISE_MACROS = r"""
     REG("rdiv_s_" S, unary<T, T>(b, n, [p](const auto &x) { return float(p[0]) / x; }))          \
     REG("max_s_" S, unary<T, T>(b, n, [p](const auto &x) { return maximum(x, float(p[0])); }))   \
     REG("lt_s_" S, unary<T, bool>(b, n, [p](const auto &x) { return x < float(p[0]); }))         \
-    REG("eq_s_" S, unary<T, bool>(b, n, [p](const auto &x) { return eq(float(p[0]), x); }))
+    REG("eq_s_" S, unary<T, bool>(b, n, [p](const auto &x) { return eq(float(p[0]), x); }))    \
+    NEW_FLOAT_OPS(T, S)
+
+#define NEW_FLOAT_OPS(T, S)                                                                      \
+    REG("erf_" S, unary<T, T>(b, n, [](const auto &x) { return erf(x); }))                       \
+    REG("exp2_" S, unary<T, T>(b, n, [](const auto &x) { return exp2(x); }))                     \
+    REG("log2_" S, unary<T, T>(b, n, [](const auto &x) { return log2(x); }))                     \
+    REG("reciprocal_" S, unary<T, T>(b, n, [](const auto &x) { return reciprocal(x); }))         \
+    REG("gelu_" S, unary<T, T>(b, n, [](const auto &x) { return gelu(x); }))                     \
+    REG("gelu_tanh_" S, unary<T, T>(b, n, [](const auto &x) { return gelu_tanh(x); }))           \
+    REG("pow_" S, binary<T, T>(b, n, [](const auto &x, const auto &y) { return pow(x, y); }))    \
+    REG("pow_ts_" S, unary<T, T>(b, n, [p](const auto &x) { return pow(x, p[0]); }))            \
+    REG("pow_st_" S, unary<T, T>(b, n, [p](const auto &x) { return pow(p[0], x); }))
 
 #define OPERATOR_CMPS(T, S)                                                                      \
     REG("op_eq_" S, binary<T, bool>(b, n, [](const auto &x, const auto &y) { return x == y; }))  \
@@ -199,6 +220,7 @@ REG("sigmoid_f64", unary<double, double>(b, n, [](const auto &x) { return sigmoi
 REG("silu_f64", unary<double, double>(b, n, [](const auto &x) { return silu(x); }))
 REG("div_f64", binary<double, double>(b, n, [](const auto &x, const auto &y) { return x / y; }))
 REG("add_s_f64", unary<double, double>(b, n, [p](const auto &x) { return x + float(p[0]); }))
+NEW_FLOAT_OPS(double, "f64")
 OPERATOR_CMPS(float, "f32")
 OPERATOR_CMPS(int32_t, "i32")
 """
@@ -248,6 +270,7 @@ void bcast(void **b, F f) {
     BC_SHAPES("lt", T, S, [](const auto &x, const auto &y) { return x < y; })                  \
     BC_SHAPES("where", T, S, [](const auto &x, const auto &y) { return where(x > y, x, y); })
 BC_OPS(float, "f32")
+BC_SHAPES("pow", float, "f32", [](const auto &x, const auto &y) { return pow(x, y); })
 BC_SHAPES("add", bf16, "bf16", [](const auto &x, const auto &y) { return x + y; })
 BC_SHAPES("where", bf16, "bf16", [](const auto &x, const auto &y) { return where(x > y, x, y); })
 
@@ -296,6 +319,25 @@ RED_OPS(float, "f32", 3, 1, "3x1") RED_OPS(float, "f32", 1, 37, "1x37")
 RED_OPS(bf16, "bf16", 16, 100, "16x100") RED_OPS(bf16, "bf16", 5, 3, "5x3") RED_OPS(bf16, "bf16", 1, 37, "1x37")
 RED_OPS(f16, "f16", 16, 100, "16x100")
 RED_OPS(int32_t, "i32", 8, 128, "8x128")
+#define MEAN_OPS(T, S, R, C, SHAPE)                                                              \
+    REG("row_mean_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_mean(x); }))   \
+    REG("col_mean_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_mean(x); }))
+MEAN_OPS(float, "f32", 16, 100, "16x100") MEAN_OPS(float, "f32", 8, 128, "8x128") MEAN_OPS(float, "f32", 5, 3, "5x3")
+MEAN_OPS(float, "f32", 3, 1, "3x1") MEAN_OPS(float, "f32", 1, 37, "1x37") MEAN_OPS(double, "f64", 7, 9, "7x9")
+MEAN_OPS(bf16, "bf16", 16, 100, "16x100") MEAN_OPS(bf16, "bf16", 5, 3, "5x3") MEAN_OPS(f16, "f16", 16, 100, "16x100")
+
+// ---- iota / slice: "iota_<dtype>_<dim>" (5 x 7), "slice_<r0>_<c0>_<r>x<c>" of a 9 x 11 f32 tile
+REG("iota_f32_0", const auto t = (iota<float, 5, 7, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_f32_1", const auto t = (iota<float, 5, 7, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_i32_0", const auto t = (iota<int32_t, 5, 7, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_i64_1", const auto t = (iota<int64_t, 5, 7, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_bf16_1", const auto t = (iota<bf16, 1, 300, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_u8_0", const auto t = (iota<uint8_t, 300, 1, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_bool_1", const auto t = (iota<bool, 2, 3, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+#define SLICE(R0, C0, R, C) \
+    REG("slice_" #R0 "_" #C0 "_" #R "x" #C, const auto t = (slice<R0, C0, R, C>(whole<float, 9, 11>(b[0]))); \
+        std::memcpy(b[1], t.data, sizeof(t.data)))
+SLICE(0, 0, 9, 11) SLICE(2, 3, 4, 5) SLICE(8, 10, 1, 1) SLICE(0, 4, 9, 1) SLICE(3, 0, 1, 11) SLICE(5, 6, 4, 5)
 
 // ---- matmul: "mm_<dtype>_<M>x<K>x<N>" (b0 = a, b1 = b, b2 = out) and "mmacc_..." (b2 = acc in/out)
 template <class T, int M, int K, int N>
@@ -316,6 +358,27 @@ MM(float, "f32", 7, 5, 24, "7x5x24")
 MM(float, "f32", 1, 128, 1, "1x128x1")
 MM(bf16, "bf16", 32, 40, 48, "32x40x48")
 MM(f16, "f16", 16, 8, 24, "16x8x24")
+
+// int8 matmul: "mm_i8_<M>x<K>x<N>" (b2 = int32 out) and "mmacc_i8_..." (b2 = int32 acc in/out)
+template <int M, int K, int N>
+void mm_i8(void **b, bool accumulate) {
+    Tile<int32_t, M, N> acc = whole<int32_t, M, N>(b[2]);
+    if (accumulate) {
+        matmul_acc(acc, whole<int8_t, M, K>(b[0]), whole<int8_t, K, N>(b[1]));
+    } else {
+        acc = matmul(whole<int8_t, M, K>(b[0]), whole<int8_t, K, N>(b[1]));
+    }
+    std::memcpy(b[2], acc.data, sizeof(acc.data));
+}
+#define MM_I8(M, K, N, SHAPE) \
+    REG("mm_i8_" SHAPE, mm_i8<M, K, N>(b, false)) REG("mmacc_i8_" SHAPE, mm_i8<M, K, N>(b, true))
+MM_I8(128, 128, 128, "128x128x128")
+MM_I8(13, 37, 19, "13x37x19")
+MM_I8(7, 5, 24, "7x5x24")
+MM_I8(1, 128, 1, "1x128x1")
+MM_I8(33, 9, 40, "33x9x40")
+MM_I8(6, 1, 16, "6x1x16")
+MM_I8(2, 300, 67, "2x300x67")
 
 // ---- transpose: "tr_<dtype>_<R>x<C>" ----------------------------------------------------
 template <class T, int R, int C>
@@ -396,6 +459,136 @@ extern "C" void k_tiled_matmul_bf16(const ts_arg *args) {
 }
 """
 
+UNIT_RAGGED = r"""
+// Ragged loads/stores and row gathers, called with ts_arg arrays like generated kernels. Each
+// kernel's `checked` scalar picks the overload with a CheckSite (check.hpp), and its last
+// argument is a uint8 tensor that receives the what() of a BoundsError ("" when none).
+// Compiled twice: as is, and with -DTS_AUDIT_ACCESSES (with a sink that keeps the records).
+#include <tilescope/check.hpp>
+#include <vector>
+
+namespace {
+const CheckSite kLoadSite{"ragged", "load", "x", 0, "model.py:7"};
+const CheckSite kStoreSite{"ragged", "store", "y", 1, "model.py:9"};
+const CheckSite kRowsSite{"moe", "load_rows", "x", 0, "m.py:12"};
+
+template <class F>
+void catching(const ts_arg &msg_arg, F f) {
+    TensorView<uint8_t> msg(msg_arg);
+    msg.data[0] = 0;
+    try {
+        f();
+    } catch (const BoundsError &e) {
+        const std::string what = e.what();
+        const size_t n = std::min<size_t>(what.size(), static_cast<size_t>(msg.shape[0] - 1));
+        std::memcpy(msg.data, what.data(), n);
+        msg.data[n] = 0;
+    }
+}
+
+int64_t s64(const ts_arg &a) { return scalar_arg<int64_t>(a); }
+}  // namespace
+
+// x, y (2-D f32); x offsets i0, i1; valid vr, vc; fill; checked; msg.
+// y[0:8, 0:16] = load_valid<8, 16>(x, {i0, i1}, {vr, vc}, fill).
+extern "C" void k_load_valid(const ts_arg *args) {
+    catching(args[8], [&] {
+        TensorView<float> x(args[0]), y(args[1]);
+        const int64_t i0 = s64(args[2]), i1 = s64(args[3]), vr = s64(args[4]), vc = s64(args[5]);
+        const float fill = scalar_arg<float>(args[6]);
+        const auto t = s64(args[7]) ? load_valid<8, 16>(x, {i0, i1}, {vr, vc}, fill, kLoadSite)
+                                    : load_valid<8, 16>(x, {i0, i1}, {vr, vc}, fill);
+        store(y, {0, 0}, t);
+    });
+}
+
+// x, y (2-D f32); y offsets j0, j1; valid vr, vc; checked; msg.
+// store_valid(y, {j0, j1}, x[0:8, 0:16], {vr, vc}).
+extern "C" void k_store_valid(const ts_arg *args) {
+    catching(args[7], [&] {
+        TensorView<float> x(args[0]), y(args[1]);
+        const int64_t j0 = s64(args[2]), j1 = s64(args[3]), vr = s64(args[4]), vc = s64(args[5]);
+        const auto t = load<8, 16>(x, {0, 0});
+        if (s64(args[6])) {
+            store_valid(y, {j0, j1}, t, {vr, vc}, kStoreSite);
+        } else {
+            store_valid(y, {j0, j1}, t, {vr, vc});
+        }
+    });
+}
+
+// x (1-D i32), y (1-D i32 of 16); offset i; valid n; checked; msg. A 1-D ragged load and store:
+// y[0:16] = load_valid<1, 16>(x, {i}, {1, n}, -7.9) (fill -7.9 -> int32 -7), then x[i:i+n] = 2 y.
+extern "C" void k_valid_1d(const ts_arg *args) {
+    catching(args[5], [&] {
+        TensorView<int32_t> x(args[0]), y(args[1]);
+        const int64_t i = s64(args[2]), n = s64(args[3]);
+        const bool checked = s64(args[4]) != 0;
+        const auto t = checked ? load_valid<1, 16>(x, {i}, {1, n}, -7.9, kLoadSite)
+                               : load_valid<1, 16>(x, {i}, {1, n}, -7.9);
+        store(y, {0}, t);
+        if (checked) {
+            store_valid(x, {i}, t * 2, {1, n}, kStoreSite);
+        } else {
+            store_valid(x, {i}, t * 2, {1, n});
+        }
+    });
+}
+
+// x (3-D bf16), y (2-D bf16 [4, 8]); offsets a, i, j; valid vr, vc; msg. The fill 1e10 rounds to bf16.
+extern "C" void k_load_valid_3d_bf16(const ts_arg *args) {
+    catching(args[7], [&] {
+        TensorView<bf16> x(args[0]), y(args[1]);
+        const int64_t a = s64(args[2]), i = s64(args[3]), j = s64(args[4]), vr = s64(args[5]), vc = s64(args[6]);
+        store(y, {0, 0}, load_valid<4, 8>(x, {a, i, j}, {vr, vc}, 1e10f));
+    });
+}
+
+// x (2-D T), idx (1-D I of 8), out (2-D T [8, 16]); col0; valid_rows (-100: the plain form); fill;
+// checked; as_column (idx as an 8 x 1 tile, else 1 x 8); msg. out = load_rows<16>(x, idx, col0, ...).
+template <class T, class I>
+void load_rows_kernel(const ts_arg *args) {
+    catching(args[8], [&] {
+        TensorView<T> x(args[0]), out(args[2]);
+        TensorView<I> idx(args[1]);
+        const int64_t col0 = s64(args[3]), valid_rows = s64(args[4]);
+        const double fill = scalar_arg<double>(args[5]);
+        const bool checked = s64(args[6]) != 0;
+        const Tile<I, 1, 8> row_form = load<1, 8>(idx, {0});
+        const Tile<I, 8, 1> col_form = transpose(row_form);
+        auto gather = [&](const auto &rows) {
+            if (valid_rows == -100) {
+                return checked ? load_rows<16>(x, rows, col0, kRowsSite) : load_rows<16>(x, rows, col0);
+            }
+            return checked ? load_rows<16>(x, rows, col0, valid_rows, fill, kRowsSite)
+                           : load_rows<16>(x, rows, col0, valid_rows, fill);
+        };
+        store(out, {0, 0}, s64(args[7]) ? gather(col_form) : gather(row_form));
+    });
+}
+extern "C" void k_load_rows_f32_i32(const ts_arg *args) { load_rows_kernel<float, int32_t>(args); }
+extern "C" void k_load_rows_bf16_i64(const ts_arg *args) { load_rows_kernel<bf16, int64_t>(args); }
+extern "C" void k_load_rows_i32_u8(const ts_arg *args) { load_rows_kernel<int32_t, uint8_t>(args); }
+
+#ifdef TS_AUDIT_ACCESSES
+// The audit's records, kept by the sink the test installs.
+static std::vector<std::vector<int64_t>> audit_records;
+extern "C" void test_audit_sink(int32_t, const void *data, int32_t, int64_t, int64_t cols) {
+    const auto *row = static_cast<const int64_t *>(data);
+    audit_records.emplace_back(row, row + cols);
+}
+// Copies the records (each padded to 16 values) into out and clears them; returns their count.
+extern "C" int64_t test_audit_take(int64_t *out, int64_t capacity) {
+    const int64_t n = static_cast<int64_t>(audit_records.size());
+    for (int64_t r = 0; r < n && r < capacity; ++r) {
+        for (int k = 0; k < 16; ++k) out[r * 16 + k] = k < static_cast<int>(audit_records[r].size()) ? audit_records[r][k] : -1;
+    }
+    audit_records.clear();
+    return n;
+}
+#endif
+"""
+
 BOUNDS_MAIN = r"""
 #include <tilescope/tile.hpp>
 #include <cstdlib>
@@ -440,12 +633,22 @@ int main(int argc, char **argv) {
 
 
 class Built:
-    """The compiled test programs: op libraries (searched by op name) and the bounds-check executable."""
+    """The compiled test programs: op libraries (searched by op name), the bounds-check executable,
+    and the ragged-access library built plain (`ragged`) and with the access audit (`ragged_audit`)."""
 
-    def __init__(self, libs: list[ctypes.CDLL], bounds_exe: Path, warnings: dict[str, str]):
+    def __init__(
+        self,
+        libs: list[ctypes.CDLL],
+        bounds_exe: Path,
+        warnings: dict[str, str],
+        ragged: ctypes.CDLL,
+        ragged_audit: ctypes.CDLL,
+    ):
         self.libs = libs
         self.bounds_exe = bounds_exe
         self.warnings = warnings
+        self.ragged = ragged
+        self.ragged_audit = ragged_audit
 
 
 UNITS = {"math": UNIT_MATH, "common": UNIT_COMMON, "cast_broadcast": UNIT_CAST_BROADCAST, "other": UNIT_OTHER}
@@ -458,6 +661,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     jobs = {f"{name}.so": (PRELUDE + source, KERNEL_FLAGS) for name, source in UNITS.items()}
     exe_flags = [f for f in KERNEL_FLAGS if f not in ("-shared", "-fPIC")] + ["-DTS_CHECK_BOUNDS"]
     jobs["bounds"] = (BOUNDS_MAIN, exe_flags)
+    jobs["ragged.so"] = (PRELUDE + UNIT_RAGGED, KERNEL_FLAGS)
+    jobs["ragged_audit.so"] = (PRELUDE + UNIT_RAGGED, [*KERNEL_FLAGS, "-DTS_AUDIT_ACCESSES"])
     procs = {}
     for out, (source, flags) in jobs.items():
         src = work / (out.split(".")[0] + ".cpp")
@@ -480,7 +685,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         ]
         lib.ts_test_call.restype = ctypes.c_int
         libs.append(lib)
-    return Built(libs, work / "bounds", warnings)
+    ragged = ctypes.CDLL(str(work / "ragged.so"))
+    ragged_audit = ctypes.CDLL(str(work / "ragged_audit.so"))
+    return Built(libs, work / "bounds", warnings, ragged, ragged_audit)
 
 
 def call(built: Built, name: str, *tensors: torch.Tensor, n: int | None = None, params=(0.0,)) -> None:
@@ -912,6 +1119,268 @@ def test_transcendental_16bit_all_patterns(built, dt, name):
     assert float((dist != 0).float().mean()) < 0.01, f"{name} {dt}: too many 1-ulp differences"
 
 
+def _gelu_ref(x: torch.Tensor) -> torch.Tensor:
+    """torch's exact GELU in float64 as 0.5 x erfc(-x / sqrt2) (no cancellation for x < 0); -inf -> -0."""
+    x = x.double()
+    ref = 0.5 * x * torch.special.erfc(-x * math.sqrt(0.5))
+    return torch.where(x == -math.inf, torch.tensor(-0.0, dtype=torch.float64), ref)
+
+
+def _gelu_tanh_ref(x: torch.Tensor) -> torch.Tensor:
+    """torch's approximate='tanh' GELU in float64 as x sigmoid(2z), the same value as x/2 (1 + tanh z)
+    without its cancellation for x < 0 (which alone costs the float64 formula ~100 float ulp at x = -6)."""
+    x = x.double()
+    ref = x * torch.sigmoid(2.0 * math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))
+    return torch.where(x == -math.inf, torch.tensor(-0.0, dtype=torch.float64), ref)
+
+
+# name -> (float64 reference, max ulp error of the float32 version over the sweep).
+NEW_MATH = {
+    "erf": (torch.special.erf, 0.51),
+    "exp2": (torch.exp2, 0.51),
+    "log2": (torch.log2, 0.51),
+    "reciprocal": (torch.reciprocal, 0.5),
+    "gelu": (_gelu_ref, 0.51),
+    "gelu_tanh": (_gelu_tanh_ref, 0.51),
+}
+
+
+@pytest.mark.parametrize("name", list(NEW_MATH))
+def test_new_math_f32_ulp(built, name):
+    """Computed in double and rounded once: within 0.51 ulp of float64 everywhere, subnormals included."""
+    fn, bound = NEW_MATH[name]
+    x = torch.cat([float_sweep(), torch.linspace(-15.0, 5.0, 200_001, dtype=torch.float32)])
+    got = unary_op(built, f"{name}_f32", x)
+    _check_ulp(got, fn(x.double()), bound, f"{name} f32")
+    if name == "reciprocal":  # one correctly rounded division, as torch's
+        assert_same_floats(got, torch.reciprocal(x), "reciprocal vs torch")
+    if name == "gelu":  # where 1 + erf(x / sqrt2) cancels the result is tiny but still accurate
+        tail = torch.linspace(-14.0, -5.0, 10_001, dtype=torch.float32)
+        err = ulp_error(unary_op(built, "gelu_f32", tail), _gelu_ref(tail))
+        normal = _gelu_ref(tail).abs() >= 2.0**-126
+        assert float(normal.float().mean()) > 0.85 and float(err[normal].max()) <= 0.51
+
+
+def test_new_math_f32_close_to_torch(built):
+    """torch's own float32 results are close to ours: within 2 ulp for erf/exp2/log2; for the GELUs within
+    2 ulp plus |x| times the error of torch's 1 + erf / 1 + tanh (measured: up to 3.3e-7, which
+    cancellation for negative x does not shrink)."""
+    x = torch.linspace(-8.0, 8.0, 100_001, dtype=torch.float32)
+    for name, fn in [("erf", torch.special.erf), ("exp2", torch.exp2)]:
+        got, want = unary_op(built, f"{name}_f32", x), fn(x)
+        assert int((ordinal(got) - ordinal(want)).abs().max()) <= 2, name
+    pos = torch.rand(100_000) * 100
+    assert int((ordinal(unary_op(built, "log2_f32", pos)) - ordinal(torch.log2(pos))).abs().max()) <= 2
+    for name, fn in [
+        ("gelu", torch.nn.functional.gelu),
+        ("gelu_tanh", lambda t: torch.nn.functional.gelu(t, approximate="tanh")),
+    ]:
+        got, want = unary_op(built, f"{name}_f32", x).double(), fn(x).double()
+        ulp = torch.ldexp(torch.ones_like(want), torch.frexp(want.abs())[1] - 24)
+        tol = 2 * ulp + x.double().abs() * 2.0**-20
+        bad = (got - want).abs() > tol
+        assert not bad.any(), (name, x[bad][:5].tolist(), got[bad][:5].tolist(), want[bad][:5].tolist())
+
+
+def test_new_math_f64(built):
+    """Double tiles call libm (std::erf, std::exp2, std::log2, std::erfc, std::exp, std::pow)."""
+    x = torch.cat(
+        [
+            torch.randn(20_000, dtype=torch.float64) * 10,
+            torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan]),
+        ]
+    )
+    for name, fn in [
+        ("erf", torch.special.erf),
+        ("exp2", torch.exp2),
+        ("log2", torch.log2),
+        ("reciprocal", torch.reciprocal),
+        ("gelu", _gelu_ref),
+        ("gelu_tanh", _gelu_tanh_ref),
+    ]:
+        got, want = unary_op(built, f"{name}_f64", x), fn(x)
+        rtol = 1e-12 if name.startswith("gelu") else 1e-14  # e^{-x^2/2}: rounding of x^2 costs x^2 ulp
+        assert torch.allclose(got, want, rtol=rtol, atol=1e-300, equal_nan=True), name
+    y = torch.randn(20_000, dtype=torch.float64) * 3
+    assert torch.allclose(binary_op(built, "pow_f64", x[:20_000].abs(), y), x[:20_000].abs() ** y, rtol=1e-15)
+
+
+# Exact results IEEE/C99 define for the new functions: name -> (inputs, results).
+NEW_SPECIALS = {
+    "erf": ("0 -0 inf -inf nan 1e-45 -1e-45 4 -4 10 -10", "0 -0 1 -1 nan 1e-45 -1e-45 1 -1 1 -1"),
+    "exp2": (
+        "0 -0 inf -inf nan 1 -1 10 -149 -150 -151 127 128 -1e30",
+        "1 1 inf 0 nan 2 0.5 1024 1e-45 0 0 1.7014118e38 inf 0",
+    ),
+    "log2": (
+        "0 -0 -1 -1e-45 inf -inf nan 1 2 0.5 1e-45 1024",
+        "-inf -inf nan nan inf nan nan 0 1 -1 -149 10",
+    ),
+    "reciprocal": ("0 -0 inf -inf nan 2 -4 1e-45", "inf -inf 0 -0 nan 0.5 -0.25 inf"),
+    "gelu": ("0 -0 inf -inf nan -20 -1e30 20 1e30", "0 -0 inf -0 nan -0 -0 20 1e30"),
+    "gelu_tanh": ("0 -0 inf -inf nan -20 -1e30 20 1e30", "0 -0 inf -0 nan -0 -0 20 1e30"),
+}
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f16"])
+@pytest.mark.parametrize("name", list(NEW_SPECIALS))
+def test_new_math_special_values(built, name, dt):
+    dtype = DTYPES[dt]
+    x = torch.tensor([float(v) for v in NEW_SPECIALS[name][0].split()], dtype=torch.float32).to(dtype)
+    want = torch.tensor([float(v) for v in NEW_SPECIALS[name][1].split()], dtype=torch.float32)
+    if dt != "f32":  # the same values computed from the 16-bit inputs, rounded to 16 bits
+        want = NEW_MATH[name][0](x.double()).float()
+        want = torch.where(torch.isnan(x.float()), math.nan, want).to(dtype)
+    got = unary_op(built, f"{name}_{dt}", x)
+    same = (torch.isnan(got) & torch.isnan(want)) | (
+        (got == want) & (torch.signbit(got) == torch.signbit(want))
+    )
+    assert bool(same.all()), f"{name}({x.tolist()}) = {got.tolist()}, want {want.tolist()}"
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize("name", list(NEW_MATH))
+def test_new_math_16bit_all_patterns(built, dt, name):
+    """Float math then one rounding: at most 1 ulp (of the 16-bit type) from the correctly rounded value."""
+    dtype = DTYPES[dt]
+    x = all_16bit(dtype)
+    got = unary_op(built, f"{name}_{dt}", x)
+    want = NEW_MATH[name][0](x.double()).float().to(dtype)
+    nan_got, nan_want = torch.isnan(got), torch.isnan(want)
+    assert torch.equal(nan_got, nan_want)
+    dist = (ordinal(got) - ordinal(want)).abs()[~nan_want]
+    assert int(dist.max()) <= 1, f"{name} {dt}: {int(dist.max())} ulp"
+    assert float((dist != 0).float().mean()) < 0.01, f"{name} {dt}: too many 1-ulp differences"
+    if name == "reciprocal":  # torch's bf16/f16 reciprocal is the float division rounded once, as ours
+        assert_same_floats(got, torch.reciprocal(x), f"reciprocal {dt}")
+
+
+POW_SPECIAL_X = (
+    "0 -0 1 -1 2 -2 0.5 -0.5 3 -3 inf -inf nan 1e-45 -1e-45 3.4028235e38 -3.4028235e38 0.999999 1.000001"
+)
+POW_SPECIAL_Y = (
+    "0 -0 1 -1 2 -2 3 -3 0.5 -0.5 1.5 -1.5 inf -inf nan 1e10 -1e10 16777215 -16777215 16777216 1e-45 -1e-45 "
+    "127 -127 128 -149 -150 0.1"
+)
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "f16"])
+def test_pow_special_cases_match_torch(built, dt):
+    """Every pair of special bases and exponents: C99's table (as torch.pow) exactly, the rest within 1 ulp."""
+    dtype = DTYPES[dt]
+    xs = torch.tensor([float(v) for v in POW_SPECIAL_X.split()]).to(dtype)
+    ys = torch.tensor([float(v) for v in POW_SPECIAL_Y.split()]).to(dtype)
+    x = xs.repeat_interleave(len(ys))
+    y = ys.repeat(len(xs))
+    got = binary_op(built, f"pow_{dt}", x, y)
+    want = torch.pow(x, y)
+    nan_got, nan_want = torch.isnan(got), torch.isnan(want)
+    bad = nan_got != nan_want
+    exact = ~nan_want & ((want == 0) | want.isinf() | (want.abs() == 1) | (x.abs() == 1) | (y == 0))
+    bad |= exact & ((got != want) | (got.signbit() != want.signbit()))
+    bad |= ~nan_want & ((ordinal(got) - ordinal(want)).abs() > 1)
+    assert not bad.any(), [
+        (a, b, g, w)
+        for a, b, g, w in zip(x[bad].tolist(), y[bad].tolist(), got[bad].tolist(), want[bad].tolist())
+    ][:10]
+    # the named cases
+    cases = {
+        (math.nan, 0.0): 1.0,
+        (1.0, math.nan): 1.0,
+        (-1.0, math.inf): 1.0,
+        (-8.0, 1 / 3): math.nan,
+        (-0.0, -3.0): -math.inf,
+        (-0.0, 3.0): -0.0,
+        (-0.0, -2.0): math.inf,
+        (0.0, -0.5): math.inf,
+        (-2.0, 3.0): -8.0,
+        (-2.0, 2.0): 4.0,
+        (-math.inf, 3.0): -math.inf,
+        (-math.inf, -3.0): -0.0,
+        (-math.inf, 0.5): math.inf,
+        (0.5, math.inf): 0.0,
+        (2.0, -math.inf): 0.0,
+    }
+    cx = torch.tensor([k[0] for k in cases]).to(dtype)
+    cy = torch.tensor([k[1] for k in cases]).to(dtype)
+    cw = torch.tensor(list(cases.values())).to(dtype)
+    cg = binary_op(built, f"pow_{dt}", cx, cy)
+    assert torch.equal(torch.isnan(cg), torch.isnan(cw))
+    ok = torch.isnan(cw) | ((cg == cw) & (cg.signbit() == cw.signbit()))
+    assert bool(ok.all()), list(zip(cx.tolist(), cy.tolist(), cg.tolist(), cw.tolist()))
+
+
+def test_pow_f32_ulp(built):
+    """Random bases and exponents (results over the whole float range) within 0.51 ulp of float64."""
+    g = torch.Generator().manual_seed(21)
+    n = 300_000
+    x = random_bits(torch.float32, n, seed=22)
+    y = torch.randn(n, generator=g) * 4
+    # exponents that put y * log2|x| anywhere in [-160, 140]: overflow, underflow and subnormals
+    x2 = torch.rand(n, generator=g) * 100 + 1e-3
+    y2 = (torch.rand(n, generator=g) * 300 - 160) / torch.log2(x2)
+    x3 = (torch.randint(-20, 21, (n,), generator=g) / 2).float()  # negative bases, integer exponents
+    y3 = torch.randint(-40, 41, (n,), generator=g).float()
+    x = torch.cat([x, x2, x3])
+    y = torch.cat([y, y2, y3])
+    got = binary_op(built, "pow_f32", x, y)
+    _check_ulp(got, torch.pow(x.double(), y.double()), 0.51, "pow f32")
+    # bf16: float pow rounded once, within 1 ulp of torch's
+    xb, yb = x[:n].abs().bfloat16(), y[:n].bfloat16()
+    gb, wb = binary_op(built, "pow_bf16", xb, yb), torch.pow(xb, yb)
+    assert torch.equal(torch.isnan(gb), torch.isnan(wb))
+    assert int((ordinal(gb) - ordinal(wb)).abs()[~torch.isnan(wb)].max()) <= 1
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_pow_scalar_operands(built, dt):
+    """tile ^ scalar and scalar ^ tile: the scalar is converted to the tile's type first."""
+    dtype = DTYPES[dt]
+    x = (torch.rand(5000) * 4 + 0.01).to(dtype)
+    for s in [2.0, 0.5, -1.5, 0.1, 3.0]:
+        sv = torch.full_like(x, s)  # s converted to the tile's type
+        ts_, st_ = (
+            unary_op(built, f"pow_ts_{dt}", x, params=(s,)),
+            unary_op(built, f"pow_st_{dt}", x, params=(s,)),
+        )
+        assert_same_floats(ts_, binary_op(built, f"pow_{dt}", x, sv), f"pow(x, {s})")
+        assert_same_floats(st_, binary_op(built, f"pow_{dt}", sv, x), f"pow({s}, x)")
+        assert torch.equal(torch.isnan(st_), (s < 0) & (x != x.round()))  # a negative base needs an integer
+    assert bool(
+        (unary_op(built, f"pow_ts_{dt}", x, params=(2.0,)) == (x.float() * x.float()).to(dtype)).all()
+    )
+
+
+def test_pow_broadcasting(built):
+    g = torch.Generator().manual_seed(23)
+    for sa, sb in BC_SHAPES:
+        a = torch.rand(sa, generator=g) * 3 + 0.01
+        b = torch.randn(sb, generator=g) * 3
+        ea, eb = torch.broadcast_tensors(a, b)
+        want = binary_op(built, "pow_f32", ea.contiguous(), eb.contiguous())
+        out = torch.empty(want.shape)
+        call(built, f"bc_pow_f32_{sa[0]}x{sa[1]}_{sb[0]}x{sb[1]}", a.contiguous(), b.contiguous(), out, n=0)
+        assert torch.equal(out, want), (sa, sb)
+        _check_ulp(out.reshape(-1), torch.pow(ea.double(), eb.double()).reshape(-1), 0.51, "bc pow")
+
+
+@pytest.mark.parametrize(
+    "expr", ["erf(a)", "gelu(a)", "reciprocal(a)", "log2(a)", "pow(a, a)", "pow(a, 2)", "pow(2, a)"]
+)
+@pytest.mark.parametrize("elem", ["int32_t", "bool"])
+def test_float_ops_on_integer_tiles_are_compile_errors(tmp_path, expr, elem):
+    src = tmp_path / "bad.cpp"
+    src.write_text(
+        "#include <tilescope/tile.hpp>\nusing namespace ts;\n"
+        f"auto f(const Tile<{elem}, 4, 8> &a) {{ return {expr}; }}\nint main() {{ f({{}}); }}\n"
+    )
+    proc = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", "-I", str(INCLUDE), str(src)], capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert "this op needs a floating tile (float, double, bf16, f16)" in proc.stderr
+
+
 def _expected_int_cast(x: torch.Tensor, mode: str, dt: str) -> torch.Tensor:
     """The documented policy: round with `mode`, saturate to the type's range, NaN -> 0."""
     d = x.double()
@@ -1099,6 +1568,143 @@ def test_reductions_propagate_nan(built):
     assert torch.isnan(out[0, [0, 77]]).all() and int(torch.isnan(out).sum()) == 2
 
 
+def _emulate_row_sum_lanes(x: np.ndarray, max_lanes: int) -> np.ndarray:
+    """_emulate_row_sum with max_lanes lanes (64 bytes / the accumulator's size)."""
+    rows, cols = x.shape
+    lanes = 1
+    while lanes * 2 <= cols and lanes * 2 <= max_lanes:
+        lanes *= 2
+    acc = x[:, :lanes].copy()
+    c = lanes
+    while c + lanes <= cols:
+        acc = acc + x[:, c : c + lanes]
+        c += lanes
+    rest = cols - c
+    if rest:
+        acc[:, :rest] = acc[:, :rest] + x[:, c:]
+    width = lanes // 2
+    while width >= 1:
+        acc[:, :width] = acc[:, :width] + acc[:, width : 2 * width]
+        width //= 2
+    return acc[:, :1] + 0.0
+
+
+MEAN_CASES = [
+    ("f32", (16, 100)),
+    ("f32", (8, 128)),
+    ("f32", (5, 3)),
+    ("f32", (3, 1)),
+    ("f32", (1, 37)),
+    ("f64", (7, 9)),
+    ("bf16", (16, 100)),
+    ("bf16", (5, 3)),
+    ("f16", (16, 100)),
+]
+
+
+@pytest.mark.parametrize("dt,shape", MEAN_CASES)
+def test_row_col_mean(built, dt, shape):
+    """The sum in row_sum's / col_sum's order in the compute type, / count in the compute type, rounded once."""
+    dtype = DTYPES[dt]
+    g = torch.Generator().manual_seed(15)
+    x = (torch.randn(shape, generator=g, dtype=torch.float64) * 4 + 1).to(dtype)
+    rows, cols = shape
+    row, col = torch.empty(rows, 1, dtype=dtype), torch.empty(1, cols, dtype=dtype)
+    call(built, f"row_mean_{dt}_{rows}x{cols}", x.contiguous(), row, n=0)
+    call(built, f"col_mean_{dt}_{rows}x{cols}", x.contiguous(), col, n=0)
+    acc = np.float64 if dt == "f64" else np.float32
+    xa = x.to(torch.float64 if dt == "f64" else torch.float32).numpy()
+    want_row = _emulate_row_sum_lanes(xa, 8 if dt == "f64" else 16) / acc(cols)
+    want_col = _emulate_col_sum(xa) / acc(rows)
+    assert_same_floats(row, torch.from_numpy(want_row).to(dtype), "row_mean")
+    assert_same_floats(col, torch.from_numpy(want_col).to(dtype), "col_mean")
+    if dt in ("f32", "f64"):  # and close to torch's (differently ordered) mean
+        tol = {"f32": 1e-6, "f64": 1e-14}[dt]
+        assert torch.allclose(row, x.mean(1, keepdim=True), rtol=tol, atol=tol * 4)
+        assert torch.allclose(col, x.mean(0, keepdim=True), rtol=tol, atol=tol * 4)
+    else:  # one rounding to 16 bits: within 1 ulp of torch's mean
+        for got, want in [
+            (row, x.float().mean(1, keepdim=True).to(dtype)),
+            (col, x.float().mean(0, keepdim=True).to(dtype)),
+        ]:
+            assert int((ordinal(got) - ordinal(want)).abs().max()) <= 1
+
+
+def test_mean_of_signed_zeros_and_nan(built):
+    x = torch.full((5, 3), -0.0)
+    row, col = torch.empty(5, 1), torch.empty(1, 3)
+    call(built, "row_mean_f32_5x3", x, row, n=0)
+    call(built, "col_mean_f32_5x3", x, col, n=0)
+    assert not row.signbit().any() and not col.signbit().any()  # +0.0, as torch.mean
+    x[2, 1] = math.nan
+    call(built, "row_mean_f32_5x3", x, row, n=0)
+    call(built, "col_mean_f32_5x3", x, col, n=0)
+    assert torch.isnan(row[:, 0]).tolist() == [False, False, True, False, False]
+    assert torch.isnan(col[0]).tolist() == [False, True, False]
+
+
+@pytest.mark.parametrize("op", ["row_mean", "col_mean"])
+def test_mean_of_integer_tile_is_a_compile_error(tmp_path, op):
+    src = tmp_path / "bad.cpp"
+    src.write_text(
+        "#include <tilescope/tile.hpp>\nusing namespace ts;\n"
+        f"auto f(const Tile<int32_t, 4, 8> &a) {{ return {op}(a); }}\nint main() {{ f({{}}); }}\n"
+    )
+    proc = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", "-I", str(INCLUDE), str(src)], capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert "row_mean/col_mean need a floating tile" in proc.stderr
+
+
+def test_iota(built):
+    r, c = torch.meshgrid(torch.arange(5), torch.arange(7), indexing="ij")
+    for name, dtype, want in [
+        ("iota_f32_0", torch.float32, r.float()),
+        ("iota_f32_1", torch.float32, c.float()),
+        ("iota_i32_0", torch.int32, r.int()),
+        ("iota_i64_1", torch.int64, c.long()),
+        ("iota_bf16_1", torch.bfloat16, torch.arange(300).reshape(1, 300).to(torch.bfloat16)),  # 257 -> 256
+        ("iota_u8_0", torch.uint8, torch.arange(300).reshape(300, 1).to(torch.uint8)),  # wraps past 255
+        ("iota_bool_1", torch.bool, torch.tensor([[False, True, True]] * 2)),
+    ]:
+        out = torch.empty(want.shape, dtype=dtype)
+        call(built, name, out, n=0)
+        assert torch.equal(out, want), name
+
+
+@pytest.mark.parametrize(
+    "box", [(0, 0, 9, 11), (2, 3, 4, 5), (8, 10, 1, 1), (0, 4, 9, 1), (3, 0, 1, 11), (5, 6, 4, 5)]
+)
+def test_slice(built, box):
+    r0, c0, r, c = box
+    x = torch.randn(9, 11)
+    out = torch.empty(r, c)
+    call(built, f"slice_{r0}_{c0}_{r}x{c}", x, out, n=0)
+    assert torch.equal(out, x[r0 : r0 + r, c0 : c0 + c])
+
+
+@pytest.mark.parametrize(
+    "box,message",
+    [
+        ("1, 0, 9, 11", "slice: the box's rows run past the tile's"),
+        ("0, 2, 3, 10", "slice: the box's columns run past the tile's"),
+        ("-1, 0, 2, 2", "slice: the box starts at a negative row or column"),
+    ],
+)
+def test_slice_outside_the_tile_is_a_compile_error(tmp_path, box, message):
+    src = tmp_path / "bad.cpp"
+    src.write_text(
+        "#include <tilescope/tile.hpp>\nusing namespace ts;\n"
+        f"auto f(const Tile<float, 9, 11> &a) {{ return slice<{box}>(a); }}\nint main() {{ f({{}}); }}\n"
+    )
+    proc = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", "-I", str(INCLUDE), str(src)], capture_output=True, text=True
+    )
+    assert proc.returncode != 0
+    assert message in proc.stderr
+
+
 def _cpu_has_fma() -> bool:
     try:
         return " fma " in Path("/proc/cpuinfo").read_text().replace("\n", " ")
@@ -1146,6 +1752,46 @@ def test_matmul(built, dt, shape):
     if _cpu_has_fma():  # the documented order: sequential in k, one rounding per step
         assert torch.equal(out, _sequential_fma_matmul(a.float(), b.float(), torch.zeros(m, n)))
         assert torch.equal(acc, _sequential_fma_matmul(a.float(), b.float(), init))
+
+
+def _wrap_i32(x: torch.Tensor) -> torch.Tensor:
+    """int64 values mod 2^32 as int32 (two's complement)."""
+    return ((x + 2**31) % 2**32 - 2**31).to(torch.int32)
+
+
+@pytest.mark.parametrize(
+    "shape", [(128, 128, 128), (13, 37, 19), (7, 5, 24), (1, 128, 1), (33, 9, 40), (6, 1, 16), (2, 300, 67)]
+)
+def test_matmul_int8_exact(built, shape):
+    m, k, n = shape
+    g = torch.Generator().manual_seed(16)
+    a = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int8)
+    b = torch.randint(-128, 128, (k, n), generator=g, dtype=torch.int8)
+    name = f"{m}x{k}x{n}"
+    for a_, b_ in [
+        (a, b),
+        (torch.full_like(a, -128), torch.full_like(b, -128)),  # the largest products: 2^14 each
+        (torch.full_like(a, -128), torch.full_like(b, 127)),
+        (torch.full_like(a, 127), torch.full_like(b, 127)),
+    ]:
+        out = torch.full((m, n), 12345, dtype=torch.int32)  # matmul ignores what the output held
+        call(built, f"mm_i8_{name}", a_, b_, out, n=0)
+        exact = a_.long() @ b_.long()
+        assert torch.equal(out, _wrap_i32(exact))
+        assert torch.equal(out.long(), exact)  # |sum| <= 2^14 K: nothing wraps
+    assert int((a.long() @ b.long()).abs().max()) > 0
+    # acc += a @ b, wrapping mod 2^32 past int32's ends
+    init = torch.randint(-(2**31), 2**31, (m, n), generator=g, dtype=torch.int64)
+    init[0, 0] = 2**31 - 1
+    init[-1, -1] = -(2**31)
+    acc = init.to(torch.int32)
+    a2, b2 = torch.full_like(a, 100), torch.full_like(b, 100)
+    call(built, f"mmacc_i8_{name}", a2, b2, acc, n=0)
+    assert torch.equal(acc, _wrap_i32(init + a2.long() @ b2.long()))
+    assert int(acc[0, 0]) < 0  # 2^31 - 1 + 10000 K wrapped
+    acc = init.to(torch.int32)
+    call(built, f"mmacc_i8_{name}", a, b, acc, n=0)
+    assert torch.equal(acc, _wrap_i32(init + a.long() @ b.long()))
 
 
 @pytest.mark.parametrize(
@@ -1230,12 +1876,13 @@ def _scalar_arg(v: float | int) -> _TsArg:
     return a
 
 
-def run_kernel(built: Built, name: str, *args) -> None:
-    """Calls `extern "C" void name(const ts_arg *)` the way the runtime calls kernel_entry."""
+def run_kernel(built: Built, name: str, *args, lib: ctypes.CDLL | None = None) -> None:
+    """Calls `extern "C" void name(const ts_arg *)` the way the runtime calls kernel_entry (from the
+    "other" unit unless `lib` is given)."""
     arr = (_TsArg * len(args))(
         *[_tensor_arg(a) if isinstance(a, torch.Tensor) else _scalar_arg(a) for a in args]
     )
-    fn = getattr(built.libs[list(UNITS).index("other")], name)
+    fn = getattr(lib or built.libs[list(UNITS).index("other")], name)
     fn.argtypes = [ctypes.POINTER(_TsArg)]
     fn.restype = None
     fn(arr)
@@ -1328,3 +1975,309 @@ def test_bounds_checking(built, args, ok):
         shape = {"3": "[3, 10, 20]", "2": "[10, 20]", "1": "[20]"}[args[1]]
         assert f"tensor shape {shape}" in proc.stderr
         assert ("tile [1, 8]" if args[1] == "1" else "tile [4, 8]") in proc.stderr
+
+
+# ---- ragged loads/stores and row gathers (UNIT_RAGGED) ---------------------------------------
+
+LOAD_AT = "kernel ragged: load of x (arg 0) at model.py:7: "
+STORE_AT = "kernel ragged: store of y (arg 1) at model.py:9: "
+ROWS_AT = "kernel moe: load_rows of x (arg 0) at m.py:12: "
+
+
+def ragged(built: Built, name: str, *args, audit: bool = False) -> str:
+    """Runs a UNIT_RAGGED kernel; returns the BoundsError message it caught ("" when none)."""
+    msg = torch.zeros(512, dtype=torch.uint8)
+    run_kernel(built, name, *args, msg, lib=built.ragged_audit if audit else built.ragged)
+    return bytes(msg.tolist()).split(b"\0")[0].decode()
+
+
+def _padded(
+    shape: tuple[int, int], pad: int, value: float, dtype=torch.float32
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A [rows, cols] view (row stride cols + pad) of a buffer whose other elements all hold `value`."""
+    buf = torch.full((shape[0] + pad, shape[1] + pad), value, dtype=dtype)
+    return buf, buf[: shape[0], : shape[1]]
+
+
+# (x offsets, valid): inside, partial, the whole tile at the end, ragged tails whose whole tile
+# would pass the tensor's end (rows, columns, both), and empty boxes (anywhere, even outside).
+LOAD_VALID_CASES = [
+    ((2, 3), (8, 16)),
+    ((2, 3), (5, 11)),
+    ((12, 14), (8, 16)),
+    ((15, 20), (5, 10)),
+    ((17, 0), (3, 16)),
+    ((0, 25), (8, 5)),
+    ((0, 0), (0, 16)),
+    ((0, 0), (8, 0)),
+    ((40, -5), (0, 0)),
+]
+
+
+@pytest.mark.parametrize("checked", [0, 1])
+@pytest.mark.parametrize("offsets,valid", LOAD_VALID_CASES)
+def test_load_valid(built, offsets, valid, checked):
+    (i0, i1), (vr, vc) = offsets, valid
+    buf, x = _padded((20, 30), 10, math.nan)
+    x.copy_(torch.randn(20, 30))
+    for view in (x, x.t().contiguous().t()):  # row-major, and column stride != 1
+        y = torch.empty(8, 16)
+        assert ragged(built, "k_load_valid", view, y, i0, i1, vr, vc, -2.5, checked) == ""
+        want = torch.full((8, 16), -2.5)
+        want[:vr, :vc] = x[i0 : i0 + vr, i1 : i1 + vc] if vr and vc else want[:vr, :vc]
+        assert torch.equal(y, want)  # no NaN: nothing outside the valid box was read
+
+
+STORE_VALID_CASES = [
+    ((2, 3), (8, 16)),
+    ((2, 3), (5, 11)),
+    ((15, 20), (5, 10)),
+    ((0, 25), (8, 5)),
+    ((0, 0), (0, 16)),
+    ((50, 50), (3, 0)),
+]
+
+
+@pytest.mark.parametrize("checked", [0, 1])
+@pytest.mark.parametrize("offsets,valid", STORE_VALID_CASES)
+def test_store_valid_writes_only_the_valid_box(built, offsets, valid, checked):
+    (j0, j1), (vr, vc) = offsets, valid
+    src = torch.randn(8, 16)
+    buf, y = _padded((20, 30), 10, 99.0)  # 99 everywhere, in the view and past its ends
+    assert ragged(built, "k_store_valid", src, y, j0, j1, vr, vc, checked) == ""
+    want = torch.full_like(buf, 99.0)
+    if vr and vc:
+        want[j0 : j0 + vr, j1 : j1 + vc] = src[:vr, :vc]
+    assert torch.equal(buf, want)
+
+
+@pytest.mark.parametrize(
+    "valid,what",
+    [
+        ((9, 16), "valid [9, 16]: valid rows must be within [0, 8]"),
+        ((-1, 16), "valid [-1, 16]: valid rows must be within [0, 8]"),
+        ((8, 17), "valid [8, 17]: valid columns must be within [0, 16]"),
+        ((3, -2), "valid [3, -2]: valid columns must be within [0, 16]"),
+        ((70, 128), "valid [70, 128]: valid rows must be within [0, 8]"),
+    ],
+)
+def test_valid_counts_outside_the_tile_throw_in_every_build(built, valid, what):
+    x = torch.randn(20, 30)
+    y = torch.full((8, 16), 99.0)
+    for checked, prefix in [(0, ""), (1, LOAD_AT)]:
+        msg = ragged(built, "k_load_valid", x, y, 0, 0, *valid, 0.0, checked)
+        assert msg == f"{prefix}load of a [8, 16] tile with {what}"
+        assert bool((y == 99.0).all())
+    for checked, prefix in [(0, ""), (1, STORE_AT)]:
+        out = torch.full((20, 30), 99.0)
+        msg = ragged(built, "k_store_valid", x, out, 0, 0, *valid, checked)
+        assert msg == f"{prefix}store of a [8, 16] tile with {what}"
+        assert bool((out == 99.0).all())
+
+
+@pytest.mark.parametrize(
+    "offsets,valid,detail",
+    [
+        (
+            (15, 20),
+            (6, 10),
+            "offset [15, 20] + valid box [6, 10] is outside x's shape [20, 30] (dim 0: 15 + 6 > 20)",
+        ),
+        (
+            (0, 25),
+            (8, 6),
+            "offset [0, 25] + valid box [8, 6] is outside x's shape [20, 30] (dim 1: 25 + 6 > 30)",
+        ),
+        ((-1, 0), (2, 2), "offset [-1, 0] + valid box [2, 2] is outside x's shape [20, 30] (dim 0: -1 < 0)"),
+    ],
+)
+def test_checked_valid_box_crossing_the_end_throws(built, offsets, valid, detail):
+    x = torch.randn(20, 30)
+    y = torch.full((8, 16), 99.0)
+    assert ragged(built, "k_load_valid", x, y, *offsets, *valid, 0.0, 1) == LOAD_AT + detail
+    assert bool((y == 99.0).all())
+    out = torch.full((20, 30), 99.0)
+    msg = ragged(built, "k_store_valid", torch.randn(8, 16), out, *offsets, *valid, 1)
+    assert msg == STORE_AT + detail.replace("x's", "y's")
+    assert bool((out == 99.0).all())
+
+
+def test_valid_1d(built):
+    base = torch.arange(100, dtype=torch.int32)
+    for checked in (0, 1):
+        for i, n in [(20, 10), (14, 16), (25, 5), (0, 0), (29, 1)]:
+            buf = base.clone()
+            x = buf[5:35]  # 30 elements at storage offset 5
+            before = x.clone()
+            y = torch.zeros(16, dtype=torch.int32)
+            assert ragged(built, "k_valid_1d", x, y, i, n, checked) == ""
+            want = torch.full((16,), -7, dtype=torch.int32)  # the fill -7.9 converted to int32
+            want[:n] = before[i : i + n]
+            assert torch.equal(y, want)
+            after = before.clone()
+            after[i : i + n] = 2 * before[i : i + n]
+            assert (
+                torch.equal(x, after) and torch.equal(buf[:5], base[:5]) and torch.equal(buf[35:], base[35:])
+            )
+    x = base[5:35].clone()
+    y = torch.zeros(16, dtype=torch.int32)
+    assert ragged(built, "k_valid_1d", x, y, 0, 17, 0) == (
+        "load of a [1, 16] tile with valid [1, 17]: valid columns must be within [0, 16]"
+    )
+    assert ragged(built, "k_valid_1d", x, y, 25, 10, 1) == (
+        LOAD_AT + "offset [25] + valid box [10] is outside x's shape [30] (dim 0: 25 + 10 > 30)"
+    )
+
+
+def test_load_valid_3d_bf16(built):
+    x = torch.randn(3, 10, 20).bfloat16()
+    y = torch.empty(4, 8, dtype=torch.bfloat16)
+    assert ragged(built, "k_load_valid_3d_bf16", x[:, 1:, 2:], y, 2, 6, 15, 3, 3) == ""
+    want = torch.full((4, 8), 1e10).bfloat16()  # the fill converted to bf16
+    want[:3, :3] = x[2, 7:10, 17:20]
+    assert torch.equal(y, want)
+
+
+def _rows_case(dt: str):
+    return {
+        "f32": ("k_load_rows_f32_i32", torch.float32, torch.int32),
+        "bf16": ("k_load_rows_bf16_i64", torch.bfloat16, torch.int64),
+        "i32": ("k_load_rows_i32_u8", torch.int32, torch.uint8),
+    }[dt]
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16", "i32"])
+@pytest.mark.parametrize("checked", [0, 1])
+@pytest.mark.parametrize("as_column", [0, 1])
+def test_load_rows(built, dt, checked, as_column):
+    kernel, dtype, itype = _rows_case(dt)
+    x = (torch.randn(50, 40) * 100).to(dtype)
+    idx = torch.tensor([3, 49, 0, 7, 7, 12, 30, 1], dtype=itype)
+    for view in (x, x.t().contiguous().t()):  # row-major, and column stride != 1
+        out = torch.empty(8, 16, dtype=dtype)
+        assert ragged(built, kernel, view, idx, out, 10, -100, 0.0, checked, as_column) == ""
+        assert torch.equal(out, x[idx.long(), 10:26])
+        # ragged: rows past valid_rows take the fill, and their indices (here out of range) are not read
+        bad_idx = idx.clone()
+        bad_idx[5:] = 255 if itype == torch.uint8 else 10**6
+        assert ragged(built, kernel, view, bad_idx, out, 24, 5, -3.0, checked, as_column) == ""
+        want = torch.full((8, 16), -3.0).to(dtype)
+        want[:5] = x[idx[:5].long(), 24:40]
+        assert torch.equal(out, want)
+        assert ragged(built, kernel, view, bad_idx, out, 1000, 0, 4.0, checked, as_column) == ""
+        assert torch.equal(out, torch.full((8, 16), 4.0).to(dtype))
+
+
+def test_load_rows_errors(built):
+    x = torch.randn(50, 40)
+    idx = torch.tensor([3, 49, 0, 50, 7, -1, 30, 1], dtype=torch.int32)
+
+    def rows(view, col0, valid_rows, checked, as_column=0) -> str:
+        """The message of load_rows<16>(view, idx, col0, ...); a failing call writes nothing."""
+        out = torch.full((8, 16), 99.0)
+        msg = ragged(built, "k_load_rows_f32_i32", view, idx, out, col0, valid_rows, 0.0, checked, as_column)
+        assert msg == "" or bool((out == 99.0).all())
+        return msg
+
+    at_3 = ROWS_AT + "index 3 of the row tile is 50, outside x's 50 rows (shape [50, 40])"
+    for as_column in (0, 1):
+        assert rows(x, 0, -100, 1, as_column) == at_3
+        assert rows(x, 0, 8, 1, as_column) == at_3
+        assert rows(x, 0, 3, 1, as_column) == ""  # index 3 is not read
+    idx[3] = 4
+    assert (
+        rows(x, 0, -100, 1) == ROWS_AT + "index 5 of the row tile is -1, outside x's 50 rows (shape [50, 40])"
+    )
+    idx[5] = 5
+    assert rows(x, 30, -100, 1) == ROWS_AT + "columns 30 + 16 are outside x's 40 columns (shape [50, 40])"
+    assert rows(x, -1, 2, 1) == ROWS_AT + "columns -1 + 16 are outside x's 40 columns (shape [50, 40])"
+    assert (
+        rows(torch.randn(2, 50, 40), 0, -100, 1)
+        == ROWS_AT + "needs a 2-D tensor; x is 3-D (shape [2, 50, 40])"
+    )
+    for valid_rows in (9, -2):
+        want = f"load_rows of a [8, 16] tile with valid rows {valid_rows}: valid rows must be within [0, 8]"
+        assert rows(x, 0, valid_rows, 0) == want
+        assert rows(x, 0, valid_rows, 1) == ROWS_AT + want
+
+
+@pytest.fixture
+def audit_records(built):
+    """Installs a sink in the audited ragged library; yields a function returning (and clearing) its records."""
+    lib = built.ragged_audit
+    lib.ts_audit_install.argtypes = [ctypes.c_void_p]
+    lib.test_audit_take.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]
+    lib.test_audit_take.restype = ctypes.c_int64
+    lib.ts_audit_install(ctypes.cast(lib.test_audit_sink, ctypes.c_void_p))
+
+    def take() -> list[dict]:
+        out = (ctypes.c_int64 * (16 * 64))()
+        n = lib.test_audit_take(out, 64)
+        records = []
+        for r in range(n):
+            row = out[r * 16 : r * 16 + 16]
+            nd = row[4]
+            records.append(
+                {
+                    "op": "load" if row[0] == 0 else "store",
+                    "data": row[2],
+                    "box": (row[5], row[6]),
+                    "offsets": tuple(row[7 : 7 + nd]),
+                    "strides": tuple(row[7 + nd : 7 + 2 * nd]),
+                }
+            )
+        return records
+
+    take()
+    yield take
+    lib.ts_audit_install(None)
+
+
+def test_audit_records_only_the_valid_box(built, audit_records):
+    x = torch.randn(20, 30)
+    y = torch.empty(8, 16)
+    assert ragged(built, "k_load_valid", x, y, 15, 20, 5, 10, 0.0, 1, audit=True) == ""
+    load, store = audit_records()
+    assert load == {
+        "op": "load",
+        "data": x.data_ptr(),
+        "box": (5, 10),
+        "offsets": (15, 20),
+        "strides": (30, 1),
+    }
+    assert store["op"] == "store" and store["box"] == (8, 16) and store["data"] == y.data_ptr()
+    assert ragged(built, "k_load_valid", x, y, 40, 40, 0, 16, 0.0, 1, audit=True) == ""
+    assert [r["op"] for r in audit_records()] == ["store"]  # the empty load records nothing
+    out = torch.zeros(20, 30)
+    assert ragged(built, "k_store_valid", torch.randn(8, 16), out, 17, 3, 3, 7, 0, audit=True) == ""
+    load, store = audit_records()
+    assert store == {
+        "op": "store",
+        "data": out.data_ptr(),
+        "box": (3, 7),
+        "offsets": (17, 3),
+        "strides": (30, 1),
+    }
+    assert ragged(built, "k_store_valid", torch.randn(8, 16), out, 0, 0, 8, 0, 1, audit=True) == ""
+    assert [r["op"] for r in audit_records()] == ["load"]
+    # a refused access (valid counts outside the tile) records nothing
+    assert ragged(built, "k_store_valid", torch.randn(8, 16), out, 0, 0, 9, 1, 0, audit=True) != ""
+    assert [r["op"] for r in audit_records()] == ["load"]
+
+
+def test_audit_records_one_row_per_gathered_row(built, audit_records):
+    x = torch.randn(50, 40)
+    idx = torch.tensor([3, 49, 0, 7, 7, 12, 30, 1], dtype=torch.int32)
+    out = torch.empty(8, 16)
+    assert ragged(built, "k_load_rows_f32_i32", x, idx, out, 10, 5, 0.0, 1, 0, audit=True) == ""
+    records = audit_records()
+    assert [r["op"] for r in records] == ["load"] * 6 + ["store"]  # the index tile, 5 rows, the result
+    assert records[0]["data"] == idx.data_ptr() and records[0]["box"] == (1, 8)
+    for i, r in enumerate(records[1:6]):
+        assert r == {
+            "op": "load",
+            "data": x.data_ptr(),
+            "box": (1, 16),
+            "offsets": (int(idx[i]), 10),
+            "strides": (40, 1),
+        }

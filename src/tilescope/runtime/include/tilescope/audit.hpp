@@ -3,8 +3,10 @@
 // what a task actually read and wrote can be checked against the regions it declared.
 //
 // Invariants:
-//  - Only load and store (tile_core.hpp, and the checked overloads of check.hpp) touch a
-//    tensor; each call hands one record to `audit::sink` before touching an element. In a
+//  - Only load and store, load_valid/store_valid and load_rows (tile_core.hpp, and the checked
+//    overloads of check.hpp) touch a tensor; each call hands one record to `audit::sink` before
+//    touching an element (a ragged access: of its valid box only, and none when that is empty;
+//    load_rows: one record, of 1 x C, per row it reads). In a
 //    checked build the bounds check comes first: an access it refuses is reported by the check
 //    (a kernel_error naming the op and line), not recorded.
 //  - A record is one int64 row handed to the sink as probe id kAuditProbe (the core's

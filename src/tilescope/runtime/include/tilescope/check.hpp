@@ -1,9 +1,10 @@
 // Checked builds (compile_cfg check_bounds=True, --check-bounds): bounds-checked load/store.
 //
 // Generated kernels include this header only when checked. A checked kernel calls the
-// overloads of load / store defined here, which take one more argument: the op's CheckSite
-// (kernel, op, tensor parameter, argument index, DSL file:line), from a table the kernel file
-// defines. Everything else reads exactly like the unchecked kernel.
+// overloads of load / store / load_valid / store_valid / load_rows defined here, which take one
+// more argument: the op's CheckSite (kernel, op, tensor parameter, argument index, DSL
+// file:line), from a table the kernel file defines. Everything else reads exactly like the
+// unchecked kernel.
 //
 // Invariants:
 //  - The box checked is exactly the box load/store address (tile_core.hpp): one offset per
@@ -17,6 +18,15 @@
 //      kernel <k>: <op> of <t> (arg <i>) at <file>:<line>: offset [..] + tile [..] is outside
 //      <t>'s shape [..] (dim <d>: <offset> + <extent> > <size>)
 //    (or "(dim <d>: <offset> < 0)" for a negative offset), naming the first violating dim.
+//  - load_valid/store_valid check only the valid box (offsets + valid extents; "valid box [..]"
+//    in the message instead of "tile [..]"); an empty one passes. Valid counts outside the
+//    tile throw what the unchecked overload throws, after the site's "kernel <k>: <op> of <t>
+//    (arg <i>) at <file>:<line>: ".
+//  - load_rows checks that the view is 2-D, that [col0, col0 + C) is within its columns and
+//    that every index it reads is within its rows:
+//      kernel <k>: <op> of <t> (arg <i>) at <file>:<line>: index <i> of the row tile is <v>,
+//      outside <t>'s <n> rows (shape [..])
+//    (the ragged form checks only the first valid_rows indices).
 #pragma once
 
 #include <cstddef>
@@ -28,10 +38,8 @@
 
 namespace ts {
 
-/// A load/store of a checked build was outside its tensor.
-struct BoundsError : std::out_of_range {
-    using std::out_of_range::out_of_range;
-};
+// ts::BoundsError, what every violation throws, is defined in tile_core.hpp (unchecked ragged
+// loads throw it too).
 
 /// Where a checked load/store is: what a BoundsError names.
 struct CheckSite {
@@ -61,20 +69,27 @@ inline std::string int_list(const int64_t *v, int n) {
     return s + "]";
 }
 
-/// Builds the message of a violation and throws it.
+/// "kernel <k>: <op> of <t> (arg <i>) at <file>:<line>: ", the start of every message.
+inline std::string site_prefix(const CheckSite &site) {
+    return std::string("kernel ") + site.kernel + ": " + site.op + " of " + site.tensor + " (arg " +
+           std::to_string(site.arg) + ") at " + site.where + ": ";
+}
+
+/// Builds the message of a violation and throws it. `box` names the extents: "tile", or "valid
+/// box" for a ragged access.
 [[noreturn, gnu::cold, gnu::noinline]] inline void throw_bounds_error(const CheckSite &site, const int64_t *offsets,
                                                                        const int64_t *extents, int n,
-                                                                       const int64_t *shape, int ndim) {
+                                                                       const int64_t *shape, int ndim,
+                                                                       const char *box = "tile") {
     const std::string t = site.tensor;
-    std::string msg = std::string("kernel ") + site.kernel + ": " + site.op + " of " + t + " (arg " +
-                      std::to_string(site.arg) + ") at " + site.where + ": ";
+    std::string msg = site_prefix(site);
     if (n != ndim) {
         msg += std::to_string(n) + " offsets " + int_list(offsets, n) + " for " + t + "'s " + std::to_string(ndim) +
                "-D shape " + int_list(shape, ndim);
         throw BoundsError(msg);
     }
-    msg += "offset " + int_list(offsets, n) + " + tile " + int_list(extents, n) + " is outside " + t + "'s shape " +
-           int_list(shape, ndim);
+    msg += "offset " + int_list(offsets, n) + " + " + box + " " + int_list(extents, n) + " is outside " + t +
+           "'s shape " + int_list(shape, ndim);
     for (int d = 0; d < n; ++d) {
         if (offsets[d] < 0) {
             msg += " (dim " + std::to_string(d) + ": " + std::to_string(offsets[d]) + " < 0)";
@@ -107,6 +122,64 @@ inline void check_box(const TensorView<T> &view, const int64_t (&offsets)[N], co
     }
 }
 
+/// Throws BoundsError unless the valid box of a ragged access (valid[0] rows, valid[1] columns
+/// at `offsets`) lies inside `view`; an empty box always passes.
+template <class T, std::size_t N>
+inline void check_valid_box(const TensorView<T> &view, const int64_t (&offsets)[N], const int64_t (&valid)[2],
+                            const CheckSite &site) {
+    static_assert(N >= 1 && N <= TS_MAX_DIMS, "load/store take one offset per tensor dim (1 to 4 dims)");
+    if (valid[0] == 0 || valid[1] == 0) return;
+    int64_t extents[N];
+    for (std::size_t d = 0; d < N; ++d) extents[d] = d + 1 == N ? valid[1] : (d + 2 == N ? valid[0] : 1);
+    bool bad = static_cast<int>(N) != view.ndim;
+    for (std::size_t d = 0; d < N; ++d) bad |= (offsets[d] < 0) | (offsets[d] > view.shape[d] - extents[d]);
+    if (__builtin_expect(bad, 0)) {
+        const int ndim = view.ndim < 0 ? 0 : (view.ndim > TS_MAX_DIMS ? TS_MAX_DIMS : view.ndim);
+        throw_bounds_error(site, offsets, extents, static_cast<int>(N), view.shape, ndim, "valid box");
+    }
+}
+
+/// The message of a load_rows index outside the view's rows, or of columns outside its columns.
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_rows_error(const CheckSite &site, int ndim,
+                                                                     const int64_t *shape, int64_t i, int64_t index,
+                                                                     int64_t col0, int64_t cols) {
+    const std::string t = site.tensor;
+    std::string msg = site_prefix(site);
+    if (ndim != 2) {
+        msg += "needs a 2-D tensor; " + t + " is " + std::to_string(ndim) + "-D (shape " + int_list(shape, ndim) + ")";
+    } else if (i < 0) {
+        msg += "columns " + std::to_string(col0) + " + " + std::to_string(cols) + " are outside " + t + "'s " +
+               std::to_string(shape[1]) + " columns (shape " + int_list(shape, 2) + ")";
+    } else {
+        msg += "index " + std::to_string(i) + " of the row tile is " + std::to_string(index) + ", outside " + t +
+               "'s " + std::to_string(shape[0]) + " rows (shape " + int_list(shape, 2) + ")";
+    }
+    throw BoundsError(msg);
+}
+
+/// Throws BoundsError unless `view` is 2-D, [col0, col0 + C) lies within its columns and each of
+/// the first n indices within its rows.
+template <int C, class T, class I>
+inline void check_rows(const TensorView<T> &view, const I *rows, int n, int64_t col0, const CheckSite &site) {
+    if (n == 0) return;
+    const int ndim = view.ndim < 0 ? 0 : (view.ndim > TS_MAX_DIMS ? TS_MAX_DIMS : view.ndim);
+    if (__builtin_expect(view.ndim != 2, 0)) throw_rows_error(site, ndim, view.shape, -1, 0, col0, C);
+    if (__builtin_expect((col0 < 0) | (col0 > view.shape[1] - C), 0)) {
+        throw_rows_error(site, 2, view.shape, -1, 0, col0, C);
+    }
+    bool bad = false;
+    for (int i = 0; i < n; ++i) {
+        const int64_t r = static_cast<int64_t>(rows[i]);
+        bad |= (r < 0) | (r >= view.shape[0]);
+    }
+    if (__builtin_expect(bad, 0)) {
+        for (int i = 0; i < n; ++i) {
+            const int64_t r = static_cast<int64_t>(rows[i]);
+            if (r < 0 || r >= view.shape[0]) throw_rows_error(site, 2, view.shape, i, r, col0, C);
+        }
+    }
+}
+
 }  // namespace detail
 
 /// load<R, C>(view, offsets), after checking the box against the view's shape (`line`: the caller's).
@@ -123,6 +196,52 @@ inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const 
                   const CheckSite &site, int line = __builtin_LINE()) {
     detail::check_box<R, C>(view, offsets, site);
     store(view, offsets, tile, line);
+}
+
+/// load_valid<R, C>(view, offsets, valid, fill): valid counts outside the tile throw with the
+/// site's prefix, then only the valid box is checked against the view's shape (a ragged tail
+/// whose whole tile would pass the tensor's end is fine).
+template <int R, int C, class T, std::size_t N, class V, class = std::enable_if_t<is_fill_v<V>>>
+inline Tile<T, R, C> load_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const int64_t (&valid)[2],
+                                V fill, const CheckSite &site, int line = __builtin_LINE()) {
+    if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
+        detail::throw_valid_error(detail::site_prefix(site), "load", R, C, valid[0], valid[1]);
+    }
+    detail::check_valid_box(view, offsets, valid, site);
+    return load_valid<R, C>(view, offsets, valid, fill, line);
+}
+
+/// store_valid(view, offsets, tile, valid), checked as load_valid is.
+template <class T, std::size_t N, class U, int R, int C>
+inline void store_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
+                        const int64_t (&valid)[2], const CheckSite &site, int line = __builtin_LINE()) {
+    if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
+        detail::throw_valid_error(detail::site_prefix(site), "store", R, C, valid[0], valid[1]);
+    }
+    detail::check_valid_box(view, offsets, valid, site);
+    store_valid(view, offsets, tile, valid, line);
+}
+
+/// load_rows<C>(view, rows, col0), after checking every index against the view's rows and
+/// [col0, col0 + C) against its columns.
+template <int C, class T, class I, int RI, int CI>
+inline Tile<T, RI * CI, C> load_rows(const TensorView<T> &view, const Tile<I, RI, CI> &rows, int64_t col0,
+                                     const CheckSite &site, int line = __builtin_LINE()) {
+    detail::check_row_indices<I, RI, CI>();
+    detail::check_rows<C>(view, rows.data, RI * CI, col0, site);
+    return load_rows<C>(view, rows, col0, line);
+}
+
+/// load_rows<C>(view, rows, col0, valid_rows, fill), checking the first valid_rows indices only.
+template <int C, class T, class I, int RI, int CI, class V, class = std::enable_if_t<is_fill_v<V>>>
+inline Tile<T, RI * CI, C> load_rows(const TensorView<T> &view, const Tile<I, RI, CI> &rows, int64_t col0,
+                                     int64_t valid_rows, V fill, const CheckSite &site, int line = __builtin_LINE()) {
+    detail::check_row_indices<I, RI, CI>();
+    if (__builtin_expect(valid_rows < 0 || valid_rows > RI * CI, 0)) {
+        detail::throw_valid_error(detail::site_prefix(site), "load_rows", RI * CI, C, valid_rows, C, true);
+    }
+    detail::check_rows<C>(view, rows.data, static_cast<int>(valid_rows), col0, site);
+    return load_rows<C>(view, rows, col0, valid_rows, fill, line);
 }
 
 }  // namespace ts

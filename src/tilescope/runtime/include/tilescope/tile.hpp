@@ -12,13 +12,15 @@
 //
 // What is where:
 //   tile_types.hpp        bf16 / f16, compute types, scalar conversions, RoundMode
-//   tile_core.hpp         Tile, TensorView, scalar_arg, zeros/full, load/store, transpose,
-//                         bounds checks (define TS_CHECK_BOUNDS)
-//   tile_math.hpp         vectorizable float exp/log/tanh/sigmoid/silu (accuracy notes there)
-//   tile_elementwise.hpp  + - * /, maximum/minimum, unary math, comparisons, where, logical
+//   tile_core.hpp         Tile, TensorView, scalar_arg, zeros/full, iota, slice, load/store,
+//                         load_valid/store_valid, load_rows, transpose, bounds checks
+//                         (define TS_CHECK_BOUNDS)
+//   tile_math.hpp         vectorizable float exp/log/tanh/sigmoid/silu, exp2/log2/erf/gelu/
+//                         gelu_tanh, pow (accuracy notes there)
+//   tile_elementwise.hpp  + - * /, maximum/minimum, pow, unary math, comparisons, where, logical
 //   tile_cast.hpp         cast<U>(tile, RoundMode)
-//   tile_reduce.hpp       row_sum/row_max/row_min, col_sum/col_max/col_min
-//   tile_matmul.hpp       matmul / matmul_acc (fp32 accumulation)
+//   tile_reduce.hpp       row_sum/row_max/row_min/row_mean, col_sum/col_max/col_min/col_mean
+//   tile_matmul.hpp       matmul / matmul_acc (fp32 accumulation; int8 inputs: exact int32)
 //
 // Conventions: tiles are values (fixed-size, 64-byte aligned, row-major, at most 2-D; a 1-D
 // tile of N elements is Tile<T, 1, N>). Every op returns a new tile. Ops follow torch's
@@ -28,7 +30,8 @@
 //
 // Numerics in one paragraph: + - * / sqrt and all conversions are correctly rounded
 // (bit-identical to torch except NaN payloads; torch's own CPU sqrt is not always correctly
-// rounded). exp <= 1 ulp, log <= 1 ulp, tanh/sigmoid/silu <= 0.51 ulp over all floats.
+// rounded). exp <= 1 ulp, log <= 1 ulp, tanh/sigmoid/silu/exp2/log2/erf/gelu/gelu_tanh <= 0.51
+// ulp over all floats, pow <= 0.51 ulp measured.
 // Reductions and matmul use fixed, documented summation orders (tile_reduce.hpp,
 // tile_matmul.hpp): results are reproducible run to run, and a matmul's are also the same
 // whatever the tile shape or K split.

@@ -1,4 +1,5 @@
-// tilescope tile library: tiles, tensor views, kernel arguments, load/store, transpose.
+// tilescope tile library: tiles, tensor views, kernel arguments, load/store (also ragged and
+// gathered), iota, slice, transpose.
 //
 // Invariants:
 //  - A Tile<T, R, C> is R*C elements stored row-major in a 64-byte aligned array; it owns
@@ -11,12 +12,25 @@
 //    box against the tensor's shape and calls ts::bounds_violation() when they are wrong.
 //    With TS_AUDIT_ACCESSES defined, every load/store reports its box and its caller's C++ line
 //    (the defaulted `line` argument) to the access audit before touching an element (audit.hpp).
+//  - load_valid/store_valid are load/store of a ragged tile: only the valid box, the first
+//    valid[0] rows and valid[1] columns, touches the tensor (read exactly as load reads it);
+//    the rest of a loaded tile is `fill`. Bounds checks and the audit see only the valid box,
+//    and an empty one (0 rows or 0 columns) touches nothing. Valid counts outside [0, R] x
+//    [0, C] are a bug in every build: they throw ts::BoundsError (caught by the runtime and
+//    reported with the task) before anything is touched.
+//  - load_rows gathers whole rows of a 2-D view: row i of the tile is view[rows[i], col0 :
+//    col0 + C]. Its ragged form reads only the first valid_rows indices (the others are not
+//    even looked at); valid_rows outside [0, N] throws ts::BoundsError. The audit gets one
+//    record per row read.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include <tilescope/abi.h>
 #include <tilescope/tile_types.hpp>
@@ -82,6 +96,30 @@ inline Tile<T, R, C> zeros() {
     return full<T, R, C>(0);
 }
 
+/// The tile whose element (r, c) is r (Dim == 0) or c (Dim == 1), converted to T.
+template <class T, int R, int C, int Dim>
+inline Tile<T, R, C> iota() {
+    static_assert(Dim == 0 || Dim == 1, "iota: Dim must be 0 (row index) or 1 (column index)");
+    Tile<T, R, C> t;
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) t.data[r * C + c] = convert<T>(Dim == 0 ? r : c);
+    }
+    return t;
+}
+
+/// t[R0 : R0 + R, C0 : C0 + C] as an R x C tile.
+template <int R0, int C0, int R, int C, class T, int RT, int CT>
+inline Tile<T, R, C> slice(const Tile<T, RT, CT> &t) {
+    static_assert(R0 >= 0 && C0 >= 0, "slice: the box starts at a negative row or column");
+    static_assert(R0 + R <= RT, "slice: the box's rows run past the tile's");
+    static_assert(C0 + C <= CT, "slice: the box's columns run past the tile's");
+    Tile<T, R, C> out;
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) out.data[r * C + c] = t.data[(R0 + r) * CT + C0 + c];
+    }
+    return out;
+}
+
 /// The ts_dtype code of an element type.
 template <class T>
 constexpr int32_t dtype_of() {
@@ -144,7 +182,36 @@ inline T scalar_arg(const ts_arg &arg) {
     std::abort();
 }
 
+/// An access outside its tensor (a checked build's load/store, check.hpp), or a ragged access
+/// whose valid counts lie outside its tile (any build). what() is one line.
+struct BoundsError : std::out_of_range {
+    using std::out_of_range::out_of_range;
+};
+
 namespace detail {
+
+/// Throws the BoundsError of valid counts outside an R x C tile: `<prefix><op> of a [R, C] tile
+/// with valid [rows, cols]: valid rows must be within [0, R]` (or columns, [0, C]). With
+/// rows_only (load_rows, whose columns are all valid) the counts read `valid rows <rows>`.
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_valid_error(const std::string &prefix, const char *op, int R,
+                                                                      int C, int64_t rows, int64_t cols,
+                                                                      bool rows_only = false) {
+    std::string msg = prefix + op + " of a [" + std::to_string(R) + ", " + std::to_string(C) + "] tile with valid ";
+    msg += rows_only ? "rows " + std::to_string(rows)
+                     : "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+    if (rows < 0 || rows > R) {
+        msg += ": valid rows must be within [0, " + std::to_string(R) + "]";
+    } else {
+        msg += ": valid columns must be within [0, " + std::to_string(C) + "]";
+    }
+    throw BoundsError(msg);
+}
+
+/// True when 0 <= valid[0] <= R and 0 <= valid[1] <= C.
+template <int R, int C>
+inline bool valid_in_tile(const int64_t (&valid)[2]) {
+    return (valid[0] >= 0) & (valid[0] <= R) & (valid[1] >= 0) & (valid[1] <= C);
+}
 
 /// Checks that `offsets` index a valid R x C box of the view (used under TS_CHECK_BOUNDS).
 template <int R, int C, class T, std::size_t N>
@@ -157,6 +224,22 @@ inline void check_box(const char *op, const TensorView<T> &view, const int64_t (
         ok = offsets[d] >= 0 && offsets[d] + (tile_dim ? extent : 1) <= view.shape[d];
     }
     if (!ok) bounds_violation(op, offsets, static_cast<int>(N), R, C, view.shape, view.ndim);
+}
+
+/// check_box for a box of rows x cols known at run time (the valid box of a ragged access);
+/// an empty box is never out of bounds.
+template <class T, std::size_t N>
+inline void check_box_extents(const char *op, const TensorView<T> &view, const int64_t (&offsets)[N], int rows,
+                              int cols) {
+    if (rows == 0 || cols == 0) return;
+    bool ok = static_cast<int>(N) == view.ndim;
+    const int tile_dims = N >= 2 ? 2 : 1;
+    for (int d = 0; ok && d < static_cast<int>(N); ++d) {
+        const int64_t extent = d == static_cast<int>(N) - 1 ? cols : (d == static_cast<int>(N) - 2 ? rows : 1);
+        const bool tile_dim = d >= static_cast<int>(N) - tile_dims;
+        ok = offsets[d] >= 0 && offsets[d] + (tile_dim ? extent : 1) <= view.shape[d];
+    }
+    if (!ok) bounds_violation(op, offsets, static_cast<int>(N), rows, cols, view.shape, view.ndim);
 }
 
 /// Pointer to the tile's first element and the row / column strides of the tile's box.
@@ -233,6 +316,148 @@ inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const 
             for (int c = 0; c < C; ++c) dst[c * box.col_stride] = src[c];
         }
     }
+}
+
+/// Numbers usable as a ragged load's fill value.
+template <class V>
+inline constexpr bool is_fill_v = std::is_arithmetic_v<V> || is_half_v<V>;
+
+/// load<R, C>(view, offsets) of a ragged tile: elements (r, c) with r < valid[0] and c < valid[1]
+/// are read as load reads them, the others are `fill` (converted to T) and touch no memory.
+/// Throws BoundsError unless 0 <= valid[0] <= R and 0 <= valid[1] <= C. (A 1-D tensor's tile
+/// has one row: valid = {1, n}.)
+template <int R, int C, class T, std::size_t N, class V, class = std::enable_if_t<is_fill_v<V>>>
+inline Tile<T, R, C> load_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const int64_t (&valid)[2],
+                                V fill, int line = __builtin_LINE()) {
+    static_assert(N >= 2 || R == 1, "a tile loaded from a 1-D tensor must have exactly one row");
+    if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
+        detail::throw_valid_error("", "load", R, C, valid[0], valid[1]);
+    }
+    const int vr = static_cast<int>(valid[0]), vc = static_cast<int>(valid[1]);
+    const T f = convert<T>(fill);
+    Tile<T, R, C> t;
+    if (vr == 0 || vc == 0) {
+        (void)line;
+        for (int i = 0; i < R * C; ++i) t.data[i] = f;
+        return t;
+    }
+#ifdef TS_AUDIT_ACCESSES
+    audit::record(audit::kLoad, view.data, sizeof(T), offsets, view.strides, static_cast<int>(N), vr, vc, line);
+#else
+    (void)line;
+#endif
+#ifdef TS_CHECK_BOUNDS
+    detail::check_box_extents("load", view, offsets, vr, vc);
+#endif
+    const auto box = detail::locate(view, offsets);
+    for (int r = 0; r < R; ++r) {
+        T *dst = t.data + r * C;
+        int c = 0;
+        if (r < vr) {
+            const T *src = box.base + r * box.row_stride;
+            if (box.col_stride == 1) {
+                for (; c < vc; ++c) dst[c] = src[c];
+            } else {
+                for (; c < vc; ++c) dst[c] = src[c * box.col_stride];
+            }
+        }
+        for (; c < C; ++c) dst[c] = f;
+    }
+    return t;
+}
+
+/// store(view, offsets, tile) of a ragged tile: writes only elements (r, c) with r < valid[0]
+/// and c < valid[1]. Throws BoundsError unless 0 <= valid[0] <= R and 0 <= valid[1] <= C.
+template <class T, std::size_t N, class U, int R, int C>
+inline void store_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
+                        const int64_t (&valid)[2], int line = __builtin_LINE()) {
+    static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
+    static_assert(N >= 2 || R == 1, "a tile stored to a 1-D tensor must have exactly one row");
+    if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
+        detail::throw_valid_error("", "store", R, C, valid[0], valid[1]);
+    }
+    const int vr = static_cast<int>(valid[0]), vc = static_cast<int>(valid[1]);
+    (void)line;
+    if (vr == 0 || vc == 0) return;
+#ifdef TS_AUDIT_ACCESSES
+    audit::record(audit::kStore, view.data, sizeof(T), offsets, view.strides, static_cast<int>(N), vr, vc, line);
+#endif
+#ifdef TS_CHECK_BOUNDS
+    detail::check_box_extents("store", view, offsets, vr, vc);
+#endif
+    const auto box = detail::locate(view, offsets);
+    for (int r = 0; r < vr; ++r) {
+        const T *src = tile.data + r * C;
+        T *dst = box.base + r * box.row_stride;
+        if (box.col_stride == 1) {
+            for (int c = 0; c < vc; ++c) dst[c] = src[c];
+        } else {
+            for (int c = 0; c < vc; ++c) dst[c * box.col_stride] = src[c];
+        }
+    }
+}
+
+namespace detail {
+
+template <class I, int RI, int CI>
+inline constexpr void check_row_indices() {
+    static_assert(std::is_integral_v<I> && !std::is_same_v<I, bool>, "load_rows: the row indices must be an integer tile");
+    static_assert(RI == 1 || CI == 1, "load_rows: the row indices must be a column (N x 1) or a row (1 x N) tile");
+}
+
+/// Rows [0, n) of the gather: row i of t is view[rows[i], col0 : col0 + C]; rows [n, N) are fill.
+template <int C, class T, class I, int N>
+inline void gather_rows(Tile<T, N, C> &t, const TensorView<T> &view, const I *rows, int64_t col0, int n, T fill,
+                        int line) {
+    (void)line;
+    for (int i = 0; i < n; ++i) {
+        const int64_t row = static_cast<int64_t>(rows[i]);
+#if defined(TS_AUDIT_ACCESSES) || defined(TS_CHECK_BOUNDS)
+        const int64_t offsets[2] = {row, col0};
+#endif
+#ifdef TS_AUDIT_ACCESSES
+        audit::record(audit::kLoad, view.data, sizeof(T), offsets, view.strides, 2, 1, C, line);
+#endif
+#ifdef TS_CHECK_BOUNDS
+        check_box<1, C>("load_rows", view, offsets);
+#endif
+        const T *src = view.data + row * view.strides[0] + col0 * view.strides[1];
+        T *dst = t.data + i * C;
+        if (view.strides[1] == 1) {
+            for (int c = 0; c < C; ++c) dst[c] = src[c];
+        } else {
+            for (int c = 0; c < C; ++c) dst[c] = src[c * view.strides[1]];
+        }
+    }
+    for (int i = n * C; i < N * C; ++i) t.data[i] = fill;
+}
+
+}  // namespace detail
+
+/// Gathers rows of a 2-D view: row i of the N x C result is view[rows[i], col0 : col0 + C], for
+/// an integer index tile `rows` of N x 1 or 1 x N.
+template <int C, class T, class I, int RI, int CI>
+inline Tile<T, RI * CI, C> load_rows(const TensorView<T> &view, const Tile<I, RI, CI> &rows, int64_t col0,
+                                     int line = __builtin_LINE()) {
+    detail::check_row_indices<I, RI, CI>();
+    Tile<T, RI * CI, C> t;
+    detail::gather_rows<C>(t, view, rows.data, col0, RI * CI, T{}, line);
+    return t;
+}
+
+/// load_rows of a ragged index tile: rows i < valid_rows are gathered, the others are `fill`
+/// (converted to T; their indices are not read). Throws BoundsError unless 0 <= valid_rows <= N.
+template <int C, class T, class I, int RI, int CI, class V, class = std::enable_if_t<is_fill_v<V>>>
+inline Tile<T, RI * CI, C> load_rows(const TensorView<T> &view, const Tile<I, RI, CI> &rows, int64_t col0,
+                                     int64_t valid_rows, V fill, int line = __builtin_LINE()) {
+    detail::check_row_indices<I, RI, CI>();
+    constexpr int N = RI * CI;
+    if (__builtin_expect(valid_rows < 0 || valid_rows > N, 0)) {
+        detail::throw_valid_error("", "load_rows", N, C, valid_rows, C, true);
+    }
+    Tile<T, N, C> t;
+    detail::gather_rows<C>(t, view, rows.data, col0, static_cast<int>(valid_rows), convert<T>(fill), line);
+    return t;
 }
 
 /// The C x R transpose of a tile.

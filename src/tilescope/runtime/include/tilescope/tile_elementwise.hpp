@@ -10,7 +10,9 @@
 //  - Integer + - * and unary minus wrap around (two's complement), as torch's do. `/` on
 //    integer tiles is a compile error: torch's `/` is true division, so cast to float first.
 //  - maximum/minimum propagate NaN. Comparisons give Tile<bool>; NaN compares unequal.
-//  - exp/log/tanh/sigmoid/silu on float (and bf16/f16) use tile_math.hpp; sqrt is exact;
+//  - exp/log/tanh/sigmoid/silu, exp2/log2/erf/gelu/gelu_tanh and pow on float (and bf16/f16)
+//    use tile_math.hpp (gelu(-Inf) = gelu_tanh(-Inf) = -0 where torch's float formula gives
+//    NaN); reciprocal(x) is 1 / x, one correctly rounded division; sqrt is exact;
 //    rsqrt(x) is 1 / sqrt(x) (two correct roundings, < 1 ulp; torch's CPU rsqrt uses
 //    another approximation and differs from it by 1 ulp for ~13% of inputs).
 #pragma once
@@ -238,6 +240,34 @@ struct silu_op {
     template <class X>
     X operator()(X a) const { check_floating<X>(); return fmath::silu(a); }
 };
+struct exp2_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::exp2(a); }
+};
+struct log2_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::log2(a); }
+};
+struct erf_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::erf(a); }
+};
+struct gelu_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::gelu(a); }
+};
+struct gelu_tanh_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::gelu_tanh(a); }
+};
+struct reciprocal_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::reciprocal(a); }
+};
+struct pow_op {
+    template <class X>
+    X operator()(X a, X b) const { check_floating<X>(); return fmath::pow(a, b); }
+};
 struct sqrt_op {
     template <class X>
     X operator()(X a) const { check_floating<X>(); return std::sqrt(a); }
@@ -273,6 +303,11 @@ template <class A, class B, class = std::enable_if_t<detail::is_operand_pair_v<A
 inline auto maximum(const A &a, const B &b) { return detail::binary<detail::maximum_op>(a, b); }
 template <class A, class B, class = std::enable_if_t<detail::is_operand_pair_v<A, B>>>
 inline auto minimum(const A &a, const B &b) { return detail::binary<detail::minimum_op>(a, b); }
+
+/// Elementwise a^b (torch.pow on float tiles, C99's special cases: tile_math.hpp), broadcast
+/// like maximum; a scalar operand is converted to the tile's element type first.
+template <class A, class B, class = std::enable_if_t<detail::is_operand_pair_v<A, B>>>
+inline auto pow(const A &a, const B &b) { return detail::binary<detail::pow_op>(a, b); }
 
 // ---- Comparisons -> Tile<bool> ------------------------------------------------------------
 
@@ -342,6 +377,24 @@ inline Tile<T, R, C> sigmoid(const Tile<T, R, C> &a) { return detail::map<detail
 /// x * sigmoid(x).
 template <class T, int R, int C>
 inline Tile<T, R, C> silu(const Tile<T, R, C> &a) { return detail::map<detail::silu_op>(a); }
+/// 2^x.
+template <class T, int R, int C>
+inline Tile<T, R, C> exp2(const Tile<T, R, C> &a) { return detail::map<detail::exp2_op>(a); }
+/// Base-2 logarithm.
+template <class T, int R, int C>
+inline Tile<T, R, C> log2(const Tile<T, R, C> &a) { return detail::map<detail::log2_op>(a); }
+/// The error function.
+template <class T, int R, int C>
+inline Tile<T, R, C> erf(const Tile<T, R, C> &a) { return detail::map<detail::erf_op>(a); }
+/// 1 / x, one correctly rounded division (in float for bf16/f16, then rounded to the tile's type).
+template <class T, int R, int C>
+inline Tile<T, R, C> reciprocal(const Tile<T, R, C> &a) { return detail::map<detail::reciprocal_op>(a); }
+/// torch's exact GELU: x/2 (1 + erf(x / sqrt2)).
+template <class T, int R, int C>
+inline Tile<T, R, C> gelu(const Tile<T, R, C> &a) { return detail::map<detail::gelu_op>(a); }
+/// torch's GELU with approximate='tanh': x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+template <class T, int R, int C>
+inline Tile<T, R, C> gelu_tanh(const Tile<T, R, C> &a) { return detail::map<detail::gelu_tanh_op>(a); }
 
 // ---- where ----------------------------------------------------------------------------------
 

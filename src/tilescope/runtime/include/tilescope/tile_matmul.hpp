@@ -13,11 +13,25 @@
 // broadcasts one a element per row and loads NV vectors of b. Blocks: AVX-512 12 x 32,
 // AVX2+FMA 6 x 16, otherwise 4 x 4 scalars. Edge rows use a shorter block, edge columns
 // one vector or scalar loops.
+//
+// int8 inputs:
+//   Tile<int32_t, M, N> matmul(a, b);     // a: Tile<int8_t, M, K>, b: Tile<int8_t, K, N>
+//   void matmul_acc(acc, a, b);           // acc: Tile<int32_t, M, N>, acc += a @ b
+// Exact: every product and the sum are integers, accumulated in 32 bits with two's
+// complement wrap-around (done in unsigned arithmetic, so never UB); the result is
+// (acc + sum_k a[i,k] b[k,j]) mod 2^32 whatever the order, so the int8 path may sum in any
+// order. (Products are at most 2^14, so nothing wraps before K exceeds 2^17.)
+// Speed: with SSE2 / AVX2 / AVX-512BW, b is packed as int16 pairs of consecutive rows (k, k+1) and
+// a as int32 pairs, so one vpmaddwd gives a[i,k] b[k,j] + a[i,k+1] b[k+1,j] for W columns
+// (exact: at most 2^15); register blocks of 12 x 2 vectors (AVX-512) or 6 x 2. Elsewhere
+// plain int32 loops. 128 x 128 x 128 (g++ 12, one core): AVX-512 14.6 us (f32: 16.9 us),
+// AVX2 31 us (f32: 33 us), SSE2 only 61 us (f32: 112 us).
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(__AVX512F__) || defined(__AVX2__) || defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
@@ -123,12 +137,149 @@ template <int M, int N, int K>
     }
 }
 
+/// Columns [J0, N) of c (M x N int32) += a (M x K) @ b (K x N), int8 row-major arrays, exact
+/// mod 2^32, in plain loops (unsigned, so wrap-around is defined). Also the edge columns of the
+/// packed kernel.
+template <int M, int N, int K, int J0>
+inline void matmul_i8_columns(int32_t *c, const int8_t *a, const int8_t *b) {
+    for (int i = 0; i < M; ++i) {
+        for (int k = 0; k < K; ++k) {
+            const int32_t aik = a[i * K + k];
+            for (int j = J0; j < N; ++j) {
+                const uint32_t p = static_cast<uint32_t>(aik * static_cast<int32_t>(b[k * N + j]));
+                c[i * N + j] = static_cast<int32_t>(static_cast<uint32_t>(c[i * N + j]) + p);
+            }
+        }
+    }
+}
+
+#if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE2__)
+/// The SIMD vector of the packed int8 kernel: W int32 lanes, each holding one column's pair
+/// of int16 (rows k, k+1) of b, or one row's pair of a.
+#if defined(__AVX512BW__)
+struct PairVec {
+    using reg = __m512i;
+    static constexpr int width = 16;
+    static reg load(const void *p) { return _mm512_loadu_si512(p); }
+    static void store(void *p, reg v) { _mm512_storeu_si512(p, v); }
+    static reg splat(int32_t x) { return _mm512_set1_epi32(x); }
+    // NOTE: not AVX-512 VNNI's vpdpwssd (madd and add in one): measured 1.3x slower here.
+    static reg madd_add(reg a, reg b, reg acc) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
+};
+inline constexpr int kMatmulI8Rows = 12;  // as the float kernel's (+1 register for madd's product)
+inline constexpr int kMatmulI8Vecs = 2;
+#elif defined(__AVX2__)
+struct PairVec {
+    using reg = __m256i;
+    static constexpr int width = 8;
+    static reg load(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+    static void store(void *p, reg v) { _mm256_storeu_si256(static_cast<__m256i *>(p), v); }
+    static reg splat(int32_t x) { return _mm256_set1_epi32(x); }
+    static reg madd_add(reg a, reg b, reg acc) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+};
+inline constexpr int kMatmulI8Rows = 6;
+inline constexpr int kMatmulI8Vecs = 2;
+#else
+struct PairVec {
+    using reg = __m128i;
+    static constexpr int width = 4;
+    static reg load(const void *p) { return _mm_loadu_si128(static_cast<const __m128i *>(p)); }
+    static void store(void *p, reg v) { _mm_storeu_si128(static_cast<__m128i *>(p), v); }
+    static reg splat(int32_t x) { return _mm_set1_epi32(x); }
+    static reg madd_add(reg a, reg b, reg acc) { return _mm_add_epi32(acc, _mm_madd_epi16(a, b)); }
+};
+inline constexpr int kMatmulI8Rows = 6;
+inline constexpr int kMatmulI8Vecs = 2;
+#endif
+
+/// c[0:MR, 0:NV*W] += a @ b over KP row pairs: ap holds a's pairs (row stride lda), bp b's
+/// (row-pair stride ldb int32 words), c row stride ldc.
+template <int MR, int NV>
+inline void matmul_i8_block(const int32_t *ap, int lda, const int32_t *bp, int ldb, int32_t *c, int ldc, int KP) {
+    using V = PairVec;
+    constexpr int W = V::width;
+    typename V::reg acc[MR][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+        for (int j = 0; j < NV; ++j) acc[i][j] = V::load(c + i * ldc + j * W);
+    }
+    for (int kp = 0; kp < KP; ++kp) {
+        typename V::reg bk[NV];
+#pragma GCC unroll 16
+        for (int j = 0; j < NV; ++j) bk[j] = V::load(bp + kp * ldb + j * W);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) {
+            const typename V::reg ai = V::splat(ap[i * lda + kp]);
+#pragma GCC unroll 16
+            for (int j = 0; j < NV; ++j) acc[i][j] = V::madd_add(ai, bk[j], acc[i][j]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+        for (int j = 0; j < NV; ++j) V::store(c + i * ldc + j * W, acc[i][j]);
+    }
+}
+
+/// Two int8 values as the int16 pair (lo, hi) of one int32.
+inline int32_t pair_i16(int8_t lo, int8_t hi) {
+    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+}
+#endif
+
+/// c (M x N int32) += a (M x K) @ b (K x N), int8 row-major arrays, exact mod 2^32.
+// NOTE: noinline for the same reason as matmul_f32.
+template <int M, int N, int K>
+[[gnu::noinline]] inline void matmul_i8(int32_t *c, const int8_t *a, const int8_t *b) {
+#if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE2__)
+    constexpr int W = PairVec::width;
+    constexpr int NB = kMatmulI8Vecs * W;
+    constexpr int KP = (K + 1) / 2;
+    if constexpr (N >= W) {
+        // a and b as int16 pairs of consecutive k (a zero k appended when K is odd)
+        alignas(64) int32_t ap[M * KP];
+        alignas(64) int32_t bp[KP * N];
+        for (int i = 0; i < M; ++i) {
+            for (int kp = 0; kp < KP; ++kp) {
+                const int8_t hi = 2 * kp + 1 < K ? a[i * K + 2 * kp + 1] : int8_t(0);
+                ap[i * KP + kp] = pair_i16(a[i * K + 2 * kp], hi);
+            }
+        }
+        for (int kp = 0; kp < KP; ++kp) {
+            const int8_t *b0 = b + 2 * kp * N;
+            for (int j = 0; j < N; ++j) {
+                const int8_t hi = 2 * kp + 1 < K ? b0[N + j] : int8_t(0);
+                bp[kp * N + j] = pair_i16(b0[j], hi);
+            }
+        }
+        constexpr int MR = kMatmulI8Rows;
+        auto panel = [&](auto nv, int j0) {
+            constexpr int NV = decltype(nv)::value;
+            int i = 0;
+            for (; i + MR <= M; i += MR) matmul_i8_block<MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
+            if constexpr (M % MR != 0) matmul_i8_block<M % MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
+        };
+        int j = 0;
+        for (; j + NB <= N; j += NB) panel(std::integral_constant<int, kMatmulI8Vecs>{}, j);
+        for (; j + W <= N; j += W) panel(std::integral_constant<int, 1>{}, j);
+        // NOTE: the edge's first column as a constant: from a run-time j, g++ warns of UB it
+        // imagines for a negative j.
+        if constexpr (N % W != 0) matmul_i8_columns<M, N, K, N - N % W>(c, a, b);
+        return;
+    }
+#endif
+    matmul_i8_columns<M, N, K, 0>(c, a, b);
+}
+
 }  // namespace detail
 
 /// acc += a @ b with fp32 accumulation; a: M x K, b: K x N, T in {float, bf16, f16}.
 template <class T, int M, int N, int MA, int K, int KB, int NB>
 inline void matmul_acc(Tile<float, M, N> &acc, const Tile<T, MA, K> &a, const Tile<T, KB, NB> &b) {
-    static_assert(std::is_same_v<T, float> || is_half_v<T>, "matmul: inputs must be float, bf16 or f16 tiles");
+    static_assert(std::is_same_v<T, float> || is_half_v<T>,
+                  "matmul: inputs must be float, bf16 or f16 tiles (or int8 tiles with an int32 acc)");
     static_assert(K == KB, "matmul: a's column count must equal b's row count");
     static_assert(M == MA && N == NB, "matmul_acc: acc must have a's rows and b's columns");
     // acc + (a @ b) as torch computes it: a @ b starts from +0.0, so an acc of -0.0 plus
@@ -147,6 +298,22 @@ inline void matmul_acc(Tile<float, M, N> &acc, const Tile<T, MA, K> &a, const Ti
 template <class T, int M, int K, int KB, int N>
 inline Tile<float, M, N> matmul(const Tile<T, M, K> &a, const Tile<T, KB, N> &b) {
     Tile<float, M, N> acc = zeros<float, M, N>();
+    matmul_acc(acc, a, b);
+    return acc;
+}
+
+/// acc += a @ b for int8 a (M x K) and b (K x N): exact, wrapping mod 2^32 (see the top of this file).
+template <int M, int N, int MA, int K, int KB, int NB>
+inline void matmul_acc(Tile<int32_t, M, N> &acc, const Tile<int8_t, MA, K> &a, const Tile<int8_t, KB, NB> &b) {
+    static_assert(K == KB, "matmul: a's column count must equal b's row count");
+    static_assert(M == MA && N == NB, "matmul_acc: acc must have a's rows and b's columns");
+    detail::matmul_i8<M, N, K>(acc.data, a.data, b.data);
+}
+
+/// a @ b as an int32 tile for int8 a (M x K) and b (K x N): exact, wrapping mod 2^32.
+template <int M, int K, int KB, int N>
+inline Tile<int32_t, M, N> matmul(const Tile<int8_t, M, K> &a, const Tile<int8_t, KB, N> &b) {
+    Tile<int32_t, M, N> acc = zeros<int32_t, M, N>();
     matmul_acc(acc, a, b);
     return acc;
 }

@@ -1,7 +1,7 @@
 // tilescope tile library: row and column reductions.
 //
-// row_sum/row_max/row_min reduce each row to Tile<T, R, 1>; col_sum/col_max/col_min reduce
-// each column to Tile<T, 1, C>.
+// row_sum/row_max/row_min/row_mean reduce each row to Tile<T, R, 1>; col_sum/col_max/col_min/
+// col_mean reduce each column to Tile<T, 1, C>.
 //
 // Summation order (fixed, so results are reproducible and vectorize without -ffast-math):
 //  - Rows: L lanes, L = min(64 bytes / sizeof(accumulator), C rounded down to a power of 2)
@@ -11,6 +11,8 @@
 // bf16/f16 accumulate in float and round the result once. Integer sums wrap around in T
 // (torch would widen to int64). max/min propagate NaN. A float sum ends by adding +0.0, so a sum
 // whose terms are all -0.0 is +0.0 as torch's (which starts from +0.0); no other result changes.
+// row_mean/col_mean (floating tiles only) are that sum, in the compute type and in exactly
+// row_sum's/col_sum's order, divided by the count in the compute type and rounded to T once.
 #pragma once
 
 #include <tilescope/tile_elementwise.hpp>
@@ -56,7 +58,9 @@ inline Tile<T, R, 1> reduce_rows(const Tile<T, R, C> &t) {
     return out;
 }
 
-template <class Op, class T, int R, int C>
+/// op down each column, in row order; each result is divided by Divisor (in the compute type)
+/// when that is not 1, then rounded to T.
+template <class Op, int Divisor = 1, class T, int R, int C>
 inline Tile<T, 1, C> reduce_cols(const Tile<T, R, C> &t) {
     using A = compute_t<T>;
     A acc[C];
@@ -65,8 +69,18 @@ inline Tile<T, 1, C> reduce_cols(const Tile<T, R, C> &t) {
         for (int c = 0; c < C; ++c) acc[c] = Op{}(acc[c], A(t.data[r * C + c]));
     }
     Tile<T, 1, C> out;
-    for (int c = 0; c < C; ++c) out.data[c] = convert<T>(finish<Op>(acc[c]));
+    if constexpr (Divisor == 1) {
+        for (int c = 0; c < C; ++c) out.data[c] = convert<T>(finish<Op>(acc[c]));
+    } else {
+        const A d = A(Divisor);
+        for (int c = 0; c < C; ++c) out.data[c] = convert<T>(finish<Op>(acc[c]) / d);
+    }
     return out;
+}
+
+template <class T>
+inline constexpr void check_mean() {
+    static_assert(is_floating_v<T>, "row_mean/col_mean need a floating tile (float, double, bf16, f16); cast<>() first");
 }
 
 }  // namespace detail
@@ -81,6 +95,16 @@ inline Tile<T, R, 1> row_max(const Tile<T, R, C> &t) { return detail::reduce_row
 template <class T, int R, int C>
 inline Tile<T, R, 1> row_min(const Tile<T, R, C> &t) { return detail::reduce_rows<detail::minimum_op>(t); }
 
+/// Mean of each row: row_sum's sum (in the compute type) / C, rounded to T once.
+template <class T, int R, int C>
+inline Tile<T, R, 1> row_mean(const Tile<T, R, C> &t) {
+    detail::check_mean<T>();
+    using A = compute_t<T>;
+    Tile<T, R, 1> out;
+    for (int r = 0; r < R; ++r) out.data[r] = convert<T>(detail::reduce_row<detail::add_op, C>(t.data + r * C) / A(C));
+    return out;
+}
+
 /// Sum of each column.
 template <class T, int R, int C>
 inline Tile<T, 1, C> col_sum(const Tile<T, R, C> &t) { return detail::reduce_cols<detail::add_op>(t); }
@@ -90,5 +114,11 @@ inline Tile<T, 1, C> col_max(const Tile<T, R, C> &t) { return detail::reduce_col
 /// Minimum of each column (NaN if the column has a NaN).
 template <class T, int R, int C>
 inline Tile<T, 1, C> col_min(const Tile<T, R, C> &t) { return detail::reduce_cols<detail::minimum_op>(t); }
+/// Mean of each column: col_sum's sum (in the compute type) / R, rounded to T once.
+template <class T, int R, int C>
+inline Tile<T, 1, C> col_mean(const Tile<T, R, C> &t) {
+    detail::check_mean<T>();
+    return detail::reduce_cols<detail::add_op, R>(t);
+}
 
 }  // namespace ts
