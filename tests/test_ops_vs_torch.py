@@ -1,0 +1,296 @@
+"""The DSL's ops against torch, on sim and interp, through one helper (``op_grid.check_kernel``):
+elementwise functions, pow/clamp, means, transposed and int8 matmuls, iota, tile slices,
+ragged loads and stores, row gathers, run-time loop bounds and scalar arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from op_grid import Arg, check_kernel, uniform
+
+FLOATS = ["f32", "bf16", "f16"]
+SHAPES_2D = [(8, 16), (3, 40)]
+
+
+def _tile_args(shape, dtype, outs: list[str], out_dtype=None, out_shape=None):
+    """Inputs ``a`` in [-3, 3) and ``b`` in [0.25, 4) of ``shape``, and one Out per name."""
+    return [
+        Arg("a", shape, dtype, init=uniform(-3.0, 3.0, shape, dtype)),
+        Arg("b", shape, dtype, init=uniform(0.25, 4.0, shape, dtype)),
+        *(Arg(o, out_shape or shape, out_dtype or dtype, kind="out") for o in outs),
+    ]
+
+
+def _loads(shape) -> str:
+    zero, sizes = ([0], [shape[0]]) if len(shape) == 1 else ([0, 0], list(shape))
+    return f"x = ts.load(a, {zero}, {sizes})\ny = ts.load(b, {zero}, {sizes})\n"
+
+
+def _stores(shape, exprs: dict[str, str]) -> str:
+    zero = [0] if len(shape) == 1 else [0, 0]
+    return "".join(f"ts.store({o}, {zero}, {e})\n" for o, e in exprs.items())
+
+
+ELEMENTWISE = {  # output -> (DSL expression of tiles x in [-3, 3) and y in [0.25, 4), torch)
+    "erf": ("ts.erf(x)", lambda x, y: torch.erf(x)),
+    "exp2": ("ts.exp2(x)", lambda x, y: torch.exp2(x)),
+    "log2": ("ts.log2(y)", lambda x, y: torch.log2(y)),
+    "recip": ("ts.reciprocal(y)", lambda x, y: torch.reciprocal(y)),
+    "gelu": ("ts.gelu(x)", lambda x, y: F.gelu(x)),
+    "gelu_t": ('ts.gelu(x, approximate="tanh")', lambda x, y: F.gelu(x, approximate="tanh")),
+    "pow_tt": ("ts.pow(y, x)", lambda x, y: torch.pow(y, x)),
+    "pow_ts": ("ts.pow(y, 2.5)", lambda x, y: torch.pow(y, 2.5)),
+    "pow_neg": ("ts.pow(x, 3.0)", lambda x, y: torch.pow(x, 3.0)),
+    "pow_st": ("ts.pow(2.0, x)", lambda x, y: torch.pow(torch.tensor(2.0, dtype=x.dtype), x)),
+    "clamp_s": ("ts.clamp(x, min=-1.0, max=0.5)", lambda x, y: torch.clamp(x, -1.0, 0.5)),
+    "clamp_lo": ("ts.clamp(x, min=0.0)", lambda x, y: torch.clamp(x, min=0.0)),
+    "clamp_t": ("ts.clamp(x, max=y)", lambda x, y: torch.clamp(x, max=y)),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [*SHAPES_2D, (64,)], ids=lambda s: "x".join(map(str, s)))
+def test_elementwise_ops_match_torch(tmp_path, shape, dtype):
+    body = _loads(shape) + _stores(shape, {o: e for o, (e, _) in ELEMENTWISE.items()})
+
+    def golden(t):
+        return {o: fn(t["a"], t["b"]) for o, (_, fn) in ELEMENTWISE.items()}
+
+    check_kernel(tmp_path, _tile_args(shape, dtype, list(ELEMENTWISE)), body, golden)
+
+
+REDUCTIONS = {
+    "row_mean": lambda x: x.mean(-1, keepdim=True),
+    "col_mean": lambda x: x.mean(0, keepdim=True),
+    "col_min": lambda x: x.amin(0, keepdim=True),
+    "row_min": lambda x: x.amin(-1, keepdim=True),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [*SHAPES_2D, (1, 200)], ids=lambda s: "x".join(map(str, s)))
+def test_means_and_minimums_match_torch(tmp_path, shape, dtype):
+    r, c = shape
+    args = [Arg("a", shape, dtype, init=uniform(-3.0, 3.0, shape, dtype))]
+    args += [Arg(o, (r, 1) if o.startswith("row") else (1, c), dtype, kind="out") for o in REDUCTIONS]
+    body = f"x = ts.load(a, [0, 0], [{r}, {c}])\n" + "".join(
+        f"ts.store({o}, [0, 0], ts.{o}(x))\n" for o in REDUCTIONS
+    )
+    check_kernel(tmp_path, args, body, lambda t: {o: fn(t["a"]) for o, fn in REDUCTIONS.items()})
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "f16", "i8"])
+@pytest.mark.parametrize("mkn", [(16, 32, 8), (5, 7, 3)], ids=lambda s: "x".join(map(str, s)))
+def test_matmul_with_transposes_matches_torch(tmp_path, mkn, dtype):
+    m, k, n = mkn
+    lo, hi = (-128, 128) if dtype == "i8" else (-2.0, 2.0)
+    acc = "i32" if dtype == "i8" else "f32"
+    args = [
+        Arg("a", (m, k), dtype, init=uniform(lo, hi, (m, k), dtype)),
+        Arg("at", (k, m), dtype, init=uniform(lo, hi, (k, m), dtype)),
+        Arg("b", (k, n), dtype, init=uniform(lo, hi, (k, n), dtype)),
+        Arg("bt", (n, k), dtype, init=uniform(lo, hi, (n, k), dtype)),
+        Arg("c", (m, n), acc, init=uniform(-100, 100, (m, n), acc)),
+        *(Arg(o, (m, n), acc, kind="out") for o in ("nn", "tn", "nt", "tt", "acc")),
+    ]
+    body = f"""
+x = ts.load(a, [0, 0], [{m}, {k}])
+xt = ts.load(at, [0, 0], [{k}, {m}])
+y = ts.load(b, [0, 0], [{k}, {n}])
+yt = ts.load(bt, [0, 0], [{n}, {k}])
+ts.store(nn, [0, 0], ts.matmul(x, y))
+ts.store(tn, [0, 0], ts.matmul(xt, y, transpose_a=True))
+ts.store(nt, [0, 0], ts.matmul(x, yt, transpose_b=True))
+ts.store(tt, [0, 0], ts.matmul(xt, yt, transpose_a=True, transpose_b=True))
+s = ts.load(c, [0, 0], [{m}, {n}])
+s = ts.matmul(x, yt, acc=s, transpose_b=True)
+ts.store(acc, [0, 0], s)
+"""
+
+    def golden(t):
+        wide = torch.int64 if dtype == "i8" else torch.float64
+        x, xt, y, yt = (t[n_].to(wide) for n_ in ("a", "at", "b", "bt"))
+        out = {"nn": x @ y, "tn": xt.T @ y, "nt": x @ yt.T, "tt": xt.T @ yt.T}
+        out["acc"] = t["c"].to(wide) + x @ yt.T
+        return {o: v.to(torch.int32 if dtype == "i8" else torch.float32) for o, v in out.items()}
+
+    check_kernel(tmp_path, args, body, golden, tolerance={"f32": (1e-5, 1e-5)})
+
+
+@pytest.mark.parametrize("dtype", ["i32", "f32", "bf16", "i8"])
+def test_iota_along_each_dim_matches_torch_arange(tmp_path, dtype):
+    args = [Arg(o, s, dtype, kind="out") for o, s in (("rows", (4, 8)), ("cols", (4, 8)), ("flat", (16,)))]
+    body = f"""
+ts.store(rows, [0, 0], ts.iota([4, 8], ts.{dtype}, dim=0))
+ts.store(cols, [0, 0], ts.iota([4, 8], ts.{dtype}, dim=1))
+ts.store(flat, [0], ts.iota([16], ts.{dtype}))
+"""
+    t = {"i32": torch.int32, "f32": torch.float32, "bf16": torch.bfloat16, "i8": torch.int8}[dtype]
+
+    def golden(_):
+        return {
+            "rows": torch.arange(4).reshape(4, 1).expand(4, 8).to(t),
+            "cols": torch.arange(8).reshape(1, 8).expand(4, 8).to(t),
+            "flat": torch.arange(16).to(t),
+        }
+
+    check_kernel(tmp_path, args, body, golden)
+
+
+def test_causal_mask_from_iota_and_where(tmp_path):
+    args = [
+        Arg("s", (16, 16), "f32", init=uniform(-3.0, 3.0, (16, 16), "f32")),
+        Arg("o", (16, 16), "f32", kind="out"),
+        Arg("q0", None, "i32", kind="scalar", value=4),
+    ]
+    body = """
+x = ts.load(s, [0, 0], [16, 16])
+row = ts.iota([16, 1], dim=0) + q0
+col = ts.iota([1, 16], dim=1)
+ts.store(o, [0, 0], ts.where(col <= row, x, float("-inf")))
+"""
+
+    def golden(t):
+        mask = torch.arange(16).reshape(1, 16) <= torch.arange(16).reshape(16, 1) + 4
+        return {"o": torch.where(mask, t["s"], float("-inf"))}
+
+    check_kernel(tmp_path, args, body, golden)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "i32"])
+def test_static_tile_slices_match_torch_indexing(tmp_path, dtype):
+    args = [
+        Arg("a", (8, 16), dtype, init=uniform(-50, 50, (8, 16), dtype)),
+        Arg("v", (32,), dtype, init=uniform(-50, 50, (32,), dtype)),
+        Arg("block", (2, 4), dtype, kind="out"),
+        Arg("tail", (3, 16), dtype, kind="out"),
+        Arg("row", (1, 16), dtype, kind="out"),
+        Arg("col", (8,), dtype, kind="out"),
+        Arg("half", (16,), dtype, kind="out"),
+    ]
+    body = """
+x = ts.load(a, [0, 0], [8, 16])
+w = ts.load(v, [0], [32])
+ts.store(block, [0, 0], x[2:4, 8:12])
+ts.store(tail, [0, 0], x[-3:])
+ts.store(row, [0, 0], x[5])
+ts.store(col, [0], x[:, -1] + 0)
+ts.store(half, [0], w[16:])
+"""
+
+    def golden(t):
+        x, w = t["a"], t["v"]
+        return {"block": x[2:4, 8:12], "tail": x[-3:], "row": x[5:6], "col": x[:, -1], "half": w[16:]}
+
+    check_kernel(tmp_path, args, body, golden)
+
+
+RAGGED_BODY = """
+x = ts.load(a, [16, 0], [8, 16], valid=(r, c), fill=-1)
+ts.store(o, [0, 0], x)
+ts.store(part, [16, 0], x + 1, valid=(r, c))
+"""
+
+
+def _ragged_args(dtype: str, rows: int, cols: int, sentinel: int = 7) -> list[Arg]:
+    return [
+        Arg("a", (20, 16), dtype, init=uniform(-50, 50, (20, 16), dtype)),
+        Arg("o", (8, 16), dtype, kind="out"),
+        Arg("part", (20, 16), dtype, kind="inout", init=lambda g: torch.full((20, 16), sentinel).to(_t(dtype))),
+        Arg("r", None, "i32", kind="scalar", value=rows),
+        Arg("c", None, "i32", kind="scalar", value=cols),
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "i8"])
+@pytest.mark.parametrize("rows,cols", [(4, 16), (0, 16), (3, 5), (4, 0)])
+def test_ragged_load_and_store_touch_only_the_valid_part(tmp_path, dtype, rows, cols):
+    # the full 8-row tile at row 16 would pass a's 20 rows: only the valid part is read and written
+
+    def golden(t):
+        x = torch.full((8, 16), -1).to(t["a"].dtype)
+        x[:rows, :cols] = t["a"][16 : 16 + rows, :cols]
+        part = torch.full((20, 16), 7).to(t["a"].dtype)
+        part[16 : 16 + rows, :cols] = x[:rows, :cols] + 1
+        return {"o": x, "part": part}
+
+    for cfg in ({}, {"check_bounds": True}):
+        check_kernel(tmp_path, _ragged_args(dtype, rows, cols), RAGGED_BODY, golden, compile_cfg=cfg)
+
+
+def _t(dtype: str) -> torch.dtype:
+    return {"f32": torch.float32, "bf16": torch.bfloat16, "i8": torch.int8, "i32": torch.int32}[dtype]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16", "i8"])
+def test_load_rows_gathers_like_torch_indexing(tmp_path, dtype):
+    args = [
+        Arg("x", (64, 24), dtype, init=uniform(-50, 50, (64, 24), dtype)),
+        Arg("idx", (8, 1), "i32", init=lambda g: torch.tensor([[3], [63], [0], [3], [17], [40], [41], [5]], dtype=torch.int32)),
+        Arg("all_rows", (8, 24), dtype, kind="out"),
+        Arg("some", (8, 8), dtype, kind="out"),
+        Arg("n", None, "i32", kind="scalar", value=5),
+    ]
+    body = """
+i = ts.load(idx, [0, 0], [8, 1])
+ts.store(all_rows, [0, 0], ts.load_rows(x, i, 24))
+ts.store(some, [0, 0], ts.load_rows(x, i, (8, 8), valid=n, fill=0))
+"""
+
+    def golden(t):
+        i = t["idx"].reshape(-1).long()
+        some = torch.zeros(8, 8).to(t["x"].dtype)
+        some[:5] = t["x"][i[:5], 8:16]
+        return {"all_rows": t["x"][i], "some": some}
+
+    check_kernel(tmp_path, args, body, golden)
+
+
+def test_run_time_loop_bounds_and_scalar_arithmetic(tmp_path):
+    args = [
+        Arg("a", (4, 256), "f32", init=uniform(-3.0, 3.0, (4, 256), "f32")),
+        Arg("o", (4, 1), "f32", kind="out"),
+        Arg("o2", (4, 8), "f32", kind="out"),
+        Arg("n", None, "i32", kind="scalar", value=150),
+    ]
+    body = """
+acc = ts.zeros([4, 1], ts.f32)
+for j in ts.range(0, n, 64):
+    t = ts.load(a, [0, j], [4, 64], valid=(4, min(n - j, 64)))
+    acc = acc + ts.row_sum(t)
+ts.store(o, [0, 0], acc)
+k = ts.maximum(n // 64, 1) * 64 - n % 64
+ts.store(o2, [0, 0], ts.load(a, [0, k], [4, 8]))
+"""
+
+    def golden(t):
+        return {"o": t["a"][:, :150].sum(-1, keepdim=True), "o2": t["a"][:, 106:114]}
+
+    check_kernel(tmp_path, args, body, golden, tolerance={"f32": (1e-5, 1e-5)})
+
+
+def test_int8_quantize_matmul_and_per_channel_dequantize(tmp_path):
+    args = [
+        Arg("x", (16, 64), "f32", init=uniform(-4.0, 4.0, (16, 64), "f32")),
+        Arg("w", (64, 32), "i8", init=uniform(-127, 128, (64, 32), "i8")),
+        Arg("scale", (1, 32), "f32", init=uniform(0.001, 0.01, (1, 32), "f32")),
+        Arg("y", (16, 32), "f32", kind="out"),
+        Arg("q", (16, 64), "i8", kind="out"),
+    ]
+    body = """
+t = ts.load(x, [0, 0], [16, 64])
+qx = ts.cast(t * 40.0, ts.i8)
+ts.store(q, [0, 0], qx)
+acc = ts.matmul(qx, ts.load(w, [0, 0], [64, 32]))
+ts.store(y, [0, 0], ts.cast(acc, ts.f32) * (ts.load(scale, [0, 0], [1, 32]) / 40.0))
+"""
+
+    def golden(t):
+        q = torch.round(t["x"] * 40.0).clamp(-128, 127).to(torch.int8)  # saturating, ties to even
+        acc = q.long() @ t["w"].long()
+        return {"q": q, "y": acc.float() * (t["scale"] / 40.0)}
+
+    check_kernel(tmp_path, args, body, golden)
+
+
