@@ -594,8 +594,27 @@ BOUNDS_MAIN = r"""
 #include <cstdlib>
 using namespace ts;
 // usage: bounds <op: load|store> <ndim> <offsets...>; the tensor is [3, 10, 20] (or its last dims).
+//        bounds <op: vload|vstore> <rows> <cols> <offsets (2)>: load_valid/store_valid of a 4 x 8
+//        tile with valid {rows, cols} on the [10, 20] tensor.
 int main(int argc, char **argv) {
     if (argc < 4) return 2;
+    if (argv[1][0] == 'v') {
+        static float data2[10 * 20];
+        ts_tensor t2{};
+        t2.data = data2;
+        t2.dtype = TS_F32;
+        t2.ndim = 2;
+        t2.shape[0] = 10;
+        t2.shape[1] = 20;
+        t2.strides[0] = 20;
+        t2.strides[1] = 1;
+        TensorView<float> v2(t2);
+        const int64_t rows = std::atoll(argv[2]), cols = std::atoll(argv[3]);
+        const int64_t i = std::atoll(argv[4]), j = std::atoll(argv[5]);
+        if (argv[1][1] == 'l') return static_cast<int>(load_valid<4, 8>(v2, {i, j}, {rows, cols}, 0.0f)(0, 0));
+        store_valid(v2, {i, j}, zeros<float, 4, 8>(), {rows, cols});
+        return 0;
+    }
     static float data[3 * 10 * 20];
     const int ndim = std::atoi(argv[2]);
     const int64_t full_shape[3] = {3, 10, 20};
@@ -1975,6 +1994,29 @@ def test_bounds_checking(built, args, ok):
         shape = {"3": "[3, 10, 20]", "2": "[10, 20]", "1": "[20]"}[args[1]]
         assert f"tensor shape {shape}" in proc.stderr
         assert ("tile [1, 8]" if args[1] == "1" else "tile [4, 8]") in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args,ok",
+    [
+        (["vload", "2", "5", "8", "15"], True),  # a ragged tail whose whole 4 x 8 tile passes the end
+        (["vstore", "4", "3", "6", "17"], True),
+        (["vload", "0", "8", "30", "30"], True),  # an empty valid box is never out of bounds
+        (["vload", "3", "8", "8", "0"], False),  # rows 8..11 past 10
+        (["vstore", "2", "5", "8", "16"], False),  # columns 16..21 past 20
+    ],
+)
+def test_bounds_checking_ragged(built, args, ok):
+    """TS_CHECK_BOUNDS checks only the valid box of load_valid/store_valid (and names it as the tile)."""
+    proc = subprocess.run([str(built.bounds_exe), *args], capture_output=True, text=True)
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr == ""
+    else:
+        assert proc.returncode != 0
+        op = "load" if args[0] == "vload" else "store"
+        want = f"tilescope: {op} out of bounds: offsets [{args[3]}, {args[4]}], tile [{args[1]}, {args[2]}], tensor shape [10, 20]"
+        assert want in proc.stderr
 
 
 # ---- ragged loads/stores and row gathers (UNIT_RAGGED) ---------------------------------------
