@@ -170,6 +170,52 @@ bool Scheduler::finish(int64_t submitted) {
     return ended;
 }
 
+bool Scheduler::wait_until(const std::function<bool()> &done) {
+    auto hold = [&](bool released) {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        released_ = released;
+        if (!released) return;
+        for (Task *t : held_) {
+            serial_heap_.push_back(t);
+            std::push_heap(serial_heap_.begin(), serial_heap_.end(), later_id);
+        }
+        held_.clear();
+        queued_.store(static_cast<int64_t>(serial_heap_.size()), std::memory_order_relaxed);
+        queue_cv_.notify_all();
+    };
+    if (context_.serial) hold(true);
+    bool ok = false;
+    bool interrupted = false;
+    auto next_check = Clock::now() + std::chrono::milliseconds(5);
+    for (int64_t spin = 0;; ++spin) {
+        // NOTE: a serial run returns only once every task that can run has run (quiescent), so
+        // how far the worker got when `done` first held does not change the schedule.
+        if (!context_.serial && done()) {
+            ok = true;
+            break;
+        }
+        if (context_.failed->load(std::memory_order_acquire)) break;
+        const bool check = Clock::now() >= next_check;
+        if (check) {
+            next_check = Clock::now() + std::chrono::milliseconds(5);
+            if (interrupt_pending()) {
+                interrupt_running(!interrupted);
+                interrupted = true;
+            }
+        }
+        if ((check || context_.serial) && quiescent()) {
+            ok = done();
+            break;
+        }
+        if (spin < 64)
+            std::this_thread::yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(std::min<int64_t>(200, spin - 63)));
+    }
+    if (context_.serial) hold(false);
+    return ok && !context_.failed->load(std::memory_order_acquire);
+}
+
 void Scheduler::interrupt_running(bool first) {
     std::vector<std::pair<const Task *, int32_t>> running;
     std::vector<std::pair<ThreadSlot *, uint64_t>> stop;
