@@ -415,19 +415,17 @@ class _OrchInterp(_Interp):
         index = tuple(int(self.expr(i, env)) for i in e.indices)
         name = e.tensor.name
         at = f"{name}[{', '.join(map(str, index))}] at {_site(e)}"
+        so_far = f" ({self.tasks} task(s) submitted before the read)"  # NOTE: worded as the sim runtime's
         if not all(0 <= i < n for i, n in zip(index, base.shape)):
-            raise RuntimeFailure(
-                f"orchestration {self.p.name} reads {at}, outside the tensor's shape {list(base.shape)} "
-                f"({self.tasks} task(s) submitted before the read)"
-            )
+            raise RuntimeFailure(f"orchestration reads {at}, outside the tensor's shape {list(base.shape)}{so_far}")
         for param, (tensor, mask) in self.written.items():
             view = _same_elements(mask, tensor, base)
             if view is not None and not bool(view[index]):
                 owner = name if param == name else f"{name} ({param})"
                 raise RuntimeFailure(
                     f"orchestration reads {at}, but {owner} is an Out of the program and no task submitted "
-                    f"before the read writes it; write it in a task first, or declare it ts.InOut if the "
-                    "caller provides its value"
+                    f"before the read writes it{so_far}; write it in a task first, or declare it ts.InOut if "
+                    "the caller provides its value"
                 )
         return int(base[index].item())
 

@@ -1,0 +1,293 @@
+"""Orchestration reads: ``n = counts[e]`` on an integer tensor, a run-time scalar for slices, loop
+bounds and kernel scalars; the read waits for the tasks that write the element (sim) and is
+recorded, drawn in the trace and the dependency graph; errors for an Out never written, an index
+outside the tensor and a float tensor."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import torch
+from helpers import dsl_error, headless_page, line_of, needs_chromium
+
+import tilescope as ts
+from tilescope.errors import RuntimeFailure
+from tilescope.harness.shuffle import shuffle_runs
+from tilescope.ir.printer import program_str
+from tilescope.launch.program import CompiledProgram
+from tilescope.runtime import library
+from tilescope.tools import deps as deps_tool
+from tilescope.tools.trace import format_summary, summarize_trace
+
+E, H = 4, 256  # experts, tokens per expert at most
+I32, F = ts.i32, ts.f32
+
+
+@ts.kernel
+def count(lens: ts.Tensor[[E], I32], counts: ts.Out[[E], I32]):
+    ts.store(counts, [0], ts.load(lens, [0], [E]) * 64)
+
+
+@ts.kernel
+def scale(x: ts.Tensor[[1, 64], F], y: ts.Out[[1, 64], F]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [1, 64]) * 2.0)
+
+
+@ts.kernel
+def put(y: ts.Out[[1, 64], F], v: ts.Scalar[I32]):
+    ts.store(y, [0, 0], ts.full([1, 64], 1.0, F) * v)
+
+
+@ts.jit
+def routed(lens: ts.Tensor[[E], I32], x: ts.Tensor[[E, H], F], y: ts.InOut[[E, H], F], counts: ts.Out[[E], I32]):
+    count(lens, counts)
+    for e in ts.range(0, E):
+        n = counts[e]  # the read
+        for t in ts.range(0, n, 64):
+            scale(x[e : e + 1, t : t + 64], y[e : e + 1, t : t + 64])
+
+
+@ts.jit
+def paged(table: ts.Tensor[[2, 3], I32], cache: ts.Tensor[[8, 64], F], out: ts.Out[[6, 64], F], ids: ts.Out[[6, 64], F]):
+    for b in ts.range(0, 2):
+        for i in ts.range(0, 3):
+            blk = table[b, i]
+            scale(cache[blk : blk + 1, :], out[b * 3 + i : b * 3 + i + 1, :])
+            put(ids[b * 3 + i : b * 3 + i + 1, :], table[b, i] + 1)  # a read inside an expression
+
+
+@ts.jit
+def early(lens: ts.Tensor[[E], I32], x: ts.Tensor[[E, H], F], y: ts.InOut[[E, H], F], counts: ts.Out[[E], I32]):
+    n = counts[3]  # read before any task writes counts
+    count(lens, counts)
+    for t in ts.range(0, n, 64):
+        scale(x[0:1, t : t + 64], y[0:1, t : t + 64])
+
+
+@ts.jit
+def indexed(
+    lens: ts.Tensor[[E], I32],
+    x: ts.Tensor[[E, H], F],
+    y: ts.InOut[[E, H], F],
+    counts: ts.Out[[E], I32],
+    k: ts.Scalar[I32],
+):
+    count(lens, counts)
+    n = counts[k]  # k comes from the caller
+    for t in ts.range(0, n, 64):
+        scale(x[0:1, t : t + 64], y[0:1, t : t + 64])
+
+
+@ts.kernel
+def spin_count(lens: ts.Tensor[[E], I32], x: ts.Tensor[[1, 64], F], counts: ts.Out[[E], I32], y: ts.Out[[1, 64], F]):
+    acc = ts.load(x, [0, 0], [1, 64])
+    for _ in ts.range(0, 1000000000000):
+        acc = acc * 1.0000001
+    ts.store(y, [0, 0], acc)
+    ts.store(counts, [0], ts.load(lens, [0], [E]))
+
+
+@ts.jit
+def hangs(lens: ts.Tensor[[E], I32], x: ts.Tensor[[E, H], F], y: ts.InOut[[E, H], F], counts: ts.Out[[E], I32]):
+    spin_count(lens, x[0:1, 0:64], counts, y[0:1, 0:64])
+    n = counts[0]
+    for t in ts.range(0, n, 64):
+        scale(x[1:2, t : t + 64], y[1:2, t : t + 64])
+
+
+LENS = torch.tensor([1, 4, 0, 3], dtype=torch.int32)
+
+
+def _routed_args():
+    return LENS.clone(), torch.randn(E, H), torch.zeros(E, H), torch.zeros(E, dtype=torch.int32)
+
+
+def _routed_expected(x):
+    y = torch.zeros(E, H)
+    for e, n in enumerate((LENS * 64).tolist()):
+        y[e, :n] = x[e, :n] * 2.0
+    return y
+
+
+def _failure_text(fn, args, platform, **cfg) -> str:
+    with pytest.raises(RuntimeFailure) as info:
+        fn.compile().run(*args, platform=platform, **cfg)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_a_read_bounds_a_loop_and_slices_its_regions(platform):
+    lens, x, y, counts = _routed_args()
+    info = routed.compile().run(lens, x, y, counts, platform=platform)
+    torch.testing.assert_close(counts, LENS * 64)
+    torch.testing.assert_close(y, _routed_expected(x))
+    assert info.num_tasks == 1 + int(LENS.sum())
+
+
+def test_each_read_is_recorded_with_the_producer_it_waited_for():
+    prog = routed.compile()
+    lens, x, y, counts = _routed_args()
+    report = prog.run(lens, x, y, counts, enable_dep_gen=True, enable_trace=True).report
+    line = line_of(routed, "n = counts[e]")
+    assert [r.label for r in report.reads] == [f"counts[{e}] = {n}" for e, n in enumerate((LENS * 64).tolist())]
+    assert all(r.where == f"test_orch_read.py:{line}" and r.waited_for == (0,) for r in report.reads)
+    assert [r.next_task for r in report.reads] == [1, 2, 6, 6]  # 1 + the tasks of the experts before
+    assert all(r.wait_end_ns >= r.wait_start_ns > 0 for r in report.reads)
+    producer = next(t for t in report.tasks if t.task_id == 0)
+    assert report.reads[0].wait_end_ns >= producer.end_ns  # it read after its producer finished
+
+    dfx = prog.work_dir / "dfx_outputs"
+    deps = json.loads((dfx / "deps.json").read_text())
+    assert deps["counts"]["reads"] == 4 and all(e["succ"] > e["pred"] for e in deps["edges"])
+    read = deps["reads"][1]
+    counts_id = next(t["id"] for t in deps["tensors"] if t["name"] == "counts")
+    assert read["label"] == "read counts[1] = 256" and read["tensor"] == counts_id
+    assert read["element"] == [[1, 2]] and read["waited_for"] == [0] and read["next_task"] == 2
+    assert read["producers"] == [{"task": 0, "arg": 1, "region": [[0, 4]]}]
+    html = (dfx / "deps_graph.html").read_text()
+    assert '"label":"read counts[3] = 192"' in html
+    view = deps_tool.task_view(deps_tool.load_deps(dfx / "deps.json"), 0)
+    assert f"the orchestration waited for it: read counts[1] = 256 at test_orch_read.py:{line} waited" in view
+
+    events = json.loads((dfx / "trace.json").read_text())["traceEvents"]
+    spans = [e for e in events if e.get("cat") == "read" and e["ph"] == "X"]
+    assert [s["name"] for s in spans][:2] == [
+        "read counts[0] = 64 (waited for task 0)",
+        "read counts[1] = 256 (waited for task 0)",
+    ]
+    assert all(s["tid"] == 0 and s["args"]["where"] == f"test_orch_read.py:{line}" for s in spans)
+    starts = [e for e in events if e.get("cat") == "read" and e["ph"] == "s"]
+    ends = [e for e in events if e.get("cat") == "read" and e["ph"] == "f"]
+    assert [(s["args"]["pred"], s["args"]["read"]) for s in starts] == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    assert [e["id"] for e in ends] == [s["id"] for s in starts] and all(e["tid"] == 0 for e in ends)
+    summary = summarize_trace(dfx)
+    assert summary.num_reads == 4 and summary.num_tasks == 9  # read flows are not task dependencies
+    assert "orchestration reads: 4" in format_summary(summary)
+
+
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_reads_of_an_in_param_need_no_producer(platform):
+    table = torch.tensor([[5, 0, 7], [2, 2, 1]], dtype=torch.int32)
+    cache = torch.randn(8, 64)
+    out, ids = torch.zeros(6, 64), torch.zeros(6, 64)
+    info = paged.compile().run(table, cache, out, ids, platform=platform)
+    torch.testing.assert_close(out, cache[table.flatten().long()] * 2.0)
+    torch.testing.assert_close(ids, (table.flatten() + 1).float()[:, None].expand(6, 64))
+    if platform == "sim":
+        assert [r.value for r in info.report.reads] == [v for v in table.flatten().tolist() for _ in (0, 1)]
+        assert all(r.waited_for == () for r in info.report.reads)
+
+
+def test_the_read_is_ir_dsl_and_cpp_as_written():
+    prog = paged.compile()
+    text = program_str(paged.program())
+    assert "blk = table[b, i]" in text and "table_read = table[b, i]" in text
+    cpp = (prog.work_dir / "orchestration" / "paged.cpp").read_text()
+    line = line_of(paged, "blk = table[b, i]")
+    assert (
+        f'int32_t blk = orch.read<int32_t>(table, {{b, i}}, "table", "test_orch_read.py:{line}");'
+        f"  // @ " in cpp
+    )
+
+
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_reading_an_out_no_task_wrote_is_an_error(platform):
+    line = line_of(early, "n = counts[3]")
+    text = _failure_text(early, _routed_args(), platform)
+    assert (
+        f"orchestration reads counts[3] at test_orch_read.py:{line}, but counts is an Out of the program "
+        "and no task submitted before the read writes it (0 task(s) submitted before the read)"
+    ) in text
+    assert "declare it ts.InOut" in text
+
+
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_an_index_outside_the_tensor_is_an_error(platform):
+    line = line_of(indexed, "n = counts[k]")
+    text = _failure_text(indexed, (*_routed_args(), 7), platform)
+    assert (
+        f"orchestration reads counts[7] at test_orch_read.py:{line}, outside the tensor's shape [4] "
+        "(1 task(s) submitted before the read)"
+    ) in text
+
+
+def test_a_float_tensor_is_not_read():
+    @ts.jit
+    def reads_floats(x: ts.Tensor[[E, H], F], y: ts.Out[[1, 64], F]):
+        v = x[0, 3]
+        put(y, v)
+
+    err = dsl_error(reads_floats)
+    assert "reads an element of x (tensor[4, 256] f32): only integer tensors (i32, i8, u8, i64) can be read" in str(
+        err
+    )
+    assert err.hint is not None and "pass x to a kernel" in err.hint
+
+
+def test_a_constant_index_outside_the_tensor_is_a_compile_error():
+    @ts.jit
+    def past_the_end(lens: ts.Tensor[[E], I32], x: ts.Tensor[[E, H], F], y: ts.Out[[1, 64], F]):
+        n = lens[4]
+        scale(x[0:1, n : n + 64], y)
+
+    assert "index 4 of lens dim 0 is outside the tensor's shape [4]" in str(dsl_error(past_the_end))
+
+
+def test_serial_and_shuffled_schedules_agree():
+    prog = routed.compile()
+    lens, x, y, counts = _routed_args()
+    prog.run(lens, x, y, counts, serial=True)
+    torch.testing.assert_close(y, _routed_expected(x))
+    rep = shuffle_runs(prog, dict(zip(("lens", "x", "y", "counts"), _routed_args())), 4, seed=2)
+    assert rep.deterministic and rep.first is None
+
+
+def test_a_read_waiting_for_a_task_that_hangs_ends_with_the_timeout():
+    library.load_core()
+    prog = hangs.compile()
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeFailure) as info:
+        prog.run(*_routed_args(), task_timeout_s=0.3)
+    assert time.perf_counter() - t0 < 10
+    assert info.value.failure.kind == "timeout" and info.value.failure.task_id == 0
+
+
+def test_a_read_whose_producer_can_never_run_is_a_deadlock():
+    prog = routed.compile()
+    src = prog.work_dir / "orchestration" / "routed.cpp"
+    text = src.read_text()
+    old = 'orch.task(FUNC_COUNT, "count");'
+    assert old in text
+    src.write_text(text.replace(old, old + " task.depends_on(9);", 1))
+    prog = CompiledProgram.from_dir(prog.work_dir)
+    with pytest.raises(RuntimeFailure) as info:
+        prog.run(*_routed_args(), task_timeout_s=30)
+    f = info.value.failure
+    assert f.kind == "deadlock"
+    line = line_of(routed, "n = counts[e]")
+    assert (
+        f"deadlock: the orchestration reads counts[0] at test_orch_read.py:{line} and waits for task 0 "
+        "(kernel count), which can never run"
+    ) in f.message
+
+
+def test_an_isolated_run_reads_too():
+    lens, x, y, counts = _routed_args()
+    routed.compile().run(lens, x, y, counts, isolate=True)
+    torch.testing.assert_close(y, _routed_expected(x))
+
+
+@needs_chromium
+def test_the_graph_page_draws_read_nodes():
+    prog = routed.compile()
+    prog.run(*_routed_args(), enable_dep_gen=True)
+    with headless_page(prog.work_dir / "dfx_outputs" / "deps_graph.html") as (page, errors, _):
+        page.wait_for_selector("g.read")
+        assert page.locator("g.read").count() == 4
+        assert page.locator("path.read-edge.kind-RAW").count() == 4
+        page.click("g.read[data-read-id='1']")
+        assert page.inner_text("#sel-title") == "orchestration read counts[1] = 256"
+        assert "0 count" in page.inner_text("#sel-in")
+    assert errors == []
