@@ -58,6 +58,22 @@ def paged(table: ts.Tensor[[2, 3], I32], cache: ts.Tensor[[8, 64], F], out: ts.O
             put(ids[b * 3 + i : b * 3 + i + 1, :], table[b, i] + 1)  # a read inside an expression
 
 
+@ts.kernel
+def bump(c: ts.InOut[[2], I32]):
+    ts.store(c, [0], ts.load(c, [0], [2]) + 1)
+
+
+@ts.jit
+def rewritten(lens: ts.Tensor[[E], I32], y: ts.Out[[2, 64], F]):
+    tmp = ts.create_tensor([E], I32)
+    count(lens, tmp)  # task 0 writes tmp[0:4]
+    bump(tmp[2:4])  # task 1 rewrites tmp[2:4]
+    first = tmp[0]
+    last = tmp[3]
+    put(y[0:1, :], first)
+    put(y[1:2, :], last)
+
+
 @ts.jit
 def early(lens: ts.Tensor[[E], I32], x: ts.Tensor[[E, H], F], y: ts.InOut[[E, H], F], counts: ts.Out[[E], I32]):
     n = counts[3]  # read before any task writes counts
@@ -178,6 +194,15 @@ def test_reads_of_an_in_param_need_no_producer(platform):
     if platform == "sim":
         assert [r.value for r in info.report.reads] == [v for v in table.flatten().tolist() for _ in (0, 1)]
         assert all(r.waited_for == () for r in info.report.reads)
+
+
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_a_read_of_an_intermediate_waits_for_the_last_writer_of_its_element(platform):
+    y = torch.zeros(2, 64)
+    info = rewritten.compile().run(LENS.clone(), y, platform=platform)
+    torch.testing.assert_close(y[:, 0], torch.tensor([1 * 64, 3 * 64 + 1], dtype=torch.float32))
+    if platform == "sim":
+        assert [(r.label, r.waited_for) for r in info.report.reads] == [("tmp[0] = 64", (0,)), ("tmp[3] = 193", (1,))]
 
 
 def test_the_read_is_ir_dsl_and_cpp_as_written():

@@ -378,8 +378,8 @@ class _OrchInterp(_Interp):
     def run(self, args: list[Any]) -> int:
         env = self.bind(self.p.params, args)
         for p in self.p.params:
-            if p.direction is Direction.OUT:
-                t = env[p.name]
+            t = env[p.name]
+            if p.direction is Direction.OUT and isinstance(t, torch.Tensor):  # NOTE: not localize's Bounded
                 span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 0)
                 self.written[p.name] = (t, torch.zeros(span, dtype=torch.bool).as_strided(t.shape, t.stride()))
         self.body(self.p.body, env)
@@ -427,6 +427,10 @@ class _OrchInterp(_Interp):
                     f"before the read writes it{so_far}; write it in a task first, or declare it ts.InOut if "
                     "the caller provides its value"
                 )
+        return self.element(base, index)
+
+    def element(self, base: Any, index: tuple[int, ...]) -> int:
+        """The value of ``base[index]`` (a subclass holding tensors of its own kind reads them here)."""
         return int(base[index].item())
 
     def create_tensor(self, e: CreateTensor) -> torch.Tensor:
@@ -488,7 +492,9 @@ def _site(e: Expr) -> str:
 def _same_elements(mask: torch.Tensor, tensor: torch.Tensor, view: torch.Tensor) -> torch.Tensor | None:
     """The part of ``mask`` (laid out like ``tensor``) that ``view`` covers, when ``view`` is a view
     of ``tensor``'s storage; None otherwise."""
-    if view.untyped_storage().data_ptr() != tensor.untyped_storage().data_ptr() or view.dtype != tensor.dtype:
+    if not isinstance(view, torch.Tensor) or view.dtype != tensor.dtype:
+        return None
+    if view.untyped_storage().data_ptr() != tensor.untyped_storage().data_ptr():
         return None
     offset = view.storage_offset() - tensor.storage_offset()
     if offset < 0:

@@ -156,8 +156,8 @@ class DumpTagRecord:
 class OrchReadRecord:
     """One orchestration read (``n = counts[e]``), in program order: element ``index`` of tensor
     ``name`` (the orchestration's variable; element ``element`` of buffer ``buffer_id``) read at
-    ``where`` (``moe.py:41``), its ``value``, the tasks it ``waited_for`` (those submitted before it
-    that write the element, ascending; empty: it did not wait), when it began (``wait_start_ns``)
+    ``where`` (``moe.py:41``), its ``value``, the task it ``waited_for`` (the last task submitted
+    before it that writes the element, its producer; empty: it did not wait), when it began (``wait_start_ns``)
     and read the element (``wait_end_ns``), and ``next_task``, the id of the next task submitted
     after it (the number submitted before it)."""
 

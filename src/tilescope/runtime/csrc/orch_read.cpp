@@ -2,8 +2,8 @@
 // orchestration thread once the tasks submitted so far that write it have finished.
 //
 // Invariants:
-//  - A read waits for exactly the writers the tensor map knows for its element (writers_of), and
-//    for nothing else; it never enters the map, so tasks submitted after it are not ordered
+//  - A read waits for exactly the last writer the tensor map knows for its element (writers_of:
+//    the others are ordered before it), and for nothing else; it never enters the map, so tasks submitted after it are not ordered
 //    after it: they are submitted only once it has returned.
 //  - The element is read after every task it waits for is `done` (set under the task's mutex by
 //    the worker that ran it), so the read sees what they wrote.
@@ -92,6 +92,10 @@ int Run::read(const ts_tensor *t, const int64_t *index, int32_t nindex, const ch
     one.shape[0] = one.strides[0] = 1;
     one.offset = element;
     tensor_map_.writers_of(one, read_writers_);
+    // NOTE: the writers overlapping one element are ordered by WAW edges (each one's region overlaps
+    // the earlier ones' wherever the element is), so the last one finishes after all the others and
+    // wrote the value the read sees: it is the one producer to wait for.
+    if (read_writers_.size() > 1) read_writers_.erase(read_writers_.begin(), read_writers_.end() - 1);
     if (read_writers_.empty()) {
         for (int32_t i = 0; i < nargs_; ++i) {
             if (args_[i].kind != TS_ARG_TENSOR || args_[i].dir != TS_OUT || args_[i].u.t.buffer_id != t->buffer_id)

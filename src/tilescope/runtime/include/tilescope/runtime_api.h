@@ -200,8 +200,9 @@ typedef struct ts_dump_tag_record {
 
 /* One orchestration read (ts_orch_api::read) that completed, in program order: element `index` of
  * a view of buffer `buffer_id` (its element `element` of the buffer), its value, and the tasks it
- * waited for: those that write the element among the `next_task` tasks submitted before it,
- * entries [first_wait, first_wait + num_waits) of ts_run_copy_orch_read_waits, ascending. Every
+ * waited for: the last of the `next_task` tasks submitted before it that writes the element (the
+ * earlier writers are ordered before that one; none: it did not wait), entries
+ * [first_wait, first_wait + num_waits) of ts_run_copy_orch_read_waits. Every
  * read is kept (no config field turns it on). */
 typedef struct ts_orch_read_record {
     int64_t buffer_id;
