@@ -13,9 +13,13 @@ import torch
 from helpers import dsl_error, headless_page, line_of, needs_chromium
 
 import tilescope as ts
-from tilescope.errors import RuntimeFailure
+from tilescope.errors import RuntimeFailure, VerifyError
 from tilescope.harness.shuffle import shuffle_runs
+from tilescope.ir.nodes import Assign, BinOp, Const, For, TensorRead
 from tilescope.ir.printer import program_str
+from tilescope.ir.types import INDEX
+from tilescope.ir.verifier import verify_program
+from tilescope.language.frontend import load_source
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime import library
 from tilescope.tools import deps as deps_tool
@@ -217,6 +221,32 @@ def test_the_read_is_ir_dsl_and_cpp_as_written():
     )
 
 
+@pytest.mark.parametrize("fn", [routed, paged, rewritten])
+def test_printed_reads_parse_back_to_the_same_program(fn):
+    program = fn.program()
+    text = program_str(program)
+    assert load_source(text, f"<roundtrip {fn.name}>") == program
+    assert program_str(load_source(text, f"<roundtrip2 {fn.name}>")) == text
+
+
+def test_the_verifier_keeps_reads_whole_statements():
+    program = routed.program()
+    loop = next(s for s in program.body if isinstance(s, For))
+    read = next(s for s in loop.body if isinstance(s, Assign) and isinstance(s.value, TensorRead))
+    nested = Assign(read.target, BinOp("add", read.value, read.value, read.value.type), read.loc)
+    broken = program.__class__(
+        program.name, program.params, (*program.body[:-1], For(loop.var, loop.start, loop.stop, loop.step,
+        (nested, *loop.body[1:]), loop.loc)), program.kernels, program.loc,
+    )  # fmt: skip
+    with pytest.raises(VerifyError, match="the read of counts is part of a larger expression"):
+        verify_program(broken)
+    far = TensorRead(read.value.tensor, (Const(4, INDEX),), read.value.type, read.loc)
+    with pytest.raises(VerifyError, match=r"index 0 of counts\[4\] reaches \[4, 4\], outside the tensor"):
+        verify_program(program.__class__(program.name, program.params, (*program.body[:-1],
+            For(loop.var, loop.start, loop.stop, loop.step, (Assign(read.target, far, read.loc), *loop.body[1:]),
+                loop.loc)), program.kernels, program.loc))  # fmt: skip
+
+
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_reading_an_out_no_task_wrote_is_an_error(platform):
     line = line_of(early, "n = counts[3]")
@@ -292,10 +322,12 @@ def test_a_read_whose_producer_can_never_run_is_a_deadlock():
     f = info.value.failure
     assert f.kind == "deadlock"
     line = line_of(routed, "n = counts[e]")
-    assert (
+    assert f.message == (
         f"deadlock: the orchestration reads counts[0] at test_orch_read.py:{line} and waits for task 0 "
-        "(kernel count), which can never run"
-    ) in f.message
+        "(kernel count), which can never run; 1 of 1 task(s) can never run "
+        "(task 0 waits for task 9, which was never submitted)"
+    )
+    assert "task 0 (kernel count) waits for task 9, which was never submitted (explicit dep)" in f.details
 
 
 def test_an_isolated_run_reads_too():

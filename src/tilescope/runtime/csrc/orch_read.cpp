@@ -7,9 +7,10 @@
 //    after it: they are submitted only once it has returned.
 //  - The element is read after every task it waits for is `done` (set under the task's mutex by
 //    the worker that ran it), so the read sees what they wrote.
-//  - An index outside the view, an Out program argument no submitted task writes, a task waited
-//    for that can never run, and a run failing during the wait each fail the run once (a read that
-//    finds the run failed records nothing more); the read then returns nonzero.
+//  - An index outside the view, an Out program argument no submitted task writes and a run failing
+//    during the wait each fail the run once (a read that finds the run failed records nothing more);
+//    a producer that can never run is named first by the deadlock report once the orchestration
+//    has returned. The read then returns nonzero.
 //  - Every completed read is recorded, in program order, with the tasks it waited for.
 #include <algorithm>
 #include <chrono>
@@ -118,16 +119,11 @@ int Run::read(const ts_tensor *t, const int64_t *index, int32_t nindex, const ch
             return true;
         });
         if (!ok) {
-            if (!failed_.load()) {
-                std::string pending;
-                for (int64_t id : read_writers_) {
-                    std::lock_guard<std::mutex> lock(tasks_[static_cast<size_t>(id)]->mu);
-                    if (!tasks_[static_cast<size_t>(id)]->done) pending += (pending.empty() ? "" : ", ") + describe(*tasks_[static_cast<size_t>(id)]);
-                }
-                fail_with(TS_FAILURE_DEADLOCK, nullptr, -1,
-                          "deadlock: the orchestration reads " + site + " and waits for " + pending +
-                              ", which can never run (it waits for a task not submitted before the read)");
-            }
+            // NOTE: a producer that can never run: the run does not fail here; the orchestration
+            // returns, and the deadlock report (which tasks wait for what) begins with this read.
+            if (!failed_.load())
+                read_deadlock_ = "the orchestration reads " + site + " and waits for " +
+                                 describe(*tasks_[static_cast<size_t>(read_writers_.back())]) + ", which can never run";
             return 1;
         }
     }

@@ -166,7 +166,7 @@ void Run::orchestrate() {
     }
     slot.seq.fetch_add(1, std::memory_order_release);
     set_current_slot(outer);
-    if (rc != 0 && !failed_.load())
+    if (rc != 0 && !failed_.load() && read_deadlock_.empty())
         fail("the orchestration returned " + std::to_string(rc) + " without reporting an error");
 }
 
@@ -313,8 +313,8 @@ void Run::report_deadlock() {
             waits.push_back(w);
         }
     }
-    std::string message = "deadlock: " + std::to_string(blocked.size()) + " of " + std::to_string(submitted) +
-                          " task(s) can never run";
+    std::string message = "deadlock: " + (read_deadlock_.empty() ? "" : read_deadlock_ + "; ") +
+                          std::to_string(blocked.size()) + " of " + std::to_string(submitted) + " task(s) can never run";
     for (const ts_wait_record &w : waits) {
         if (w.pred_state == 1) {
             message += " (task " + std::to_string(w.task) + " waits for task " + std::to_string(w.pred) +

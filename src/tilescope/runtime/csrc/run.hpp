@@ -153,6 +153,7 @@ private:
     std::vector<std::string> read_wheres_;
     std::vector<int64_t> read_waits_;
     std::vector<int64_t> read_writers_;  // scratch: the writers the read in progress waits for
+    std::string read_deadlock_;  // a read whose producer can never run: report_deadlock names it first
     std::unordered_set<int64_t> dump_tagged_buffers_;  // level 1: buffers dumped from now on
     std::unordered_set<int64_t> dump_next_buffers_;    // level 1: buffers dumped in the next task only
     BlockArena<uint8_t> dump_args_arena_{64, 8192};
