@@ -14,6 +14,7 @@ from helpers import dsl_error, headless_page, line_of, needs_chromium
 
 import tilescope as ts
 from tilescope.errors import RuntimeFailure, VerifyError
+from tilescope.harness import TensorSpec, run_jit
 from tilescope.harness.shuffle import shuffle_runs
 from tilescope.ir.nodes import Assign, BinOp, Const, For, TensorRead
 from tilescope.ir.printer import program_str
@@ -328,6 +329,27 @@ def test_a_read_whose_producer_can_never_run_is_a_deadlock():
         "(task 0 waits for task 9, which was never submitted)"
     )
     assert "task 0 (kernel count) waits for task 9, which was never submitted (explicit dep)" in f.details
+
+
+def _routed_golden(t):
+    t["counts"][:] = t["lens"] * 64
+    t["y"][:] = _routed_expected(t["x"])
+
+
+def test_saved_data_replays_and_dumps_with_reads():
+    specs = [
+        TensorSpec("lens", [E], torch.int32, init_value=LENS),
+        TensorSpec("x", [E, H], torch.float32, init_value=torch.randn),
+        TensorSpec("y", [E, H], torch.float32, is_output=True, init_value=0.0),
+        TensorSpec("counts", [E], torch.int32, is_output=True),
+    ]
+    first = run_jit(routed, specs, golden_fn=_routed_golden, save_data=True, runtime_cfg={"enable_dump_tensor": 2})
+    assert first.passed, first.error
+    dump = json.loads((first.work_dir / "dfx_outputs" / "tensor_dump" / "tensor_dump.json").read_text())
+    assert {r["task_id"] for r in dump["records"]} == set(range(1 + int(LENS.sum())))
+    for platform in ("sim", "interp"):
+        again = ts.replay_compiled(first.work_dir, platform=platform)
+        assert again.passed and torch.equal(again.outputs["y"], first.outputs["y"]), platform
 
 
 def test_an_isolated_run_reads_too():
