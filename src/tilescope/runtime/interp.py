@@ -54,7 +54,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
-from tilescope.ir.traverse import recursion_room
+from tilescope.ir.traverse import recursion_room, walk_exprs
 from tilescope.ir.types import Direction, ScalarType, TileType
 
 _SCALAR_OPS = {
@@ -372,14 +372,16 @@ class _OrchInterp(_Interp):
         self.kernels = {k.name: _KernelInterp(k, float64, sum_order) for k in program.kernels}
         self.by_name = {k.name: k for k in program.kernels}
         self.tasks = 0
-        # Out params: the tensor and which of its elements some task submitted so far writes
+        # Out params: the tensor and which of its elements some task submitted so far writes (kept
+        # only for a program that reads tensors: the check costs every task a little)
         self.written: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.reads = any(isinstance(e, TensorRead) for e in walk_exprs(program.body))
 
     def run(self, args: list[Any]) -> int:
         env = self.bind(self.p.params, args)
         for p in self.p.params:
             t = env[p.name]
-            if p.direction is Direction.OUT and isinstance(t, torch.Tensor):  # NOTE: not localize's Bounded
+            if self.reads and p.direction is Direction.OUT and isinstance(t, torch.Tensor):  # not a Bounded
                 span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 0)
                 self.written[p.name] = (t, torch.zeros(span, dtype=torch.bool).as_strided(t.shape, t.stride()))
         self.body(self.p.body, env)
