@@ -6,6 +6,11 @@ outside the tensor and a float tensor."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -308,6 +313,60 @@ def test_a_read_waiting_for_a_task_that_hangs_ends_with_the_timeout():
         prog.run(*_routed_args(), task_timeout_s=0.3)
     assert time.perf_counter() - t0 < 10
     assert info.value.failure.kind == "timeout" and info.value.failure.task_id == 0
+
+
+CTRL_C_SCRIPT = textwrap.dedent(
+    """
+    import time
+    import torch
+    import tilescope as ts
+    from tilescope.errors import RunInterrupted
+    from tilescope.runtime import library
+
+    @ts.kernel
+    def spin(lens: ts.Tensor[[4], ts.i32], x: ts.Tensor[[8, 16], ts.f32], counts: ts.Out[[4], ts.i32],
+             y: ts.Out[[8, 16], ts.f32]):
+        t = ts.load(x, [0, 0], [8, 16])
+        for i in ts.range(0, 1 << 40):
+            t = t * 1.0000001
+        ts.store(y, [0, 0], t)
+        ts.store(counts, [0], ts.load(lens, [0], [4]))
+
+    @ts.jit
+    def waits(lens: ts.Tensor[[4], ts.i32], x: ts.Tensor[[8, 16], ts.f32], counts: ts.Out[[4], ts.i32],
+              y: ts.Out[[8, 16], ts.f32]):
+        spin(lens, x, counts, y)
+        n = counts[0]
+
+    library.load_core()
+    prog = waits.compile()
+    print("running", flush=True)
+    try:
+        prog.run(torch.ones(4, dtype=torch.int32), torch.randn(8, 16), torch.zeros(4, dtype=torch.int32),
+                 torch.zeros(8, 16), task_timeout_s=0, num_workers=2)
+        print("returned", flush=True)
+    except RunInterrupted as e:
+        print(f"interrupted: {e.failure.kind} {e.failure.message}", flush=True)
+    """
+)
+
+
+def test_ctrl_c_while_a_read_waits_stops_the_producer(tmp_path):
+    script = tmp_path / "waits.py"
+    script.write_text(CTRL_C_SCRIPT)
+    env = dict(os.environ, TILESCOPE_BUILD_DIR=str(tmp_path / "builds"))
+    proc = subprocess.Popen(
+        [sys.executable, "-u", str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout.readline() == "running\n"
+    time.sleep(1.0)  # the read waits for the spinning producer
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err[-3000:]
+    line = out.splitlines()[0]
+    assert line.startswith("interrupted: interrupted Ctrl-C (SIGINT): stopped task 0 (kernel spin) on worker "), out
+    assert line.endswith("; the tasks not yet run were skipped"), out  # told once: no "later error(s)"
 
 
 def test_a_read_whose_producer_can_never_run_is_a_deadlock():

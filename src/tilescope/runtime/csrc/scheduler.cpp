@@ -101,6 +101,7 @@ void Scheduler::begin(const RunContext &context) {
         shuffle_rng_.seed(context_.shuffle_seed);
     }
     for (int32_t i = 0; i < num_workers_; ++i) states_[i].delays.seed(context_.shuffle_seed * 1000003ULL + i);
+    interrupt_told_ = false;
     orch_slot_.take(-1);  // NOTE: the orchestration runs on the thread that calls begin()
     for (int32_t i = 0; i < num_workers_; ++i) {
         states_[i].slot.crash_report_path = context_.crash_report_path;
@@ -148,12 +149,11 @@ bool Scheduler::finish(int64_t submitted) {
     } else {
         std::unique_lock<std::mutex> lock(done_mu_);
         // NOTE: the poll is only for deadlocks; a run that ends wakes this wait at once.
-        bool interrupted = false;
         while (!done_cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return ended_; })) {
             lock.unlock();
             if (interrupt_pending()) {  // Ctrl-C: stop what runs (again at each poll), skip the rest
-                interrupt_running(!interrupted);
-                interrupted = true;
+                interrupt_running(!interrupt_told_);
+                interrupt_told_ = true;
             }
             const bool stuck = quiescent();
             lock.lock();
@@ -185,7 +185,6 @@ bool Scheduler::wait_until(const std::function<bool()> &done) {
     };
     if (context_.serial) hold(true);
     bool ok = false;
-    bool interrupted = false;
     auto next_check = Clock::now() + std::chrono::milliseconds(5);
     for (int64_t spin = 0;; ++spin) {
         // NOTE: a serial run returns only once every task that can run has run (quiescent), so
@@ -198,9 +197,9 @@ bool Scheduler::wait_until(const std::function<bool()> &done) {
         const bool check = Clock::now() >= next_check;
         if (check) {
             next_check = Clock::now() + std::chrono::milliseconds(5);
-            if (interrupt_pending()) {
-                interrupt_running(!interrupted);
-                interrupted = true;
+            if (interrupt_pending()) {  // as in finish(): the run is told once
+                interrupt_running(!interrupt_told_);
+                interrupt_told_ = true;
             }
         }
         if ((check || context_.serial) && quiescent()) {

@@ -193,6 +193,7 @@ private:
     std::mutex done_mu_;  // guards ended_
     std::condition_variable done_cv_;
     bool ended_ = false;
+    bool interrupt_told_ = false;  // Ctrl-C: the run was told which tasks ran (once per run)
 
     std::thread watchdog_;
     std::mutex wd_mu_;  // guards wd_run_, wd_stop_
