@@ -5,6 +5,7 @@ import pytest
 from tilescope.harness import run_jit
 
 import matmul
+import moe_experts
 import rms_norm
 import softmax
 import vector_dag
@@ -22,6 +23,7 @@ CASES = {
     ),
     "matmul_f32": (matmul.matmul, matmul.specs(), matmul.golden, 1e-4, 1e-3),
     "matmul_bf16": (matmul.matmul_bf16, matmul.specs(dtype="bf16"), matmul.golden, 1e-4, 1e-3),
+    "moe_experts": (moe_experts.moe_experts, moe_experts.SPECS, moe_experts.golden, 1e-4, 1e-4),
 }
 
 
