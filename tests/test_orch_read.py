@@ -16,6 +16,8 @@ import time
 import pytest
 import torch
 from helpers import dsl_error, headless_page, line_of, needs_chromium
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tilescope as ts
 from tilescope.errors import RuntimeFailure, VerifyError
@@ -429,3 +431,58 @@ def test_the_graph_page_draws_read_nodes():
         assert page.inner_text("#sel-title") == "orchestration read counts[1] = 256"
         assert "0 count" in page.inner_text("#sel-in")
     assert errors == []
+
+
+# -- a property: on any plan of writes and reads, sim reads what interp reads -----------------------
+
+K, SPAN = 12, 40  # plan steps; the buffer's elements
+
+
+@ts.kernel
+def write8(src: ts.Tensor[[8], I32], dst: ts.Out[[8], I32]):
+    ts.store(dst, [0], ts.load(src, [0], [8]))
+
+
+@ts.kernel
+def record8(dst: ts.Out[[8], I32], v: ts.Scalar[I32]):
+    ts.store(dst, [0], ts.full([8], 0, I32) + v)
+
+
+@ts.jit
+def planned(plan: ts.Tensor[[K, 2], I32], vals: ts.Tensor[[K, 8], I32], buf: ts.InOut[[SPAN], I32],
+            seen: ts.Out[[K, 8], I32]):  # fmt: skip
+    for k in ts.range(0, K):
+        at = plan[k, 1]
+        if plan[k, 0] == 0:
+            write8(vals[k, :], buf[at : at + 8])
+        else:
+            v = buf[at]
+            record8(seen[k, :], v)
+
+
+plans = st.lists(st.tuples(st.integers(0, 1), st.integers(0, SPAN - 8)), min_size=K, max_size=K)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=plans)
+def test_any_plan_reads_the_last_write_of_each_element(steps):
+    plan = torch.tensor(steps, dtype=torch.int32)
+    vals = torch.arange(K * 8, dtype=torch.int32).reshape(K, 8) + 100
+    prog = planned.compile()
+    outs = {}
+    for platform in ("sim", "interp"):
+        buf, seen = torch.arange(SPAN, dtype=torch.int32), torch.full((K, 8), -1, dtype=torch.int32)
+        info = prog.run(plan, vals, buf, seen, platform=platform)
+        outs[platform] = (buf, seen, info)
+    assert torch.equal(outs["sim"][0], outs["interp"][0]) and torch.equal(outs["sim"][1], outs["interp"][1])
+    # the producer each read waited for: the task of the last earlier write covering the element
+    last: dict[int, int] = {}
+    expected = []
+    for task, (kind, at) in enumerate(steps):
+        if kind == 0:
+            last.update(dict.fromkeys(range(at, at + 8), task))
+        else:
+            expected.append((at, (last[at],) if at in last else ()))
+    reads = outs["sim"][2].report.reads
+    assert [(r.index[0], r.waited_for) for r in reads if r.name == "buf"] == expected
+    assert all(r.waited_for == () for r in reads if r.name == "plan")  # an In param: no producer
