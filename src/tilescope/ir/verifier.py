@@ -258,7 +258,8 @@ class _Verifier:
             rng = bounds(form, self.ranges) if form is not None else None
             if rng is not None and (rng[0] < 0 or rng[1] >= t.shape[dim]):
                 raise self.fail(
-                    f"index {dim} of {e.tensor.name}{list(t.shape)} reaches [{rng[0]}, {rng[1]}], outside the tensor",
+                    f"index {dim} of {e.tensor.name}{list(t.shape)} reaches [{rng[0]}, {rng[1]}], "
+                    "outside the tensor",
                     e.loc,
                 )
         return ScalarType(t.dtype)

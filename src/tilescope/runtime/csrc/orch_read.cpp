@@ -3,8 +3,8 @@
 //
 // Invariants:
 //  - A read waits for exactly the last writer the tensor map knows for its element (writers_of:
-//    the others are ordered before it), and for nothing else; it never enters the map, so tasks submitted after it are not ordered
-//    after it: they are submitted only once it has returned.
+//    the others are ordered before it), and for nothing else. It never enters the map, so tasks
+//    submitted after it are not ordered after it: they are submitted only once it has returned.
 //  - The element is read after every task it waits for is `done` (set under the task's mutex by
 //    the worker that ran it), so the read sees what they wrote.
 //  - An index outside the view, an Out program argument no submitted task writes and a run failing
@@ -52,7 +52,7 @@ int Run::read(const ts_tensor *t, const int64_t *index, int32_t nindex, const ch
               int64_t *value) {
     if (failed_.load(std::memory_order_relaxed)) return 1;
     const std::string tensor = name != nullptr && *name ? name : "the tensor";
-    std::string what = "orchestration read";
+    const std::string what = "orchestration read";
     if (t == nullptr || value == nullptr || (index == nullptr && nindex > 0)) {
         fail(what + ": no tensor, index or result given");
         return 1;
@@ -65,7 +65,8 @@ int Run::read(const ts_tensor *t, const int64_t *index, int32_t nindex, const ch
         fail(what + " of " + tensor + ": " + why);
         return 1;
     }
-    const std::string site = tensor + "[" + list(index, nindex) + "]" + (where != nullptr && *where ? std::string(" at ") + where : "");
+    const std::string at = where != nullptr && *where ? std::string(" at ") + where : "";
+    const std::string site = tensor + "[" + list(index, nindex) + "]" + at;
     const std::string shape = "[" + list(t->shape, t->ndim) + "]";
     const std::string so_far = " (" + std::to_string(tasks_.size()) + " task(s) submitted before the read)";
     if (!readable_dtype(t->dtype)) {

@@ -314,7 +314,8 @@ void Run::report_deadlock() {
         }
     }
     std::string message = "deadlock: " + (read_deadlock_.empty() ? "" : read_deadlock_ + "; ") +
-                          std::to_string(blocked.size()) + " of " + std::to_string(submitted) + " task(s) can never run";
+                          std::to_string(blocked.size()) + " of " + std::to_string(submitted) +
+                          " task(s) can never run";
     for (const ts_wait_record &w : waits) {
         if (w.pred_state == 1) {
             message += " (task " + std::to_string(w.task) + " waits for task " + std::to_string(w.pred) +
