@@ -15,7 +15,8 @@
 //  - Misuse (a slice outside the tensor, a region whose shape differs from the kernel parameter's,
 //    a program argument of the wrong kind) is reported once through api->fail with the task, the
 //    argument index, the region and the shapes involved. From then on the orchestrator is failed:
-//    every add_*, create_tensor and submit is a no-op, submit returns -1 and status() is nonzero.
+//    every add_*, create_tensor, submit and read is a no-op, submit returns -1, read returns 0 and
+//    status() is nonzero. A failed read (reported by the runtime) fails it the same way.
 //  - An out-of-bounds slice (or a squeeze of a dim whose extent is not 1) yields an invalid handle
 //    whose error is reported where the handle is used: an add_* call knows the task and argument
 //    index, slice() alone does not.
