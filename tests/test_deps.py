@@ -111,6 +111,7 @@ def test_vector_dag_edges_tasks_and_tensor_names():
         "edges": 5,
         "by_kind": {"RAW": 5},
         "by_source": {"tensormap": 5},
+        "reads": 0,
     }
     assert deps.critical_path(deps.load_deps(out)) == [0, 2, 3, 4]
 

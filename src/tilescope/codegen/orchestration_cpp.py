@@ -38,6 +38,7 @@ from tilescope.ir.nodes import (
     Slice,
     Stmt,
     Submit,
+    TensorRead,
     Var,
 )
 from tilescope.ir.traverse import walk_stmts
@@ -71,11 +72,16 @@ class _OrchEmitter(ExprEmitter):
                 if squeezed:
                     s += f".squeeze({{{', '.join(squeezed)}}})"
                 return s
+            case TensorRead(tensor=t, indices=indices, type=ty):
+                index = ", ".join(self.emit(i) for i in indices)
+                where = f"{e.loc.file.rsplit('/', 1)[-1]}:{e.loc.line}" if e.loc is not None else ""
+                name = string_literal(t.name)
+                return f"orch.read<{ty.dtype.cpp}>({self.name(t.name)}, {{{index}}}, {name}, {string_literal(where)})"
         raise TypeError(f"cannot emit {type(e).__name__} in an orchestration")
 
 
 def _pure(s: Stmt) -> bool:
-    return isinstance(s, Assign) and not isinstance(s.value, Submit | CreateTensor)
+    return isinstance(s, Assign) and not isinstance(s.value, Submit | CreateTensor | TensorRead)
 
 
 def _needed_names(p: Program) -> set[str]:
@@ -167,6 +173,8 @@ def orchestration_cpp(p: Program) -> str:
                 prefix = declare(t, "ts::TensorHandle")
                 dtype = f"TS_{tt.dtype.name.upper()}"
                 lines.append(f'{ind}{prefix}{name_of(t)} = orch.create_tensor({dtype}, {{{shape}}}, "{t}");{m}')
+            case Assign(target=t, value=TensorRead() as v) if t not in needed:
+                lines.append(f"{ind}{em.emit(v)};{m}")  # read for its wait and its checks alone
             case Assign(target=t, value=Var() as v) if isinstance(v.type, TensorType | TaskType):
                 ctype = "ts::TensorHandle" if isinstance(v.type, TensorType) else "int64_t"
                 lines.append(f"{ind}{declare(t, ctype)}{name_of(t)} = {em.emit(v)};{m}")

@@ -9,6 +9,11 @@ Invariants:
   defines the buffer: a program argument or an intermediate); ``null`` when the view does not
   fit that index space (the runtime then compares byte ranges). ``overlap`` is the intersection
   of the two boxes, ``null`` for explicit edges.
+- Orchestration reads (``n = counts[e]``) are ``reads`` rows, in program order, never edges:
+  ``edges`` stay task -> task. A read row names the tasks it ``waited_for`` (each with the
+  argument and region that wrote the element, in ``producers``) and ``next_task``, the first task
+  the orchestration submitted after it; the viewer draws a node per read with an edge from each
+  producer.
 - ``deps_graph.html`` is self-contained: the layout library (vendored ``dagre.min.js``), the
   viewer script, the style and the data are inlined, so it works offline.
 - Both files are replaced atomically.
@@ -23,7 +28,7 @@ from typing import Any
 
 from tilescope.build.manifest import Build
 from tilescope.build.paths import DEPS_HTML, DEPS_JSON, atomic_write
-from tilescope.runtime.records import RunReport, TaskArgRecord
+from tilescope.runtime.records import OrchReadRecord, RunReport, TaskArgRecord
 
 FORMAT = 1
 ASSETS = Path(__file__).resolve().parent.parent / "tools"  # deps_graph_template.html, dagre.min.js
@@ -86,6 +91,7 @@ def deps_data(program: Build, report: RunReport) -> dict[str, Any]:
         )
 
     edges = [_edge_row(e, args_of, index_of, regions) for e in report.edges]
+    reads = [_read_row(i, r, args_of, index_of, regions, layouts) for i, r in enumerate(report.reads)]
     return {
         "format": FORMAT,
         "program": program.name,
@@ -97,10 +103,50 @@ def deps_data(program: Build, report: RunReport) -> dict[str, Any]:
             "edges": len(edges),
             "by_kind": dict(sorted(Counter(str(e["kind"]) for e in edges).items())),
             "by_source": dict(sorted(Counter(e["source"] for e in edges).items())),
+            "reads": len(reads),
         },
         "tasks": tasks,
         "tensors": tensors,
         "edges": edges,
+        "reads": reads,
+    }
+
+
+def _read_row(i: int, r: OrchReadRecord, args_of: dict, index_of: dict[int, int], regions: dict, layouts: dict):
+    """One orchestration read: where, what, the value, and the producers it waited for (the
+    argument of each that wrote the element, and that argument's region)."""
+    one = TaskArgRecord(-1, -1, "tensor", "in", r.dtype, r.buffer_id, 1, (1,), (1,), r.element)
+    element = region_box(one, layouts.get(r.buffer_id))
+    producers = []
+    for task in r.waited_for:
+        writes = [
+            a
+            for a in args_of.get(task, [])
+            if a.kind == "tensor" and a.buffer_id == r.buffer_id and a.direction in _WRITES
+        ]
+        best = next((a for a in writes if _intersect(regions[(task, a.arg_index)], element)), None)
+        best = best or (writes[0] if writes else None)
+        producers.append(
+            {
+                "task": task,
+                "arg": best.arg_index if best is not None else None,
+                "region": regions[(task, best.arg_index)] if best is not None else None,
+            }
+        )
+    return {
+        "id": i,
+        "label": f"read {r.label}",
+        "tensor": index_of.get(r.buffer_id),
+        "name": r.name,
+        "index": list(r.index),
+        "element": element,
+        "dtype": r.dtype,
+        "value": r.value,
+        "where": r.where,
+        "waited_for": list(r.waited_for),
+        "producers": producers,
+        "next_task": r.next_task,
+        "wait_us": (r.wait_end_ns - r.wait_start_ns) / 1000.0,
     }
 
 

@@ -12,6 +12,12 @@ Invariants:
   is one flow (a ``"s"``/``"f"`` pair sharing an id), each end placed inside its task's slice so
   viewers bind the arrow to the slices. The ``"s"`` event's args carry ``pred``/``succ``, so a
   reader rebuilds the graph from the file alone (``tools.trace.summarize_trace`` does).
+- Every orchestration read (``n = counts[e]``) is one complete event, category ``read``, on the
+  orchestration lane, from when the read began to when it read the element, named
+  ``read counts[3] = 17 (waited for task 5)``; its args carry ``where``, ``value``, ``waited_for``
+  and ``next_task``. Each task it waited for that ran is a flow (category ``read``) from the task's
+  slice to the read's; their ``"s"`` args carry ``pred`` and ``read`` (the read's index), never
+  ``succ``, so task-graph readers skip them.
 - The file is replaced atomically.
 """
 
@@ -126,6 +132,7 @@ def trace_events(program: Build, report: RunReport) -> dict[str, Any]:
             }
         )
 
+    events += _read_events(report, executed, first_flow=len(kinds))
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
@@ -142,12 +149,72 @@ def trace_events(program: Build, report: RunReport) -> dict[str, Any]:
             "num_dependencies": report.num_dependencies,
             "edges_recorded": bool(report.edges),
             "flows_not_drawn": undrawn,
+            "num_reads": len(report.reads),
             "skipped_tasks": [
                 {"task_id": t.task_id, "func_id": t.func_id, "kernel": kernel(t.func_id), "task": t.name}
                 for t in skipped
             ],
         },
     }
+
+
+def read_name(waited_for: tuple[int, ...] | list[int], label: str) -> str:
+    """``read counts[3] = 17 (waited for task 5)``: an orchestration read as the trace names it."""
+    if not waited_for:
+        return f"read {label} (no wait)"
+    tasks = "task " if len(waited_for) == 1 else "tasks "
+    return f"read {label} (waited for {tasks}{', '.join(map(str, waited_for))})"
+
+
+def _read_events(report: RunReport, executed: dict, first_flow: int) -> list[dict[str, Any]]:
+    """The orchestration's reads: a slice each on the orchestration lane, and a flow (ids from
+    ``first_flow`` on) from each task it waited for (that ran) into it."""
+    events: list[dict[str, Any]] = []
+    flow = first_flow - 1
+    for i, r in enumerate(report.reads):
+        start, end = r.wait_start_ns, max(r.wait_end_ns, r.wait_start_ns)
+        events.append(
+            {
+                "ph": "X",
+                "cat": "read",
+                "name": read_name(r.waited_for, r.label),
+                "pid": PID,
+                "tid": ORCH_TID,
+                "ts": _us(start),
+                "dur": _us(end - start),
+                "args": {
+                    "read": i,
+                    "tensor": r.name,
+                    "index": list(r.index),
+                    "value": r.value,
+                    "where": r.where,
+                    "waited_for": list(r.waited_for),
+                    "next_task": r.next_task,
+                },
+            }
+        )
+        for pred in r.waited_for:
+            p = executed.get(pred)
+            if p is None:
+                continue
+            flow += 1
+            events.append(
+                {
+                    "ph": "s",
+                    "cat": "read",
+                    "name": "read",
+                    "id": flow,
+                    "pid": PID,
+                    "tid": p.worker + 1,
+                    "ts": _us((p.start_ns + max(p.end_ns, p.start_ns)) // 2),
+                    "args": {"pred": pred, "read": i},
+                }
+            )
+            events.append(
+                {"ph": "f", "bp": "e", "cat": "read", "name": "read", "id": flow, "pid": PID, "tid": ORCH_TID,
+                 "ts": _us((start + end) // 2)}
+            )  # fmt: skip
+    return events
 
 
 def write_trace(out_dir: Path, program: Build, report: RunReport) -> list[Path]:

@@ -7,7 +7,7 @@ Invariants:
 - Variables are named and may be reassigned (a loop-carried value is a variable assigned
   before a ``For`` and reassigned in its body); a reassignment keeps the variable's type.
 - Kernels contain Assign/Store/For/Evaluate; orchestrations contain Assign/For/If/Evaluate
-  with CreateTensor/Slice/Submit/DumpTag. The verifier enforces the split.
+  with CreateTensor/Slice/TensorRead/Submit/DumpTag. The verifier enforces the split.
 - Nodes hold no traversal code: ``ir.traverse`` derives every node's children from these
   field annotations, so a field that holds nodes must name their classes (``Expr``,
   ``tuple[Stmt, ...]``, ``SliceRange``...).
@@ -238,6 +238,19 @@ class Slice:
 
 
 @dataclass(frozen=True, slots=True)
+class TensorRead:
+    """``counts[e]``: one element of an integer tensor, read by the orchestration at run time.
+    The read waits for the tasks submitted before it that write the element. It is only ever the
+    value of an ``Assign`` (the front-end gives a read inside a larger expression a variable of
+    its own), so it runs once, in program order."""
+
+    tensor: Var
+    indices: tuple[Expr, ...]
+    type: ScalarType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
 class Submit:
     """One task: a kernel applied to regions and scalars. Its value is the task handle."""
 
@@ -276,6 +289,7 @@ Expr = (
     | Where
     | CreateTensor
     | Slice
+    | TensorRead
     | Submit
     | DumpTag
 )

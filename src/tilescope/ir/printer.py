@@ -35,6 +35,7 @@ from tilescope.ir.nodes import (
     Stmt,
     Store,
     Submit,
+    TensorRead,
     TileSlice,
     Transpose,
     UnOp,
@@ -175,6 +176,8 @@ def expr_str(e: Expr) -> str:
                 else:
                     parts.append(f"{expr_str(r.start)}:{expr_str(r.stop)}")
             return f"{t.name}[{', '.join(parts)}]"
+        case TensorRead(tensor=t, indices=indices):
+            return f"{t.name}[{', '.join(map(expr_str, indices))}]"
         case Submit(kernel=k, args=args, name=name, deps=deps, dumps=dumps):
             arg_s = [expr_str(a) for a in args]
             if name is None and not deps and not dumps:

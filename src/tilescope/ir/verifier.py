@@ -45,6 +45,7 @@ from tilescope.ir.nodes import (
     Stmt,
     Store,
     Submit,
+    TensorRead,
     TileSlice,
     Transpose,
     UnOp,
@@ -55,7 +56,7 @@ from tilescope.ir.traverse import child_exprs, walk_stmts
 from tilescope.ir.types import Direction, IndexType, ScalarType, TaskType, TensorType, TileType
 
 _KERNEL_ONLY = (Load, LoadRows, Iota, TileSlice, Full, Cast, Reduce, MatMul, Transpose, Where)
-_ORCH_ONLY = (CreateTensor, Slice, Submit, DumpTag)
+_ORCH_ONLY = (CreateTensor, Slice, TensorRead, Submit, DumpTag)
 
 
 def _kib(n: int) -> str:
@@ -124,10 +125,18 @@ class _Verifier:
 
     # -- expressions ---------------------------------------------------------------------------
 
-    def expr(self, e: Expr) -> None:
+    def expr(self, e: Expr, whole_value: bool = False) -> None:
+        """Verify ``e``; ``whole_value``: it is the whole value of an Assign (where a TensorRead may be)."""
         for c in child_exprs(e):
             self.expr(c)
         loc = e.loc
+        if isinstance(e, TensorRead) and not whole_value:
+            raise self.fail(
+                f"the read of {e.tensor.name} is part of a larger expression; a TensorRead is only the "
+                "value of an assignment",
+                loc,
+                f"assign it first: v = {e.tensor.name}[...]",
+            )
         if self.kind == "kernel" and isinstance(e, _ORCH_ONLY):
             raise self.fail(f"{type(e).__name__} is an orchestration op and cannot appear in a kernel", loc)
         if self.kind == "orch" and isinstance(e, _KERNEL_ONLY):
@@ -185,6 +194,8 @@ class _Verifier:
             case Full(value=Const(value=v), type=t):
                 rules.check_literal(v, t.dtype, "ts.full", loc)
                 return None
+            case TensorRead():
+                return self.tensor_read(e)
             case Full() | CreateTensor() | Slice() | Submit() | DumpTag():
                 if isinstance(e, Submit):
                     self.submit(e)
@@ -292,6 +303,25 @@ class _Verifier:
                     e.loc,
                 )
 
+    def tensor_read(self, e: TensorRead) -> ScalarType:
+        t = e.tensor.type
+        if not isinstance(t, TensorType) or not t.dtype.is_int:
+            raise self.fail(f"reads an element of {e.tensor.name} ({t}): only integer tensors can be read", e.loc)
+        if len(e.indices) != len(t.shape):
+            raise self.fail(f"reads {e.tensor.name}{list(t.shape)} with {len(e.indices)} indices", e.loc)
+        for dim, i in enumerate(e.indices):
+            if not (isinstance(i.type, IndexType) or (isinstance(i.type, ScalarType) and i.type.dtype.is_int)):
+                raise self.fail(f"index {dim} of {e.tensor.name} is a {i.type}, not an integer", e.loc)
+            form = affine(i)
+            rng = bounds(form, self.ranges) if form is not None else None
+            if rng is not None and (rng[0] < 0 or rng[1] >= t.shape[dim]):
+                raise self.fail(
+                    f"index {dim} of {e.tensor.name}{list(t.shape)} reaches [{rng[0]}, {rng[1]}], "
+                    "outside the tensor",
+                    e.loc,
+                )
+        return ScalarType(t.dtype)
+
     def submit(self, e: Submit) -> None:
         kernel = self.kernels.get(e.kernel)
         if kernel is None:
@@ -336,7 +366,7 @@ class _Verifier:
     def stmt(self, s: Stmt) -> None:
         match s:
             case Assign(target=t, value=v):
-                self.expr(v)
+                self.expr(v, whole_value=True)
                 if t in self.params:
                     raise self.fail(f"assigns to parameter {t!r}", s.loc)
                 if self.is_loop_var(t):

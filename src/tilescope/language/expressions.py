@@ -29,6 +29,7 @@ from tilescope.ir.nodes import (
     MatMul,
     Slice,
     SliceRange,
+    TensorRead,
     TileSlice,
     UnOp,
     Var,
@@ -450,6 +451,9 @@ class Expressions:
                     "tensors are not sliced inside kernels",
                     "read a tile with ts.load(tensor, offsets, sizes)",
                 )
+            elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+            if len(elts) == len(base.type.shape) and not any(isinstance(e, ast.Slice) for e in elts):
+                return self.tensor_read(base, elts, node)
             return self.slice(base, sl, node)
         if isinstance(base, Slice):
             raise self.error(node, "a region cannot be sliced again", "slice the tensor once: x[a:b, c:d]")
@@ -518,6 +522,35 @@ class Expressions:
             raise VerifyError(f"indexing every dim of {base.name} leaves no region", loc, "use a slice a:a+1")
         return Slice(base, tuple(ranges), TensorType(tuple(shape), t.dtype), loc)
 
+    def tensor_read(self, base: Var, elts: list[ast.expr], node: ast.AST) -> Any:
+        """``counts[e]`` (every dim indexed) in an orchestration: a run-time read of one element of
+        an integer tensor. Compile-time indices must lie inside the tensor (a negative one counts
+        from the end). Read as the whole value of ``name = ...`` it is that assignment's value;
+        anywhere else it gets a variable of its own first, so it runs once, where it is written."""
+        loc = self.loc(node)
+        t: TensorType = base.type
+        if not t.dtype.is_int:
+            raise VerifyError(
+                f"the orchestration reads an element of {base.name} ({t}): only integer tensors "
+                f"({', '.join(dt.name for dt in _READABLE)}) can be read; orchestrations never touch tile data",
+                loc,
+                f"pass {base.name} to a kernel, or slice it ({base.name}[a:a + 1, ...]) to give a kernel a region",
+            )
+        indices = []
+        for dim, (e, size) in enumerate(zip(elts, t.shape)):
+            i = self.expr(e)
+            if isinstance(i, int) and not isinstance(i, bool):
+                if not -size <= i < size:
+                    raise VerifyError(
+                        f"index {i} of {base.name} dim {dim} is outside the tensor's shape {list(t.shape)}", loc
+                    )
+                i %= size
+            indices.append(self.index(i, e, f"index {dim} of {base.name}"))
+        read = TensorRead(base, tuple(indices), ScalarType(t.dtype), loc)
+        if getattr(self, "bare_read", None) is node:
+            return read
+        return self.new_var(f"{base.name}_read", read, loc)
+
 
     def tile_slice(self, base: Any, sl: ast.expr, node: ast.AST) -> TileSlice:
         """``t[r0:r1, c0:c1]``: a static sub-tile (compile-time bounds, step 1, negative bounds count
@@ -563,6 +596,10 @@ class Expressions:
                 "keep a dim: t[i:i + 1, j:j + 1]",
             )
         return TileSlice(base, tuple(starts), tuple(sizes), TileType(tuple(kept), base.type.dtype), loc)
+
+
+# the dtypes an orchestration may read (TensorRead): the integer ones
+_READABLE = tuple(d for d in dt.ALL_DTYPES if d.is_int)
 
 
 SHADOWED_HINT = (

@@ -98,6 +98,7 @@ class _Lowering(Scopes, Expressions, OpLowering):
         self.expr_depth = 0  # expressions being lowered, innermost last (MAX_EXPR_DEPTH at most)
         self.loop_vars: set[str] = set()  # IR names of the loop variables of enclosing loops
         self.handles: set[str] = set()  # IR names of run-time tensor handles (orchestrations)
+        self.bare_read: ast.expr | None = None  # see Expressions.tensor_read
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -112,6 +113,7 @@ class _Lowering(Scopes, Expressions, OpLowering):
     def stmt(self, node: ast.stmt, last: bool = False) -> None:
         match node:
             case ast.Assign(targets=[ast.Name(id=name)], value=value):
+                self.bare_read = value  # a tensor read that is the whole value needs no variable of its own
                 self.assign(name, self.expr(value), node)
             case ast.Assign(targets=[ast.Tuple(elts=elts)], value=value) if all(
                 isinstance(e, ast.Name) for e in elts

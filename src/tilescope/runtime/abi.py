@@ -236,6 +236,24 @@ class TsWaitRecord(ctypes.Structure):
     ]
 
 
+class TsOrchReadRecord(ctypes.Structure):
+    """``ts_orch_read_record``: one orchestration read, its value and the tasks it waited for."""
+
+    _fields_ = [
+        ("buffer_id", ctypes.c_int64),
+        ("element", ctypes.c_int64),
+        ("index", ctypes.c_int64 * MAX_DIMS),
+        ("ndim", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("value", ctypes.c_int64),
+        ("next_task", ctypes.c_int64),
+        ("wait_start_ns", ctypes.c_int64),
+        ("wait_end_ns", ctypes.c_int64),
+        ("first_wait", ctypes.c_int64),
+        ("num_waits", ctypes.c_int64),
+    ]
+
+
 class TsNanRecord(ctypes.Structure):
     """``ts_nan_record``: an output holding NaN/Inf after a task, and whether an input brought it."""
 
@@ -308,6 +326,12 @@ PROTOTYPES = {
         ctypes.c_int64,
         [_RESULT, ctypes.POINTER(TsDumpTagRecord), ctypes.c_int64],
     ),
+    "ts_run_num_orch_reads": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_orch_reads": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsOrchReadRecord), ctypes.c_int64]),
+    "ts_run_orch_read_name": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
+    "ts_run_orch_read_where": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
+    "ts_run_num_orch_read_waits": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_orch_read_waits": (ctypes.c_int64, [_RESULT, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
     "ts_run_dump_level": (ctypes.c_int32, [_RESULT]),
     "ts_run_num_dump_records": (ctypes.c_int64, [_RESULT]),
     "ts_run_copy_dump_records": (

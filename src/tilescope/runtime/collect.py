@@ -28,6 +28,7 @@ from tilescope.runtime.abi import (
     TsEdgeRecord,
     TsFailureRecord,
     TsNanRecord,
+    TsOrchReadRecord,
     TsTaskArgRecord,
     TsTaskRecord,
     TsTensor,
@@ -41,6 +42,7 @@ from tilescope.runtime.records import (
     EdgeRecord,
     FailureInfo,
     NanRecord,
+    OrchReadRecord,
     RunReport,
     SavedInputs,
     TaskArgRecord,
@@ -106,10 +108,40 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
         report.dump_tags = [
             DumpTagRecord(r.first_task, r.tensor.buffer_id, *_view(r.tensor)) for r in buf[:n]
         ]
+    report.reads = _collect_reads(lib, handle)
     if lib.ts_run_dump_level(handle) or lib.ts_run_num_dump_records(handle):  # level 0: probes only
         report.dump = _collect_dump(lib, handle)
     _collect_failure(lib, handle, report)
     return report
+
+
+def _collect_reads(lib: ctypes.CDLL, handle: int) -> list[OrchReadRecord]:
+    n = lib.ts_run_num_orch_reads(handle)
+    if not n:
+        return []
+    buf = (TsOrchReadRecord * n)()
+    n = lib.ts_run_copy_orch_reads(handle, buf, n)
+    nwaits = lib.ts_run_num_orch_read_waits(handle)
+    waits = (ctypes.c_int64 * max(nwaits, 1))()
+    lib.ts_run_copy_orch_read_waits(handle, waits, nwaits)
+    out = []
+    for i, r in enumerate(buf[:n]):
+        out.append(
+            OrchReadRecord(
+                (lib.ts_run_orch_read_name(handle, i) or b"").decode(errors="replace"),
+                (lib.ts_run_orch_read_where(handle, i) or b"").decode(errors="replace"),
+                tuple(r.index[: r.ndim]),
+                dtypes.BY_CODE[r.dtype].name,
+                r.value,
+                tuple(waits[r.first_wait : r.first_wait + r.num_waits]),
+                r.wait_start_ns,
+                r.wait_end_ns,
+                r.next_task,
+                r.buffer_id,
+                r.element,
+            )
+        )
+    return out
 
 
 def _collect_failure(lib: ctypes.CDLL, handle: int, report: RunReport) -> None:

@@ -51,13 +51,14 @@ from tilescope.ir.nodes import (
     Stmt,
     Store,
     Submit,
+    TensorRead,
     TileSlice,
     Transpose,
     UnOp,
     Var,
     Where,
 )
-from tilescope.ir.traverse import recursion_room
+from tilescope.ir.traverse import recursion_room, walk_exprs
 from tilescope.ir.types import Direction, ScalarType, TileType
 
 _SCALAR_OPS = {
@@ -469,9 +470,19 @@ class _OrchInterp(_Interp):
         self.kernels = {k.name: _KernelInterp(k, float64, sum_order) for k in program.kernels}
         self.by_name = {k.name: k for k in program.kernels}
         self.tasks = 0
+        # Out params: the tensor and which of its elements some task submitted so far writes (kept
+        # only for a program that reads tensors: the check costs every task a little)
+        self.written: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.reads = any(isinstance(e, TensorRead) for e in walk_exprs(program.body))
 
     def run(self, args: list[Any]) -> int:
-        self.body(self.p.body, self.bind(self.p.params, args))
+        env = self.bind(self.p.params, args)
+        for p in self.p.params:
+            t = env[p.name]
+            if self.reads and p.direction is Direction.OUT and isinstance(t, torch.Tensor):  # not a Bounded
+                span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 0)
+                self.written[p.name] = (t, torch.zeros(span, dtype=torch.bool).as_strided(t.shape, t.stride()))
+        self.body(self.p.body, env)
         return self.tasks
 
     def negative_bound(self, message: str) -> None:
@@ -494,9 +505,36 @@ class _OrchInterp(_Interp):
                 return self.slice(t, ranges, env)
             case DumpTag():
                 return None
+            case TensorRead():
+                return self.read(e, env)
             case Submit():
                 return self.submit(e, env)
         return super().expr(e, env)
+
+    def read(self, e: TensorRead, env: dict[str, Any]) -> int:
+        """The element ``e`` reads: every task submitted before it has run. An index outside the
+        tensor, or an element of an Out param no earlier task wrote, is a RuntimeFailure."""
+        base = env[e.tensor.name]
+        index = tuple(int(self.expr(i, env)) for i in e.indices)
+        name = e.tensor.name
+        at = f"{name}[{', '.join(map(str, index))}] at {_site(e)}"
+        so_far = f" ({self.tasks} task(s) submitted before the read)"  # NOTE: worded as the sim runtime's
+        if not all(0 <= i < n for i, n in zip(index, base.shape)):
+            raise RuntimeFailure(f"orchestration reads {at}, outside the tensor's shape {list(base.shape)}{so_far}")
+        for param, (tensor, mask) in self.written.items():
+            view = _same_elements(mask, tensor, base)
+            if view is not None and not bool(view[index]):
+                owner = name if param == name else f"{name} ({param})"
+                raise RuntimeFailure(
+                    f"orchestration reads {at}, but {owner} is an Out of the program and no task submitted "
+                    f"before the read writes it{so_far}; write it in a task first, or declare it ts.InOut if "
+                    "the caller provides its value"
+                )
+        return self.element(base, index)
+
+    def element(self, base: Any, index: tuple[int, ...]) -> int:
+        """The value of ``base[index]`` (a subclass holding tensors of its own kind reads them here)."""
+        return int(base[index].item())
 
     def create_tensor(self, e: CreateTensor) -> torch.Tensor:
         tt = e.type
@@ -539,8 +577,35 @@ class _OrchInterp(_Interp):
             self.kernels[e.kernel].run(args)
         except IndexError as err:
             raise RuntimeFailure(f"task {task} ({e.name or e.kernel}): {err}") from None
+        for p, a in zip(kernel.params, args):
+            if p.direction.writes:
+                for tensor, mask in self.written.values():
+                    view = _same_elements(mask, tensor, a)
+                    if view is not None:
+                        view.fill_(True)
         self.tasks += 1
         return task
+
+
+def _site(e: Expr) -> str:
+    """``moe.py:41``: where an orchestration statement is, as run-time errors name it."""
+    return f"{e.loc.file.rsplit('/', 1)[-1]}:{e.loc.line}" if e.loc is not None else "?"
+
+
+def _same_elements(mask: torch.Tensor, tensor: torch.Tensor, view: torch.Tensor) -> torch.Tensor | None:
+    """The part of ``mask`` (laid out like ``tensor``) that ``view`` covers, when ``view`` is a view
+    of ``tensor``'s storage; None otherwise."""
+    if not isinstance(view, torch.Tensor) or view.dtype != tensor.dtype:
+        return None
+    if view.untyped_storage().data_ptr() != tensor.untyped_storage().data_ptr():
+        return None
+    offset = view.storage_offset() - tensor.storage_offset()
+    if offset < 0:
+        return None
+    try:
+        return mask.as_strided(view.shape, view.stride(), mask.storage_offset() + offset)
+    except RuntimeError:  # a view of the same storage reaching past the tensor: not its elements
+        return None
 
 
 @recursion_room()

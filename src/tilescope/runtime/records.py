@@ -153,6 +153,33 @@ class DumpTagRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class OrchReadRecord:
+    """One orchestration read (``n = counts[e]``), in program order: element ``index`` of tensor
+    ``name`` (the orchestration's variable; element ``element`` of buffer ``buffer_id``) read at
+    ``where`` (``moe.py:41``), its ``value``, the task it ``waited_for`` (the last task submitted
+    before it that writes the element, its producer; empty: it did not wait), when it began (``wait_start_ns``)
+    and read the element (``wait_end_ns``), and ``next_task``, the id of the next task submitted
+    after it (the number submitted before it)."""
+
+    name: str
+    where: str
+    index: tuple[int, ...]
+    dtype: str
+    value: int
+    waited_for: tuple[int, ...]
+    wait_start_ns: int
+    wait_end_ns: int
+    next_task: int
+    buffer_id: int
+    element: int
+
+    @property
+    def label(self) -> str:
+        """``counts[3] = 17``."""
+        return f"{self.name or 'tensor'}[{', '.join(map(str, self.index))}] = {self.value}"
+
+
+@dataclass(frozen=True, slots=True)
 class DumpRecord:
     """One dumped argument of one task, or one probe. ``stage`` is ``before_dispatch`` (inputs,
     inouts, scalars), ``after_completion`` (outputs, inouts) or ``probe``; ``role`` is ``input``,
@@ -207,6 +234,7 @@ class RunReport:
     task_args: list[TaskArgRecord] = field(default_factory=list)  # with record_edges
     buffers: list[BufferRecord] = field(default_factory=list)  # with record_edges or a dump
     dump_tags: list[DumpTagRecord] = field(default_factory=list)
+    reads: list[OrchReadRecord] = field(default_factory=list)  # every orchestration read
     dump: DumpReport | None = None  # with dump_level 1..3
     failure: FailureInfo | None = None  # None when the run did not fail
     waits: list[WaitRecord] = field(default_factory=list)  # deadlocks

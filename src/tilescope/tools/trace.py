@@ -1,5 +1,5 @@
 """``tilescope trace``: summarising a run's ``dfx_outputs/trace.json`` (written by
-``debug/trace.py``): per-kernel totals, worker use and the critical path.
+``debug/trace.py``): per-kernel totals, worker use, the orchestration's reads and the critical path.
 
 Invariants: the viewer only reads; a missing or unreadable trace is a ``TraceError`` that says
 how to get one.
@@ -66,6 +66,9 @@ class TraceSummary:
     num_flows: int
     critical_path_us: float | None  # None without dependency edges
     critical_path: tuple[int, ...]  # task ids, first to last
+    num_reads: int = 0  # orchestration reads (n = counts[e])
+    read_wait_us: float = 0.0  # their time in all, waits included
+    longest_reads: tuple[str, ...] = ()  # the (at most 3) longest, as the trace names them, with line and time
 
     def to_json(self) -> dict[str, Any]:
         """The summary as plain JSON data (what ``tilescope mcp``'s ``trace`` returns)."""
@@ -179,7 +182,19 @@ def summarize_trace(path: str | Path) -> TraceSummary:
             end = max(end, float(e["ts"]) + d)
             if "task_id" in e.get("args", {}):
                 dur[int(e["args"]["task_id"])] = d
-        flows = [(int(e["args"]["pred"]), int(e["args"]["succ"])) for e in events if e.get("ph") == "s"]
+        flows = [
+            (int(e["args"]["pred"]), int(e["args"]["succ"]))
+            for e in events
+            if e.get("ph") == "s" and e.get("cat", "dependency") == "dependency"
+        ]
+        reads = sorted(
+            (e for e in events if e.get("ph") == "X" and e.get("cat") == "read"),
+            key=lambda e: -float(e.get("dur", 0.0)),
+        )
+        longest = tuple(
+            f"{e['name']} at {e.get('args', {}).get('where') or '?'}: {float(e.get('dur', 0.0)):.1f} us"
+            for e in reads[:3]
+        )
     except (AttributeError, KeyError, TypeError, ValueError, IndexError) as e:
         raise TraceError(f"{p}: malformed trace event ({type(e).__name__}: {e})") from None
 
@@ -211,6 +226,9 @@ def summarize_trace(path: str | Path) -> TraceSummary:
         num_flows=len(flows),
         critical_path_us=cp_us,
         critical_path=cp,
+        num_reads=len(reads),
+        read_wait_us=sum(float(e.get("dur", 0.0)) for e in reads),
+        longest_reads=longest,
     )
 
 
@@ -238,6 +256,11 @@ def format_summary(s: TraceSummary) -> str:
         f"{'all':<8}  {s.num_tasks:>6}  {sum(w.busy_us for w in s.workers) / 1000:>9.3f}  "
         f"{100 * s.utilisation:>6.1f}"
     )
+    if s.num_reads:
+        lines.append(
+            f"orchestration reads: {s.num_reads}, {s.read_wait_us / 1000:.3f} ms in all (waits included); longest:"
+        )
+        lines += [f"  {r}" for r in s.longest_reads]
     lines.append("")
     if s.critical_path_us is not None:
         lines.append(

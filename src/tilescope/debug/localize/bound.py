@@ -457,6 +457,9 @@ class _BoundOrch(_OrchInterp):
         t = super().create_tensor(e)
         return Bounded(t, torch.zeros(t.shape, dtype=torch.float64))
 
+    def element(self, base: Bounded, index: tuple[int, ...]) -> int:
+        return int(base.v[index].item())  # an integer tensor: exact
+
     def submit(self, e, env) -> int:
         self.kernels[e.kernel].task = self.tasks
         return super().submit(e, env)

@@ -17,6 +17,7 @@ static_assert(sizeof(ts_dump_record) == 160, "ts_dump_record layout changed: upd
 static_assert(sizeof(ts_run_config) == 96, "ts_run_config layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_failure_record) == 312, "ts_failure_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_wait_record) == 144, "ts_wait_record layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_orch_read_record) == 104, "ts_orch_read_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_nan_record) == 64, "ts_nan_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_arg) == 104, "ts_arg layout changed: update the Python ctypes mirror in runtime/abi.py");
 
@@ -178,6 +179,30 @@ int64_t ts_run_num_dump_tags(const ts_run_result *r) { return static_cast<int64_
 
 int64_t ts_run_copy_dump_tags(const ts_run_result *r, ts_dump_tag_record *out, int64_t capacity) {
     return copy_out(r->dump_tags, out, capacity);
+}
+
+int64_t ts_run_num_orch_reads(const ts_run_result *r) { return static_cast<int64_t>(r->orch_reads.size()); }
+
+int64_t ts_run_copy_orch_reads(const ts_run_result *r, ts_orch_read_record *out, int64_t capacity) {
+    return copy_out(r->orch_reads, out, capacity);
+}
+
+const char *ts_run_orch_read_name(const ts_run_result *r, int64_t index) {
+    if (index < 0 || index >= static_cast<int64_t>(r->orch_read_names.size())) return "";
+    return r->orch_read_names[static_cast<size_t>(index)].c_str();
+}
+
+const char *ts_run_orch_read_where(const ts_run_result *r, int64_t index) {
+    if (index < 0 || index >= static_cast<int64_t>(r->orch_read_wheres.size())) return "";
+    return r->orch_read_wheres[static_cast<size_t>(index)].c_str();
+}
+
+int64_t ts_run_num_orch_read_waits(const ts_run_result *r) {
+    return static_cast<int64_t>(r->orch_read_waits.size());
+}
+
+int64_t ts_run_copy_orch_read_waits(const ts_run_result *r, int64_t *out, int64_t capacity) {
+    return copy_out(r->orch_read_waits, out, capacity);
 }
 
 int32_t ts_run_dump_level(const ts_run_result *r) { return r->dump.level; }

@@ -6,30 +6,11 @@
 #include <exception>
 
 #include "dtype.hpp"
+#include "orchestration_call.hpp"
 #include "saved_inputs.hpp"
 #include "validation.hpp"
 
 namespace ts::rt {
-
-// Marks the orchestration thread as inside the runtime (not stoppable) for one callback, and
-// counts the callback as progress for the watchdog.
-class Run::OrchestrationCall {
-public:
-    explicit OrchestrationCall(Run *run) : slot_(run->scheduler_.orch_slot()), armed_(slot_.armed) {
-        slot_.armed = 0;
-        if (armed_) slot_.seq.fetch_add(1, std::memory_order_release);  // even: in the runtime
-    }
-    ~OrchestrationCall() {
-        if (armed_) slot_.seq.fetch_add(1, std::memory_order_release);  // odd: orchestration code again
-        slot_.armed = armed_;
-    }
-    OrchestrationCall(const OrchestrationCall &) = delete;
-    OrchestrationCall &operator=(const OrchestrationCall &) = delete;
-
-private:
-    ThreadSlot &slot_;
-    const sig_atomic_t armed_;
-};
 
 Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kernels,
          std::vector<std::string> kernel_names, const ts_arg *args, int32_t nargs, Scheduler &scheduler,
@@ -50,6 +31,7 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     api_.dump_in_next_task = &Run::api_dump_in_next_task;
     api_.fail = &Run::api_fail;
     api_.name_tensor = &Run::api_name_tensor;
+    api_.read = &Run::api_read;
     for (const std::string &name : kernel_names_) kernel_cnames_.push_back(name.c_str());
     const int32_t workers = scheduler_.num_workers();
     if ((config_.dump_level >= 1 && config_.dump_level <= 3) || config_.probes)
@@ -147,6 +129,7 @@ void Run::fill_result(ts_run_result &result) {
     result.buffers = std::move(buffers_);
     result.buffer_names = std::move(buffer_names_);
     result.dump_tags = std::move(dump_tags_);
+    fill_reads(result);
 }
 
 void Run::flush_dump(ts_run_result &result) {
@@ -183,7 +166,7 @@ void Run::orchestrate() {
     }
     slot.seq.fetch_add(1, std::memory_order_release);
     set_current_slot(outer);
-    if (rc != 0 && !failed_.load())
+    if (rc != 0 && !failed_.load() && read_deadlock_.empty())
         fail("the orchestration returned " + std::to_string(rc) + " without reporting an error");
 }
 
@@ -330,7 +313,8 @@ void Run::report_deadlock() {
             waits.push_back(w);
         }
     }
-    std::string message = "deadlock: " + std::to_string(blocked.size()) + " of " + std::to_string(submitted) +
+    std::string message = "deadlock: " + (read_deadlock_.empty() ? "" : read_deadlock_ + "; ") +
+                          std::to_string(blocked.size()) + " of " + std::to_string(submitted) +
                           " task(s) can never run";
     for (const ts_wait_record &w : waits) {
         if (w.pred_state == 1) {

@@ -24,6 +24,8 @@
 //  - An explicit dep on a later task id (a forward dep) is counted in the waiter's `pending` at
 //    submission and linked when that id is submitted; one never submitted leaves the waiter
 //    blocked, which finish() reports as a deadlock (ts_wait_record, pred_state 1).
+//  - An orchestration read (orch_read.cpp) waits, inside its runtime call, for the tasks that
+//    write its element (Scheduler::wait_until), and is recorded whether or not it waited.
 //  - Intermediate tensors are zero-filled, 64-byte aligned, identified by their base address,
 //    each with guard zones (guard_zones.hpp), and freed when the Run is destroyed. The guard
 //    zones' observer is always first in the list: it brackets every other instrument.
@@ -84,12 +86,17 @@ private:
     static void api_dump_in_next_task(void *ctx, const ts_tensor *t);
     static void api_fail(void *ctx, const char *message);
     static void api_name_tensor(void *ctx, const ts_tensor *t, const char *name);
+    static int api_read(void *ctx, const ts_tensor *t, const int64_t *index, int32_t nindex, const char *name,
+                        const char *where, int64_t *value);  // orch_read.cpp
 
     void orchestrate();
     int create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_tensor *out);
     int64_t submit(const SubmitRequest &req);
     void dump_tag(const ts_tensor *t);
     void dump_in_next_task(const ts_tensor *t);
+    int read(const ts_tensor *t, const int64_t *index, int32_t nindex, const char *name, const char *where,
+             int64_t *value);
+    void fill_reads(ts_run_result &result);
     bool valid_dump_tensor(const char *what, const ts_tensor *t);
     void record_edges(int64_t succ);
     void select_dump(Task &task, const ts_arg *args, int32_t nargs);
@@ -141,6 +148,12 @@ private:
     std::vector<std::string> buffer_names_;  // one per buffers_ entry: an intermediate's name, or ""
     std::vector<std::string> task_names_;
     std::vector<ts_dump_tag_record> dump_tags_;
+    std::vector<ts_orch_read_record> reads_;  // orchestration reads (orch_read.cpp), in program order
+    std::vector<std::string> read_names_;
+    std::vector<std::string> read_wheres_;
+    std::vector<int64_t> read_waits_;
+    std::vector<int64_t> read_writers_;  // scratch: the writers the read in progress waits for
+    std::string read_deadlock_;  // a read whose producer can never run: report_deadlock names it first
     std::unordered_set<int64_t> dump_tagged_buffers_;  // level 1: buffers dumped from now on
     std::unordered_set<int64_t> dump_next_buffers_;    // level 1: buffers dumped in the next task only
     BlockArena<uint8_t> dump_args_arena_{64, 8192};

@@ -24,6 +24,10 @@ struct ts_run_result {
     std::vector<ts_buffer_record> buffers;
     std::vector<std::string> buffer_names;  // one per buffer: an intermediate's name, or ""      // with record_edges or a dump
     std::vector<ts_dump_tag_record> dump_tags;
+    std::vector<ts_orch_read_record> orch_reads;  // every orchestration read, in program order
+    std::vector<std::string> orch_read_names;     // one per read: its tensor's name
+    std::vector<std::string> orch_read_wheres;    // one per read: its source line
+    std::vector<int64_t> orch_read_waits;         // the tasks each read waited for (first_wait, num_waits)
     ts::rt::DumpResult dump;               // level 0 (empty) unless a dump was asked for
     ts_failure_record failure{};           // kind TS_FAILURE_NONE unless the run failed
     std::vector<ts_wait_record> waits;     // TS_FAILURE_DEADLOCK

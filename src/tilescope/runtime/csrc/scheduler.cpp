@@ -101,6 +101,7 @@ void Scheduler::begin(const RunContext &context) {
         shuffle_rng_.seed(context_.shuffle_seed);
     }
     for (int32_t i = 0; i < num_workers_; ++i) states_[i].delays.seed(context_.shuffle_seed * 1000003ULL + i);
+    interrupt_told_ = false;
     orch_slot_.take(-1);  // NOTE: the orchestration runs on the thread that calls begin()
     for (int32_t i = 0; i < num_workers_; ++i) {
         states_[i].slot.crash_report_path = context_.crash_report_path;
@@ -148,12 +149,11 @@ bool Scheduler::finish(int64_t submitted) {
     } else {
         std::unique_lock<std::mutex> lock(done_mu_);
         // NOTE: the poll is only for deadlocks; a run that ends wakes this wait at once.
-        bool interrupted = false;
         while (!done_cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return ended_; })) {
             lock.unlock();
             if (interrupt_pending()) {  // Ctrl-C: stop what runs (again at each poll), skip the rest
-                interrupt_running(!interrupted);
-                interrupted = true;
+                interrupt_running(!interrupt_told_);
+                interrupt_told_ = true;
             }
             const bool stuck = quiescent();
             lock.lock();
@@ -168,6 +168,51 @@ bool Scheduler::finish(int64_t submitted) {
         wd_run_ = false;  // from here on the watchdog does not touch this run
     }
     return ended;
+}
+
+bool Scheduler::wait_until(const std::function<bool()> &done) {
+    auto hold = [&](bool released) {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        released_ = released;
+        if (!released) return;
+        for (Task *t : held_) {
+            serial_heap_.push_back(t);
+            std::push_heap(serial_heap_.begin(), serial_heap_.end(), later_id);
+        }
+        held_.clear();
+        queued_.store(static_cast<int64_t>(serial_heap_.size()), std::memory_order_relaxed);
+        queue_cv_.notify_all();
+    };
+    if (context_.serial) hold(true);
+    bool ok = false;
+    auto next_check = Clock::now() + std::chrono::milliseconds(5);
+    for (int64_t spin = 0;; ++spin) {
+        // NOTE: a serial run returns only once every task that can run has run (quiescent), so
+        // how far the worker got when `done` first held does not change the schedule.
+        if (!context_.serial && done()) {
+            ok = true;
+            break;
+        }
+        if (context_.failed->load(std::memory_order_acquire)) break;
+        const bool check = Clock::now() >= next_check;
+        if (check) {
+            next_check = Clock::now() + std::chrono::milliseconds(5);
+            if (interrupt_pending()) {  // as in finish(): the run is told once
+                interrupt_running(!interrupt_told_);
+                interrupt_told_ = true;
+            }
+        }
+        if ((check || context_.serial) && quiescent()) {
+            ok = done();
+            break;
+        }
+        if (spin < 64)
+            std::this_thread::yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(std::min<int64_t>(200, spin - 63)));
+    }
+    if (context_.serial) hold(false);
+    return ok && !context_.failed->load(std::memory_order_acquire);
 }
 
 void Scheduler::interrupt_running(bool first) {

@@ -37,6 +37,8 @@
 //    through RunHooks::timed_out, then the stopped thread reports RunHooks::stopped and goes on.
 //    The watchdog touches the run only between begin() and the end of finish(), and reads /proc
 //    only for user code it has already seen running at an earlier poll.
+//  - An orchestration read waits in wait_until() (it polls `done`, backing off to sleeps of at
+//    most 200 us, and checks for a failure, Ctrl-C or no progress every 5 ms).
 //  - Idle workers spin briefly while a run is active (at most max(1, workers / 2) at a time, so
 //    the orchestration keeps a core) and then sleep; between runs they only sleep (parked on
 //    `queue_cv_`). A push wakes a sleeper only when nobody is spinning, and a worker that takes
@@ -48,6 +50,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -126,6 +129,13 @@ public:
     // return true, or return false as soon as the run is deadlocked (tasks remain, none is ready
     // or running); the caller then reports and abandon()s the blocked tasks.
     bool finish(int64_t submitted);
+    // Orchestration thread, inside a runtime call (an orchestration read): wait until `done()` holds
+    // and return true, or return false once the run has failed or no task can make progress (the
+    // orchestration, which waits here, submits nothing meanwhile). Serial runs release the tasks
+    // they hold for the wait and run every task that can run before returning (lowest ready id
+    // first), then hold again: the schedule still depends on the graph only. Ctrl-C stops the
+    // running tasks as in finish().
+    bool wait_until(const std::function<bool()> &done);
     // After finish() returned false: mark `blocked` (every unfinished task) finished without
     // running them, which ends the run.
     void abandon(const std::vector<Task *> &blocked);
@@ -183,6 +193,7 @@ private:
     std::mutex done_mu_;  // guards ended_
     std::condition_variable done_cv_;
     bool ended_ = false;
+    bool interrupt_told_ = false;  // Ctrl-C: the run was told which tasks ran (once per run)
 
     std::thread watchdog_;
     std::mutex wd_mu_;  // guards wd_run_, wd_stop_

@@ -47,4 +47,14 @@ void TensorMap::add_task(int64_t task, const ts_arg *args, int32_t nargs, std::v
     }
 }
 
+void TensorMap::writers_of(const ts_tensor &t, std::vector<int64_t> &tasks) {
+    tasks.clear();
+    BufferState &buffer = buffer_for(t);
+    const Region region = region_of(t, buffer.layout);
+    if (region.empty()) return;
+    buffer.writers.for_each_overlapping(region, [&](const IndexedAccess &e) { tasks.push_back(e.task); });
+    std::sort(tasks.begin(), tasks.end());
+    tasks.erase(std::unique(tasks.begin(), tasks.end()), tasks.end());
+}
+
 }  // namespace ts::rt

@@ -11,6 +11,10 @@
 //    WAW from overlapping writers and WAR from overlapping readers; INOUT gets RAW from
 //    overlapping writers and WAR from overlapping readers. Overlap is true box intersection
 //    (see region.hpp).
+//  - An orchestration read of an element waits for the writers overlapping it (writers_of): every
+//    task that wrote the element and was not covered by a later write, which it is ordered
+//    before, so when they have finished the element holds its last value. A read is not an
+//    access: every task submitted after it is submitted after it completed.
 //  - Used by the orchestration thread only.
 #pragma once
 
@@ -48,6 +52,10 @@ public:
     // Find the edges task `task` needs (sorted by pred, arg, kind; no duplicates) into `edges`,
     // then record its accesses. Args must be validated (see validation.hpp).
     void add_task(int64_t task, const ts_arg *args, int32_t nargs, std::vector<FoundEdge> &edges);
+
+    // The tasks whose written regions (OUT/INOUT) overlap the view `t`, ascending, into `tasks`:
+    // what an orchestration read of `t` waits for. Records nothing.
+    void writers_of(const ts_tensor &t, std::vector<int64_t> &tasks);
 
 private:
     struct BufferState {

@@ -88,6 +88,14 @@ typedef struct ts_orch_api {
     /* Name the intermediate tensor `t` (as create_tensor returned it) for reports: the
      * orchestration's variable. Added last, so orchestrations built before it still work. */
     void (*name_tensor)(void *ctx, const ts_tensor *t, const char *name);
+    /* An orchestration read: element `index` (t->ndim entries, in the view `t`) of an integer
+     * tensor, stored in *value once every task submitted so far that writes the element has
+     * finished. `name` (the orchestration's variable) and `where` ("moe.py:41") name the read in
+     * records and errors; either may be NULL. Returns 0, or nonzero after recording an error (an
+     * index outside the view, an Out of the program that no submitted task writes, a task it
+     * waits for that can never run, or the run failing while it waits). Added after name_tensor. */
+    int (*read)(void *ctx, const ts_tensor *t, const int64_t *index, int32_t nindex, const char *name,
+                const char *where, int64_t *value);
 } ts_orch_api;
 
 /* Every orchestration .so exports this symbol. Returns 0 on success. */

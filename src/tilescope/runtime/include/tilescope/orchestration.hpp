@@ -6,6 +6,7 @@
 //   ts::Task t = orch.task(0, "rms_rows");
 //   t.add_input(x.slice({{r, r + 64}, {0, 512}}), {64, 512});
 //   int64_t id = orch.submit(t);
+//   const int32_t n = orch.read<int32_t>(counts, {e}, "counts", "moe.py:41");  // waits for its writers
 //   return orch.status();
 //
 // Invariants:
@@ -14,7 +15,8 @@
 //  - Misuse (a slice outside the tensor, a region whose shape differs from the kernel parameter's,
 //    a program argument of the wrong kind) is reported once through api->fail with the task, the
 //    argument index, the region and the shapes involved. From then on the orchestrator is failed:
-//    every add_*, create_tensor and submit is a no-op, submit returns -1 and status() is nonzero.
+//    every add_*, create_tensor, submit and read is a no-op, submit returns -1, read returns 0 and
+//    status() is nonzero. A failed read (reported by the runtime) fails it the same way.
 //  - An out-of-bounds slice (or a squeeze of a dim whose extent is not 1) yields an invalid handle
 //    whose error is reported where the handle is used: an add_* call knows the task and argument
 //    index, slice() alone does not.
@@ -290,6 +292,32 @@ public:
         }
         next_task_id_ = id + 1;
         return id;
+    }
+
+    // An orchestration read: element `index` of `t` (an i32, i64, i8 or u8 tensor), once every task
+    // submitted so far that writes it has finished, converted to T. `name` names the tensor and
+    // `where` the source line ("moe.py:41") in the run's records and errors (either may be NULL).
+    // After a failed read (an index outside `t`, an Out of the program no submitted task writes,
+    // a task it waits for that can never run, the run failing meanwhile) the orchestrator is
+    // failed and 0 is returned.
+    template <class T>
+    T read(const TensorHandle &t, std::initializer_list<int64_t> index, const char *name, const char *where) {
+        static_assert(std::is_integral<T>::value, "read<T>: T must be an integer type");
+        if (failed_) return T(0);
+        if (!t.valid()) {
+            std::string what = std::string("read of ") + (name != nullptr ? name : "a tensor");
+            if (where != nullptr) what += std::string(" at ") + where;
+            fail(what + ": " + (t.error_.empty() ? t.describe() + " is not a tensor" : t.error_));
+            return T(0);
+        }
+        int64_t value = 0;
+        if (api_->read == nullptr || api_->read(ctx_, &t.t_, index.begin(), static_cast<int32_t>(index.size()), name,
+                                                where, &value) != 0) {
+            if (api_->read == nullptr) fail("read: this runtime has no orchestration reads; rebuild the program");
+            failed_ = true;  // the runtime has recorded why
+            return T(0);
+        }
+        return static_cast<T>(value);
     }
 
     // Mark `t` for level-1 tensor dumps in every later task that touches it.

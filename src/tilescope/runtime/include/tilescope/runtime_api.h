@@ -198,6 +198,26 @@ typedef struct ts_dump_tag_record {
     int64_t first_task;
 } ts_dump_tag_record;
 
+/* One orchestration read (ts_orch_api::read) that completed, in program order: element `index` of
+ * a view of buffer `buffer_id` (its element `element` of the buffer), its value, and the tasks it
+ * waited for: the last of the `next_task` tasks submitted before it that writes the element (the
+ * earlier writers are ordered before that one; none: it did not wait), entries
+ * [first_wait, first_wait + num_waits) of ts_run_copy_orch_read_waits. Every
+ * read is kept (no config field turns it on). */
+typedef struct ts_orch_read_record {
+    int64_t buffer_id;
+    int64_t element;             /* element offset of the element in its buffer */
+    int64_t index[TS_MAX_DIMS];  /* in the view read; unused dims 0 */
+    int32_t ndim;
+    int32_t dtype;               /* ts_dtype, an integer one */
+    int64_t value;
+    int64_t next_task;           /* the id the next submitted task gets */
+    int64_t wait_start_ns;       /* when the read began */
+    int64_t wait_end_ns;         /* when the element was read (after the wait) */
+    int64_t first_wait;
+    int64_t num_waits;
+} ts_orch_read_record;
+
 /* When a dump record was taken. */
 typedef enum ts_dump_stage {
     TS_DUMP_BEFORE_DISPATCH = 0,
@@ -291,6 +311,15 @@ int64_t ts_run_dump_payload_size(const ts_run_result *r);
 /* Copy the payload into `out` if `capacity` holds all of it; returns the bytes copied (0 if not). */
 int64_t ts_run_copy_dump_payload(const ts_run_result *r, void *out, int64_t capacity);
 int64_t ts_run_dump_dropped(const ts_run_result *r); /* records lost: a worker's record buffer was full */
+
+/* The orchestration reads (ts_orch_read_record), their tensor names and source lines ("" if not
+ * given), and the task ids they waited for. */
+int64_t ts_run_num_orch_reads(const ts_run_result *r);
+int64_t ts_run_copy_orch_reads(const ts_run_result *r, ts_orch_read_record *out, int64_t capacity);
+const char *ts_run_orch_read_name(const ts_run_result *r, int64_t index);
+const char *ts_run_orch_read_where(const ts_run_result *r, int64_t index);
+int64_t ts_run_num_orch_read_waits(const ts_run_result *r);
+int64_t ts_run_copy_orch_read_waits(const ts_run_result *r, int64_t *out, int64_t capacity);
 
 /* Called by a kernel's ts.probe (through the sink the loader installs into a kernel library that
  * has probes) on the worker running it: keeps `rows` x `cols` elements of `dtype` at `data`
