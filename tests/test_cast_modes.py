@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import tilescope as ts
-from tilescope.runtime.interp import narrow_float
+from tilescope.runtime.casts import narrow_float
 
 MODES = ("rint", "round", "floor", "ceil", "trunc")
 COLS = 512

@@ -1,9 +1,9 @@
 """AST front-end: the source of a ``@ts.kernel`` / ``@ts.jit`` function -> IR.
 
-The lowering class is assembled from four parts: this module (statements, loops, branches,
+The lowering class is assembled from five parts: this module (statements, loops, branches,
 calls, inlined helpers, the signature and the entry points), ``scopes`` (names and what
-assigning one makes), ``expressions`` (operators, compile-time folding, subscripts) and
-``op_lowering`` (the ``ts.*`` ops). ``source`` reads a function's source.
+assigning one makes), ``expressions`` (operators, compile-time folding, attributes),
+``subscripts`` (regions, reads and tile slices) and ``op_lowering`` (the ``ts.*`` ops). ``source`` reads a function's source.
 
 Invariants:
 - The front-end reads source, never executes the function (see ``source``).
@@ -45,7 +45,6 @@ from tilescope.ir.printer import described
 from tilescope.ir.traverse import MAX_EXPR_DEPTH, is_expr, recursion_room
 from tilescope.ir.types import (
     INDEX,
-    IndexType,
     ScalarType,
     TensorType,
 )
@@ -62,6 +61,7 @@ from tilescope.language.expressions import (
 from tilescope.language.op_lowering import OpLowering
 from tilescope.language.scopes import Frame, Scopes
 from tilescope.language.source import FunctionSource, function_source, syntax_name
+from tilescope.language.subscripts import Subscripts
 
 _SAFE_BUILTINS = {
     builtins.min,
@@ -81,7 +81,7 @@ _SUPPORTED_HINT = (
 # Lowering
 
 
-class _Lowering(Scopes, Expressions, OpLowering):
+class _Lowering(Scopes, Expressions, Subscripts, OpLowering):
     """Lowers one DSL function (and the helpers it inlines): statements, calls and the entry;
     names and scopes come from ``Scopes``, operators and values from ``Expressions``."""
 
@@ -408,24 +408,6 @@ class _Lowering(Scopes, Expressions, OpLowering):
             f"calls to {name} are not supported in {self.what()}",
             "use ts.* operations, kernels, or helpers decorated with @ts.inline",
         )
-
-    def runtime_min_max(self, func: Callable, args: list[Any], node: ast.Call) -> Any:
-        """Python's ``min``/``max`` of run-time scalars or indices (and numbers): a chain of
-        ``ts.minimum``/``ts.maximum``; tiles are refused (they compare elementwise)."""
-        name = "minimum" if func is builtins.min else "maximum"
-        if len(args) < 2:
-            raise self.error(node, f"{func.__name__}() of run-time values takes two or more arguments")
-        for a in args:
-            if is_expr(a) and not isinstance(a.type, ScalarType | IndexType):
-                raise self.error(
-                    node,
-                    f"{func.__name__}() of a {a.type}: Python's {func.__name__} compares whole values",
-                    f"use ts.{name}(a, b) for an elementwise {name}",
-                )
-        out = args[0]
-        for a in args[1:]:
-            out = self.binop(name, out, a, node)
-        return out
 
     def bind(
         self, node: ast.Call, names: list[str], defaults: dict[str, Any] | None = None

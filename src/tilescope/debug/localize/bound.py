@@ -62,6 +62,7 @@ from tilescope.ir.nodes import (
 )
 from tilescope.ir.types import ScalarType, TileType
 from tilescope.runtime import interp
+from tilescope.runtime.casts import float_to_int
 from tilescope.runtime.interp import _KernelInterp, _OrchInterp, _region, _store_sizes
 
 _INF = math.inf
@@ -421,7 +422,7 @@ class _BoundKernel(_KernelInterp):
             return Bounded(v, x.e.clone())
         if to == dt.bool_:
             return Bounded(x.v != 0, ((x.v.abs() <= x.e) & (x.e > 0)).to(torch.float64))
-        v = interp._float_to_int(x.v, to, mode) if x.v.is_floating_point() else x.v.to(to.torch)
+        v = float_to_int(x.v, to, mode) if x.v.is_floating_point() else x.v.to(to.torch)
         return Bounded(v, torch.where(x.e > 0, x.e + 1, torch.zeros_like(x.e)))
 
     def where(self, c: Bounded, a: Bounded, b: Bounded, t: TileType) -> Bounded:
