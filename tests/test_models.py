@@ -4,8 +4,13 @@ import pytest
 
 from tilescope.harness import run_jit
 
+import flash_attention
+import layernorm
 import matmul
+import moe_expert
+import paged_attention_decode
 import rms_norm
+import rope
 import softmax
 import vector_dag
 
@@ -22,6 +27,20 @@ CASES = {
     ),
     "matmul_f32": (matmul.matmul, matmul.specs(), matmul.golden, 1e-4, 1e-3),
     "matmul_bf16": (matmul.matmul_bf16, matmul.specs(dtype="bf16"), matmul.golden, 1e-4, 1e-3),
+    "layernorm": (layernorm.layernorm, layernorm.specs(), layernorm.golden, *layernorm.TOLERANCE["f32"]),
+    "layernorm_bf16": (
+        layernorm.layernorm_bf16, layernorm.specs(dtype="bf16"), layernorm.golden, *layernorm.TOLERANCE["bf16"]
+    ),
+    "rope": (rope.rope, rope.specs(), rope.golden, 1e-2, 1e-2),
+    "flash_attention": (flash_attention.flash_attention, flash_attention.specs(), flash_attention.golden, 2e-2, 2e-2),
+    "paged_attention_decode": (
+        paged_attention_decode.paged_attention_decode,
+        paged_attention_decode.specs(),
+        paged_attention_decode.golden,
+        2e-2,
+        2e-2,
+    ),
+    "moe_expert": (moe_expert.moe_expert, moe_expert.specs(), moe_expert.golden, 1e-2, 5e-3),
 }
 
 
