@@ -28,6 +28,9 @@ CASES = {
     "matmul_f32": (matmul.matmul, matmul.specs(), matmul.golden, 1e-4, 1e-3),
     "matmul_bf16": (matmul.matmul_bf16, matmul.specs(dtype="bf16"), matmul.golden, 1e-4, 1e-3),
     "layernorm": (layernorm.layernorm, layernorm.specs(), layernorm.golden, *layernorm.TOLERANCE["f32"]),
+    "layernorm_chunked": (
+        layernorm.build(512, 1024, chunk=256), layernorm.specs(512, 1024), layernorm.golden, *layernorm.TOLERANCE["f32"]
+    ),
     "layernorm_bf16": (
         layernorm.layernorm_bf16, layernorm.specs(dtype="bf16"), layernorm.golden, *layernorm.TOLERANCE["bf16"]
     ),
