@@ -4,8 +4,12 @@ says what was expected."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import torch
 from fuzz_programs import load_module_source
+from helpers import line_of
 
 import tilescope as ts
 
@@ -114,3 +118,90 @@ def test_misuse_is_an_error_at_the_line(tmp_path, case):
     err = _error(tmp_path, body)
     assert fragment in str(err), str(err)
 
+
+
+# --- run-time misuse: the run fails naming the task, kernel, op, tensor and line, on both platforms
+
+
+@ts.kernel
+def ragged(x: ts.Tensor[[64, 16], ts.f32], i: ts.Tensor[[8, 1], ts.i32], y: ts.Out[[8, 16], ts.f32], n: ts.Scalar[ts.i32]):
+    t = ts.load(x, [0, 0], [8, 16], valid=(n, 16))  # valid rows
+    r = ts.load(i, [0, 0], [8, 1])
+    ts.store(y, [0, 0], t + ts.load_rows(x, r, 16))  # gather
+
+
+@ts.jit
+def p_ragged(x: ts.Tensor[[64, 16], ts.f32], i: ts.Tensor[[8, 1], ts.i32], y: ts.Out[[8, 16], ts.f32], n: ts.Scalar[ts.i32]):
+    ragged(x, i, y, n)
+
+
+@ts.kernel
+def summed(x: ts.Tensor[[64, 16], ts.f32], y: ts.Out[[8, 16], ts.f32], n: ts.Scalar[ts.i32]):
+    acc = ts.zeros([8, 16], ts.f32)
+    for j in ts.range(0, n, 8):  # kernel loop
+        acc = acc + ts.load(x, [j, 0], [8, 16])
+    ts.store(y, [0, 0], acc)
+
+
+@ts.jit
+def p_summed(x: ts.Tensor[[64, 16], ts.f32], y: ts.Out[[8, 16], ts.f32], n: ts.Scalar[ts.i32]):
+    summed(x, y, n)
+
+
+@ts.jit
+def p_repeats(x: ts.Tensor[[64, 16], ts.f32], y: ts.Out[[8, 16], ts.f32], n: ts.Scalar[ts.i32]):
+    for _b in ts.range(0, n - 1):  # orchestration loop
+        summed(x, y, 8)
+
+
+def _failure(prog, args, platform: str, check_bounds: bool) -> str:
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.compile(check_bounds=check_bounds).run(*args, platform=platform)
+    return str(info.value)
+
+
+def _where(fn, marker: str) -> str:
+    return f"{Path(__file__).name}:{line_of(fn, marker)}"
+
+
+ROWS = torch.arange(8, dtype=torch.int32).reshape(8, 1)
+
+
+@pytest.mark.parametrize("check_bounds", [False, True])
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_run_time_valid_count_larger_than_the_tile(platform, check_bounds):
+    msg = _failure(p_ragged, (torch.randn(64, 16), ROWS, torch.zeros(8, 16), 9), platform, check_bounds)
+    assert "task 0" in msg and "kernel ragged: load of x" in msg and _where(ragged, "# valid rows") in msg
+    assert "load of a [8, 16] tile with valid [9, 16]: valid rows must be within [0, 8]" in msg
+
+
+@pytest.mark.parametrize("check_bounds", [False, True])
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_gather_index_outside_the_tensor_names_the_index_and_row(platform, check_bounds):
+    rows = ROWS.clone()
+    rows[3] = 64
+    msg = _failure(p_ragged, (torch.randn(64, 16), rows, torch.zeros(8, 16), 8), platform, check_bounds)
+    assert "task 0" in msg and "kernel ragged: load_rows of x" in msg and _where(ragged, "# gather") in msg
+    assert "index 3 of the row tile is 64, outside x's 64 rows (shape [64, 16])" in msg
+
+
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_negative_run_time_loop_bound_in_a_kernel(platform):
+    msg = _failure(p_summed, (torch.randn(64, 16), torch.zeros(8, 16), -3), platform, False)
+    assert "task 0" in msg
+    assert f"ts.range(0, n, 8) at {summed.fn.__code__.co_filename}:{line_of(summed, '# kernel loop')}: stop n is -3 " \
+        "at run time; a run-time loop bound must be >= 0" in msg
+
+
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_negative_run_time_loop_bound_in_an_orchestration(platform):
+    msg = _failure(p_repeats, (torch.randn(64, 16), torch.zeros(8, 16), -4), platform, False)
+    assert f":{line_of(p_repeats, '# orchestration loop')}: stop n - 1 is -5 at run time" in msg
+    assert "a run-time loop bound must be >= 0" in msg
+
+
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_a_loop_bound_of_zero_runs_no_iteration(platform):
+    y = torch.full((8, 16), 5.0)
+    p_summed.compile().run(torch.randn(64, 16), y, 0, platform=platform)
+    assert torch.equal(y, torch.zeros(8, 16))

@@ -7,8 +7,11 @@ A checked build (``check_bounds=True``) also includes ``tilescope/check.hpp``, d
 ``check_sites`` table (kernel, op, tensor, argument index, DSL line of every load/store, in
 evaluation order) and passes each load/store its entry as one more argument, which selects
 the checked overload: ``load<8, 128>(x, {row, 0}, ::check_sites[0])``. Without
-``check_bounds`` nothing of this is emitted: the text, and so the ``source`` part of the
-build cache key, is the same as before checked builds existed, and no compile flag differs.
+``check_bounds`` nothing of this is emitted for plain loads and stores: the text, and so the
+``source`` part of the build cache key, is the same as before checked builds existed, and no
+compile flag differs. Ragged loads and stores (``valid=``) and gathers (``ts.load_rows``) are
+checked in every build: their counts and row indices come from data, and a gather's index
+outside its tensor would read anywhere, so they always get their table entry.
 The table is named with ``::`` so that no kernel variable can shadow it.
 """
 
@@ -55,7 +58,7 @@ from tilescope.ir.nodes import (
     Where,
 )
 from tilescope.ir.printer import dropped_dim
-from tilescope.ir.traverse import walk_stmts
+from tilescope.ir.traverse import walk_exprs, walk_stmts
 from tilescope.ir.types import Direction
 
 _TILE_FN = {
@@ -97,9 +100,10 @@ class _CheckSites:
 
 
 class _KernelEmitter(ExprEmitter):
-    def __init__(self, names: CppNames, sites: _CheckSites | None):
+    def __init__(self, names: CppNames, sites: _CheckSites | None, checked: bool):
         super().__init__(names)
         self.sites = sites
+        self.checked = checked
 
     def emit_other(self, e: Expr, ctx) -> str:
         match e:
@@ -116,12 +120,12 @@ class _KernelEmitter(ExprEmitter):
                 if valid:
                     fn = "load_valid"
                     args += f", {self.valid(valid)}, {self.emit(fill, tt.dtype)}"
-                return f"{fn}<{r}, {c}>({args}{self.site('load', t.name, e.loc)})"
+                return f"{fn}<{r}, {c}>({args}{self.site('load', t.name, e.loc, bool(valid))})"
             case LoadRows(tensor=t, rows=rows, col=col, valid=valid, fill=fill, type=tt):
                 args = f"{self.name(t.name)}, {self.emit(rows)}, {self.emit(col)}"
                 if valid is not None:
                     args += f", {self.emit(valid)}, {self.emit(fill, tt.dtype)}"
-                return f"load_rows<{tt.shape[1]}>({args}{self.site('load_rows', t.name, e.loc)})"
+                return f"load_rows<{tt.shape[1]}>({args}{self.site('load_rows', t.name, e.loc, True)})"
             case Iota(dim=d, type=tt):
                 r, c = tile_dims(tt)
                 return f"iota<{tt.dtype.cpp}, {r}, {c}, {1 if len(tt.shape) == 1 else d}>()"
@@ -158,9 +162,12 @@ class _KernelEmitter(ExprEmitter):
         counts = [self.emit(v) for v in valid]
         return f"{{{', '.join(['1', *counts] if len(counts) == 1 else counts)}}}"
 
-    def site(self, op: str, tensor: str, loc: SourceLoc | None) -> str:
-        """``, ::check_sites[i]`` in a checked build (the op's entry), else nothing."""
-        return "" if self.sites is None else f", {self.sites.add(op, tensor, loc)}"
+    def site(self, op: str, tensor: str, loc: SourceLoc | None, always: bool = False) -> str:
+        """``, ::check_sites[i]`` (the op's entry) in a checked build, or for an op checked in
+        every build (``always``); else nothing."""
+        if self.sites is None or not (self.checked or always):
+            return ""
+        return f", {self.sites.add(op, tensor, loc)}"
 
 
 def _zeros(e: Full) -> bool:
@@ -193,11 +200,13 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
             writing outside their tensor.
     """
     name_of = CppNames(function_names(k.params, k.body))
-    sites = _CheckSites(k) if check_bounds else None
-    em = _KernelEmitter(name_of, sites)
+    always = any(isinstance(e, LoadRows) or (isinstance(e, Load) and e.valid) for e in walk_exprs(k.body))
+    always |= any(isinstance(s, Store) and s.valid for s in walk_stmts(k.body))
+    sites = _CheckSites(k) if check_bounds or always else None
+    em = _KernelEmitter(name_of, sites, check_bounds)
     lines = header_comment(f"kernel {k.name} ({kernel_core(k)})", k.loc, __version__)
     lines.append("#include <tilescope/kernel.hpp>")
-    if check_bounds:
+    if sites is not None:
         lines.append("#include <tilescope/check.hpp>")
     probe_ids = {id(s): i for i, s in enumerate(x for x in walk_stmts(k.body) if isinstance(x, Probe))}
     if probe_ids:
@@ -248,7 +257,7 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
                 fn = "store_valid" if valid else "store"
                 if valid:
                     args += f", {em.valid(valid)}"
-                lines.append(f"{ind}{fn}({args}{em.site('store', t.name, s.loc)});{m}")
+                lines.append(f"{ind}{fn}({args}{em.site('store', t.name, s.loc, bool(valid))});{m}")
             case Probe(value=v, name=n):
                 lines.append(f"{ind}probe(probe_sink, {probe_ids[id(s)]} /* {n} */, {em.emit(v)});{m}")
             case For(var=v, start=a, stop=b, step=c, body=body):

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from tilescope.codegen.cpp_common import display_path
 from tilescope.errors import RuntimeFailure
 from tilescope.ir import dtypes as dt
 from tilescope.ir.analysis import bound_text, runtime_bounds
@@ -239,21 +240,26 @@ class _KernelInterp(_Interp):
         offsets = [self.expr(o, env) for o in s.offsets]
         sizes = _store_sizes(view, tile)
         if s.valid:
-            counts = self.valid_counts(s.valid, tile.shape, env, "store")
+            counts = self.valid_counts(s.valid, tile.shape, env, "store", s)
             sizes = sizes[: len(sizes) - len(counts)] + tuple(counts)
             tile = tile[tuple(slice(0, n) for n in counts)]
         region = _region(view, offsets, sizes)
         region.copy_(tile.reshape(region.shape).to(view.dtype))
         self.stored(s, region)
 
-    def valid_counts(self, valid, shape, env: dict[str, Any], op: str) -> list[int]:
-        """The run-time ``valid=`` counts of a load/store of a ``shape`` tile; IndexError outside
-        ``[0, size]`` (as the tile library raises)."""
+    def site(self, op: str, node: Any) -> str:
+        """``kernel k: load of x at m.py:12: ``, how an error names a load or store (as sim's do)."""
+        where = f" at {display_path(node.loc.file)}:{node.loc.line}" if node.loc is not None else ""
+        return f"kernel {self.k.name}: {op} of {node.tensor.name}{where}: "
+
+    def valid_counts(self, valid, shape, env: dict[str, Any], op: str, node: Any) -> list[int]:
+        """The run-time ``valid=`` counts of ``node`` (a load/store of a ``shape`` tile); IndexError
+        outside ``[0, size]`` (as the tile library raises)."""
         counts = [int(self.expr(v, env)) for v in valid]
         for dim, (n, size) in enumerate(zip(counts, shape)):
             if not 0 <= n <= size:
                 raise IndexError(
-                    f"{op} of a [{', '.join(map(str, shape))}] tile with valid {counts}: "
+                    f"{self.site(op, node)}{op} of a [{', '.join(map(str, shape))}] tile with valid {counts}: "
                     f"valid {'rows' if len(shape) == 2 and dim == 0 else 'cols'} must be within [0, {size}]"
                 )
         return counts
@@ -273,7 +279,7 @@ class _KernelInterp(_Interp):
                 region = _region(env[t.name], [self.expr(o, env) for o in offs], sizes)
                 return region.reshape(tt.shape).to(self.tile_dtype(tt.dtype), copy=True)
             case Load(tensor=t, offsets=offs, sizes=sizes, valid=valid, fill=fill, type=tt):
-                counts = self.valid_counts(valid, tt.shape, env, "load")
+                counts = self.valid_counts(valid, tt.shape, env, "load", e)
                 out = torch.full(tt.shape, self.expr(fill, env), dtype=self.tile_dtype(tt.dtype))
                 if all(counts):
                     lead = tuple(sizes[: len(sizes) - len(counts)])
@@ -330,15 +336,16 @@ class _KernelInterp(_Interp):
         """``ts.load_rows``: row i is ``view[rows[i], col:col + C]``; rows at or past ``valid`` are
         ``fill``. IndexError for an index or column range outside the tensor."""
         n, width = e.type.shape
-        valid = n if e.valid is None else self.valid_counts((e.valid,), (n,), env, "load_rows")[0]
+        valid = n if e.valid is None else self.valid_counts((e.valid,), (n,), env, "load_rows", e)[0]
         if col < 0 or col + width > view.shape[1]:
             raise IndexError(
-                f"load_rows of {e.tensor.name}: columns [{col}, {col + width}) are outside its shape {list(view.shape)}"
+                f"{self.site('load_rows', e)}columns [{col}, {col + width}) are outside {e.tensor.name}'s shape "
+                f"{list(view.shape)}"
             )
         for i, r in enumerate(rows[:valid].tolist()):
             if not 0 <= r < view.shape[0]:
                 raise IndexError(
-                    f"load_rows of {e.tensor.name}: index {i} of the row tile is {r}, outside "
+                    f"{self.site('load_rows', e)}index {i} of the row tile is {r}, outside "
                     f"{e.tensor.name}'s {view.shape[0]} rows (shape {list(view.shape)})"
                 )
         dtype = view.dtype if view.dtype == torch.float64 else self.tile_dtype(e.type.dtype)

@@ -199,7 +199,7 @@ class _BoundKernel(_KernelInterp):
         offs = [self.expr(o, env) for o in s.offsets]
         sizes = _store_sizes(view.v, tile.v)
         if s.valid:
-            counts = self.valid_counts(s.valid, tuple(tile.shape), env, "store")
+            counts = self.valid_counts(s.valid, tuple(tile.shape), env, "store", s)
             sizes = sizes[: len(sizes) - len(counts)] + tuple(counts)
             tile = tile[tuple(slice(0, n) for n in counts)]
         region_v, region_e = _region(view.v, offs, sizes), _region(view.e, offs, sizes)
@@ -253,7 +253,7 @@ class _BoundKernel(_KernelInterp):
                 if not valid:
                     v = _region(view.v, at, sizes).reshape(tt.shape).clone()
                     return Bounded(v, _region(view.e, at, sizes).reshape(tt.shape).clone())
-                counts = self.valid_counts(valid, tt.shape, env, "load")
+                counts = self.valid_counts(valid, tt.shape, env, "load", e)
                 out = self.tile(self.expr(fill, env), tt)
                 out = Bounded(out.v.expand(tt.shape).clone(), out.e.expand(tt.shape).clone())
                 if all(counts):
