@@ -39,7 +39,7 @@ def median_time(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
     return statistics.median(times)
 
 
-MODELS = ("layernorm", "rope", "flash_attention", "paged_attention_decode", "moe_expert")
+MODELS = ("layernorm", "rope", "flash_attention", "paged_attention_decode", "moe_expert", "mla_decode")
 
 
 @dataclass

@@ -7,6 +7,7 @@ from tilescope.harness import run_jit
 import flash_attention
 import layernorm
 import matmul
+import mla_decode
 import moe_expert
 import paged_attention_decode
 import rms_norm
@@ -43,6 +44,7 @@ CASES = {
         2e-2,
         2e-2,
     ),
+    "mla_decode": (mla_decode.mla_decode, mla_decode.specs(), mla_decode.golden, 2e-2, 2e-2),
     "moe_expert": (moe_expert.moe_expert, moe_expert.specs(), moe_expert.golden, 1e-2, 5e-3),
 }
 
