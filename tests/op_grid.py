@@ -14,13 +14,16 @@ one of its ulps away.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from fuzz_programs import load_module_source
 
 import tilescope as ts
 
@@ -93,6 +96,27 @@ def program_source(args: list[Arg], body: str, *, kernel: str = "k", program: st
     )
 
 
+def load_grid_program(source: str, directory: Path) -> Any:
+    """The ``p`` of ``source``, from a module file named by the source's hash in ``directory``: the
+    same program text is the same file, so its generated C++ (whose line markers name the file)
+    is the same and the compile cache serves it (a grid runs one program on many values)."""
+    stem = "grid_" + hashlib.sha256(source.encode()).hexdigest()[:16]
+    path = Path(directory) / f"{stem}.py"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[stem] = module  # inspect.getsource finds the file through the module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(stem, None)
+    return module.p
+
+
 def make_inputs(args: list[Arg], seed: int = 0) -> dict[str, Any]:
     """Every argument's value: inputs from their ``init`` (seeded), outputs zeros, scalars as given."""
     gen = torch.Generator().manual_seed(seed)
@@ -110,7 +134,7 @@ def make_inputs(args: list[Arg], seed: int = 0) -> dict[str, Any]:
 
 
 def check_kernel(
-    tmp_path: Path,
+    directory: Path,
     args: list[Arg],
     body: str,
     golden: Callable[[dict[str, Any]], dict[str, torch.Tensor]],
@@ -120,12 +144,13 @@ def check_kernel(
     seed: int = 0,
     compile_cfg: dict[str, Any] | None = None,
 ) -> list[Outcome]:
-    """Run the kernel ``body`` over ``args`` on each platform and assert every output equals
+    """Run the kernel ``body`` over ``args`` (its module written under ``directory``, where a
+    program of the same text is reused) on each platform and assert every output equals
     ``golden(inputs)`` (a dict of the outputs' expected tensors, computed in torch) within the
     output dtype's tolerance (``TOLERANCE``, overridden per dtype by ``tolerance``); integer and
     bool outputs must be equal. Returns what each platform gave."""
     tol = {**TOLERANCE, **(tolerance or {})}
-    prog, _ = load_module_source(program_source(args, body), "p", tmp_path)
+    prog = load_grid_program(program_source(args, body), directory)
     compiled = prog.compile(**(compile_cfg or {}))
     outcomes = []
     for platform in platforms:

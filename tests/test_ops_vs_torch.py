@@ -10,6 +10,13 @@ import torch.nn.functional as F
 from op_grid import Arg, check_kernel, uniform
 
 FLOATS = ["f32", "bf16", "f16"]
+
+
+@pytest.fixture(scope="module")
+def grid_dir(tmp_path_factory):
+    """Where this module's programs are written: one file per distinct program text, so a
+    program run on several values (the ragged grid) compiles once."""
+    return tmp_path_factory.mktemp("op_grid")
 SHAPES_2D = [(8, 16), (3, 40)]
 
 
@@ -51,13 +58,13 @@ ELEMENTWISE = {  # output -> (DSL expression of tiles x in [-3, 3) and y in [0.2
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("shape", [*SHAPES_2D, (64,)], ids=lambda s: "x".join(map(str, s)))
-def test_elementwise_ops_match_torch(tmp_path, shape, dtype):
+def test_elementwise_ops_match_torch(grid_dir, shape, dtype):
     body = _loads(shape) + _stores(shape, {o: e for o, (e, _) in ELEMENTWISE.items()})
 
     def golden(t):
         return {o: fn(t["a"], t["b"]) for o, (_, fn) in ELEMENTWISE.items()}
 
-    check_kernel(tmp_path, _tile_args(shape, dtype, list(ELEMENTWISE)), body, golden)
+    check_kernel(grid_dir, _tile_args(shape, dtype, list(ELEMENTWISE)), body, golden)
 
 
 REDUCTIONS = {
@@ -70,19 +77,19 @@ REDUCTIONS = {
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("shape", [*SHAPES_2D, (1, 200)], ids=lambda s: "x".join(map(str, s)))
-def test_means_and_minimums_match_torch(tmp_path, shape, dtype):
+def test_means_and_minimums_match_torch(grid_dir, shape, dtype):
     r, c = shape
     args = [Arg("a", shape, dtype, init=uniform(-3.0, 3.0, shape, dtype))]
     args += [Arg(o, (r, 1) if o.startswith("row") else (1, c), dtype, kind="out") for o in REDUCTIONS]
     body = f"x = ts.load(a, [0, 0], [{r}, {c}])\n" + "".join(
         f"ts.store({o}, [0, 0], ts.{o}(x))\n" for o in REDUCTIONS
     )
-    check_kernel(tmp_path, args, body, lambda t: {o: fn(t["a"]) for o, fn in REDUCTIONS.items()})
+    check_kernel(grid_dir, args, body, lambda t: {o: fn(t["a"]) for o, fn in REDUCTIONS.items()})
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "f16", "i8"])
 @pytest.mark.parametrize("mkn", [(16, 32, 8), (5, 7, 3)], ids=lambda s: "x".join(map(str, s)))
-def test_matmul_with_transposes_matches_torch(tmp_path, mkn, dtype):
+def test_matmul_with_transposes_matches_torch(grid_dir, mkn, dtype):
     m, k, n = mkn
     lo, hi = (-128, 128) if dtype == "i8" else (-2.0, 2.0)
     acc = "i32" if dtype == "i8" else "f32"
@@ -115,11 +122,11 @@ ts.store(acc, [0, 0], s)
         out["acc"] = t["c"].to(wide) + x @ yt.T
         return {o: v.to(torch.int32 if dtype == "i8" else torch.float32) for o, v in out.items()}
 
-    check_kernel(tmp_path, args, body, golden, tolerance={"f32": (1e-5, 1e-5)})
+    check_kernel(grid_dir, args, body, golden, tolerance={"f32": (1e-5, 1e-5)})
 
 
 @pytest.mark.parametrize("dtype", ["i32", "f32", "bf16", "i8"])
-def test_iota_along_each_dim_matches_torch_arange(tmp_path, dtype):
+def test_iota_along_each_dim_matches_torch_arange(grid_dir, dtype):
     args = [Arg(o, s, dtype, kind="out") for o, s in (("rows", (4, 8)), ("cols", (4, 8)), ("flat", (16,)))]
     body = f"""
 ts.store(rows, [0, 0], ts.iota([4, 8], ts.{dtype}, dim=0))
@@ -135,10 +142,10 @@ ts.store(flat, [0], ts.iota([16], ts.{dtype}))
             "flat": torch.arange(16).to(t),
         }
 
-    check_kernel(tmp_path, args, body, golden)
+    check_kernel(grid_dir, args, body, golden)
 
 
-def test_causal_mask_from_iota_and_where(tmp_path):
+def test_causal_mask_from_iota_and_where(grid_dir):
     args = [
         Arg("s", (16, 16), "f32", init=uniform(-3.0, 3.0, (16, 16), "f32")),
         Arg("o", (16, 16), "f32", kind="out"),
@@ -155,11 +162,11 @@ ts.store(o, [0, 0], ts.where(col <= row, x, float("-inf")))
         mask = torch.arange(16).reshape(1, 16) <= torch.arange(16).reshape(16, 1) + 4
         return {"o": torch.where(mask, t["s"], float("-inf"))}
 
-    check_kernel(tmp_path, args, body, golden)
+    check_kernel(grid_dir, args, body, golden)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "i32"])
-def test_static_tile_slices_match_torch_indexing(tmp_path, dtype):
+def test_static_tile_slices_match_torch_indexing(grid_dir, dtype):
     args = [
         Arg("a", (8, 16), dtype, init=uniform(-50, 50, (8, 16), dtype)),
         Arg("v", (32,), dtype, init=uniform(-50, 50, (32,), dtype)),
@@ -183,7 +190,7 @@ ts.store(half, [0], w[16:])
         x, w = t["a"], t["v"]
         return {"block": x[2:4, 8:12], "tail": x[-3:], "row": x[5:6], "col": x[:, -1], "half": w[16:]}
 
-    check_kernel(tmp_path, args, body, golden)
+    check_kernel(grid_dir, args, body, golden)
 
 
 RAGGED_BODY = """
@@ -205,7 +212,7 @@ def _ragged_args(dtype: str, rows: int, cols: int, sentinel: int = 7) -> list[Ar
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "i8"])
 @pytest.mark.parametrize("rows,cols", [(4, 16), (0, 16), (3, 5), (4, 0)])
-def test_ragged_load_and_store_touch_only_the_valid_part(tmp_path, dtype, rows, cols):
+def test_ragged_load_and_store_touch_only_the_valid_part(grid_dir, dtype, rows, cols):
     # the full 8-row tile at row 16 would pass a's 20 rows: only the valid part is read and written
 
     def golden(t):
@@ -216,7 +223,7 @@ def test_ragged_load_and_store_touch_only_the_valid_part(tmp_path, dtype, rows, 
         return {"o": x, "part": part}
 
     for cfg in ({}, {"check_bounds": True}):
-        check_kernel(tmp_path, _ragged_args(dtype, rows, cols), RAGGED_BODY, golden, compile_cfg=cfg)
+        check_kernel(grid_dir, _ragged_args(dtype, rows, cols), RAGGED_BODY, golden, compile_cfg=cfg)
 
 
 def _t(dtype: str) -> torch.dtype:
@@ -224,7 +231,7 @@ def _t(dtype: str) -> torch.dtype:
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "i8"])
-def test_load_rows_gathers_like_torch_indexing(tmp_path, dtype):
+def test_load_rows_gathers_like_torch_indexing(grid_dir, dtype):
     args = [
         Arg("x", (64, 24), dtype, init=uniform(-50, 50, (64, 24), dtype)),
         Arg("idx", (8, 1), "i32", init=lambda g: torch.tensor([[3], [63], [0], [3], [17], [40], [41], [5]], dtype=torch.int32)),
@@ -244,10 +251,10 @@ ts.store(some, [0, 0], ts.load_rows(x, i, (8, 8), valid=n, fill=0))
         some[:5] = t["x"][i[:5], 8:16]
         return {"all_rows": t["x"][i], "some": some}
 
-    check_kernel(tmp_path, args, body, golden)
+    check_kernel(grid_dir, args, body, golden)
 
 
-def test_run_time_loop_bounds_and_scalar_arithmetic(tmp_path):
+def test_run_time_loop_bounds_and_scalar_arithmetic(grid_dir):
     args = [
         Arg("a", (4, 256), "f32", init=uniform(-3.0, 3.0, (4, 256), "f32")),
         Arg("o", (4, 1), "f32", kind="out"),
@@ -267,10 +274,10 @@ ts.store(o2, [0, 0], ts.load(a, [0, k], [4, 8]))
     def golden(t):
         return {"o": t["a"][:, :150].sum(-1, keepdim=True), "o2": t["a"][:, 106:114]}
 
-    check_kernel(tmp_path, args, body, golden, tolerance={"f32": (1e-5, 1e-5)})
+    check_kernel(grid_dir, args, body, golden, tolerance={"f32": (1e-5, 1e-5)})
 
 
-def test_int8_quantize_matmul_and_per_channel_dequantize(tmp_path):
+def test_int8_quantize_matmul_and_per_channel_dequantize(grid_dir):
     args = [
         Arg("x", (16, 64), "f32", init=uniform(-4.0, 4.0, (16, 64), "f32")),
         Arg("w", (64, 32), "i8", init=uniform(-127, 128, (64, 32), "i8")),
@@ -291,6 +298,6 @@ ts.store(y, [0, 0], ts.cast(acc, ts.f32) * (ts.load(scale, [0, 0], [1, 32]) / 40
         acc = q.long() @ t["w"].long()
         return {"q": q, "y": acc.float() * (t["scale"] / 40.0)}
 
-    check_kernel(tmp_path, args, body, golden)
+    check_kernel(grid_dir, args, body, golden)
 
 
