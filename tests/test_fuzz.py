@@ -338,33 +338,88 @@ def test_compare_demands_bits_where_the_bound_is_zero():
 # --- the assumptions of the tolerance model --------------------------------------------------------
 
 
-def test_torch_transcendental_error_assumptions():
-    """interp's exp/log/tanh/sigmoid/silu (torch, CPU) stay within fp.TORCH_ULPS of the exact
-    value (float64) on a sample of floats, through both torch's vectorized and scalar loops."""
+def _float_sample() -> torch.Tensor:
     gen = torch.Generator().manual_seed(0)
     bits = torch.randint(0, 2**31, (400_000,), generator=gen, dtype=torch.int64).to(torch.int32)
     x = bits.view(torch.float32)
     x = x[torch.isfinite(x) & (x.abs() < 60)]
-    x = torch.cat([x, -x, torch.linspace(-60, 60, 100_001)])
+    return torch.cat([x, -x, torch.linspace(-60, 60, 100_001)])
+
+
+def _reference_magnitude(name: str, xs: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """The magnitude whose ulps the model counts: |f(x)|, for gelu max(|gelu(x)|, |x|) = |x|."""
+    return torch.maximum(want.abs(), xs.double().abs()) if name.startswith("gelu") else want
+
+
+def test_torch_transcendental_error_assumptions():
+    """interp's exp/log/tanh/sigmoid/silu/exp2/log2/erf/gelu/gelu_tanh (torch, CPU) stay within
+    fp.TORCH_ULPS of the exact value (float64) on a sample of floats, through both torch's
+    vectorized and scalar loops; bf16/f16 within that plus half an ulp of their own."""
+    x = _float_sample()
     for name, fn in fp._TORCH_UNARY.items():
         if name not in fp.TORCH_ULPS:
             continue
-        xs = x.abs() + 2.0**-20 if name == "log" else x
+        xs = x.abs() + 2.0**-20 if name in ("log", "log2") else x
         want = fn(xs.double())
+        ref = _reference_magnitude(name, xs, want)
         for got in (fn(xs), fn(torch.stack([xs, xs], 1)[:, 0])):  # contiguous / strided
-            err = (got.double() - want).abs() / fp.ulp(fp.F32, want)
+            err = (got.double() - want).abs() / fp.ulp(fp.F32, ref)
             assert err.max().item() <= fp.TORCH_ULPS[name], (name, err.max().item())
+        for d, dt in ((torch.bfloat16, fp.BF16), (torch.float16, fp.F16)):
+            h = xs.to(d)
+            h = h[torch.isfinite(h) & (h > 0 if name in ("log", "log2") else h == h)]
+            want = fn(h.double())
+            ref = _reference_magnitude(name, h, want)
+            got = fn(h).double()
+            ok = torch.isfinite(want) & (want.abs() < 60000)
+            limit = fp.TORCH_ULPS[name] * fp.ulp(fp.F32, ref) + 0.5 * fp.ulp(dt, ref)
+            assert bool(((got - want).abs() <= limit)[ok].all()), (name, d)
+
+
+def test_torch_pow_and_reciprocal_assumptions():
+    """interp's pow (a positive base; tile^tile, tile^scalar and scalar^tile, the scalar a 0-dim
+    tensor of the tile's dtype as interp passes it) is within fp.TORCH_ULPS['pow'] of the exact
+    value, bf16/f16 its f32 pow rounded once; reciprocal is correctly rounded (1 / x)."""
+    gen = torch.Generator().manual_seed(2)
+    b = torch.rand(500_000, generator=gen) * 8 + 2.0**-4
+    e = (torch.rand(500_000, generator=gen) * 2 - 1) * 6
+    cases = [(b, e), (torch.stack([b, b], 1)[:, 0], e)]
+    cases += [(b, torch.tensor(v)) for v in (2.0, 0.5, 3.0, -1.0, 2.5, -1.5, 1.5, -0.5, 0.0, 1.0, -2.0)]
+    cases += [(torch.tensor(v), e) for v in (2.0, 0.5, 1.5, 3.0, 0.75)]
+    for x, y in cases:
+        want = torch.pow(x.double(), y.double())
+        err = (torch.pow(x, y).double() - want).abs() / fp.ulp(fp.F32, want)
+        assert err.max().item() <= fp.TORCH_ULPS["pow"], (y if y.dim() == 0 else x, err.max().item())
+        for d in (torch.bfloat16, torch.float16):
+            got, once = torch.pow(x.to(d), y.to(d)), torch.pow(x.to(d).float(), y.to(d).float()).to(d)
+            assert bool(bits_equal(got, once).all()), d
+    x = _float_sample()
+    x = x[x != 0]
+    assert bool(bits_equal(torch.reciprocal(x), (1 / x.double()).float()).all())
+    for d in (torch.bfloat16, torch.float16):
+        h = x.to(d)
+        h = h[(h != 0) & torch.isfinite(h)]
+        assert bool(bits_equal(torch.reciprocal(h), (1 / h.float()).to(d)).all()), d
 
 
 def test_torch_half_reductions_accumulate_in_f32():
-    """interp's bf16/f16 row/col sums equal the f32 sum rounded once (the bound assumes it)."""
+    """interp's bf16/f16 row/col sums and means equal the f32 sum (mean) rounded once (the
+    bound assumes it); the f32 mean is within one ulp of the f32 sum over n."""
     gen = torch.Generator().manual_seed(1)
     x = torch.rand(256, 32, generator=gen) * 4 - 2
+    for dim in (0, -1):
+        want = x.sum(dim=dim, keepdim=True).double() / x.shape[dim]
+        got = x.mean(dim=dim, keepdim=True).double()
+        assert ((got - want).abs() <= fp.ulp(fp.F32, want)).all()
     for d in (torch.bfloat16, torch.float16):
         h = x.to(d)
         for dim in (0, -1):
+            u = fp.ulp(fp.BF16 if d == torch.bfloat16 else fp.F16, h.float().sum(dim=dim, keepdim=True))
             want = h.float().sum(dim=dim, keepdim=True)
             got = h.sum(dim=dim, keepdim=True, dtype=d).float()
+            assert ((got - want).abs() <= u).all()
+            want = h.float().mean(dim=dim, keepdim=True)
+            got = h.mean(dim=dim, keepdim=True).float()
             assert ((got - want).abs() <= fp.ulp(fp.BF16 if d == torch.bfloat16 else fp.F16, want)).all()
 
 
