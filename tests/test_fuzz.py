@@ -366,7 +366,7 @@ def test_torch_transcendental_error_assumptions():
             err = (got.double() - want).abs() / fp.ulp(fp.F32, ref)
             assert err.max().item() <= fp.TORCH_ULPS[name], (name, err.max().item())
         for d, dt in ((torch.bfloat16, fp.BF16), (torch.float16, fp.F16)):
-            h = xs.to(d)
+            h = xs.to(d).unique()  # at most 2^16 values
             h = h[torch.isfinite(h) & (h > 0 if name in ("log", "log2") else h == h)]
             want = fn(h.double())
             ref = _reference_magnitude(name, h, want)
