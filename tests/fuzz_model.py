@@ -41,10 +41,22 @@ SCALAR_MAG = 2.0
 # floats against libm in double). torch (interp, CPU): not documented; measured on ~10^7
 # floats each (tests/test_fuzz.py::test_torch_transcendental_error_assumptions re-checks them
 # on every run) as exp 0.56, log 0.88, tanh 0.51, sigmoid 2.4, silu 2.4 ulp; we assume a margin.
-SIM_ULPS = {"exp": 1.0, "log": 1.0, "tanh": 0.51, "sigmoid": 0.51, "silu": 0.51}
-TORCH_ULPS = {"exp": 1.0, "log": 1.0, "tanh": 1.0, "sigmoid": 3.0, "silu": 3.0}
-# Lipschitz constants on the whole line (log: 1 / lower end of the interval, exp: e^upper end)
-LIPSCHITZ = {"tanh": 1.0, "sigmoid": 0.25, "silu": 1.1}
+# exp2/log2/erf/gelu/gelu_tanh/pow: sim 0.5001, 0.5000, 0.5000, 0.5001, 0.5001, 0.5001 ulp
+# (tile_math.hpp); torch measured as exp2 0.80, log2 0.58, erf 0.74, gelu_tanh 1.7, pow 0.59 ulp,
+# gelu 4.6 ulp of max(|gelu(x)|, |x|) (its 1 + erf cancels for x < 0: the gelu rules use that
+# magnitude, never |gelu(x)| alone).
+SIM_ULPS = {
+    "exp": 1.0, "log": 1.0, "tanh": 0.51, "sigmoid": 0.51, "silu": 0.51,
+    "exp2": 0.51, "log2": 0.51, "erf": 0.51, "gelu": 0.51, "gelu_tanh": 0.51, "pow": 0.51,
+}  # fmt: skip
+TORCH_ULPS = {
+    "exp": 1.0, "log": 1.0, "tanh": 1.0, "sigmoid": 3.0, "silu": 3.0,
+    "exp2": 1.0, "log2": 1.0, "erf": 1.0, "gelu": 6.0, "gelu_tanh": 3.0, "pow": 1.0,
+}  # fmt: skip
+# Lipschitz constants on the whole line (log: 1 / lower end of the interval, exp: e^upper end;
+# log2 and exp2 likewise; gelu/gelu_tanh: max |f'| = 1.1290 at x = +-1.41)
+LIPSCHITZ = {"tanh": 1.0, "sigmoid": 0.25, "silu": 1.1, "erf": 2 / math.sqrt(math.pi) * 1.0001, "gelu": 1.13, "gelu_tanh": 1.13}
+GELU_MIN = -0.1701  # min of gelu and gelu_tanh (-0.16997, -0.17004)
 U32 = 2.0**-24  # unit roundoff of f32 (the accumulator of sums and matmuls)
 # The bound of a zero whose sign may differ (known bug zero_sign_minmax): the smallest positive
 # double, so the element need not be bit-exact but must still be equal (|diff| = 0).
@@ -203,25 +215,114 @@ class Full(Expr):
         return Val(v, _zero_err(v))
 
 
-class Load(Expr):
-    """ts.load(param, [row, col], [rows, cols]); ``col`` may be a loop variable's name."""
+def render_count(n) -> str:
+    """A ``valid=`` count: an int, or ``(scalar, cap)``: ``ts.minimum(scalar, cap)`` at run time."""
+    return str(n) if isinstance(n, int) else f"ts.minimum({n[0]}, {n[1]})"
 
-    def __init__(self, param: str, offsets: tuple, sizes, dtype: str, lo: float, hi: float):
+
+def eval_count(n, env) -> int:
+    return n if isinstance(n, int) else min(int(env[n[0]].v), n[1])
+
+
+def render_valid(valid) -> str:
+    return f", valid=({', '.join(render_count(n) for n in valid)})"
+
+
+class Load(Expr):
+    """ts.load(param, [row, col], [rows, cols]); ``col`` may be a loop variable's name. With
+    ``valid=(rows, cols)`` (ints or run-time counts) the elements outside it are ``fill``."""
+
+    def __init__(self, param: str, offsets: tuple, sizes, dtype: str, lo: float, hi: float, valid=None, fill=None):
         self.param, self.offsets, self.shape, self.dtype = param, offsets, tuple(sizes), dtype
         self.lo, self.hi = lo, hi
+        self.valid, self.fill = valid, fill
+        if valid is not None:
+            self.lo, self.hi = min(lo, float(fill)), max(hi, float(fill))
 
     def render(self) -> str:
         offs = ", ".join(str(o) for o in self.offsets)
-        return f"ts.load({self.param}, [{offs}], {list(self.shape)})"
+        extra = "" if self.valid is None else f"{render_valid(self.valid)}, fill={self.fill!r}"
+        return f"ts.load({self.param}, [{offs}], {list(self.shape)}{extra})"
 
     def ev(self, env):
         view, err = env[self.param]
         r0, c0 = (env[o] if isinstance(o, str) else o for o in self.offsets)
         r, c = self.shape
-        return Val(view[r0 : r0 + r, c0 : c0 + c].clone(), err[r0 : r0 + r, c0 : c0 + c].clone())
+        if self.valid is None:
+            return Val(view[r0 : r0 + r, c0 : c0 + c].clone(), err[r0 : r0 + r, c0 : c0 + c].clone())
+        vr, vc = (eval_count(n, env) for n in self.valid)
+        v = torch.full((r, c), self.fill, dtype=TORCH[self.dtype])
+        e = torch.zeros((r, c), dtype=torch.float64)
+        v[:vr, :vc] = view[r0 : r0 + vr, c0 : c0 + vc]
+        e[:vr, :vc] = err[r0 : r0 + vr, c0 : c0 + vc]
+        return Val(v, e)
 
 
-UNARY = ("neg", "abs", "sqrt", "exp", "log", "tanh", "sigmoid", "silu")
+class Iota(Expr):
+    """ts.iota(shape, dtype, dim=): each element's index along ``dim`` (exact)."""
+
+    def __init__(self, shape, dtype: str, dim: int):
+        self.shape, self.dtype, self.dim = tuple(shape), dtype, dim
+        self.lo, self.hi = 0.0, float(self.shape[dim] - 1)
+
+    def render(self) -> str:
+        return f"ts.iota({list(self.shape)}, ts.{self.dtype}, dim={self.dim})"
+
+    def ev(self, env):
+        n = self.shape[self.dim]
+        idx = torch.arange(n, dtype=torch.int64).reshape([n if i == self.dim else 1 for i in range(2)])
+        v = idx.expand(self.shape).to(TORCH[self.dtype]).contiguous()
+        return Val(v, _zero_err(v))
+
+
+class TileSlice(Expr):
+    """A static sub-tile ``x[r0:r1, c0:c1]`` of a named tile (exact)."""
+
+    def __init__(self, x: Var, r0: int, r1: int, c0: int, c1: int):
+        self.x, self.box = x, (r0, r1, c0, c1)
+        self.shape, self.dtype, self.lo, self.hi = (r1 - r0, c1 - c0), x.dtype, x.lo, x.hi
+
+    def children(self):
+        return (self.x,)
+
+    def render(self) -> str:
+        r0, r1, c0, c1 = self.box
+        return f"{self.x.render()}[{r0}:{r1}, {c0}:{c1}]"
+
+    def ev(self, env):
+        x = self.x.ev(env)
+        r0, r1, c0, c1 = self.box
+        return Val(x.v[r0:r1, c0:c1].contiguous(), x.e[r0:r1, c0:c1].contiguous())
+
+
+class IndexDrop(Expr):
+    """``x[i]`` (axis 0) or ``x[:, j]`` (axis 1) of a named tile: a 1-D tile, which broadcasts
+    as a ``[1, n]`` row (numpy), so the model gives it the shape ``(1, n)``; the generator only
+    uses it as an operand of an op with a 2-D tile (exact)."""
+
+    def __init__(self, x: Var, axis: int, index: int):
+        self.x, self.axis, self.index = x, axis, index
+        self.shape = (1, x.shape[1 - axis])
+        self.dtype, self.lo, self.hi = x.dtype, x.lo, x.hi
+
+    def children(self):
+        return (self.x,)
+
+    def render(self) -> str:
+        return f"{self.x.render()}[{self.index}]" if self.axis == 0 else f"{self.x.render()}[:, {self.index}]"
+
+    def ev(self, env):
+        x = self.x.ev(env)
+        if self.axis == 0:
+            return Val(x.v[self.index].contiguous(), x.e[self.index].contiguous())
+        return Val(x.v[:, self.index].contiguous(), x.e[:, self.index].contiguous())
+
+
+def _via_f32(fn, x: torch.Tensor) -> torch.Tensor:
+    return fn(x.float()).to(x.dtype) if x.dtype in (torch.bfloat16, torch.float16) else fn(x)
+
+
+UNARY = ("neg", "abs", "sqrt", "exp", "log", "tanh", "sigmoid", "silu", "erf", "exp2", "log2", "reciprocal", "gelu", "gelu_tanh")
 _TORCH_UNARY = {
     "neg": torch.neg,
     "abs": torch.abs,
@@ -231,6 +332,12 @@ _TORCH_UNARY = {
     "tanh": torch.tanh,
     "sigmoid": torch.sigmoid,
     "silu": torch.nn.functional.silu,
+    "erf": lambda x: _via_f32(torch.erf, x),  # as interp: bf16/f16 through f32
+    "exp2": torch.exp2,
+    "log2": torch.log2,
+    "reciprocal": torch.reciprocal,
+    "gelu": lambda x: _via_f32(torch.nn.functional.gelu, x),
+    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
 }
 
 
@@ -265,11 +372,25 @@ class Unary(Expr):
             self.lo, self.hi = _sigmoid(lo), _sigmoid(hi)
         elif op == "silu":
             self.lo, self.hi = (-0.2785 if lo < 0 else _silu(lo)), max(_silu(hi), 0.0)
+        elif op == "erf":
+            self.lo, self.hi = math.erf(lo), math.erf(hi)
+        elif op == "exp2":
+            self.lo, self.hi = 2.0**lo, 2.0**hi
+        elif op == "log2":
+            assert lo > 0, "log2 of a possibly non-positive value"
+            self.lo, self.hi = math.log2(lo), math.log2(hi)
+        elif op == "reciprocal":
+            assert min(abs(lo), abs(hi)) >= 0.5 and (lo > 0 or hi < 0), "reciprocal near zero"
+            self.lo, self.hi = 1 / hi, 1 / lo
+        elif op in ("gelu", "gelu_tanh"):  # x Phi(x): >= GELU_MIN, <= max(x, 0)
+            self.lo, self.hi = (GELU_MIN if lo < 0 else lo * 0.5 * math.erfc(-lo / math.sqrt(2))), max(hi, 0.0)
 
     def children(self):
         return (self.x,)
 
     def render(self) -> str:
+        if self.op == "gelu_tanh":
+            return f"ts.gelu({self.x.render()}, approximate='tanh')"
         return f"-{self.x.render()}" if self.op == "neg" else f"ts.{self.op}({self.x.render()})"
 
     def ev(self, env):
@@ -285,6 +406,11 @@ class Unary(Expr):
             top = torch.sqrt(xv + ex)
             e = exactly_rounded(prop, ex > 0, rounding(d, top))
             return Val(v, e)
+        if self.op == "reciprocal":  # correctly rounded in both (as division): 1/x' - 1/x
+            gap = xv.abs() - ex
+            prop = torch.where(gap > 0, ex / (xv.abs() * gap.clamp(min=1e-300)), torch.full_like(gap, math.inf))
+            top = 1 / gap.clamp(min=1e-300)
+            return Val(v, exactly_rounded(prop, ex > 0, rounding(d, top)))
         # exp, log, tanh, sigmoid, silu: not correctly rounded; each side errs by its ulp bound
         # (in f32, bf16/f16 compute in float), plus the input error through the Lipschitz bound,
         # plus the final rounding of bf16/f16.
@@ -292,16 +418,22 @@ class Unary(Expr):
         # lip: the largest |f'| over [lo_in, hi_in]; top: the largest |f| there
         if self.op == "exp":
             lip = top = torch.exp(hi_in)
-        elif self.op == "log":
-            lip = torch.where(lo_in > 0, 1 / lo_in.clamp(min=1e-300), torch.full_like(lo_in, math.inf))
-            top = torch.maximum(torch.log(hi_in).abs(), torch.log(lo_in.clamp(min=1e-300)).abs())
+        elif self.op == "exp2":
+            top = torch.exp2(hi_in)
+            lip = math.log(2) * top
+        elif self.op in ("log", "log2"):
+            scale = 1.0 if self.op == "log" else 1 / math.log(2)
+            lip = torch.where(lo_in > 0, scale / lo_in.clamp(min=1e-300), torch.full_like(lo_in, math.inf))
+            top = scale * torch.maximum(torch.log(hi_in).abs(), torch.log(lo_in.clamp(min=1e-300)).abs())
         else:
             lip = torch.full_like(xv, LIPSCHITZ[self.op])
             if self.op == "tanh":  # |tanh x| <= min(|x|, 1)
                 top = torch.clamp(xv.abs() + ex, max=1.0)
             elif self.op == "sigmoid":  # increasing
                 top = torch.sigmoid(hi_in)
-            else:  # |silu x| = |x| sigmoid(x) <= |x|
+            elif self.op == "erf":  # |erf x| <= min(L |x|, 1)
+                top = torch.clamp(LIPSCHITZ["erf"] * (xv.abs() + ex), max=1.0)
+            else:  # |silu x| = |x| sigmoid(x) <= |x|; gelu's errors are in ulps of max(|gelu x|, |x|) = |x|
                 top = xv.abs() + ex
         k = SIM_ULPS[self.op] + TORCH_ULPS[self.op]
         e = torch.where(ex > 0, lip * ex, torch.zeros_like(ex)) + k * ulp(F32, top * (1 + 2.0**-20))
@@ -388,6 +520,69 @@ class Binary(Expr):
         return Val(v, exactly_rounded(prop, differs, rounding(self.dtype, exact.abs() + prop)))
 
 
+class Pow(Expr):
+    """ts.pow(base, exponent): tile^tile, tile^literal or literal^tile, with a positive base."""
+
+    def __init__(self, a: Expr, b: Expr):
+        self.a, self.b = a, b
+        assert a.lo > 0, "pow of a possibly non-positive base"
+        tile = a if a.shape is not None else b
+        self.dtype = tile.dtype
+        self.shape = broadcast(a.shape, b.shape) if a.shape and b.shape else tile.shape
+        assert self.shape is not None
+        corners = [x**y for x in (a.lo, a.hi) for y in (b.lo, b.hi)]  # monotone in each
+        self.lo, self.hi = min(corners), max(corners)
+
+    def children(self):
+        return (self.a, self.b)
+
+    def render(self) -> str:
+        return f"ts.pow({self.a.render()}, {self.b.render()})"
+
+    def ev(self, env):
+        a, b = self.a.ev(env), self.b.ev(env)
+        v = torch.pow(_as_tensor(a.v, self.dtype), _as_tensor(b.v, self.dtype))
+        av, bv, ea, eb = f64(a.v), f64(b.v), a.e, b.e
+        exact = torch.pow(av, bv)
+        # x^y is monotone in x and in y (base > 0): over the box of possible sim inputs the
+        # extremes are at its corners (float64, inflated for its own rounding)
+        lo_a = av - ea
+        corners = [torch.pow(torch.clamp(av + sa * ea, min=1e-300), bv + sb * eb) for sa in (-1, 1) for sb in (-1, 1)]
+        prop = torch.stack([(c - exact).abs() for c in torch.broadcast_tensors(*corners)]).amax(0) * (1 + 1e-9)
+        prop = torch.where(lo_a > 0, prop, torch.full_like(prop, math.inf))
+        top = torch.stack(torch.broadcast_tensors(*[c.abs() for c in corners], exact.abs())).amax(0)
+        differs = (ea > 0) | (eb > 0)
+        k = SIM_ULPS["pow"] + TORCH_ULPS["pow"]
+        e = torch.where(differs, prop, torch.zeros_like(prop)) + k * ulp(F32, top * (1 + 2.0**-20))
+        if self.dtype != F32:
+            e = e + rounding(self.dtype, top + e)
+        return Val(v, e.expand(v.shape).clone())
+
+
+class Clamp(Expr):
+    """ts.clamp(x, min=, max=): lowered to ts.minimum(ts.maximum(x, min), max) (exact)."""
+
+    def __init__(self, x: Expr, lo: Expr | None, hi: Expr | None):
+        self.x, self.min, self.max = x, lo, hi
+        inner = x
+        if lo is not None:
+            inner = Binary("maximum", inner, lo)
+        if hi is not None:
+            inner = Binary("minimum", inner, hi)
+        self.inner = inner
+        self.shape, self.dtype, self.lo, self.hi = inner.shape, inner.dtype, inner.lo, inner.hi
+
+    def children(self):
+        return tuple(c for c in (self.x, self.min, self.max) if c is not None)
+
+    def render(self) -> str:
+        bounds = "".join(f", {k}={c.render()}" for k, c in (("min", self.min), ("max", self.max)) if c is not None)
+        return f"ts.clamp({self.x.render()}{bounds})"
+
+    def ev(self, env):
+        return self.inner.ev(env)
+
+
 CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _TORCH_CMP = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne}
 
@@ -465,7 +660,7 @@ class Where(Expr):
         return Val(v, torch.where(c.e > 0, flipped, chosen).expand(v.shape).clone())
 
 
-REDUCE = ("row_sum", "row_max", "row_min", "col_sum", "col_max")
+REDUCE = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min", "row_mean", "col_mean")
 
 
 class Reduce(Expr):
@@ -477,6 +672,9 @@ class Reduce(Expr):
         self.dtype = x.dtype
         if op.endswith("sum"):
             self.lo, self.hi = self.n * x.lo, self.n * x.hi
+        elif op.endswith("mean"):
+            assert x.dtype in FLOATS, "mean of integers"
+            self.lo, self.hi = x.lo, x.hi
         else:
             self.lo, self.hi = x.lo, x.hi
 
@@ -492,9 +690,11 @@ class Reduce(Expr):
         kind = self.op.split("_")[1]
         if kind == "sum":
             v = x.v.sum(dim=dim, keepdim=True, dtype=x.v.dtype)
+        elif kind == "mean":
+            v = x.v.mean(dim=dim, keepdim=True)
         else:
             v = (torch.amax if kind == "max" else torch.amin)(x.v, dim=dim, keepdim=True)
-        if kind != "sum":  # exact, 1-Lipschitz
+        if kind not in ("sum", "mean"):  # exact, 1-Lipschitz
             e = x.e.amax(dim=dim, keepdim=True)
             if "zero_sign_minmax" in env["#tolerate"] and x.v.is_floating_point():  # known bug
                 zero = x.v == 0
@@ -510,6 +710,14 @@ class Reduce(Expr):
         # within gamma_{n-1} * sum|x| of the exact sum; bf16/f16 then round once.
         absum = (f64(x.v).abs() + x.e).sum(dim=dim, keepdim=True)
         e = prop + 2 * gamma(self.n) * absum  # gamma_n: sim may fuse a product into the sum
+        if kind == "mean":
+            # the sums' bound over n, then each side's f32 division (sim: correctly rounded; torch
+            # may multiply by a rounded 1/n): within one ulp of f32 each, so 2 ulps with margin;
+            # bf16/f16: both round the f32 mean once (test_torch_half_reductions_accumulate_in_f32)
+            e = e / self.n + 2.02 * ulp(F32, (absum / self.n) * (1 + 2.0**-20))
+            if self.dtype != F32:
+                e = e + rounding(self.dtype, absum / self.n + e)
+            return Val(v, e)
         if self.dtype != F32:
             e = e + rounding(self.dtype, absum)
         return Val(v, e)
@@ -558,13 +766,14 @@ class Cast(Expr):
 
 
 class MatMul(Expr):
-    """ts.matmul(a, b) (optionally with acc=), f32 result with f32 accumulation."""
+    """ts.matmul(a, b) (optionally with acc=, transpose_a=, transpose_b=), f32 result with f32
+    accumulation."""
 
-    def __init__(self, a: Expr, b: Expr, acc: Expr | None = None):
-        self.a, self.b, self.acc = a, b, acc
-        self.k = a.shape[1]
-        assert b.shape[0] == self.k and a.dtype == b.dtype
-        self.shape = (a.shape[0], b.shape[1])
+    def __init__(self, a: Expr, b: Expr, acc: Expr | None = None, ta: bool = False, tb: bool = False):
+        self.a, self.b, self.acc, self.ta, self.tb = a, b, acc, ta, tb
+        (m, self.k), (kb, n) = a.shape[:: -1 if ta else 1], b.shape[:: -1 if tb else 1]
+        assert kb == self.k and a.dtype == b.dtype
+        self.shape = (m, n)
         self.dtype = F32
         m = self.k * a.mag * b.mag + (acc.mag if acc is not None else 0.0)
         self.lo, self.hi = -m, m
@@ -574,10 +783,16 @@ class MatMul(Expr):
 
     def render(self) -> str:
         acc = f", acc={self.acc.render()}" if self.acc is not None else ""
+        acc += ", transpose_a=True" if self.ta else ""
+        acc += ", transpose_b=True" if self.tb else ""
         return f"ts.matmul({self.a.render()}, {self.b.render()}{acc})"
 
     def ev(self, env):
         a, b = self.a.ev(env), self.b.ev(env)
+        if self.ta:
+            a = Val(a.v.transpose(0, 1), a.e.transpose(0, 1))
+        if self.tb:
+            b = Val(b.v.transpose(0, 1), b.e.transpose(0, 1))
         v = a.v.to(torch.float32) @ b.v.to(torch.float32)
         aa, ba = f64(a.v).abs(), f64(b.v).abs()
         prop = aa @ b.e + a.e @ ba + a.e @ b.e
@@ -647,19 +862,29 @@ class Assign:
 
 @dataclass
 class Store:
+    """ts.store(param, offsets, value), with ``valid=`` (InOut params only: the rest keeps its
+    input) writing only the first rows x cols of the tile."""
+
     param: str
     offsets: tuple
     value: Expr
+    valid: tuple | None = None
 
     def lines(self, ind: str) -> list[str]:
         offs = ", ".join(str(o) for o in self.offsets)
-        return [f"{ind}ts.store({self.param}, [{offs}], {self.value.render()})"]
+        valid = "" if self.valid is None else render_valid(self.valid)
+        return [f"{ind}ts.store({self.param}, [{offs}], {self.value.render()}{valid})"]
 
     def run(self, env):
         tile = self.value.ev(env)
         view, err = env[self.param]
         r0, c0 = (env[o] if isinstance(o, str) else o for o in self.offsets)
         r, c = tile.v.shape
+        if self.valid is not None:
+            vr, vc = (eval_count(n, env) for n in self.valid)
+            view[r0 : r0 + vr, c0 : c0 + vc].copy_(tile.v[:vr, :vc].to(view.dtype))
+            err[r0 : r0 + vr, c0 : c0 + vc].copy_(tile.e.expand(r, c)[:vr, :vc])
+            return
         view[r0 : r0 + r, c0 : c0 + c].copy_(tile.v.to(view.dtype))
         err[r0 : r0 + r, c0 : c0 + c].copy_(tile.e.expand(r, c))
 
@@ -901,9 +1126,13 @@ class FuzzProgram:
     data_seed: int
     scalar_value: float
     features: set[str] = field(default_factory=set)
+    count_value: int = 0  # the i32 scalar ``n`` (run-time valid= counts)
 
     def __repr__(self) -> str:  # what hypothesis prints as the falsifying example
-        return f"<FuzzProgram (data seed {self.data_seed}, s={self.scalar_value!r}):\n{self.source()}>"
+        return (
+            f"<FuzzProgram (data seed {self.data_seed}, s={self.scalar_value!r}, n={self.count_value}):"
+            f"\n{self.source()}>"
+        )
 
     def source(self) -> str:
         parts = ["import tilescope as ts", ""]
@@ -927,7 +1156,7 @@ class FuzzProgram:
         vals: list[Any] = []
         for p, a in zip(self.params, args):
             if p.kind == "scalar":
-                v = float(torch.tensor(a, dtype=TORCH[p.dtype]).item())
+                v = int(a) if p.dtype == I32 else float(torch.tensor(a, dtype=TORCH[p.dtype]).item())
                 env[p.name] = Val(v, _zero_err(v))
                 vals.append(None)
             else:

@@ -48,11 +48,14 @@ from fuzz_model import (  # noqa: F401  (some are re-exported for test_fuzz)
     Binary,
     Call,
     Cast,
+    Clamp,
     Cmp,
     Create,
     Expr,
     Full,
     FuzzProgram,
+    IndexDrop,
+    Iota,
     Kernel,
     Lit,
     Load,
@@ -62,6 +65,7 @@ from fuzz_model import (  # noqa: F401  (some are re-exported for test_fuzz)
     OIf,
     OLoop,
     Param,
+    Pow,
     Rebind,
     Reduce,
     Rng,
@@ -69,6 +73,7 @@ from fuzz_model import (  # noqa: F401  (some are re-exported for test_fuzz)
     ScalarParam,
     Store,
     TArg,
+    TileSlice,
     Transpose,
     Unary,
     Var,
@@ -124,7 +129,7 @@ def make_inputs(prog: FuzzProgram) -> list[Any]:
     out: list[Any] = []
     for p in prog.params:
         if p.kind == "scalar":
-            out.append(prog.scalar_value)
+            out.append(prog.count_value if p.dtype == I32 else prog.scalar_value)
         elif p.kind == "out":
             out.append(torch.zeros(p.shape, dtype=TORCH[p.dtype]))
         elif p.dtype == I32:
@@ -204,6 +209,10 @@ OP_KINDS = (
     "where",
     "matmul",
     "transpose",
+    "pow",
+    "clamp",
+    "iota",
+    "slice",
 )
 
 
@@ -217,7 +226,9 @@ class KernelGen:
         self.pool: list[Var] = []
         self.body: list = []
         self.n = 0
-        self.scalar = next((p for p in params if p.kind == "scalar"), None)
+        self.scalar = next((p for p in params if p.kind == "scalar" and p.dtype == F32), None)
+        self.count_param = next((p for p in params if p.kind == "scalar" and p.dtype == I32), None)
+        self.uses_count = False
 
     def fresh(self, prefix: str = "v") -> str:
         self.n += 1
@@ -244,9 +255,17 @@ class KernelGen:
     def operand(self, pool: list, like: Expr) -> Expr:
         """A second operand for ``like``: a pool value of its dtype that broadcasts with it (or
         another dtype, cast), a literal, or the scalar param."""
-        kind = self.draw(st.sampled_from(["tile", "tile", "literal", "scalar"]))
+        kind = self.draw(st.sampled_from(["tile", "tile", "literal", "scalar", "drop"]))
         if kind == "scalar" and self.scalar is not None and like.dtype != I32:
             return ScalarParam(self.scalar.name)
+        if kind == "drop" and like.shape is not None:  # x[i] or x[:, j]: a 1-D row of like's width
+            w = like.shape[1]
+            drops = [(v, 0) for v in pool if v.dtype == like.dtype and v.shape[1] == w and v.shape[0] > 1]
+            drops += [(v, 1) for v in pool if v.dtype == like.dtype and v.shape[0] == w and v.shape[1] > 1]
+            drops = [(v, ax) for v, ax in drops if isinstance(v, Var)]
+            if drops:
+                v, ax = self.pick(drops, prefer_last=True)
+                return IndexDrop(v, ax, self.draw(st.integers(0, v.shape[ax] - 1)))
         cands = [v for v in pool if v is not like and v.dtype != "bool" and broadcast(v.shape, like.shape)]
         if kind == "literal" or not cands:
             return self.literal(like.dtype)
@@ -268,17 +287,68 @@ class KernelGen:
     def unary(self, x: Expr) -> Expr:
         if x.dtype == I32:
             return Unary(self.draw(st.sampled_from(["neg", "abs"])), x)
-        choices = ["neg", "abs", "tanh", "sqrt", "log"]
+        choices = ["neg", "abs", "tanh", "sqrt", "log", "log2", "reciprocal", "erf"]
         if -30 <= x.lo and x.hi <= 7:
             choices.append("exp")
+        if -40 <= x.lo and x.hi <= 10:
+            choices.append("exp2")
         if x.mag <= 60:
-            choices += ["sigmoid", "silu"]
+            choices += ["sigmoid", "silu", "gelu", "gelu_tanh"]
         op = self.draw(st.sampled_from(choices))
-        if op in ("sqrt", "log"):
-            if (op == "sqrt" and x.lo >= 0) or (op == "log" and x.lo >= 0.5):
+        if op in ("sqrt", "log", "log2", "reciprocal"):
+            if (op == "sqrt" and x.lo >= 0) or (op != "sqrt" and x.lo >= 0.5):
+                return Unary(op, x)
+            if op == "reciprocal" and x.hi <= -0.5:
                 return Unary(op, x)
             return Unary(op, Binary("add", Unary("abs", x), Lit(1.0, x.dtype)))
         return Unary(op, x)
+
+    def pow(self, pool: list, a: Expr) -> Expr | None:
+        """ts.pow with a positive base: tile^tile, tile^literal or literal^tile."""
+        if a.dtype not in FLOATS:
+            return None
+        kind = self.draw(st.sampled_from(["tile", "literal", "base"]))
+        if kind == "base":  # literal ^ tile
+            x = a if a.mag <= 8 else Unary("tanh", a)
+            e = Pow(Lit(self.draw(st.sampled_from([2.0, 0.5, 1.5, 3.0, 0.75])), a.dtype), x)
+            return e if self.ok(e) else None
+        base = a if a.lo >= 0.25 else Binary("add", Unary("abs", a), Lit(self.draw(st.sampled_from([0.5, 1.0])), a.dtype))
+        if kind == "literal":
+            y: Expr = Lit(self.draw(st.sampled_from([2.0, 0.5, 3.0, -1.0, 2.5, -1.5, 1.5, -0.5, 0.0, 1.0])), a.dtype)
+        else:
+            y = self.operand(pool, a)
+            if y.shape is None:
+                y = Lit(self.draw(st.sampled_from([2.0, -1.0, 0.5])), a.dtype)
+            elif y.mag > 3:
+                y = Unary("tanh", y)
+        e = Pow(base, y)
+        if not self.ok(e) and y.shape is not None:
+            e = Pow(base, Unary("tanh", y) if not isinstance(y, Unary) or y.op != "tanh" else Lit(0.5, a.dtype))
+        return e if self.ok(e) else None
+
+    def clamp_op(self, pool: list, a: Expr) -> Expr:
+        """ts.clamp(a, min=, max=) with literal bounds (or one of them a tile)."""
+        which = self.draw(st.sampled_from(["both", "min", "max", "tile"]))
+        lo_b, hi_b = sorted((self.literal(a.dtype) for _ in range(2)), key=lambda lit: lit.value)
+        if which == "tile":
+            t = self.operand(pool, a)
+            return Clamp(a, t, None) if self.draw(st.booleans()) else Clamp(a, None, t)
+        return Clamp(a, lo_b if which != "max" else None, hi_b if which != "min" else None)
+
+    def slice_or_iota(self, kind: str, pool: list, a: Expr) -> Expr | None:
+        r, c = a.shape
+        if kind == "iota":  # an index tile combined with a
+            it = Iota((r, c) if self.draw(st.booleans()) else ((r, 1) if self.draw(st.booleans()) else (1, c)), a.dtype, 0)
+            it.dim = self.draw(st.integers(0, 1))
+            it.lo, it.hi = 0.0, float(it.shape[it.dim] - 1)
+            return Binary(self.draw(st.sampled_from(["add", "sub", "mul", "maximum"])), a, it)
+        if not isinstance(a, Var) or r * c == 1:
+            return None
+        r0 = self.draw(st.integers(0, r - 1))
+        r1 = self.draw(st.integers(r0 + 1, r))
+        c0 = self.draw(st.integers(0, c - 1))
+        c1 = self.draw(st.integers(c0 + 1, c))
+        return TileSlice(a, r0, r1, c0, c1)
 
     def binary(self, pool: list, a: Expr) -> Expr:
         ops = ["add", "sub", "mul", "maximum", "minimum"] + (["div"] if a.dtype != I32 else [])
@@ -308,6 +378,10 @@ class KernelGen:
 
     def where(self, pool: list, a: Expr) -> Expr:
         cond = self.condition(pool, self.pick([v for v in pool if v.dtype != "bool"], prefer_last=True))
+        if self.draw(st.integers(0, 2)) == 0:  # an index mask: iota compared with a literal
+            dim = self.draw(st.integers(0, 1))
+            it = Iota(a.shape, I32, dim)
+            cond = Cmp(self.draw(st.sampled_from(sorted(CMP))), it, Lit(self.draw(st.integers(0, a.shape[dim])), I32))
         x = a
         y = self.operand(pool, a)
         shape_xy = broadcast(x.shape, y.shape) if y.shape else x.shape
@@ -318,6 +392,7 @@ class KernelGen:
     def reduce(self, a: Expr) -> Expr | None:
         r, c = a.shape
         ops = [o for o in REDUCE if (o.startswith("row") and c > 1) or (o.startswith("col") and r > 1)]
+        ops = [o for o in ops if a.dtype in FLOATS or not o.endswith("mean")]
         if not ops:
             return None
         e = Reduce(self.draw(st.sampled_from(ops)), a)
@@ -326,19 +401,22 @@ class KernelGen:
     def matmul(self, pool: list, a: Expr) -> Expr | None:
         if a.dtype not in FLOATS:
             return None
-        k = a.shape[1]
-        cands: list[Expr] = [v for v in pool if v.dtype == a.dtype and v.shape[0] == k]
-        cands += [Transpose(v) for v in pool if v.dtype == a.dtype and v.shape[1] == k]
+        ta = self.draw(st.integers(0, 3)) == 0  # a's transpose by transpose_a=True
+        m, k = a.shape[::-1] if ta else a.shape
+        cands: list[tuple[Expr, bool]] = [(v, False) for v in pool if v.dtype == a.dtype and v.shape[0] == k]
+        cands += [(Transpose(v), False) for v in pool if v.dtype == a.dtype and v.shape[1] == k]
+        cands += [(v, True) for v in pool if v.dtype == a.dtype and v.shape[1] == k]  # transpose_b=True
         if not cands:
             return None
-        b = self.pick(cands)
+        b, tb = self.pick(cands)
+        n = b.shape[0] if tb else b.shape[1]
         acc = None
         if self.draw(st.booleans()):
-            accs = [v for v in pool if v.dtype == F32 and v.shape == (a.shape[0], b.shape[1])]
+            accs = [v for v in pool if v.dtype == F32 and v.shape == (m, n)]
             acc = self.pick(accs) if accs else None
-        e = MatMul(a, b, acc)
+        e = MatMul(a, b, acc, ta, tb)
         if not self.ok(e):
-            e = MatMul(Unary("tanh", a), Unary("tanh", b), None)
+            e = MatMul(Unary("tanh", a), Unary("tanh", b), None, ta, tb)
             if not self.ok(e):
                 return None
         return e
@@ -374,6 +452,12 @@ class KernelGen:
             e = self.matmul(pool, a)
         elif kind == "transpose" and a.shape[0] != a.shape[1]:
             e = Transpose(a)
+        elif kind == "pow":
+            e = self.pow(pool, a)
+        elif kind == "clamp":
+            e = self.clamp_op(pool, a)
+        elif kind in ("iota", "slice"):
+            e = self.slice_or_iota(kind, pool, a)
         if e is None or not self.ok(e):
             e = Unary("neg", a)
         if self.draw(st.integers(0, 3)) == 0 and e.dtype != "bool":  # a deeper expression
@@ -384,11 +468,24 @@ class KernelGen:
 
     # -- structure ----------------------------------------------------------------------------
 
+    def count(self, size: int):
+        """A ``valid=`` count for a dim of ``size``: a literal in [0, size] or, when the kernel
+        has the i32 scalar, ``ts.minimum(n, size)`` (n >= 0)."""
+        if self.count_param is not None and self.draw(st.booleans()):
+            self.uses_count = True
+            return (self.count_param.name, size)
+        return self.draw(st.integers(0, size))
+
     def loads(self) -> None:
         for p in self.params:
             if p.kind in ("in", "inout"):
                 lo, hi = self.ranges[p.name]
-                self.define(Load(p.name, (0, 0), p.shape, p.dtype, lo, hi))
+                if self.draw(st.integers(0, 3)) == 0:  # a ragged load: the rest is the fill
+                    valid = (self.count(p.shape[0]), self.count(p.shape[1]))
+                    fill = self.draw(st.sampled_from([0, -3, 7] if p.dtype == I32 else [0.0, -1.0, 1.5, -0.0]))
+                    self.define(Load(p.name, (0, 0), p.shape, p.dtype, lo, hi, valid, fill))
+                else:
+                    self.define(Load(p.name, (0, 0), p.shape, p.dtype, lo, hi))
 
     def chunk(self, src: Param, w: int, h: str = "h") -> Expr:
         """``src``'s column chunk at loop variable ``h`` and up to two ops on it (with values
@@ -524,7 +621,10 @@ class KernelGen:
             v = self.fold_unused(self.pick(cands, prefer_last=True), p.shape)
             if v.shape != p.shape:
                 v = Binary("add", v, Full(p.shape, 0 if v.dtype == I32 else 0.0, v.dtype))
-            self.body.append(Store(p.name, (0, 0), self.cast_to(v, p.dtype)))
+            valid = None
+            if p.kind == "inout" and self.draw(st.integers(0, 3)) == 0:  # the rest keeps its input
+                valid = (self.count(r), self.count(c))
+            self.body.append(Store(p.name, (0, 0), self.cast_to(v, p.dtype), valid))
 
     def build(self) -> Kernel:
         ins = [p for p in self.params if p.kind in ("in", "inout")]
@@ -552,7 +652,7 @@ def _clamp_stores(body: list, param: str, bound: float) -> None:
         if isinstance(s, Loop):
             _clamp_stores(s.body, param, bound)
         elif isinstance(s, Store) and s.param == param:
-            body[i] = Store(s.param, s.offsets, clamp(s.value, bound))
+            body[i] = Store(s.param, s.offsets, clamp(s.value, bound), s.valid)
 
 
 def _pow2_at_least(x: float) -> float:
@@ -656,9 +756,16 @@ class ProgramGen:
             ranges["o"] = (dest.lo, dest.hi)
         if use_s:
             params.append(Param("s", "scalar", None, F32))
-        k = KernelGen(draw, self.opts, name, params, ranges).build()
+        use_n = "n" in self.tensors_scalar and draw(st.booleans())
+        if use_n:
+            params.append(Param("n", "scalar", None, I32))
+        gen = KernelGen(draw, self.opts, name, params, ranges)
+        k = gen.build()
+        # g++ warns about unused params
         if use_s and not any(isinstance(e, ScalarParam) for e in k.exprs()):
-            k.params = [p for p in k.params if p.kind != "scalar"]  # g++ warns about unused params
+            k.params = [p for p in k.params if p.name != "s"]
+        if use_n and not gen.uses_count:
+            k.params = [p for p in k.params if p.name != "n"]
         if bound is not None:
             _clamp_stores(k.body, "o", bound)
         self.kernels.append(k)
@@ -797,16 +904,22 @@ class ProgramGen:
         self.tensors_scalar = {"s"} if draw(st.booleans()) else set()
         if self.tensors_scalar:
             params.append(Param("s", "scalar", None, F32))
+        if draw(st.integers(0, 2)) == 0:  # an i32 scalar: run-time valid= counts
+            self.tensors_scalar.add("n")
+            params.append(Param("n", "scalar", None, I32))
+        count = draw(st.integers(0, 2 * max(nr, nc)))
         scalar = float(torch.tensor(draw(st.floats(-SCALAR_MAG, SCALAR_MAG)), dtype=torch.float32).item())
         for _ in range(draw(st.integers(1, self.opts.max_stages))):
             self.stage()
         for t in list(self.tensors.values()):
             if t.kind == "out" and not _written(self.body, t.name):
                 self.stage(force_dest=t)
-        if not any(p.kind == "scalar" for k in self.kernels for p in k.params):
-            params = [p for p in params if p.kind != "scalar"]
+        used = {p.name for k in self.kernels for p in k.params if p.kind == "scalar"}
+        params = [p for p in params if p.kind != "scalar" or p.name in used]
+        if "n" in used:
+            self.features.add("runtime_valid")
         seed = draw(st.integers(0, 2**31 - 1))
-        return FuzzProgram("prog", params, self.kernels, self.body, seed, scalar, self.features)
+        return FuzzProgram("prog", params, self.kernels, self.body, seed, scalar, self.features, count)
 
 
 @st.composite
@@ -829,4 +942,4 @@ def _written(body, name: str) -> bool:
 
 
 def _s(k: Kernel) -> list:
-    return [SArg("s")] if any(p.kind == "scalar" for p in k.params) else []
+    return [SArg(p.name) for p in k.params if p.kind == "scalar"]
