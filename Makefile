@@ -22,7 +22,7 @@ demo: venv
 	$(PY) models/rms_norm.py -p sim
 
 test: venv
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 # The fuzz net's "fuzz" profile: FUZZ_EXAMPLES programs (>= 10,000) split into FUZZ_SHARDS
 # shards, each with its own seed derived from SEED, run by pytest-xdist on every core. A failure
