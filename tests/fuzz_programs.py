@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import sys
 import uuid
 from dataclasses import dataclass
@@ -140,15 +141,19 @@ def make_inputs(prog: FuzzProgram) -> list[Any]:
     return out
 
 
-def load_module_source(source: str, name: str, directory: str | Path) -> tuple[Any, Path]:
-    """Write DSL ``source`` to a new file under ``directory``, import it as a module and return
-    (the module's attribute ``name``, the file). The front-end reads the functions' source with
-    ``inspect``, so they must live in a real file."""
+def load_module_source(source: str, name: str, directory: str | Path, stem: str | None = None) -> tuple[Any, Path]:
+    """Write DSL ``source`` to a file under ``directory`` (a new one, or ``<stem>.py``: a file of
+    that name is reused as it is), import it as a module and return (the module's attribute
+    ``name``, the file). The front-end reads the functions' source with ``inspect``, so they must
+    live in a real file."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    stem = f"fuzz_{name}_{uuid.uuid4().hex[:12]}"
+    stem = stem or f"fuzz_{name}_{uuid.uuid4().hex[:12]}"
     path = directory / f"{stem}.py"
-    path.write_text(source)
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location(stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[stem] = module  # inspect.getsource finds the file through the module

@@ -15,15 +15,13 @@ one of its ulps away.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from fuzz_programs import load_module_source
 
 import tilescope as ts
 
@@ -101,20 +99,7 @@ def load_grid_program(source: str, directory: Path) -> Any:
     same program text is the same file, so its generated C++ (whose line markers name the file)
     is the same and the compile cache serves it (a grid runs one program on many values)."""
     stem = "grid_" + hashlib.sha256(source.encode()).hexdigest()[:16]
-    path = Path(directory) / f"{stem}.py"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[stem] = module  # inspect.getsource finds the file through the module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(stem, None)
-    return module.p
+    return load_module_source(source, "p", directory, stem)[0]
 
 
 def make_inputs(args: list[Arg], seed: int = 0) -> dict[str, Any]:

@@ -225,25 +225,22 @@ class _Verifier:
                     "keep offset + size within the tensor's shape",
                 )
 
-    def load(self, e: Load) -> None:
-        p = self.param_of(e.tensor, "ts.load", e.loc)
+    def read_param(self, v: Var, op: str, loc):
+        """The tensor parameter ``op`` reads; a VerifyError for an Out one (declare it InOut)."""
+        p = self.param_of(v, op, loc)
         if p.direction is Direction.OUT:
             raise self.fail(
-                f"ts.load reads the Out param {p.name!r}",
-                e.loc,
-                f"declare {p.name} as ts.InOut[...] if the kernel reads it",
+                f"{op} reads the Out param {p.name!r}", loc, f"declare {p.name} as ts.InOut[...] if the kernel reads it"
             )
+        return p
+
+    def load(self, e: Load) -> None:
+        p = self.read_param(e.tensor, "ts.load", e.loc)
         self.region_bounds("ts.load", p.name, p.type.shape, e.offsets, self.checked_sizes(e.sizes, e.valid), e.loc)
         self.valid_counts("ts.load", e.valid, e.type.shape, e.loc)
 
     def load_rows(self, e: LoadRows) -> None:
-        p = self.param_of(e.tensor, "ts.load_rows", e.loc)
-        if p.direction is Direction.OUT:
-            raise self.fail(
-                f"ts.load_rows reads the Out param {p.name!r}",
-                e.loc,
-                f"declare {p.name} as ts.InOut[...] if the kernel reads it",
-            )
+        p = self.read_param(e.tensor, "ts.load_rows", e.loc)
         if len(p.type.shape) != 2 or not (isinstance(e.rows.type, TileType) and e.rows.type.dtype.is_int):
             raise self.fail(f"ts.load_rows of {p.name}: {p.type} by a {e.rows.type}", e.loc)
         self.region_bounds("ts.load_rows", p.name, p.type.shape[1:], (e.col,), (e.type.shape[1],), e.loc)
