@@ -21,8 +21,11 @@ venv: $(VENV)/.installed
 demo: venv
 	$(PY) models/rms_norm.py -p sim
 
+# Every core for the suite; the few tests that time work under a CPU load of their own run after,
+# alone (marker "serial"), where the other workers' load cannot skew them.
 test: venv
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto -m "not serial"
+	$(PY) -m pytest -q -m serial
 
 # The fuzz net's "fuzz" profile: FUZZ_EXAMPLES programs (>= 10,000) split into FUZZ_SHARDS
 # shards, each with its own seed derived from SEED, run by pytest-xdist on every core. A failure

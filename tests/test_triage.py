@@ -230,6 +230,7 @@ finally:
 """
 
 
+@pytest.mark.serial
 def test_a_correct_program_on_a_cpu_loaded_by_a_hog_is_not_a_false_hang(tmp_path):
     from tilescope.runtime import library
 

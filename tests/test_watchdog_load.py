@@ -19,6 +19,8 @@ from tilescope.errors import RuntimeFailure
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime import library
 
+pytestmark = pytest.mark.serial  # it sizes its own CPU load: other tests running beside it would skew it
+
 R, C = 8, 16
 ROWS = 3  # tasks of the loaded run, one row each
 HOGS = 8  # busy processes sharing the run's CPU: a task gets about 1/9 of it
