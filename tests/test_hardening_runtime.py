@@ -72,7 +72,10 @@ def test_workers_the_os_refuses_are_a_report_and_leave_no_thread_behind(tmp_path
         and line.endswith(" of 512 (Resource temporarily unavailable); run with fewer workers (num_workers / --workers)")
         for line in lines
     ), out.stdout
-    assert "threads left: 0" in lines and "retry: ok" in lines, out.stdout
+    # NOTE: no thread is left behind (a leak counts up); a thread of the first run's compile that
+    # was still finishing when the count was taken may end meanwhile, which counts down.
+    left = next(int(line.split(":")[1]) for line in lines if line.startswith("threads left:"))
+    assert left <= 0 and "retry: ok" in lines, out.stdout
 
 
 def test_a_binary_copied_over_another_is_rebuilt_not_loaded(tmp_path, monkeypatch, capsys):
