@@ -46,42 +46,50 @@ namespace detail {
 #if defined(__AVX512F__)
 struct FloatVec {
     using reg = __m512;
+    using elem = float;
     static constexpr int width = 16;
     static reg load(const float *p) { return _mm512_loadu_ps(p); }
     static void store(float *p, reg v) { _mm512_storeu_ps(p, v); }
     static reg splat(float x) { return _mm512_set1_ps(x); }
     static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+    static reg step(reg a, reg b, reg acc) { return fmadd(a, b, acc); }
 };
 inline constexpr int kMatmulRows = 12;  // 12 x 2 accumulators + 2 b vectors + 1 broadcast of 32 registers
 inline constexpr int kMatmulVecs = 2;
 #elif defined(__AVX2__) && defined(__FMA__)
 struct FloatVec {
     using reg = __m256;
+    using elem = float;
     static constexpr int width = 8;
     static reg load(const float *p) { return _mm256_loadu_ps(p); }
     static void store(float *p, reg v) { _mm256_storeu_ps(p, v); }
     static reg splat(float x) { return _mm256_set1_ps(x); }
     static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+    static reg step(reg a, reg b, reg acc) { return fmadd(a, b, acc); }
 };
 inline constexpr int kMatmulRows = 6;  // 6 x 2 accumulators + 2 b vectors + 1 broadcast of 16 registers
 inline constexpr int kMatmulVecs = 2;
 #else
 struct FloatVec {  // portable fallback: one float per "vector"
     using reg = float;
+    using elem = float;
     static constexpr int width = 1;
     static reg load(const float *p) { return *p; }
     static void store(float *p, reg v) { *p = v; }
     static reg splat(float x) { return x; }
     static reg fmadd(reg a, reg b, reg c) { return fmath::detail::fmadd(a, b, c); }
+    static reg step(reg a, reg b, reg acc) { return fmadd(a, b, acc); }
 };
 inline constexpr int kMatmulRows = 4;
 inline constexpr int kMatmulVecs = 4;
 #endif
 
-/// c[0:MR, 0:NV*W] += a[0:MR, 0:K] @ b[0:K, 0:NV*W]; row strides lda, ldb, ldc.
-template <int MR, int NV>
-inline void matmul_block(const float *a, int lda, const float *b, int ldb, float *c, int ldc, int K) {
-    using V = FloatVec;
+/// c[0:MR, 0:NV*W] += a[0:MR, 0:K] @ b[0:K, 0:NV*W] in registers, one V::step per a element and b
+/// vector (FloatVec: a fused multiply-add of floats; PairVec: K counts int16 pairs, each step
+/// multiplies and adds a pair); row strides lda, ldb, ldc in V::elem.
+template <class V, int MR, int NV>
+inline void register_block(const typename V::elem *a, int lda, const typename V::elem *b, int ldb,
+                           typename V::elem *c, int ldc, int K) {
     constexpr int W = V::width;
     typename V::reg acc[MR][NV];
 #pragma GCC unroll 16
@@ -97,7 +105,7 @@ inline void matmul_block(const float *a, int lda, const float *b, int ldb, float
         for (int i = 0; i < MR; ++i) {
             const typename V::reg ai = V::splat(a[i * lda + k]);
 #pragma GCC unroll 16
-            for (int j = 0; j < NV; ++j) acc[i][j] = V::fmadd(ai, bk[j], acc[i][j]);
+            for (int j = 0; j < NV; ++j) acc[i][j] = V::step(ai, bk[j], acc[i][j]);
         }
     }
 #pragma GCC unroll 16
@@ -112,8 +120,8 @@ template <int M, int N, int K, int NV>
 inline void matmul_panel(float *c, const float *a, const float *b, int j0) {
     constexpr int MR = kMatmulRows;
     int i = 0;
-    for (; i + MR <= M; i += MR) matmul_block<MR, NV>(a + i * K, K, b + j0, N, c + i * N + j0, N, K);
-    if constexpr (M % MR != 0) matmul_block<M % MR, NV>(a + i * K, K, b + j0, N, c + i * N + j0, N, K);
+    for (; i + MR <= M; i += MR) register_block<FloatVec, MR, NV>(a + i * K, K, b + j0, N, c + i * N + j0, N, K);
+    if constexpr (M % MR != 0) register_block<FloatVec, M % MR, NV>(a + i * K, K, b + j0, N, c + i * N + j0, N, K);
 }
 
 /// c (M x N) += a (M x K) @ b (K x N), row-major float arrays.
@@ -159,68 +167,45 @@ inline void matmul_i8_columns(int32_t *c, const int8_t *a, const int8_t *b) {
 #if defined(__AVX512BW__)
 struct PairVec {
     using reg = __m512i;
+    using elem = int32_t;
     static constexpr int width = 16;
     static reg load(const void *p) { return _mm512_loadu_si512(p); }
     static void store(void *p, reg v) { _mm512_storeu_si512(p, v); }
     static reg splat(int32_t x) { return _mm512_set1_epi32(x); }
     // NOTE: not AVX-512 VNNI's vpdpwssd (madd and add in one): measured 1.3x slower here.
     static reg madd_add(reg a, reg b, reg acc) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
+    static reg step(reg a, reg b, reg acc) { return madd_add(a, b, acc); }
 };
 inline constexpr int kMatmulI8Rows = 12;  // as the float kernel's (+1 register for madd's product)
 inline constexpr int kMatmulI8Vecs = 2;
 #elif defined(__AVX2__)
 struct PairVec {
     using reg = __m256i;
+    using elem = int32_t;
     static constexpr int width = 8;
     static reg load(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
     static void store(void *p, reg v) { _mm256_storeu_si256(static_cast<__m256i *>(p), v); }
     static reg splat(int32_t x) { return _mm256_set1_epi32(x); }
     static reg madd_add(reg a, reg b, reg acc) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+    static reg step(reg a, reg b, reg acc) { return madd_add(a, b, acc); }
 };
 inline constexpr int kMatmulI8Rows = 6;
 inline constexpr int kMatmulI8Vecs = 2;
 #else
 struct PairVec {
     using reg = __m128i;
+    using elem = int32_t;
     static constexpr int width = 4;
     static reg load(const void *p) { return _mm_loadu_si128(static_cast<const __m128i *>(p)); }
     static void store(void *p, reg v) { _mm_storeu_si128(static_cast<__m128i *>(p), v); }
     static reg splat(int32_t x) { return _mm_set1_epi32(x); }
     static reg madd_add(reg a, reg b, reg acc) { return _mm_add_epi32(acc, _mm_madd_epi16(a, b)); }
+    static reg step(reg a, reg b, reg acc) { return madd_add(a, b, acc); }
 };
 inline constexpr int kMatmulI8Rows = 6;
 inline constexpr int kMatmulI8Vecs = 2;
 #endif
 
-/// c[0:MR, 0:NV*W] += a @ b over KP row pairs: ap holds a's pairs (row stride lda), bp b's
-/// (row-pair stride ldb int32 words), c row stride ldc.
-template <int MR, int NV>
-inline void matmul_i8_block(const int32_t *ap, int lda, const int32_t *bp, int ldb, int32_t *c, int ldc, int KP) {
-    using V = PairVec;
-    constexpr int W = V::width;
-    typename V::reg acc[MR][NV];
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 16
-        for (int j = 0; j < NV; ++j) acc[i][j] = V::load(c + i * ldc + j * W);
-    }
-    for (int kp = 0; kp < KP; ++kp) {
-        typename V::reg bk[NV];
-#pragma GCC unroll 16
-        for (int j = 0; j < NV; ++j) bk[j] = V::load(bp + kp * ldb + j * W);
-#pragma GCC unroll 16
-        for (int i = 0; i < MR; ++i) {
-            const typename V::reg ai = V::splat(ap[i * lda + kp]);
-#pragma GCC unroll 16
-            for (int j = 0; j < NV; ++j) acc[i][j] = V::madd_add(ai, bk[j], acc[i][j]);
-        }
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 16
-        for (int j = 0; j < NV; ++j) V::store(c + i * ldc + j * W, acc[i][j]);
-    }
-}
 
 /// Two int8 values as the int16 pair (lo, hi) of one int32.
 inline int32_t pair_i16(int8_t lo, int8_t hi) {
@@ -258,8 +243,8 @@ template <int M, int N, int K>
         auto panel = [&](auto nv, int j0) {
             constexpr int NV = decltype(nv)::value;
             int i = 0;
-            for (; i + MR <= M; i += MR) matmul_i8_block<MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
-            if constexpr (M % MR != 0) matmul_i8_block<M % MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
+            for (; i + MR <= M; i += MR) register_block<PairVec, MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
+            if constexpr (M % MR != 0) register_block<PairVec, M % MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
         };
         int j = 0;
         for (; j + NB <= N; j += NB) panel(std::integral_constant<int, kMatmulI8Vecs>{}, j);
