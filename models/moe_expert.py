@@ -3,12 +3,14 @@ reference's expert dispatch and combine:
 
 - Routing is an input: for each expert, the ids of the tokens sent to it (``token_ids[e, :n]``),
   their count (``counts[e]``, int32) and the router weights (``route_w[e, :n]``).
-- The orchestration reads each expert's count and submits one task per block of 16 of its
-  tokens. A task gathers its tokens' rows (``ts.load_rows``), quantizes them per token to int8
-  (a saturating cast), multiplies them by the expert's int8 gate and up weights with int32
-  accumulation, dequantizes with the per-token and per-channel scales, applies the SiLU gate,
-  quantizes the hidden activations per token and runs the int8 down projection, scaled by the
-  router weight.
+- The orchestration reads each expert's count and submits, per expert: one task per block of 16
+  of its tokens that gathers their rows (``ts.load_rows``) and quantizes them per token to int8
+  (a saturating cast), once; ``groups`` gate/up tasks, each multiplying all the expert's tokens
+  (in blocks of 16, a ragged tail through ``valid=``) by its columns of the int8 gate and up
+  weights with int32 accumulation, dequantizing with the per-token and per-channel scales and
+  applying the SiLU gate; and ``groups`` down tasks, each quantizing the hidden activations per
+  token and running its columns of the int8 down projection, scaled by the router weight. Each
+  weight is read once per expert, whatever its token count.
 - Combine: for every (expert, token) pair the orchestration reads the token id and submits a
   task that adds the expert's row into that token's output row. A token routed to two experts
   gets two adds into one row: the dependencies order them.
@@ -29,53 +31,78 @@ from tilescope.harness import TensorSpec, add_harness_args, harness_kwargs, run_
 INV_127 = 1.0 / 127.0
 
 
-def build(tokens: int = 64, hidden: int = 2048, inter: int = 1408, experts: int = 8, tb: int = 16):
-    """The program for x [tokens, hidden] bf16 and ``experts`` experts of width ``inter``."""
-    hc, ic, oc = 256, 128, 128  # chunks of hidden (inputs), inter and hidden (outputs)
+def build(tokens: int = 64, hidden: int = 2048, inter: int = 1408, experts: int = 8, tb: int = 16, groups: int = 2):
+    """The program for x [tokens, hidden] bf16 and ``experts`` experts of width ``inter``; each
+    projection of an expert is split into ``groups`` tasks by output columns."""
+    hc, oc = 256, 128  # chunks of hidden: inputs and outputs
+    iw, ow = inter // groups, hidden // groups  # the columns of one gate/up task and one down task
+    ic = 128 if iw % 128 == 0 else 64  # chunks of inter
 
     @ts.kernel
-    def expert_block(
+    def quantize_block(
         x: ts.Tensor[[tokens, hidden], ts.bf16],
         ids: ts.Tensor[[1, tb], ts.i32],
-        rw: ts.Tensor[[1, tb], ts.f32],
-        wg: ts.Tensor[[hidden, inter], ts.i8],
-        sg: ts.Tensor[[1, inter], ts.f32],
-        wu: ts.Tensor[[hidden, inter], ts.i8],
-        su: ts.Tensor[[1, inter], ts.f32],
-        wd: ts.Tensor[[inter, hidden], ts.i8],
-        sd: ts.Tensor[[1, hidden], ts.f32],
-        h: ts.InOut[[tb, inter], ts.f32],
-        y: ts.Out[[tb, hidden], ts.f32],
+        qx: ts.Out[[tb, hidden], ts.i8],
+        dq: ts.Out[[tb, 1], ts.f32],
         n: ts.Scalar[ts.i32],
     ):
         rows = ts.load(ids, [0, 0], [1, tb])
         amax = ts.full([tb, 1], 1e-8, ts.f32)  # rows past n are all zero
         for c in ts.range(0, hidden, hc):
-            t = ts.cast(ts.load_rows(x, rows, (c, hc), valid=n), ts.f32)
-            amax = ts.maximum(amax, ts.row_max(ts.abs(t)))
+            amax = ts.maximum(amax, ts.row_max(ts.abs(ts.cast(ts.load_rows(x, rows, (c, hc), valid=n), ts.f32))))
         qs = 127.0 / amax
-        dq = amax * INV_127
-        for j in ts.range(0, inter, ic):
-            g = ts.zeros([tb, ic], ts.i32)
-            u = ts.zeros([tb, ic], ts.i32)
-            for c in ts.range(0, hidden, hc):
-                qx = ts.cast(ts.cast(ts.load_rows(x, rows, (c, hc), valid=n), ts.f32) * qs, ts.i8)
-                g = ts.matmul(qx, ts.load(wg, [c, j], [hc, ic]), acc=g)
-                u = ts.matmul(qx, ts.load(wu, [c, j], [hc, ic]), acc=u)
-            gf = ts.cast(g, ts.f32) * dq * ts.load(sg, [0, j], [1, ic])
-            uf = ts.cast(u, ts.f32) * dq * ts.load(su, [0, j], [1, ic])
-            ts.store(h, [0, j], ts.silu(gf) * uf)
-        hmax = ts.full([tb, 1], 1e-8, ts.f32)
-        for j in ts.range(0, inter, ic):
-            hmax = ts.maximum(hmax, ts.row_max(ts.abs(ts.load(h, [0, j], [tb, ic]))))
-        hs = 127.0 / hmax
-        weight = ts.transpose(ts.load(rw, [0, 0], [1, tb])) * (hmax * INV_127)
-        for o in ts.range(0, hidden, oc):
-            d = ts.zeros([tb, oc], ts.i32)
+        for c in ts.range(0, hidden, hc):
+            t = ts.cast(ts.load_rows(x, rows, (c, hc), valid=n), ts.f32)
+            ts.store(qx, [0, c], ts.cast(t * qs, ts.i8), valid=(n, hc))
+        ts.store(dq, [0, 0], amax * INV_127, valid=(n, 1))
+
+    @ts.kernel
+    def gate_up(
+        qx: ts.Tensor[[tokens, hidden], ts.i8],
+        dq: ts.Tensor[[tokens, 1], ts.f32],
+        wg: ts.Tensor[[hidden, iw], ts.i8],
+        sg: ts.Tensor[[1, iw], ts.f32],
+        wu: ts.Tensor[[hidden, iw], ts.i8],
+        su: ts.Tensor[[1, iw], ts.f32],
+        h: ts.Out[[tokens, iw], ts.f32],
+        n: ts.Scalar[ts.i32],
+    ):
+        for j in ts.range(0, iw, ic):
+            for r in ts.range(0, n, tb):
+                rows = min(n - r, tb)
+                g = ts.zeros([tb, ic], ts.i32)
+                u = ts.zeros([tb, ic], ts.i32)
+                for c in ts.range(0, hidden, hc):
+                    q = ts.load(qx, [r, c], [tb, hc], valid=(rows, hc))
+                    g = ts.matmul(q, ts.load(wg, [c, j], [hc, ic]), acc=g)
+                    u = ts.matmul(q, ts.load(wu, [c, j], [hc, ic]), acc=u)
+                d = ts.load(dq, [r, 0], [tb, 1], valid=(rows, 1))
+                gf = ts.cast(g, ts.f32) * d * ts.load(sg, [0, j], [1, ic])
+                uf = ts.cast(u, ts.f32) * d * ts.load(su, [0, j], [1, ic])
+                ts.store(h, [r, j], ts.silu(gf) * uf, valid=(rows, ic))
+
+    @ts.kernel
+    def down(
+        h: ts.Tensor[[tokens, inter], ts.f32],
+        rw: ts.Tensor[[1, tokens], ts.f32],
+        wd: ts.Tensor[[inter, ow], ts.i8],
+        sd: ts.Tensor[[1, ow], ts.f32],
+        y: ts.Out[[tokens, ow], ts.f32],
+        n: ts.Scalar[ts.i32],
+    ):
+        for r in ts.range(0, n, tb):
+            rows = min(n - r, tb)
+            hmax = ts.full([tb, 1], 1e-8, ts.f32)
             for j in ts.range(0, inter, ic):
-                qh = ts.cast(ts.load(h, [0, j], [tb, ic]) * hs, ts.i8)
-                d = ts.matmul(qh, ts.load(wd, [j, o], [ic, oc]), acc=d)
-            ts.store(y, [0, o], ts.cast(d, ts.f32) * ts.load(sd, [0, o], [1, oc]) * weight)
+                hmax = ts.maximum(hmax, ts.row_max(ts.abs(ts.load(h, [r, j], [tb, ic], valid=(rows, ic)))))
+            hs = 127.0 / hmax
+            weight = ts.transpose(ts.load(rw, [0, r], [1, tb], valid=(1, rows))) * (hmax * INV_127)
+            for o in ts.range(0, ow, oc):
+                d = ts.zeros([tb, oc], ts.i32)
+                for j in ts.range(0, inter, ic):
+                    qh = ts.cast(ts.load(h, [r, j], [tb, ic], valid=(rows, ic)) * hs, ts.i8)
+                    d = ts.matmul(qh, ts.load(wd, [j, o], [ic, oc]), acc=d)
+                ts.store(y, [r, o], ts.cast(d, ts.f32) * ts.load(sd, [0, o], [1, oc]) * weight, valid=(rows, oc))
 
     @ts.kernel
     def zero_rows(out: ts.Out[[tb, hidden], ts.f32]):
@@ -101,6 +128,8 @@ def build(tokens: int = 64, hidden: int = 2048, inter: int = 1408, experts: int 
         s_down: ts.Tensor[[experts, 1, hidden], ts.f32],
         out: ts.Out[[tokens, hidden], ts.f32],
     ):
+        qx = ts.create_tensor([experts, tokens, hidden], ts.i8)
+        dq = ts.create_tensor([experts, tokens, 1], ts.f32)
         h = ts.create_tensor([experts, tokens, inter], ts.f32)
         y = ts.create_tensor([experts, tokens, hidden], ts.f32)
         for r in ts.range(0, tokens, tb):
@@ -108,20 +137,14 @@ def build(tokens: int = 64, hidden: int = 2048, inter: int = 1408, experts: int 
         for e in ts.range(0, experts):
             n = counts[e]
             for b in ts.range(0, n, tb):
-                expert_block(
-                    x,
-                    token_ids[e : e + 1, b : b + tb],
-                    route_w[e : e + 1, b : b + tb],
-                    w_gate[e, :, :],
-                    s_gate[e, :, :],
-                    w_up[e, :, :],
-                    s_up[e, :, :],
-                    w_down[e, :, :],
-                    s_down[e, :, :],
-                    h[e, b : b + tb, :],
-                    y[e, b : b + tb, :],
-                    min(n - b, tb),
-                )
+                quantize_block(x, token_ids[e : e + 1, b : b + tb], qx[e, b : b + tb, :], dq[e, b : b + tb, :],
+                               min(n - b, tb))
+            for g in ts.range(0, inter, iw):
+                gate_up(qx[e, :, :], dq[e, :, :], w_gate[e, :, g : g + iw], s_gate[e, :, g : g + iw],
+                        w_up[e, :, g : g + iw], s_up[e, :, g : g + iw], h[e, :, g : g + iw], n)
+            for g in ts.range(0, hidden, ow):
+                down(h[e, :, :], route_w[e : e + 1, :], w_down[e, :, g : g + ow], s_down[e, :, g : g + ow],
+                     y[e, :, g : g + ow], n)
             for i in ts.range(0, n):
                 t = token_ids[e, i]
                 add_row(y[e, i : i + 1, :], out[t : t + 1, :])
