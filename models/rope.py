@@ -1,7 +1,8 @@
 """Rotary position embedding, half-split form (GPT-NeoX / LLaMA's rotate_half): each head's
 vector x = [x1, x2] becomes [x1 cos - x2 sin, x2 cos + x1 sin], with cos/sin of the token's
-position per frequency. One task per (block of tokens, head); the rotation is computed in f32
-from bf16 inputs and rounded to bf16 once.
+position per frequency. One task per block of 32 tokens, which rotates each token's heads as
+one [heads, dim] tile (the token's cos/sin row broadcast over its heads); the rotation is
+computed in f32 from bf16 inputs and rounded to bf16 once.
 
 Default size: 1024 tokens of a LLaMA-7B query projection (32 heads of 128), bf16, with the
 cos/sin tables of rotary base 10000 (f32).
@@ -17,24 +18,25 @@ import tilescope as ts
 from tilescope.harness import TensorSpec, add_harness_args, harness_kwargs, run_jit
 
 
-def build(tokens: int = 1024, heads: int = 32, dim: int = 128, block: int = 64):
+def build(tokens: int = 1024, heads: int = 32, dim: int = 128, block: int = 32):
     """The rope program for an [tokens, heads, dim] bf16 input and [tokens, dim / 2] f32 tables."""
     half = dim // 2
 
     @ts.kernel
     def rope_block(
-        x: ts.Tensor[[block, dim], ts.bf16],
+        x: ts.Tensor[[block, heads, dim], ts.bf16],
         cos: ts.Tensor[[block, half], ts.f32],
         sin: ts.Tensor[[block, half], ts.f32],
-        y: ts.Out[[block, dim], ts.bf16],
+        y: ts.Out[[block, heads, dim], ts.bf16],
     ):
-        t = ts.cast(ts.load(x, [0, 0], [block, dim]), ts.f32)
-        x1 = t[:, 0:half]
-        x2 = t[:, half:dim]
-        c = ts.load(cos, [0, 0], [block, half])
-        s = ts.load(sin, [0, 0], [block, half])
-        ts.store(y, [0, 0], ts.cast(x1 * c - x2 * s, ts.bf16))
-        ts.store(y, [0, half], ts.cast(x2 * c + x1 * s, ts.bf16))
+        for i in ts.range(0, block):
+            t = ts.cast(ts.load(x, [i, 0, 0], [1, heads, dim]), ts.f32)
+            x1 = t[:, 0:half]
+            x2 = t[:, half:dim]
+            c = ts.load(cos, [i, 0], [1, half])
+            s = ts.load(sin, [i, 0], [1, half])
+            ts.store(y, [i, 0, 0], ts.cast(x1 * c - x2 * s, ts.bf16))
+            ts.store(y, [i, 0, half], ts.cast(x2 * c + x1 * s, ts.bf16))
 
     @ts.jit
     def rope(
@@ -44,8 +46,7 @@ def build(tokens: int = 1024, heads: int = 32, dim: int = 128, block: int = 64):
         y: ts.Out[[tokens, heads, dim], ts.bf16],
     ):
         for t in ts.range(0, tokens, block):
-            for h in ts.range(0, heads):
-                rope_block(x[t : t + block, h, :], cos[t : t + block, :], sin[t : t + block, :], y[t : t + block, h, :])
+            rope_block(x[t : t + block, :, :], cos[t : t + block, :], sin[t : t + block, :], y[t : t + block, :, :])
 
     return rope
 
