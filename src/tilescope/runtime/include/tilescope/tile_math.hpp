@@ -351,7 +351,7 @@ inline float reciprocal(float x) { return 1.0f / x; }
 /// keeps x's sign (pow(-0, -3) = -Inf), pow(+-0, y < 0) = +Inf otherwise, and the limits at
 /// +-Inf. The magnitude is 2^{y log2|x|} in double (|y log2|x|| < 150 where the result is a
 /// nonzero finite float; relative error below 2^-33, and none when y log2|x| is an integer),
-/// rounded once.
+/// rounded once; pow(x, 2) is x * x, correctly rounded.
 inline float pow(float x, float y) {
     using detail::select;
     const float inf = std::numeric_limits<float>::infinity();
@@ -369,6 +369,9 @@ inline float pow(float x, float y) {
     const uint32_t odd_sign = (static_cast<uint32_t>(y_i) << 31) & select(y_int, 0x80000000u, 0u);
     r = detail::float_of_bits(detail::bits_of(r) | (detail::bits_of(x) & odd_sign));
     r = select((x < 0.0f) & (x != -inf) & !y_int, std::numeric_limits<float>::quiet_NaN(), r);
+    // x^2 is the one exponent whose exact result (48 bits) can sit on or next to a midpoint of
+    // two floats, where 2^-33 is not enough to round it the right way: x * x rounds it exactly.
+    r = select(y == 2.0f, x * x, r);
     return select((y == 0.0f) | (x == 1.0f) | ((x == -1.0f) & (ay == inf)), 1.0f, r);
 }
 
