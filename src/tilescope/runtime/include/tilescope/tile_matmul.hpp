@@ -320,24 +320,25 @@ template <int M, int N, int K>
     constexpr int G = I8Vec::group;
     constexpr int NB = kMatmulI8Vecs * W;
     constexpr int KP = (K + G - 1) / G;
-    constexpr int NW = N - N % W;  // columns done by the packed kernel
     if constexpr (N >= W) {
         alignas(64) int32_t ap[M * KP];
         alignas(64) int32_t bp[KP * N];
         pack_a_i8<G, M, K, KP>(ap, a);
         pack_b_i8<G, N, K, KP>(bp, b);
-        if constexpr (G == 4) {  // sum (a + 128) b = a @ b + 128 colsum(b): take the excess off first
-            uint32_t excess[NW] = {};
-            for (int k = 0; k < K; ++k) {
-                for (int j = 0; j < NW; ++j) excess[j] += static_cast<uint32_t>(b[k * N + j]) << 7;
-            }
-            for (int i = 0; i < M; ++i) {
-                for (int j = 0; j < NW; ++j) c[i * N + j] = static_cast<int32_t>(static_cast<uint32_t>(c[i * N + j]) - excess[j]);
-            }
-        }
         constexpr int MR = kMatmulI8Rows;
         auto panel = [&](auto nv, int j0) {
             constexpr int NV = decltype(nv)::value;
+            if constexpr (G == 4) {  // sum (a + 128) b = a @ b + 128 colsum(b): take the excess off first
+                alignas(64) int32_t ones[KP], colsum[NV * W] = {};
+                for (int kp = 0; kp < KP; ++kp) ones[kp] = 0x01010101;
+                register_block<I8Vec, 1, NV>(ones, KP, bp + j0, N, colsum, NV * W, KP);
+                for (int i = 0; i < M; ++i) {
+                    for (int j = 0; j < NV * W; ++j) {
+                        uint32_t &x = reinterpret_cast<uint32_t &>(c[i * N + j0 + j]);
+                        x -= static_cast<uint32_t>(colsum[j]) << 7;
+                    }
+                }
+            }
             int i = 0;
             for (; i + MR <= M; i += MR) register_block<I8Vec, MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
             if constexpr (M % MR != 0) register_block<I8Vec, M % MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
@@ -347,7 +348,7 @@ template <int M, int N, int K>
         for (; j + W <= N; j += W) panel(std::integral_constant<int, 1>{}, j);
         // NOTE: the edge's first column as a constant: from a run-time j, g++ warns of UB it
         // imagines for a negative j.
-        if constexpr (N % W != 0) matmul_i8_columns<M, N, K, NW>(c, a, b);
+        if constexpr (N % W != 0) matmul_i8_columns<M, N, K, N - N % W>(c, a, b);
         return;
     }
 #endif
