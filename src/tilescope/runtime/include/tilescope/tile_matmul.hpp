@@ -25,8 +25,8 @@
 // (k .. k+3) and a as the 4 bytes a + 128 (unsigned), so one vpdpbusd adds 4 products per column
 // (u8 x s8, at most 2^15 each, sums exact); 128 * (column sum of b) is taken off c first. Without
 // VNNI (SSE2 / AVX2 / AVX-512BW), int16 pairs of rows (k, k+1) and one vpmaddwd per pair
-// (exact: at most 2^15). Packing is SIMD (SSE2). Register blocks of 12 x 2 vectors (AVX-512) or
-// 6 x 2. Elsewhere plain int32 loops. See benchmarks/tile_matmul.py for timings of each path.
+// (exact: at most 2^15). Packing is SIMD (SSE2). Register blocks of 8 x 2 vectors (AVX-512) or
+// 4 x 2. Elsewhere plain int32 loops. See benchmarks/tile_matmul.py for timings of each path.
 #pragma once
 
 #include <cstdint>
@@ -178,7 +178,7 @@ struct I8Vec {
     static reg splat(int32_t x) { return _mm512_set1_epi32(x); }
     static reg step(reg a, reg b, reg acc) { return _mm512_dpbusd_epi32(acc, a, b); }
 };
-inline constexpr int kMatmulI8Rows = 12;  // 12 x 2 accumulators + 2 b vectors + 1 broadcast
+inline constexpr int kMatmulI8Rows = 8;  // 8 x 2: at 12 x 2, g++ keeps accumulators on the stack
 inline constexpr int kMatmulI8Vecs = 2;
 #elif defined(__AVXVNNI__) && defined(__AVX2__)
 struct I8Vec {
@@ -191,7 +191,7 @@ struct I8Vec {
     static reg splat(int32_t x) { return _mm256_set1_epi32(x); }
     static reg step(reg a, reg b, reg acc) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
 };
-inline constexpr int kMatmulI8Rows = 6;
+inline constexpr int kMatmulI8Rows = 4;  // 4 x 2: at 6 x 2, g++ keeps accumulators on the stack
 inline constexpr int kMatmulI8Vecs = 2;
 #elif defined(__AVX512BW__)
 struct I8Vec {
@@ -204,7 +204,7 @@ struct I8Vec {
     static reg splat(int32_t x) { return _mm512_set1_epi32(x); }
     static reg step(reg a, reg b, reg acc) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
 };
-inline constexpr int kMatmulI8Rows = 12;  // as the float kernel's (+1 register for madd's product)
+inline constexpr int kMatmulI8Rows = 8;  // as with VNNI
 inline constexpr int kMatmulI8Vecs = 2;
 #elif defined(__AVX2__)
 struct I8Vec {
@@ -217,7 +217,7 @@ struct I8Vec {
     static reg splat(int32_t x) { return _mm256_set1_epi32(x); }
     static reg step(reg a, reg b, reg acc) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
 };
-inline constexpr int kMatmulI8Rows = 6;
+inline constexpr int kMatmulI8Rows = 4;  // 4 x 2: at 6 x 2, g++ keeps accumulators on the stack
 inline constexpr int kMatmulI8Vecs = 2;
 #else
 struct I8Vec {
@@ -230,7 +230,7 @@ struct I8Vec {
     static reg splat(int32_t x) { return _mm_set1_epi32(x); }
     static reg step(reg a, reg b, reg acc) { return _mm_add_epi32(acc, _mm_madd_epi16(a, b)); }
 };
-inline constexpr int kMatmulI8Rows = 6;
+inline constexpr int kMatmulI8Rows = 4;
 inline constexpr int kMatmulI8Vecs = 2;
 #endif
 
