@@ -1,18 +1,28 @@
-"""Single-thread GFLOPS of the tile library's matmul vs torch.matmul (torch.set_num_threads(1)).
+"""Single-thread speed of the tile library's matmul (f32, bf16, int8) vs torch, per instruction set.
 
-The C++ side is what a generated kernel does: for every TM x TN output tile, zero an fp32
+The C++ side is what a generated kernel does: for every TM x TN output tile, zero an
 accumulator, loop over K in TK steps loading an a tile and a b tile from the big row-major
-matrices, `matmul_acc` them, and store the result. Built with the kernel flags.
-int8 inputs do the same with an int32 accumulator (exact); their line gives the time ratio to
-the f32 run of the same tiles.
+matrices, `matmul_acc` them, and store the result. Built with the kernel flags, once per
+instruction-set path (`--isa`): `native` (-march=native), `avx512` (no VNNI), `avx2-vnni`
+(AVX2 + AVX-VNNI), `avx2` (AVX2 + FMA, no VNNI), `sse2` (no AVX). A path whose instructions the
+CPU lacks is skipped. `--include DIR` adds another copy of the tile headers (e.g. a previous
+version) built and timed alternately with this one, for before/after figures from one run.
 
-    python benchmarks/tile_matmul.py [--n 1024] [--tiles 64x64x64,32x64x128] [--reps 5]
+References (torch.set_num_threads(1)): f32 `a @ b`; bf16 both `a @ b` in bf16 and the upcast
+`a.float() @ b.float()` (the same result as the tile library's fp32 accumulation), the faster
+of the two is the ratio's base; int8 `torch._int_mm(a, b)` (exact int32). Every ratio is
+torch time / tile time (> 1: the tile library is faster); int8's `vs_f32` is the tile f32 time
+over the tile int8 time at the same tiles.
+
+    python benchmarks/tile_matmul.py [--n 1024] [--tiles 64x64x64,128x128x32] [--isa native,avx2]
+                                     [--reps 5] [--include DIR] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import subprocess
 import tempfile
 import time
@@ -24,9 +34,18 @@ from tilescope.toolchain.compiler import BASE_FLAGS
 
 INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
 FLAGS = list(BASE_FLAGS)
+# Extra flags per instruction-set path (after -march=native), and the /proc/cpuinfo flags it needs.
+ISAS = {
+    "native": ([], []),
+    "avx512": (["-mno-avx512vnni", "-mno-avxvnni", "-mno-avx512bf16"], ["avx512f", "avx512bw"]),
+    "avx2-vnni": (["-mno-avx512f"], ["avx2", "fma", "avx_vnni"]),
+    "avx2": (["-mno-avx512f", "-mno-avxvnni"], ["avx2", "fma"]),
+    "sse2": (["-mno-avx"], []),
+}
 
 DRIVER = r"""
 #include <tilescope/tile.hpp>
+#include <algorithm>
 #include <chrono>
 using namespace ts;
 
@@ -56,57 +75,133 @@ static ts_tensor square(void *data, int32_t dtype, int64_t n) {
     return t;
 }
 
-// Runs the tiled matmul `reps` times; returns the best time in seconds.
+// Runs the tiled matmul `reps` times; returns the median time in seconds.
 template <class T, int TM, int TN, int TK>
 static double bench(void *a, void *b, void *c, int64_t n, int reps) {
     const TensorView<T> av(square(a, dtype_of<T>(), n)), bv(square(b, dtype_of<T>(), n));
     const TensorView<acc_t<T>> cv(square(c, dtype_of<acc_t<T>>(), n));
-    double best = 1e30;
+    double t[64];
+    reps = reps < 1 ? 1 : (reps > 64 ? 64 : reps);
     for (int r = 0; r < reps; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         tiled<T, TM, TN, TK>(av, bv, cv, n);
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        best = s < best ? s : best;
+        t[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
-    return best;
+    std::sort(t, t + reps);
+    return t[reps / 2];
 }
 
 #define ENTRY(T, NAME, TM, TN, TK) \
     extern "C" double NAME##_##TM##x##TN##x##TK(void *a, void *b, void *c, int64_t n, int reps) { \
         return bench<T, TM, TN, TK>(a, b, c, n, reps); \
     }
-ENTRY(float, f32, 64, 64, 64)
-ENTRY(float, f32, 32, 64, 128)
-ENTRY(float, f32, 128, 128, 32)
-ENTRY(bf16, bf16, 64, 64, 64)
-ENTRY(int8_t, i8, 64, 64, 64)
-ENTRY(int8_t, i8, 32, 64, 128)
-ENTRY(int8_t, i8, 128, 128, 32)
+#define TILE(TM, TN, TK) ENTRY(float, f32, TM, TN, TK) ENTRY(bf16, bf16, TM, TN, TK) ENTRY(int8_t, i8, TM, TN, TK)
+TILE(64, 64, 64)
+TILE(32, 64, 128)
+TILE(128, 128, 32)
+TILE(64, 128, 64)
+TILE(128, 64, 64)
 """
 
-TILES = ["64x64x64", "32x64x128", "128x128x32"]
+TILES = ["64x64x64", "32x64x128", "128x128x32", "64x128x64", "128x64x64"]
 
 
-def build(work: Path) -> ctypes.CDLL:
+def cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return set(line.split(":", 1)[-1].split())
+
+
+def build(work: Path, include: Path, isa: str) -> ctypes.CDLL:
+    """The driver built against ``include`` with the ``isa`` path's flags."""
     src = work / "tile_matmul_driver.cpp"
     src.write_text(DRIVER)
-    out = work / "tile_matmul_driver.so"
-    subprocess.run(["g++", *FLAGS, "-I", str(INCLUDE), str(src), "-o", str(out)], check=True)
-    return ctypes.CDLL(str(out))
+    out = work / f"tile_matmul_{isa}_{abs(hash(str(include)))}.so"
+    subprocess.run(["g++", *FLAGS, *ISAS[isa][0], "-I", str(include), str(src), "-o", str(out)], check=True)
+    lib = ctypes.CDLL(str(out))
+    for tile in TILES:
+        for kind in ("f32", "bf16", "i8"):
+            fn = getattr(lib, f"{kind}_{tile}")
+            fn.restype = ctypes.c_double
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+    return lib
 
 
-def torch_gflops(n: int, dtype: torch.dtype, reps: int) -> float:
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    for _ in range(2):
-        a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(reps))
-    return 2 * n**3 / best / 1e9
-
-
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
+def _median_time(fn, reps: int) -> float:
     fn()
-    return time.perf_counter() - t0
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def torch_times(n: int, reps: int) -> dict:
+    """Median seconds of torch's ways to each result (1 thread)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    ab, bb = a.bfloat16(), b.bfloat16()
+    ai = torch.randint(-128, 128, (n, n), dtype=torch.int8)
+    bi = torch.randint(-128, 128, (n, n), dtype=torch.int8)
+    return {
+        "f32": _median_time(lambda: a @ b, reps),
+        "bf16": _median_time(lambda: ab @ bb, reps),
+        "bf16_upcast": _median_time(lambda: ab.float() @ bb.float(), reps),
+        "i8": _median_time(lambda: torch._int_mm(ai, bi), reps),
+    }
+
+
+def tile_times(lib: ctypes.CDLL, tile: str, n: int, reps: int) -> dict:
+    """Median seconds of the tile library's f32, bf16 and int8 matmuls at ``tile``; checks results."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    ab, bb = a.bfloat16(), b.bfloat16()
+    ai = torch.randint(-128, 128, (n, n), dtype=torch.int8)
+    bi = torch.randint(-128, 128, (n, n), dtype=torch.int8)
+    c, ci = torch.empty(n, n), torch.empty(n, n, dtype=torch.int32)
+    out = {"f32": getattr(lib, f"f32_{tile}")(a.data_ptr(), b.data_ptr(), c.data_ptr(), n, reps)}
+    out["f32_err"] = float((c.double() - a.double() @ b.double()).abs().max())
+    out["bf16"] = getattr(lib, f"bf16_{tile}")(ab.data_ptr(), bb.data_ptr(), c.data_ptr(), n, reps)
+    out["bf16_err"] = float((c.double() - ab.double() @ bb.double()).abs().max())
+    out["i8"] = getattr(lib, f"i8_{tile}")(ai.data_ptr(), bi.data_ptr(), ci.data_ptr(), n, reps)
+    out["i8_exact"] = bool(torch.equal(ci, torch._int_mm(ai, bi)))
+    return out
+
+
+def measure(n: int = 1024, tiles=("64x64x64",), isas=("native",), reps: int = 5, includes=()) -> dict:
+    """Tile vs torch matmul timings: {"n", "torch": {...}, "runs": [{"include", "isa", "tile",
+    seconds and ratios}]}. ``includes`` adds header directories timed alternately with this one's."""
+    torch.set_num_threads(1)
+    have = cpu_flags()
+    dirs = [INCLUDE, *(Path(d) for d in includes)]
+    ref = torch_times(n, reps)
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        libs = {
+            (str(d), isa): build(Path(tmp), d, isa)
+            for isa in isas
+            if all(f in have for f in ISAS[isa][1])
+            for d in dirs
+        }
+        for tile in tiles:
+            if any(n % int(d) for d in tile.split("x")):
+                continue
+            for (inc, isa), lib in libs.items():
+                t = tile_times(lib, tile, n, reps)
+                best_bf16 = min(ref["bf16"], ref["bf16_upcast"])
+                runs.append({
+                    "include": inc, "isa": isa, "tile": tile, **t,
+                    "f32_gflops": 2 * n**3 / t["f32"] / 1e9,
+                    "f32_vs_torch": ref["f32"] / t["f32"],
+                    "bf16_vs_torch": best_bf16 / t["bf16"],
+                    "bf16_vs_torch_bf16": ref["bf16"] / t["bf16"],
+                    "bf16_vs_torch_upcast": ref["bf16_upcast"] / t["bf16"],
+                    "i8_vs_torch": ref["i8"] / t["i8"],
+                    "i8_vs_f32": t["f32"] / t["i8"],
+                })
+    return {"n": n, "torch": ref, "runs": runs}
 
 
 def main() -> None:
@@ -115,52 +210,31 @@ def main() -> None:
     )
     parser.add_argument("--n", type=int, default=1024)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--tiles", default="64x64x64", help=f"comma-separated, of {','.join(TILES)}")
+    parser.add_argument("--isa", default="native,avx2", help=f"comma-separated, of {','.join(ISAS)}")
+    parser.add_argument("--include", action="append", default=[], help="another tile header directory")
+    parser.add_argument("--json", action="store_true", help="print the measure() dict as JSON")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    n = args.n
-    with tempfile.TemporaryDirectory() as tmp:
-        lib = build(Path(tmp))
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        want = (a.double() @ b.double()).float()
-        ref = torch_gflops(n, torch.float32, args.reps)
-        print(f"torch.matmul f32, 1 thread: {ref:7.1f} GFLOPS")
-        for tile in TILES:
-            if any(n % int(d) for d in tile.split("x")):
-                continue
-            c = torch.empty(n, n)
-            fn = getattr(lib, f"f32_{tile}")
-            fn.restype = ctypes.c_double
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
-            sec = fn(a.data_ptr(), b.data_ptr(), c.data_ptr(), n, args.reps)
-            err = float((c - want).abs().max())
-            gf = 2 * n**3 / sec / 1e9
-            print(
-                f"tile f32 {tile:>11}:        {gf:7.1f} GFLOPS  ({100 * gf / ref:5.1f}% of torch)  max|err| {err:.2e}"
-            )
-            ai = torch.randint(-128, 128, (n, n), dtype=torch.int8)
-            bi = torch.randint(-128, 128, (n, n), dtype=torch.int8)
-            ci = torch.empty(n, n, dtype=torch.int32)
-            fn = getattr(lib, f"i8_{tile}")
-            fn.restype = ctypes.c_double
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
-            sec_i8 = fn(ai.data_ptr(), bi.data_ptr(), ci.data_ptr(), n, args.reps)
-            exact = bool(torch.equal(ci.long(), ai.long() @ bi.long()))
-            print(
-                f"tile int8 {tile:>10}:        {2 * n**3 / sec_i8 / 1e9:7.1f} GOPS    "
-                f"(f32 / int8 time: {sec / sec_i8:.2f})  exact: {exact}"
-            )
-        if n % 64 == 0:
-            ab, bb = a.bfloat16(), b.bfloat16()
-            c = torch.empty(n, n)
-            fn = lib.bf16_64x64x64
-            fn.restype = ctypes.c_double
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
-            sec = fn(ab.data_ptr(), bb.data_ptr(), c.data_ptr(), n, args.reps)
-            ref_bf = torch_gflops(n, torch.bfloat16, args.reps)
-            gf = 2 * n**3 / sec / 1e9
-            print(
-                f"tile bf16    64x64x64:        {gf:7.1f} GFLOPS  (fp32 accumulate; torch bf16 matmul: {ref_bf:.1f})"
-            )
+    for name, known in (("--tiles", TILES), ("--isa", ISAS)):
+        bad = [x for x in getattr(args, name[2:]).split(",") if x not in known]
+        if bad:
+            parser.error(f"{name}: unknown {', '.join(bad)}; expected some of {', '.join(known)}")
+    res = measure(args.n, args.tiles.split(","), args.isa.split(","), args.reps, args.include)
+    if args.json:
+        print(json.dumps(res, indent=1))
+        return
+    ref = res["torch"]
+    print(
+        f"torch 1 thread, n={res['n']}: f32 {ref['f32'] * 1e3:.2f} ms, bf16 {ref['bf16'] * 1e3:.2f} ms, "
+        f"bf16 upcast {ref['bf16_upcast'] * 1e3:.2f} ms, int8 _int_mm {ref['i8'] * 1e3:.2f} ms"
+    )
+    for r in res["runs"]:
+        print(
+            f"{r['include']} {r['isa']:>9} {r['tile']:>10}: f32 {r['f32'] * 1e3:6.2f} ms (x{r['f32_vs_torch']:.2f} torch)"
+            f"  bf16 {r['bf16'] * 1e3:6.2f} ms (x{r['bf16_vs_torch_bf16']:.2f} bf16, x{r['bf16_vs_torch_upcast']:.2f} upcast)"
+            f"  int8 {r['i8'] * 1e3:6.2f} ms (x{r['i8_vs_torch']:.2f} torch, x{r['i8_vs_f32']:.2f} f32"
+            f"{'' if r['i8_exact'] else ', NOT EXACT'})"
+        )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ The C++ side is seven programs compiled once per session, in parallel, with the 
 flags: four shared libraries whose ops are looked up by name through `ts_test_call` (plus a few
 `extern "C"` kernels taking `ts_arg` arrays, called like the runtime calls `kernel_entry`), a
 bounds-check executable built with -DTS_CHECK_BOUNDS, and the ragged-access kernels built plain
-and with -DTS_AUDIT_ACCESSES. Data moves through torch tensors' buffers
+and with -DTS_AUDIT_ACCESSES. The matmul ops are also built once per lower instruction-set path
+(ISA_FLAGS: AVX-512 without VNNI, AVX2 with and without AVX-VNNI, SSE2), each run where the CPU
+has it. Data moves through torch tensors' buffers
 via ctypes.
 """
 
@@ -300,45 +302,8 @@ CAST(bool, "bool", int32_t, "i32") CAST(bool, "bool", bf16, "bf16")
 
 """
 
-UNIT_OTHER = r"""
-// ---- reductions: "<op>_<dtype>_<R>x<C>" on one tile ---------------------------------------
-template <class T, int R, int C, class F>
-void reduce(void **b, F f) {
-    const auto out = f(whole<T, R, C>(b[0]));
-    std::memcpy(b[1], out.data, sizeof(out.data));
-}
-#define RED_OPS(T, S, R, C, SHAPE)                                                     \
-    REG("row_sum_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_sum(x); })) \
-    REG("row_max_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_max(x); })) \
-    REG("row_min_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_min(x); })) \
-    REG("col_sum_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_sum(x); })) \
-    REG("col_max_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_max(x); })) \
-    REG("col_min_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_min(x); }))
-RED_OPS(float, "f32", 16, 100, "16x100") RED_OPS(float, "f32", 8, 128, "8x128") RED_OPS(float, "f32", 5, 3, "5x3")
-RED_OPS(float, "f32", 3, 1, "3x1") RED_OPS(float, "f32", 1, 37, "1x37")
-RED_OPS(bf16, "bf16", 16, 100, "16x100") RED_OPS(bf16, "bf16", 5, 3, "5x3") RED_OPS(bf16, "bf16", 1, 37, "1x37")
-RED_OPS(f16, "f16", 16, 100, "16x100")
-RED_OPS(int32_t, "i32", 8, 128, "8x128")
-#define MEAN_OPS(T, S, R, C, SHAPE)                                                              \
-    REG("row_mean_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_mean(x); }))   \
-    REG("col_mean_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_mean(x); }))
-MEAN_OPS(float, "f32", 16, 100, "16x100") MEAN_OPS(float, "f32", 8, 128, "8x128") MEAN_OPS(float, "f32", 5, 3, "5x3")
-MEAN_OPS(float, "f32", 3, 1, "3x1") MEAN_OPS(float, "f32", 1, 37, "1x37") MEAN_OPS(double, "f64", 7, 9, "7x9")
-MEAN_OPS(bf16, "bf16", 16, 100, "16x100") MEAN_OPS(bf16, "bf16", 5, 3, "5x3") MEAN_OPS(f16, "f16", 16, 100, "16x100")
-
-// ---- iota / slice: "iota_<dtype>_<dim>" (5 x 7), "slice_<r0>_<c0>_<r>x<c>" of a 9 x 11 f32 tile
-REG("iota_f32_0", const auto t = (iota<float, 5, 7, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
-REG("iota_f32_1", const auto t = (iota<float, 5, 7, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
-REG("iota_i32_0", const auto t = (iota<int32_t, 5, 7, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
-REG("iota_i64_1", const auto t = (iota<int64_t, 5, 7, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
-REG("iota_bf16_1", const auto t = (iota<bf16, 1, 300, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
-REG("iota_u8_0", const auto t = (iota<uint8_t, 300, 1, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
-REG("iota_bool_1", const auto t = (iota<bool, 2, 3, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
-#define SLICE(R0, C0, R, C) \
-    REG("slice_" #R0 "_" #C0 "_" #R "x" #C, const auto t = (slice<R0, C0, R, C>(whole<float, 9, 11>(b[0]))); \
-        std::memcpy(b[1], t.data, sizeof(t.data)))
-SLICE(0, 0, 9, 11) SLICE(2, 3, 4, 5) SLICE(8, 10, 1, 1) SLICE(0, 4, 9, 1) SLICE(3, 0, 1, 11) SLICE(5, 6, 4, 5)
-
+# The matmul ops, also built once per lower instruction-set path (ISA_FLAGS).
+UNIT_MATMUL = r"""
 // ---- matmul: "mm_<dtype>_<M>x<K>x<N>" (b0 = a, b1 = b, b2 = out) and "mmacc_..." (b2 = acc in/out)
 template <class T, int M, int K, int N>
 void mm(void **b, bool accumulate) {
@@ -380,6 +345,48 @@ MM_I8(33, 9, 40, "33x9x40")
 MM_I8(6, 1, 16, "6x1x16")
 MM_I8(2, 300, 67, "2x300x67")
 
+"""
+
+UNIT_OTHER = r"""
+// ---- reductions: "<op>_<dtype>_<R>x<C>" on one tile ---------------------------------------
+template <class T, int R, int C, class F>
+void reduce(void **b, F f) {
+    const auto out = f(whole<T, R, C>(b[0]));
+    std::memcpy(b[1], out.data, sizeof(out.data));
+}
+#define RED_OPS(T, S, R, C, SHAPE)                                                     \
+    REG("row_sum_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_sum(x); })) \
+    REG("row_max_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_max(x); })) \
+    REG("row_min_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_min(x); })) \
+    REG("col_sum_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_sum(x); })) \
+    REG("col_max_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_max(x); })) \
+    REG("col_min_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_min(x); }))
+RED_OPS(float, "f32", 16, 100, "16x100") RED_OPS(float, "f32", 8, 128, "8x128") RED_OPS(float, "f32", 5, 3, "5x3")
+RED_OPS(float, "f32", 3, 1, "3x1") RED_OPS(float, "f32", 1, 37, "1x37")
+RED_OPS(bf16, "bf16", 16, 100, "16x100") RED_OPS(bf16, "bf16", 5, 3, "5x3") RED_OPS(bf16, "bf16", 1, 37, "1x37")
+RED_OPS(f16, "f16", 16, 100, "16x100")
+RED_OPS(int32_t, "i32", 8, 128, "8x128")
+#define MEAN_OPS(T, S, R, C, SHAPE)                                                              \
+    REG("row_mean_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return row_mean(x); }))   \
+    REG("col_mean_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_mean(x); }))
+MEAN_OPS(float, "f32", 16, 100, "16x100") MEAN_OPS(float, "f32", 8, 128, "8x128") MEAN_OPS(float, "f32", 5, 3, "5x3")
+MEAN_OPS(float, "f32", 3, 1, "3x1") MEAN_OPS(float, "f32", 1, 37, "1x37") MEAN_OPS(double, "f64", 7, 9, "7x9")
+MEAN_OPS(bf16, "bf16", 16, 100, "16x100") MEAN_OPS(bf16, "bf16", 5, 3, "5x3") MEAN_OPS(f16, "f16", 16, 100, "16x100")
+
+// ---- iota / slice: "iota_<dtype>_<dim>" (5 x 7), "slice_<r0>_<c0>_<r>x<c>" of a 9 x 11 f32 tile
+REG("iota_f32_0", const auto t = (iota<float, 5, 7, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_f32_1", const auto t = (iota<float, 5, 7, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_i32_0", const auto t = (iota<int32_t, 5, 7, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_i64_1", const auto t = (iota<int64_t, 5, 7, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_bf16_1", const auto t = (iota<bf16, 1, 300, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_u8_0", const auto t = (iota<uint8_t, 300, 1, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+REG("iota_bool_1", const auto t = (iota<bool, 2, 3, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
+#define SLICE(R0, C0, R, C) \
+    REG("slice_" #R0 "_" #C0 "_" #R "x" #C, const auto t = (slice<R0, C0, R, C>(whole<float, 9, 11>(b[0]))); \
+        std::memcpy(b[1], t.data, sizeof(t.data)))
+SLICE(0, 0, 9, 11) SLICE(2, 3, 4, 5) SLICE(8, 10, 1, 1) SLICE(0, 4, 9, 1) SLICE(3, 0, 1, 11) SLICE(5, 6, 4, 5)
+
+""" + UNIT_MATMUL + r"""
 // ---- transpose: "tr_<dtype>_<R>x<C>" ----------------------------------------------------
 template <class T, int R, int C>
 void tr(void **b) {
@@ -662,12 +669,33 @@ class Built:
         warnings: dict[str, str],
         ragged: ctypes.CDLL,
         ragged_audit: ctypes.CDLL,
+        isa_libs: dict[str, ctypes.CDLL],
     ):
         self.libs = libs
+        self.isa_libs = isa_libs
         self.bounds_exe = bounds_exe
         self.warnings = warnings
         self.ragged = ragged
         self.ragged_audit = ragged_audit
+
+
+# Lower instruction-set paths of the matmul kernels (flags after -march=native), each with the
+# /proc/cpuinfo flags it needs to run; "native" is the plain kernel flags.
+ISA_FLAGS = {
+    "avx512": (["-mno-avx512vnni", "-mno-avxvnni", "-mno-avx512bf16"], ["avx512f", "avx512bw"]),
+    "avx2-vnni": (["-mno-avx512f"], ["avx2", "fma", "avx_vnni"]),
+    "avx2": (["-mno-avx512f", "-mno-avxvnni"], ["avx2", "fma"]),
+    "sse2": (["-mno-avx"], []),
+}
+MATMUL_ISAS = ["native", *ISA_FLAGS]
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return {f for line in text.splitlines() if line.startswith("flags") for f in line.split(":", 1)[1].split()}
 
 
 UNITS = {"math": UNIT_MATH, "common": UNIT_COMMON, "cast_broadcast": UNIT_CAST_BROADCAST, "other": UNIT_OTHER}
@@ -682,6 +710,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     jobs["bounds"] = (BOUNDS_MAIN, exe_flags)
     jobs["ragged.so"] = (PRELUDE + UNIT_RAGGED, KERNEL_FLAGS)
     jobs["ragged_audit.so"] = (PRELUDE + UNIT_RAGGED, [*KERNEL_FLAGS, "-DTS_AUDIT_ACCESSES"])
+    for isa, (flags, _) in ISA_FLAGS.items():
+        jobs[f"matmul_{isa}.so"] = (PRELUDE + UNIT_MATMUL, [*KERNEL_FLAGS, *flags])
     procs = {}
     for out, (source, flags) in jobs.items():
         src = work / (out.split(".")[0] + ".cpp")
@@ -706,17 +736,24 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         libs.append(lib)
     ragged = ctypes.CDLL(str(work / "ragged.so"))
     ragged_audit = ctypes.CDLL(str(work / "ragged_audit.so"))
-    return Built(libs, work / "bounds", warnings, ragged, ragged_audit)
+    isa_libs = {isa: ctypes.CDLL(str(work / f"matmul_{isa}.so")) for isa in ISA_FLAGS}
+    for lib in isa_libs.values():
+        lib.ts_test_call.argtypes = libs[0].ts_test_call.argtypes
+        lib.ts_test_call.restype = ctypes.c_int
+    return Built(libs, work / "bounds", warnings, ragged, ragged_audit, isa_libs)
 
 
-def call(built: Built, name: str, *tensors: torch.Tensor, n: int | None = None, params=(0.0,)) -> None:
-    """Runs registered op `name` on contiguous tensors (inputs first, then outputs)."""
+def call(
+    built: Built, name: str, *tensors: torch.Tensor, n: int | None = None, params=(0.0,), isa: str = "native"
+) -> None:
+    """Runs registered op `name` on contiguous tensors (inputs first, then outputs), from the
+    build for instruction-set path `isa` (ISA_FLAGS; only the matmul ops have lower paths)."""
     for t in tensors:
         assert t.is_contiguous()
     ptrs = (ctypes.c_void_p * len(tensors))(*[t.data_ptr() for t in tensors])
     ps = (ctypes.c_double * max(1, len(params)))(*params)
     count = tensors[0].numel() if n is None else n
-    for lib in built.libs:
+    for lib in built.libs if isa == "native" else [built.isa_libs[isa]]:
         if lib.ts_test_call(name.encode(), ptrs, count, ps) == 0:
             return
     raise AssertionError(f"no test op named {name}")
@@ -1731,6 +1768,13 @@ def _cpu_has_fma() -> bool:
         return False
 
 
+def _need_isa(isa: str) -> None:
+    """Skips unless this CPU runs the matmul build for instruction-set path `isa`."""
+    missing = [f for f in ISA_FLAGS.get(isa, ([], []))[1] if f not in _cpu_flags()]
+    if missing:
+        pytest.skip(f"{isa} path needs CPU flags {missing}")
+
+
 def _sequential_fma_matmul(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor) -> torch.Tensor:
     """acc += a @ b one k at a time, each step a*b + acc rounded once to float32 (exact product in f64)."""
     acc = acc.double().clone()
@@ -1751,24 +1795,28 @@ def _sequential_fma_matmul(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor) 
         ("f16", (16, 8, 24)),
     ],
 )
-def test_matmul(built, dt, shape):
+@pytest.mark.parametrize("isa", MATMUL_ISAS)
+def test_matmul(built, dt, shape, isa):
+    _need_isa(isa)
     m, k, n = shape
     dtype = DTYPES[dt]
     g = torch.Generator().manual_seed(14)
     a = torch.randn(m, k, generator=g).to(dtype)
     b = torch.randn(k, n, generator=g).to(dtype)
     out = torch.empty(m, n)
-    call(built, f"mm_{dt}_{m}x{k}x{n}", a, b, out, n=0)
+    call(built, f"mm_{dt}_{m}x{k}x{n}", a, b, out, n=0, isa=isa)
     exact = a.double() @ b.double()
     bound = k * 2.0**-24 * (a.double().abs() @ b.double().abs())  # the classic gamma_K bound
     assert bool(((out.double() - exact).abs() <= bound).all())
-    assert torch.allclose(out, a.float() @ b.float(), rtol=1e-5, atol=1e-5 * float(bound.max()) / k)
+    fused = _cpu_has_fma() and isa != "sse2"  # the sse2 build has no FMA: two roundings per step
+    if fused:
+        assert torch.allclose(out, a.float() @ b.float(), rtol=1e-5, atol=1e-5 * float(bound.max()) / k)
     init = torch.randn(m, n, generator=g)
     acc = init.clone()
-    call(built, f"mmacc_{dt}_{m}x{k}x{n}", a, b, acc, n=0)
+    call(built, f"mmacc_{dt}_{m}x{k}x{n}", a, b, acc, n=0, isa=isa)
     exact_acc = init.double() + exact
     assert bool(((acc.double() - exact_acc).abs() <= bound + (k + 1) * 2.0**-24 * init.double().abs()).all())
-    if _cpu_has_fma():  # the documented order: sequential in k, one rounding per step
+    if fused:  # the documented order: sequential in k, one rounding per step
         assert torch.equal(out, _sequential_fma_matmul(a.float(), b.float(), torch.zeros(m, n)))
         assert torch.equal(acc, _sequential_fma_matmul(a.float(), b.float(), init))
 
@@ -1781,7 +1829,9 @@ def _wrap_i32(x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize(
     "shape", [(128, 128, 128), (13, 37, 19), (7, 5, 24), (1, 128, 1), (33, 9, 40), (6, 1, 16), (2, 300, 67)]
 )
-def test_matmul_int8_exact(built, shape):
+@pytest.mark.parametrize("isa", MATMUL_ISAS)
+def test_matmul_int8_exact(built, shape, isa):
+    _need_isa(isa)
     m, k, n = shape
     g = torch.Generator().manual_seed(16)
     a = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int8)
@@ -1794,7 +1844,7 @@ def test_matmul_int8_exact(built, shape):
         (torch.full_like(a, 127), torch.full_like(b, 127)),
     ]:
         out = torch.full((m, n), 12345, dtype=torch.int32)  # matmul ignores what the output held
-        call(built, f"mm_i8_{name}", a_, b_, out, n=0)
+        call(built, f"mm_i8_{name}", a_, b_, out, n=0, isa=isa)
         exact = a_.long() @ b_.long()
         assert torch.equal(out, _wrap_i32(exact))
         assert torch.equal(out.long(), exact)  # |sum| <= 2^14 K: nothing wraps
@@ -1805,11 +1855,11 @@ def test_matmul_int8_exact(built, shape):
     init[-1, -1] = -(2**31)
     acc = init.to(torch.int32)
     a2, b2 = torch.full_like(a, 100), torch.full_like(b, 100)
-    call(built, f"mmacc_i8_{name}", a2, b2, acc, n=0)
+    call(built, f"mmacc_i8_{name}", a2, b2, acc, n=0, isa=isa)
     assert torch.equal(acc, _wrap_i32(init + a2.long() @ b2.long()))
     assert int(acc[0, 0]) < 0  # 2^31 - 1 + 10000 K wrapped
     acc = init.to(torch.int32)
-    call(built, f"mmacc_i8_{name}", a, b, acc, n=0)
+    call(built, f"mmacc_i8_{name}", a, b, acc, n=0, isa=isa)
     assert torch.equal(acc, _wrap_i32(init + a.long() @ b.long()))
 
 

@@ -21,11 +21,12 @@
 // complement wrap-around (done in unsigned arithmetic, so never UB); the result is
 // (acc + sum_k a[i,k] b[k,j]) mod 2^32 whatever the order, so the int8 path may sum in any
 // order. (Products are at most 2^14, so nothing wraps before K exceeds 2^17.)
-// Speed: with SSE2 / AVX2 / AVX-512BW, b is packed as int16 pairs of consecutive rows (k, k+1) and
-// a as int32 pairs, so one vpmaddwd gives a[i,k] b[k,j] + a[i,k+1] b[k+1,j] for W columns
-// (exact: at most 2^15); register blocks of 12 x 2 vectors (AVX-512) or 6 x 2. Elsewhere
-// plain int32 loops. 128 x 128 x 128 (g++ 12, one core): AVX-512 14.6 us (f32: 16.9 us),
-// AVX2 31 us (f32: 33 us), SSE2 only 61 us (f32: 112 us).
+// Speed: with AVX-512 VNNI or AVX-VNNI, b is packed as groups of 4 bytes of consecutive rows
+// (k .. k+3) and a as the 4 bytes a + 128 (unsigned), so one vpdpbusd adds 4 products per column
+// (u8 x s8, at most 2^15 each, sums exact); 128 * (column sum of b) is taken off c first. Without
+// VNNI (SSE2 / AVX2 / AVX-512BW), int16 pairs of rows (k, k+1) and one vpmaddwd per pair
+// (exact: at most 2^15). Packing is SIMD (SSE2). Register blocks of 8 x 2 vectors (AVX-512) or
+// 4 x 2. Elsewhere plain int32 loops. See benchmarks/tile_matmul.py for timings of each path.
 #pragma once
 
 #include <cstdint>
@@ -85,8 +86,8 @@ inline constexpr int kMatmulVecs = 4;
 #endif
 
 /// c[0:MR, 0:NV*W] += a[0:MR, 0:K] @ b[0:K, 0:NV*W] in registers, one V::step per a element and b
-/// vector (FloatVec: a fused multiply-add of floats; PairVec: K counts int16 pairs, each step
-/// multiplies and adds a pair); row strides lda, ldb, ldc in V::elem.
+/// vector (FloatVec: a fused multiply-add of floats; I8Vec: K counts groups of 2 or 4 int8, each
+/// step multiplies and adds a group); row strides lda, ldb, ldc in V::elem.
 template <class V, int MR, int NV>
 inline void register_block(const typename V::elem *a, int lda, const typename V::elem *b, int ldb,
                            typename V::elem *c, int ldc, int K) {
@@ -162,55 +163,151 @@ inline void matmul_i8_columns(int32_t *c, const int8_t *a, const int8_t *b) {
 }
 
 #if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE2__)
-/// The SIMD vector of the packed int8 kernel: W int32 lanes, each holding one column's pair
-/// of int16 (rows k, k+1) of b, or one row's pair of a.
-#if defined(__AVX512BW__)
-struct PairVec {
+/// The SIMD vector of the packed int8 kernel: W int32 lanes, each holding one column's group of
+/// G consecutive k of b, or one row's group of a. G = 4 with VNNI: vpdpbusd multiplies u8 by s8
+/// bytes and adds four products to each lane, so a is packed as the bytes a + 128 and the
+/// result corrected by 128 * (column sum of b). G = 2 otherwise: int16 pairs and vpmaddwd.
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+struct I8Vec {
     using reg = __m512i;
     using elem = int32_t;
     static constexpr int width = 16;
+    static constexpr int group = 4;
     static reg load(const void *p) { return _mm512_loadu_si512(p); }
     static void store(void *p, reg v) { _mm512_storeu_si512(p, v); }
     static reg splat(int32_t x) { return _mm512_set1_epi32(x); }
-    // NOTE: not AVX-512 VNNI's vpdpwssd (madd and add in one): measured 1.3x slower here.
-    static reg madd_add(reg a, reg b, reg acc) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
-    static reg step(reg a, reg b, reg acc) { return madd_add(a, b, acc); }
+    static reg step(reg a, reg b, reg acc) { return _mm512_dpbusd_epi32(acc, a, b); }
 };
-inline constexpr int kMatmulI8Rows = 12;  // as the float kernel's (+1 register for madd's product)
+inline constexpr int kMatmulI8Rows = 8;  // 8 x 2: at 12 x 2, g++ keeps accumulators on the stack
 inline constexpr int kMatmulI8Vecs = 2;
-#elif defined(__AVX2__)
-struct PairVec {
+#elif defined(__AVXVNNI__) && defined(__AVX2__)
+struct I8Vec {
     using reg = __m256i;
     using elem = int32_t;
     static constexpr int width = 8;
+    static constexpr int group = 4;
     static reg load(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
     static void store(void *p, reg v) { _mm256_storeu_si256(static_cast<__m256i *>(p), v); }
     static reg splat(int32_t x) { return _mm256_set1_epi32(x); }
-    static reg madd_add(reg a, reg b, reg acc) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
-    static reg step(reg a, reg b, reg acc) { return madd_add(a, b, acc); }
+    static reg step(reg a, reg b, reg acc) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
 };
-inline constexpr int kMatmulI8Rows = 6;
+inline constexpr int kMatmulI8Rows = 4;  // 4 x 2: at 6 x 2, g++ keeps accumulators on the stack
+inline constexpr int kMatmulI8Vecs = 2;
+#elif defined(__AVX512BW__)
+struct I8Vec {
+    using reg = __m512i;
+    using elem = int32_t;
+    static constexpr int width = 16;
+    static constexpr int group = 2;
+    static reg load(const void *p) { return _mm512_loadu_si512(p); }
+    static void store(void *p, reg v) { _mm512_storeu_si512(p, v); }
+    static reg splat(int32_t x) { return _mm512_set1_epi32(x); }
+    static reg step(reg a, reg b, reg acc) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
+};
+inline constexpr int kMatmulI8Rows = 8;  // as with VNNI
+inline constexpr int kMatmulI8Vecs = 2;
+#elif defined(__AVX2__)
+struct I8Vec {
+    using reg = __m256i;
+    using elem = int32_t;
+    static constexpr int width = 8;
+    static constexpr int group = 2;
+    static reg load(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+    static void store(void *p, reg v) { _mm256_storeu_si256(static_cast<__m256i *>(p), v); }
+    static reg splat(int32_t x) { return _mm256_set1_epi32(x); }
+    static reg step(reg a, reg b, reg acc) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+};
+inline constexpr int kMatmulI8Rows = 4;  // 4 x 2: at 6 x 2, g++ keeps accumulators on the stack
 inline constexpr int kMatmulI8Vecs = 2;
 #else
-struct PairVec {
+struct I8Vec {
     using reg = __m128i;
     using elem = int32_t;
     static constexpr int width = 4;
+    static constexpr int group = 2;
     static reg load(const void *p) { return _mm_loadu_si128(static_cast<const __m128i *>(p)); }
     static void store(void *p, reg v) { _mm_storeu_si128(static_cast<__m128i *>(p), v); }
     static reg splat(int32_t x) { return _mm_set1_epi32(x); }
-    static reg madd_add(reg a, reg b, reg acc) { return _mm_add_epi32(acc, _mm_madd_epi16(a, b)); }
-    static reg step(reg a, reg b, reg acc) { return madd_add(a, b, acc); }
+    static reg step(reg a, reg b, reg acc) { return _mm_add_epi32(acc, _mm_madd_epi16(a, b)); }
 };
-inline constexpr int kMatmulI8Rows = 6;
+inline constexpr int kMatmulI8Rows = 4;
 inline constexpr int kMatmulI8Vecs = 2;
 #endif
 
+/// One int32 lane of packed a (A = true) or b: the int8 values v[0..G) of consecutive k as G = 2
+/// int16 or G = 4 bytes, lowest k in the low bits; a's bytes offset by 128 for vpdpbusd.
+template <int G, bool A>
+inline int32_t pack_group(const int8_t *v) {
+    uint32_t x = 0;
+    for (int g = 0; g < G; ++g) {
+        const uint32_t u = G == 2 ? static_cast<uint16_t>(v[g]) : static_cast<uint8_t>(A ? v[g] ^ 0x80 : v[g]);
+        x |= u << (g * (32 / G));
+    }
+    return static_cast<int32_t>(x);
+}
 
-/// Two int8 values as the int16 pair (lo, hi) of one int32.
-inline int32_t pair_i16(int8_t lo, int8_t hi) {
-    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
-                                (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
+/// ap (M x KP lanes) = a (M x K int8) in groups of G consecutive k (zeros past K).
+template <int G, int M, int K, int KP>
+inline void pack_a_i8(int32_t *ap, const int8_t *a) {
+    constexpr int K16 = K - K % 16;
+    for (int i = 0; i < M; ++i) {
+        const int8_t *row = a + i * K;
+        char *out = reinterpret_cast<char *>(ap + i * KP);
+        for (int k = 0; k < K16; k += 16) {
+            const __m128i r = _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + k));
+            if constexpr (G == 4) {
+                _mm_storeu_si128(reinterpret_cast<__m128i *>(out + k), _mm_xor_si128(r, _mm_set1_epi8(-128)));
+            } else {  // sign-extended to int16
+                _mm_storeu_si128(reinterpret_cast<__m128i *>(out + 2 * k), _mm_srai_epi16(_mm_unpacklo_epi8(r, r), 8));
+                _mm_storeu_si128(reinterpret_cast<__m128i *>(out + 2 * k + 16), _mm_srai_epi16(_mm_unpackhi_epi8(r, r), 8));
+            }
+        }
+        for (int kp = K16 / G; kp < KP; ++kp) {
+            int8_t v[G] = {};
+            for (int g = 0; g < G && kp * G + g < K; ++g) v[g] = row[kp * G + g];
+            ap[i * KP + kp] = pack_group<G, true>(v);
+        }
+    }
+}
+
+/// bp (KP x N lanes) = b (K x N int8) in groups of G consecutive rows (zeros past K).
+template <int G, int N, int K, int KP>
+inline void pack_b_i8(int32_t *bp, const int8_t *b) {
+    constexpr int N16 = N - N % 16;
+    for (int kp = 0; kp < KP; ++kp) {
+        const int8_t *r = b + kp * G * N;
+        int j = 0;
+        if (kp * G + G <= K) {
+            for (; j < N16; j += 16) {
+                auto row = [&](int g) { return _mm_loadu_si128(reinterpret_cast<const __m128i *>(r + g * N + j)); };
+                __m128i *out = reinterpret_cast<__m128i *>(bp + kp * N + j);
+                if constexpr (G == 4) {  // bytes of rows 0..3 interleaved per column
+                    const __m128i r0 = row(0), r1 = row(1), r2 = row(2), r3 = row(3);
+                    const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+                    const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+                    _mm_storeu_si128(out, _mm_unpacklo_epi16(lo01, lo23));
+                    _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(lo01, lo23));
+                    _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(hi01, hi23));
+                    _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(hi01, hi23));
+                } else {  // int16 of rows 0, 1 interleaved per column
+                    const __m128i r0 = row(0), r1 = row(1);
+                    const __m128i lo0 = _mm_srai_epi16(_mm_unpacklo_epi8(r0, r0), 8);
+                    const __m128i hi0 = _mm_srai_epi16(_mm_unpackhi_epi8(r0, r0), 8);
+                    const __m128i lo1 = _mm_srai_epi16(_mm_unpacklo_epi8(r1, r1), 8);
+                    const __m128i hi1 = _mm_srai_epi16(_mm_unpackhi_epi8(r1, r1), 8);
+                    _mm_storeu_si128(out, _mm_unpacklo_epi16(lo0, lo1));
+                    _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(lo0, lo1));
+                    _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(hi0, hi1));
+                    _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(hi0, hi1));
+                }
+            }
+        }
+        for (; j < N; ++j) {
+            int8_t v[G] = {};
+            for (int g = 0; g < G && kp * G + g < K; ++g) v[g] = r[g * N + j];
+            bp[kp * N + j] = pack_group<G, false>(v);
+        }
+    }
 }
 #endif
 
@@ -219,32 +316,32 @@ inline int32_t pair_i16(int8_t lo, int8_t hi) {
 template <int M, int N, int K>
 [[gnu::noinline]] inline void matmul_i8(int32_t *c, const int8_t *a, const int8_t *b) {
 #if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE2__)
-    constexpr int W = PairVec::width;
+    constexpr int W = I8Vec::width;
+    constexpr int G = I8Vec::group;
     constexpr int NB = kMatmulI8Vecs * W;
-    constexpr int KP = (K + 1) / 2;
+    constexpr int KP = (K + G - 1) / G;
     if constexpr (N >= W) {
-        // a and b as int16 pairs of consecutive k (a zero k appended when K is odd)
         alignas(64) int32_t ap[M * KP];
         alignas(64) int32_t bp[KP * N];
-        for (int i = 0; i < M; ++i) {
-            for (int kp = 0; kp < KP; ++kp) {
-                const int8_t hi = 2 * kp + 1 < K ? a[i * K + 2 * kp + 1] : int8_t(0);
-                ap[i * KP + kp] = pair_i16(a[i * K + 2 * kp], hi);
-            }
-        }
-        for (int kp = 0; kp < KP; ++kp) {
-            const int8_t *b0 = b + 2 * kp * N;
-            for (int j = 0; j < N; ++j) {
-                const int8_t hi = 2 * kp + 1 < K ? b0[N + j] : int8_t(0);
-                bp[kp * N + j] = pair_i16(b0[j], hi);
-            }
-        }
+        pack_a_i8<G, M, K, KP>(ap, a);
+        pack_b_i8<G, N, K, KP>(bp, b);
         constexpr int MR = kMatmulI8Rows;
         auto panel = [&](auto nv, int j0) {
             constexpr int NV = decltype(nv)::value;
+            if constexpr (G == 4) {  // sum (a + 128) b = a @ b + 128 colsum(b): take the excess off first
+                alignas(64) int32_t ones[KP], colsum[NV * W] = {};
+                for (int kp = 0; kp < KP; ++kp) ones[kp] = 0x01010101;
+                register_block<I8Vec, 1, NV>(ones, KP, bp + j0, N, colsum, NV * W, KP);
+                for (int i = 0; i < M; ++i) {
+                    for (int j = 0; j < NV * W; ++j) {
+                        uint32_t &x = reinterpret_cast<uint32_t &>(c[i * N + j0 + j]);
+                        x -= static_cast<uint32_t>(colsum[j]) << 7;
+                    }
+                }
+            }
             int i = 0;
-            for (; i + MR <= M; i += MR) register_block<PairVec, MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
-            if constexpr (M % MR != 0) register_block<PairVec, M % MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
+            for (; i + MR <= M; i += MR) register_block<I8Vec, MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
+            if constexpr (M % MR != 0) register_block<I8Vec, M % MR, NV>(ap + i * KP, KP, bp + j0, N, c + i * N + j0, N, KP);
         };
         int j = 0;
         for (; j + NB <= N; j += NB) panel(std::integral_constant<int, kMatmulI8Vecs>{}, j);
