@@ -20,7 +20,15 @@ DUMP_ROLES = ("input", "output", "inout", "scalar", "probe")  # by ts_dir; "prob
 DUMP_TRUNCATED, DUMP_OVERWRITTEN = 1, 2  # ts_dump_record flags
 SAVED_PARTIAL = 4  # ts_dump_record flag of saved task inputs (TS_SAVED_PARTIAL)
 MAX_FRAMES = 32  # TS_MAX_FRAMES
-FAILURE_KINDS = ("none", "error", "deadlock", "timeout", "kernel_error", "interrupted", "guard")  # ts_failure_kind
+FAILURE_KINDS = (
+    "none",
+    "error",
+    "deadlock",
+    "timeout",
+    "kernel_error",
+    "interrupted",
+    "guard",
+)  # ts_failure_kind
 GUARD_BYTE = 0xFD  # TS_GUARD_BYTE: every byte of a guard zone
 
 
@@ -203,6 +211,34 @@ class TsDumpRecord(ctypes.Structure):
     ]
 
 
+class TsDumpBufferName(ctypes.Structure):
+    """``ts_dump_buffer_name``: a buffer's display name (JSON-escaped) and layout, for a dump manifest."""
+
+    _fields_ = [
+        ("buffer_id", ctypes.c_int64),
+        ("name", ctypes.c_char_p),
+        ("ndim", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("strides", ctypes.c_int64 * MAX_DIMS),
+        ("offset", ctypes.c_int64),
+    ]
+
+
+class TsDumpProbeName(ctypes.Structure):
+    """``ts_dump_probe_name``: a kernel's probe's name and DSL line (``file:line``; None: none), JSON-escaped."""
+
+    _fields_ = [
+        ("func_id", ctypes.c_int32),
+        ("probe_id", ctypes.c_int32),
+        ("name", ctypes.c_char_p),
+        ("line", ctypes.c_char_p),
+    ]
+
+
+DUMP_COUNTS = 17  # TS_DUMP_COUNTS: ts_dump_count_records's counts
+
+
 class TsFailureRecord(ctypes.Structure):
     """``ts_failure_record``: a run's first failure: its kind, task, and the stopped thread's frames."""
 
@@ -331,7 +367,10 @@ PROTOTYPES = {
     "ts_run_orch_read_name": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
     "ts_run_orch_read_where": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
     "ts_run_num_orch_read_waits": (ctypes.c_int64, [_RESULT]),
-    "ts_run_copy_orch_read_waits": (ctypes.c_int64, [_RESULT, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
+    "ts_run_copy_orch_read_waits": (
+        ctypes.c_int64,
+        [_RESULT, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64],
+    ),
     "ts_run_dump_level": (ctypes.c_int32, [_RESULT]),
     "ts_run_num_dump_records": (ctypes.c_int64, [_RESULT]),
     "ts_run_copy_dump_records": (
@@ -341,6 +380,26 @@ PROTOTYPES = {
     "ts_run_dump_payload_size": (ctypes.c_int64, [_RESULT]),
     "ts_run_copy_dump_payload": (ctypes.c_int64, [_RESULT, ctypes.c_void_p, ctypes.c_int64]),
     "ts_run_dump_dropped": (ctypes.c_int64, [_RESULT]),
+    "ts_dump_count_records": (
+        None,
+        [ctypes.POINTER(TsDumpRecord), ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)],
+    ),
+    "ts_dump_write_records_json": (
+        ctypes.c_int32,
+        [
+            ctypes.c_int32,
+            ctypes.POINTER(TsDumpRecord),
+            ctypes.c_int64,
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.c_int32,
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.c_int64,
+            ctypes.POINTER(TsDumpBufferName),
+            ctypes.c_int32,
+            ctypes.POINTER(TsDumpProbeName),
+            ctypes.c_int32,
+        ],
+    ),
     "ts_run_task_name": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
     "ts_run_failure": (ctypes.c_int32, [_RESULT, ctypes.POINTER(TsFailureRecord)]),
     "ts_run_num_waits": (ctypes.c_int64, [_RESULT]),

@@ -312,6 +312,39 @@ int64_t ts_run_dump_payload_size(const ts_run_result *r);
 int64_t ts_run_copy_dump_payload(const ts_run_result *r, void *out, int64_t capacity);
 int64_t ts_run_dump_dropped(const ts_run_result *r); /* records lost: a worker's record buffer was full */
 
+/* Writing a dump's manifest without per-record work in the caller (tensor_dump_json.cpp). A
+ * buffer's display name (JSON-escaped, without quotes) and its layout (ndim -1: none), from which
+ * a record's region is found; a probe's name and DSL line (JSON-escaped). */
+typedef struct ts_dump_buffer_name {
+    int64_t buffer_id;
+    const char *name;
+    int32_t ndim;
+    int32_t reserved;
+    int64_t shape[TS_MAX_DIMS];
+    int64_t strides[TS_MAX_DIMS];
+    int64_t offset;
+} ts_dump_buffer_name;
+
+typedef struct ts_dump_probe_name {
+    int32_t func_id;
+    int32_t probe_id;
+    const char *name;
+    const char *line; /* "file:line", NULL: none */
+} ts_dump_probe_name;
+
+/* counts[stage * 5 + role] (ts_dump_stage, ts_dir / TS_DUMP_ROLE_PROBE), then the truncated and the
+ * overwritten records: TS_DUMP_COUNTS values. */
+#define TS_DUMP_COUNTS 17
+void ts_dump_count_records(const ts_dump_record *records, int64_t n, int64_t *counts);
+/* Write `records` to `fd` as the JSON objects of a manifest's "records" list (docs/dump.md), each
+ * on its own line after a newline, separated by commas; kernels[func_id] and task_names[task_id]
+ * (NULL or "": the kernel's) are JSON-escaped without quotes. Returns 0, or the errno of a failed
+ * write (ENOMEM: out of memory). */
+int32_t ts_dump_write_records_json(int32_t fd, const ts_dump_record *records, int64_t n,
+                                   const char *const *kernels, int32_t nkernels, const char *const *task_names,
+                                   int64_t ntasks, const ts_dump_buffer_name *buffers, int32_t nbuffers,
+                                   const ts_dump_probe_name *probes, int32_t nprobes);
+
 /* The orchestration reads (ts_orch_read_record), their tensor names and source lines ("" if not
  * given), and the task ids they waited for. */
 int64_t ts_run_num_orch_reads(const ts_run_result *r);
