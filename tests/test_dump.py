@@ -308,3 +308,42 @@ def test_submit_dumps_apply_to_that_task_only():
     before, after = (tensor_of(r, payload) for r in m["records"])
     torch.testing.assert_close(before, acc0[1])
     torch.testing.assert_close(after, acc0[1] + x[1])
+
+
+@ts.kernel
+def shift(x: ts.Tensor[[8], F], y: ts.Out[[8], F], s: ts.Scalar[F], k: ts.Scalar[ts.i32]):
+    ts.store(y, [0], ts.load(x, [0], [8]) * s)
+
+
+@ts.jit
+def named_tasks(x: ts.Tensor[[2, 8], F], y: ts.Out[[2, 8], F], s: ts.Scalar[F], k: ts.Scalar[ts.i32]):
+    ts.submit(shift, x[0, :], y[0, :], s, k, name='say "hi" \\ ü\tend')  # task 0: a name JSON escapes
+    shift(x[1, :], y[1, :], s, k)  # task 1: named after its kernel
+
+
+@pytest.mark.parametrize("s", [3.0, 1e-7, 2.5e20, float("nan"), float("-inf")])
+def test_manifest_names_regions_and_scalar_values_read_back_exactly(s):
+    prog = named_tasks.compile()
+    x, y = torch.randn(2, 8), torch.zeros(2, 8)
+    prog.run(x, y, s, -7, enable_dump_tensor=2)
+    m, payload = read_dump(prog)
+    got = [
+        (r["task_id"], r["task_name"], r["kernel"], r["role"], r["tensor"], r["region"]) for r in m["records"]
+    ]
+    name = 'say "hi" \\ ü\tend'
+    assert got == [
+        (0, name, "shift", "input", "x", "x[0:1, 0:8]"),
+        (0, name, "shift", "scalar", None, None),
+        (0, name, "shift", "scalar", None, None),
+        (0, name, "shift", "output", "y", "y[0:1, 0:8]"),
+        (1, "shift", "shift", "input", "x", "x[1:2, 0:8]"),
+        (1, "shift", "shift", "scalar", None, None),
+        (1, "shift", "shift", "scalar", None, None),
+        (1, "shift", "shift", "output", "y", "y[1:2, 0:8]"),
+    ]
+    floats = [r["value"] for r in m["records"] if r["role"] == "scalar" and r["dtype"] == "f32"]
+    ints = [r["value"] for r in m["records"] if r["role"] == "scalar" and r["dtype"] == "i32"]
+    want = float(np.float32(s))  # the scalar as the f32 the kernel was given, widened
+    assert all(type(v) is float for v in floats) and ints == [-7, -7]
+    assert all(v == want or (np.isnan(v) and np.isnan(want)) for v in floats), (floats, want)
+    torch.testing.assert_close(tensor_of(m["records"][4], payload), x[1])

@@ -20,8 +20,11 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from tilescope.build.manifest import Build
 from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
@@ -94,7 +97,7 @@ def _header(program: Build, report: RunReport, counts: list[int]) -> dict[str, A
 
 def _escaped(text: str) -> bytes:
     """``text`` as the inside of a JSON string."""
-    return json.dumps(text)[1:-1].encode()
+    return encode_basestring_ascii(text)[1:-1].encode()
 
 
 def _names(program: Build, report: RunReport):
@@ -103,12 +106,10 @@ def _names(program: Build, report: RunReport):
     dump = report.dump
     assert dump is not None
     kernels = [_escaped(k["name"]) for k in program.kernels]
-    ntasks = max(dump.task_names, default=-1) + 1
-    tasks = (ctypes.c_char_p * max(ntasks, 1))()
-    escaped: dict[str, bytes] = {}  # NOTE: most tasks share their kernel's name
-    for task_id, name in dump.task_names.items():
-        if name and task_id >= 0:
-            tasks[task_id] = escaped.get(name) or escaped.setdefault(name, _escaped(name))
+    task_ids = np.fromiter(dump.task_names, dtype=np.int64, count=len(dump.task_names))
+    # NOTE: one C-encoded string for all tasks; '"\0"' only occurs between two quoted names
+    quoted = "\0".join(map(encode_basestring_ascii, dump.task_names.values()))
+    task_names = quoted[1:-1].replace('"\0"', "\0") + "\0" if task_ids.size else ""
     buffers = buffer_names(program, report)
     bufs = (TsDumpBufferName * max(len(buffers), 1))()
     for b, (buffer_id, (name, (shape, strides, offset))) in zip(bufs, buffers.items()):
@@ -122,7 +123,8 @@ def _names(program: Build, report: RunReport):
         for p in k.get("probes", [])
     ]
     return (
-        (ctypes.c_char_p * max(len(kernels), 1))(*kernels), len(kernels), tasks, ntasks,
+        (ctypes.c_char_p * max(len(kernels), 1))(*kernels), len(kernels),
+        task_ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), task_names.encode(), len(task_ids),
         bufs, len(buffers), (TsDumpProbeName * max(len(probes), 1))(*probes), len(probes),
     )  # fmt: skip
 

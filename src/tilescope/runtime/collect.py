@@ -243,15 +243,22 @@ def _collect_dump(lib: ctypes.CDLL, handle: int) -> DumpReport:
     if payload.size:
         lib.ts_run_copy_dump_payload(handle, payload.ctypes.data, payload.size)
     raw = raw[: n * ctypes.sizeof(TsDumpRecord)]
-    task_ids = np.unique(raw.view(np.int64)[:: ctypes.sizeof(TsDumpRecord) // 8]).tolist()
+    task_ids = np.unique(raw.view(np.int64)[:: ctypes.sizeof(TsDumpRecord) // 8])
     return DumpReport(
         level=lib.ts_run_dump_level(handle),
         raw=raw,
         payload=payload,
         dropped_records=lib.ts_run_dump_dropped(handle),
-        task_names={task_id: _task_name(lib, handle, task_id) for task_id in task_ids},
+        task_names=_task_names(lib, handle, task_ids),
         decode=decode_dump_records,
     )
+
+
+def _task_names(lib: ctypes.CDLL, handle: int, task_ids: np.ndarray) -> dict[int, str]:
+    ids = task_ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+    out = ctypes.create_string_buffer(lib.ts_run_copy_task_names(handle, ids, task_ids.size, None, 0))
+    lib.ts_run_copy_task_names(handle, ids, task_ids.size, out, len(out))
+    return dict(zip(task_ids.tolist(), out.raw.decode(errors="replace").split("\0")))
 
 
 def _task_name(lib: ctypes.CDLL, handle: int, task_id: int) -> str:

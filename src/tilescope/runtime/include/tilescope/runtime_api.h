@@ -337,13 +337,14 @@ typedef struct ts_dump_probe_name {
 #define TS_DUMP_COUNTS 17
 void ts_dump_count_records(const ts_dump_record *records, int64_t n, int64_t *counts);
 /* Write `records` to `fd` as the JSON objects of a manifest's "records" list (docs/dump.md), each
- * on its own line after a newline, separated by commas; kernels[func_id] and task_names[task_id]
- * (NULL or "": the kernel's) are JSON-escaped without quotes. Returns 0, or the errno of a failed
- * write (ENOMEM: out of memory). */
+ * on its own line after a newline, separated by commas. kernels[func_id] are JSON-escaped without
+ * quotes, and so are the names of tasks task_ids[0..ntasks), each followed by a NUL in
+ * `task_names` ("": the kernel's name). Returns 0, or the errno of a failed write (ENOMEM: out of
+ * memory). */
 int32_t ts_dump_write_records_json(int32_t fd, const ts_dump_record *records, int64_t n,
-                                   const char *const *kernels, int32_t nkernels, const char *const *task_names,
-                                   int64_t ntasks, const ts_dump_buffer_name *buffers, int32_t nbuffers,
-                                   const ts_dump_probe_name *probes, int32_t nprobes);
+                                   const char *const *kernels, int32_t nkernels, const int64_t *task_ids,
+                                   const char *task_names, int64_t ntasks, const ts_dump_buffer_name *buffers,
+                                   int32_t nbuffers, const ts_dump_probe_name *probes, int32_t nprobes);
 
 /* The orchestration reads (ts_orch_read_record), their tensor names and source lines ("" if not
  * given), and the task ids they waited for. */
@@ -361,6 +362,9 @@ int64_t ts_run_copy_orch_read_waits(const ts_run_result *r, int64_t *out, int64_
 void ts_probe_record(int32_t probe_id, const void *data, int32_t dtype, int64_t rows, int64_t cols);
 /* A task's display name, or NULL if neither tasks nor a dump were recorded or the id is out of range. */
 const char *ts_run_task_name(const ts_run_result *r, int64_t task_id);
+/* The names of tasks `task_ids` (n), each followed by a NUL ("" for an unknown id), into `out` if
+ * `capacity` holds them all; returns the bytes they take. */
+int64_t ts_run_copy_task_names(const ts_run_result *r, const int64_t *task_ids, int64_t n, char *out, int64_t capacity);
 void ts_run_free(ts_run_result *r);
 
 /* How the run failed; returns the kind (TS_FAILURE_NONE when it did not), filling `out` if not NULL. */
