@@ -261,18 +261,13 @@ def _task_names(lib: ctypes.CDLL, handle: int, task_ids: np.ndarray) -> dict[int
     return dict(zip(task_ids.tolist(), out.raw.decode(errors="replace").split("\0")))
 
 
-def _task_name(lib: ctypes.CDLL, handle: int, task_id: int) -> str:
-    name = lib.ts_run_task_name(handle, task_id)
-    return name.decode(errors="replace") if name is not None else ""
-
-
 def decode_dump_records(raw: np.ndarray) -> list[DumpRecord]:
     """The records of a raw ``ts_dump_record`` array (``DumpReport.raw``)."""
     return _decode(list((TsDumpRecord * (raw.size // ctypes.sizeof(TsDumpRecord))).from_buffer_copy(raw)))
 
 
 def _dump_records(lib: ctypes.CDLL, handle: int, raw: list[TsDumpRecord]) -> tuple[list[DumpRecord], dict]:
-    return _decode(raw), {t: _task_name(lib, handle, t) for t in {rec.task_id for rec in raw}}
+    return _decode(raw), _task_names(lib, handle, np.unique(np.array([rec.task_id for rec in raw], dtype=np.int64)))
 
 
 def _decode(raw: list[TsDumpRecord]) -> list[DumpRecord]:
