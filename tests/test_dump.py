@@ -2,7 +2,9 @@
 payloads checked against the actual tensors, levels 1-3, bounds, run-to-run isolation and
 failed runs (format: tilescope-tensor-dump version 1)."""
 
+import errno
 import json
+import os
 
 import numpy as np
 import pytest
@@ -10,6 +12,8 @@ import torch
 
 import tilescope as ts
 from tilescope.runtime import graph
+from tilescope.runtime.abi import TsDumpRecord
+from tilescope.runtime.library import load_core
 
 import vector_dag
 
@@ -347,3 +351,43 @@ def test_manifest_names_regions_and_scalar_values_read_back_exactly(s):
     assert all(type(v) is float for v in floats) and ints == [-7, -7]
     assert all(v == want or (np.isnan(v) and np.isnan(want)) for v in floats), (floats, want)
     torch.testing.assert_close(tensor_of(m["records"][4], payload), x[1])
+
+
+@ts.kernel
+def col_sum(x: ts.Tensor[[4], F], y: ts.Out[[4], F]):
+    ts.store(y, [0], ts.load(x, [0], [4]))
+
+
+@ts.kernel
+def box_copy(x: ts.Tensor[[2, 4], F], y: ts.Out[[2, 4], F]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [2, 4]))
+
+
+@ts.jit
+def views(x: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F]):
+    col_sum(x[:, 3], y[:, 5])  # task 0: strided columns
+    box_copy(x[1:3, 2:6], y[2:4, 4:8])  # task 1: boxes inside the matrix
+
+
+def test_manifest_regions_of_strided_and_boxed_views():
+    prog = views.compile()
+    x = torch.randn(4, 8)
+    prog.run(x, torch.zeros(4, 8), enable_dump_tensor=2)
+    m, payload = read_dump(prog)
+    assert [(r["task_id"], r["region"], r["strides"], r["start_offset"]) for r in m["records"]] == [
+        (0, "x[0:4, 3:4]", [8], 3),
+        (0, "y[0:4, 5:6]", [8], 5),
+        (1, "x[1:3, 2:6]", [8, 1], 10),
+        (1, "y[2:4, 4:8]", [8, 1], 20),
+    ]
+    torch.testing.assert_close(tensor_of(m["records"][2], payload), x[1:3, 2:6])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_the_core_record_writer_returns_the_errno_of_a_failed_write():
+    rec = (TsDumpRecord * 1)()
+    with open("/dev/full", "wb") as f:
+        err = load_core().ts_dump_write_records_json(
+            f.fileno(), rec, 1, None, 0, None, b"", 0, None, 0, None, 0
+        )
+    assert err == errno.ENOSPC

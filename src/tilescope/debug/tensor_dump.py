@@ -13,6 +13,9 @@ Invariants (format: tilescope-tensor-dump version 1):
   3); a payload lost to the arena is flagged (``truncated``/``overwritten``) and counted, and
   records lost to a full record buffer are counted in ``dropped_records``.
 - Both files are replaced atomically, the payload first, so a manifest never names a missing bin.
+- No per-record Python work: the core writes the records (``ts_dump_write_records_json``) from
+  ``DumpReport.raw``, names and regions as ``deps.region_text`` gives them, from the tables built
+  here (kernels, task names, buffers with their layouts, probes).
 """
 
 from __future__ import annotations
