@@ -5,10 +5,11 @@
 // Invariants:
 //  - Every record is one JSON object, with the fields, order and values the manifest format
 //    (docs/dump.md, version 1) gives: names from the caller's tables (kernels by func_id, task
-//    names by task id (NUL-separated), buffers by id with their layout, probes by (func_id, probe id)), falling
-//    back to `kernel<func_id>`, the kernel's name, `buffer@0x<id>` and `probe<id>` as the Python
-//    side did. A region is the box the record's view covers in its buffer's index space (as
-//    debug/deps.py region_box), else `name(offset N, shape [..])`.
+//    names by task id, NUL-separated, buffers by id with their layout, probes by (func_id, probe
+//    id)); what a table lacks is `kernel<func_id>`, the kernel's name, `buffer@0x<id>` or
+//    `probe<id>`. A region is the box the record's view covers in its buffer's index space, found
+//    as debug/deps.py region_box finds it (keep the two alike; test_dump checks the texts), else
+//    `name(offset N, shape [..])`.
 //  - Floats print with the shortest text that reads back to the same double (NaN, Infinity and
 //    -Infinity as Python's json module writes them), always with a `.` or an exponent.
 //  - Output goes to `fd` in large blocks; a failing write returns its errno and writes nothing more.
@@ -19,7 +20,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
