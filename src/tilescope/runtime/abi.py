@@ -20,15 +20,7 @@ DUMP_ROLES = ("input", "output", "inout", "scalar", "probe")  # by ts_dir; "prob
 DUMP_TRUNCATED, DUMP_OVERWRITTEN = 1, 2  # ts_dump_record flags
 SAVED_PARTIAL = 4  # ts_dump_record flag of saved task inputs (TS_SAVED_PARTIAL)
 MAX_FRAMES = 32  # TS_MAX_FRAMES
-FAILURE_KINDS = (
-    "none",
-    "error",
-    "deadlock",
-    "timeout",
-    "kernel_error",
-    "interrupted",
-    "guard",
-)  # ts_failure_kind
+FAILURE_KINDS = ("none", "error", "deadlock", "timeout", "kernel_error", "interrupted", "guard")  # ts_failure_kind
 GUARD_BYTE = 0xFD  # TS_GUARD_BYTE: every byte of a guard zone
 
 
@@ -367,10 +359,7 @@ PROTOTYPES = {
     "ts_run_orch_read_name": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
     "ts_run_orch_read_where": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
     "ts_run_num_orch_read_waits": (ctypes.c_int64, [_RESULT]),
-    "ts_run_copy_orch_read_waits": (
-        ctypes.c_int64,
-        [_RESULT, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64],
-    ),
+    "ts_run_copy_orch_read_waits": (ctypes.c_int64, [_RESULT, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
     "ts_run_dump_level": (ctypes.c_int32, [_RESULT]),
     "ts_run_num_dump_records": (ctypes.c_int64, [_RESULT]),
     "ts_run_copy_dump_records": (
