@@ -2,7 +2,9 @@
 payloads checked against the actual tensors, levels 1-3, bounds, run-to-run isolation and
 failed runs (format: tilescope-tensor-dump version 1)."""
 
+import errno
 import json
+import os
 
 import numpy as np
 import pytest
@@ -10,6 +12,8 @@ import torch
 
 import tilescope as ts
 from tilescope.runtime import graph
+from tilescope.runtime.abi import TsDumpRecord
+from tilescope.runtime.library import load_core
 
 import vector_dag
 
@@ -308,3 +312,82 @@ def test_submit_dumps_apply_to_that_task_only():
     before, after = (tensor_of(r, payload) for r in m["records"])
     torch.testing.assert_close(before, acc0[1])
     torch.testing.assert_close(after, acc0[1] + x[1])
+
+
+@ts.kernel
+def shift(x: ts.Tensor[[8], F], y: ts.Out[[8], F], s: ts.Scalar[F], k: ts.Scalar[ts.i32]):
+    ts.store(y, [0], ts.load(x, [0], [8]) * s)
+
+
+@ts.jit
+def named_tasks(x: ts.Tensor[[2, 8], F], y: ts.Out[[2, 8], F], s: ts.Scalar[F], k: ts.Scalar[ts.i32]):
+    ts.submit(shift, x[0, :], y[0, :], s, k, name='say "hi" \\ ü\tend')  # task 0: a name JSON escapes
+    shift(x[1, :], y[1, :], s, k)  # task 1: named after its kernel
+
+
+@pytest.mark.parametrize("s", [3.0, 1e-7, 2.5e20, float("nan"), float("-inf")])
+def test_manifest_names_regions_and_scalar_values_read_back_exactly(s):
+    prog = named_tasks.compile()
+    x, y = torch.randn(2, 8), torch.zeros(2, 8)
+    prog.run(x, y, s, -7, enable_dump_tensor=2)
+    m, payload = read_dump(prog)
+    got = [
+        (r["task_id"], r["task_name"], r["kernel"], r["role"], r["tensor"], r["region"]) for r in m["records"]
+    ]
+    name = 'say "hi" \\ ü\tend'
+    assert got == [
+        (0, name, "shift", "input", "x", "x[0:1, 0:8]"),
+        (0, name, "shift", "scalar", None, None),
+        (0, name, "shift", "scalar", None, None),
+        (0, name, "shift", "output", "y", "y[0:1, 0:8]"),
+        (1, "shift", "shift", "input", "x", "x[1:2, 0:8]"),
+        (1, "shift", "shift", "scalar", None, None),
+        (1, "shift", "shift", "scalar", None, None),
+        (1, "shift", "shift", "output", "y", "y[1:2, 0:8]"),
+    ]
+    floats = [r["value"] for r in m["records"] if r["role"] == "scalar" and r["dtype"] == "f32"]
+    ints = [r["value"] for r in m["records"] if r["role"] == "scalar" and r["dtype"] == "i32"]
+    want = float(np.float32(s))  # the scalar as the f32 the kernel was given, widened
+    assert all(type(v) is float for v in floats) and ints == [-7, -7]
+    assert all(v == want or (np.isnan(v) and np.isnan(want)) for v in floats), (floats, want)
+    torch.testing.assert_close(tensor_of(m["records"][4], payload), x[1])
+
+
+@ts.kernel
+def col_sum(x: ts.Tensor[[4], F], y: ts.Out[[4], F]):
+    ts.store(y, [0], ts.load(x, [0], [4]))
+
+
+@ts.kernel
+def box_copy(x: ts.Tensor[[2, 4], F], y: ts.Out[[2, 4], F]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [2, 4]))
+
+
+@ts.jit
+def views(x: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F]):
+    col_sum(x[:, 3], y[:, 5])  # task 0: strided columns
+    box_copy(x[1:3, 2:6], y[2:4, 4:8])  # task 1: boxes inside the matrix
+
+
+def test_manifest_regions_of_strided_and_boxed_views():
+    prog = views.compile()
+    x = torch.randn(4, 8)
+    prog.run(x, torch.zeros(4, 8), enable_dump_tensor=2)
+    m, payload = read_dump(prog)
+    assert [(r["task_id"], r["region"], r["strides"], r["start_offset"]) for r in m["records"]] == [
+        (0, "x[0:4, 3:4]", [8], 3),
+        (0, "y[0:4, 5:6]", [8], 5),
+        (1, "x[1:3, 2:6]", [8, 1], 10),
+        (1, "y[2:4, 4:8]", [8, 1], 20),
+    ]
+    torch.testing.assert_close(tensor_of(m["records"][2], payload), x[1:3, 2:6])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_the_core_record_writer_returns_the_errno_of_a_failed_write():
+    rec = (TsDumpRecord * 1)()
+    with open("/dev/full", "wb") as f:
+        err = load_core().ts_dump_write_records_json(
+            f.fileno(), rec, 1, None, 0, None, b"", 0, None, 0, None, 0
+        )
+    assert err == errno.ENOSPC

@@ -55,3 +55,23 @@ def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary_file(tmp_pa
         atomic_replace(target, fails)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]
+
+
+def test_replacing_a_file_swaps_in_a_new_one_and_an_open_reader_keeps_the_old(tmp_path):
+    target = tmp_path / "tensor_dump.bin"
+    atomic_write_bytes(target, b"old" * 1000)
+    old_inode = target.stat().st_ino
+    with open(target, "rb") as reader:
+        atomic_write_bytes(target, b"new")
+        assert reader.read() == b"old" * 1000  # the old file, whole
+    assert target.read_bytes() == b"new" and target.stat().st_ino != old_inode
+    assert [p.name for p in tmp_path.iterdir()] == ["tensor_dump.bin"]
+
+
+def test_a_directory_in_the_way_is_an_error_and_stays(tmp_path):
+    target = tmp_path / "tensor_dump.json"
+    (target / "inner").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError):
+        atomic_write(target, "{}")
+    assert (target / "inner").is_dir()
+    assert [p.name for p in tmp_path.iterdir()] == ["tensor_dump.json"]

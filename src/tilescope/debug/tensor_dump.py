@@ -13,21 +13,39 @@ Invariants (format: tilescope-tensor-dump version 1):
   3); a payload lost to the arena is flagged (``truncated``/``overwritten``) and counted, and
   records lost to a full record buffer are counted in ``dropped_records``.
 - Both files are replaced atomically, the payload first, so a manifest never names a missing bin.
+- No per-record Python work: the core writes the records (``ts_dump_write_records_json``) from
+  ``DumpReport.raw``, names and regions as ``deps.region_text`` gives them, from the tables built
+  here (kernels, task names, buffers with their layouts, probes).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from tilescope.build.manifest import Build
 from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
 from tilescope.build.paths import TENSOR_DUMP_DIR as DUMP_DIR
 from tilescope.build.paths import TENSOR_DUMP_JSON as MANIFEST
-from tilescope.build.paths import atomic_write, atomic_write_bytes
-from tilescope.debug.deps import buffer_names, region_text
-from tilescope.runtime.records import DumpRecord, DumpReport, RunReport, TaskArgRecord
+from tilescope.build.paths import atomic_replace, atomic_write_bytes
+from tilescope.debug.deps import buffer_names
+from tilescope.runtime.abi import (
+    DUMP_COUNTS,
+    DUMP_ROLES,
+    DUMP_STAGES,
+    MAX_DIMS,
+    TsDumpBufferName,
+    TsDumpProbeName,
+    TsDumpRecord,
+)
+from tilescope.runtime.library import load_core
+from tilescope.runtime.records import DumpRecord, RunReport, TaskArgRecord
 
 FORMAT = "tilescope-tensor-dump"
 VERSION = 1
@@ -51,49 +69,15 @@ def probe_of(program: Build, r: DumpRecord) -> dict[str, Any] | None:
     return next((p for p in table if p.get("id") == r.value), {"name": f"probe{r.value}", "line": None})
 
 
-def manifest(program: Build, report: RunReport) -> dict[str, Any]:
-    """The ``tensor_dump.json`` object for ``report`` (which must carry a dump)."""
-    dump: DumpReport | None = report.dump
-    if dump is None:
-        raise ValueError("manifest: the run report has no tensor dump (run with enable_dump_tensor)")
-    kernels = [k["name"] for k in program.kernels]
-    buffers = buffer_names(program, report)
-    names = {buffer_id: name for buffer_id, (name, _) in buffers.items()}
-    counts = {
-        "before_dispatch": {"input": 0, "inout": 0, "scalar": 0},
-        "after_completion": {"output": 0, "inout": 0},
-        "probe": {"probe": 0},
+def _header(program: Build, report: RunReport, counts: list[int]) -> dict[str, Any]:
+    """The manifest's fields but ``records`` (``counts``: ``ts_dump_count_records``'s)."""
+    dump = report.dump
+    assert dump is not None
+    roles = {
+        "before_dispatch": ("input", "inout", "scalar"),
+        "after_completion": ("output", "inout"),
+        "probe": ("probe",),
     }
-    records = []
-    for index, r in enumerate(dump.records):
-        counts[r.stage][r.role] += 1
-        kernel = kernels[r.func_id] if 0 <= r.func_id < len(kernels) else f"kernel{r.func_id}"
-        probe = probe_of(program, r)
-        records.append(
-            {
-                "index": index,
-                "task_id": r.task_id,
-                "kernel": kernel,
-                "func_id": r.func_id,
-                "task_name": dump.task_names.get(r.task_id) or kernel,
-                "arg_index": r.arg_index,
-                "role": r.role,
-                "stage": r.stage,
-                "kind": r.kind,
-                "dtype": r.dtype,
-                "shape": list(r.shape),
-                "strides": list(r.strides),
-                "start_offset": r.start_offset,
-                "tensor": None if r.kind == "scalar" or probe else names.get(r.buffer_id, f"buffer@{r.buffer_id:#x}"),
-                "region": None if r.kind == "scalar" or probe else region_text(view_of(r), buffers),
-                **({"probe": probe["name"], "probe_id": r.value, "line": probe.get("line")} if probe else {}),
-                "value": r.value,
-                "bin_offset": r.bin_offset,
-                "bin_size": r.bin_size,
-                "truncated": r.truncated,
-                "overwritten": r.overwritten,
-            }
-        )
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -104,24 +88,80 @@ def manifest(program: Build, report: RunReport) -> dict[str, Any]:
         "num_workers": report.num_workers,
         "status": report.status,
         "error": report.error,
-        "counts": counts,
-        "truncated": sum(r.truncated for r in dump.records),
-        "overwritten": sum(r.overwritten for r in dump.records),
+        "counts": {
+            stage: {role: counts[s * 5 + DUMP_ROLES.index(role)] for role in roles[stage]}
+            for s, stage in enumerate(DUMP_STAGES)
+        },
+        "truncated": counts[15],
+        "overwritten": counts[16],
         "dropped_records": dump.dropped_records,
-        "records": records,
     }
+
+
+def _escaped(text: str) -> bytes:
+    """``text`` as the inside of a JSON string."""
+    return encode_basestring_ascii(text)[1:-1].encode()
+
+
+def _names(program: Build, report: RunReport):
+    """The C tables ``ts_dump_write_records_json`` names records with: kernels, task names, buffers
+    (name and layout) and probes."""
+    dump = report.dump
+    assert dump is not None
+    kernels = [_escaped(k["name"]) for k in program.kernels]
+    task_ids = np.fromiter(dump.task_names, dtype=np.int64, count=len(dump.task_names))
+    # NOTE: one C-encoded string for all tasks; '"\0"' only occurs between two quoted names
+    quoted = "\0".join(map(encode_basestring_ascii, dump.task_names.values()))
+    task_names = quoted[1:-1].replace('"\0"', "\0") + "\0" if task_ids.size else ""
+    buffers = buffer_names(program, report)
+    bufs = (TsDumpBufferName * max(len(buffers), 1))()
+    for b, (buffer_id, (name, (shape, strides, offset))) in zip(bufs, buffers.items()):
+        b.buffer_id, b.name, b.offset = buffer_id, _escaped(name), offset
+        b.ndim = len(shape) if len(shape) <= MAX_DIMS else -1
+        b.shape[: len(shape[:MAX_DIMS])] = shape[:MAX_DIMS]
+        b.strides[: len(strides[:MAX_DIMS])] = strides[:MAX_DIMS]
+    probes = [
+        (func_id, p["id"], _escaped(p["name"]), None if p.get("line") is None else _escaped(str(p["line"])))
+        for func_id, k in enumerate(program.kernels)
+        for p in k.get("probes", [])
+    ]
+    return (
+        (ctypes.c_char_p * max(len(kernels), 1))(*kernels), len(kernels),
+        task_ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), task_names.encode(), len(task_ids),
+        bufs, len(buffers), (TsDumpProbeName * max(len(probes), 1))(*probes), len(probes),
+    )  # fmt: skip
+
+
+def write_manifest(path: Path, program: Build, report: RunReport) -> None:
+    """Write ``report``'s dump manifest (``tensor_dump.json``) to the new file ``path``: the header
+    from Python, the records straight from the runtime's record array."""
+    dump = report.dump
+    if dump is None:
+        raise ValueError("write_manifest: the run report has no tensor dump (run with enable_dump_tensor)")
+    lib = load_core()
+    n = dump.raw.size // ctypes.sizeof(TsDumpRecord)
+    records = dump.raw.ctypes.data_as(ctypes.POINTER(TsDumpRecord))
+    counts = (ctypes.c_int64 * DUMP_COUNTS)()
+    lib.ts_dump_count_records(records, n, counts)
+    head = json.dumps(_header(program, report, list(counts)), indent=1)
+    with open(path, "wb") as f:
+        f.write(head[:-2].encode() + b',\n "records": [')
+        f.flush()
+        err = lib.ts_dump_write_records_json(f.fileno(), records, n, *_names(program, report))
+        if err:
+            raise OSError(err, os.strerror(err), str(path))
+        f.write(b"\n ]\n}\n" if n else b"]\n}\n")
 
 
 def write_tensor_dump(out: Path, program: Build, report: RunReport) -> list[Path]:
     """Write ``<out>/tensor_dump/tensor_dump.{bin,json}``; returns their paths."""
-    data = manifest(program, report)
     assert report.dump is not None
     folder = Path(out) / DUMP_DIR
     folder.mkdir(parents=True, exist_ok=True)
     bin_path, json_path = folder / BIN_FILE, folder / MANIFEST
     atomic_write_bytes(bin_path, memoryview(report.dump.payload))
-    atomic_write(json_path, json.dumps(data, indent=1) + "\n")
+    atomic_replace(json_path, lambda tmp: write_manifest(tmp, program, report))
     return [json_path, bin_path]
 
 
-__all__ = ["manifest", "probe_of", "view_of", "write_tensor_dump"]
+__all__ = ["probe_of", "view_of", "write_manifest", "write_tensor_dump"]

@@ -203,6 +203,34 @@ class TsDumpRecord(ctypes.Structure):
     ]
 
 
+class TsDumpBufferName(ctypes.Structure):
+    """``ts_dump_buffer_name``: a buffer's display name (JSON-escaped) and layout, for a dump manifest."""
+
+    _fields_ = [
+        ("buffer_id", ctypes.c_int64),
+        ("name", ctypes.c_char_p),
+        ("ndim", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("strides", ctypes.c_int64 * MAX_DIMS),
+        ("offset", ctypes.c_int64),
+    ]
+
+
+class TsDumpProbeName(ctypes.Structure):
+    """``ts_dump_probe_name``: a kernel's probe's name and DSL line (``file:line``; None: none), JSON-escaped."""
+
+    _fields_ = [
+        ("func_id", ctypes.c_int32),
+        ("probe_id", ctypes.c_int32),
+        ("name", ctypes.c_char_p),
+        ("line", ctypes.c_char_p),
+    ]
+
+
+DUMP_COUNTS = 17  # TS_DUMP_COUNTS: ts_dump_count_records's counts
+
+
 class TsFailureRecord(ctypes.Structure):
     """``ts_failure_record``: a run's first failure: its kind, task, and the stopped thread's frames."""
 
@@ -341,7 +369,32 @@ PROTOTYPES = {
     "ts_run_dump_payload_size": (ctypes.c_int64, [_RESULT]),
     "ts_run_copy_dump_payload": (ctypes.c_int64, [_RESULT, ctypes.c_void_p, ctypes.c_int64]),
     "ts_run_dump_dropped": (ctypes.c_int64, [_RESULT]),
+    "ts_dump_count_records": (
+        None,
+        [ctypes.POINTER(TsDumpRecord), ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)],
+    ),
+    "ts_dump_write_records_json": (
+        ctypes.c_int32,
+        [
+            ctypes.c_int32,
+            ctypes.POINTER(TsDumpRecord),
+            ctypes.c_int64,
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.c_int32,
+            ctypes.POINTER(ctypes.c_int64),
+            ctypes.c_char_p,
+            ctypes.c_int64,
+            ctypes.POINTER(TsDumpBufferName),
+            ctypes.c_int32,
+            ctypes.POINTER(TsDumpProbeName),
+            ctypes.c_int32,
+        ],
+    ),
     "ts_run_task_name": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
+    "ts_run_copy_task_names": (
+        ctypes.c_int64,
+        [_RESULT, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64],
+    ),
     "ts_run_failure": (ctypes.c_int32, [_RESULT, ctypes.POINTER(TsFailureRecord)]),
     "ts_run_num_waits": (ctypes.c_int64, [_RESULT]),
     "ts_run_copy_waits": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsWaitRecord), ctypes.c_int64]),

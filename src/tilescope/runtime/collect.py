@@ -233,25 +233,45 @@ def _saved_records(
 
 
 def _collect_dump(lib: ctypes.CDLL, handle: int) -> DumpReport:
-    n = lib.ts_run_num_dump_records(handle)
-    buf = (TsDumpRecord * n)()
-    n = lib.ts_run_copy_dump_records(handle, buf, n)
+    # NOTE: the records stay raw (one copy of the C array) until someone reads DumpReport.records:
+    # writing the dump needs no per-record Python object
+    raw = np.empty(lib.ts_run_num_dump_records(handle) * ctypes.sizeof(TsDumpRecord), dtype=np.uint8)
+    n = lib.ts_run_copy_dump_records(
+        handle, raw.ctypes.data_as(ctypes.POINTER(TsDumpRecord)), len(raw) // ctypes.sizeof(TsDumpRecord)
+    )
     payload = np.empty(lib.ts_run_dump_payload_size(handle), dtype=np.uint8)
     if payload.size:
         lib.ts_run_copy_dump_payload(handle, payload.ctypes.data, payload.size)
-    records, names = _dump_records(lib, handle, buf[:n])
+    raw = raw[: n * ctypes.sizeof(TsDumpRecord)]
+    task_ids = np.unique(raw.view(np.int64)[:: ctypes.sizeof(TsDumpRecord) // 8])
     return DumpReport(
         level=lib.ts_run_dump_level(handle),
-        records=records,
+        raw=raw,
         payload=payload,
         dropped_records=lib.ts_run_dump_dropped(handle),
-        task_names=names,
+        task_names=_task_names(lib, handle, task_ids),
+        decode=decode_dump_records,
     )
 
 
+def _task_names(lib: ctypes.CDLL, handle: int, task_ids: np.ndarray) -> dict[int, str]:
+    ids = task_ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+    out = ctypes.create_string_buffer(lib.ts_run_copy_task_names(handle, ids, task_ids.size, None, 0))
+    lib.ts_run_copy_task_names(handle, ids, task_ids.size, out, len(out))
+    return dict(zip(task_ids.tolist(), out.raw.decode(errors="replace").split("\0")))
+
+
+def decode_dump_records(raw: np.ndarray) -> list[DumpRecord]:
+    """The records of a raw ``ts_dump_record`` array (``DumpReport.raw``)."""
+    return _decode(list((TsDumpRecord * (raw.size // ctypes.sizeof(TsDumpRecord))).from_buffer_copy(raw)))
+
+
 def _dump_records(lib: ctypes.CDLL, handle: int, raw: list[TsDumpRecord]) -> tuple[list[DumpRecord], dict]:
+    return _decode(raw), _task_names(lib, handle, np.unique(np.array([rec.task_id for rec in raw], dtype=np.int64)))
+
+
+def _decode(raw: list[TsDumpRecord]) -> list[DumpRecord]:
     records = []
-    names: dict[int, str] = {}
     for rec in raw:
         dtype = dtypes.BY_CODE.get(rec.dtype)
         value: float | int | bool | None = None
@@ -283,10 +303,7 @@ def _dump_records(lib: ctypes.CDLL, handle: int, raw: list[TsDumpRecord]) -> tup
                 worker=rec.worker,
             )
         )
-        if rec.task_id not in names:
-            name = lib.ts_run_task_name(handle, rec.task_id)
-            names[rec.task_id] = name.decode(errors="replace") if name is not None else ""
-    return records, names
+    return records
 
 
 def _task_arg(rec: TsTaskArgRecord) -> TaskArgRecord:

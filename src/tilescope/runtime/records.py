@@ -7,7 +7,9 @@ argument indices are the runtime's own; times are nanoseconds since the run star
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -210,13 +212,21 @@ class DumpRecord:
 @dataclass
 class DumpReport:
     """The tensor dump of one run (flushed from every worker, a failed run included): records
-    sorted by (task_id, stage, arg_index) and their payloads, concatenated in record order."""
+    sorted by (task_id, stage, arg_index) and their payloads, concatenated in record order.
+    ``raw`` holds the records as the core's ``ts_dump_record`` array; ``records`` decodes them
+    (with ``decode``) on first use."""
 
     level: int
-    records: list[DumpRecord]
+    raw: np.ndarray  # uint8: ts_dump_record[n]
     payload: np.ndarray  # uint8
     dropped_records: int
     task_names: dict[int, str]
+    decode: Callable[[np.ndarray], list[DumpRecord]] = field(repr=False)
+
+    @cached_property
+    def records(self) -> list[DumpRecord]:
+        """The records, decoded from ``raw``."""
+        return self.decode(self.raw)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 // The extern "C" surface of runtime_api.h: runtime handles, argument checks, result lifetime and
 // accessors.
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -229,6 +230,22 @@ void ts_probe_record(int32_t probe_id, const void *data, int32_t dtype, int64_t 
 const char *ts_run_task_name(const ts_run_result *r, int64_t task_id) {
     if (task_id < 0 || task_id >= static_cast<int64_t>(r->task_names.size())) return nullptr;
     return r->task_names[static_cast<size_t>(task_id)].c_str();
+}
+
+int64_t ts_run_copy_task_names(const ts_run_result *r, const int64_t *task_ids, int64_t n, char *out, int64_t capacity) {
+    int64_t needed = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const char *name = ts_run_task_name(r, task_ids[i]);
+        needed += static_cast<int64_t>(name != nullptr ? std::strlen(name) : 0) + 1;
+    }
+    if (out == nullptr || capacity < needed) return needed;
+    for (int64_t i = 0; i < n; ++i) {
+        const char *name = ts_run_task_name(r, task_ids[i]);
+        const size_t len = name != nullptr ? std::strlen(name) : 0;
+        std::memcpy(out, name != nullptr ? name : "", len + 1);
+        out += len + 1;
+    }
+    return needed;
 }
 
 int32_t ts_run_failure(const ts_run_result *r, ts_failure_record *out) {

@@ -312,6 +312,40 @@ int64_t ts_run_dump_payload_size(const ts_run_result *r);
 int64_t ts_run_copy_dump_payload(const ts_run_result *r, void *out, int64_t capacity);
 int64_t ts_run_dump_dropped(const ts_run_result *r); /* records lost: a worker's record buffer was full */
 
+/* Writing a dump's manifest without per-record work in the caller (tensor_dump_json.cpp). A
+ * buffer's display name (JSON-escaped, without quotes) and its layout (ndim -1: none), from which
+ * a record's region is found; a probe's name and DSL line (JSON-escaped). */
+typedef struct ts_dump_buffer_name {
+    int64_t buffer_id;
+    const char *name;
+    int32_t ndim;
+    int32_t reserved;
+    int64_t shape[TS_MAX_DIMS];
+    int64_t strides[TS_MAX_DIMS];
+    int64_t offset;
+} ts_dump_buffer_name;
+
+typedef struct ts_dump_probe_name {
+    int32_t func_id;
+    int32_t probe_id;
+    const char *name;
+    const char *line; /* "file:line", NULL: none */
+} ts_dump_probe_name;
+
+/* counts[stage * 5 + role] (ts_dump_stage, ts_dir / TS_DUMP_ROLE_PROBE), then the truncated and the
+ * overwritten records: TS_DUMP_COUNTS values. */
+#define TS_DUMP_COUNTS 17
+void ts_dump_count_records(const ts_dump_record *records, int64_t n, int64_t *counts);
+/* Write `records` to `fd` as the JSON objects of a manifest's "records" list (docs/dump.md), each
+ * on its own line after a newline, separated by commas. kernels[func_id] are JSON-escaped without
+ * quotes, and so are the names of tasks task_ids[0..ntasks), each followed by a NUL in
+ * `task_names` ("": the kernel's name). Returns 0, or the errno of a failed write (ENOMEM: out of
+ * memory). */
+int32_t ts_dump_write_records_json(int32_t fd, const ts_dump_record *records, int64_t n,
+                                   const char *const *kernels, int32_t nkernels, const int64_t *task_ids,
+                                   const char *task_names, int64_t ntasks, const ts_dump_buffer_name *buffers,
+                                   int32_t nbuffers, const ts_dump_probe_name *probes, int32_t nprobes);
+
 /* The orchestration reads (ts_orch_read_record), their tensor names and source lines ("" if not
  * given), and the task ids they waited for. */
 int64_t ts_run_num_orch_reads(const ts_run_result *r);
@@ -328,6 +362,9 @@ int64_t ts_run_copy_orch_read_waits(const ts_run_result *r, int64_t *out, int64_
 void ts_probe_record(int32_t probe_id, const void *data, int32_t dtype, int64_t rows, int64_t cols);
 /* A task's display name, or NULL if neither tasks nor a dump were recorded or the id is out of range. */
 const char *ts_run_task_name(const ts_run_result *r, int64_t task_id);
+/* The names of tasks `task_ids` (n), each followed by a NUL ("" for an unknown id), into `out` if
+ * `capacity` holds them all; returns the bytes they take. */
+int64_t ts_run_copy_task_names(const ts_run_result *r, const int64_t *task_ids, int64_t n, char *out, int64_t capacity);
 void ts_run_free(ts_run_result *r);
 
 /* How the run failed; returns the kind (TS_FAILURE_NONE when it did not), filling `out` if not NULL. */
