@@ -12,6 +12,9 @@ namespace ts::rt {
 namespace {
 
 constexpr auto kSpinTime = std::chrono::microseconds(50);
+// How long a worker stays awake (spinning) after a run ended, so that the next run of a caller
+// that runs small graphs back to back finds it awake: waking a sleeping thread costs tens of us.
+constexpr auto kLingerTime = std::chrono::microseconds(200);
 constexpr int64_t kUnknownCount = INT64_MAX / 2;  // more tasks than any run can submit
 
 inline void cpu_relax() {
@@ -147,6 +150,13 @@ bool Scheduler::finish(int64_t submitted) {
     if (remaining_.fetch_sub(unknown, std::memory_order_acq_rel) == unknown) {
         run_active_.store(false, std::memory_order_relaxed);  // every task had completed already
     } else {
+        // NOTE: a small graph ends within microseconds: wait for it awake before sleeping (a
+        // sleeping caller is woken tens of us after the last task).
+        const auto deadline = Clock::now() + kSpinTime;
+        for (uint32_t i = 1; remaining_.load(std::memory_order_acquire) != 0; ++i) {
+            cpu_relax();
+            if (i % 64 == 0 && Clock::now() > deadline) break;
+        }
         std::unique_lock<std::mutex> lock(done_mu_);
         // NOTE: the poll is only for deadlocks; a run that ends wakes this wait at once.
         while (!done_cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return ended_; })) {
@@ -273,6 +283,7 @@ void Scheduler::stop_workers() {
         std::lock_guard<std::mutex> lock(queue_mu_);
         stop_ = true;
     }
+    stopping_.store(true, std::memory_order_relaxed);  // lingering spinners go to the lock and see stop_
     run_active_.store(false, std::memory_order_relaxed);
     queue_cv_.notify_all();
     for (std::thread &w : workers_)
@@ -284,6 +295,7 @@ void Scheduler::stop_workers() {
         std::lock_guard<std::mutex> lock(wd_mu_);
         wd_stop_ = false;
     }
+    stopping_.store(false, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(queue_mu_);
     stop_ = false;
 }
@@ -477,23 +489,23 @@ Task *Scheduler::pop_locked(int32_t worker) {
 }
 
 Task *Scheduler::acquire(int32_t worker) {
-    if (run_active_.load(std::memory_order_relaxed)) {
-        if (spinners_.fetch_add(1, std::memory_order_seq_cst) < max_spinners_) {
-            const auto deadline = Clock::now() + kSpinTime;
-            for (uint32_t i = 1; run_active_.load(std::memory_order_relaxed); ++i) {
+    // NOTE: spin while a run is active, and linger a little after it ended (the next run may
+    // follow at once); never while the workers are being stopped.
+    if (spinners_.fetch_add(1, std::memory_order_seq_cst) < max_spinners_) {
+        const auto deadline = Clock::now() + (run_active_.load(std::memory_order_relaxed) ? kSpinTime : kLingerTime);
+        for (uint32_t i = 1; !stopping_.load(std::memory_order_relaxed); ++i) {
+            if (queued_.load(std::memory_order_relaxed) > 0) {
+                std::lock_guard<std::mutex> lock(queue_mu_);
                 if (queued_.load(std::memory_order_relaxed) > 0) {
-                    std::lock_guard<std::mutex> lock(queue_mu_);
-                    if (queued_.load(std::memory_order_relaxed) > 0) {
-                        spinners_.fetch_sub(1, std::memory_order_seq_cst);
-                        return pop_locked(worker);
-                    }
+                    spinners_.fetch_sub(1, std::memory_order_seq_cst);
+                    return pop_locked(worker);
                 }
-                cpu_relax();
-                if (i % 64 == 0 && Clock::now() > deadline) break;
             }
+            cpu_relax();
+            if (i % 64 == 0 && Clock::now() > deadline) break;
         }
-        spinners_.fetch_sub(1, std::memory_order_seq_cst);
     }
+    spinners_.fetch_sub(1, std::memory_order_seq_cst);
     std::unique_lock<std::mutex> lock(queue_mu_);
     auto empty = [&] { return context_.serial ? serial_heap_.empty() : ready_.empty(); };
     while (empty() && !stop_) {

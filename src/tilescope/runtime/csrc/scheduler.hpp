@@ -39,10 +39,12 @@
 //    only for user code it has already seen running at an earlier poll.
 //  - An orchestration read waits in wait_until() (it polls `done`, backing off to sleeps of at
 //    most 200 us, and checks for a failure, Ctrl-C or no progress every 5 ms).
-//  - Idle workers spin briefly while a run is active (at most max(1, workers / 2) at a time, so
-//    the orchestration keeps a core) and then sleep; between runs they only sleep (parked on
-//    `queue_cv_`). A push wakes a sleeper only when nobody is spinning, and a worker that takes
-//    a task while more are queued wakes the next sleeper.
+//  - Idle workers spin briefly while a run is active, and for a moment (kLingerTime) after one
+//    ended, so that a run following at once finds a worker awake (at most max(1, workers / 2)
+//    spin at a time, so the orchestration keeps a core); then they sleep, parked on `queue_cv_`,
+//    and cost no CPU. Stopping the workers ends every spin. A push wakes a sleeper only when
+//    nobody is spinning, and a worker that takes a task while more are queued wakes the next
+//    sleeper. finish() too spins briefly for the run's end before it sleeps.
 #pragma once
 
 #include <atomic>
@@ -185,7 +187,7 @@ private:
     std::mt19937_64 shuffle_rng_;     // shuffled runs: which ready task is taken (under queue_mu_)
     std::atomic<int32_t> spinners_{0};
     std::atomic<bool> run_active_{false};  // spinning is worth it only while a run is active
-    std::atomic<bool> stopping_{false};
+    std::atomic<bool> stopping_{false};  // stop_workers() in progress: no spinning
 
     // kUnknownCount - completed until finish() learns the run's task count, then submitted -
     // completed: whoever brings it to 0 (the last task's worker, or finish()) ends the run.
