@@ -29,6 +29,7 @@ from tilescope.runtime.abi import (
     TsFailureRecord,
     TsNanRecord,
     TsOrchReadRecord,
+    TsRunSummary,
     TsTaskArgRecord,
     TsTaskRecord,
     TsTensor,
@@ -54,16 +55,18 @@ from tilescope.runtime.records import (
 def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport:
     """The RunReport of the finished run ``handle``: everything the core recorded, copied out.
     Task records are copied only with ``record_task_times``; the caller still owns (and frees) the
-    handle.
+    handle. Every count is read in one call first, and only the records there are are fetched.
     """
-    num_tasks = lib.ts_run_num_tasks(handle)
+    counts = TsRunSummary()
+    lib.ts_run_summarize(handle, ctypes.byref(counts))
+    num_tasks = counts.num_tasks
     report = RunReport(
-        status=lib.ts_run_status(handle),
-        error=lib.ts_run_error(handle).decode(errors="replace"),
-        wall_s=lib.ts_run_wall_seconds(handle),
+        status=counts.status,
+        error=lib.ts_run_error(handle).decode(errors="replace") if counts.error_bytes else "",
+        wall_s=counts.wall_seconds,
         num_tasks=num_tasks,
-        num_workers=lib.ts_run_num_workers(handle),
-        num_dependencies=lib.ts_run_num_dependencies(handle),
+        num_workers=counts.num_workers,
+        num_dependencies=counts.num_dependencies,
     )
     if record_task_times and num_tasks:
         buf = (TsTaskRecord * num_tasks)()
@@ -75,7 +78,7 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
             )
             for tid, fid, worker, sub, start, end in rows
         ]
-    num_edges = lib.ts_run_num_edges(handle)
+    num_edges = counts.num_edges
     if num_edges:
         buf = (TsEdgeRecord * num_edges)()
         n = lib.ts_run_copy_edges(handle, buf, num_edges)
@@ -83,12 +86,12 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
             EdgeRecord(pred, succ, arg, EDGE_KINDS[kind], EDGE_SOURCES[source])
             for pred, succ, arg, kind, source, _ in np.ctypeslib.as_array(buf)[:n].tolist()
         ]
-    num_args = lib.ts_run_num_task_args(handle)
+    num_args = counts.num_task_args
     if num_args:
         buf = (TsTaskArgRecord * num_args)()
         n = lib.ts_run_copy_task_args(handle, buf, num_args)
         report.task_args = [_task_arg(rec) for rec in buf[:n]]
-    num_buffers = lib.ts_run_num_buffers(handle)
+    num_buffers = counts.num_buffers
     if num_buffers:
         buf = (TsBufferRecord * num_buffers)()
         n = lib.ts_run_copy_buffers(handle, buf, num_buffers)
@@ -97,21 +100,35 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
                 r.tensor.buffer_id,
                 r.program_arg,
                 *_view(r.tensor),
-                (lib.ts_run_buffer_name(handle, i) or b"").decode(errors="replace"),
+                # NOTE: only intermediates have names (name_tensor): no call for a program argument
+                (lib.ts_run_buffer_name(handle, i) or b"").decode(errors="replace")
+                if r.program_arg < 0
+                else "",
             )
             for i, r in enumerate(buf[:n])
         ]
-    num_tags = lib.ts_run_num_dump_tags(handle)
+    num_tags = counts.num_dump_tags
     if num_tags:
         buf = (TsDumpTagRecord * num_tags)()
         n = lib.ts_run_copy_dump_tags(handle, buf, num_tags)
         report.dump_tags = [
             DumpTagRecord(r.first_task, r.tensor.buffer_id, *_view(r.tensor)) for r in buf[:n]
         ]
-    report.reads = _collect_reads(lib, handle)
-    if lib.ts_run_dump_level(handle) or lib.ts_run_num_dump_records(handle):  # level 0: probes only
+    if counts.num_orch_reads:
+        report.reads = _collect_reads(lib, handle)
+    if counts.dump_level or counts.num_dump_records:  # level 0: probes only
         report.dump = _collect_dump(lib, handle)
-    _collect_failure(lib, handle, report)
+    if any(
+        (
+            counts.failure_kind,
+            counts.num_waits,
+            counts.num_nan,
+            counts.nan_total,
+            counts.num_saved,
+            counts.num_nan_saved,
+        )
+    ):
+        _collect_failure(lib, handle, report)
     return report
 
 
