@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from tilescope import knobs
@@ -52,6 +51,8 @@ class CompiledProgram(Build):
         super().__init__(work_dir, program)
         self._binaries: Binaries | None = None
         self._lock = threading.Lock()
+        self._target_ok: set[str] = set()  # platforms check_target accepted (the CPU does not change)
+        self._crash_report: str | None = None  # where a crash report goes, once its directory exists
         self.timings: dict[str, float] = {}
 
     @classmethod
@@ -98,7 +99,9 @@ class CompiledProgram(Build):
             return self._run_interp(args, opts, runtime_cfg)
         if opts["float64"]:
             raise knobs.ConfigError("runtime_cfg['float64'] applies to the interp platform only")
-        check_target(self.work_dir, rc.get("target"), opts["platform"])
+        if opts["platform"] not in self._target_ok:
+            check_target(self.work_dir, rc.get("target"), opts["platform"])
+            self._target_ok.add(opts["platform"])
         if opts["isolate"]:
             return run_isolated(self, args, opts)
         return launch(self, self.binaries(), args, opts, crash_report=self._crash_report_path())
@@ -114,13 +117,18 @@ class CompiledProgram(Build):
                 "in order"
             )
 
-    def _crash_report_path(self) -> Path | None:
+    def _crash_report_path(self) -> str | None:
         """Where a crashing kernel's report goes; None when the build cannot be written (a read-only
-        or full build still runs, and a crash is still reported, without the report file)."""
+        or full build still runs, and a crash is still reported, without the report file). The
+        directory is made on the first run, and again only if it was removed since."""
+        known = self._crash_report
+        if known is not None and os.path.isdir(os.path.dirname(known)):
+            return known
         try:
-            return dfx_dir(self.work_dir) / CRASH_REPORT
+            self._crash_report = str(dfx_dir(self.work_dir) / CRASH_REPORT)
         except OSError:
             return None
+        return self._crash_report
 
     def _run_interp(self, args: tuple, opts: dict[str, Any], given: dict[str, Any]) -> RunInfo:
         sim_only = [k for k in SIM_ONLY if given.get(k)]
