@@ -7,6 +7,7 @@ returns points into the run result, which the caller frees right after.
 from __future__ import annotations
 
 import ctypes
+import struct
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from tilescope.runtime.abi import (
     EDGE_KINDS,
     EDGE_SOURCES,
     FAILURE_KINDS,
+    MAX_DIMS,
     SAVED_PARTIAL,
     ArgKind,
     TsBufferRecord,
@@ -95,18 +97,7 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
     if num_buffers:
         buf = (TsBufferRecord * num_buffers)()
         n = lib.ts_run_copy_buffers(handle, buf, num_buffers)
-        report.buffers = [
-            BufferRecord(
-                r.tensor.buffer_id,
-                r.program_arg,
-                *_view(r.tensor),
-                # NOTE: only intermediates have names (name_tensor): no call for a program argument
-                (lib.ts_run_buffer_name(handle, i) or b"").decode(errors="replace")
-                if r.program_arg < 0
-                else "",
-            )
-            for i, r in enumerate(buf[:n])
-        ]
+        report.buffers = _buffer_records(lib, handle, bytes(buf)[: n * BUFFER_RECORD.size])
     num_tags = counts.num_dump_tags
     if num_tags:
         buf = (TsDumpTagRecord * num_tags)()
@@ -130,6 +121,32 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
     ):
         _collect_failure(lib, handle, report)
     return report
+
+
+# ts_buffer_record: ts_tensor (data, buffer_id, dtype, ndim, shape, strides, offset), program_arg, reserved
+BUFFER_RECORD = struct.Struct(f"=Qqii{MAX_DIMS}q{MAX_DIMS}qqii")
+
+
+def _buffer_records(lib: ctypes.CDLL, handle: int, raw: bytes) -> list[BufferRecord]:
+    """The buffer records in ``raw`` (``ts_buffer_record``s), unpacked in one pass (reading them
+    through ctypes cost a Python object per field); only intermediates are named (name_tensor),
+    so only theirs are asked for."""
+    out = []
+    for i, rec in enumerate(BUFFER_RECORD.iter_unpack(raw)):
+        ndim, arg = rec[3], rec[5 + 2 * MAX_DIMS]
+        name = (lib.ts_run_buffer_name(handle, i) or b"").decode(errors="replace") if arg < 0 else ""
+        out.append(
+            BufferRecord(
+                rec[1],
+                arg,
+                dtypes.BY_CODE[rec[2]].name,
+                rec[4 : 4 + ndim],
+                rec[4 + MAX_DIMS : 4 + MAX_DIMS + ndim],
+                rec[4 + 2 * MAX_DIMS],
+                name,
+            )
+        )
+    return out
 
 
 def _collect_reads(lib: ctypes.CDLL, handle: int) -> list[OrchReadRecord]:

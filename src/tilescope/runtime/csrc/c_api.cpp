@@ -20,6 +20,7 @@ static_assert(sizeof(ts_wait_record) == 144, "ts_wait_record layout changed: upd
 static_assert(sizeof(ts_orch_read_record) == 104, "ts_orch_read_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_nan_record) == 64, "ts_nan_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_arg) == 104, "ts_arg layout changed: update the Python ctypes mirror in runtime/abi.py");
+static_assert(sizeof(ts_run_summary) == 136, "ts_run_summary layout changed: update runtime/abi.py");
 
 struct ts_runtime {
     explicit ts_runtime(int32_t num_workers) : impl(num_workers) {}

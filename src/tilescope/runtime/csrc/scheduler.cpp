@@ -151,12 +151,10 @@ bool Scheduler::finish(int64_t submitted) {
         run_active_.store(false, std::memory_order_relaxed);  // every task had completed already
     } else {
         // NOTE: a small graph ends within microseconds: wait for it awake before sleeping (a
-        // sleeping caller is woken tens of us after the last task).
+        // sleeping caller is woken tens of us after the last task), yielding the core to a
+        // worker that shares it.
         const auto deadline = Clock::now() + kSpinTime;
-        for (uint32_t i = 1; remaining_.load(std::memory_order_acquire) != 0; ++i) {
-            cpu_relax();
-            if (i % 64 == 0 && Clock::now() > deadline) break;
-        }
+        while (remaining_.load(std::memory_order_acquire) != 0 && Clock::now() < deadline) std::this_thread::yield();
         std::unique_lock<std::mutex> lock(done_mu_);
         // NOTE: the poll is only for deadlocks; a run that ends wakes this wait at once.
         while (!done_cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return ended_; })) {
@@ -490,10 +488,12 @@ Task *Scheduler::pop_locked(int32_t worker) {
 
 Task *Scheduler::acquire(int32_t worker) {
     // NOTE: spin while a run is active, and linger a little after it ended (the next run may
-    // follow at once); never while the workers are being stopped.
+    // follow at once), yielding the core to any other thread that wants it meanwhile; never
+    // while the workers are being stopped.
     if (spinners_.fetch_add(1, std::memory_order_seq_cst) < max_spinners_) {
         const auto deadline = Clock::now() + (run_active_.load(std::memory_order_relaxed) ? kSpinTime : kLingerTime);
         for (uint32_t i = 1; !stopping_.load(std::memory_order_relaxed); ++i) {
+            const bool linger = !run_active_.load(std::memory_order_relaxed);
             if (queued_.load(std::memory_order_relaxed) > 0) {
                 std::lock_guard<std::mutex> lock(queue_mu_);
                 if (queued_.load(std::memory_order_relaxed) > 0) {
@@ -501,8 +501,11 @@ Task *Scheduler::acquire(int32_t worker) {
                     return pop_locked(worker);
                 }
             }
-            cpu_relax();
-            if (i % 64 == 0 && Clock::now() > deadline) break;
+            if (linger)
+                std::this_thread::yield();
+            else
+                cpu_relax();
+            if ((linger || i % 64 == 0) && Clock::now() > deadline) break;
         }
     }
     spinners_.fetch_sub(1, std::memory_order_seq_cst);

@@ -41,10 +41,11 @@
 //    most 200 us, and checks for a failure, Ctrl-C or no progress every 5 ms).
 //  - Idle workers spin briefly while a run is active, and for a moment (kLingerTime) after one
 //    ended, so that a run following at once finds a worker awake (at most max(1, workers / 2)
-//    spin at a time, so the orchestration keeps a core); then they sleep, parked on `queue_cv_`,
-//    and cost no CPU. Stopping the workers ends every spin. A push wakes a sleeper only when
+//    spin at a time, so the orchestration keeps a core; a lingering one yields its core to any
+//    thread that wants it); then they sleep, parked on `queue_cv_`, and cost no CPU. Stopping
+//    the workers ends every spin. A push wakes a sleeper only when
 //    nobody is spinning, and a worker that takes a task while more are queued wakes the next
-//    sleeper. finish() too spins briefly for the run's end before it sleeps.
+//    sleeper. finish() too waits briefly awake (yielding) for the run's end before it sleeps.
 #pragma once
 
 #include <atomic>
