@@ -77,7 +77,7 @@ def tensor_arg(t, direction: Direction | int | str) -> TsArg:
     shape, strides = (t.shape, t.stride()) if ndim else ((1,), (1,))  # a 0-d tensor as shape [1]
     # NOTE: packed in one go: setting the ctypes fields one by one cost twice as much
     return TsArg.from_buffer_copy(
-        _TENSOR_ARG.pack(
+        TENSOR_ARG.pack(
             ArgKind.TENSOR,
             DIRECTION_CODES[direction],
             base,
@@ -94,7 +94,7 @@ def tensor_arg(t, direction: Direction | int | str) -> TsArg:
 
 
 # ts_arg of a tensor: kind, dir, then ts_tensor (data, buffer_id, dtype, ndim, shape, strides, offset)
-_TENSOR_ARG = struct.Struct(f"=iiQqii{MAX_DIMS}q{MAX_DIMS}qq")
+TENSOR_ARG = struct.Struct(f"=iiQqii{MAX_DIMS}q{MAX_DIMS}qq")
 _ZEROS = (0,) * MAX_DIMS
 _DTYPE_CODES: dict = {}  # torch dtype -> ts_dtype code, filled on first use
 
