@@ -265,6 +265,13 @@ void Scheduler::end_run() {
     // NOTE: before ended_, so that no worker spins for a run that is over, and so that this
     // store cannot land after the next run's begin().
     run_active_.store(false, std::memory_order_relaxed);
+    bool wake;
+    {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        ++runs_ended_;
+        wake = sleepers_ > 0;
+    }
+    if (wake) queue_cv_.notify_all();  // every worker lingers awake for the next run (acquire)
     std::lock_guard<std::mutex> lock(done_mu_);
     ended_ = true;
     done_cv_.notify_one();
@@ -487,37 +494,44 @@ Task *Scheduler::pop_locked(int32_t worker) {
 }
 
 Task *Scheduler::acquire(int32_t worker) {
-    // NOTE: spin while a run is active, and linger a little after it ended (the next run may
-    // follow at once), yielding the core to any other thread that wants it meanwhile; never
-    // while the workers are being stopped.
-    if (spinners_.fetch_add(1, std::memory_order_seq_cst) < max_spinners_) {
-        const auto deadline = Clock::now() + (run_active_.load(std::memory_order_relaxed) ? kSpinTime : kLingerTime);
-        for (uint32_t i = 1; !stopping_.load(std::memory_order_relaxed); ++i) {
-            const bool linger = !run_active_.load(std::memory_order_relaxed);
-            if (queued_.load(std::memory_order_relaxed) > 0) {
-                std::lock_guard<std::mutex> lock(queue_mu_);
+    // NOTE: spin while a run is active (at most max_spinners_ at a time), and linger after it
+    // ended (every worker: end_run() wakes the sleepers for it), yielding the core to any other
+    // thread that wants it, so that the next run finds its workers awake: waking a sleeper on a
+    // busy machine costs tens of us, and a task it takes finishes that much later. A lingering
+    // worker keeps yielding when the next run starts (the orchestration keeps its core). No
+    // spin while the workers are being stopped.
+    for (;;) {
+        const bool linger = !run_active_.load(std::memory_order_relaxed);
+        if (spinners_.fetch_add(1, std::memory_order_seq_cst) < (linger ? num_workers_ : max_spinners_)) {
+            const auto deadline = Clock::now() + (linger ? kLingerTime : kSpinTime);
+            for (uint32_t i = 1; !stopping_.load(std::memory_order_relaxed); ++i) {
                 if (queued_.load(std::memory_order_relaxed) > 0) {
-                    spinners_.fetch_sub(1, std::memory_order_seq_cst);
-                    return pop_locked(worker);
+                    std::lock_guard<std::mutex> lock(queue_mu_);
+                    if (queued_.load(std::memory_order_relaxed) > 0) {
+                        spinners_.fetch_sub(1, std::memory_order_seq_cst);
+                        return pop_locked(worker);
+                    }
                 }
+                if (linger)
+                    std::this_thread::yield();
+                else
+                    cpu_relax();
+                if ((linger || i % 64 == 0) && Clock::now() > deadline) break;
             }
-            if (linger)
-                std::this_thread::yield();
-            else
-                cpu_relax();
-            if ((linger || i % 64 == 0) && Clock::now() > deadline) break;
         }
+        spinners_.fetch_sub(1, std::memory_order_seq_cst);
+        std::unique_lock<std::mutex> lock(queue_mu_);
+        auto empty = [&] { return context_.serial ? serial_heap_.empty() : ready_.empty(); };
+        const uint64_t ended = runs_ended_;
+        while (empty() && !stop_ && runs_ended_ == ended) {
+            ++sleepers_;
+            queue_cv_.wait(lock);
+            --sleepers_;
+        }
+        if (!empty()) return pop_locked(worker);
+        if (stop_) return nullptr;
+        // a run ended meanwhile: linger with the others
     }
-    spinners_.fetch_sub(1, std::memory_order_seq_cst);
-    std::unique_lock<std::mutex> lock(queue_mu_);
-    auto empty = [&] { return context_.serial ? serial_heap_.empty() : ready_.empty(); };
-    while (empty() && !stop_) {
-        ++sleepers_;
-        queue_cv_.wait(lock);
-        --sleepers_;
-    }
-    if (empty()) return nullptr;
-    return pop_locked(worker);
 }
 
 }  // namespace ts::rt
