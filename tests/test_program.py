@@ -129,6 +129,14 @@ def test_later_runs_still_check_arguments_and_options_and_remake_the_dfx_directo
         prog.run(torch.randn(8, 8), g, y, 1e-6, num_workers=2)
     with pytest.raises(ts.ArgumentError, match=r"argument 'y': a non-contiguous tensor"):
         prog.run(x, g, torch.zeros(8, 32)[:, ::2], 1e-6, num_workers=2)
+    with pytest.raises(ts.ArgumentError, match=r"argument 'gamma': dtype torch.float64"):
+        prog.run(x, g.double(), y, 1e-6, num_workers=2)
+    with pytest.raises(ts.ArgumentError, match=r"argument 'y': requires grad"):
+        prog.run(x, g, torch.zeros(8, 16, requires_grad=True), 1e-6, num_workers=2)
+    with pytest.raises(ts.ArgumentError, match=r"argument 'eps': expected a Python number"):
+        prog.run(x, g, y, "small", num_workers=2)
+    with pytest.raises(ts.ArgumentError, match=r"takes 4 arguments, got 5"):
+        prog.run(x, g, y, 1e-6, 1e-6, num_workers=2)
     with pytest.raises(ts.ConfigError, match=r"runtime_cfg\['num_workers'\] = -1"):
         prog.run(x, g, y, 1e-6, num_workers=-1)
     shutil.rmtree(prog.work_dir / "dfx_outputs")
