@@ -105,18 +105,22 @@ def scalar_arg(value: float | int | bool, dtype: DType) -> TsArg:
     Raises:
         ArgumentError: ``value`` does not fit (e.g. a non-integral float for an integer dtype).
     """
-    arg = TsArg(kind=ArgKind.SCALAR, dir=DIRECTION_CODES[Direction.SCALAR])
-    arg.u.s.dtype = dtype.code
     if dtype.is_float:
-        arg.u.s.v.f = float(value)
-        return arg
+        return TsArg.from_buffer_copy(
+            SCALAR_ARG_F.pack(ArgKind.SCALAR, _SCALAR_DIR, dtype.code, 0, float(value))
+        )
     if isinstance(value, float) and not value.is_integer():
         raise ArgumentError(f"scalar_arg: {value!r} is not an integer, but the dtype is {dtype!r}")
     ivalue = int(value)
     if not -(2**63) <= ivalue < 2**63:
         raise ArgumentError(f"scalar_arg: {ivalue} does not fit in 64 bits")
-    arg.u.s.v.i = ivalue
-    return arg
+    return TsArg.from_buffer_copy(SCALAR_ARG_I.pack(ArgKind.SCALAR, _SCALAR_DIR, dtype.code, 0, ivalue))
+
+
+# ts_arg of a scalar: kind, dir, then ts_scalar (dtype, reserved, value), zeros to sizeof(ts_arg)
+SCALAR_ARG_F = struct.Struct(f"=iiiid{ctypes.sizeof(TsArg) - 24}x")
+SCALAR_ARG_I = struct.Struct(f"=iiiiq{ctypes.sizeof(TsArg) - 24}x")
+_SCALAR_DIR = DIRECTION_CODES[Direction.SCALAR]
 
 
 class Runtime:
