@@ -12,7 +12,7 @@ namespace ts::rt {
 namespace {
 
 constexpr auto kSpinTime = std::chrono::microseconds(50);
-// How long a worker stays awake (spinning) after a run ended, so that the next run of a caller
+// How long a worker stays awake (yielding) after a run ended, so that the next run of a caller
 // that runs small graphs back to back finds it awake: waking a sleeping thread costs tens of us.
 constexpr auto kLingerTime = std::chrono::microseconds(200);
 constexpr int64_t kUnknownCount = INT64_MAX / 2;  // more tasks than any run can submit
@@ -512,11 +512,12 @@ Task *Scheduler::acquire(int32_t worker) {
                         return pop_locked(worker);
                     }
                 }
-                if (linger)
+                const bool yield = linger || !run_active_.load(std::memory_order_relaxed);  // no run to serve
+                if (yield)
                     std::this_thread::yield();
                 else
                     cpu_relax();
-                if ((linger || i % 64 == 0) && Clock::now() > deadline) break;
+                if ((yield || i % 64 == 0) && Clock::now() > deadline) break;
             }
         }
         spinners_.fetch_sub(1, std::memory_order_seq_cst);
