@@ -1,5 +1,7 @@
 """The cost of one call of ``CompiledProgram.run`` (options, argument checks, observers, the
-ctypes run and its records), for a tiny program and for rms_norm, in microseconds.
+ctypes run and its records), for tiny programs and for rms_norm, in microseconds: the whole
+call as a user sees it, Python included (``runtime_overhead.py`` times ``graph.run_graph``
+alone, without the program's checks).
 
     python benchmarks/run_path.py [--calls 2000] [--json]
 
@@ -45,6 +47,11 @@ def measure(calls: int) -> dict[str, float]:
     out["vector_dag (5 tasks) us/call"] = _median_us(lambda: dag.run(x, y, z, num_workers=2), calls)
     out["vector_dag with deps+trace us/call"] = _median_us(
         lambda: dag.run(x, y, z, num_workers=2, enable_dep_gen=True, enable_trace=True), max(calls // 10, 50)
+    )
+    tiny = rms_norm.build(8, 16, block=1, chunk=16).compile()  # 8 tasks of one 16-element row
+    rows, gain, res = torch.randn(8, 16), torch.rand(1, 16), torch.zeros(8, 16)
+    out["rms_norm 8x16 (8 tiny tasks) us/call"] = _median_us(
+        lambda: tiny.run(rows, gain, res, 1e-6, num_workers=2), calls
     )
     prog = rms_norm.build(512, 512).compile()
     a, g, o = torch.randn(512, 512), torch.rand(1, 512), torch.zeros(512, 512)

@@ -15,7 +15,9 @@ Python caller sees it):
 - ``empty``: an orchestration that submits nothing.
 - ``tiny``: 8 no-op tasks writing disjoint rows (no edges).
 
-Workers are reused between runs (``graph.runtime_pool()``), so these measure the hand-off to
+These are the core's costs as ``run_graph`` sees them (the ctypes run and its records); the
+whole ``CompiledProgram.run`` of a tiny program, with its option and argument checks, is
+``run_path.py``'s figure. Workers are reused between runs (``graph.runtime_pool()``), so these measure the hand-off to
 parked workers, not thread start-up; the first run, which starts them, is not counted.
 
 Run as a script to print a table: ``python benchmarks/runtime_overhead.py [--n 100000]``.

@@ -106,3 +106,26 @@ def test_an_override_block_turns_an_instrument_on_for_a_call(tmp_path, monkeypat
     with knobs.override(enable_dep_gen=True):
         prog.run(x, y, out)
     assert (prog.work_dir / "dfx_outputs" / "deps.json").is_file()
+
+
+def test_a_repeated_configuration_is_validated_again_when_anything_it_depends_on_changes(monkeypatch):
+    monkeypatch.delenv("TILESCOPE_NAN_CHECK", raising=False)
+    first = knobs.runtime_options({"num_workers": 2})
+    first["num_workers"] = 99  # the caller's own dict: a later call is not affected
+    assert knobs.runtime_options({"num_workers": 2})["num_workers"] == 2
+    assert knobs.runtime_options({"serial": 1})["serial"] == 1
+    assert knobs.runtime_options({"serial": True})["serial"] is True  # 1 and True are kept apart
+    monkeypatch.setenv("TILESCOPE_NAN_CHECK", "1")
+    assert knobs.runtime_options({"num_workers": 2})["nan_check"] is True
+    monkeypatch.setenv("TILESCOPE_NAN_CHECK", "maybe")
+    with pytest.raises(ConfigError, match=r"TILESCOPE_NAN_CHECK='maybe'"):
+        knobs.runtime_options({"num_workers": 2})
+    monkeypatch.delenv("TILESCOPE_NAN_CHECK")
+    with knobs.override(enable_trace=True):
+        assert knobs.runtime_options({"num_workers": 2})["enable_trace"] is True
+    assert knobs.runtime_options({"num_workers": 2})["enable_trace"] is False
+    for _ in range(2):  # a refused configuration is refused every time
+        with pytest.raises(ConfigError, match=r"runtime_cfg\['num_workers'\] = -1"):
+            knobs.runtime_options({"num_workers": -1})
+    wanted = ["add", "mul"]  # a list is not hashable: validated on every call
+    assert knobs.runtime_options({"kernel_filter": wanted})["kernel_filter"] == ["add", "mul"]

@@ -2,6 +2,7 @@
 and every bad input a caller can make."""
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,32 @@ def test_wrong_arguments_are_all_listed_by_name():
         prog.run(x, g)
     with pytest.raises(ts.ArgumentError, match=r"argument 'eps': expected a Python number"):
         prog.run(*args_for_rms()[:3], "small")
+
+
+def test_later_runs_still_check_arguments_and_options_and_remake_the_dfx_directory():
+    prog = rms_norm.build(8, 16, block=1, chunk=16).compile()
+    x, g, y = torch.randn(8, 16), torch.rand(1, 16), torch.zeros(8, 16)
+    for _ in range(2):
+        prog.run(x, g, y, 1e-6, num_workers=2)
+    with pytest.raises(ts.ArgumentError, match=r"argument 'x': shape \[8, 8\] \(expected \[8, 16\]\)"):
+        prog.run(torch.randn(8, 8), g, y, 1e-6, num_workers=2)
+    with pytest.raises(ts.ArgumentError, match=r"argument 'y': a non-contiguous tensor"):
+        prog.run(x, g, torch.zeros(8, 32)[:, ::2], 1e-6, num_workers=2)
+    with pytest.raises(ts.ArgumentError, match=r"argument 'gamma': dtype torch.float64"):
+        prog.run(x, g.double(), y, 1e-6, num_workers=2)
+    with pytest.raises(ts.ArgumentError, match=r"argument 'y': requires grad"):
+        prog.run(x, g, torch.zeros(8, 16, requires_grad=True), 1e-6, num_workers=2)
+    with pytest.raises(ts.ArgumentError, match=r"argument 'eps': expected a Python number"):
+        prog.run(x, g, y, "small", num_workers=2)
+    with pytest.raises(ts.ArgumentError, match=r"takes 4 arguments, got 5"):
+        prog.run(x, g, y, 1e-6, 1e-6, num_workers=2)
+    with pytest.raises(ts.ConfigError, match=r"runtime_cfg\['num_workers'\] = -1"):
+        prog.run(x, g, y, 1e-6, num_workers=-1)
+    shutil.rmtree(prog.work_dir / "dfx_outputs")
+    y2 = torch.zeros(8, 16)
+    prog.run(x, g, y2, 1e-6, num_workers=2)
+    assert (prog.work_dir / "dfx_outputs").is_dir()  # where a crash report would go, made again
+    torch.testing.assert_close(y2, y, rtol=0, atol=0)
 
 
 def test_unknown_runtime_and_compile_keys_list_the_known_ones():

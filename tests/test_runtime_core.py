@@ -275,6 +275,9 @@ def test_ctypes_mirror_matches_the_core(libs):
     assert len(pinned) >= 8
     twins = {name: getattr(abi, "".join(part.title() for part in name.split("_"))) for name, _ in pinned}
     assert {name: ctypes.sizeof(twins[name]) for name, _ in pinned} == {name: int(n) for name, n in pinned}
+    # the struct layouts that pack a tensor ts_arg and unpack buffer records in one go
+    assert graph.TENSOR_ARG.size == ctypes.sizeof(abi.TsArg)
+    assert collect.BUFFER_RECORD.size == ctypes.sizeof(abi.TsBufferRecord)
 
 
 def test_raw_waw_war_on_overlapping_boxes(libs):
@@ -495,6 +498,42 @@ def test_edges_order_every_conflicting_pair_and_nothing_else(libs):
                 reach[s] |= reach[p] | (1 << p)
         missing = [(i, j) for i, j in needed if not (reach[j] >> i) & 1]
         assert missing == []
+
+
+def make_walk_plan(rng: random.Random, n: int, size: int = 64) -> np.ndarray:
+    """Rows as make_plan's, walking forward through the buffers row after row (each box starts
+    past the boxes before it, the region index's append path) and now and then jumping back."""
+    rows = []
+    row = 0
+    for _ in range(n):
+        h, w = rng.randint(1, 3), rng.randint(1, 12)
+        if rng.random() < 0.15 or row + h > size:
+            row = rng.randint(0, size - h)
+        col, dst = rng.randint(0, size - w), rng.randint(0, 1)
+        if rng.random() < 0.5:
+            rows.append([0, 0, 0, 0, dst, row, col, h, w, rng.randint(2, 97), rng.randint(0, PRIME - 1)])
+        else:
+            rows.append([1, 1 - dst, row, col, dst, row, col, h, w, rng.randint(1, PRIME - 1), 0])
+        row += h
+    return np.array(rows, dtype=np.int64)
+
+
+def test_a_graph_walking_its_buffers_forward_gets_every_conflict_edge(libs):
+    rng = random.Random(11)
+    for _ in range(5):
+        plan = make_walk_plan(rng, 200)
+        init = [np.arange(64 * 64, dtype=np.int64).reshape(64, 64) % 1009, np.ones((64, 64), np.int64)]
+        expected = [b.copy() for b in init]
+        sequential_reference(plan, expected)
+        report, got = run_plan(libs, plan, init, num_workers=2, record_edges=True)
+        assert all(np.array_equal(g.numpy(), e) for g, e in zip(got, expected))
+        needed = conflicts(plan)
+        recorded = {(e.pred, e.succ) for e in report.edges}
+        assert recorded <= needed
+        reach = [0] * len(plan)
+        for p, s in sorted(recorded, key=lambda e: e[1]):
+            reach[s] |= reach[p] | (1 << p)
+        assert [(i, j) for i, j in needed if not (reach[j] >> i) & 1] == []
 
 
 def test_gil_is_released_during_a_run(libs):

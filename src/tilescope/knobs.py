@@ -474,8 +474,46 @@ def compile_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def runtime_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
-    """Validated runtime options with defaults filled in."""
-    return _validate(cfg, RUNTIME_KNOBS, "runtime_cfg")
+    """Validated runtime options with defaults filled in (a fresh dict on every call).
+
+    A run validates its options on every call; the result is kept per distinct configuration
+    (the call's options, the ``override`` blocks in effect, the knobs' environment variables),
+    so a repeated configuration is not validated again, and any change is."""
+    key: tuple | None = _runtime_key(cfg)
+    try:
+        known = _runtime_cache.get(key)
+    except TypeError:  # a value that is not hashable: this configuration is validated every time
+        key = known = None
+    if known is None:
+        known = _validate(cfg, RUNTIME_KNOBS, "runtime_cfg")
+        if key is not None:
+            if len(_runtime_cache) >= _RUNTIME_CACHE_SIZE:
+                _runtime_cache.clear()
+            _runtime_cache[key] = known
+    return dict(known)
+
+
+_RUNTIME_CACHE_SIZE = 256
+_runtime_cache: dict[tuple, dict[str, Any]] = {}
+
+
+def _runtime_key(cfg: dict[str, Any] | None) -> tuple:
+    """What ``runtime_options(cfg)`` depends on (each value with its type: 1 and True differ);
+    hashable unless a given value is not."""
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict) and os.supports_bytes_environ:
+        env = tuple(map(data.get, _runtime_env_names()))
+    else:
+        env = tuple(map(os.environ.get, (k.env_var for k in RUNTIME_KNOBS.values() if k.env_var)))
+    given = tuple((k, type(v), v) for k, v in cfg.items()) if cfg else ()
+    overrides = _overrides.get()
+    over = tuple((k, type(v), v) for k, v in overrides.items()) if overrides else ()
+    return (given, over, env)
+
+
+@functools.cache
+def _runtime_env_names() -> tuple[bytes, ...]:
+    return tuple(_encoded(k.env_var) for k in RUNTIME_KNOBS.values() if k.env_var)
 
 
 def freeze(cfg: dict[str, Any]) -> tuple:

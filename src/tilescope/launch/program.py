@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from tilescope import knobs
@@ -52,6 +51,9 @@ class CompiledProgram(Build):
         super().__init__(work_dir, program)
         self._binaries: Binaries | None = None
         self._lock = threading.Lock()
+        self._target_ok: set[str] = set()  # platforms check_target accepted (the CPU does not change)
+        self._crash_report: tuple[str, str] | None = None  # a crash report's directory and path, once made
+        self._args_passed: tuple | None = None  # the signature of the last arguments check_args passed
         self.timings: dict[str, float] = {}
 
     @classmethod
@@ -87,7 +89,7 @@ class CompiledProgram(Build):
         self.check_keywords(runtime_cfg)
         opts = knobs.runtime_options(runtime_cfg)
         configure(opts["log_level"])
-        self.check_args(args)
+        self._check_args_again(args)
         rc = self.runtime_config
         if opts["platform"] not in rc.get("platforms", knobs.PLATFORMS):
             raise knobs.ConfigError(
@@ -98,7 +100,9 @@ class CompiledProgram(Build):
             return self._run_interp(args, opts, runtime_cfg)
         if opts["float64"]:
             raise knobs.ConfigError("runtime_cfg['float64'] applies to the interp platform only")
-        check_target(self.work_dir, rc.get("target"), opts["platform"])
+        if opts["platform"] not in self._target_ok:
+            check_target(self.work_dir, rc.get("target"), opts["platform"])
+            self._target_ok.add(opts["platform"])
         if opts["isolate"]:
             return run_isolated(self, args, opts)
         return launch(self, self.binaries(), args, opts, crash_report=self._crash_report_path())
@@ -114,13 +118,28 @@ class CompiledProgram(Build):
                 "in order"
             )
 
-    def _crash_report_path(self) -> Path | None:
+    def _crash_report_path(self) -> str | None:
         """Where a crashing kernel's report goes; None when the build cannot be written (a read-only
-        or full build still runs, and a crash is still reported, without the report file)."""
+        or full build still runs, and a crash is still reported, without the report file). The
+        directory is made on the first run, and again only if it was removed since."""
+        known = self._crash_report
+        if known is not None and os.path.isdir(known[0]):
+            return known[1]
         try:
-            return dfx_dir(self.work_dir) / CRASH_REPORT
+            where = dfx_dir(self.work_dir)
         except OSError:
             return None
+        self._crash_report = (str(where), str(where / CRASH_REPORT))
+        return self._crash_report[1]
+
+    def _check_args_again(self, args: tuple) -> None:
+        """``check_args``, skipped when the arguments' signature (``args_signature``) equals that
+        of the last arguments it passed: any change to a checked property is checked in full,
+        with the same errors."""
+        signature = args_signature(self.args, args)
+        if signature is None or signature != self._args_passed:
+            self.check_args(args)
+            self._args_passed = signature
 
     def _run_interp(self, args: tuple, opts: dict[str, Any], given: dict[str, Any]) -> RunInfo:
         sim_only = [k for k in SIM_ONLY if given.get(k)]
@@ -134,6 +153,26 @@ class CompiledProgram(Build):
         t0 = time.perf_counter()
         n = run_program(self.program(), list(args), float64=bool(opts["float64"]))
         return RunInfo("interp", time.perf_counter() - t0, n)
+
+
+def args_signature(specs: list, args: tuple) -> tuple | None:
+    """Every property of ``args`` that ``check_args`` looks at: per tensor its shape, dtype,
+    device (CPU or not), contiguity and whether it requires grad (under grad mode); per scalar
+    its type and value. None when that cannot be told cheaply (a tensor subclass, a sparse
+    tensor, a tensor or other object where a scalar is expected): then the check runs in full."""
+    import torch
+
+    grad = torch.is_grad_enabled()
+    out = []
+    for spec, a in zip(specs, args):
+        kind = type(a)
+        if kind is torch.Tensor and spec.shape is not None and a.layout is torch.strided:
+            out.append((a.shape, a.dtype, a.is_cpu, a.is_contiguous(), a.requires_grad and grad))
+        elif kind in (int, float, bool):
+            out.append((kind, a))
+        else:
+            return None
+    return (len(args), *out)
 
 
 __all__ = ["CompiledProgram", "RunInfo", "compile_program"]

@@ -20,7 +20,15 @@ DUMP_ROLES = ("input", "output", "inout", "scalar", "probe")  # by ts_dir; "prob
 DUMP_TRUNCATED, DUMP_OVERWRITTEN = 1, 2  # ts_dump_record flags
 SAVED_PARTIAL = 4  # ts_dump_record flag of saved task inputs (TS_SAVED_PARTIAL)
 MAX_FRAMES = 32  # TS_MAX_FRAMES
-FAILURE_KINDS = ("none", "error", "deadlock", "timeout", "kernel_error", "interrupted", "guard")  # ts_failure_kind
+FAILURE_KINDS = (
+    "none",
+    "error",
+    "deadlock",
+    "timeout",
+    "kernel_error",
+    "interrupted",
+    "guard",
+)  # ts_failure_kind
 GUARD_BYTE = 0xFD  # TS_GUARD_BYTE: every byte of a guard zone
 
 
@@ -300,6 +308,37 @@ class TsNanRecord(ctypes.Structure):
     ]
 
 
+class TsRunSummary(ctypes.Structure):
+    """``ts_run_summary``: every count of a finished run, read in one call."""
+
+    _fields_ = [
+        ("status", ctypes.c_int32),
+        ("num_workers", ctypes.c_int32),
+        ("dump_level", ctypes.c_int32),
+        ("failure_kind", ctypes.c_int32),
+        ("wall_seconds", ctypes.c_double),
+        *(
+            (name, ctypes.c_int64)
+            for name in (
+                "error_bytes",
+                "num_tasks",
+                "num_dependencies",
+                "num_edges",
+                "num_task_args",
+                "num_buffers",
+                "num_dump_tags",
+                "num_orch_reads",
+                "num_dump_records",
+                "num_waits",
+                "num_nan",
+                "nan_total",
+                "num_saved",
+                "num_nan_saved",
+            )
+        ),
+    ]
+
+
 _RESULT = ctypes.c_void_p  # ts_run_result*
 
 # The C ABI's functions (``runtime_api.h``): name -> (restype, argtypes).
@@ -332,6 +371,7 @@ PROTOTYPES = {
             ctypes.c_int32,
         ],
     ),
+    "ts_run_summarize": (None, [_RESULT, ctypes.POINTER(TsRunSummary)]),
     "ts_run_status": (ctypes.c_int32, [_RESULT]),
     "ts_run_error": (ctypes.c_char_p, [_RESULT]),
     "ts_run_num_tasks": (ctypes.c_int64, [_RESULT]),
@@ -359,7 +399,10 @@ PROTOTYPES = {
     "ts_run_orch_read_name": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
     "ts_run_orch_read_where": (ctypes.c_char_p, [_RESULT, ctypes.c_int64]),
     "ts_run_num_orch_read_waits": (ctypes.c_int64, [_RESULT]),
-    "ts_run_copy_orch_read_waits": (ctypes.c_int64, [_RESULT, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]),
+    "ts_run_copy_orch_read_waits": (
+        ctypes.c_int64,
+        [_RESULT, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64],
+    ),
     "ts_run_dump_level": (ctypes.c_int32, [_RESULT]),
     "ts_run_num_dump_records": (ctypes.c_int64, [_RESULT]),
     "ts_run_copy_dump_records": (

@@ -7,6 +7,7 @@ returns points into the run result, which the caller frees right after.
 from __future__ import annotations
 
 import ctypes
+import struct
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from tilescope.runtime.abi import (
     EDGE_KINDS,
     EDGE_SOURCES,
     FAILURE_KINDS,
+    MAX_DIMS,
     SAVED_PARTIAL,
     ArgKind,
     TsBufferRecord,
@@ -29,6 +31,7 @@ from tilescope.runtime.abi import (
     TsFailureRecord,
     TsNanRecord,
     TsOrchReadRecord,
+    TsRunSummary,
     TsTaskArgRecord,
     TsTaskRecord,
     TsTensor,
@@ -54,16 +57,18 @@ from tilescope.runtime.records import (
 def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport:
     """The RunReport of the finished run ``handle``: everything the core recorded, copied out.
     Task records are copied only with ``record_task_times``; the caller still owns (and frees) the
-    handle.
+    handle. Every count is read in one call first, and only the records there are are fetched.
     """
-    num_tasks = lib.ts_run_num_tasks(handle)
+    counts = TsRunSummary()
+    lib.ts_run_summarize(handle, ctypes.byref(counts))
+    num_tasks = counts.num_tasks
     report = RunReport(
-        status=lib.ts_run_status(handle),
-        error=lib.ts_run_error(handle).decode(errors="replace"),
-        wall_s=lib.ts_run_wall_seconds(handle),
+        status=counts.status,
+        error=lib.ts_run_error(handle).decode(errors="replace") if counts.error_bytes else "",
+        wall_s=counts.wall_seconds,
         num_tasks=num_tasks,
-        num_workers=lib.ts_run_num_workers(handle),
-        num_dependencies=lib.ts_run_num_dependencies(handle),
+        num_workers=counts.num_workers,
+        num_dependencies=counts.num_dependencies,
     )
     if record_task_times and num_tasks:
         buf = (TsTaskRecord * num_tasks)()
@@ -75,7 +80,7 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
             )
             for tid, fid, worker, sub, start, end in rows
         ]
-    num_edges = lib.ts_run_num_edges(handle)
+    num_edges = counts.num_edges
     if num_edges:
         buf = (TsEdgeRecord * num_edges)()
         n = lib.ts_run_copy_edges(handle, buf, num_edges)
@@ -83,36 +88,65 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
             EdgeRecord(pred, succ, arg, EDGE_KINDS[kind], EDGE_SOURCES[source])
             for pred, succ, arg, kind, source, _ in np.ctypeslib.as_array(buf)[:n].tolist()
         ]
-    num_args = lib.ts_run_num_task_args(handle)
+    num_args = counts.num_task_args
     if num_args:
         buf = (TsTaskArgRecord * num_args)()
         n = lib.ts_run_copy_task_args(handle, buf, num_args)
         report.task_args = [_task_arg(rec) for rec in buf[:n]]
-    num_buffers = lib.ts_run_num_buffers(handle)
+    num_buffers = counts.num_buffers
     if num_buffers:
         buf = (TsBufferRecord * num_buffers)()
         n = lib.ts_run_copy_buffers(handle, buf, num_buffers)
-        report.buffers = [
-            BufferRecord(
-                r.tensor.buffer_id,
-                r.program_arg,
-                *_view(r.tensor),
-                (lib.ts_run_buffer_name(handle, i) or b"").decode(errors="replace"),
-            )
-            for i, r in enumerate(buf[:n])
-        ]
-    num_tags = lib.ts_run_num_dump_tags(handle)
+        report.buffers = _buffer_records(lib, handle, bytes(buf)[: n * BUFFER_RECORD.size])
+    num_tags = counts.num_dump_tags
     if num_tags:
         buf = (TsDumpTagRecord * num_tags)()
         n = lib.ts_run_copy_dump_tags(handle, buf, num_tags)
         report.dump_tags = [
             DumpTagRecord(r.first_task, r.tensor.buffer_id, *_view(r.tensor)) for r in buf[:n]
         ]
-    report.reads = _collect_reads(lib, handle)
-    if lib.ts_run_dump_level(handle) or lib.ts_run_num_dump_records(handle):  # level 0: probes only
+    if counts.num_orch_reads:
+        report.reads = _collect_reads(lib, handle)
+    if counts.dump_level or counts.num_dump_records:  # level 0: probes only
         report.dump = _collect_dump(lib, handle)
-    _collect_failure(lib, handle, report)
+    if any(
+        (
+            counts.failure_kind,
+            counts.num_waits,
+            counts.num_nan,
+            counts.nan_total,
+            counts.num_saved,
+            counts.num_nan_saved,
+        )
+    ):
+        _collect_failure(lib, handle, report)
     return report
+
+
+# ts_buffer_record: ts_tensor (data, buffer_id, dtype, ndim, shape, strides, offset), program_arg, reserved
+BUFFER_RECORD = struct.Struct(f"=Qqii{MAX_DIMS}q{MAX_DIMS}qqii")
+
+
+def _buffer_records(lib: ctypes.CDLL, handle: int, raw: bytes) -> list[BufferRecord]:
+    """The buffer records in ``raw`` (``ts_buffer_record``s), unpacked in one pass (reading them
+    through ctypes cost a Python object per field); only intermediates are named (name_tensor),
+    so only theirs are asked for."""
+    out = []
+    for i, rec in enumerate(BUFFER_RECORD.iter_unpack(raw)):
+        ndim, arg = rec[3], rec[5 + 2 * MAX_DIMS]
+        name = (lib.ts_run_buffer_name(handle, i) or b"").decode(errors="replace") if arg < 0 else ""
+        out.append(
+            BufferRecord(
+                rec[1],
+                arg,
+                dtypes.BY_CODE[rec[2]].name,
+                rec[4 : 4 + ndim],
+                rec[4 + MAX_DIMS : 4 + MAX_DIMS + ndim],
+                rec[4 + 2 * MAX_DIMS],
+                name,
+            )
+        )
+    return out
 
 
 def _collect_reads(lib: ctypes.CDLL, handle: int) -> list[OrchReadRecord]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import struct
 import threading
 from dataclasses import dataclass
 
@@ -56,32 +57,46 @@ def tensor_arg(t, direction: Direction | int | str) -> TsArg:
     direction = as_direction(direction)
     if direction == Direction.SCALAR:
         raise ArgumentError("tensor_arg: a tensor argument needs direction IN, OUT or INOUT, not SCALAR")
-    if t.device.type != "cpu":
+    if not t.is_cpu:
         raise ArgumentError(
             f"tensor_arg: tensors must be on the CPU for the sim platform, got one on {t.device}"
         )
-    if t.dim() > MAX_DIMS:
+    ndim = t.dim()
+    if ndim > MAX_DIMS:
         raise ArgumentError(
-            f"tensor_arg: a tensor of shape {list(t.shape)} has {t.dim()} dims; at most {MAX_DIMS} are supported"
+            f"tensor_arg: a tensor of shape {list(t.shape)} has {ndim} dims; at most {MAX_DIMS} are supported"
         )
-    try:
-        dtype = dtypes.from_torch(t.dtype)
-    except ValueError as exc:
-        raise ArgumentError(f"tensor_arg: {exc}") from None
-    shape = tuple(t.shape) or (1,)
-    strides = tuple(t.stride()) or (1,)
+    code = _DTYPE_CODES.get(t.dtype)
+    if code is None:
+        try:
+            code = _DTYPE_CODES[t.dtype] = dtypes.from_torch(t.dtype).code
+        except ValueError as exc:
+            raise ArgumentError(f"tensor_arg: {exc}") from None
     base = t.untyped_storage().data_ptr()
-    arg = TsArg(kind=ArgKind.TENSOR, dir=DIRECTION_CODES[direction])
-    desc = arg.u.t
-    desc.data = base
-    desc.buffer_id = base
-    desc.dtype = dtype.code
-    desc.ndim = len(shape)
-    desc.offset = t.storage_offset()
-    for d, (n, s) in enumerate(zip(shape, strides)):
-        desc.shape[d] = n
-        desc.strides[d] = s
-    return arg
+    pad = _ZEROS[max(ndim, 1) :]
+    shape, strides = (t.shape, t.stride()) if ndim else ((1,), (1,))  # a 0-d tensor as shape [1]
+    # NOTE: packed in one go: setting the ctypes fields one by one cost twice as much
+    return TsArg.from_buffer_copy(
+        TENSOR_ARG.pack(
+            ArgKind.TENSOR,
+            DIRECTION_CODES[direction],
+            base,
+            base,
+            code,
+            max(ndim, 1),
+            *shape,
+            *pad,
+            *strides,
+            *pad,
+            t.storage_offset(),
+        )
+    )
+
+
+# ts_arg of a tensor: kind, dir, then ts_tensor (data, buffer_id, dtype, ndim, shape, strides, offset)
+TENSOR_ARG = struct.Struct(f"=iiQqii{MAX_DIMS}q{MAX_DIMS}qq")
+_ZEROS = (0,) * MAX_DIMS
+_DTYPE_CODES: dict = {}  # torch dtype -> ts_dtype code, filled on first use
 
 
 def scalar_arg(value: float | int | bool, dtype: DType) -> TsArg:
@@ -90,18 +105,22 @@ def scalar_arg(value: float | int | bool, dtype: DType) -> TsArg:
     Raises:
         ArgumentError: ``value`` does not fit (e.g. a non-integral float for an integer dtype).
     """
-    arg = TsArg(kind=ArgKind.SCALAR, dir=DIRECTION_CODES[Direction.SCALAR])
-    arg.u.s.dtype = dtype.code
     if dtype.is_float:
-        arg.u.s.v.f = float(value)
-        return arg
+        return TsArg.from_buffer_copy(
+            SCALAR_ARG_F.pack(ArgKind.SCALAR, _SCALAR_DIR, dtype.code, 0, float(value))
+        )
     if isinstance(value, float) and not value.is_integer():
         raise ArgumentError(f"scalar_arg: {value!r} is not an integer, but the dtype is {dtype!r}")
     ivalue = int(value)
     if not -(2**63) <= ivalue < 2**63:
         raise ArgumentError(f"scalar_arg: {ivalue} does not fit in 64 bits")
-    arg.u.s.v.i = ivalue
-    return arg
+    return TsArg.from_buffer_copy(SCALAR_ARG_I.pack(ArgKind.SCALAR, _SCALAR_DIR, dtype.code, 0, ivalue))
+
+
+# ts_arg of a scalar: kind, dir, then ts_scalar (dtype, reserved, value), zeros to sizeof(ts_arg)
+SCALAR_ARG_F = struct.Struct(f"=iiiid{ctypes.sizeof(TsArg) - 24}x")
+SCALAR_ARG_I = struct.Struct(f"=iiiiq{ctypes.sizeof(TsArg) - 24}x")
+_SCALAR_DIR = DIRECTION_CODES[Direction.SCALAR]
 
 
 class Runtime:

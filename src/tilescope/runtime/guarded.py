@@ -118,7 +118,9 @@ def adopt_zones(t: torch.Tensor, before: int, after: int, owner: object) -> None
 def guard_zones(args: list[TsArg]) -> list[TsGuardZone]:
     """The guard zones of the tensor program arguments among ``args`` made by ``guarded_clone``
     (one per buffer, for the first argument that views it)."""
-    out = []
+    out: list[TsGuardZone] = []
+    if not _zones:  # NOTE: the common case, without the lock: no guarded_clone is alive
+        return out
     seen = set()
     with _lock:
         for i, a in enumerate(args):

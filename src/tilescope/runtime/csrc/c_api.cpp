@@ -21,6 +21,7 @@ static_assert(sizeof(ts_wait_record) == 144, "ts_wait_record layout changed: upd
 static_assert(sizeof(ts_orch_read_record) == 104, "ts_orch_read_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_nan_record) == 64, "ts_nan_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_arg) == 104, "ts_arg layout changed: update the Python ctypes mirror in runtime/abi.py");
+static_assert(sizeof(ts_run_summary) == 136, "ts_run_summary layout changed: update runtime/abi.py");
 
 struct ts_runtime {
     explicit ts_runtime(int32_t num_workers) : impl(num_workers) {}
@@ -141,6 +142,30 @@ void ts_runtime_destroy(ts_runtime *rt) { delete rt; }
 ts_run_result *ts_run(const ts_run_config *config, ts_orch_fn orch, const ts_kernel_fn *kernels,
                       const char *const *kernel_names, int32_t nkernels, const ts_arg *args, int32_t nargs) {
     return checked_run("ts_run", nullptr, config, orch, kernels, kernel_names, nkernels, args, nargs);
+}
+
+void ts_run_summarize(const ts_run_result *r, ts_run_summary *out) {
+    ts_run_summary s{};
+    s.status = r->status;
+    s.num_workers = r->num_workers;
+    s.dump_level = r->dump.level;
+    s.failure_kind = r->failure.kind;
+    s.wall_seconds = r->wall_seconds;
+    s.error_bytes = static_cast<int64_t>(r->error.size());
+    s.num_tasks = r->num_tasks;
+    s.num_dependencies = r->num_dependencies;
+    s.num_edges = static_cast<int64_t>(r->edges.size());
+    s.num_task_args = static_cast<int64_t>(r->task_args.size());
+    s.num_buffers = static_cast<int64_t>(r->buffers.size());
+    s.num_dump_tags = static_cast<int64_t>(r->dump_tags.size());
+    s.num_orch_reads = static_cast<int64_t>(r->orch_reads.size());
+    s.num_dump_records = static_cast<int64_t>(r->dump.records.size());
+    s.num_waits = static_cast<int64_t>(r->waits.size());
+    s.num_nan = static_cast<int64_t>(r->nan.size());
+    s.nan_total = r->nan_total;
+    s.num_saved = static_cast<int64_t>(r->saved.size());
+    s.num_nan_saved = static_cast<int64_t>(r->nan_saved.size());
+    *out = s;
 }
 
 int32_t ts_run_status(const ts_run_result *r) { return r->status; }

@@ -6,6 +6,10 @@
 //    visits, per class, only entries starting in (lo - max_span, hi): no other entry can reach it.
 //    A 100k-wide fan-out of disjoint slices therefore costs O(log n) per query, and one huge
 //    region does not slow down queries among small ones.
+//  - The index knows a bound past every entry's end (max_hi_, never lowered): a query or a
+//    covering write that starts there finds nothing without a search, and a region inserted
+//    at or past the last start of its class goes in at the end; so a graph that walks a buffer
+//    forward (a fan-out writing slice after slice) costs O(1) per task.
 //  - Iteration order is deterministic (class, then start byte, then insertion order).
 #pragma once
 
@@ -29,6 +33,7 @@ public:
     // Call f(const IndexedAccess &) for every entry overlapping `query`.
     template <class F>
     void for_each_overlapping(const Region &query, F &&f) const {
+        if (query.lo >= max_hi_) return;  // past every entry: a new region appended at the end
         for (const SpanClass &c : classes_) {
             for (auto it = c.entries.lower_bound(query.lo - c.max_span + 1);
                  it != c.entries.end() && it->first < query.hi; ++it) {
@@ -47,6 +52,7 @@ private:
         std::multimap<int64_t, IndexedAccess> entries;  // keyed by region.lo
     };
     std::vector<SpanClass> classes_;  // sorted by log2_span
+    int64_t max_hi_ = INT64_MIN;       // >= every entry's hi (never lowered by an erase)
 };
 
 }  // namespace ts::rt

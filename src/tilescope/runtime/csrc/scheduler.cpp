@@ -12,6 +12,9 @@ namespace ts::rt {
 namespace {
 
 constexpr auto kSpinTime = std::chrono::microseconds(50);
+// How long a worker stays awake (yielding) after a run ended, so that the next run of a caller
+// that runs small graphs back to back finds it awake: waking a sleeping thread costs tens of us.
+constexpr auto kLingerTime = std::chrono::microseconds(200);
 constexpr int64_t kUnknownCount = INT64_MAX / 2;  // more tasks than any run can submit
 
 inline void cpu_relax() {
@@ -147,6 +150,11 @@ bool Scheduler::finish(int64_t submitted) {
     if (remaining_.fetch_sub(unknown, std::memory_order_acq_rel) == unknown) {
         run_active_.store(false, std::memory_order_relaxed);  // every task had completed already
     } else {
+        // NOTE: a small graph ends within microseconds: wait for it awake before sleeping (a
+        // sleeping caller is woken tens of us after the last task), yielding the core to a
+        // worker that shares it.
+        const auto deadline = Clock::now() + kSpinTime;
+        while (remaining_.load(std::memory_order_acquire) != 0 && Clock::now() < deadline) std::this_thread::yield();
         std::unique_lock<std::mutex> lock(done_mu_);
         // NOTE: the poll is only for deadlocks; a run that ends wakes this wait at once.
         while (!done_cv_.wait_for(lock, std::chrono::milliseconds(5), [&] { return ended_; })) {
@@ -257,6 +265,13 @@ void Scheduler::end_run() {
     // NOTE: before ended_, so that no worker spins for a run that is over, and so that this
     // store cannot land after the next run's begin().
     run_active_.store(false, std::memory_order_relaxed);
+    bool wake;
+    {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        ++runs_ended_;
+        wake = sleepers_ > 0;
+    }
+    if (wake) queue_cv_.notify_all();  // every worker lingers awake for the next run (acquire)
     std::lock_guard<std::mutex> lock(done_mu_);
     ended_ = true;
     done_cv_.notify_one();
@@ -273,6 +288,7 @@ void Scheduler::stop_workers() {
         std::lock_guard<std::mutex> lock(queue_mu_);
         stop_ = true;
     }
+    stopping_.store(true, std::memory_order_relaxed);  // lingering spinners go to the lock and see stop_
     run_active_.store(false, std::memory_order_relaxed);
     queue_cv_.notify_all();
     for (std::thread &w : workers_)
@@ -284,6 +300,7 @@ void Scheduler::stop_workers() {
         std::lock_guard<std::mutex> lock(wd_mu_);
         wd_stop_ = false;
     }
+    stopping_.store(false, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(queue_mu_);
     stop_ = false;
 }
@@ -477,10 +494,17 @@ Task *Scheduler::pop_locked(int32_t worker) {
 }
 
 Task *Scheduler::acquire(int32_t worker) {
-    if (run_active_.load(std::memory_order_relaxed)) {
-        if (spinners_.fetch_add(1, std::memory_order_seq_cst) < max_spinners_) {
-            const auto deadline = Clock::now() + kSpinTime;
-            for (uint32_t i = 1; run_active_.load(std::memory_order_relaxed); ++i) {
+    // NOTE: spin while a run is active (at most max_spinners_ at a time), and linger after it
+    // ended (every worker: end_run() wakes the sleepers for it), yielding the core to any other
+    // thread that wants it, so that the next run finds its workers awake: waking a sleeper on a
+    // busy machine costs tens of us, and a task it takes finishes that much later. A lingering
+    // worker keeps yielding when the next run starts (the orchestration keeps its core). No
+    // spin while the workers are being stopped.
+    for (;;) {
+        const bool linger = !run_active_.load(std::memory_order_relaxed);
+        if (spinners_.fetch_add(1, std::memory_order_seq_cst) < (linger ? num_workers_ : max_spinners_)) {
+            const auto deadline = Clock::now() + (linger ? kLingerTime : kSpinTime);
+            for (uint32_t i = 1; !stopping_.load(std::memory_order_relaxed); ++i) {
                 if (queued_.load(std::memory_order_relaxed) > 0) {
                     std::lock_guard<std::mutex> lock(queue_mu_);
                     if (queued_.load(std::memory_order_relaxed) > 0) {
@@ -488,21 +512,27 @@ Task *Scheduler::acquire(int32_t worker) {
                         return pop_locked(worker);
                     }
                 }
-                cpu_relax();
-                if (i % 64 == 0 && Clock::now() > deadline) break;
+                const bool yield = linger || !run_active_.load(std::memory_order_relaxed);  // no run to serve
+                if (yield)
+                    std::this_thread::yield();
+                else
+                    cpu_relax();
+                if ((yield || i % 64 == 0) && Clock::now() > deadline) break;
             }
         }
         spinners_.fetch_sub(1, std::memory_order_seq_cst);
+        std::unique_lock<std::mutex> lock(queue_mu_);
+        auto empty = [&] { return context_.serial ? serial_heap_.empty() : ready_.empty(); };
+        const uint64_t ended = runs_ended_;
+        while (empty() && !stop_ && runs_ended_ == ended) {
+            ++sleepers_;
+            queue_cv_.wait(lock);
+            --sleepers_;
+        }
+        if (!empty()) return pop_locked(worker);
+        if (stop_) return nullptr;
+        // a run ended meanwhile: linger with the others
     }
-    std::unique_lock<std::mutex> lock(queue_mu_);
-    auto empty = [&] { return context_.serial ? serial_heap_.empty() : ready_.empty(); };
-    while (empty() && !stop_) {
-        ++sleepers_;
-        queue_cv_.wait(lock);
-        --sleepers_;
-    }
-    if (empty()) return nullptr;
-    return pop_locked(worker);
 }
 
 }  // namespace ts::rt

@@ -40,9 +40,13 @@
 //  - An orchestration read waits in wait_until() (it polls `done`, backing off to sleeps of at
 //    most 200 us, and checks for a failure, Ctrl-C or no progress every 5 ms).
 //  - Idle workers spin briefly while a run is active (at most max(1, workers / 2) at a time, so
-//    the orchestration keeps a core) and then sleep; between runs they only sleep (parked on
-//    `queue_cv_`). A push wakes a sleeper only when nobody is spinning, and a worker that takes
-//    a task while more are queued wakes the next sleeper.
+//    the orchestration keeps a core). When a run ends, every worker (end_run() wakes the
+//    sleeping ones) lingers awake for a moment (kLingerTime), each yielding its core to any
+//    thread that wants it, also once the next run started, so that a run following at once
+//    finds its workers awake; then they sleep, parked on `queue_cv_`, and cost no CPU.
+//    Stopping the workers ends every spin. A push wakes a sleeper only when nobody is spinning,
+//    and a worker that takes a task while more are queued wakes the next sleeper. finish() too
+//    waits briefly awake (yielding) for the run's end before it sleeps.
 #pragma once
 
 #include <atomic>
@@ -173,7 +177,7 @@ private:
     ThreadSlot orch_slot_;
     RunContext context_;
 
-    std::mutex queue_mu_;  // guards ready_, serial_heap_, held_, released_, sleepers_, stop_
+    std::mutex queue_mu_;  // guards ready_, serial_heap_, held_, released_, sleepers_, stop_, runs_ended_
     std::condition_variable queue_cv_;
     std::deque<Task *> ready_;
     std::vector<Task *> serial_heap_;  // serial runs: ready tasks, a min-heap by id
@@ -181,11 +185,12 @@ private:
     bool released_ = true;
     int32_t sleepers_ = 0;
     bool stop_ = false;
+    uint64_t runs_ended_ = 0;  // end_run() calls: a sleeping worker wakes to linger after each
     std::atomic<int64_t> queued_{0};  // ready_.size(), readable without the lock
     std::mt19937_64 shuffle_rng_;     // shuffled runs: which ready task is taken (under queue_mu_)
     std::atomic<int32_t> spinners_{0};
     std::atomic<bool> run_active_{false};  // spinning is worth it only while a run is active
-    std::atomic<bool> stopping_{false};
+    std::atomic<bool> stopping_{false};  // stop_workers() in progress: no spinning
 
     // kUnknownCount - completed until finish() learns the run's task count, then submitted -
     // completed: whoever brings it to 0 (the last task's worker, or finish()) ends the run.

@@ -283,6 +283,31 @@ ts_run_result *ts_run(const ts_run_config *config, ts_orch_fn orch, const ts_ker
                       const char *const *kernel_names, int32_t nkernels, const ts_arg *args,
                       int32_t nargs);
 
+/* Every count of a finished run in one call (what a binding reads first, to fetch only the records
+ * there are): each field equals its ts_run_* function's value. */
+typedef struct ts_run_summary {
+    int32_t status;        /* ts_run_status */
+    int32_t num_workers;   /* ts_run_num_workers */
+    int32_t dump_level;    /* ts_run_dump_level */
+    int32_t failure_kind;  /* ts_run_failure's kind */
+    double wall_seconds;   /* ts_run_wall_seconds */
+    int64_t error_bytes;   /* strlen(ts_run_error) */
+    int64_t num_tasks;
+    int64_t num_dependencies;
+    int64_t num_edges;
+    int64_t num_task_args;
+    int64_t num_buffers;
+    int64_t num_dump_tags;
+    int64_t num_orch_reads;
+    int64_t num_dump_records;
+    int64_t num_waits;
+    int64_t num_nan;
+    int64_t nan_total;
+    int64_t num_saved;
+    int64_t num_nan_saved;
+} ts_run_summary;
+void ts_run_summarize(const ts_run_result *r, ts_run_summary *out);
+
 int32_t ts_run_status(const ts_run_result *r);      /* 0 ok, nonzero failed */
 const char *ts_run_error(const ts_run_result *r);   /* "" when ok; valid until ts_run_free */
 int64_t ts_run_num_tasks(const ts_run_result *r);   /* tasks submitted */
