@@ -136,7 +136,9 @@ def _build(cxx: str, umbrella: Path, gch: Path, command_flags: Sequence[str]) ->
 def rejected(stderr: str, umbrella: Path) -> bool:
     """Whether g++'s ``stderr`` says it could not use the PCH of ``umbrella`` (``-Winvalid-pch``)."""
     gch = f"{umbrella}.gch"
-    return any(gch in line and "precompiled header" in line for line in stderr.splitlines())
+    return any(
+        gch in ln and ("-Winvalid-pch" in ln or "precompiled header" in ln) for ln in stderr.splitlines()
+    )
 
 
 def without_pch_notes(stderr: str, umbrella: Path) -> str:
