@@ -320,7 +320,9 @@ def run_jit(
             compiled = phases.run(
                 "compile",
                 f"compile {fn.name}",
-                lambda: fn.compile(**(compile_cfg or {})),
+                lambda: fn.compile(
+                    build_cpp=bool(compile_only) or result.platform != "interp", **(compile_cfg or {})
+                ),
                 lambda c: str(c.work_dir),
             )
         result.work_dir = compiled.work_dir

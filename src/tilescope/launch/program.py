@@ -24,6 +24,7 @@ from tilescope._tracebacks import api_boundary
 from tilescope.build.compile import compile_to_dir
 from tilescope.build.manifest import Build
 from tilescope.build.paths import CRASH_REPORT, dfx_dir
+from tilescope.build.state import refresh
 from tilescope.build.target import check_target
 from tilescope.errors import ArgumentError
 from tilescope.ir.nodes import Program
@@ -35,9 +36,12 @@ from tilescope.runtime.interp import run_program
 SIM_ONLY = ("isolate", "nan_check", "print_intermediates", "serial", "kernel_filter", "probes")
 
 
-def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None) -> CompiledProgram:
-    """Front-end IR -> passes -> C++ -> g++ -> a build directory, returned loaded."""
-    done = compile_to_dir(program, compile_cfg)
+def compile_program(
+    program: Program, compile_cfg: dict[str, Any] | None = None, *, build_cpp: bool = True
+) -> CompiledProgram:
+    """Front-end IR -> passes -> C++ -> g++ -> a build directory, returned loaded (``build_cpp=False``:
+    no g++, the first sim run builds the binaries)."""
+    done = compile_to_dir(program, compile_cfg, build_cpp=build_cpp)
     compiled = CompiledProgram(done.work_dir, program=done.program)
     compiled.timings = dict(done.timings)
     if done.lock is not None:
@@ -65,6 +69,7 @@ class CompiledProgram(Build):
         """The build's loaded libraries (loaded on first use)."""
         with self._lock:
             if self._binaries is None:
+                self.ensure_binaries()
                 self._binaries = load_binaries(self)
             return self._binaries
 
@@ -100,8 +105,15 @@ class CompiledProgram(Build):
             raise knobs.ConfigError("runtime_cfg['float64'] applies to the interp platform only")
         check_target(self.work_dir, rc.get("target"), opts["platform"])
         if opts["isolate"]:
+            self.ensure_binaries()
             return run_isolated(self, args, opts)
         return launch(self, self.binaries(), args, opts, crash_report=self._crash_report_path())
+
+    def ensure_binaries(self) -> None:
+        """Build the binaries of a build compiled for the interp platform only (none were built)."""
+        binaries = [self.config["ORCHESTRATION"]["binary"], *(k["binary"] for k in self.kernels)]
+        if not all((self.work_dir / b).is_file() for b in binaries):
+            refresh(self.work_dir, self.config)
 
     def check_keywords(self, runtime_cfg: dict[str, Any]) -> None:
         """ArgumentError for a program argument passed by keyword: keywords are run options."""
