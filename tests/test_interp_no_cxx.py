@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import tilescope as ts
 from tilescope.harness import run_jit
 
 import rms_norm
@@ -74,3 +75,20 @@ def test_compile_only_still_builds_the_cpp(recording_cxx):
         compile_only=True,
     )
     assert not result.passed and os.path.getsize(recording_cxx) > 0
+
+
+def test_replay_on_interp_runs_no_compiler_and_sim_builds_it(recording_cxx, monkeypatch):
+    x, g, y, eps = args()
+    work = rms_norm.build(ROWS, COLS).compile(build_cpp=False).work_dir
+    cpp = sorted(work.glob("kernels/*/*.cpp"))[0]
+    cpp.write_text(cpp.read_text() + "// edited by hand\n")
+    result = ts.replay_compiled(work, x, g, y, eps, platform="interp", log_level="error")
+    assert result.passed, result.error
+    assert not recording_cxx.exists()
+    torch.testing.assert_close(y, expected(x, g, eps), rtol=1e-5, atol=1e-5)
+    monkeypatch.delenv("CXX")
+    y_sim = torch.zeros_like(y)
+    result = ts.replay_compiled(work, x, g, y_sim, eps, platform="sim", log_level="error")
+    assert result.passed, result.error
+    assert cpp.with_suffix(".so").is_file()
+    torch.testing.assert_close(y_sim, y, rtol=1e-5, atol=1e-5)

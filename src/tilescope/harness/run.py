@@ -313,7 +313,7 @@ def run_jit(
             compiled = phases.run(
                 "compile",
                 f"reuse build {runtime_dir}",
-                lambda: CompiledProgram.from_dir(runtime_dir),
+                lambda: CompiledProgram.from_dir(runtime_dir, result.platform != "interp"),
                 lambda c: "no front-end",
             )
         else:

@@ -57,13 +57,19 @@ class CompiledProgram(Build):
         self._binaries: Binaries | None = None
         self._lock = threading.Lock()
         self.timings: dict[str, float] = {}
+        self._refreshed = True  # False: loaded without bringing its binaries up to date
 
     @classmethod
     @api_boundary
-    def from_dir(cls, path: str | os.PathLike) -> CompiledProgram:
+    def from_dir(cls, path: str | os.PathLike, build_cpp: bool = True) -> CompiledProgram:
         """Load a build directory written by ``compile``, first rebuilding only what was edited
-        in it by hand (C++ sources, or the IR dump ``ir/<program>.py``)."""
-        return cls.refreshed(path)  # type: ignore[return-value]
+        in it by hand (C++ sources, or the IR dump ``ir/<program>.py``). ``build_cpp=False`` (a run
+        on interp, which reads the IR dump as it is) loads it without g++: its first sim run rebuilds."""
+        if build_cpp:
+            return cls.refreshed(path)  # type: ignore[return-value]
+        loaded = cls(path)
+        loaded._refreshed = False
+        return loaded
 
     def binaries(self) -> Binaries:
         """The build's loaded libraries (loaded on first use)."""
@@ -110,10 +116,12 @@ class CompiledProgram(Build):
         return launch(self, self.binaries(), args, opts, crash_report=self._crash_report_path())
 
     def ensure_binaries(self) -> None:
-        """Build the binaries of a build compiled for the interp platform only (none were built)."""
+        """Build the binaries of a build compiled or loaded for the interp platform only (missing, or
+        not brought up to date with hand edits)."""
         binaries = [self.config["ORCHESTRATION"]["binary"], *(k["binary"] for k in self.kernels)]
-        if not all((self.work_dir / b).is_file() for b in binaries):
+        if not self._refreshed or not all((self.work_dir / b).is_file() for b in binaries):
             refresh(self.work_dir, self.config)
+            self._refreshed = True
 
     def check_keywords(self, runtime_cfg: dict[str, Any]) -> None:
         """ArgumentError for a program argument passed by keyword: keywords are run options."""
