@@ -24,7 +24,7 @@ from tilescope._tracebacks import api_boundary
 from tilescope.build.compile import compile_to_dir
 from tilescope.build.manifest import Build
 from tilescope.build.paths import CRASH_REPORT, dfx_dir
-from tilescope.build.state import refresh
+from tilescope.build.state import load_state, refresh
 from tilescope.build.target import check_target
 from tilescope.errors import ArgumentError
 from tilescope.ir.nodes import Program
@@ -68,6 +68,7 @@ class CompiledProgram(Build):
         if build_cpp:
             return cls.refreshed(path)  # type: ignore[return-value]
         loaded = cls(path)
+        load_state(loaded.work_dir, loaded.config)  # refused as a refresh would refuse it
         loaded._refreshed = False
         return loaded
 
