@@ -244,7 +244,7 @@ def test_commands_and_key_parts_are_logged(tmp_path, caplog):
     with caplog.at_level(logging.DEBUG, logger="tilescope.toolchain"):
         result = build([BuildJob(src, tmp_path / "a.so")])[0]
     messages = [r.getMessage() for r in caplog.records]
-    for part in ("source", "flags", "compiler", "headers", "cpu", "abi"):
+    for part in ("source", "flags", "compiler", "headers", "target", "abi"):
         assert any(m.startswith(f"cache key part {part} for {src}") for m in messages), part
     assert any(shlex.join(result.command) in m for m in messages if m.startswith("compiling"))
 

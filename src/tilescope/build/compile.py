@@ -7,7 +7,8 @@ Invariants:
   (``build.lock``) from its creation, so ``tilescope clean`` never removes a build being made.
 - The order is fixed: passes (each verified, optionally dumped) -> the final IR as DSL source
   (``ir/<program>.py``) -> one C++ file per kernel and one for the orchestration -> g++ (in
-  parallel, cached by content) -> report -> build state -> ``debug/run.py`` and
+  parallel, cached by content; skipped by a compile for the interp platform, whose binaries are
+  built by the first sim run) -> report -> build state -> ``debug/run.py`` and
   ``scene_test.py`` -> ``kernel_config.py``.
 """
 
@@ -67,8 +68,12 @@ class Compiled:
 
 
 @recursion_room()
-def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) -> Compiled:
+def compile_to_dir(
+    program: Program, compile_cfg: dict[str, Any] | None = None, *, build_cpp: bool = True
+) -> Compiled:
     """Front-end IR -> passes -> C++ -> g++ -> a new build directory (see the module's order).
+
+    ``build_cpp=False`` (a build only the interp platform will run) writes the C++ but runs no g++.
 
     Raises:
         TilescopeError: the build directory cannot be written (read only, full); the partial
@@ -79,7 +84,7 @@ def compile_to_dir(program: Program, compile_cfg: dict[str, Any] | None = None) 
     held = None
     try:
         held = hold_build(work)  # `tilescope clean` leaves a build being compiled alone
-        return _compile_into(work, program, opts, held)
+        return _compile_into(work, program, opts, held, build_cpp)
     except VerifyError:
         # NOTE: a program the passes or the strict coverage check refused leaves no half build behind
         # (unless its passes were dumped: those dumps are what show the failing pass)
@@ -115,7 +120,9 @@ def _coverage(program: Program, strict: bool) -> list[Unwritten]:
     return gaps
 
 
-def _compile_into(work: Path, program: Program, opts: dict[str, Any], held: BuildLock | None) -> Compiled:
+def _compile_into(
+    work: Path, program: Program, opts: dict[str, Any], held: BuildLock | None, build_cpp: bool
+) -> Compiled:
     t0 = time.perf_counter()
     manager = PassManager(
         DEFAULT_PIPELINE,
@@ -137,7 +144,7 @@ def _compile_into(work: Path, program: Program, opts: dict[str, Any], held: Buil
     atomic_write(orch_src, orchestration_cpp(final))
     jobs.append(toolchain.BuildJob(orch_src, orch_src.with_suffix(".so")))
     t1 = time.perf_counter()
-    results = toolchain.build(jobs)
+    results = toolchain.build(jobs) if build_cpp else []
     t_build = time.perf_counter() - t1
 
     write_report(work / REPORT_DIR, final, pass_report, results, opts, gaps)

@@ -100,7 +100,8 @@ def record_state(
             "sha256": sha,
             "generated_sha256": (generated or {}).get(src, sha),
             "binary": binary,
-            "binary_sha256": sha256_file(work / binary),
+            # None: not built yet (a compile for the interp platform runs no g++)
+            "binary_sha256": sha256_file(work / binary) if (work / binary).is_file() else None,
         }
     ir_file = f"ir/{config['PROGRAM']}.py"
     state = {"format": STATE_FORMAT, "sources": sources, "ir": {"file": ir_file, **ir}}

@@ -61,7 +61,8 @@ def replay_compiled(
     name = work.name
     try:
         configure(knobs.runtime_options(runtime_cfg)["log_level"])
-        compiled = phases.run("compile", f"load build {work}", lambda: CompiledProgram.from_dir(work))
+        interp = result.platform == "interp"  # runs the IR dump: no g++
+        compiled = phases.run("compile", f"load build {work}", lambda: CompiledProgram.from_dir(work, not interp))
         name = compiled.name
         if args:
             check_tolerances(rtol or 0.0, atol or 0.0)
@@ -224,7 +225,7 @@ def run_cli(args: argparse.Namespace) -> int:
             raise TilescopeError(f"{', '.join(ignored)} apply to whole-program replays, not to --task")
         opts = knobs.runtime_options(cfg)
         configure(opts["log_level"])
-        program = CompiledProgram.from_dir(args.build_dir)
+        program = CompiledProgram.from_dir(args.build_dir, opts["platform"] != "interp")
         task = load_saved_task(program, args.task, args.from_dir)
         print_task_header(task, opts["platform"])
         replay = run_saved_task(program, task, opts)

@@ -313,14 +313,16 @@ def run_jit(
             compiled = phases.run(
                 "compile",
                 f"reuse build {runtime_dir}",
-                lambda: CompiledProgram.from_dir(runtime_dir),
+                lambda: CompiledProgram.from_dir(runtime_dir, result.platform != "interp"),
                 lambda c: "no front-end",
             )
         else:
             compiled = phases.run(
                 "compile",
                 f"compile {fn.name}",
-                lambda: fn.compile(**(compile_cfg or {})),
+                lambda: fn.compile(
+                    build_cpp=bool(compile_only) or result.platform != "interp", **(compile_cfg or {})
+                ),
                 lambda c: str(c.work_dir),
             )
         result.work_dir = compiled.work_dir

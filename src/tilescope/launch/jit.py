@@ -15,7 +15,7 @@ from typing import Any
 from tilescope._tracebacks import api_boundary
 from tilescope.errors import ConfigError
 from tilescope.ir.nodes import Program
-from tilescope.knobs import check_compile_cfg, freeze
+from tilescope.knobs import check_compile_cfg, freeze, runtime_options
 from tilescope.language.decorators import Orchestration, caller_loc
 from tilescope.language.frontend import program_ir
 from tilescope.launch.program import CompiledProgram, compile_program
@@ -39,11 +39,12 @@ class JitFunction(Orchestration):
         return program_ir(self)
 
     @api_boundary
-    def compile(self, *example_args: Any, **compile_cfg: Any) -> CompiledProgram:
+    def compile(self, *example_args: Any, build_cpp: bool = True, **compile_cfg: Any) -> CompiledProgram:
         """Compile to a build directory; ``example_args`` (optional) are checked against the
-        parameters."""
+        parameters. ``build_cpp=False`` runs no g++ (for the interp platform): the C++ is written and
+        built by the first sim run."""
         cfg = {**self.compile_cfg, **compile_cfg}
-        compiled = compile_program(self.program(), cfg)
+        compiled = compile_program(self.program(), cfg, build_cpp=build_cpp)
         if example_args:
             compiled.check_args(example_args)
         return compiled
@@ -58,7 +59,9 @@ class JitFunction(Orchestration):
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is None:
-                compiled = self._compiled[key] = self.compile()
+                # a build run on interp only runs no g++: a later sim run builds its binaries
+                interp = runtime_options(runtime_cfg)["platform"] == "interp"
+                compiled = self._compiled[key] = self.compile(build_cpp=not interp)
         compiled.run(*args, **runtime_cfg)
 
 

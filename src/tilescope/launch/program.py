@@ -23,6 +23,7 @@ from tilescope._tracebacks import api_boundary
 from tilescope.build.compile import compile_to_dir
 from tilescope.build.manifest import Build
 from tilescope.build.paths import CRASH_REPORT, dfx_dir
+from tilescope.build.state import load_state, refresh
 from tilescope.build.target import check_target
 from tilescope.errors import ArgumentError
 from tilescope.ir.nodes import Program
@@ -34,9 +35,12 @@ from tilescope.runtime.interp import run_program
 SIM_ONLY = ("isolate", "nan_check", "print_intermediates", "serial", "kernel_filter", "probes")
 
 
-def compile_program(program: Program, compile_cfg: dict[str, Any] | None = None) -> CompiledProgram:
-    """Front-end IR -> passes -> C++ -> g++ -> a build directory, returned loaded."""
-    done = compile_to_dir(program, compile_cfg)
+def compile_program(
+    program: Program, compile_cfg: dict[str, Any] | None = None, *, build_cpp: bool = True
+) -> CompiledProgram:
+    """Front-end IR -> passes -> C++ -> g++ -> a build directory, returned loaded (``build_cpp=False``:
+    no g++, the first sim run builds the binaries)."""
+    done = compile_to_dir(program, compile_cfg, build_cpp=build_cpp)
     compiled = CompiledProgram(done.work_dir, program=done.program)
     compiled.timings = dict(done.timings)
     if done.lock is not None:
@@ -55,18 +59,26 @@ class CompiledProgram(Build):
         self._crash_report: tuple[str, str] | None = None  # a crash report's directory and path, once made
         self._args_passed: tuple | None = None  # the signature of the last arguments check_args passed
         self.timings: dict[str, float] = {}
+        self._refreshed = True  # False: loaded without bringing its binaries up to date
 
     @classmethod
     @api_boundary
-    def from_dir(cls, path: str | os.PathLike) -> CompiledProgram:
+    def from_dir(cls, path: str | os.PathLike, build_cpp: bool = True) -> CompiledProgram:
         """Load a build directory written by ``compile``, first rebuilding only what was edited
-        in it by hand (C++ sources, or the IR dump ``ir/<program>.py``)."""
-        return cls.refreshed(path)  # type: ignore[return-value]
+        in it by hand (C++ sources, or the IR dump ``ir/<program>.py``). ``build_cpp=False`` (a run
+        on interp, which reads the IR dump as it is) loads it without g++: its first sim run rebuilds."""
+        if build_cpp:
+            return cls.refreshed(path)  # type: ignore[return-value]
+        loaded = cls(path)
+        load_state(loaded.work_dir, loaded.config)  # refused as a refresh would refuse it
+        loaded._refreshed = False
+        return loaded
 
     def binaries(self) -> Binaries:
         """The build's loaded libraries (loaded on first use)."""
         with self._lock:
             if self._binaries is None:
+                self.ensure_binaries()
                 self._binaries = load_binaries(self)
             return self._binaries
 
@@ -104,8 +116,17 @@ class CompiledProgram(Build):
             check_target(self.work_dir, rc.get("target"), opts["platform"])
             self._target_ok.add(opts["platform"])
         if opts["isolate"]:
+            self.ensure_binaries()
             return run_isolated(self, args, opts)
         return launch(self, self.binaries(), args, opts, crash_report=self._crash_report_path())
+
+    def ensure_binaries(self) -> None:
+        """Build the binaries of a build compiled or loaded for the interp platform only (missing, or
+        not brought up to date with hand edits)."""
+        binaries = [self.config["ORCHESTRATION"]["binary"], *(k["binary"] for k in self.kernels)]
+        if not self._refreshed or not all((self.work_dir / b).is_file() for b in binaries):
+            refresh(self.work_dir, self.config)
+            self._refreshed = True
 
     def check_keywords(self, runtime_cfg: dict[str, Any]) -> None:
         """ArgumentError for a program argument passed by keyword: keywords are run options."""

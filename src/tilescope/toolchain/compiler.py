@@ -4,8 +4,12 @@ Invariants:
 - Every compile runs one explicit g++ command, logged at debug level on logger
   ``tilescope.toolchain``; a cache hit runs no compiler process at all.
 - The cache key of a job is built from named parts (``source``, ``flags``, ``compiler``,
-  ``headers``, ``cpu``, ``abi``), each logged at debug level. Include-directory *paths* are not
-  part of the key; the contents of every header under them are.
+  ``headers``, ``target``, ``abi``), each logged at debug level. Include-directory *paths* are not
+  part of the key; the contents of every header under them are. ``target`` is what
+  ``-march=native`` resolves to on this host (``native_target``), not the flag string.
+- A single-source job that opens with ``#include <tilescope/...>`` lines is compiled with a
+  precompiled header of them (``pch``), cached under the same key parts; a PCH that cannot be
+  built or used is logged and left out, never an error.
 - ``job.output`` and cache objects are written atomically (see ``cache``). A cache that cannot
   be written is replaced by a temporary one (``cache.cache_unusable``), never an error.
 - A failed compile raises ``CompileError`` carrying the failing C++ line, the DSL line it came
@@ -32,7 +36,7 @@ from pathlib import Path
 
 from tilescope import knobs
 from tilescope.errors import ToolchainError
-from tilescope.toolchain import cache
+from tilescope.toolchain import cache, pch
 from tilescope.toolchain.cache import CacheKey
 
 logger = logging.getLogger("tilescope.toolchain")
@@ -196,10 +200,45 @@ def compiler_identity(cxx: str) -> str:
     return identity
 
 
-def compile_command(cxx: str, job: BuildJob, output: Path) -> list[str]:
-    """The g++ argv that builds ``job`` into ``output``."""
-    includes = [f"-I{d}" for d in job.all_include_dirs()]
-    return [cxx, *BASE_FLAGS, *includes, *job.extra_flags, "-o", str(output), *(str(s) for s in job.sources)]
+@functools.cache
+def native_target(cxx: str) -> str:
+    """Hash of the macros ``cxx -march=native`` predefines: the instruction set it compiles for here.
+
+    Two hosts with the same flags and compiler but different CPUs get different hashes. Remembered
+    per process and, on disk, per compiler executable and ``/proc/cpuinfo`` features, so a process
+    whose builds are all cache hits runs no compiler process at all.
+    """
+    real = Path(cxx).resolve()
+    st = real.stat()
+    signature = cache.sha256_bytes(f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{cache.cpu_features()}".encode())
+    remembered = cache.cache_dir() / "targets" / f"{signature}.txt"
+    try:
+        return remembered.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    command = [cxx, "-std=c++17", "-march=native", "-E", "-dM", "-x", "c++", os.devnull]
+    try:
+        macros = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ToolchainError(
+            f"cannot run {shlex.join(command)} to read the host target: {exc}. {INSTALL_HINT}"
+        ) from exc
+    target = cache.sha256_bytes("\n".join(sorted(macros.splitlines())).encode())
+    try:
+        cache.atomic_write_bytes(remembered, target.encode())
+    except OSError as exc:
+        logger.debug("cannot remember the host target in %s: %s", remembered, exc)
+    return target
+
+
+def _flags(job: BuildJob) -> list[str]:
+    return [*BASE_FLAGS, *(f"-I{d}" for d in job.all_include_dirs()), *job.extra_flags]
+
+
+def compile_command(cxx: str, job: BuildJob, output: Path, umbrella: Path | None = None) -> list[str]:
+    """The g++ argv that builds ``job`` into ``output`` (with the precompiled ``umbrella`` header, if given)."""
+    use_pch = ["-Winvalid-pch", "-include", str(umbrella)] if umbrella is not None else []
+    return [cxx, *_flags(job), *use_pch, "-o", str(output), *(str(s) for s in job.sources)]
 
 
 def cache_key(job: BuildJob, cxx: str, headers: str) -> CacheKey:
@@ -210,7 +249,7 @@ def cache_key(job: BuildJob, cxx: str, headers: str) -> CacheKey:
             "flags": cache.sha256_bytes("\0".join((*BASE_FLAGS, *job.extra_flags)).encode()),
             "compiler": cache.sha256_bytes(compiler_identity(cxx).encode()),
             "headers": headers,
-            "cpu": cache.sha256_bytes(cache.cpu_features().encode()),
+            "target": native_target(cxx),
             "abi": str(cache.abi_version()),
         }
     )
@@ -268,10 +307,10 @@ def _build_one(job: BuildJob, cxx: str, headers: str) -> BuildResult:
     key.log(str(job.source))
     digest = key.digest
     try:
-        obj, command = _cached_object(job, cxx, digest)
+        obj, command = _cached_object(job, cxx, key)
     except OSError as exc:  # the cache cannot be written: go on with this process's own
         cache.cache_unusable(exc)
-        obj, command = _cached_object(job, cxx, digest)
+        obj, command = _cached_object(job, cxx, key)
     output = cache.relocate(Path(job.output))
     try:
         cache.atomic_copy(obj, output)
@@ -287,20 +326,34 @@ def _build_one(job: BuildJob, cxx: str, headers: str) -> BuildResult:
     return BuildResult(job, digest, not command, command, time.perf_counter() - started)
 
 
-def _cached_object(job: BuildJob, cxx: str, digest: str) -> tuple[Path, list[str]]:
-    """The cached object for ``digest``, compiled into the cache if missing; the g++ argv ([] on a hit).
+def _umbrella(job: BuildJob, cxx: str, key: CacheKey) -> Path | None:
+    """The precompiled umbrella header for ``job`` (built if missing), or None to compile without one."""
+    if job.extra_sources:
+        return None
+    includes = pch.leading_includes(Path(job.source))
+    if not includes:
+        return None
+    digest = pch.pch_key(includes, _flags(job), dict(key.parts)).digest
+    return pch.ensure(cxx, includes, _flags(job), digest)
+
+
+def _cached_object(job: BuildJob, cxx: str, key: CacheKey) -> tuple[Path, list[str]]:
+    """The cached object for ``key``, compiled into the cache if missing; the g++ argv ([] on a hit).
 
     Raises:
         OSError: the cache cannot be written (g++ running out of space included).
     """
-    obj = cache.object_path(digest)
+    obj = cache.object_path(key.digest)
     if obj.is_file():
         return obj, []
     tmp = cache.temp_path_beside(obj)
-    command = compile_command(cxx, job, tmp)
+    umbrella = _umbrella(job, cxx, key)
+    command = compile_command(cxx, job, tmp, umbrella)
     logger.debug("compiling %s: %s", job.source, shlex.join(command))
     try:
         proc = subprocess.run(command, capture_output=True, text=True)
+        if umbrella is not None and (proc.returncode != 0 or pch.rejected(proc.stderr, umbrella)):
+            proc, command = _without_pch(job, cxx, tmp, umbrella, proc, command)
         if proc.returncode != 0:
             if "No space left on device" in proc.stderr:
                 raise OSError(errno.ENOSPC, "No space left on device (g++ writing into the cache)", str(tmp))
@@ -312,6 +365,29 @@ def _cached_object(job: BuildJob, cxx: str, digest: str) -> tuple[Path, list[str
     finally:
         tmp.unlink(missing_ok=True)
     return obj, command
+
+
+def _without_pch(
+    job: BuildJob, cxx: str, tmp: Path, umbrella: Path, proc: subprocess.CompletedProcess, command: list[str]
+) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """After a compile with ``umbrella`` failed or g++ rejected its PCH: compile without it when the PCH
+    may be at fault (and then remove it). A plain compile error is kept as it is."""
+    if pch.rejected(proc.stderr, umbrella):
+        pch.discard(
+            umbrella,
+            "g++ rejected it: " + next(ln for ln in proc.stderr.splitlines() if f"{umbrella}.gch" in ln),
+        )
+        if proc.returncode == 0:  # g++ read the headers as text: the object is right
+            return subprocess.CompletedProcess(
+                proc.args, 0, proc.stdout, pch.without_pch_notes(proc.stderr, umbrella)
+            ), command
+    elif proc.returncode > 0 and "internal compiler error" not in proc.stderr:
+        return proc, command  # an error in the source, with or without the PCH
+    plain = compile_command(cxx, job, tmp)
+    retry = subprocess.run(plain, capture_output=True, text=True)
+    if retry.returncode == 0 and proc.returncode != 0 and Path(f"{umbrella}.gch").exists():
+        pch.discard(umbrella, f"the compile of {job.source} failed with it and passed without it")
+    return retry, plain
 
 
 def _compile_error(job: BuildJob, stderr: str, reproduce: list[str]) -> CompileError:

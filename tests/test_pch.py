@@ -1,0 +1,147 @@
+"""Precompiled headers of the tile library: built once, reused, keyed, rebuilt when corrupt."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from tilescope.toolchain import BuildJob, build, compiler, reset_stats
+from tilescope.toolchain import pch as pchmod
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TILESCOPE_CACHE_DIR", str(cache))
+    reset_stats()
+    return cache
+
+
+def source(tmp_path: Path, name: str, value: int) -> Path:
+    path = tmp_path / "src" / f"{name}.cpp"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "// generated\n#include <tilescope/tile_types.hpp>\n\n"
+        f'extern "C" int value() {{ return {value} + int(sizeof(ts::bf16)); }}\n'
+    )
+    return path
+
+
+def gchs(cache: Path) -> list[Path]:
+    return sorted((cache / "pch").rglob("*.gch"))
+
+
+def value(so: Path) -> int:
+    return ctypes.CDLL(str(so)).value()
+
+
+def test_pch_is_built_once_reused_and_really_used(tmp_path, private_cache):
+    first = build([BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")])[0]
+    [gch] = gchs(private_cache)
+    built_at = gch.stat().st_mtime_ns
+    second = build([BuildJob(source(tmp_path, "b", 2), tmp_path / "b.so")])[0]
+    assert gchs(private_cache) == [gch] and gch.stat().st_mtime_ns == built_at
+    assert value(tmp_path / "a.so") == 3 and value(tmp_path / "b.so") == 4
+    for result in (first, second):
+        at = result.command.index("-include")
+        assert result.command[at + 1] == str(gch)[: -len(".gch")] and "-Winvalid-pch" in result.command
+    # g++ -H marks a precompiled header it used with "!"
+    check = [*second.command[:-3], "-H", "-fsyntax-only", second.command[-1]]
+    used = subprocess.run(check, capture_output=True, text=True)
+    assert used.returncode == 0 and f"! {gch}" in used.stderr, used.stderr
+
+
+def test_a_source_without_leading_tilescope_includes_gets_no_pch(tmp_path, private_cache):
+    src = tmp_path / "plain.cpp"
+    src.write_text('int x = 1;\n#include <tilescope/tile_types.hpp>\nextern "C" int value() { return x; }\n')
+    assert pchmod.leading_includes(src) == ()
+    result = build([BuildJob(src, tmp_path / "plain.so")])[0]
+    assert "-include" not in result.command and gchs(private_cache) == []
+
+
+def test_pch_key_changes_with_flags_headers_target_and_includes():
+    parts = {"compiler": "c", "headers": "h", "target": "t", "abi": "1"}
+    base = pchmod.pch_key(["tilescope/kernel.hpp"], ["-O3"], parts).digest
+    assert pchmod.pch_key(["tilescope/kernel.hpp"], ["-O3"], dict(parts)).digest == base
+    assert pchmod.pch_key(["tilescope/kernel.hpp"], ["-O2"], parts).digest != base
+    assert pchmod.pch_key(["tilescope/index.hpp"], ["-O3"], parts).digest != base
+    for name in parts:
+        assert pchmod.pch_key(["tilescope/kernel.hpp"], ["-O3"], {**parts, name: "other"}).digest != base, (
+            name
+        )
+
+
+def test_extra_flags_get_their_own_pch(tmp_path, private_cache):
+    build([BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")])
+    build([BuildJob(source(tmp_path, "b", 1), tmp_path / "b.so", extra_flags=("-DTS_TEST_FLAG=1",))])
+    assert len(gchs(private_cache)) == 2
+
+
+def test_object_key_has_the_resolved_native_target(tmp_path, monkeypatch):
+    cxx = compiler.find_cxx()
+    macros = subprocess.run(
+        [cxx, "-std=c++17", "-march=native", "-E", "-dM", "-x", "c++", "/dev/null"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    expected = compiler.cache.sha256_bytes("\n".join(sorted(macros.splitlines())).encode())
+    assert compiler.native_target(cxx) == expected
+    job = BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")
+    before = compiler.cache_key(job, cxx, "h")
+    assert before.parts["target"] == expected
+    monkeypatch.setattr(compiler, "native_target", lambda _cxx: "an-avx2-only-host")
+    assert compiler.cache_key(job, cxx, "h").digest != before.digest
+
+
+def test_truncated_pch_is_rebuilt(tmp_path, private_cache, caplog):
+    build([BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")])
+    [gch] = gchs(private_cache)
+    whole = gch.stat().st_size
+    gch.write_bytes(gch.read_bytes()[: whole // 2])
+    with caplog.at_level(logging.WARNING, logger="tilescope.toolchain"):
+        result = build([BuildJob(source(tmp_path, "b", 2), tmp_path / "b.so")])[0]
+    assert any("truncated" in r.getMessage() for r in caplog.records)
+    assert gch.stat().st_size > whole // 2 and int(Path(f"{gch}.size").read_text()) == gch.stat().st_size
+    assert "-include" in result.command and value(tmp_path / "b.so") == 4
+
+
+def test_pch_that_gcc_rejects_is_logged_removed_and_rebuilt(tmp_path, private_cache, caplog):
+    build([BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")])
+    [gch] = gchs(private_cache)
+    size = gch.stat().st_size
+    gch.write_bytes(b"gpch" + b"\x00" * (size - 4))  # right size and magic, garbage inside
+    with caplog.at_level(logging.WARNING, logger="tilescope.toolchain"):
+        build([BuildJob(source(tmp_path, "b", 2), tmp_path / "b.so")])
+    assert value(tmp_path / "b.so") == 4
+    assert any(
+        "not used and removed" in r.getMessage() and str(gch) in r.getMessage() for r in caplog.records
+    )
+    build([BuildJob(source(tmp_path, "c", 3), tmp_path / "c.so")])
+    assert gch.read_bytes()[:4] == b"gpch" and gch.read_bytes()[4:64] != b"\x00" * 60
+    assert value(tmp_path / "c.so") == 5
+
+
+def test_concurrent_builds_share_one_whole_pch(tmp_path, private_cache):
+    errors = []
+
+    def one(i):
+        try:
+            build([BuildJob(source(tmp_path, f"t{i}", i), tmp_path / f"t{i}.so")])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    [gch] = gchs(private_cache)
+    assert int(Path(f"{gch}.size").read_text()) == gch.stat().st_size
+    assert [value(tmp_path / f"t{i}.so") for i in range(3)] == [2, 3, 4]
+    assert not list((private_cache / "pch").rglob("*.tmp"))
