@@ -34,6 +34,7 @@ from tilescope.runtime.abi import (
     TsTensor,
     TsWaitRecord,
 )
+from tilescope.runtime.pmu import collect_pmu
 from tilescope.runtime.records import (
     BufferRecord,
     DumpRecord,
@@ -109,6 +110,7 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
             DumpTagRecord(r.first_task, r.tensor.buffer_id, *_view(r.tensor)) for r in buf[:n]
         ]
     report.reads = _collect_reads(lib, handle)
+    report.pmu, report.pmu_note = collect_pmu(lib, handle)
     if lib.ts_run_dump_level(handle) or lib.ts_run_num_dump_records(handle):  # level 0: probes only
         report.dump = _collect_dump(lib, handle)
     _collect_failure(lib, handle, report)
