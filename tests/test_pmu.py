@@ -148,6 +148,8 @@ def test_bad_values_of_the_knob_are_rejected(monkeypatch):
     monkeypatch.delenv("TILESCOPE_ENABLE_PMU")
     with pytest.raises(ConfigError, match=r"enable_pmu.*expected a bool"):
         knobs.runtime_options({"enable_pmu": "yes"})
+    with pytest.raises(ConfigError, match=r"'enable_pmu'.*sim platform only; run with platform='sim'"):
+        vector_dag.vector_dag.compile().run(*_args(), enable_pmu=True, platform="interp")
 
 
 def test_the_ranking_shows_instructions_per_cycle_only_where_counted():
