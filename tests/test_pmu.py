@@ -4,7 +4,9 @@ and the kernel ranking ``tilescope trace`` prints from them."""
 import argparse
 import csv
 import json
+import os
 import re
+import resource
 
 import pytest
 import torch
@@ -13,6 +15,7 @@ from tilescope import knobs
 from tilescope.debug.observers import PmuObserver, TraceObserver, observers_for, recording_of
 from tilescope.errors import ConfigError
 from tilescope.harness import add_harness_args, harness_kwargs, run_jit
+from tilescope.runtime import graph
 from tilescope.tools.roofline import format_ranking, pmu_ranking
 from tilescope.tools.trace import register, summarize_trace
 
@@ -166,3 +169,32 @@ def test_the_ranking_shows_instructions_per_cycle_only_where_counted():
     hw = pmu_ranking([task("a", 1000, 0, cycles=500)], other)
     assert "instructions per cycle: a 2.00" in format_ranking(hw)
     assert pmu_ranking([{"name": "a", "args": {}}], other) is None
+
+
+def test_counters_fall_back_to_the_thread_clock_and_getrusage_where_perf_cannot_open():
+    """No fd can be opened during the run (RLIMIT_NOFILE at the lowest free fd), so every
+    perf_event_open fails: CPU time, page faults and context switches come from the fallbacks,
+    the hardware counters are None, and the note says why."""
+    prog = vector_dag.vector_dag.compile()
+    loaded = prog.binaries()
+    cargs = [graph.tensor_arg(a, spec.direction) for spec, a in zip(prog.args, _args())]
+    run = [loaded.orchestration, loaded.kernels, [k["name"] for k in prog.kernels], cargs]
+    pmu = {"num_workers": 2, "record_task_times": True, "checks": graph.RunChecks(pmu=True)}
+    graph.run_graph(*run, **pmu)  # the pooled workers, and what collecting imports, exist before the limit
+    lowest_free = os.open(os.devnull, os.O_RDONLY)  # the kernel hands out the lowest free fd
+    os.close(lowest_free)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
+    try:
+        report = graph.run_graph(*run, **pmu)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert report.pmu_note.startswith(
+        "perf_event_open: none; fallback: cpu time from CLOCK_THREAD_CPUTIME_ID, page-faults from getrusage, "
+        "context-switches from getrusage; unavailable via perf: task-clock (failed: Too many open files)"
+    ), report.pmu_note
+    assert [r.task_id for r in report.pmu] == [0, 1, 2, 3, 4]
+    for r in report.pmu:
+        assert r.wall_ns > 0 and 0 < r.cpu_ns <= r.wall_ns * 1.01 + 1000, r
+        assert r.page_faults >= 0 and r.ctx_switches >= 0
+        assert (r.cycles, r.instructions, r.cache_misses) == (None, None, None)
