@@ -4,9 +4,9 @@ and the kernel ranking ``tilescope trace`` prints from them."""
 import argparse
 import csv
 import json
-import os
 import re
-import resource
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -15,7 +15,6 @@ from tilescope import knobs
 from tilescope.debug.observers import PmuObserver, TraceObserver, observers_for, recording_of
 from tilescope.errors import ConfigError
 from tilescope.harness import add_harness_args, harness_kwargs, run_jit
-from tilescope.runtime import graph
 from tilescope.tools.roofline import format_ranking, pmu_ranking
 from tilescope.tools.trace import register, summarize_trace
 
@@ -171,30 +170,47 @@ def test_the_ranking_shows_instructions_per_cycle_only_where_counted():
     assert pmu_ranking([{"name": "a", "args": {}}], other) is None
 
 
+FALLBACK_RUN = """
+import dataclasses, json, os, resource, sys
+import torch
+from tilescope.launch.program import CompiledProgram
+from tilescope.runtime import graph
+
+prog = CompiledProgram.from_dir(sys.argv[1])
+loaded = prog.binaries()
+tensors = [torch.randn(*spec.shape) for spec in prog.args]  # alive for as long as the runs use them
+args = [graph.tensor_arg(t, spec.direction) for t, spec in zip(tensors, prog.args)]
+run = [loaded.orchestration, loaded.kernels, [k["name"] for k in prog.kernels], args]
+pmu = {"num_workers": 2, "record_task_times": True, "checks": graph.RunChecks(pmu=True)}
+graph.run_graph(*run, **pmu)  # the pooled workers, and what collecting imports, exist before the limit
+lowest_free = os.open(os.devnull, os.O_RDONLY)  # the kernel hands out the lowest free fd
+os.close(lowest_free)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
+try:
+    report = graph.run_graph(*run, **pmu)
+finally:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+print(json.dumps({"note": report.pmu_note, "pmu": [dataclasses.asdict(r) for r in report.pmu]}))
+"""
+
+
 def test_counters_fall_back_to_the_thread_clock_and_getrusage_where_perf_cannot_open():
-    """No fd can be opened during the run (RLIMIT_NOFILE at the lowest free fd), so every
-    perf_event_open fails: CPU time, page faults and context switches come from the fallbacks,
-    the hardware counters are None, and the note says why."""
+    """No fd can be opened during the run (RLIMIT_NOFILE at the lowest free fd, in a child process
+    so the limit touches nothing else), so every perf_event_open fails: CPU time, page faults and
+    context switches come from the fallbacks, the hardware counters are None, the note says why."""
     prog = vector_dag.vector_dag.compile()
-    loaded = prog.binaries()
-    cargs = [graph.tensor_arg(a, spec.direction) for spec, a in zip(prog.args, _args())]
-    run = [loaded.orchestration, loaded.kernels, [k["name"] for k in prog.kernels], cargs]
-    pmu = {"num_workers": 2, "record_task_times": True, "checks": graph.RunChecks(pmu=True)}
-    graph.run_graph(*run, **pmu)  # the pooled workers, and what collecting imports, exist before the limit
-    lowest_free = os.open(os.devnull, os.O_RDONLY)  # the kernel hands out the lowest free fd
-    os.close(lowest_free)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
-    try:
-        report = graph.run_graph(*run, **pmu)
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    assert report.pmu_note.startswith(
+    child = subprocess.run(
+        [sys.executable, "-c", FALLBACK_RUN, str(prog.work_dir)], capture_output=True, text=True, timeout=300
+    )
+    assert child.returncode == 0, child.stderr
+    got = json.loads(child.stdout.strip().splitlines()[-1])
+    assert got["note"].startswith(
         "perf_event_open: none; fallback: cpu time from CLOCK_THREAD_CPUTIME_ID, page-faults from getrusage, "
         "context-switches from getrusage; unavailable via perf: task-clock (failed: Too many open files)"
-    ), report.pmu_note
-    assert [r.task_id for r in report.pmu] == [0, 1, 2, 3, 4]
-    for r in report.pmu:
-        assert r.wall_ns > 0 and 0 < r.cpu_ns <= r.wall_ns * 1.01 + 1000, r
-        assert r.page_faults >= 0 and r.ctx_switches >= 0
-        assert (r.cycles, r.instructions, r.cache_misses) == (None, None, None)
+    ), got["note"]
+    assert [r["task_id"] for r in got["pmu"]] == [0, 1, 2, 3, 4]
+    for r in got["pmu"]:
+        assert r["wall_ns"] > 0 and 0 < r["cpu_ns"] <= r["wall_ns"] * 1.01 + 1000, r
+        assert r["page_faults"] >= 0 and r["ctx_switches"] >= 0
+        assert (r["cycles"], r["instructions"], r["cache_misses"]) == (None, None, None)
