@@ -264,6 +264,16 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             flag=Flag(("--trace",), "run", {"action": "store_true"}),
         ),
         Knob(
+            "enable_pmu",
+            False,
+            "sim only: per-task counters (wall and CPU time, page faults, context switches; cycles, "
+            "instructions and cache misses where the machine exposes them) in dfx_outputs/pmu.csv and on "
+            "trace.json's task slices; `tilescope trace` ranks kernels by time and by GB/s against the copy limit",
+            _is_bool,
+            "a bool",
+            flag=Flag(("--enable-pmu",), "run", {"action": "store_true"}),
+        ),
+        Knob(
             "task_timeout_s",
             60.0,
             "sim only: CPU-time budget of one task (and of the orchestration between submissions): the "

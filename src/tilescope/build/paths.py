@@ -57,6 +57,7 @@ TENSOR_DUMP_BIN = "tensor_dump.bin"
 DEPS_JSON = "deps.json"
 DEPS_HTML = "deps_graph.html"
 TRACE_JSON = "trace.json"
+PMU_CSV = "pmu.csv"  # dfx_outputs/pmu.csv: enable_pmu
 CRASH_REPORT = "crash_report.txt"  # dfx_outputs/crash_report[_<id>].txt
 LOCALIZE_DIR = "localize"  # dfx_outputs/localize/: tilescope localize's report
 TRIAGE_DIR = "triage"  # dfx_outputs/triage/: tilescope triage's runs (audit/: the access audit build)

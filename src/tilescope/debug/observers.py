@@ -9,6 +9,7 @@ alike, so an instrument has exactly one name through every layer:
 |-------------------------|--------------------------|-------------------------------------------------|
 | ``enable_dep_gen``      | ``--enable-dep-gen``     | ``dfx_outputs/deps.json`` + ``deps_graph.html`` |
 | ``enable_trace``        | ``--trace``              | ``dfx_outputs/trace.json``                      |
+| ``enable_pmu``          | ``--enable-pmu``         | ``dfx_outputs/pmu.csv`` (and ``trace.json``)    |
 | ``enable_dump_tensor``  | ``--dump-tensor [N]``    | ``dfx_outputs/tensor_dump/``                    |
 | ``print_intermediates`` | ``--print-intermediates``| ``dfx_outputs/intermediates/`` or stdout lines  |
 | ``nan_check``           | ``--nan-check``          | a ``nan`` Failure on the run's result           |
@@ -34,6 +35,7 @@ from tilescope.build.paths import dfx_dir
 from tilescope.debug.deps import write_deps
 from tilescope.debug.diagnose import nan_failure
 from tilescope.debug.intermediates import write_intermediates
+from tilescope.debug.pmu import write_pmu
 from tilescope.debug.tensor_dump import write_tensor_dump
 from tilescope.debug.trace import write_trace
 from tilescope.errors import ConfigError, TilescopeError
@@ -52,6 +54,7 @@ class Recording:
     print_intermediates: int = 0  # its level; at 3 the core prints a stderr line per task start and finish
     nan_check: bool = False  # scan Out/InOut regions for NaN/Inf after each task
     probes: bool = False  # keep the tile of every ts.probe a kernel runs (dump records of stage "probe")
+    pmu: bool = False  # per-task counters around every kernel (enable_pmu)
 
     def merge(self, other: Recording) -> Recording:
         """Both recordings at once; two different dump levels cannot be combined."""
@@ -107,6 +110,21 @@ class TraceObserver:
     def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
         """Write ``dfx_outputs/trace.json``; returns its path."""
         return write_trace(dfx_dir(build.work_dir), build, report)
+
+
+class PmuObserver:
+    """``enable_pmu``: every task's counters, ``pmu.csv``; the trace (which carries them on its
+    task slices) is written by the TraceObserver that ``enable_pmu`` turns on too."""
+
+    knob, what = "enable_pmu", "per-task counters"
+
+    def recording(self) -> Recording:
+        """The counters, the task records (kernels, names) and the task arguments (bytes moved)."""
+        return Recording(pmu=True, record_task_times=True, record_edges=True)
+
+    def finish(self, build: Build, report: RunReport, failed: bool) -> list[Path]:
+        """Write ``dfx_outputs/pmu.csv``; returns its path."""
+        return write_pmu(dfx_dir(build.work_dir), build, report)
 
 
 class TensorDumpObserver:
@@ -188,8 +206,10 @@ def observers_for(opts: dict[str, Any]) -> list[RunObserver]:
     observers: list[RunObserver] = []
     if opts.get("enable_dep_gen"):
         observers.append(DepsObserver())
-    if opts.get("enable_trace"):
+    if opts.get("enable_trace") or opts.get("enable_pmu"):
         observers.append(TraceObserver())
+    if opts.get("enable_pmu"):
+        observers.append(PmuObserver())
     if opts.get("enable_dump_tensor") or opts.get("probes"):
         observers.append(TensorDumpObserver(int(opts.get("enable_dump_tensor") or 0), bool(opts.get("probes"))))
     if opts.get("print_intermediates"):

@@ -18,6 +18,8 @@ Invariants:
   and ``next_task``. Each task it waited for that ran is a flow (category ``read``) from the task's
   slice to the read's; their ``"s"`` args carry ``pred`` and ``read`` (the read's index), never
   ``succ``, so task-graph readers skip them.
+- With ``enable_pmu``, every task slice's args carry ``pmu``: its counters and bytes moved
+  (``debug.pmu.slice_counters``), and ``otherData.pmu`` the run's note and copy limit.
 - The file is replaced atomically.
 """
 
@@ -30,6 +32,7 @@ from typing import Any
 
 from tilescope.build.manifest import Build
 from tilescope.build.paths import TRACE_JSON, atomic_write
+from tilescope.debug.pmu import pmu_summary, slice_counters, task_bytes
 from tilescope.runtime.records import RunReport
 
 PID = 1
@@ -80,7 +83,12 @@ def trace_events(program: Build, report: RunReport) -> dict[str, Any]:
                 "args": {"task_id": t.task_id, "kernel": kernel(t.func_id)},
             }
         )
+    pmu = {r.task_id: r for r in report.pmu}
+    moved = task_bytes(report) if pmu else {}
     for t in executed.values():
+        args: dict[str, Any] = {"task_id": t.task_id, "func_id": t.func_id, "task": t.name, "worker": t.worker}
+        if t.task_id in pmu:
+            args["pmu"] = slice_counters(pmu[t.task_id], moved.get(t.task_id, (0, 0)))
         events.append(
             {
                 "ph": "X",
@@ -90,7 +98,7 @@ def trace_events(program: Build, report: RunReport) -> dict[str, Any]:
                 "tid": t.worker + 1,
                 "ts": _us(t.start_ns),
                 "dur": _us(max(t.end_ns - t.start_ns, 0)),
-                "args": {"task_id": t.task_id, "func_id": t.func_id, "task": t.name, "worker": t.worker},
+                "args": args,
             }
         )
 
@@ -133,6 +141,7 @@ def trace_events(program: Build, report: RunReport) -> dict[str, Any]:
         )
 
     events += _read_events(report, executed, first_flow=len(kinds))
+    other = {"pmu": pmu_summary(report)} if pmu else {}
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
@@ -154,6 +163,7 @@ def trace_events(program: Build, report: RunReport) -> dict[str, Any]:
                 {"task_id": t.task_id, "func_id": t.func_id, "kernel": kernel(t.func_id), "task": t.name}
                 for t in skipped
             ],
+            **other,
         },
     }
 

@@ -32,7 +32,7 @@ from tilescope.launch.run import Binaries, RunInfo, launch, load_binaries
 from tilescope.runtime.interp import run_program
 
 # runtime_cfg keys that only the sim platform implements (a truthy value on interp is an error)
-SIM_ONLY = ("isolate", "nan_check", "print_intermediates", "serial", "kernel_filter", "probes")
+SIM_ONLY = ("isolate", "nan_check", "print_intermediates", "serial", "kernel_filter", "probes", "enable_pmu")
 
 
 def compile_program(

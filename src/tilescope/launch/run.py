@@ -172,6 +172,7 @@ def launch(
         probes=recording.probes,
         poison=poison,
         shuffle_seed=shuffle_seed,
+        pmu=recording.pmu,
     )
     cargs = [
         scalar_arg(a, spec.dtype) if spec.direction is Direction.SCALAR else tensor_arg(a, spec.direction)

@@ -134,6 +134,7 @@ class TsRunConfig(ctypes.Structure):
         ("probes", ctypes.c_int32),
         ("poison", ctypes.c_int32),
         ("shuffle_seed", ctypes.c_uint32),
+        ("pmu", ctypes.c_int32),
     ]
 
 
@@ -160,6 +161,23 @@ class TsTaskRecord(ctypes.Structure):
         ("submit_ns", ctypes.c_int64),
         ("start_ns", ctypes.c_int64),
         ("end_ns", ctypes.c_int64),
+    ]
+
+
+class TsPmuRecord(ctypes.Structure):
+    """``ts_pmu_record``: one executed task's counters (-1 where unavailable)."""
+
+    _fields_ = [
+        ("task_id", ctypes.c_int64),
+        ("worker", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("wall_ns", ctypes.c_int64),
+        ("cpu_ns", ctypes.c_int64),
+        ("page_faults", ctypes.c_int64),
+        ("ctx_switches", ctypes.c_int64),
+        ("cycles", ctypes.c_int64),
+        ("instructions", ctypes.c_int64),
+        ("cache_misses", ctypes.c_int64),
     ]
 
 
@@ -334,6 +352,8 @@ class TsRunSummary(ctypes.Structure):
                 "nan_total",
                 "num_saved",
                 "num_nan_saved",
+                "num_pmu",
+                "pmu_note_bytes",
             )
         ),
     ]
@@ -381,6 +401,9 @@ PROTOTYPES = {
     "ts_run_wall_seconds": (ctypes.c_double, [_RESULT]),
     "ts_run_copy_tasks": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsTaskRecord), ctypes.c_int64]),
     "ts_run_copy_edges": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsEdgeRecord), ctypes.c_int64]),
+    "ts_run_num_pmu": (ctypes.c_int64, [_RESULT]),
+    "ts_run_copy_pmu": (ctypes.c_int64, [_RESULT, ctypes.POINTER(TsPmuRecord), ctypes.c_int64]),
+    "ts_run_pmu_note": (ctypes.c_char_p, [_RESULT]),
     "ts_run_num_task_args": (ctypes.c_int64, [_RESULT]),
     "ts_run_copy_task_args": (
         ctypes.c_int64,

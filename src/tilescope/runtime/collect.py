@@ -37,6 +37,7 @@ from tilescope.runtime.abi import (
     TsTensor,
     TsWaitRecord,
 )
+from tilescope.runtime.pmu import collect_pmu
 from tilescope.runtime.records import (
     BufferRecord,
     DumpRecord,
@@ -107,6 +108,8 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
         ]
     if counts.num_orch_reads:
         report.reads = _collect_reads(lib, handle)
+    if counts.num_pmu or counts.pmu_note_bytes:
+        report.pmu, report.pmu_note = collect_pmu(lib, handle)
     if counts.dump_level or counts.num_dump_records:  # level 0: probes only
         report.dump = _collect_dump(lib, handle)
     if any(

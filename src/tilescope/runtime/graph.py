@@ -213,6 +213,7 @@ class Runtime:
         config.probes = int(checks.probes)
         config.poison = 0 if checks.poison is None else 0x100 | (checks.poison & 0xFF)
         config.shuffle_seed = checks.shuffle_seed or 0
+        config.pmu = int(checks.pmu)
         zones = guard_zones(args)
         if zones:
             config.guard_zones = (TsGuardZone * len(zones))(*zones)
@@ -362,6 +363,7 @@ class RunChecks:
     probes: bool = False  # keep kernels' ts.probe tiles as dump records (stage "probe")
     poison: int | None = None  # intermediates start with every byte this value (None: zero-filled)
     shuffle_seed: int | None = None  # a randomized schedule from this seed (None: the usual one)
+    pmu: bool = False  # per-task counters around every kernel (report.pmu, report.pmu_note)
 
 
 def worker_stack_mib(local_memory_bytes: int) -> int:

@@ -96,6 +96,23 @@ class TaskRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PmuRecord:
+    """One executed task's counters (``enable_pmu``), read on its worker around its kernel: wall
+    and CPU time in nanoseconds, page faults, context switches; the hardware counters are None
+    where the machine does not expose them (``RunReport.pmu_note`` says which and why)."""
+
+    task_id: int
+    worker: int
+    wall_ns: int
+    cpu_ns: int
+    page_faults: int
+    ctx_switches: int
+    cycles: int | None
+    instructions: int | None
+    cache_misses: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class EdgeRecord:
     """A dependency ``pred -> succ``. ``arg`` is succ's argument index (-1 for explicit edges);
     ``kind`` is RAW, WAW, WAR or ORDER (explicit); ``source`` is ``tensormap`` or ``explicit``."""
@@ -241,6 +258,8 @@ class RunReport:
     num_dependencies: int  # distinct (pred, succ) pairs the scheduler enforced
     tasks: list[TaskRecord] = field(default_factory=list)  # with record_task_times
     edges: list[EdgeRecord] = field(default_factory=list)  # with record_edges
+    pmu: list[PmuRecord] = field(default_factory=list)  # with pmu: one per executed task, by task id
+    pmu_note: str = ""  # with pmu: the counters available, where from, and why others are not
     task_args: list[TaskArgRecord] = field(default_factory=list)  # with record_edges
     buffers: list[BufferRecord] = field(default_factory=list)  # with record_edges or a dump
     dump_tags: list[DumpTagRecord] = field(default_factory=list)

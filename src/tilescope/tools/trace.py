@@ -17,6 +17,7 @@ from typing import Any
 
 from tilescope.build.paths import DFX_DIR, TRACE_JSON
 from tilescope.errors import TilescopeError
+from tilescope.tools.roofline import PmuRanking, format_ranking, pmu_ranking
 
 PERFETTO_URL = "https://ui.perfetto.dev"
 
@@ -69,6 +70,7 @@ class TraceSummary:
     num_reads: int = 0  # orchestration reads (n = counts[e])
     read_wait_us: float = 0.0  # their time in all, waits included
     longest_reads: tuple[str, ...] = ()  # the (at most 3) longest, as the trace names them, with line and time
+    pmu: PmuRanking | None = None  # enable_pmu: the kernels ranked by time and GB/s
 
     def to_json(self) -> dict[str, Any]:
         """The summary as plain JSON data (what ``tilescope mcp``'s ``trace`` returns)."""
@@ -195,6 +197,7 @@ def summarize_trace(path: str | Path) -> TraceSummary:
             f"{e['name']} at {e.get('args', {}).get('where') or '?'}: {float(e.get('dur', 0.0)):.1f} us"
             for e in reads[:3]
         )
+        ranking = pmu_ranking(tasks, other)
     except (AttributeError, KeyError, TypeError, ValueError, IndexError) as e:
         raise TraceError(f"{p}: malformed trace event ({type(e).__name__}: {e})") from None
 
@@ -229,6 +232,7 @@ def summarize_trace(path: str | Path) -> TraceSummary:
         num_reads=len(reads),
         read_wait_us=sum(float(e.get("dur", 0.0)) for e in reads),
         longest_reads=longest,
+        pmu=ranking,
     )
 
 
@@ -256,6 +260,8 @@ def format_summary(s: TraceSummary) -> str:
         f"{'all':<8}  {s.num_tasks:>6}  {sum(w.busy_us for w in s.workers) / 1000:>9.3f}  "
         f"{100 * s.utilisation:>6.1f}"
     )
+    if s.pmu is not None:
+        lines += ["", *format_ranking(s.pmu)]
     if s.num_reads:
         lines.append(
             f"orchestration reads: {s.num_reads}, {s.read_wait_us / 1000:.3f} ms in all (waits included); longest:"

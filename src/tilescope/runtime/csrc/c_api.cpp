@@ -15,13 +15,14 @@
 static_assert(sizeof(ts_task_arg_record) == 120, "ts_task_arg_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_buffer_record) == 104, "ts_buffer_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_dump_record) == 160, "ts_dump_record layout changed: update runtime/abi.py");
-static_assert(sizeof(ts_run_config) == 96, "ts_run_config layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_run_config) == 104, "ts_run_config layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_failure_record) == 312, "ts_failure_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_wait_record) == 144, "ts_wait_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_orch_read_record) == 104, "ts_orch_read_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_nan_record) == 64, "ts_nan_record layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_pmu_record) == 72, "ts_pmu_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_arg) == 104, "ts_arg layout changed: update the Python ctypes mirror in runtime/abi.py");
-static_assert(sizeof(ts_run_summary) == 136, "ts_run_summary layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_run_summary) == 152, "ts_run_summary layout changed: update runtime/abi.py");
 
 struct ts_runtime {
     explicit ts_runtime(int32_t num_workers) : impl(num_workers) {}
@@ -165,6 +166,8 @@ void ts_run_summarize(const ts_run_result *r, ts_run_summary *out) {
     s.nan_total = r->nan_total;
     s.num_saved = static_cast<int64_t>(r->saved.size());
     s.num_nan_saved = static_cast<int64_t>(r->nan_saved.size());
+    s.num_pmu = static_cast<int64_t>(r->pmu.size());
+    s.pmu_note_bytes = static_cast<int64_t>(r->pmu_note.size());
     *out = s;
 }
 
@@ -183,6 +186,12 @@ int64_t ts_run_copy_tasks(const ts_run_result *r, ts_task_record *out, int64_t c
 int64_t ts_run_copy_edges(const ts_run_result *r, ts_edge_record *out, int64_t capacity) {
     return copy_out(r->edges, out, capacity);
 }
+
+int64_t ts_run_num_pmu(const ts_run_result *r) { return static_cast<int64_t>(r->pmu.size()); }
+int64_t ts_run_copy_pmu(const ts_run_result *r, ts_pmu_record *out, int64_t capacity) {
+    return copy_out(r->pmu, out, capacity);
+}
+const char *ts_run_pmu_note(const ts_run_result *r) { return r->pmu_note.c_str(); }
 
 int64_t ts_run_num_task_args(const ts_run_result *r) { return static_cast<int64_t>(r->task_args.size()); }
 

@@ -41,6 +41,7 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     if (config_.nan_check) nan_check_ = std::make_unique<NanCheck>(workers);
     if (config_.print_intermediates == 3)
         task_lines_ = std::make_unique<TaskLines>(workers, kernel_cnames_.data(), config_.kernel_filter);
+    if (config_.pmu) pmu_ = std::make_unique<Pmu>(workers);
     if (config_.record_task_times) task_times_ = std::make_unique<TaskTimes>(t0_);
     failure_.task_id = -1;
     failure_.func_id = -1;
@@ -99,6 +100,7 @@ TaskObservers Run::observers() {
     if (dump_) list.add(dump_.get());
     if (nan_check_) list.add(nan_check_.get());
     if (task_lines_) list.add(task_lines_.get());
+    if (pmu_) list.add(pmu_.get());
     if (task_times_) list.add(task_times_.get());
     return list;
 }
@@ -115,6 +117,7 @@ void Run::fill_result(ts_run_result &result) {
     result.saved = std::move(saved_);
     result.saved_payload = std::move(saved_payload_);
     if (nan_check_) nan_check_->fill(result);
+    if (pmu_) pmu_->fill(result);
     result.num_tasks = static_cast<int64_t>(tasks_.size());
     result.num_dependencies = num_dependencies_;
     result.num_workers = scheduler_.num_workers();

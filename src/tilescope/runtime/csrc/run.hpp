@@ -19,7 +19,7 @@
 //    methods, which take `fail_mu_`. The inputs of the task worth replaying alone are saved once.
 //  - The run's task observers (task_observer.hpp), one per instrument that is on, are built
 //    from the config when the Run is, owned by it, and handed to the scheduler in that order:
-//    guard zones, tensor dump, nan check, task lines, task times (innermost, so it times the
+//    guard zones, tensor dump, nan check, task lines, pmu, task times (innermost, so it times the
 //    kernel alone).
 //  - An explicit dep on a later task id (a forward dep) is counted in the waiter's `pending` at
 //    submission and linked when that id is submitted; one never submitted leaves the waiter
@@ -44,6 +44,7 @@
 #include "block_arena.hpp"
 #include "guard_zones.hpp"
 #include "nan_check.hpp"
+#include "pmu.hpp"
 #include "run_result.hpp"
 #include "scheduler.hpp"
 #include "task.hpp"
@@ -160,6 +161,7 @@ private:
     std::unique_ptr<TensorDump> dump_;       // nullptr unless config_.dump_level is 1..3
     std::unique_ptr<NanCheck> nan_check_;    // nullptr unless config_.nan_check
     std::unique_ptr<TaskLines> task_lines_;  // nullptr unless config_.print_intermediates is 3
+    std::unique_ptr<Pmu> pmu_;               // nullptr unless config_.pmu
     std::unique_ptr<TaskTimes> task_times_;  // nullptr unless config_.record_task_times
     GuardZones guard_zones_;  // after the arenas: tasks point into its zones
     BlockArena<GuardZone *> zone_list_arena_{64, 4096};

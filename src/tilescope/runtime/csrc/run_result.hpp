@@ -19,6 +19,8 @@ struct ts_run_result {
     double wall_seconds = 0.0;
     std::vector<ts_task_record> tasks;     // only with record_task_times
     std::vector<std::string> task_names;   // with record_task_times or a dump
+    std::vector<ts_pmu_record> pmu;        // only with pmu, by task id
+    std::string pmu_note;                  // only with pmu
     std::vector<ts_edge_record> edges;     // only with record_edges
     std::vector<ts_task_arg_record> task_args;  // only with record_edges
     std::vector<ts_buffer_record> buffers;

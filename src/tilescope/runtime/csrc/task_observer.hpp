@@ -32,8 +32,8 @@ public:
 
 class TaskObservers {
 public:
-    // One per instrument: guard zones, tensor dump, nan check, task lines, task times.
-    static constexpr int32_t kCapacity = 5;
+    // One per instrument: guard zones, tensor dump, nan check, task lines, pmu, task times.
+    static constexpr int32_t kCapacity = 6;
 
     void add(TaskObserver *observer) {
         if (size_ == kCapacity) throw std::length_error("more task observers than TaskObservers::kCapacity");

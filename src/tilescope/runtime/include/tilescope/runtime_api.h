@@ -81,6 +81,7 @@ typedef struct ts_run_config {
                               tasks taken in random order, every successor queued (none handed
                               straight to the worker that readied it), random delays before
                               kernels (--shuffle; not serial) */
+    int32_t pmu; /* nonzero: per-task counters (ts_pmu_record) around every kernel. Read by enable_pmu */
 } ts_run_config;
 
 /* Why a run failed (ts_failure_record::kind). */
@@ -173,6 +174,21 @@ typedef struct ts_task_record {
     int64_t start_ns;
     int64_t end_ns;
 } ts_task_record;
+
+/* One executed task's counters (pmu), read on its worker around its kernel: -1 where the counter
+ * is unavailable on this machine (ts_run_pmu_note says which and why). */
+typedef struct ts_pmu_record {
+    int64_t task_id;
+    int32_t worker;
+    int32_t reserved;
+    int64_t wall_ns;
+    int64_t cpu_ns;       /* the worker thread's CPU time */
+    int64_t page_faults;  /* minor + major */
+    int64_t ctx_switches; /* voluntary + involuntary */
+    int64_t cycles;
+    int64_t instructions;
+    int64_t cache_misses;
+} ts_pmu_record;
 
 /* One argument of one task, as submitted (recorded with record_edges): with the buffers, it names
  * the regions behind each edge. Records are in submission order, then argument order. */
@@ -305,6 +321,8 @@ typedef struct ts_run_summary {
     int64_t nan_total;
     int64_t num_saved;
     int64_t num_nan_saved;
+    int64_t num_pmu;
+    int64_t pmu_note_bytes; /* strlen(ts_run_pmu_note) */
 } ts_run_summary;
 void ts_run_summarize(const ts_run_result *r, ts_run_summary *out);
 
@@ -318,6 +336,10 @@ double ts_run_wall_seconds(const ts_run_result *r);
 /* Copy up to `capacity` records into `out`; return how many were copied (0 if not recorded). */
 int64_t ts_run_copy_tasks(const ts_run_result *r, ts_task_record *out, int64_t capacity);
 int64_t ts_run_copy_edges(const ts_run_result *r, ts_edge_record *out, int64_t capacity);
+int64_t ts_run_num_pmu(const ts_run_result *r); /* 0 unless pmu; one per executed task, by task id */
+int64_t ts_run_copy_pmu(const ts_run_result *r, ts_pmu_record *out, int64_t capacity);
+/* pmu: which counters were available and where from, and why the others were not; "" without pmu. */
+const char *ts_run_pmu_note(const ts_run_result *r);
 int64_t ts_run_num_task_args(const ts_run_result *r); /* 0 unless record_edges */
 int64_t ts_run_copy_task_args(const ts_run_result *r, ts_task_arg_record *out, int64_t capacity);
 int64_t ts_run_num_buffers(const ts_run_result *r); /* 0 unless record_edges */
