@@ -1587,6 +1587,51 @@ def test_reductions_propagate_nan(built):
     assert torch.isnan(out[0, [0, 77]]).all() and int(torch.isnan(out).sum()) == 2
 
 
+def _emulate_row_extremum(x: np.ndarray, is_max: bool) -> np.ndarray:
+    """row_max/row_min in the documented lane order (16 float lanes, then a tree), element by
+    element: op(a, b) is a when a beats b or a is NaN, else b (so the order decides which zero or
+    which NaN comes out)."""
+
+    def op(a, b):
+        return a if ((a > b) if is_max else (a < b)) or a != a else b
+
+    out = np.empty((x.shape[0], 1), dtype=x.dtype)
+    for r, row in enumerate(x):
+        lanes = 16
+        acc = list(row[:lanes])
+        for c in range(lanes, len(row)):
+            acc[c % lanes] = op(acc[c % lanes], row[c])
+        width = lanes // 2
+        while width >= 1:
+            acc[:width] = [op(acc[i], acc[i + width]) for i in range(width)]
+            width //= 2
+        out[r, 0] = acc[0]
+    return out
+
+
+def test_row_max_min_keep_the_lane_order_for_zeros_and_nans(built):
+    """Rows long enough for the fast max/min (8 x 128): a zero or NaN result is still the one the
+    documented order gives (which sign of zero, which NaN payload), every other result is exact."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(8, 128, generator=g)
+    signs = torch.randint(0, 2, (8, 128), generator=g).bool()
+    zeros = torch.where(signs, torch.tensor(-0.0), torch.tensor(0.0))
+    x[0] = zeros[0]  # all +-0
+    x[1] = torch.where(x[1] > 0, zeros[1], x[1])  # max is a zero, min negative
+    x[2] = torch.where(x[2] < 0, zeros[2], x[2])  # min is a zero
+    payloads = torch.tensor([0x7FC00001, 0x7FC00002, 0xFFC00003, 0x7FA00004], dtype=torch.int64)
+    nans = payloads.to(torch.int32).view(torch.float32)  # quiet NaNs with distinct payloads
+    x[3, [5, 40, 77, 127]] = nans
+    x[4, [0, 64]] = nans[:2]
+    x[5, 100] = nans[2]
+    x[5, :50] = zeros[5, :50]
+    for op, is_max in [("row_max", True), ("row_min", False)]:
+        out = torch.empty(8, 1)
+        call(built, f"{op}_f32_8x128", x.contiguous(), out, n=0)
+        want = torch.from_numpy(_emulate_row_extremum(x.numpy(), is_max))
+        assert torch.equal(out.view(torch.int32), want.view(torch.int32)), (op, out[:, 0], want[:, 0])
+
+
 def _emulate_row_sum_lanes(x: np.ndarray, max_lanes: int) -> np.ndarray:
     """_emulate_row_sum with max_lanes lanes (64 bytes / the accumulator's size)."""
     rows, cols = x.shape

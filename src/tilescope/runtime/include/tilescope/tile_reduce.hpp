@@ -8,6 +8,9 @@
 //    (16 for float). Element c goes to lane c % L in order; then lanes are combined as a
 //    tree: lane l += lane l + L/2, then + L/4, ..., down to lane 0.
 //  - Columns: in row order, r = 0, 1, ..., R-1.
+// Long rows' max/min run four independent lane sets first and keep that result when the order
+// cannot show in it (an integer, or a float neither NaN nor zero); else the row is redone in the
+// order above, so the result is always the documented order's, bit for bit.
 // bf16/f16 accumulate in float and round the result once. Integer sums wrap around in T
 // (torch would widen to int64). max/min propagate NaN. A float sum ends by adding +0.0, so a sum
 // whose terms are all -0.0 is +0.0 as torch's (which starts from +0.0); no other result changes.
@@ -28,6 +31,32 @@ inline A finish(A a) {
     else return a;
 }
 
+template <class Op>
+inline constexpr bool is_extremum_v = std::is_same_v<Op, maximum_op> || std::is_same_v<Op, minimum_op>;
+
+/// max/min over the C elements at x in an order of its own: Groups accumulators of `lanes` lanes each,
+/// independent chains, so the compare-and-select latency does not bound the loop.
+template <class Op, int C, int lanes, int Groups, class T>
+inline compute_t<T> reduce_row_unordered(const T *x) {
+    using A = compute_t<T>;
+    A acc[Groups][lanes];
+    for (int g = 0; g < Groups; ++g) {
+        for (int l = 0; l < lanes; ++l) acc[g][l] = A(x[g * lanes + l]);
+    }
+    int c = Groups * lanes;
+    for (; c + Groups * lanes <= C; c += Groups * lanes) {
+        for (int g = 0; g < Groups; ++g) {
+            for (int l = 0; l < lanes; ++l) acc[g][l] = Op{}(acc[g][l], A(x[c + g * lanes + l]));
+        }
+    }
+    for (; c < C; ++c) acc[0][0] = Op{}(acc[0][0], A(x[c]));
+    for (int g = 1; g < Groups; ++g) {
+        for (int l = 0; l < lanes; ++l) acc[0][l] = Op{}(acc[0][l], acc[g][l]);
+    }
+    for (int l = 1; l < lanes; ++l) acc[0][0] = Op{}(acc[0][0], acc[0][l]);
+    return acc[0][0];
+}
+
 /// op over the C elements at x, in the lane order described at the top of this file.
 template <class Op, int C, class T>
 inline compute_t<T> reduce_row(const T *x) {
@@ -38,6 +67,15 @@ inline compute_t<T> reduce_row(const T *x) {
         while (l * 2 <= C && l * 2 <= max_lanes) l *= 2;
         return l;
     }();
+    constexpr int groups = 4;
+    if constexpr (is_extremum_v<Op> && C >= 2 * groups * lanes) {
+        // The lane order fixes which NaN or which zero a max/min returns, and nothing else:
+        // an integer result, or a float one that is neither NaN nor zero, has one bit pattern
+        // whatever the order (equal non-zero floats are identical), so the fast order is taken
+        // then; otherwise the row is reduced again in the documented order.
+        const A fast = reduce_row_unordered<Op, C, lanes, groups>(x);
+        if (!std::is_floating_point_v<A> || (fast == fast && fast != A(0))) return fast;
+    }
     A acc[lanes];
     for (int l = 0; l < lanes; ++l) acc[l] = A(x[l]);
     int c = lanes;
