@@ -3,7 +3,8 @@
     python benchmarks/bandwidth.py [--reps 9] [--models rms_norm,softmax] [--sizes 1024,4096]
                                    [--no-compile] [--json]
 
-For each model and square f32 size N x N: the median time of one ``prog.run(...)`` on sim
+For each model and square f32 size N x N, built to read each row once (whole-row tiles of
+about 64 KiB per task: rms_norm/softmax ``row_tiling``, layernorm's default): the median time of one ``prog.run(...)`` on sim
 (compiled once beforehand; Python's part of the call included), of the same computation in torch
 eager and under ``torch.compile`` (steady state; its first call, which compiles, is reported on
 its own), and of ``y.copy_(x)`` on tensors of the same size: reading the input and writing the
@@ -48,10 +49,11 @@ def _layernorm_eager(x, gamma, beta, eps):
 
 def setup(name: str, n: int, tiling: dict | None = None) -> tuple:
     """(program, sim args, torch function, its keyword inputs, output) for model ``name`` at n x n
-    f32, built with the model's default tiling for that size or with ``tiling`` (build()'s
-    keyword arguments, e.g. block= and chunk=)."""
+    f32, built with ``tiling`` (build()'s keyword arguments, e.g. block= and chunk=) or else the
+    model's whole-row tiling: row_tiling() where the model has one, else build()'s defaults."""
     module = __import__(name)
-    tiling = tiling or {}
+    if tiling is None:
+        tiling = module.row_tiling(n, n) if hasattr(module, "row_tiling") else {}
     x = torch.randn(n, n)
     y = torch.empty(n, n)
     if name == "rms_norm":
