@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,7 +30,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "models"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from run_all import median_time  # noqa: E402
+
+def times(calls: dict, reps: int, warmup: int = 2) -> dict[str, list[float]]:
+    """Seconds of each of ``reps`` calls of every function in ``calls`` (after ``warmup`` untimed
+    calls each), sorted. The functions take turns, one call each per round, so a disturbance on a
+    shared machine falls on all of them alike."""
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    out: dict[str, list[float]] = {key: [] for key in calls}
+    for _ in range(reps):
+        for key, fn in calls.items():
+            t0 = time.perf_counter()
+            fn()
+            out[key].append(time.perf_counter() - t0)
+    return {key: sorted(ts) for key, ts in out.items()}
+
 
 MODELS = ("rms_norm", "softmax", "layernorm")
 SIZES = (1024, 2048, 4096)
@@ -72,8 +88,10 @@ def measure(
     name: str, n: int, reps: int = 9, threads: int | None = None, use_compile: bool = True, tiling: dict | None = None
 ) -> dict:
     """Seconds (medians of ``reps`` runs) for model ``name`` at n x n f32: ``sim``, ``eager``,
-    ``compiled`` and ``compile_first`` (when use_compile), ``copy``; and the ratios ``sim_over_copy``,
-    ``eager_over_sim``, ``compiled_over_sim``. ``tiling``: as setup()'s. Checks sim's output against eager's first."""
+    ``compiled`` and ``compile_first`` (when use_compile), ``copy``; the fastest run of each as
+    ``<key>_min`` (on a shared machine the least disturbed one); and the ratios of the medians
+    ``sim_over_copy``, ``eager_over_sim``, ``compiled_over_sim``. ``tiling``: as setup()'s.
+    Checks sim's output against eager's first; the implementations are timed in turns."""
     threads = threads or os.cpu_count() or 1
     torch.set_num_threads(threads)
     program, args, fn, inputs, y = setup(name, n, tiling)
@@ -83,20 +101,21 @@ def measure(
     if not torch.allclose(y, want, rtol=1e-4, atol=1e-5):
         raise AssertionError(f"{name} {n}x{n}: sim differs from torch by {(y - want).abs().max().item():.3g}")
     src, dst = torch.randn(n, n), torch.empty(n, n)
-    row = {
-        "model": name,
-        "size": n,
-        "threads": threads,
-        "sim": median_time(lambda: prog.run(*args, num_workers=threads), reps),
-        "eager": median_time(lambda: fn(**inputs), reps),
-        "copy": median_time(lambda: dst.copy_(src), reps),
+    row = {"model": name, "size": n, "threads": threads}
+    timed = {
+        "sim": lambda: prog.run(*args, num_workers=threads),
+        "eager": lambda: fn(**inputs),
+        "copy": lambda: dst.copy_(src),
     }
     if use_compile:
         compiled = torch.compile(fn)
         t0 = time.perf_counter()
         compiled(**inputs)
         row["compile_first"] = time.perf_counter() - t0
-        row["compiled"] = median_time(lambda: compiled(**inputs), reps)
+        timed["compiled"] = lambda: compiled(**inputs)
+    for key, ts in times(timed, reps).items():
+        row[key], row[f"{key}_min"] = statistics.median(ts), ts[0]
+    if use_compile:
         row["compiled_over_sim"] = row["compiled"] / row["sim"]
     row["sim_over_copy"] = row["sim"] / row["copy"]
     row["eager_over_sim"] = row["eager"] / row["sim"]
