@@ -326,6 +326,20 @@ MEAN_OPS(float, "f32", 16, 100, "16x100") MEAN_OPS(float, "f32", 8, 128, "8x128"
 MEAN_OPS(float, "f32", 3, 1, "3x1") MEAN_OPS(float, "f32", 1, 37, "1x37") MEAN_OPS(double, "f64", 7, 9, "7x9")
 MEAN_OPS(bf16, "bf16", 16, 100, "16x100") MEAN_OPS(bf16, "bf16", 5, 3, "5x3") MEAN_OPS(f16, "f16", 16, 100, "16x100")
 
+// ---- fused expressions: "fused_<dtype>" writes one tree computed op by op (b[3]) and fused (b[4])
+template <class T>
+void fused_vs_tiles(void **b) {
+    const auto x = whole<T, 6, 40>(b[0]);
+    const auto r = whole<T, 6, 1>(b[1]);
+    const auto c = whole<T, 1, 40>(b[2]);
+    const Tile<T, 6, 40> tiles = exp(x - r) * c + maximum(x, r) / 3.0f - sqrt(abs(-x)) + minimum(c, 0.5f);
+    const Tile<T, 6, 40> fused =
+        exp(fuse(x) - r) * c + maximum(fuse(x), r) / 3.0f - sqrt(abs(-fuse(x))) + minimum(fuse(c), 0.5f);
+    std::memcpy(b[3], tiles.data, sizeof(tiles.data));
+    std::memcpy(b[4], fused.data, sizeof(fused.data));
+}
+REG("fused_f32", fused_vs_tiles<float>(b)) REG("fused_bf16", fused_vs_tiles<bf16>(b))
+
 // ---- iota / slice: "iota_<dtype>_<dim>" (5 x 7), "slice_<r0>_<c0>_<r>x<c>" of a 9 x 11 f32 tile
 REG("iota_f32_0", const auto t = (iota<float, 5, 7, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
 REG("iota_f32_1", const auto t = (iota<float, 5, 7, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
@@ -404,6 +418,18 @@ void view2d(const ts_arg *args) {
 }
 extern "C" void k_view2d_f32(const ts_arg *args) { view2d<float>(args); }
 extern "C" void k_view2d_bf16(const ts_arg *args) { view2d<bf16>(args); }
+// view2d storing a fused expression (computed straight into y) instead of a tile.
+template <class T>
+void view2d_fused(const ts_arg *args) {
+    TensorView<T> x(args[0]), y(args[1]);
+    const float scale = scalar_arg<float>(args[2]);
+    const int64_t i0 = scalar_arg<int64_t>(args[3]), i1 = scalar_arg<int64_t>(args[4]);
+    const int64_t j0 = scalar_arg<int64_t>(args[5]), j1 = scalar_arg<int64_t>(args[6]);
+    Tile<T, 8, 16> t = load<8, 16>(x, {i0, i1});
+    store(y, {j0, j1}, fuse(t) * scale);
+}
+extern "C" void k_view2d_fused_f32(const ts_arg *args) { view2d_fused<float>(args); }
+extern "C" void k_view2d_fused_bf16(const ts_arg *args) { view2d_fused<bf16>(args); }
 
 // x (3-D), y (3-D): y[b, i:i+4, j:j+8] = x[a, k:k+4, l:l+8] + 1; offsets as 6 int64 scalars.
 extern "C" void k_view3d(const ts_arg *args) {
@@ -1575,6 +1601,21 @@ def test_reductions(built, dt, shape):
         assert bool(((results[op].double() - want).abs() <= tol).all()), op
 
 
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_fused_expression_is_bit_identical_to_its_tile_ops(built, dt):
+    """A fused tree (broadcast operands, scalars, unary math, maximum/minimum) rounds every op as
+    the tile ops do: the same bits, and torch's values for the exact ops."""
+    dtype = DTYPES[dt]
+    g = torch.Generator().manual_seed(21)
+    x, r, c = (torch.randn(s, generator=g).to(dtype) for s in [(6, 40), (6, 1), (1, 40)])
+    tiles, fused = torch.empty(6, 40, dtype=dtype), torch.empty(6, 40, dtype=dtype)
+    call(built, f"fused_{dt}", x, r, c, tiles, fused, n=0)
+    assert torch.equal(tiles.view(torch.int16 if dt == "bf16" else torch.int32),
+                       fused.view(torch.int16 if dt == "bf16" else torch.int32))  # fmt: skip
+    want = torch.exp(x - r) * c + torch.maximum(x, r) / 3.0 - torch.sqrt(torch.abs(-x)) + torch.clamp(c, max=0.5)
+    torch.testing.assert_close(fused, want, rtol=1e-5 if dt == "f32" else 2e-2, atol=1e-5 if dt == "f32" else 2e-2)
+
+
 def test_reductions_propagate_nan(built):
     x = torch.randn(16, 100)
     x[3, 77] = math.nan
@@ -1952,8 +1993,9 @@ def run_kernel(built: Built, name: str, *args, lib: ctypes.CDLL | None = None) -
     fn(arr)
 
 
+@pytest.mark.parametrize("fused", ["", "fused_"])
 @pytest.mark.parametrize("dt", ["f32", "bf16"])
-def test_strided_views_2d(built, dt):
+def test_strided_views_2d(built, dt, fused):
     dtype = DTYPES[dt]
     big = torch.randn(60, 70).to(dtype)
     dst = torch.zeros(50, 80, dtype=dtype)
@@ -1964,7 +2006,7 @@ def test_strided_views_2d(built, dt):
     ]
     for x, y, (i0, i1), (j0, j1) in cases:
         before = dst.clone()
-        run_kernel(built, f"k_view2d_{dt}", x, y, 0.5, i0, i1, j0, j1)
+        run_kernel(built, f"k_view2d_{fused}{dt}", x, y, 0.5, i0, i1, j0, j1)
         want_box = (x[i0 : i0 + 8, i1 : i1 + 16].float() * 0.5).to(dtype)
         assert torch.equal(y[j0 : j0 + 8, j1 : j1 + 16], want_box)
         before_view = before.as_strided(y.shape, y.stride(), y.storage_offset())
