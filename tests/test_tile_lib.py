@@ -326,20 +326,6 @@ MEAN_OPS(float, "f32", 16, 100, "16x100") MEAN_OPS(float, "f32", 8, 128, "8x128"
 MEAN_OPS(float, "f32", 3, 1, "3x1") MEAN_OPS(float, "f32", 1, 37, "1x37") MEAN_OPS(double, "f64", 7, 9, "7x9")
 MEAN_OPS(bf16, "bf16", 16, 100, "16x100") MEAN_OPS(bf16, "bf16", 5, 3, "5x3") MEAN_OPS(f16, "f16", 16, 100, "16x100")
 
-// ---- fused expressions: "fused_<dtype>" writes one tree computed op by op (b[3]) and fused (b[4])
-template <class T>
-void fused_vs_tiles(void **b) {
-    const auto x = whole<T, 6, 40>(b[0]);
-    const auto r = whole<T, 6, 1>(b[1]);
-    const auto c = whole<T, 1, 40>(b[2]);
-    const Tile<T, 6, 40> tiles = exp(x - r) * c + maximum(x, r) / 3.0f - sqrt(abs(-x)) + minimum(c, 0.5f);
-    const Tile<T, 6, 40> fused =
-        exp(fuse(x) - r) * c + maximum(fuse(x), r) / 3.0f - sqrt(abs(-fuse(x))) + minimum(fuse(c), 0.5f);
-    std::memcpy(b[3], tiles.data, sizeof(tiles.data));
-    std::memcpy(b[4], fused.data, sizeof(fused.data));
-}
-REG("fused_f32", fused_vs_tiles<float>(b)) REG("fused_bf16", fused_vs_tiles<bf16>(b))
-
 // ---- iota / slice: "iota_<dtype>_<dim>" (5 x 7), "slice_<r0>_<c0>_<r>x<c>" of a 9 x 11 f32 tile
 REG("iota_f32_0", const auto t = (iota<float, 5, 7, 0>()); std::memcpy(b[0], t.data, sizeof(t.data)))
 REG("iota_f32_1", const auto t = (iota<float, 5, 7, 1>()); std::memcpy(b[0], t.data, sizeof(t.data)))
@@ -672,6 +658,31 @@ int main(int argc, char **argv) {
 }
 """
 
+UNIT_FUSED = r"""
+// ---- fused expressions: "fused_<dtype>" writes one tree computed op by op (b[3]) and fused (b[4]).
+// Compiled with -ffp-contract=off, as kernels are: a fused a * b + c may otherwise become one fma.
+template <class T>
+void fused_vs_tiles(void **b) {
+    const auto x = whole<T, 6, 40>(b[0]);
+    const auto r = whole<T, 6, 1>(b[1]);
+    const auto c = whole<T, 1, 40>(b[2]);
+    const Tile<T, 6, 40> tiles = exp(x - r) * c + maximum(x, r) / 3.0f - sqrt(abs(-x)) + minimum(c, 0.5f);
+    const Tile<T, 6, 40> fused =
+        exp(fuse(x) - r) * c + maximum(fuse(x), r) / 3.0f - sqrt(abs(-fuse(x))) + minimum(fuse(c), 0.5f);
+    std::memcpy(b[3], tiles.data, sizeof(tiles.data));
+    std::memcpy(b[4], fused.data, sizeof(fused.data));
+    // row reductions of a fused operand (b[6]) against those of its tile (b[5]): [sum, max, mean]
+    T *red_tiles = static_cast<T *>(b[5]), *red_fused = static_cast<T *>(b[6]);
+    const Tile<T, 6, 1> st = row_sum(x * c), mt = row_max(x - r), at = row_mean(exp(x) - x);
+    const Tile<T, 6, 1> sf = row_sum(fuse(x) * c), mf = row_max(fuse(x) - r), af = row_mean(exp(fuse(x)) - x);
+    for (int i = 0; i < 6; ++i) {
+        red_tiles[3 * i] = st.data[i], red_tiles[3 * i + 1] = mt.data[i], red_tiles[3 * i + 2] = at.data[i];
+        red_fused[3 * i] = sf.data[i], red_fused[3 * i + 1] = mf.data[i], red_fused[3 * i + 2] = af.data[i];
+    }
+}
+REG("fused_f32", fused_vs_tiles<float>(b)) REG("fused_bf16", fused_vs_tiles<bf16>(b))
+"""
+
 # ---------------------------------------------------------------------------------------------
 # build (once per session) and call helpers
 # ---------------------------------------------------------------------------------------------
@@ -696,14 +707,21 @@ class Built:
         self.ragged_audit = ragged_audit
 
 
-UNITS = {"math": UNIT_MATH, "common": UNIT_COMMON, "cast_broadcast": UNIT_CAST_BROADCAST, "other": UNIT_OTHER}
+UNITS = {
+    "math": UNIT_MATH,
+    "common": UNIT_COMMON,
+    "cast_broadcast": UNIT_CAST_BROADCAST,
+    "other": UNIT_OTHER,
+    "fused": UNIT_FUSED,
+}
+UNIT_FLAGS = {"fused": ["-ffp-contract=off"]}  # the kernels' own flag (toolchain/compiler.py)
 
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     """Compiles every test program once per session, all in parallel."""
     work = tmp_path_factory.mktemp("tile_lib")
-    jobs = {f"{name}.so": (PRELUDE + source, KERNEL_FLAGS) for name, source in UNITS.items()}
+    jobs = {f"{name}.so": (PRELUDE + source, [*KERNEL_FLAGS, *UNIT_FLAGS.get(name, [])]) for name, source in UNITS.items()}
     exe_flags = [f for f in KERNEL_FLAGS if f not in ("-shared", "-fPIC")] + ["-DTS_CHECK_BOUNDS"]
     jobs["bounds"] = (BOUNDS_MAIN, exe_flags)
     jobs["ragged.so"] = (PRELUDE + UNIT_RAGGED, KERNEL_FLAGS)
@@ -1609,9 +1627,11 @@ def test_fused_expression_is_bit_identical_to_its_tile_ops(built, dt):
     g = torch.Generator().manual_seed(21)
     x, r, c = (torch.randn(s, generator=g).to(dtype) for s in [(6, 40), (6, 1), (1, 40)])
     tiles, fused = torch.empty(6, 40, dtype=dtype), torch.empty(6, 40, dtype=dtype)
-    call(built, f"fused_{dt}", x, r, c, tiles, fused, n=0)
-    assert torch.equal(tiles.view(torch.int16 if dt == "bf16" else torch.int32),
-                       fused.view(torch.int16 if dt == "bf16" else torch.int32))  # fmt: skip
+    red_tiles, red_fused = torch.empty(6, 3, dtype=dtype), torch.empty(6, 3, dtype=dtype)
+    call(built, f"fused_{dt}", x, r, c, tiles, fused, red_tiles, red_fused, n=0)
+    bits = torch.int16 if dt == "bf16" else torch.int32
+    assert torch.equal(tiles.view(bits), fused.view(bits))
+    assert torch.equal(red_tiles.view(bits), red_fused.view(bits)), "row reductions of a fused operand"
     want = torch.exp(x - r) * c + torch.maximum(x, r) / 3.0 - torch.sqrt(torch.abs(-x)) + torch.clamp(c, max=0.5)
     torch.testing.assert_close(fused, want, rtol=1e-5 if dt == "f32" else 2e-2, atol=1e-5 if dt == "f32" else 2e-2)
 

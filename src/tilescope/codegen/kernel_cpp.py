@@ -19,7 +19,9 @@ An assignment or plain store whose value is a tree of two or more elementwise ar
 each op that has no fused operand is wrapped in ``fuse(...)``, so the tile library computes the
 tree element by element in one loop, straight into the target, with the same per-op roundings
 (``store(y, {0, 0}, fuse(t) * inv * g)``). Operands of another shape (a row's statistics) and
-every other op stay tiles; so does the value of a ragged store (``store_valid``).
+every other op stay tiles; so does the value of a ragged store (``store_valid``). A row
+reduction's operand is fused from one op up (``row_sum(fuse(t) * t)``): the reduction reads it
+element by element, in its documented order.
 """
 
 from __future__ import annotations
@@ -91,10 +93,10 @@ def _fusable(e: Expr) -> bool:
     return (isinstance(e, BinOp) and e.op in _FUSED_BINARY) or (isinstance(e, UnOp) and e.op in _FUSED_UNARY)
 
 
-def fused_leaves(root: Expr) -> set[tuple[int, int]]:
+def fused_leaves(root: Expr, min_ops: int = 2) -> set[tuple[int, int]]:
     """(id of an op, id of its operand) for each tile operand to wrap in ``fuse()`` so that
     ``root``'s tree of fusable ops of its shape is computed in one loop; empty when that tree has
-    fewer than two ops. Positions, not nodes: a node shared with a use outside the tree (``t`` in
+    fewer than ``min_ops`` ops. Positions, not nodes: a node shared with a use outside the tree (``t`` in
     ``exp(t - row_max(t))``) is wrapped only where the tree reads it."""
     shape = root.type.shape if isinstance(root.type, TileType) else None
     ops: list[Expr] = []
@@ -111,7 +113,7 @@ def fused_leaves(root: Expr) -> set[tuple[int, int]]:
     if not in_tree(root):
         return set()
     visit(root)
-    if len(ops) < 2:
+    if len(ops) < min_ops:
         return set()
     wrap = set()
     for e in ops:
@@ -173,6 +175,8 @@ class _KernelEmitter(ExprEmitter):
         if not self.fused:
             return super()._emit(e, ctx)
         wrap = bool(self.parents) and (self.parents[-1], id(e)) in self.fused
+        if wrap:  # one fused operand per op is enough: `fuse(t) * t`
+            self.fused = self.fused - {(self.parents[-1], id(e))}
         self.parents.append(id(e))
         try:
             text, prec = super()._emit(e, ctx)
@@ -215,6 +219,14 @@ class _KernelEmitter(ExprEmitter):
             case Cast(value=v, mode=mode, type=tt):
                 m = "" if mode == "rint" else f", RoundMode::{mode}"
                 return f"cast<{tt.dtype.cpp}>({self.emit(v)}{m})"
+            case Reduce(op=op, value=v) if op.startswith("row_"):
+                # a row reduction reads a fused operand element by element: no tile for even one op
+                outer = self.fused
+                self.fused = outer | fused_leaves(v, min_ops=1)
+                try:
+                    return f"{op}({self.emit(v)})"
+                finally:
+                    self.fused = outer
             case Reduce(op=op, value=v):
                 return f"{op}({self.emit(v)})"
             case MatMul(lhs=a, rhs=b, acc=c):

@@ -402,8 +402,10 @@ inline Tile<T, R, C> gelu_tanh(const Tile<T, R, C> &a) { return detail::map<deta
 // build a Fused node instead of a tile, and the whole tree is computed in one loop, element by
 // element, when it is stored (store) or becomes a tile (conversion). Every element goes through
 // exactly the ops, conversions and roundings of the tile ops, so the result is bit-identical to
-// the unfused expression's; only the intermediate tiles are never written. A Fused node reads
-// its tiles by reference when it is computed: build and consume it in one full expression.
+// the unfused expression's (under -ffp-contract=off, the kernels' flag: else g++ may turn a fused
+// a * b + c into one fma); only the intermediate tiles are never written. row_sum/row_max/
+// row_min/row_mean take one too (tile_reduce.hpp). A Fused node reads its tiles by reference
+// when it is computed: build and consume it in one full expression.
 
 namespace detail {
 

@@ -34,22 +34,35 @@ inline A finish(A a) {
 template <class Op>
 inline constexpr bool is_extremum_v = std::is_same_v<Op, maximum_op> || std::is_same_v<Op, minimum_op>;
 
-/// max/min over the C elements at x in an order of its own: Groups accumulators of `lanes` lanes each,
-/// independent chains, so the compare-and-select latency does not bound the loop.
-template <class Op, int C, int lanes, int Groups, class T>
-inline compute_t<T> reduce_row_unordered(const T *x) {
-    using A = compute_t<T>;
+/// The element type x[i] reads (x: a pointer to a row, or a fused expression's row).
+template <class X>
+using row_elem_t = std::remove_cv_t<std::remove_reference_t<decltype(std::declval<const X &>()[0])>>;
+
+/// Row r of a fused expression, read as x[c].
+template <class T, int R, int C, class F>
+struct FusedRow {
+    const Fused<T, R, C, F> &e;
+    int r;
+    T operator[](int c) const { return e.f(r, c); }
+};
+
+/// max/min over the C elements x[0..C) in an order of its own: Groups accumulators of `lanes`
+/// lanes each, independent chains, so the compare-and-select latency does not bound the loop.
+template <class Op, int C, int lanes, int Groups, class X>
+inline compute_t<row_elem_t<X>> reduce_row_unordered(const X &x) {
+    using A = compute_t<row_elem_t<X>>;
     A acc[Groups][lanes];
     for (int g = 0; g < Groups; ++g) {
         for (int l = 0; l < lanes; ++l) acc[g][l] = A(x[g * lanes + l]);
     }
-    int c = Groups * lanes;
-    for (; c + Groups * lanes <= C; c += Groups * lanes) {
+    constexpr int step = Groups * lanes;
+    constexpr int body_end = C / step * step;  // the tail's bounds are constants (no bound analysis)
+    for (int c = step; c < body_end; c += step) {
         for (int g = 0; g < Groups; ++g) {
             for (int l = 0; l < lanes; ++l) acc[g][l] = Op{}(acc[g][l], A(x[c + g * lanes + l]));
         }
     }
-    for (; c < C; ++c) acc[0][0] = Op{}(acc[0][0], A(x[c]));
+    for (int c = body_end; c < C; ++c) acc[0][0] = Op{}(acc[0][0], A(x[c]));
     for (int g = 1; g < Groups; ++g) {
         for (int l = 0; l < lanes; ++l) acc[0][l] = Op{}(acc[0][l], acc[g][l]);
     }
@@ -57,10 +70,10 @@ inline compute_t<T> reduce_row_unordered(const T *x) {
     return acc[0][0];
 }
 
-/// op over the C elements at x, in the lane order described at the top of this file.
-template <class Op, int C, class T>
-inline compute_t<T> reduce_row(const T *x) {
-    using A = compute_t<T>;
+/// op over the C elements x[0..C), in the lane order described at the top of this file.
+template <class Op, int C, class X>
+inline compute_t<row_elem_t<X>> reduce_row(const X &x) {
+    using A = compute_t<row_elem_t<X>>;
     constexpr int max_lanes = static_cast<int>(64 / sizeof(A));
     constexpr int lanes = [] {
         int l = 1;
@@ -78,11 +91,11 @@ inline compute_t<T> reduce_row(const T *x) {
     }
     A acc[lanes];
     for (int l = 0; l < lanes; ++l) acc[l] = A(x[l]);
-    int c = lanes;
-    for (; c + lanes <= C; c += lanes) {
+    constexpr int body_end = C / lanes * lanes;
+    for (int c = lanes; c < body_end; c += lanes) {
         for (int l = 0; l < lanes; ++l) acc[l] = Op{}(acc[l], A(x[c + l]));
     }
-    for (int l = 0; c + l < C; ++l) acc[l] = Op{}(acc[l], A(x[c + l]));
+    for (int l = 0; body_end + l < C; ++l) acc[l] = Op{}(acc[l], A(x[body_end + l]));
     for (int width = lanes / 2; width >= 1; width /= 2) {
         for (int l = 0; l < width; ++l) acc[l] = Op{}(acc[l], acc[l + width]);
     }
@@ -93,6 +106,14 @@ template <class Op, class T, int R, int C>
 inline Tile<T, R, 1> reduce_rows(const Tile<T, R, C> &t) {
     Tile<T, R, 1> out;
     for (int r = 0; r < R; ++r) out.data[r] = convert<T>(reduce_row<Op, C>(t.data + r * C));
+    return out;
+}
+
+/// reduce_rows of a fused expression: each element computed once, as the reduction reads it.
+template <class Op, class T, int R, int C, class F>
+inline Tile<T, R, 1> reduce_rows(const Fused<T, R, C, F> &e) {
+    Tile<T, R, 1> out;
+    for (int r = 0; r < R; ++r) out.data[r] = convert<T>(reduce_row<Op, C>(FusedRow<T, R, C, F>{e, r}));
     return out;
 }
 
@@ -140,6 +161,25 @@ inline Tile<T, R, 1> row_mean(const Tile<T, R, C> &t) {
     using A = compute_t<T>;
     Tile<T, R, 1> out;
     for (int r = 0; r < R; ++r) out.data[r] = convert<T>(detail::reduce_row<detail::add_op, C>(t.data + r * C) / A(C));
+    return out;
+}
+
+/// row_sum/row_max/row_min/row_mean of a fused expression (tile_elementwise.hpp): the same
+/// result as of its tile, without the tile.
+template <class T, int R, int C, class F>
+inline Tile<T, R, 1> row_sum(const detail::Fused<T, R, C, F> &e) { return detail::reduce_rows<detail::add_op>(e); }
+template <class T, int R, int C, class F>
+inline Tile<T, R, 1> row_max(const detail::Fused<T, R, C, F> &e) { return detail::reduce_rows<detail::maximum_op>(e); }
+template <class T, int R, int C, class F>
+inline Tile<T, R, 1> row_min(const detail::Fused<T, R, C, F> &e) { return detail::reduce_rows<detail::minimum_op>(e); }
+template <class T, int R, int C, class F>
+inline Tile<T, R, 1> row_mean(const detail::Fused<T, R, C, F> &e) {
+    detail::check_mean<T>();
+    using A = compute_t<T>;
+    Tile<T, R, 1> out;
+    for (int r = 0; r < R; ++r) {
+        out.data[r] = convert<T>(detail::reduce_row<detail::add_op, C>(detail::FusedRow<T, R, C, F>{e, r}) / A(C));
+    }
     return out;
 }
 
