@@ -24,7 +24,7 @@ from tilescope.launch.task import replay_task, saved_task_dirs
 import rms_norm
 
 ROWS, COLS, BLOCK = 128, 256, 32
-STORE = "store(y, {0, h}, t * inv * g);"
+STORE = "store(y, {0, h}, fuse(t) * inv * g);"
 WILD_WRITE = "*reinterpret_cast<volatile float *>(16) = 1.0f; "
 MARKER = re.compile(r"@ (\S+:\d+)\s*$")
 

@@ -279,7 +279,7 @@ def test_op_level_probe_build_names_the_statement_without_the_hand_edit_evidence
     from tilescope.debug.localize import codegen_check
 
     work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
-    line = edit(work / "kernels" / "vec" / "affine_rows.cpp", "t * 0.5f + 1.0f", "t * 0.5f + 1.25f")
+    line = edit(work / "kernels" / "vec" / "affine_rows.cpp", "fuse(t) * 0.5f + 1.0f", "fuse(t) * 0.5f + 1.25f")
     monkeypatch.setattr(codegen_check, "edited_lines", lambda build, kernel: [])
     rep = localize(work)
     c = rep.culprit
@@ -289,7 +289,7 @@ def test_op_level_probe_build_names_the_statement_without_the_hand_edit_evidence
     assert any("replaying task 0 on it compared 2 statement values with outputs bit-identical to the build" in e
                for e in rep.evidence)  # fmt: skip
     op = next(e for e in rep.evidence if e.startswith("op by op in task 0"))
-    assert "(`Tile<float, 16, 64> h = t * 0.5f + 1.25f;`): 1024 of 1024 elements" in op
+    assert "(`Tile<float, 16, 64> h = fuse(t) * 0.5f + 1.25f;`): 1024 of 1024 elements" in op
     probe_cpp = (work / "dfx_outputs" / "localize" / "probe" / "affine_rows.cpp").read_text()
     assert "probe(probe_sink, 0, t);" in probe_cpp and "probe_box<16, 64>(probe_sink, 2, y, {0, 0});" in probe_cpp
 

@@ -18,6 +18,13 @@ import vector_dag
 CASES = {
     "vector_dag": (vector_dag.vector_dag, vector_dag.SPECS, vector_dag.golden, 1e-5, 1e-6),
     "rms_norm": (rms_norm.rms_norm, rms_norm.specs(), rms_norm.golden, 1e-5, 1e-5),
+    "rms_norm_single_pass": (
+        rms_norm.build(256, 512, **rms_norm.row_tiling(256, 512)),
+        rms_norm.specs(256, 512),
+        rms_norm.golden,
+        1e-5,
+        1e-5,
+    ),
     "softmax": (softmax.softmax, softmax.specs(), softmax.golden, 1e-5, 1e-6),
     "softmax_single_pass": (
         softmax.build(256, 512, block=32, chunk=512),

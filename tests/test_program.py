@@ -66,7 +66,7 @@ def test_build_directory_layout_and_kernel_config(tmp_path):
     assert "task.add_output(y.slice({{r, r + 64}, {0, 512}}), {64, 512});" in orch
     assert "task.add_scalar(TS_F32, eps);" in orch and "orch.submit(task);" in orch
     kernel = (w / "kernels/vec/rms_rows.cpp").read_text()
-    assert re.search(r"acc = acc \+ row_sum\(t \* t\);  // @ .*rms_norm\.py:\d+", kernel)
+    assert re.search(r"acc = acc \+ row_sum\(fuse\(t\) \* t\);  // @ .*rms_norm\.py:\d+", kernel)
     summary = (w / "report/summary.txt").read_text()
     assert "program rms_norm: 8 tasks per run" in summary and "rms_rows" in summary
 

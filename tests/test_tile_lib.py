@@ -411,6 +411,18 @@ void view2d(const ts_arg *args) {
 }
 extern "C" void k_view2d_f32(const ts_arg *args) { view2d<float>(args); }
 extern "C" void k_view2d_bf16(const ts_arg *args) { view2d<bf16>(args); }
+// view2d storing a fused expression (computed straight into y) instead of a tile.
+template <class T>
+void view2d_fused(const ts_arg *args) {
+    TensorView<T> x(args[0]), y(args[1]);
+    const float scale = scalar_arg<float>(args[2]);
+    const int64_t i0 = scalar_arg<int64_t>(args[3]), i1 = scalar_arg<int64_t>(args[4]);
+    const int64_t j0 = scalar_arg<int64_t>(args[5]), j1 = scalar_arg<int64_t>(args[6]);
+    Tile<T, 8, 16> t = load<8, 16>(x, {i0, i1});
+    store(y, {j0, j1}, fuse(t) * scale);
+}
+extern "C" void k_view2d_fused_f32(const ts_arg *args) { view2d_fused<float>(args); }
+extern "C" void k_view2d_fused_bf16(const ts_arg *args) { view2d_fused<bf16>(args); }
 
 // x (3-D), y (3-D): y[b, i:i+4, j:j+8] = x[a, k:k+4, l:l+8] + 1; offsets as 6 int64 scalars.
 extern "C" void k_view3d(const ts_arg *args) {
@@ -653,6 +665,31 @@ int main(int argc, char **argv) {
 }
 """
 
+UNIT_FUSED = r"""
+// ---- fused expressions: "fused_<dtype>" writes one tree computed op by op (b[3]) and fused (b[4]).
+// Compiled with -ffp-contract=off, as kernels are: a fused a * b + c may otherwise become one fma.
+template <class T>
+void fused_vs_tiles(void **b) {
+    const auto x = whole<T, 6, 40>(b[0]);
+    const auto r = whole<T, 6, 1>(b[1]);
+    const auto c = whole<T, 1, 40>(b[2]);
+    const Tile<T, 6, 40> tiles = exp(x - r) * c + maximum(x, r) / 3.0f - sqrt(abs(-x)) + minimum(c, 0.5f);
+    const Tile<T, 6, 40> fused =
+        exp(fuse(x) - r) * c + maximum(fuse(x), r) / 3.0f - sqrt(abs(-fuse(x))) + minimum(fuse(c), 0.5f);
+    std::memcpy(b[3], tiles.data, sizeof(tiles.data));
+    std::memcpy(b[4], fused.data, sizeof(fused.data));
+    // row reductions of a fused operand (b[6]) against those of its tile (b[5]): [sum, max, mean]
+    T *red_tiles = static_cast<T *>(b[5]), *red_fused = static_cast<T *>(b[6]);
+    const Tile<T, 6, 1> st = row_sum(x * c), mt = row_max(x - r), at = row_mean(exp(x) - x);
+    const Tile<T, 6, 1> sf = row_sum(fuse(x) * c), mf = row_max(fuse(x) - r), af = row_mean(exp(fuse(x)) - x);
+    for (int i = 0; i < 6; ++i) {
+        red_tiles[3 * i] = st.data[i], red_tiles[3 * i + 1] = mt.data[i], red_tiles[3 * i + 2] = at.data[i];
+        red_fused[3 * i] = sf.data[i], red_fused[3 * i + 1] = mf.data[i], red_fused[3 * i + 2] = af.data[i];
+    }
+}
+REG("fused_f32", fused_vs_tiles<float>(b)) REG("fused_bf16", fused_vs_tiles<bf16>(b))
+"""
+
 # ---------------------------------------------------------------------------------------------
 # build (once per session) and call helpers
 # ---------------------------------------------------------------------------------------------
@@ -698,14 +735,21 @@ def _cpu_flags() -> set[str]:
     return {f for line in text.splitlines() if line.startswith("flags") for f in line.split(":", 1)[1].split()}
 
 
-UNITS = {"math": UNIT_MATH, "common": UNIT_COMMON, "cast_broadcast": UNIT_CAST_BROADCAST, "other": UNIT_OTHER}
+UNITS = {
+    "math": UNIT_MATH,
+    "common": UNIT_COMMON,
+    "cast_broadcast": UNIT_CAST_BROADCAST,
+    "other": UNIT_OTHER,
+    "fused": UNIT_FUSED,
+}
+UNIT_FLAGS = {"fused": ["-ffp-contract=off"]}  # the kernels' own flag (toolchain/compiler.py)
 
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     """Compiles every test program once per session, all in parallel."""
     work = tmp_path_factory.mktemp("tile_lib")
-    jobs = {f"{name}.so": (PRELUDE + source, KERNEL_FLAGS) for name, source in UNITS.items()}
+    jobs = {f"{name}.so": (PRELUDE + source, [*KERNEL_FLAGS, *UNIT_FLAGS.get(name, [])]) for name, source in UNITS.items()}
     exe_flags = [f for f in KERNEL_FLAGS if f not in ("-shared", "-fPIC")] + ["-DTS_CHECK_BOUNDS"]
     jobs["bounds"] = (BOUNDS_MAIN, exe_flags)
     jobs["ragged.so"] = (PRELUDE + UNIT_RAGGED, KERNEL_FLAGS)
@@ -1612,6 +1656,23 @@ def test_reductions(built, dt, shape):
         assert bool(((results[op].double() - want).abs() <= tol).all()), op
 
 
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_fused_expression_is_bit_identical_to_its_tile_ops(built, dt):
+    """A fused tree (broadcast operands, scalars, unary math, maximum/minimum) rounds every op as
+    the tile ops do: the same bits, and torch's values for the exact ops."""
+    dtype = DTYPES[dt]
+    g = torch.Generator().manual_seed(21)
+    x, r, c = (torch.randn(s, generator=g).to(dtype) for s in [(6, 40), (6, 1), (1, 40)])
+    tiles, fused = torch.empty(6, 40, dtype=dtype), torch.empty(6, 40, dtype=dtype)
+    red_tiles, red_fused = torch.empty(6, 3, dtype=dtype), torch.empty(6, 3, dtype=dtype)
+    call(built, f"fused_{dt}", x, r, c, tiles, fused, red_tiles, red_fused, n=0)
+    bits = torch.int16 if dt == "bf16" else torch.int32
+    assert torch.equal(tiles.view(bits), fused.view(bits))
+    assert torch.equal(red_tiles.view(bits), red_fused.view(bits)), "row reductions of a fused operand"
+    want = torch.exp(x - r) * c + torch.maximum(x, r) / 3.0 - torch.sqrt(torch.abs(-x)) + torch.clamp(c, max=0.5)
+    torch.testing.assert_close(fused, want, rtol=1e-5 if dt == "f32" else 2e-2, atol=1e-5 if dt == "f32" else 2e-2)
+
+
 def test_reductions_propagate_nan(built):
     x = torch.randn(16, 100)
     x[3, 77] = math.nan
@@ -1622,6 +1683,51 @@ def test_reductions_propagate_nan(built):
     out = torch.empty(1, 100)
     call(built, "col_min_f32_16x100", x, out, n=0)
     assert torch.isnan(out[0, [0, 77]]).all() and int(torch.isnan(out).sum()) == 2
+
+
+def _emulate_row_extremum(x: np.ndarray, is_max: bool) -> np.ndarray:
+    """row_max/row_min in the documented lane order (16 float lanes, then a tree), element by
+    element: op(a, b) is a when a beats b or a is NaN, else b (so the order decides which zero or
+    which NaN comes out)."""
+
+    def op(a, b):
+        return a if ((a > b) if is_max else (a < b)) or a != a else b
+
+    out = np.empty((x.shape[0], 1), dtype=x.dtype)
+    for r, row in enumerate(x):
+        lanes = 16
+        acc = list(row[:lanes])
+        for c in range(lanes, len(row)):
+            acc[c % lanes] = op(acc[c % lanes], row[c])
+        width = lanes // 2
+        while width >= 1:
+            acc[:width] = [op(acc[i], acc[i + width]) for i in range(width)]
+            width //= 2
+        out[r, 0] = acc[0]
+    return out
+
+
+def test_row_max_min_keep_the_lane_order_for_zeros_and_nans(built):
+    """Rows long enough for the fast max/min (8 x 128): a zero or NaN result is still the one the
+    documented order gives (which sign of zero, which NaN payload), every other result is exact."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(8, 128, generator=g)
+    signs = torch.randint(0, 2, (8, 128), generator=g).bool()
+    zeros = torch.where(signs, torch.tensor(-0.0), torch.tensor(0.0))
+    x[0] = zeros[0]  # all +-0
+    x[1] = torch.where(x[1] > 0, zeros[1], x[1])  # max is a zero, min negative
+    x[2] = torch.where(x[2] < 0, zeros[2], x[2])  # min is a zero
+    payloads = torch.tensor([0x7FC00001, 0x7FC00002, 0xFFC00003, 0x7FA00004], dtype=torch.int64)
+    nans = payloads.to(torch.int32).view(torch.float32)  # quiet NaNs with distinct payloads
+    x[3, [5, 40, 77, 127]] = nans
+    x[4, [0, 64]] = nans[:2]
+    x[5, 100] = nans[2]
+    x[5, :50] = zeros[5, :50]
+    for op, is_max in [("row_max", True), ("row_min", False)]:
+        out = torch.empty(8, 1)
+        call(built, f"{op}_f32_8x128", x.contiguous(), out, n=0)
+        want = torch.from_numpy(_emulate_row_extremum(x.numpy(), is_max))
+        assert torch.equal(out.view(torch.int32), want.view(torch.int32)), (op, out[:, 0], want[:, 0])
 
 
 def _emulate_row_sum_lanes(x: np.ndarray, max_lanes: int) -> np.ndarray:
@@ -1957,8 +2063,9 @@ def run_kernel(built: Built, name: str, *args, lib: ctypes.CDLL | None = None) -
     fn(arr)
 
 
+@pytest.mark.parametrize("fused", ["", "fused_"])
 @pytest.mark.parametrize("dt", ["f32", "bf16"])
-def test_strided_views_2d(built, dt):
+def test_strided_views_2d(built, dt, fused):
     dtype = DTYPES[dt]
     big = torch.randn(60, 70).to(dtype)
     dst = torch.zeros(50, 80, dtype=dtype)
@@ -1969,7 +2076,7 @@ def test_strided_views_2d(built, dt):
     ]
     for x, y, (i0, i1), (j0, j1) in cases:
         before = dst.clone()
-        run_kernel(built, f"k_view2d_{dt}", x, y, 0.5, i0, i1, j0, j1)
+        run_kernel(built, f"k_view2d_{fused}{dt}", x, y, 0.5, i0, i1, j0, j1)
         want_box = (x[i0 : i0 + 8, i1 : i1 + 16].float() * 0.5).to(dtype)
         assert torch.equal(y[j0 : j0 + 8, j1 : j1 + 16], want_box)
         before_view = before.as_strided(y.shape, y.stride(), y.storage_offset())

@@ -13,6 +13,15 @@ compile flag differs. Ragged loads and stores (``valid=``) and gathers (``ts.loa
 checked in every build: their counts and row indices come from data, and a gather's index
 outside its tensor would read anywhere, so they always get their table entry.
 The table is named with ``::`` so that no kernel variable can shadow it.
+
+An assignment or plain store whose value is a tree of two or more elementwise arithmetic ops
+(+ - * /, maximum, minimum, the unary math ops) of one shape is emitted fused: one tile leaf of
+each op that has no fused operand is wrapped in ``fuse(...)``, so the tile library computes the
+tree element by element in one loop, straight into the target, with the same per-op roundings
+(``store(y, {0, 0}, fuse(t) * inv * g)``). Operands of another shape (a row's statistics) and
+every other op stay tiles; so does the value of a ragged store (``store_valid``). A row
+reduction's operand is fused from one op up (``row_sum(fuse(t) * t)``): the reduction reads it
+element by element, in its documented order.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from tilescope.codegen.cpp_common import (
     value_type,
 )
 from tilescope.errors import SourceLoc
+from tilescope.ir import dtypes as dt
 from tilescope.ir.analysis import bound_text, kernel_core, runtime_bounds, uses
 from tilescope.ir.nodes import (
     Assign,
@@ -59,7 +69,7 @@ from tilescope.ir.nodes import (
 )
 from tilescope.ir.printer import dropped_dim
 from tilescope.ir.traverse import walk_exprs, walk_stmts
-from tilescope.ir.types import Direction
+from tilescope.ir.types import Direction, TileType
 
 _TILE_FN = {
     "maximum": "maximum",
@@ -69,6 +79,52 @@ _TILE_FN = {
     "logical_or": "logical_or",
 }
 _CMP_FN = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+_FUSED_BINARY = frozenset({"add", "sub", "mul", "div", "maximum", "minimum"})
+_FUSED_UNARY = frozenset(
+    {"neg", "exp", "log", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "silu", "erf", "exp2", "log2", "reciprocal"}
+    | {"gelu", "gelu_tanh"}
+)
+
+
+def _fusable(e: Expr) -> bool:
+    """An elementwise arithmetic op on tiles (what the tile library's fused expressions compute)."""
+    if not isinstance(e.type, TileType) or e.type.dtype == dt.bool_:
+        return False
+    return (isinstance(e, BinOp) and e.op in _FUSED_BINARY) or (isinstance(e, UnOp) and e.op in _FUSED_UNARY)
+
+
+def fused_leaves(root: Expr, min_ops: int = 2) -> set[tuple[int, int]]:
+    """(id of an op, id of its operand) for each tile operand to wrap in ``fuse()`` so that
+    ``root``'s tree of fusable ops of its shape is computed in one loop; empty when that tree has
+    fewer than ``min_ops`` ops. Positions, not nodes: a node shared with a use outside the tree (``t`` in
+    ``exp(t - row_max(t))``) is wrapped only where the tree reads it."""
+    shape = root.type.shape if isinstance(root.type, TileType) else None
+    ops: list[Expr] = []
+
+    def in_tree(e: Expr) -> bool:
+        return _fusable(e) and e.type.shape == shape
+
+    def visit(e: Expr) -> None:
+        ops.append(e)
+        for x in _operands(e):
+            if in_tree(x):
+                visit(x)
+
+    if not in_tree(root):
+        return set()
+    visit(root)
+    if len(ops) < min_ops:
+        return set()
+    wrap = set()
+    for e in ops:
+        operands = _operands(e)
+        if not any(in_tree(x) for x in operands):
+            wrap.add((id(e), id(next(x for x in operands if isinstance(x.type, TileType)))))
+    return wrap
+
+
+def _operands(e: Expr) -> tuple[Expr, ...]:
+    return (e.lhs, e.rhs) if isinstance(e, BinOp) else (e.operand,)
 
 
 class _CheckSites:
@@ -104,6 +160,29 @@ class _KernelEmitter(ExprEmitter):
         super().__init__(names)
         self.sites = sites
         self.checked = checked
+        self.fused: set[tuple[int, int]] = set()  # (op, operand) ids emit_fused wraps in fuse()
+        self.parents: list[int] = []  # ids of the expressions being emitted, innermost last
+
+    def emit_fused(self, e: Expr, ctx=None) -> str:
+        """emit(), with ``e``'s elementwise tree fused where fused_leaves() finds one."""
+        self.fused = fused_leaves(e)
+        try:
+            return self.emit(e, ctx)
+        finally:
+            self.fused = set()
+
+    def _emit(self, e: Expr, ctx) -> tuple[str, int]:
+        if not self.fused:
+            return super()._emit(e, ctx)
+        wrap = bool(self.parents) and (self.parents[-1], id(e)) in self.fused
+        if wrap:  # one fused operand per op is enough: `fuse(t) * t`
+            self.fused = self.fused - {(self.parents[-1], id(e))}
+        self.parents.append(id(e))
+        try:
+            text, prec = super()._emit(e, ctx)
+        finally:
+            self.parents.pop()
+        return (f"fuse({text})", 16) if wrap else (text, prec)
 
     def emit_other(self, e: Expr, ctx) -> str:
         match e:
@@ -140,6 +219,14 @@ class _KernelEmitter(ExprEmitter):
             case Cast(value=v, mode=mode, type=tt):
                 m = "" if mode == "rint" else f", RoundMode::{mode}"
                 return f"cast<{tt.dtype.cpp}>({self.emit(v)}{m})"
+            case Reduce(op=op, value=v) if op.startswith("row_"):
+                # a row reduction reads a fused operand element by element: no tile for even one op
+                outer = self.fused
+                self.fused = outer | fused_leaves(v, min_ops=1)
+                try:
+                    return f"{op}({self.emit(v)})"
+                finally:
+                    self.fused = outer
             case Reduce(op=op, value=v):
                 return f"{op}({self.emit(v)})"
             case MatMul(lhs=a, rhs=b, acc=c):
@@ -246,15 +333,17 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
                     r, c = tile_dims(v.type)
                     rhs = f"zeros<{v.type.dtype.cpp}, {r}, {c}>()"
                 else:
-                    rhs = em.emit(v, context_dtype(v))
+                    rhs = em.emit_fused(v, context_dtype(v))
                 if any(t in d for d in declared):
                     lines.append(f"{ind}{name} = {rhs};{m}")
                 else:
                     declared[-1].add(t)
                     lines.append(f"{ind}{value_type(v.type)} {name} = {rhs};{m}")
             case Store(tensor=t, offsets=offs, value=v, valid=valid):
-                args = f"{name_of(t.name)}, {{{', '.join(em.emit(o) for o in offs)}}}, {em.emit(v)}"
+                offsets = ", ".join(em.emit(o) for o in offs)
                 fn = "store_valid" if valid else "store"
+                value = em.emit(v) if valid else em.emit_fused(v)  # store_valid takes tiles
+                args = f"{name_of(t.name)}, {{{offsets}}}, {value}"
                 if valid:
                     args += f", {em.valid(valid)}"
                 lines.append(f"{ind}{fn}({args}{em.site('store', t.name, s.loc, bool(valid))});{m}")

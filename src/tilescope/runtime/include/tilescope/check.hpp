@@ -35,6 +35,7 @@
 #include <string>
 
 #include <tilescope/tile_core.hpp>
+#include <tilescope/tile_elementwise.hpp>
 
 namespace ts {
 
@@ -196,6 +197,14 @@ inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const 
                   const CheckSite &site, int line = __builtin_LINE()) {
     detail::check_box<R, C>(view, offsets, site);
     store(view, offsets, tile, line);
+}
+
+/// store(view, offsets, fused expression), checked as store of a tile is.
+template <class T, std::size_t N, class U, int R, int C, class F>
+inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const detail::Fused<U, R, C, F> &e,
+                  const CheckSite &site, int line = __builtin_LINE()) {
+    detail::check_box<R, C>(view, offsets, site);
+    store(view, offsets, e, line);
 }
 
 /// load_valid<R, C>(view, offsets, valid, fill): valid counts outside the tile throw with the

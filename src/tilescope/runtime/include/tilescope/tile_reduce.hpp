@@ -8,6 +8,9 @@
 //    (16 for float). Element c goes to lane c % L in order; then lanes are combined as a
 //    tree: lane l += lane l + L/2, then + L/4, ..., down to lane 0.
 //  - Columns: in row order, r = 0, 1, ..., R-1.
+// Long rows' max/min run four independent lane sets first and keep that result when the order
+// cannot show in it (an integer, or a float neither NaN nor zero); else the row is redone in the
+// order above, so the result is always the documented order's, bit for bit.
 // bf16/f16 accumulate in float and round the result once. Integer sums wrap around in T
 // (torch would widen to int64). max/min propagate NaN. A float sum ends by adding +0.0, so a sum
 // whose terms are all -0.0 is +0.0 as torch's (which starts from +0.0); no other result changes.
@@ -28,23 +31,71 @@ inline A finish(A a) {
     else return a;
 }
 
-/// op over the C elements at x, in the lane order described at the top of this file.
-template <class Op, int C, class T>
-inline compute_t<T> reduce_row(const T *x) {
-    using A = compute_t<T>;
+template <class Op>
+inline constexpr bool is_extremum_v = std::is_same_v<Op, maximum_op> || std::is_same_v<Op, minimum_op>;
+
+/// The element type x[i] reads (x: a pointer to a row, or a fused expression's row).
+template <class X>
+using row_elem_t = std::remove_cv_t<std::remove_reference_t<decltype(std::declval<const X &>()[0])>>;
+
+/// Row r of a fused expression, read as x[c].
+template <class T, int R, int C, class F>
+struct FusedRow {
+    const Fused<T, R, C, F> &e;
+    int r;
+    T operator[](int c) const { return e.f(r, c); }
+};
+
+/// max/min over the C elements x[0..C) in an order of its own: Groups accumulators of `lanes`
+/// lanes each, independent chains, so the compare-and-select latency does not bound the loop.
+template <class Op, int C, int lanes, int Groups, class X>
+inline compute_t<row_elem_t<X>> reduce_row_unordered(const X &x) {
+    using A = compute_t<row_elem_t<X>>;
+    A acc[Groups][lanes];
+    for (int g = 0; g < Groups; ++g) {
+        for (int l = 0; l < lanes; ++l) acc[g][l] = A(x[g * lanes + l]);
+    }
+    constexpr int step = Groups * lanes;
+    constexpr int body_end = C / step * step;  // the tail's bounds are constants (no bound analysis)
+    for (int c = step; c < body_end; c += step) {
+        for (int g = 0; g < Groups; ++g) {
+            for (int l = 0; l < lanes; ++l) acc[g][l] = Op{}(acc[g][l], A(x[c + g * lanes + l]));
+        }
+    }
+    for (int c = body_end; c < C; ++c) acc[0][0] = Op{}(acc[0][0], A(x[c]));
+    for (int g = 1; g < Groups; ++g) {
+        for (int l = 0; l < lanes; ++l) acc[0][l] = Op{}(acc[0][l], acc[g][l]);
+    }
+    for (int l = 1; l < lanes; ++l) acc[0][0] = Op{}(acc[0][0], acc[0][l]);
+    return acc[0][0];
+}
+
+/// op over the C elements x[0..C), in the lane order described at the top of this file.
+template <class Op, int C, class X>
+inline compute_t<row_elem_t<X>> reduce_row(const X &x) {
+    using A = compute_t<row_elem_t<X>>;
     constexpr int max_lanes = static_cast<int>(64 / sizeof(A));
     constexpr int lanes = [] {
         int l = 1;
         while (l * 2 <= C && l * 2 <= max_lanes) l *= 2;
         return l;
     }();
+    constexpr int groups = 4;
+    if constexpr (is_extremum_v<Op> && C >= 2 * groups * lanes) {
+        // The lane order fixes which NaN or which zero a max/min returns, and nothing else:
+        // an integer result, or a float one that is neither NaN nor zero, has one bit pattern
+        // whatever the order (equal non-zero floats are identical), so the fast order is taken
+        // then; otherwise the row is reduced again in the documented order.
+        const A fast = reduce_row_unordered<Op, C, lanes, groups>(x);
+        if (!std::is_floating_point_v<A> || (fast == fast && fast != A(0))) return fast;
+    }
     A acc[lanes];
     for (int l = 0; l < lanes; ++l) acc[l] = A(x[l]);
-    int c = lanes;
-    for (; c + lanes <= C; c += lanes) {
+    constexpr int body_end = C / lanes * lanes;
+    for (int c = lanes; c < body_end; c += lanes) {
         for (int l = 0; l < lanes; ++l) acc[l] = Op{}(acc[l], A(x[c + l]));
     }
-    for (int l = 0; c + l < C; ++l) acc[l] = Op{}(acc[l], A(x[c + l]));
+    for (int l = 0; body_end + l < C; ++l) acc[l] = Op{}(acc[l], A(x[body_end + l]));
     for (int width = lanes / 2; width >= 1; width /= 2) {
         for (int l = 0; l < width; ++l) acc[l] = Op{}(acc[l], acc[l + width]);
     }
@@ -55,6 +106,14 @@ template <class Op, class T, int R, int C>
 inline Tile<T, R, 1> reduce_rows(const Tile<T, R, C> &t) {
     Tile<T, R, 1> out;
     for (int r = 0; r < R; ++r) out.data[r] = convert<T>(reduce_row<Op, C>(t.data + r * C));
+    return out;
+}
+
+/// reduce_rows of a fused expression: each element computed once, as the reduction reads it.
+template <class Op, class T, int R, int C, class F>
+inline Tile<T, R, 1> reduce_rows(const Fused<T, R, C, F> &e) {
+    Tile<T, R, 1> out;
+    for (int r = 0; r < R; ++r) out.data[r] = convert<T>(reduce_row<Op, C>(FusedRow<T, R, C, F>{e, r}));
     return out;
 }
 
@@ -102,6 +161,25 @@ inline Tile<T, R, 1> row_mean(const Tile<T, R, C> &t) {
     using A = compute_t<T>;
     Tile<T, R, 1> out;
     for (int r = 0; r < R; ++r) out.data[r] = convert<T>(detail::reduce_row<detail::add_op, C>(t.data + r * C) / A(C));
+    return out;
+}
+
+/// row_sum/row_max/row_min/row_mean of a fused expression (tile_elementwise.hpp): the same
+/// result as of its tile, without the tile.
+template <class T, int R, int C, class F>
+inline Tile<T, R, 1> row_sum(const detail::Fused<T, R, C, F> &e) { return detail::reduce_rows<detail::add_op>(e); }
+template <class T, int R, int C, class F>
+inline Tile<T, R, 1> row_max(const detail::Fused<T, R, C, F> &e) { return detail::reduce_rows<detail::maximum_op>(e); }
+template <class T, int R, int C, class F>
+inline Tile<T, R, 1> row_min(const detail::Fused<T, R, C, F> &e) { return detail::reduce_rows<detail::minimum_op>(e); }
+template <class T, int R, int C, class F>
+inline Tile<T, R, 1> row_mean(const detail::Fused<T, R, C, F> &e) {
+    detail::check_mean<T>();
+    using A = compute_t<T>;
+    Tile<T, R, 1> out;
+    for (int r = 0; r < R; ++r) {
+        out.data[r] = convert<T>(detail::reduce_row<detail::add_op, C>(detail::FusedRow<T, R, C, F>{e, r}) / A(C));
+    }
     return out;
 }
 

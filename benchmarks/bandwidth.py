@@ -1,0 +1,162 @@
+"""The bandwidth-bound models (rms_norm, softmax, layernorm) against torch and against a copy.
+
+    python benchmarks/bandwidth.py [--reps 9] [--models rms_norm,softmax] [--sizes 1024,4096]
+                                   [--no-compile] [--json]
+
+For each model and square f32 size N x N, built to read each row once (whole-row tiles of
+about 64 KiB per task: rms_norm/softmax ``row_tiling``, layernorm's default): the median time of one ``prog.run(...)`` on sim
+(compiled once beforehand; Python's part of the call included), of the same computation in torch
+eager and under ``torch.compile`` (steady state; its first call, which compiles, is reported on
+its own), and of ``y.copy_(x)`` on tensors of the same size: reading the input and writing the
+output once each, the least memory traffic the model can do. Every implementation runs with the
+sim's worker count as torch's thread count. Targets: at 4096 x 4096 sim within 1.3x the copy
+(``sim / copy <= 1.3``), and from 1024 x 1024 up at least as fast as eager and compile
+(``eager / sim >= 1`` and ``compile / sim >= 1``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "models"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def times(calls: dict, reps: int, warmup: int = 2) -> dict[str, list[float]]:
+    """Seconds of each of ``reps`` calls of every function in ``calls`` (after ``warmup`` untimed
+    calls each), sorted. The functions take turns, one call each per round, so a disturbance on a
+    shared machine falls on all of them alike."""
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    out: dict[str, list[float]] = {key: [] for key in calls}
+    for _ in range(reps):
+        for key, fn in calls.items():
+            t0 = time.perf_counter()
+            fn()
+            out[key].append(time.perf_counter() - t0)
+    return {key: sorted(ts) for key, ts in out.items()}
+
+
+MODELS = ("rms_norm", "softmax", "layernorm")
+SIZES = (1024, 2048, 4096)
+
+
+def _rms_eager(x, gamma, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma
+
+
+def _softmax_eager(x):
+    return torch.softmax(x, dim=-1)
+
+
+def _layernorm_eager(x, gamma, beta, eps):
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], gamma[0], beta[0], eps)
+
+
+def setup(name: str, n: int, tiling: dict | None = None) -> tuple:
+    """(program, sim args, torch function, its keyword inputs, output) for model ``name`` at n x n
+    f32, built with ``tiling`` (build()'s keyword arguments, e.g. block= and chunk=) or else the
+    model's whole-row tiling: row_tiling() where the model has one, else build()'s defaults."""
+    module = __import__(name)
+    if tiling is None:
+        tiling = module.row_tiling(n, n) if hasattr(module, "row_tiling") else {}
+    x = torch.randn(n, n)
+    y = torch.empty(n, n)
+    if name == "rms_norm":
+        gamma = torch.rand(1, n)
+        return module.build(n, n, **tiling), (x, gamma, y, 1e-6), _rms_eager, {"x": x, "gamma": gamma, "eps": 1e-6}, y
+    if name == "softmax":
+        return module.build(n, n, **tiling), (x, y), _softmax_eager, {"x": x}, y
+    if name == "layernorm":
+        gamma, beta = torch.rand(1, n), torch.randn(1, n)
+        inputs = {"x": x, "gamma": gamma, "beta": beta, "eps": 1e-5}
+        return module.build(n, n, **tiling), (x, gamma, beta, y, 1e-5), _layernorm_eager, inputs, y
+    raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+
+
+def measure(
+    name: str, n: int, reps: int = 9, threads: int | None = None, use_compile: bool = True, tiling: dict | None = None
+) -> dict:
+    """Seconds (medians of ``reps`` runs) for model ``name`` at n x n f32: ``sim``, ``eager``,
+    ``compiled`` and ``compile_first`` (when use_compile), ``copy``; the fastest run of each as
+    ``<key>_min`` (on a shared machine the least disturbed one); and the ratios of the medians
+    ``sim_over_copy``, ``eager_over_sim``, ``compiled_over_sim``. ``tiling``: as setup()'s.
+    Checks sim's output against eager's first; the implementations are timed in turns."""
+    threads = threads or os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    program, args, fn, inputs, y = setup(name, n, tiling)
+    prog = program.compile()
+    prog.run(*args, num_workers=threads)
+    want = fn(**inputs)
+    if not torch.allclose(y, want, rtol=1e-4, atol=1e-5):
+        raise AssertionError(f"{name} {n}x{n}: sim differs from torch by {(y - want).abs().max().item():.3g}")
+    src, dst = torch.randn(n, n), torch.empty(n, n)
+    row = {"model": name, "size": n, "threads": threads}
+    timed = {
+        "sim": lambda: prog.run(*args, num_workers=threads),
+        "eager": lambda: fn(**inputs),
+        "copy": lambda: dst.copy_(src),
+    }
+    if use_compile:
+        compiled = torch.compile(fn)
+        t0 = time.perf_counter()
+        compiled(**inputs)
+        row["compile_first"] = time.perf_counter() - t0
+        timed["compiled"] = lambda: compiled(**inputs)
+    for key, ts in times(timed, reps).items():
+        row[key], row[f"{key}_min"] = statistics.median(ts), ts[0]
+    if use_compile:
+        row["compiled_over_sim"] = row["compiled"] / row["sim"]
+    row["sim_over_copy"] = row["sim"] / row["copy"]
+    row["eager_over_sim"] = row["eager"] / row["sim"]
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--models", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--sizes", default="", help="comma-separated N for N x N (default: 1024,2048,4096)")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--json", action="store_true", help="print one JSON list of the rows instead of a table")
+    args = parser.parse_args(argv)
+    chosen = [m for m in args.models.split(",") if m] or list(MODELS)
+    unknown = sorted(set(chosen) - set(MODELS))
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s] or list(SIZES)
+    except ValueError:
+        parser.error(f"--sizes takes comma-separated integers, got {args.sizes!r}")
+    rows = [measure(m, n, args.reps, use_compile=not args.no_compile) for m in chosen for n in sizes]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{rows[0]['threads']} threads (sim workers and torch); medians of {args.reps} runs; times in ms")
+    print("| model | size | sim | eager | compile | copy | sim / copy | eager / sim | compile / sim | compile's first call |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ms = {k: v * 1e3 for k, v in r.items() if isinstance(v, float)}
+        if "compiled" in r:
+            comp = (
+                f"{ms['compiled']:.2f} | {ms['copy']:.2f} | {r['sim_over_copy']:.2f}x | {r['eager_over_sim']:.2f}x | "
+                f"{r['compiled_over_sim']:.2f}x | {r['compile_first']:.1f} s"
+            )
+        else:
+            comp = f"— | {ms['copy']:.2f} | {r['sim_over_copy']:.2f}x | {r['eager_over_sim']:.2f}x | — | —"
+        print(f"| {r['model']} | {r['size']}x{r['size']} | {ms['sim']:.2f} | {ms['eager']:.2f} | {comp} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
