@@ -1,6 +1,6 @@
 """The real-kernel models on sim against torch eager and torch.compile, measured in one run.
 
-    python benchmarks/models.py [--reps 7] [--models layernorm,rope] [--no-compile]
+    python benchmarks/models.py [--reps 7] [--models layernorm,rope] [--no-compile] [--json]
 
 For each model at its default size: the median time of one ``prog.run(...)`` on sim (compiled
 once beforehand; Python's part of the call included), of the same computation in torch eager
@@ -14,6 +14,7 @@ eager (``eager / sim >= 1``) for every model.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -73,6 +74,7 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--models", default="", help="comma-separated names (default: all)")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--json", action="store_true", help="print one JSON list of the rows (seconds)")
     args = parser.parse_args(argv)
     threads = os.cpu_count() or 1  # the sim's default: one worker per CPU
     torch.set_num_threads(threads)
@@ -80,6 +82,13 @@ def main(argv=None) -> int:
     unknown = sorted(set(chosen) - set(MODELS))
     if unknown:
         parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    if args.json:
+        rows = []
+        for name in chosen:
+            c = case(name)
+            rows.append({"model": name, "size": c.what, "threads": threads, **bench(c, args.reps, not args.no_compile)})
+        print(json.dumps(rows))
+        return 0
     print(f"{threads} threads (sim workers and torch); medians of {args.reps} runs")
     print("| model | size | sim | torch eager | eager / sim | torch.compile | compile / sim | compile's first call |")
     print("|---|---|---|---|---|---|---|---|")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import os
 import statistics
 import tempfile
@@ -185,8 +186,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0, help="worker threads (0 = all hardware threads)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is kept")
     parser.add_argument("--runs", type=int, default=1000, help="runs of the small graphs; the median is kept")
+    parser.add_argument("--json", action="store_true", help="print the measure() dict as JSON")
     args = parser.parse_args()
     r = measure(args.n, args.workers, args.repeat, args.runs)
+    if args.json:
+        print(json.dumps(r))
+        return
     print(f"{r['n']} empty tasks, {r['num_workers']} workers, {r['cpus']} CPUs")
     print(f"{'graph':<28}{'us/task':>10}")
     print(f"{'chain (INOUT, 1 RAW each)':<28}{r['chain_us']:>10.2f}")
