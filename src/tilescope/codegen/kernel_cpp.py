@@ -86,6 +86,9 @@ _FUSED_UNARY = frozenset(
 )
 
 
+MAX_FUSED_OPS = 24  # ops of one fused expression (fused_leaves)
+
+
 def _fusable(e: Expr) -> bool:
     """An elementwise arithmetic op on tiles (what the tile library's fused expressions compute)."""
     if not isinstance(e.type, TileType) or e.type.dtype == dt.bool_:
@@ -97,17 +100,19 @@ def fused_leaves(root: Expr, min_ops: int = 2) -> set[tuple[int, int]]:
     """(id of an op, id of its operand) for each tile operand to wrap in ``fuse()`` so that
     ``root``'s tree of fusable ops of its shape is computed in one loop; empty when that tree has
     fewer than ``min_ops`` ops. Positions, not nodes: a node shared with a use outside the tree (``t`` in
-    ``exp(t - row_max(t))``) is wrapped only where the tree reads it."""
+    ``exp(t - row_max(t))``) is wrapped only where the tree reads it. The tree is cut after
+    MAX_FUSED_OPS ops (an expression type nested deeper costs g++ more than the loop saves): the
+    ops below the cut are computed tile by tile and read by the tree as a tile."""
     shape = root.type.shape if isinstance(root.type, TileType) else None
-    ops: list[Expr] = []
+    ops: dict[int, Expr] = {}
 
     def in_tree(e: Expr) -> bool:
         return _fusable(e) and e.type.shape == shape
 
     def visit(e: Expr) -> None:
-        ops.append(e)
+        ops[id(e)] = e
         for x in _operands(e):
-            if in_tree(x):
+            if in_tree(x) and len(ops) < MAX_FUSED_OPS:
                 visit(x)
 
     if not in_tree(root):
@@ -116,9 +121,9 @@ def fused_leaves(root: Expr, min_ops: int = 2) -> set[tuple[int, int]]:
     if len(ops) < min_ops:
         return set()
     wrap = set()
-    for e in ops:
+    for e in ops.values():
         operands = _operands(e)
-        if not any(in_tree(x) for x in operands):
+        if not any(id(x) in ops for x in operands):
             wrap.add((id(e), id(next(x for x in operands if isinstance(x.type, TileType)))))
     return wrap
 

@@ -15,7 +15,7 @@ from typing import Any
 from tilescope._tracebacks import api_boundary
 from tilescope.errors import ConfigError
 from tilescope.ir.nodes import Program
-from tilescope.knobs import check_compile_cfg, freeze, runtime_options
+from tilescope.knobs import RUNTIME_KNOBS, check_compile_cfg, freeze, runtime_options
 from tilescope.language.decorators import Orchestration, caller_loc
 from tilescope.language.frontend import program_ir
 from tilescope.launch.program import CompiledProgram, compile_program
@@ -60,7 +60,9 @@ class JitFunction(Orchestration):
             compiled = self._compiled.get(key)
             if compiled is None:
                 # a build run on interp only runs no g++: a later sim run builds its binaries
-                interp = runtime_options(runtime_cfg)["platform"] == "interp"
+                # (run options only: run() reports program arguments passed by keyword)
+                given = {k: v for k, v in runtime_cfg.items() if k in RUNTIME_KNOBS}
+                interp = runtime_options(given)["platform"] == "interp"
                 compiled = self._compiled[key] = self.compile(build_cpp=not interp)
         compiled.run(*args, **runtime_cfg)
 

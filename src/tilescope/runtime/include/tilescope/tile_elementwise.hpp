@@ -450,17 +450,59 @@ struct fused_shape<X, std::enable_if_t<is_tile_v<X> || is_fused_v<X>>> {
     static constexpr int rows = X::rows, cols = X::cols;
 };
 
+// The element functions of fused nodes are named class templates, not lambdas: a lambda's type
+// names the function template it is made in, whose arguments name the operand's type again, so
+// the type names (and -g's debug info) of a chain of n ops grew as 2^n (a 24-op chain took g++
+// minutes); these grow linearly.
+
+/// Element (r, c) of a tile, read in place (fuse(), and a tile operand of a fused op).
+template <class X>
+struct TileAt {
+    const X *x;
+    auto operator()(int r, int c) const { return at(*x, r, c); }
+};
+/// Element (r, c) of a fused operand broadcast to a larger shape.
+template <class X>
+struct FusedAt {
+    X x;
+    auto operator()(int r, int c) const { return x.f(X::rows == 1 ? 0 : r, X::cols == 1 ? 0 : c); }
+};
+/// A scalar operand, converted to T once (as binary() converts it).
+template <class T>
+struct ScalarAt {
+    T v;
+    T operator()(int, int) const { return v; }
+};
+/// Op of two operands' elements, in T's compute type, rounded to T.
+template <class Op, class T, class FA, class FB>
+struct BinaryAt {
+    FA fa;
+    FB fb;
+    T operator()(int r, int c) const {
+        using X = compute_t<T>;
+        return convert<T>(Op{}(X(fa(r, c)), X(fb(r, c))));
+    }
+};
+/// Op of one operand's elements, in T's compute type, rounded to T.
+template <class Op, class T, class F>
+struct MapAt {
+    F f;
+    T operator()(int r, int c) const {
+        using X = compute_t<T>;
+        return convert<T>(Op{}(X(f(r, c))));
+    }
+};
+
 /// Element (r, c) of an operand broadcast to a larger shape, as a T: a tile's (read in place), a
 /// fused expression's, or a scalar converted to T (as binary() converts it).
 template <class T, class X>
 inline auto operand(const X &x) {
     if constexpr (is_tile_v<X>) {
-        return [&x](int r, int c) { return at(x, r, c); };
+        return TileAt<X>{&x};
     } else if constexpr (is_fused_v<X>) {
-        return [x](int r, int c) { return x.f(X::rows == 1 ? 0 : r, X::cols == 1 ? 0 : c); };
+        return FusedAt<X>{x};
     } else {
-        const T v = convert<T>(x);
-        return [v](int, int) { return v; };
+        return ScalarAt<T>{convert<T>(x)};
     }
 }
 
@@ -477,15 +519,14 @@ inline auto fused_binary(const A &a, const B &b) {
     using X = compute_t<T>;
     using S = broadcast_shape<fused_shape<A>::rows, fused_shape<A>::cols, fused_shape<B>::rows, fused_shape<B>::cols>;
     static_assert(!std::is_same_v<decltype(Op{}(X{}, X{})), bool>, "fused expressions hold arithmetic only");
-    auto fa = operand<T>(a);
-    auto fb = operand<T>(b);
-    return make_fused<T, S::rows, S::cols>([fa, fb](int r, int c) { return convert<T>(Op{}(X(fa(r, c)), X(fb(r, c)))); });
+    using FA = decltype(operand<T>(a));
+    using FB = decltype(operand<T>(b));
+    return make_fused<T, S::rows, S::cols>(BinaryAt<Op, T, FA, FB>{operand<T>(a), operand<T>(b)});
 }
 
 template <class Op, class T, int R, int C, class F>
 inline auto fused_map(const Fused<T, R, C, F> &a) {
-    using X = compute_t<T>;
-    return make_fused<T, R, C>([f = a.f](int r, int c) { return convert<T>(Op{}(X(f(r, c)))); });
+    return make_fused<T, R, C>(MapAt<Op, T, F>{a.f});
 }
 
 /// Operand pairs that build a fused node: at least one fused expression, the other a fused
@@ -499,7 +540,7 @@ inline constexpr bool is_fused_pair_v = (is_fused_v<A> && (is_fused_v<B> || is_t
 /// The start of a fused expression: `tile` itself, read in place when the expression is computed.
 template <class T, int R, int C>
 inline auto fuse(const Tile<T, R, C> &t) {
-    return detail::make_fused<T, R, C>([&t](int r, int c) { return t.data[r * C + c]; });
+    return detail::make_fused<T, R, C>(detail::TileAt<Tile<T, R, C>>{&t});
 }
 
 template <class A, class B, std::enable_if_t<detail::is_fused_pair_v<A, B>, int> = 0>
