@@ -108,11 +108,13 @@ def run_script(script: str, *args: str) -> object:
     if proc.returncode:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
         raise RuntimeError(f"{script} exited with {proc.returncode}:\n{tail}")
-    text = proc.stdout
-    starts = [i for i, line in enumerate(text.splitlines()) if line[:1] in "[{"]
-    if not starts:
-        raise RuntimeError(f"{script} printed no JSON:\n{text[-500:]}")
-    return json.loads("\n".join(text.splitlines()[starts[0] :]))
+    lines = proc.stdout.splitlines()
+    for start in (i for i, line in enumerate(lines) if line[:1] in "[{"):  # after any log lines
+        try:
+            return json.loads("\n".join(lines[start:]))
+        except json.JSONDecodeError:
+            continue
+    raise RuntimeError(f"{script} printed no JSON:\n{proc.stdout[-500:]}")
 
 
 def row(

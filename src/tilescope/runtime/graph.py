@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import os
 import struct
 import threading
@@ -178,8 +179,7 @@ class Runtime:
         _check_graph("Runtime.run", orch_fn_address, kernel_fn_addresses, kernel_names)
         lib = self._lib
         nkernels = len(kernel_fn_addresses)
-        kernels = (ctypes.c_void_p * nkernels)(*kernel_fn_addresses)
-        names = (ctypes.c_char_p * nkernels)(*(n.encode() for n in kernel_names))
+        kernels, names = _kernel_tables(tuple(kernel_fn_addresses), tuple(kernel_names))
         arg_array = (TsArg * len(args))(*args)
         if dump_level not in (0, 1, 2, 3):
             raise ArgumentError(f"Runtime.run: dump_level must be 0..3, got {dump_level!r}")
@@ -269,6 +269,13 @@ class Runtime:
     def __del__(self) -> None:
         if getattr(self, "_handle", None) is not None:
             self.close()
+
+
+@functools.lru_cache(maxsize=256)
+def _kernel_tables(addresses: tuple[int, ...], names: tuple[str, ...]) -> tuple[ctypes.Array, ctypes.Array]:
+    """The C arrays of a run's kernel addresses and names, made once per table (a program's runs
+    all pass the same one); the cache keeps them alive while the core reads them."""
+    return (ctypes.c_void_p * len(addresses))(*addresses), (ctypes.c_char_p * len(names))(*(n.encode() for n in names))
 
 
 class RuntimePool:
