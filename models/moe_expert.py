@@ -9,8 +9,9 @@ reference's expert dispatch and combine:
   (in blocks of 16, a ragged tail through ``valid=``) by its columns of the int8 gate and up
   weights with int32 accumulation, dequantizing with the per-token and per-channel scales and
   applying the SiLU gate; and ``groups`` down tasks, each quantizing the hidden activations per
-  token and running its columns of the int8 down projection, scaled by the router weight. Each
-  weight is read once per expert, whatever its token count.
+  token and running its columns of the int8 down projection, scaled by the router weight. A
+  task reads its weights in row chunks as wide as its columns (contiguous reads), once per block
+  of 16 tokens.
 - Combine: for every (expert, token) pair the orchestration reads the token id and submits a
   task that adds the expert's row into that token's output row. A token routed to two experts
   gets two adds into one row: the dependencies order them.
@@ -31,12 +32,26 @@ from tilescope.harness import TensorSpec, add_harness_args, harness_kwargs, run_
 INV_127 = 1.0 / 127.0
 
 
-def build(tokens: int = 64, hidden: int = 2048, inter: int = 1408, experts: int = 8, tb: int = 16, groups: int = 2):
+def build(
+    tokens: int = 64,
+    hidden: int = 2048,
+    inter: int = 1408,
+    experts: int = 8,
+    tb: int = 16,
+    groups: int = 4,
+    hc: int = 64,
+    ic: int | None = None,
+    oc: int = 512,
+    dc: int | None = None,
+):
     """The program for x [tokens, hidden] bf16 and ``experts`` experts of width ``inter``; each
-    projection of an expert is split into ``groups`` tasks by output columns."""
-    hc, oc = 256, 128  # chunks of hidden: inputs and outputs
+    projection of an expert is split into ``groups`` tasks by output columns. Chunks: ``hc`` of
+    hidden read by gate/up, ``ic`` of inter written by gate/up, ``dc`` of inter read by down,
+    ``oc`` of hidden written by down."""
     iw, ow = inter // groups, hidden // groups  # the columns of one gate/up task and one down task
-    ic = 128 if iw % 128 == 0 else 64  # chunks of inter
+    # the whole width of a task's weight rows per load where it fits (contiguous reads)
+    ic = ic or (iw if iw <= 512 and iw % 32 == 0 else 128 if iw % 128 == 0 else 64)
+    dc = dc or ic
 
     @ts.kernel
     def quantize_block(
@@ -93,15 +108,15 @@ def build(tokens: int = 64, hidden: int = 2048, inter: int = 1408, experts: int 
         for r in ts.range(0, n, tb):
             rows = min(n - r, tb)
             hmax = ts.full([tb, 1], 1e-8, ts.f32)
-            for j in ts.range(0, inter, ic):
-                hmax = ts.maximum(hmax, ts.row_max(ts.abs(ts.load(h, [r, j], [tb, ic], valid=(rows, ic)))))
+            for j in ts.range(0, inter, dc):
+                hmax = ts.maximum(hmax, ts.row_max(ts.abs(ts.load(h, [r, j], [tb, dc], valid=(rows, dc)))))
             hs = 127.0 / hmax
             weight = ts.transpose(ts.load(rw, [0, r], [1, tb], valid=(1, rows))) * (hmax * INV_127)
             for o in ts.range(0, ow, oc):
                 d = ts.zeros([tb, oc], ts.i32)
-                for j in ts.range(0, inter, ic):
-                    qh = ts.cast(ts.load(h, [r, j], [tb, ic], valid=(rows, ic)) * hs, ts.i8)
-                    d = ts.matmul(qh, ts.load(wd, [j, o], [ic, oc]), acc=d)
+                for j in ts.range(0, inter, dc):
+                    qh = ts.cast(ts.load(h, [r, j], [tb, dc], valid=(rows, dc)) * hs, ts.i8)
+                    d = ts.matmul(qh, ts.load(wd, [j, o], [dc, oc]), acc=d)
                 ts.store(y, [r, o], ts.cast(d, ts.f32) * ts.load(sd, [0, o], [1, oc]) * weight, valid=(rows, oc))
 
     @ts.kernel
