@@ -42,7 +42,7 @@ import torch
 
 INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
 # The flags every generated kernel is compiled with.
-KERNEL_FLAGS = "-std=c++17 -O3 -g -fPIC -shared -march=native -fno-math-errno -Wall -Wextra".split()
+KERNEL_FLAGS = "-std=c++17 -O3 -g1 -fPIC -shared -march=native -fno-math-errno -Wall -Wextra".split()
 
 DTYPES = {
     "f32": torch.float32,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tilescope.errors import ToolchainError
+from tilescope.errors import ConfigError, ToolchainError
 from tilescope.toolchain import (
     BuildJob,
     CompileError,
@@ -110,6 +110,24 @@ def test_changed_flags_recompile(tmp_path):
     build([BuildJob(src, tmp_path / "v2.so", extra_flags=("-DVALUE=2",))])
     assert stats() == {"compiles": 2, "cache_hits": 0}
     assert call_value(tmp_path / "v1.so") == 1 and call_value(tmp_path / "v2.so") == 2
+
+
+def test_debug_info_is_line_tables_unless_full_is_asked_for(tmp_path, monkeypatch):
+    """TILESCOPE_DEBUG_INFO: lines (default) compiles with -g1, full with -g; each is its own
+    object in the cache; any other value is an error naming the variable."""
+    src = write(tmp_path / "a.cpp", value_source(3))
+    monkeypatch.delenv("TILESCOPE_DEBUG_INFO", raising=False)
+    lines = build([BuildJob(src, tmp_path / "lines.so")])[0]
+    assert "-g1" in lines.command and "-g" not in lines.command
+    monkeypatch.setenv("TILESCOPE_DEBUG_INFO", "full")
+    full = build([BuildJob(src, tmp_path / "full.so")])[0]
+    assert "-g" in full.command and "-g1" not in full.command
+    assert not full.cache_hit and full.key != lines.key
+    assert call_value(tmp_path / "full.so") == 3
+    monkeypatch.setenv("TILESCOPE_DEBUG_INFO", "max")
+    with pytest.raises(ConfigError) as info:
+        build([BuildJob(src, tmp_path / "bad.so")])
+    assert str(info.value) == "environment variable TILESCOPE_DEBUG_INFO='max' (debug_info): expected lines or full"
 
 
 def test_parallel_build_of_several_files(tmp_path):

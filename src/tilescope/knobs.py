@@ -377,6 +377,15 @@ ENV_KNOBS: dict[str, Knob] = {
             kind=str,
         ),
         Knob(
+            "debug_info",
+            "lines",
+            "debug information in compiled C++: lines (-g1: line tables and inlined frames, all that crash "
+            "reports and backtraces use) or full (-g: locals and types too, for gdb; compiles ~1.5x slower)",
+            lambda v: v in ("lines", "full"),
+            "lines or full",
+            kind=str,
+        ),
+        Knob(
             "traceback",
             "short",
             "short: a tilescope error's traceback ends at the user's call; full: keep tilescope's own frames",

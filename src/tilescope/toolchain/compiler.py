@@ -44,7 +44,6 @@ logger = logging.getLogger("tilescope.toolchain")
 BASE_FLAGS: tuple[str, ...] = (
     "-std=c++17",
     "-O3",
-    "-g",
     "-fPIC",
     "-shared",
     "-march=native",
@@ -55,6 +54,22 @@ BASE_FLAGS: tuple[str, ...] = (
     "-Wall",
     "-Wextra",
 )
+
+# TILESCOPE_DEBUG_INFO: how much debug information a compile emits (knobs.ENV_KNOBS "debug_info").
+# Line tables and inlined frames (-g1) are all that crash reports and backtraces read; the full
+# information (-g: locals and types, for gdb) makes a kernel's compile ~1.5x slower.
+DEBUG_INFO_FLAGS = {"lines": "-g1", "full": "-g"}
+
+
+def debug_info_flag() -> str:
+    """The -g flag of TILESCOPE_DEBUG_INFO (default: lines, -g1).
+
+    Raises:
+        ConfigError: the variable is set to something else than lines or full.
+    """
+    knobs.ENV_KNOBS["debug_info"].env_value()  # NOTE: value() alone would take a bad value for unset
+    return DEBUG_INFO_FLAGS[knobs.env_setting("debug_info")]
+
 
 INSTALL_HINT = (
     "tilescope needs a C++17 g++ (GCC 8 or newer). Install it with `apt-get install g++` on "
@@ -232,7 +247,7 @@ def native_target(cxx: str) -> str:
 
 
 def _flags(job: BuildJob) -> list[str]:
-    return [*BASE_FLAGS, *(f"-I{d}" for d in job.all_include_dirs()), *job.extra_flags]
+    return [*BASE_FLAGS, debug_info_flag(), *(f"-I{d}" for d in job.all_include_dirs()), *job.extra_flags]
 
 
 def compile_command(cxx: str, job: BuildJob, output: Path, umbrella: Path | None = None) -> list[str]:
@@ -246,7 +261,7 @@ def cache_key(job: BuildJob, cxx: str, headers: str) -> CacheKey:
     return CacheKey(
         {
             "source": cache.sha256_files(job.sources),
-            "flags": cache.sha256_bytes("\0".join((*BASE_FLAGS, *job.extra_flags)).encode()),
+            "flags": cache.sha256_bytes("\0".join((*BASE_FLAGS, debug_info_flag(), *job.extra_flags)).encode()),
             "compiler": cache.sha256_bytes(compiler_identity(cxx).encode()),
             "headers": headers,
             "target": native_target(cxx),

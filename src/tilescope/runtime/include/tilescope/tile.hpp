@@ -18,6 +18,7 @@
 //   tile_math.hpp         vectorizable float exp/log/tanh/sigmoid/silu, exp2/log2/erf/gelu/
 //                         gelu_tanh, pow (accuracy notes there)
 //   tile_elementwise.hpp  + - * /, maximum/minimum, pow, unary math, comparisons, where, logical
+//   tile_fused.hpp        fuse(tile): an elementwise expression computed in one loop when stored
 //   tile_cast.hpp         cast<U>(tile, RoundMode)
 //   tile_reduce.hpp       row_sum/row_max/row_min/row_mean, col_sum/col_max/col_min/col_mean
 //   tile_matmul.hpp       matmul / matmul_acc (fp32 accumulation; int8 inputs: exact int32)
@@ -44,6 +45,7 @@
 #include <tilescope/tile_core.hpp>
 #include <tilescope/tile_math.hpp>
 #include <tilescope/tile_elementwise.hpp>
+#include <tilescope/tile_fused.hpp>
 #include <tilescope/tile_cast.hpp>
 #include <tilescope/tile_reduce.hpp>
 #include <tilescope/tile_matmul.hpp>

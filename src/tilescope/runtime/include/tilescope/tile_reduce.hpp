@@ -19,6 +19,7 @@
 #pragma once
 
 #include <tilescope/tile_elementwise.hpp>
+#include <tilescope/tile_fused.hpp>
 
 namespace ts {
 
