@@ -100,7 +100,7 @@ def test_builds_lists_program_time_size_data_use_and_last_result(base, capsys):
     last = [table[d.name][5] for d in (a1, a2, a3, a4, b1)]
     assert re.fullmatch(r"passed \(sim, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)", last[0])
     assert re.fullmatch(r"failed \(sim, .*\)", last[1]) and last[2:] == ["-", "-", "-"]
-    assert re.search(rf"^5 build\(s\), \d+\.\d MB under {re.escape(str(base))}$", out, re.M)
+    assert re.search(rf"^5 build\(s\), \d+\.\d (KB|MB) under {re.escape(str(base))}$", out, re.M), out
     assert out.splitlines()[-3:] == [
         f"not a build, left alone: {base / 'README.txt'} (not a directory)",
         f"not a build, left alone: {base / '_jit_half_20260101_000000'} (no kernel_config.py: an interrupted "
