@@ -25,10 +25,10 @@ import ctypes
 import json
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import torch
+from run_all import median_time
 
 from tilescope.toolchain.compiler import BASE_FLAGS
 
@@ -130,16 +130,6 @@ def build(work: Path, include: Path, isa: str) -> ctypes.CDLL:
     return lib
 
 
-def _median_time(fn, reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
-
-
 def torch_times(n: int, reps: int) -> dict:
     """Median seconds of torch's ways to each result (1 thread)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
@@ -147,10 +137,10 @@ def torch_times(n: int, reps: int) -> dict:
     ai = torch.randint(-128, 128, (n, n), dtype=torch.int8)
     bi = torch.randint(-128, 128, (n, n), dtype=torch.int8)
     return {
-        "f32": _median_time(lambda: a @ b, reps),
-        "bf16": _median_time(lambda: ab @ bb, reps),
-        "bf16_upcast": _median_time(lambda: ab.float() @ bb.float(), reps),
-        "i8": _median_time(lambda: torch._int_mm(ai, bi), reps),
+        "f32": median_time(lambda: a @ b, reps, warmup=1),
+        "bf16": median_time(lambda: ab @ bb, reps, warmup=1),
+        "bf16_upcast": median_time(lambda: ab.float() @ bb.float(), reps, warmup=1),
+        "i8": median_time(lambda: torch._int_mm(ai, bi), reps, warmup=1),
     }
 
 

@@ -262,6 +262,25 @@ inline Box<T> locate(const TensorView<T> &view, const int64_t (&offsets)[N]) {
     }
 }
 
+/// What a load (`store` false) or a store of an R x C box does before touching memory: the access
+/// audit's record (TS_AUDIT_ACCESSES) and the bounds check (TS_CHECK_BOUNDS).
+template <int R, int C, class T, std::size_t N>
+inline void access_checks(bool store, const TensorView<T> &view, const int64_t (&offsets)[N], int line) {
+#ifdef TS_AUDIT_ACCESSES
+    audit::record(store ? audit::kStore : audit::kLoad, view.data, sizeof(T), offsets, view.strides,
+                  static_cast<int>(N), R, C, line);
+#else
+    (void)line;
+#endif
+#ifdef TS_CHECK_BOUNDS
+    check_box<R, C>(store ? "store" : "load", view, offsets);
+#else
+    (void)store;
+    (void)view;
+    (void)offsets;
+#endif
+}
+
 }  // namespace detail
 
 /// Loads the R x C box of `view` starting at `offsets` (one offset per tensor dim). `line` is the
@@ -269,14 +288,7 @@ inline Box<T> locate(const TensorView<T> &view, const int64_t (&offsets)[N]) {
 template <int R, int C, class T, std::size_t N>
 inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N], int line = __builtin_LINE()) {
     static_assert(N >= 2 || R == 1, "a tile loaded from a 1-D tensor must have exactly one row");
-#ifdef TS_AUDIT_ACCESSES
-    audit::record(audit::kLoad, view.data, sizeof(T), offsets, view.strides, static_cast<int>(N), R, C, line);
-#else
-    (void)line;
-#endif
-#ifdef TS_CHECK_BOUNDS
-    detail::check_box<R, C>("load", view, offsets);
-#endif
+    detail::access_checks<R, C>(false, view, offsets, line);
     const auto box = detail::locate(view, offsets);
     Tile<T, R, C> t;
     for (int r = 0; r < R; ++r) {
@@ -298,14 +310,7 @@ inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const 
                   int line = __builtin_LINE()) {
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
     static_assert(N >= 2 || R == 1, "a tile stored to a 1-D tensor must have exactly one row");
-#ifdef TS_AUDIT_ACCESSES
-    audit::record(audit::kStore, view.data, sizeof(T), offsets, view.strides, static_cast<int>(N), R, C, line);
-#else
-    (void)line;
-#endif
-#ifdef TS_CHECK_BOUNDS
-    detail::check_box<R, C>("store", view, offsets);
-#endif
+    detail::access_checks<R, C>(true, view, offsets, line);
     const auto box = detail::locate(view, offsets);
     for (int r = 0; r < R; ++r) {
         const T *src = tile.data + r * C;

@@ -198,14 +198,7 @@ inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const 
                   int line = __builtin_LINE()) {
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
     static_assert(N >= 2 || R == 1, "a tile stored to a 1-D tensor must have exactly one row");
-#ifdef TS_AUDIT_ACCESSES
-    audit::record(audit::kStore, view.data, sizeof(T), offsets, view.strides, static_cast<int>(N), R, C, line);
-#else
-    (void)line;
-#endif
-#ifdef TS_CHECK_BOUNDS
-    detail::check_box<R, C>("store", view, offsets);
-#endif
+    detail::access_checks<R, C>(true, view, offsets, line);
     const auto box = detail::locate(view, offsets);
     for (int r = 0; r < R; ++r) {
         T *dst = box.base + r * box.row_stride;
