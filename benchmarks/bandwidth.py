@@ -28,7 +28,6 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "models"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def times(calls: dict, reps: int, warmup: int = 2) -> dict[str, list[float]]:

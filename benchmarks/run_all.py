@@ -3,7 +3,7 @@
     python benchmarks/run_all.py [--quick] [--sections bandwidth,matmul,...] [--json]
 
 Each section runs its benchmark script in a process of its own (``--json``) and reads its
-figures back; every ratio compares implementations timed in the same process, in turns, with
+figures back (the matmul program, which has no script, runs in this process); every ratio compares implementations timed in the same process, in turns, with
 the sim's worker count as torch's thread count (medians of repeated runs):
 
 - bandwidth: rms_norm, softmax, layernorm (f32 N x N) vs torch eager, ``torch.compile`` (steady
@@ -118,7 +118,7 @@ def run_script(script: str, *args: str) -> object:
 
 
 def row(
-    section: str, case: str, value: float, unit: str, vs: dict | None = None, target: str = "", met=None
+    section: str, case: str, value: float | None, unit: str, vs: dict | None = None, target: str = "", met=None
 ) -> dict:
     return {
         "section": section,
@@ -221,13 +221,20 @@ def matmul_program(quick: bool) -> list[dict]:
     threads = os.cpu_count() or 1
     torch.set_num_threads(threads)
     n = 1024
+    before = os.environ.get("TILESCOPE_BUILD_DIR")
     with tempfile.TemporaryDirectory(prefix="tilescope-bench-") as tmp:
         os.environ["TILESCOPE_BUILD_DIR"] = tmp
-        prog = matmul_model.build(n, n, n, tm=64, tn=64, tk=64).compile()
-        a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
-        reps = 5 if quick else 11
-        sim = median_time(lambda: prog.run(a, b, c, num_workers=threads), reps)
-        eager = median_time(lambda: a @ b, reps)
+        try:
+            prog = matmul_model.build(n, n, n, tm=64, tn=64, tk=64).compile()
+            a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
+            reps = 5 if quick else 11
+            sim = median_time(lambda: prog.run(a, b, c, num_workers=threads), reps)
+            eager = median_time(lambda: a @ b, reps)
+        finally:
+            if before is None:
+                del os.environ["TILESCOPE_BUILD_DIR"]
+            else:
+                os.environ["TILESCOPE_BUILD_DIR"] = before
     return [
         row(
             "matmul",
@@ -423,7 +430,7 @@ def main(argv=None) -> int:
                 rows += runner(args.quick)
             except Exception as exc:  # one broken section must not hide the others' figures
                 failed = True
-                rows.append({**row(section, runner.__name__, float("nan"), ""), "error": f"failed: {exc}"})
+                rows.append({**row(section, runner.__name__, None, ""), "error": f"failed: {exc}"})
     if args.json:
         print(json.dumps({"machine": info, "rows": rows}, indent=1))
     else:

@@ -11,7 +11,7 @@ version) built and timed alternately with this one, for before/after figures fro
 References (torch.set_num_threads(1)): f32 `a @ b`; bf16 both `a @ b` in bf16 and the upcast
 `a.float() @ b.float()` (the same result as the tile library's fp32 accumulation), the faster
 of the two is the ratio's base; int8 `torch._int_mm(a, b)` (exact int32). Every ratio is
-torch time / tile time (> 1: the tile library is faster); int8's `vs_f32` is the tile f32 time
+torch time / tile time (> 1: the tile library is faster); int8's `i8_vs_f32` is the tile f32 time
 over the tile int8 time at the same tiles.
 
     python benchmarks/tile_matmul.py [--n 1024] [--tiles 64x64x64,128x128x32] [--isa native,avx2]

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from tilescope.build import paths
 from tilescope.build.paths import atomic_replace, atomic_write, atomic_write_bytes
 
 
@@ -57,10 +58,16 @@ def test_a_failed_write_keeps_the_old_file_and_removes_its_temporary_file(tmp_pa
     assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]
 
 
-def test_replacing_a_file_swaps_in_a_new_one_and_an_open_reader_keeps_the_old(tmp_path):
+def test_replacing_a_file_swaps_in_a_new_one_and_an_open_reader_keeps_the_old(tmp_path, monkeypatch):
     target = tmp_path / "tensor_dump.bin"
-    atomic_write_bytes(target, b"old" * 1000)
+    atomic_write_bytes(target, b"old" * 1000)  # no file there yet: a plain rename
     old_inode = target.stat().st_ino
+    assert paths._renameat2() is not None  # Linux: an existing file is exchanged, never renamed over
+
+    def no_rename_over(*args):
+        raise AssertionError(f"os.replace{args}: an existing regular file must be exchanged")
+
+    monkeypatch.setattr(paths.os, "replace", no_rename_over)
     with open(target, "rb") as reader:
         atomic_write_bytes(target, b"new")
         assert reader.read() == b"old" * 1000  # the old file, whole

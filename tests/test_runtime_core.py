@@ -268,13 +268,18 @@ def test_ctypes_mirror_matches_the_core(libs):
     lib = library.load_core()
     assert lib.ts_core_sizeof_arg() == 104 == ctypes.sizeof(abi.TsArg)
     assert lib.ts_core_abi_version() == 1
-    # every struct size c_api.cpp pins with a static_assert, against its ctypes twin
-    pinned = re.findall(
-        r"static_assert\(sizeof\((ts_\w+)\) == (\d+)", (library.CSRC_DIR / "c_api.cpp").read_text()
-    )
-    assert len(pinned) >= 8
+    # every struct size the core pins with a static_assert, against its ctypes twin ...
+    sources = "".join(path.read_text() for path in sorted(library.CSRC_DIR.glob("*.cpp")))
+    pinned = re.findall(r"static_assert\(sizeof\((ts_\w+)\) == (\d+)", sources)
+    assert {"ts_run_summary", "ts_pmu_record", "ts_dump_buffer_name", "ts_dump_probe_name"} <= {n for n, _ in pinned}
     twins = {name: getattr(abi, "".join(part.title() for part in name.split("_"))) for name, _ in pinned}
     assert {name: ctypes.sizeof(twins[name]) for name, _ in pinned} == {name: int(n) for name, n in pinned}
+    # ... and its fields, in the header's order (a swap of two same-sized fields keeps the size)
+    headers = "".join(path.read_text() for path in sorted((library.CSRC_DIR.parent / "include").rglob("*.h")))
+    for name, twin in twins.items():
+        body = re.search(rf"typedef struct {name} \{{(.*?)\n\}} {name};", headers, re.S).group(1)
+        body = re.sub(r"union\s*\{.*?\}\s*(\w+);", r"\1;", re.sub(r"/\*.*?\*/", "", body, flags=re.S), flags=re.S)
+        assert re.findall(r"(\w+)\s*(?:\[[^\]]*\])*\s*;", body) == [f[0] for f in twin._fields_], name
     # the struct layouts that pack a tensor ts_arg and unpack buffer records in one go
     assert graph.TENSOR_ARG.size == ctypes.sizeof(abi.TsArg)
     assert collect.BUFFER_RECORD.size == ctypes.sizeof(abi.TsBufferRecord)

@@ -265,8 +265,7 @@ def _saved_records(
     payload = np.empty(getattr(lib, f"ts_run_{which}_payload_size")(handle), dtype=np.uint8)
     if payload.size:
         getattr(lib, f"ts_run_copy_{which}_payload")(handle, payload.ctypes.data, payload.size)
-    records, _ = _dump_records(lib, handle, buf[:n])
-    return list(buf[:n]), records, payload
+    return list(buf[:n]), _decode(buf[:n]), payload
 
 
 def _collect_dump(lib: ctypes.CDLL, handle: int) -> DumpReport:
@@ -301,10 +300,6 @@ def _task_names(lib: ctypes.CDLL, handle: int, task_ids: np.ndarray) -> dict[int
 def decode_dump_records(raw: np.ndarray) -> list[DumpRecord]:
     """The records of a raw ``ts_dump_record`` array (``DumpReport.raw``)."""
     return _decode(list((TsDumpRecord * (raw.size // ctypes.sizeof(TsDumpRecord))).from_buffer_copy(raw)))
-
-
-def _dump_records(lib: ctypes.CDLL, handle: int, raw: list[TsDumpRecord]) -> tuple[list[DumpRecord], dict]:
-    return _decode(raw), _task_names(lib, handle, np.unique(np.array([rec.task_id for rec in raw], dtype=np.int64)))
 
 
 def _decode(raw: list[TsDumpRecord]) -> list[DumpRecord]:

@@ -10,7 +10,7 @@ Invariants:
   size g++ wrote.
 - A PCH appears atomically (written to a temporary file, moved into place); one process builds it
   while the others wait on a ``flock`` of ``build.lock`` beside it, then reuse it.
-- A PCH that cannot be used (truncated, rejected by g++, a compile that fails only with it) is
+- A PCH that cannot be used (truncated, rejected by g++, a compile that crashes only with it) is
   removed with a logged reason and the source is compiled without it: never an error.
 """
 

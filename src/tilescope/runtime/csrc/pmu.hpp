@@ -11,7 +11,8 @@
 //  - Every worker tries the same events, so the run's note (which counters came from where, and
 //    why the others did not open: errno and perf_event_paranoid) is the first worker's.
 //  - A worker writes only its own slot; fill() runs after every task finished.
-//  - Inside the task-times observer (which stays innermost) and every other instrument.
+//  - Just outside the task-times observer (which stays innermost, so a task's times exclude the
+//    counter reads) and inside every other instrument.
 #pragma once
 
 #include <cstdint>

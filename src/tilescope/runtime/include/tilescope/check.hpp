@@ -36,6 +36,7 @@
 
 #include <tilescope/tile_core.hpp>
 #include <tilescope/tile_elementwise.hpp>
+#include <tilescope/tile_fused.hpp>
 
 namespace ts {
 

@@ -110,7 +110,8 @@ inline Tile<T, R, 1> reduce_rows(const Tile<T, R, C> &t) {
     return out;
 }
 
-/// reduce_rows of a fused expression: each element computed once, as the reduction reads it.
+/// reduce_rows of a fused expression: each element is computed as the reduction reads it, once
+/// (twice for a max/min whose fast result is NaN or zero and is reduced again in lane order).
 template <class Op, class T, int R, int C, class F>
 inline Tile<T, R, 1> reduce_rows(const Fused<T, R, C, F> &e) {
     Tile<T, R, 1> out;
@@ -165,7 +166,7 @@ inline Tile<T, R, 1> row_mean(const Tile<T, R, C> &t) {
     return out;
 }
 
-/// row_sum/row_max/row_min/row_mean of a fused expression (tile_elementwise.hpp): the same
+/// row_sum/row_max/row_min/row_mean of a fused expression (tile_fused.hpp): the same
 /// result as of its tile, without the tile.
 template <class T, int R, int C, class F>
 inline Tile<T, R, 1> row_sum(const detail::Fused<T, R, C, F> &e) { return detail::reduce_rows<detail::add_op>(e); }
