@@ -14,6 +14,18 @@ def _isolated_build_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("TILESCOPE_BUILD_DIR", str(tmp_path / "build_output"))
 
 
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    """A compiler cache of the test's own (never the user's), and fresh compile counters: the
+    cache's path. Toolchain tests use it for every test (``pytest.mark.usefixtures``)."""
+    from tilescope.toolchain import reset_stats
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TILESCOPE_CACHE_DIR", str(cache))
+    reset_stats()
+    return cache
+
+
 # Profiles of the fuzz net (tests/test_fuzz.py). Registered here so that
 # `--hypothesis-profile fuzz` (make fuzz) can select one; no profile is loaded by default.
 settings.register_profile("ci", max_examples=20, deadline=None, derandomize=False, print_blob=True)

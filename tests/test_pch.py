@@ -10,16 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tilescope.toolchain import BuildJob, build, compiler, reset_stats
+from tilescope.toolchain import BuildJob, build, compiler
 from tilescope.toolchain import pch as pchmod
 
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("TILESCOPE_CACHE_DIR", str(cache))
-    reset_stats()
-    return cache
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def source(tmp_path: Path, name: str, value: int) -> Path:

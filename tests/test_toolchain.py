@@ -20,18 +20,10 @@ from tilescope.toolchain import (
     compiler_identity,
     find_cxx,
     object_path,
-    reset_stats,
     stats,
 )
 
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    """Every test gets its own cache dir, never the user's, and fresh counters."""
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("TILESCOPE_CACHE_DIR", str(cache))
-    reset_stats()
-    return cache
+pytestmark = pytest.mark.usefixtures("private_cache")
 
 
 def write(path: Path, text: str) -> Path:

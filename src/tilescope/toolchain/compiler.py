@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,6 +186,25 @@ def find_cxx() -> str:
     return found
 
 
+def _remembered(folder: str, cxx: str, extra: str, what: str, compute: Callable[[], str]) -> str:
+    """``compute()``, remembered on disk in ``<cache>/<folder>/`` per compiler executable (resolved
+    path, size, mtime) and ``extra``: a later process reads it back instead of running ``cxx``."""
+    real = Path(cxx).resolve()
+    st = real.stat()
+    signature = cache.sha256_bytes(f"{real}\0{st.st_size}\0{st.st_mtime_ns}{extra}".encode())
+    remembered = cache.cache_dir() / folder / f"{signature}.txt"
+    try:
+        return remembered.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    value = compute()
+    try:
+        cache.atomic_write_bytes(remembered, value.encode())
+    except OSError as exc:
+        logger.debug("cannot remember %s in %s: %s", what, remembered, exc)
+    return value
+
+
 @functools.cache
 def compiler_identity(cxx: str) -> str:
     """First line of ``cxx --version`` and the target triple (``-dumpmachine``).
@@ -193,26 +212,17 @@ def compiler_identity(cxx: str) -> str:
     Remembered per process and, on disk, per compiler executable (resolved path, size, mtime), so a
     process whose builds are all cache hits runs no compiler process at all.
     """
-    real = Path(cxx).resolve()
-    st = real.stat()
-    signature = cache.sha256_bytes(f"{real}\0{st.st_size}\0{st.st_mtime_ns}".encode())
-    remembered = cache.cache_dir() / "compilers" / f"{signature}.txt"
-    try:
-        return remembered.read_text(encoding="utf-8")
-    except OSError:
-        pass
-    try:
-        version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True)
-        machine = subprocess.run([cxx, "-dumpmachine"], capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise ToolchainError(f"cannot run {cxx!r} to read its version: {exc}. {INSTALL_HINT}") from exc
-    first = version.stdout.splitlines()[0] if version.stdout else "unknown"
-    identity = f"{first} ({machine.stdout.strip()})"
-    try:
-        cache.atomic_write_bytes(remembered, identity.encode())
-    except OSError as exc:
-        logger.debug("cannot remember the compiler identity in %s: %s", remembered, exc)
-    return identity
+
+    def identity() -> str:
+        try:
+            version = subprocess.run([cxx, "--version"], capture_output=True, text=True, check=True)
+            machine = subprocess.run([cxx, "-dumpmachine"], capture_output=True, text=True, check=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise ToolchainError(f"cannot run {cxx!r} to read its version: {exc}. {INSTALL_HINT}") from exc
+        first = version.stdout.splitlines()[0] if version.stdout else "unknown"
+        return f"{first} ({machine.stdout.strip()})"
+
+    return _remembered("compilers", cxx, "", "the compiler identity", identity)
 
 
 @functools.cache
@@ -223,27 +233,18 @@ def native_target(cxx: str) -> str:
     per process and, on disk, per compiler executable and ``/proc/cpuinfo`` features, so a process
     whose builds are all cache hits runs no compiler process at all.
     """
-    real = Path(cxx).resolve()
-    st = real.stat()
-    signature = cache.sha256_bytes(f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{cache.cpu_features()}".encode())
-    remembered = cache.cache_dir() / "targets" / f"{signature}.txt"
-    try:
-        return remembered.read_text(encoding="utf-8")
-    except OSError:
-        pass
-    command = [cxx, "-std=c++17", "-march=native", "-E", "-dM", "-x", "c++", os.devnull]
-    try:
-        macros = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise ToolchainError(
-            f"cannot run {shlex.join(command)} to read the host target: {exc}. {INSTALL_HINT}"
-        ) from exc
-    target = cache.sha256_bytes("\n".join(sorted(macros.splitlines())).encode())
-    try:
-        cache.atomic_write_bytes(remembered, target.encode())
-    except OSError as exc:
-        logger.debug("cannot remember the host target in %s: %s", remembered, exc)
-    return target
+
+    def target() -> str:
+        command = [cxx, "-std=c++17", "-march=native", "-E", "-dM", "-x", "c++", os.devnull]
+        try:
+            macros = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise ToolchainError(
+                f"cannot run {shlex.join(command)} to read the host target: {exc}. {INSTALL_HINT}"
+            ) from exc
+        return cache.sha256_bytes("\n".join(sorted(macros.splitlines())).encode())
+
+    return _remembered("targets", cxx, f"\0{cache.cpu_features()}", "the host target", target)
 
 
 def _flags(job: BuildJob) -> list[str]:
