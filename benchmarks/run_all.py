@@ -3,8 +3,9 @@
     python benchmarks/run_all.py [--quick] [--sections bandwidth,matmul,...] [--json]
 
 Each section runs its benchmark script in a process of its own (``--json``) and reads its
-figures back (the matmul program, which has no script, runs in this process); every ratio compares implementations timed in the same process, in turns, with
-the sim's worker count as torch's thread count (medians of repeated runs):
+figures back (the matmul program, which has no script, runs in this process); every ratio
+compares implementations timed in the same process, in turns, with the sim's worker count as
+torch's thread count (medians of repeated runs):
 
 - bandwidth: rms_norm, softmax, layernorm (f32 N x N) vs torch eager, ``torch.compile`` (steady
   state; its first call separately) and a copy of the same bytes (benchmarks/bandwidth.py).
@@ -36,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -221,20 +223,15 @@ def matmul_program(quick: bool) -> list[dict]:
     threads = os.cpu_count() or 1
     torch.set_num_threads(threads)
     n = 1024
-    before = os.environ.get("TILESCOPE_BUILD_DIR")
-    with tempfile.TemporaryDirectory(prefix="tilescope-bench-") as tmp:
-        os.environ["TILESCOPE_BUILD_DIR"] = tmp
-        try:
-            prog = matmul_model.build(n, n, n, tm=64, tn=64, tk=64).compile()
-            a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
-            reps = 5 if quick else 11
-            sim = median_time(lambda: prog.run(a, b, c, num_workers=threads), reps)
-            eager = median_time(lambda: a @ b, reps)
-        finally:
-            if before is None:
-                del os.environ["TILESCOPE_BUILD_DIR"]
-            else:
-                os.environ["TILESCOPE_BUILD_DIR"] = before
+    with (
+        tempfile.TemporaryDirectory(prefix="tilescope-bench-") as tmp,
+        mock.patch.dict(os.environ, {"TILESCOPE_BUILD_DIR": tmp}),  # restored on the way out
+    ):
+        prog = matmul_model.build(n, n, n, tm=64, tn=64, tk=64).compile()
+        a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
+        reps = 5 if quick else 11
+        sim = median_time(lambda: prog.run(a, b, c, num_workers=threads), reps)
+        eager = median_time(lambda: a @ b, reps)
     return [
         row(
             "matmul",

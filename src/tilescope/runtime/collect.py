@@ -261,11 +261,11 @@ def _saved_records(
     if not n:
         return None
     buf = (TsDumpRecord * n)()
-    n = getattr(lib, f"ts_run_copy_{which}")(handle, buf, n)
+    raw = buf[: getattr(lib, f"ts_run_copy_{which}")(handle, buf, n)]
     payload = np.empty(getattr(lib, f"ts_run_{which}_payload_size")(handle), dtype=np.uint8)
     if payload.size:
         getattr(lib, f"ts_run_copy_{which}_payload")(handle, payload.ctypes.data, payload.size)
-    return list(buf[:n]), _decode(buf[:n]), payload
+    return raw, _decode(raw), payload
 
 
 def _collect_dump(lib: ctypes.CDLL, handle: int) -> DumpReport:
