@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from tilescope.toolchain.compiler import BASE_FLAGS
+from tilescope.toolchain.compiler import BASE_FLAGS, march_flag
 
 INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
 
@@ -96,7 +96,7 @@ def main() -> None:
         src = Path(tmp) / "tile_math_driver.cpp"
         src.write_text(DRIVER)
         so = Path(tmp) / "tile_math_driver.so"
-        subprocess.run(["g++", *BASE_FLAGS, "-I", str(INCLUDE), str(src), "-o", str(so)], check=True)
+        subprocess.run(["g++", *BASE_FLAGS, march_flag(), "-I", str(INCLUDE), str(src), "-o", str(so)], check=True)
         lib = ctypes.CDLL(str(so))
         for name, fn in TORCH.items():
             c_fn = getattr(lib, f"bench_{name}")

@@ -30,10 +30,10 @@ from pathlib import Path
 import torch
 from run_all import median_time
 
-from tilescope.toolchain.compiler import BASE_FLAGS
+from tilescope.toolchain.compiler import BASE_FLAGS, march_flag
 
 INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
-FLAGS = list(BASE_FLAGS)
+FLAGS = [*BASE_FLAGS, march_flag()]
 # Extra flags per instruction-set path (after -march=native), and the /proc/cpuinfo flags it needs.
 ISAS = {
     "native": ([], []),

@@ -4,8 +4,21 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import NO_LIMIT_S  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "models"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _unlimited_triage_budget():
+    """Triages (in process, and in the commands and servers tests start) get a budget that cannot
+    run out, module fixtures' included."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TILESCOPE_TRIAGE_BUDGET", str(NO_LIMIT_S))
+    yield
+    mp.undo()
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,11 @@ from tilescope.harness import run_jit
 from tilescope.runtime import library
 from tilescope.toolchain import BuildJob, build
 
+# A triage budget (seconds of wall time) that no machine runs out of, however slow or loaded: a
+# verdict under test never depends on how busy the machine is (conftest sets it as the default,
+# TILESCOPE_TRIAGE_BUDGET). Tests of running out pass a budget of their own.
+NO_LIMIT_S = 24 * 3600.0
+
 
 def line_of(fn, text: str) -> int:
     """The line of ``fn``'s source (a DSL function or a plain one) that contains ``text``."""

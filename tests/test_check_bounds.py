@@ -235,7 +235,7 @@ def header_exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("check_hpp")
     src, exe = work / "main.cpp", work / "main"
     src.write_text(HEADER_MAIN)
-    flags = [f for f in toolchain.BASE_FLAGS if f not in ("-shared", "-fPIC")]
+    flags = [f for f in (*toolchain.BASE_FLAGS, toolchain.march_flag()) if f not in ("-shared", "-fPIC")]
     cmd = [toolchain.find_cxx(), *flags, "-Werror", "-I", str(INCLUDE), str(src), "-o", str(exe)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"

@@ -416,7 +416,7 @@ def test_a_scene_case_with_a_bad_tolerance_names_the_case(tmp_path):
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=900,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (  # was a raw TypeError from inside the comparison

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 import triage_programs as tp
-from helpers import line_of
+from helpers import NO_LIMIT_S, line_of
 
 from tilescope.harness.data import save_snapshot
 
@@ -89,8 +89,9 @@ def test_the_tools_are_listed_each_with_its_input_schema(tmp_path):
         assert "build_dir" in t.input_schema["properties"] and "build_dir" in t.input_schema["required"]
     assert tools["dump_values"].input_schema["required"] == ["build_dir", "index"]
     assert tools["triage"].input_schema["properties"]["budget"] == {
-        "type": "number", "description": "seconds to spend before answering what is known", "default": 60.0,
-        "exclusiveMinimum": 0}  # fmt: skip
+        "type": "number", "exclusiveMinimum": 0,
+        "description": "seconds to spend before answering what is known (default $TILESCOPE_TRIAGE_BUDGET, else 60)"}
+    assert tools["propose_fix"].input_schema["properties"]["budget"]["default"] == 120.0
     assert tools["replay"].input_schema["properties"]["platform"]["enum"] == ["sim", "interp"]
     assert tools["trace"].annotations.read_only_hint is True and tools["triage"].annotations.read_only_hint is False
 
@@ -116,7 +117,7 @@ def test_triage_names_the_short_store_and_propose_fix_verifies_the_loop_bound(fa
                     got["listed"] = await s.list_tools()
                     got["query"] = await s.call_tool("deps", {"build_dir": str(instrumented), "task": 0})
                     seen["answered"] = time.monotonic()
-                got["fix"] = await s.call_tool("propose_fix", {"build_dir": str(failing), "budget": 120})
+                got["fix"] = await s.call_tool("propose_fix", {"build_dir": str(failing), "budget": NO_LIMIT_S})
                 return got
 
     got = anyio.run(main)

@@ -364,7 +364,7 @@ def test_ctrl_c_while_a_read_waits_stops_the_producer(tmp_path):
     assert proc.stdout.readline() == "running\n"
     time.sleep(1.0)  # the read waits for the spinning producer
     os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=900)
     assert proc.returncode == 0, err[-3000:]
     line = out.splitlines()[0]
     assert line.startswith("interrupted: interrupted Ctrl-C (SIGINT): stopped task 0 (kernel spin) on worker "), out

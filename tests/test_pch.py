@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tilescope.errors import ConfigError
 from tilescope.toolchain import BuildJob, build, compiler
 from tilescope.toolchain import pch as pchmod
 
@@ -76,20 +77,60 @@ def test_extra_flags_get_their_own_pch(tmp_path, private_cache):
     assert len(gchs(private_cache)) == 2
 
 
-def test_object_key_has_the_resolved_native_target(tmp_path, monkeypatch):
-    cxx = compiler.find_cxx()
+def _target_hash(cxx: str, march: str) -> str:
     macros = subprocess.run(
-        [cxx, "-std=c++17", "-march=native", "-E", "-dM", "-x", "c++", "/dev/null"],
+        [cxx, "-std=c++17", f"-march={march}", "-E", "-dM", "-x", "c++", "/dev/null"],
         capture_output=True,
         text=True,
     ).stdout
-    expected = compiler.cache.sha256_bytes("\n".join(sorted(macros.splitlines())).encode())
-    assert compiler.native_target(cxx) == expected
+    return compiler.cache.sha256_bytes("\n".join(sorted(macros.splitlines())).encode())
+
+
+def test_object_key_has_the_resolved_native_target(tmp_path, private_cache, monkeypatch):
+    cxx = compiler.find_cxx()
+    expected = _target_hash(cxx, "native")
+    assert compiler.target_macros(cxx) == expected
     job = BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")
     before = compiler.cache_key(job, cxx, "h")
     assert before.parts["target"] == expected
-    monkeypatch.setattr(compiler, "native_target", lambda _cxx: "an-avx2-only-host")
+    monkeypatch.setattr(compiler, "target_macros", lambda _cxx, _march: "an-avx2-only-host")
     assert compiler.cache_key(job, cxx, "h").digest != before.digest
+
+
+def test_tilescope_march_compiles_for_a_lower_target_with_its_own_key(tmp_path, private_cache, monkeypatch):
+    cxx = compiler.find_cxx()
+    job = BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")
+    native = compiler.cache_key(job, cxx, "h")
+    monkeypatch.setenv("TILESCOPE_MARCH", "x86-64-v2")
+    lower = compiler.cache_key(job, cxx, "h")
+    assert lower.parts["target"] == _target_hash(cxx, "x86-64-v2") != native.parts["target"]
+    assert lower.parts["flags"] != native.parts["flags"]
+    [result] = build([job])
+    assert "-march=x86-64-v2" in result.command and "-march=native" not in result.command
+    assert value(tmp_path / "a.so") == 3
+
+
+@pytest.mark.parametrize(
+    ("march", "says"),
+    [("x86-64-v99", "g++ does not accept -march=x86-64-v99"), ("a b", "expected a g++ -march value")],
+)
+def test_a_march_g_plus_plus_rejects_is_a_config_error_naming_the_variable(tmp_path, private_cache, monkeypatch, march, says):
+    monkeypatch.setenv("TILESCOPE_MARCH", march)
+    with pytest.raises(ConfigError, match="TILESCOPE_MARCH") as info:
+        build([BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")])
+    assert says in str(info.value)
+
+
+def test_a_march_beyond_this_cpu_is_refused_before_anything_runs(tmp_path, private_cache, monkeypatch):
+    cxx = compiler.find_cxx()
+    native = compiler._isa_macros(compiler._predefined(cxx, "native"))
+    beyond = next((m for m in ("sapphirerapids", "graniterapids", "znver5") if
+                   compiler._isa_macros(compiler._predefined(cxx, m)) - native), None)
+    if beyond is None:
+        pytest.skip("this CPU has every instruction set of the newest -march values g++ 12 knows")
+    monkeypatch.setenv("TILESCOPE_MARCH", beyond)
+    with pytest.raises(ConfigError, match=f"TILESCOPE_MARCH='{beyond}' compiles for .*which this CPU lacks"):
+        build([BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")])
 
 
 def test_truncated_pch_is_rebuilt(tmp_path, private_cache, caplog):

@@ -201,7 +201,7 @@ def test_counters_fall_back_to_the_thread_clock_and_getrusage_where_perf_cannot_
     context switches come from the fallbacks, the hardware counters are None, the note says why."""
     prog = vector_dag.vector_dag.compile()
     child = subprocess.run(
-        [sys.executable, "-c", FALLBACK_RUN, str(prog.work_dir)], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", FALLBACK_RUN, str(prog.work_dir)], capture_output=True, text=True, timeout=900
     )
     assert child.returncode == 0, child.stderr
     got = json.loads(child.stdout.strip().splitlines()[-1])

@@ -298,7 +298,7 @@ def test_replay_compiled_with_tensors_and_without_data():
 
 def _run(cmd, cwd):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "models")}
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=900)
 
 
 def test_debug_run_py_and_tilescope_replay_work_from_any_directory(tmp_path):

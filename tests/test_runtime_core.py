@@ -977,7 +977,7 @@ def test_process_exits_cleanly_with_parked_workers(libs, tmp_path, mode):
         capture_output=True,
         text=True,
         env=env,
-        timeout=120,
+        timeout=900,
     )
     if mode == "daemon":  # a run in flight at exit: reported, and never a passing status
         assert (proc.returncode, proc.stdout) == (1, "done\n"), proc.stderr

@@ -40,9 +40,11 @@ import numpy as np
 import pytest
 import torch
 
+from tilescope.toolchain import BASE_FLAGS, march_flag
+
 INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
-# The flags every generated kernel is compiled with.
-KERNEL_FLAGS = "-std=c++17 -O3 -g1 -fPIC -shared -march=native -fno-math-errno -Wall -Wextra".split()
+# The flags every generated kernel is compiled with (-march= from TILESCOPE_MARCH, default native).
+KERNEL_FLAGS = [*(f for f in BASE_FLAGS if f != "-ffp-contract=off"), march_flag(), "-g1"]
 
 DTYPES = {
     "f32": torch.float32,

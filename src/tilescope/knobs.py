@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import functools
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -377,6 +378,15 @@ ENV_KNOBS: dict[str, Knob] = {
             kind=str,
         ),
         Knob(
+            "march",
+            "native",
+            "the instruction set kernels and the runtime core compile for (g++ -march=): native, the host's "
+            "own, or a lower one such as x86-64-v3 (AVX2) to reproduce what a machine without AVX-512 computes",
+            lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}", v) is not None,
+            "a g++ -march value such as native, x86-64-v3 or skylake-avx512",
+            kind=str,
+        ),
+        Knob(
             "debug_info",
             "lines",
             "debug information in compiled C++: lines (-g1: line tables and inlined frames, all that crash "
@@ -384,6 +394,15 @@ ENV_KNOBS: dict[str, Knob] = {
             lambda v: v in ("lines", "full"),
             "lines or full",
             kind=str,
+        ),
+        Knob(
+            "triage_budget",
+            60.0,
+            "seconds `tilescope triage` (and --triage, the MCP triage tools) spends before answering what it "
+            "knows, when no --budget is given; a loaded machine needs more",
+            lambda v: isinstance(v, float) and 0 < v < float("inf"),
+            "a number of seconds > 0",
+            kind=float,
         ),
         Knob(
             "traceback",

@@ -310,8 +310,9 @@ _ATOL = Param("atol", "number", "absolute tolerance (default: the one the data w
 _TASK = Param("task", "integer", "a task id, as reports name it (task 3 -> 3)", minimum=0)
 
 
-def _budget(default: float) -> Param:
-    return Param("budget", "number", "seconds to spend before answering what is known", default=default,
+def _budget(default: float | None) -> Param:
+    told = f"default {default:g}" if default is not None else f"default $TILESCOPE_TRIAGE_BUDGET, else {DEFAULT_BUDGET:g}"
+    return Param("budget", "number", f"seconds to spend before answering what is known ({told})", default=default,
                  minimum=0, above=True)  # fmt: skip
 
 
@@ -320,7 +321,7 @@ TOOLS: tuple[Tool, ...] = (
          "deadlock, out_of_bounds, nan, race, uninitialized, codegen, algorithm, precision, compile_error, "
          "signature, bad_input, pass, unknown), the task, kernel, op, DSL line and C++ line, the evidence and the "
          "next commands. The report JSON of `tilescope triage --json`. Start here.",
-         (_RUN_BUILD, _GOLDEN, _budget(DEFAULT_BUDGET), _RTOL, _ATOL), _triage, read_only=False, runs=True),
+         (_RUN_BUILD, _GOLDEN, _budget(None), _RTOL, _ATOL), _triage, read_only=False, runs=True),
     Tool("propose_fix", "Triage the build, then propose an edit of the DSL source and verify it on a copy against "
          "the saved data (the user's file is never changed). The triage report JSON; its `fix` holds `edit` "
          "(file, line, before, after, why; null when none), `verified`, `comparison`, `tried` and `why_none`.",

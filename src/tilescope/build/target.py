@@ -1,7 +1,7 @@
 """What a build's sim binaries were compiled for, and the check that they can run here.
 
-Invariants: a build records ``target`` (the machine and the CPU flags ``-march=native`` used) in
-``RUNTIME_CONFIG``; running it on another arch, or on a CPU that lacks one of those flags, is a
+Invariants: a build records ``target`` (the machine, the host CPU's flags and the ``-march`` value
+of TILESCOPE_MARCH it compiled with) in ``RUNTIME_CONFIG``; running it on another arch, or on a CPU that lacks one of those flags, is a
 ``ConfigError`` that names the missing flags and says what to do, never a SIGILL.
 """
 
@@ -11,13 +11,14 @@ import platform as _platform
 from pathlib import Path
 from typing import Any
 
+from tilescope import knobs
 from tilescope.errors import ConfigError
 from tilescope.toolchain import cache
 
 
 def host_target() -> dict[str, Any]:
-    """What the sim binaries are compiled for (``-march=native``): the machine and its CPU flags."""
-    return {"arch": _platform.machine(), "cpu_flags": cache.cpu_features().split()}
+    """What the sim binaries are compiled for: the machine, its CPU flags and the ``-march`` value."""
+    return {"arch": _platform.machine(), "cpu_flags": cache.cpu_features().split(), "march": knobs.env_setting("march")}
 
 
 def check_target(work_dir: Path, recorded: dict[str, Any] | None, platform: str) -> None:
@@ -34,7 +35,7 @@ def check_target(work_dir: Path, recorded: dict[str, Any] | None, platform: str)
     if missing and platform == "sim":
         shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
         raise ConfigError(
-            f"{work_dir} was compiled (with -march=native) on a CPU with {shown}, which this CPU lacks: its "
+            f"{work_dir} was compiled (with -march={recorded.get('march', 'native')}) on a CPU with {shown}, which this CPU lacks: its "
             "kernels may crash with SIGILL here; compile the program again on this machine, or run it with "
             "platform='interp'"
         )

@@ -55,6 +55,7 @@ FIX_DIR = "fix"  # dfx_outputs/triage/fix/
 _NOT_TOP_LEVEL = "has no @ts.jit program named"
 _OUT_READ = re.compile(r"kernel (?P<kernel>\w+): ts\.load reads the Out param '(?P<param>\w+)'")
 MIN_RUN_S = 5.0  # the watchdog of a candidate's run never goes below this
+MAX_RUN_S = 60.0  # nor above this: a candidate that hangs is stopped however much budget is left
 
 
 def propose(build: Build, rep: LocalizeReport, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
@@ -238,9 +239,10 @@ def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Com
 def _check_run(compiled: CompiledProgram, inputs: dict[str, Any], golden: dict[str, torch.Tensor], rtol: float,
                atol: float, deadline: float) -> tuple[bool, str]:  # fmt: skip
     """Run ``compiled`` isolated on copies of ``inputs``, its tasks stopped past the budget (never
-    before ``MIN_RUN_S``), and compare its outputs with ``golden``."""
+    before ``MIN_RUN_S``, always by ``MAX_RUN_S`` of charged time), and compare its outputs with
+    ``golden``."""
     args = guarded_args([inputs[a.name] for a in compiled.args])
-    limit = max(MIN_RUN_S, deadline - time.perf_counter())
+    limit = max(MIN_RUN_S, min(MAX_RUN_S, deadline - time.perf_counter()))
     compiled.run(*args, log_level="error", isolate=True, task_timeout_s=limit)
     got = {a.name: args[i] for i, a in enumerate(compiled.args) if a.is_output}
     return _compare(got, golden, rtol, atol)

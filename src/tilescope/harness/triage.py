@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from tilescope import knobs
 from tilescope.build.manifest import Build, as_build_dir
 from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, dfx_dir
 from tilescope.build.signature_check import SignatureMismatch
@@ -60,7 +61,8 @@ from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
 from tilescope.toolchain.compiler import CompileError
 
-DEFAULT_BUDGET = 60.0
+DEFAULT_BUDGET = knobs.ENV_KNOBS["triage_budget"].default
+HANG_TIMEOUT_S = 60.0  # the most a task of the first run may take (charged time) before it is a hang
 CATEGORIES = (
     "compile_error", "bad_input", "signature", "crash", "hang", "deadlock", "out_of_bounds", "nan", "race",
     "uninitialized", "codegen", "algorithm", "precision", "pass", "unknown",
@@ -77,7 +79,8 @@ def triage(
     build_dir: str | os.PathLike,
     golden_data: str | os.PathLike | None = None,
     *,
-    budget: float = DEFAULT_BUDGET,
+    budget: float | None = None,
+    task_timeout_s: float | None = None,
     rtol: float | None = None,
     atol: float | None = None,
     progress: Callable[[str], None] | None = None,
@@ -87,13 +90,24 @@ def triage(
     also written to ``dfx_outputs/triage/report.json``. With ``fix``, propose an edit of the DSL
     source and verify it on the saved data (``harness.fix``; the report's ``fix``).
 
+    ``budget`` (default TILESCOPE_TRIAGE_BUDGET, 60 s) is the wall time triage spends before it
+    answers with what it knows. ``task_timeout_s`` is how long a task may run (its charged time:
+    CPU plus blocked, not time spent waiting for a core) before triage calls it a hang; by default
+    a quarter of the budget, from 1 s to ``HANG_TIMEOUT_S``.
+
     Raises:
-        TriageError: not a build directory, or no saved data to run on.
+        TriageError: not a build directory, no saved data to run on, or a budget or task timeout
+            that is not a number of seconds > 0.
     """
-    if not (isinstance(budget, int | float) and budget > 0):
-        raise TriageError(f"budget={budget!r}: expected a number of seconds > 0")
+    if budget is None:
+        budget = knobs.ENV_KNOBS["triage_budget"].env_value() or DEFAULT_BUDGET  # a bad value: ConfigError
+    for name, value in (("budget", budget), ("task_timeout_s", task_timeout_s)):
+        if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool)
+                                      and 0 < value < float("inf")):  # fmt: skip
+            raise TriageError(f"{name}={value!r}: expected a number of seconds > 0")
     work = as_build_dir(build_dir)
     t = _Triage(work, golden_data, float(budget), progress or Progress("triage"))
+    t.task_timeout_s = None if task_timeout_s is None else float(task_timeout_s)
     t.want_fix = fix
     t.run(rtol, atol)
     if fix and t.rep.fix is None:
@@ -109,6 +123,7 @@ class _Triage(Steps):
         self.inputs: dict[str, Any] = {}
         self.golden: dict[str, torch.Tensor] = {}
         self.want_fix = False
+        self.task_timeout_s: float | None = None
 
     def finish(self) -> LocalizeReport:
         if not self.rep.category:
@@ -308,7 +323,7 @@ class _Triage(Steps):
         (task, kernel, message; None when every output was finite); None when it failed."""
         assert self.build is not None
         args = guarded_args([self.inputs[a.name] for a in self.build.args])
-        budget = max(1.0, min(DEFAULT_BUDGET, self.left() / 4))
+        budget = self.task_timeout_s or max(1.0, min(HANG_TIMEOUT_S, self.left() / 4))
         try:
             info = self.step("run isolated, NaN check on", lambda: self.build.run(
                 *args, isolate=True, nan_check=True, task_timeout_s=budget, log_level="null"),
@@ -427,8 +442,11 @@ def add_triage_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``tilescope triage``'s arguments."""
     p.add_argument("build_dir", metavar="BUILD", help="a build directory with saved data (--save-data)")
     p.add_argument("--golden-data", default=None, metavar="DIR", help="use this data directory instead of BUILD/data")
-    p.add_argument("--budget", type=seconds_arg, default=DEFAULT_BUDGET, metavar="SECONDS",
-                   help=f"stop looking after this long (default {DEFAULT_BUDGET:g})")  # fmt: skip
+    p.add_argument("--budget", type=seconds_arg, default=None, metavar="SECONDS",
+                   help=f"stop looking after this long (default $TILESCOPE_TRIAGE_BUDGET, else {DEFAULT_BUDGET:g})")
+    p.add_argument("--task-timeout", type=seconds_arg, default=None, metavar="SECONDS", dest="task_timeout_s",
+                   help="a task of the program that runs this long (CPU plus blocked time) is a hang "
+                        f"(default: a quarter of the budget, 1 to {HANG_TIMEOUT_S:g})")  # fmt: skip
     p.add_argument("--rtol", type=tolerance_arg, default=None, help="relative tolerance (default: the data's)")
     p.add_argument("--atol", type=tolerance_arg, default=None, help="absolute tolerance (default: the data's)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (localize's format) instead")
@@ -439,7 +457,8 @@ def add_triage_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run_cli(args: argparse.Namespace) -> int:
     """``tilescope triage``: 0 when the build passes (deterministically), 1 otherwise."""
-    return report_cli("triage", lambda: triage(args.build_dir, args.golden_data, budget=args.budget, rtol=args.rtol,
+    return report_cli("triage", lambda: triage(args.build_dir, args.golden_data, budget=args.budget,
+                                               task_timeout_s=args.task_timeout_s, rtol=args.rtol,
                                                atol=args.atol, fix=args.fix), args.json,
                       lambda rep: rep.category == "pass" and rep.deterministic is not False)  # fmt: skip
 

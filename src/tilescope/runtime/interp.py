@@ -108,15 +108,27 @@ def _rsqrt(x: torch.Tensor) -> torch.Tensor:
     return torch.div(1.0, _sqrt(x)) if x.dtype == torch.float32 else torch.rsqrt(x)
 
 
-def _through_f32(fn):
-    """``fn`` for bf16/f16 computed in f32 and rounded once, as the tile library computes it:
-    torch's own bf16/f16 CPU erf is off by up to ~3e-7 absolute near 0 (erf(1e-7) = 0 in bf16,
-    erf(1e-5) 2.5% high), and its bf16 gelu flushes results below 2^-126 to zero."""
+def _through_f64(fn):
+    """``fn`` computed in float64 and rounded once to f32 (then to bf16/f16), as the tile library
+    computes it. torch's own f32 erf and gelu round differently on each CPU (its AVX-512 and AVX2
+    kernels disagree in the last bit for ~3% of inputs, and oneDNN's AVX2 gelu gives +0 for -0),
+    its bf16/f16 erf is off by up to ~3e-7 absolute near 0, and its bf16 gelu flushes results
+    below 2^-126 to zero; its float64 erf and erfc are the same on every CPU."""
 
     def op(x: torch.Tensor) -> torch.Tensor:
-        return fn(x.float()).to(x.dtype) if x.dtype in (torch.bfloat16, torch.float16) else fn(x)
+        if x.dtype == torch.float64:
+            return fn(x)
+        return fn(x.double()).float().to(x.dtype)
 
     return op
+
+
+def _gelu_f64(x: torch.Tensor) -> torch.Tensor:
+    """x/2 erfc(-x / sqrt2): torch's exact GELU without its 1 + erf cancellation for x < 0 (the
+    tile library's form). Clamped at -40, where the result is far below the float subnormals,
+    so that gelu(-Inf) is -0 rather than -Inf * 0 = NaN."""
+    xd = x.clamp(min=-40.0)
+    return 0.5 * xd * torch.special.erfc(xd * -0.70710678118654752440)
 
 
 _UNARY = {
@@ -130,11 +142,11 @@ _UNARY = {
     "sigmoid": torch.sigmoid,
     "silu": torch.nn.functional.silu,
     "logical_not": torch.logical_not,
-    "erf": _through_f32(torch.erf),
+    "erf": _through_f64(torch.erf),
     "exp2": torch.exp2,
     "log2": torch.log2,
     "reciprocal": torch.reciprocal,
-    "gelu": _through_f32(torch.nn.functional.gelu),
+    "gelu": _through_f64(_gelu_f64),
     "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
 }
 

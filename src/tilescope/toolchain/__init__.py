@@ -10,6 +10,7 @@ from tilescope.toolchain.compiler import (
     check,
     compiler_identity,
     find_cxx,
+    march_flag,
     reset_stats,
     stats,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "check",
     "compiler_identity",
     "find_cxx",
+    "march_flag",
     "object_path",
     "reset_stats",
     "stats",

@@ -5,8 +5,9 @@ Invariants:
   ``tilescope.toolchain``; a cache hit runs no compiler process at all.
 - The cache key of a job is built from named parts (``source``, ``flags``, ``compiler``,
   ``headers``, ``target``, ``abi``), each logged at debug level. Include-directory *paths* are not
-  part of the key; the contents of every header under them are. ``target`` is what
-  ``-march=native`` resolves to on this host (``native_target``), not the flag string.
+  part of the key; the contents of every header under them are. ``target`` is what the
+  ``-march=`` of TILESCOPE_MARCH (default ``native``) resolves to on this host (``target_macros``),
+  not the flag string; a ``-march`` that enables an instruction set this CPU lacks is refused.
 - A single-source job that opens with ``#include <tilescope/...>`` lines is compiled with a
   precompiled header of them (``pch``), cached under the same key parts; a PCH that cannot be
   built or used is logged and left out, never an error.
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilescope import knobs
-from tilescope.errors import ToolchainError
+from tilescope.errors import ConfigError, ToolchainError
 from tilescope.toolchain import cache, pch
 from tilescope.toolchain.cache import CacheKey
 
@@ -46,7 +47,6 @@ BASE_FLAGS: tuple[str, ...] = (
     "-O3",
     "-fPIC",
     "-shared",
-    "-march=native",
     "-fno-math-errno",
     # every f32 op rounds as interp (torch) rounds it: no a * b + c fused into one rounding
     # (g++'s default, -ffp-contract=fast); the tile library's matmul and math fuse on purpose
@@ -69,6 +69,16 @@ def debug_info_flag() -> str:
     """
     knobs.ENV_KNOBS["debug_info"].env_value()  # NOTE: value() alone would take a bad value for unset
     return DEBUG_INFO_FLAGS[knobs.env_setting("debug_info")]
+
+
+def march_flag() -> str:
+    """``-march=`` of TILESCOPE_MARCH (default ``native``: the host's own instruction set).
+
+    Raises:
+        ConfigError: the variable is set to something that is not a -march value.
+    """
+    knobs.ENV_KNOBS["march"].env_value()  # NOTE: value() alone would take a bad value for unset
+    return f"-march={knobs.env_setting('march')}"
 
 
 INSTALL_HINT = (
@@ -225,30 +235,61 @@ def compiler_identity(cxx: str) -> str:
     return _remembered("compilers", cxx, "", "the compiler identity", identity)
 
 
+# The macros g++ defines for an instruction-set extension, e.g. __AVX512F__ or __AVXVNNI__ (not the
+# tuning or arch macros, which differ between -march values without changing what may run).
+_ISA_MACRO = re.compile(r"^#define __([A-Z0-9_]+)__ 1$")
+_NOT_ISA = {"OPTIMIZE", "PIC", "pic", "GNUC_STDC_INLINE", "NO_INLINE", "SSP_STRONG", "ELF", "LP64", "CET"}
+
+
+def _predefined(cxx: str, march: str) -> str:
+    """The macros ``cxx -march=<march>`` predefines, sorted, one per line."""
+    command = [cxx, "-std=c++17", f"-march={march}", "-E", "-dM", "-x", "c++", os.devnull]
+    try:
+        macros = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    except OSError as exc:
+        raise ToolchainError(f"cannot run {shlex.join(command)} to read the target: {exc}. {INSTALL_HINT}") from exc
+    except subprocess.CalledProcessError as exc:
+        raise ConfigError(
+            f"TILESCOPE_MARCH={march!r}: g++ does not accept -march={march} ({exc.stderr.strip()[:200]}); "
+            "set it to native or to a -march value g++ knows, such as x86-64-v3"
+        ) from exc
+    return "\n".join(sorted(macros.splitlines()))
+
+
+def _isa_macros(macros: str) -> set[str]:
+    return {m.group(1) for line in macros.splitlines() if (m := _ISA_MACRO.match(line))} - _NOT_ISA
+
+
 @functools.cache
-def native_target(cxx: str) -> str:
-    """Hash of the macros ``cxx -march=native`` predefines: the instruction set it compiles for here.
+def target_macros(cxx: str, march: str = "native") -> str:
+    """Hash of the macros ``cxx -march=<march>`` predefines: the instruction set it compiles for.
 
     Two hosts with the same flags and compiler but different CPUs get different hashes. Remembered
-    per process and, on disk, per compiler executable and ``/proc/cpuinfo`` features, so a process
-    whose builds are all cache hits runs no compiler process at all.
+    per process and, on disk, per compiler executable, ``march`` and ``/proc/cpuinfo`` features, so
+    a process whose builds are all cache hits runs no compiler process at all.
+
+    Raises:
+        ConfigError: ``march`` is not a -march value g++ accepts, or it enables an instruction set
+            extension (e.g. AVX-512) that this CPU lacks, whose kernels would die of SIGILL here.
     """
 
     def target() -> str:
-        command = [cxx, "-std=c++17", "-march=native", "-E", "-dM", "-x", "c++", os.devnull]
-        try:
-            macros = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-        except (OSError, subprocess.CalledProcessError) as exc:
-            raise ToolchainError(
-                f"cannot run {shlex.join(command)} to read the host target: {exc}. {INSTALL_HINT}"
-            ) from exc
-        return cache.sha256_bytes("\n".join(sorted(macros.splitlines())).encode())
+        macros = _predefined(cxx, march)
+        if march != "native":
+            beyond = sorted(_isa_macros(macros) - _isa_macros(_predefined(cxx, "native")))
+            if beyond:
+                shown = ", ".join(beyond[:6]) + (f" and {len(beyond) - 6} more" if len(beyond) > 6 else "")
+                raise ConfigError(
+                    f"TILESCOPE_MARCH={march!r} compiles for {shown}, which this CPU lacks: its kernels would "
+                    "die of SIGILL here; choose a lower -march (x86-64-v3 is AVX2) or native"
+                )
+        return cache.sha256_bytes(macros.encode())
 
-    return _remembered("targets", cxx, f"\0{cache.cpu_features()}", "the host target", target)
+    return _remembered("targets", cxx, f"\0{march}\0{cache.cpu_features()}", "the target", target)
 
 
 def _flags(job: BuildJob) -> list[str]:
-    return [*BASE_FLAGS, debug_info_flag(), *(f"-I{d}" for d in job.all_include_dirs()), *job.extra_flags]
+    return [*BASE_FLAGS, march_flag(), debug_info_flag(), *(f"-I{d}" for d in job.all_include_dirs()), *job.extra_flags]
 
 
 def compile_command(cxx: str, job: BuildJob, output: Path, umbrella: Path | None = None) -> list[str]:
@@ -259,13 +300,14 @@ def compile_command(cxx: str, job: BuildJob, output: Path, umbrella: Path | None
 
 def cache_key(job: BuildJob, cxx: str, headers: str) -> CacheKey:
     """The named parts that decide whether ``job``'s object can be reused."""
+    march = march_flag()
     return CacheKey(
         {
             "source": cache.sha256_files(job.sources),
-            "flags": cache.sha256_bytes("\0".join((*BASE_FLAGS, debug_info_flag(), *job.extra_flags)).encode()),
+            "flags": cache.sha256_bytes("\0".join((*BASE_FLAGS, march, debug_info_flag(), *job.extra_flags)).encode()),
             "compiler": cache.sha256_bytes(compiler_identity(cxx).encode()),
             "headers": headers,
-            "target": native_target(cxx),
+            "target": target_macros(cxx, march.removeprefix("-march=")),
             "abi": str(cache.abi_version()),
         }
     )
@@ -510,7 +552,7 @@ def _check_cxx17(cxx: str) -> tuple[str, bool, str]:
     with tempfile.TemporaryDirectory(prefix="tilescope-doctor-") as tmp:
         src = Path(tmp) / "probe.cpp"
         src.write_text(_CXX17_PROBE)
-        command = [cxx, *BASE_FLAGS, "-o", str(Path(tmp) / "probe.so"), str(src)]
+        command = [cxx, *BASE_FLAGS, march_flag(), "-o", str(Path(tmp) / "probe.so"), str(src)]
         proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
         first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip())
