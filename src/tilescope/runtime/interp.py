@@ -59,6 +59,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
+from tilescope.ir.op_registry import OPS, torch_reference, unary_ops
 from tilescope.ir.traverse import recursion_room, walk_exprs
 from tilescope.ir.types import Direction, ScalarType, TileType
 from tilescope.runtime.casts import float_to_int, narrow_float
@@ -119,24 +120,19 @@ def _through_f32(fn):
     return op
 
 
-_UNARY = {
-    "neg": torch.neg,
-    "exp": torch.exp,
-    "log": torch.log,
-    "sqrt": _sqrt,
-    "rsqrt": _rsqrt,
-    "abs": torch.abs,
-    "tanh": torch.tanh,
-    "sigmoid": torch.sigmoid,
-    "silu": torch.nn.functional.silu,
-    "logical_not": torch.logical_not,
-    "erf": _through_f32(torch.erf),
-    "exp2": torch.exp2,
-    "log2": torch.log2,
-    "reciprocal": torch.reciprocal,
-    "gelu": _through_f32(torch.nn.functional.gelu),
-    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
-}
+_OWN = {"sqrt": _sqrt, "rsqrt": _rsqrt}  # the registry's interp="own" ops
+
+
+def unary_fn(op: str) -> Any:
+    """The torch function the interpreter computes the registry unary op ``op`` with."""
+    d = OPS[op]
+    if d.interp == "own":
+        return _OWN[op]
+    fn = torch_reference(d)
+    return _through_f32(fn) if d.interp == "f32" else fn
+
+
+_UNARY = {op: unary_fn(op) for op in unary_ops()}
 
 
 def _round_scalar(v: Any, dtype: dt.DType, float64: bool) -> Any:
