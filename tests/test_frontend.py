@@ -319,8 +319,8 @@ def test_unknown_op_names_the_ops_that_exist_and_close_matches():
     import math
 
     @ts.kernel
-    def softplus(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
-        ts.store(y, [0, 0], ts.softplus(ts.load(x, [0, 0], [4, 4])))
+    def softmax(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        ts.store(y, [0, 0], ts.softmax(ts.load(x, [0, 0], [4, 4])))
 
     @ts.kernel
     def arange(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
@@ -336,8 +336,8 @@ def test_unknown_op_names_the_ops_that_exist_and_close_matches():
     def sqroot(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
         ts.store(y, [0, 0], ts.load(x, [0, 0], [4, 4]) * math.sqroot(2.0))
 
-    err = _expect(softplus, "ts.softplus is not a tilescope op", "the ops in a @ts.kernel")
-    assert err.message == "ts.softplus is not a tilescope op"
+    err = _expect(softmax, "ts.softmax is not a tilescope op", "the ops in a @ts.kernel")
+    assert err.message == "ts.softmax is not a tilescope op"
     assert err.hint == f"the ops in a @ts.kernel: {KERNEL_OPS} (see docs/dsl.md)"
     err = _expect(arange, "ts.arange is not a tilescope op", KERNEL_OPS)
     assert err.message == "ts.arange is not a tilescope op; did you mean ts.range?"
@@ -365,10 +365,10 @@ def test_unknown_attribute_of_the_tilescope_module_lists_close_matches():
         "see docs/dsl.md)"
     )
     with pytest.raises(AttributeError) as e:
-        ts.softplus  # noqa: B018
+        ts.softmax  # noqa: B018
     assert (
         str(e.value)
-        == f"module 'tilescope' has no attribute 'softplus' (the DSL ops: {every_op}; see docs/dsl.md)"
+        == f"module 'tilescope' has no attribute 'softmax' (the DSL ops: {every_op}; see docs/dsl.md)"
     )
     with pytest.raises(AttributeError) as e:
         ts.float32  # noqa: B018

@@ -288,8 +288,8 @@ class OpLowering:
         return self._fill(node, a["shape"], a["value"], a["dtype"])
 
     def unary_op(self, op: OpDef, node: ast.Call) -> UnOp:
-        """``ts.<op>(x)`` of a registry unary op; an op with a ``keyword`` (``ts.gelu(x,
-        approximate="tanh")``) picks the IR op of the keyword's value among its forms."""
+        """``ts.<op>(x)`` of a registry unary op; an op with a ``keyword`` (``approximate=``) picks
+        the IR op of the keyword's value among its forms (``op_registry.forms_of``)."""
         if op.keyword is None:
             return self.unop(op.name, self.bind(node, ["x"])["x"], node)
         key, default = op.keyword

@@ -59,7 +59,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
-from tilescope.ir.op_registry import OPS, torch_reference, unary_ops
+from tilescope.ir.op_registry import OPS, binary_ops, compare_ops, logical_ops, torch_reference, unary_ops
 from tilescope.ir.traverse import recursion_room, walk_exprs
 from tilescope.ir.types import Direction, ScalarType, TileType
 from tilescope.runtime.casts import float_to_int, narrow_float
@@ -80,23 +80,7 @@ _SCALAR_OPS = {
     "gt": operator.gt,
     "ge": operator.ge,
 }
-_TILE_OPS = {
-    "add": torch.add,
-    "sub": torch.sub,
-    "mul": torch.mul,
-    "div": torch.div,
-    "eq": torch.eq,
-    "ne": torch.ne,
-    "lt": torch.lt,
-    "le": torch.le,
-    "gt": torch.gt,
-    "ge": torch.ge,
-    "logical_and": torch.logical_and,
-    "logical_or": torch.logical_or,
-    "pow": torch.pow,
-    "maximum": torch.maximum,
-    "minimum": torch.minimum,
-}
+_TILE_OPS = {op: torch_reference(op) for op in (*binary_ops(), *compare_ops(), *logical_ops())}
 def _sqrt(x: torch.Tensor) -> torch.Tensor:
     """sqrt correctly rounded, as the tile library's: torch's f32 CPU sqrt is up to 0.75 ulp off
     (for about 17% of inputs), so f32 goes through float64, where one rounding to f32 is exact."""
@@ -112,7 +96,7 @@ def _rsqrt(x: torch.Tensor) -> torch.Tensor:
 def _through_f32(fn):
     """``fn`` for bf16/f16 computed in f32 and rounded once, as the tile library computes it:
     torch's own bf16/f16 CPU erf is off by up to ~3e-7 absolute near 0 (erf(1e-7) = 0 in bf16,
-    erf(1e-5) 2.5% high), and its bf16 gelu flushes results below 2^-126 to zero."""
+    erf(1e-5) 2.5% high), and some of its bf16 functions flush results below 2^-126 to zero."""
 
     def op(x: torch.Tensor) -> torch.Tensor:
         return fn(x.float()).to(x.dtype) if x.dtype in (torch.bfloat16, torch.float16) else fn(x)

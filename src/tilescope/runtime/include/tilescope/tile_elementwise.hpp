@@ -10,9 +10,9 @@
 //  - Integer + - * and unary minus wrap around (two's complement), as torch's do. `/` on
 //    integer tiles is a compile error: torch's `/` is true division, so cast to float first.
 //  - maximum/minimum propagate NaN. Comparisons give Tile<bool>; NaN compares unequal.
-//  - exp/log/tanh/sigmoid/silu, exp2/log2/erf/gelu/gelu_tanh and pow on float (and bf16/f16)
-//    use tile_math.hpp (gelu(-Inf) = gelu_tanh(-Inf) = -0 where torch's float formula gives
-//    NaN); reciprocal(x) is 1 / x, one correctly rounded division; sqrt is exact;
+//  - the unary math ops and pow on float (and bf16/f16) call tile_math.hpp's functions (its
+//    header lists where their limits differ from torch's float formulas, such as a -0 where
+//    torch gives NaN); reciprocal(x) is 1 / x, one correctly rounded division; sqrt is exact;
 //    rsqrt(x) is 1 / sqrt(x) (two correct roundings, < 1 ulp; torch's CPU rsqrt uses
 //    another approximation and differs from it by 1 ulp for ~13% of inputs).
 #pragma once
