@@ -99,10 +99,16 @@ def test_interp_computes_each_unary_op_with_its_reference(op):
     if op.interp == "own":  # correctly rounded, as the tile library
         assert torch.allclose(got.double(), want.double(), rtol=2.0**-22, atol=0)
     else:
-        assert torch.equal(got, want)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
     if op.interp == "f32":
         half = x.to(torch.bfloat16)
-        assert torch.equal(interp.unary_fn(op.name)(half), reg.torch_reference(op)(half.float()).to(torch.bfloat16))
+        torch.testing.assert_close(
+            interp.unary_fn(op.name)(half),
+            reg.torch_reference(op)(half.float()).to(torch.bfloat16),
+            rtol=0,
+            atol=0,
+            equal_nan=True,
+        )
 
 
 def _unary_program(ops: list[reg.OpDef], dtype: str) -> str:

@@ -1226,6 +1226,13 @@ def _gelu_tanh_ref(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x == -math.inf, torch.tensor(-0.0, dtype=torch.float64), ref)
 
 
+def _softplus_ref(x: torch.Tensor) -> torch.Tensor:
+    """log(1 + e^x) in float64 as max(x, 0) + log1p(e^-|x|), without torch's threshold (above 20
+    the two differ by e^-x, below a thousandth of a float ulp)."""
+    x = x.double()
+    return torch.clamp(x, min=0) + torch.log1p(torch.exp(-x.abs()))
+
+
 # name -> (float64 reference, max ulp error of the float32 version over the sweep).
 NEW_MATH = {
     "erf": (torch.special.erf, 0.51),
@@ -1234,6 +1241,8 @@ NEW_MATH = {
     "reciprocal": (torch.reciprocal, 0.5),
     "gelu": (_gelu_ref, 0.51),
     "gelu_tanh": (_gelu_tanh_ref, 0.51),
+    "softplus": (_softplus_ref, 0.51),
+    "log1p": (torch.log1p, 0.51),
 }
 
 
@@ -1266,11 +1275,13 @@ def test_new_math_f32_close_to_torch(built):
     2 ulp plus |x| times the error of torch's 1 + erf / 1 + tanh (measured: up to 3.3e-7, which
     cancellation for negative x does not shrink)."""
     x = torch.linspace(-8.0, 8.0, 100_001, dtype=torch.float32)
-    for name, fn in [("erf", torch.special.erf), ("exp2", torch.exp2)]:
+    for name, fn in [("erf", torch.special.erf), ("exp2", torch.exp2), ("softplus", torch.nn.functional.softplus)]:
         got, want = unary_op(built, f"{name}_f32", x), fn(x)
         assert int((ordinal(got) - ordinal(want)).abs().max()) <= 2, name
     pos = torch.rand(100_000) * 100
     assert int((ordinal(unary_op(built, "log2_f32", pos)) - ordinal(torch.log2(pos))).abs().max()) <= 2
+    near = torch.cat([pos, torch.linspace(-0.999, 1.0, 100_001), torch.linspace(-1e-6, 1e-6, 10_001)])
+    assert int((ordinal(unary_op(built, "log1p_f32", near)) - ordinal(torch.log1p(near))).abs().max()) <= 2
     for name, fn in [
         ("gelu", torch.nn.functional.gelu),
         ("gelu_tanh", lambda t: torch.nn.functional.gelu(t, approximate="tanh")),
@@ -1297,6 +1308,8 @@ def test_new_math_f64(built):
         ("reciprocal", torch.reciprocal),
         ("gelu", _gelu_ref),
         ("gelu_tanh", _gelu_tanh_ref),
+        ("softplus", torch.nn.functional.softplus),  # torch's formula and threshold, as the double version
+        ("log1p", torch.log1p),
     ]:
         got, want = unary_op(built, f"{name}_f64", x), fn(x)
         rtol = 1e-12 if name.startswith("gelu") else 1e-14  # e^{-x^2/2}: rounding of x^2 costs x^2 ulp
@@ -1319,6 +1332,11 @@ NEW_SPECIALS = {
     "reciprocal": ("0 -0 inf -inf nan 2 -4 1e-45", "inf -inf 0 -0 nan 0.5 -0.25 inf"),
     "gelu": ("0 -0 inf -inf nan -20 -1e30 20 1e30", "0 -0 inf -0 nan -0 -0 20 1e30"),
     "gelu_tanh": ("0 -0 inf -inf nan -20 -1e30 20 1e30", "0 -0 inf -0 nan -0 -0 20 1e30"),
+    "softplus": ("inf -inf nan 20 21 30 1e30 -110 -200 -1e30", "inf 0 nan 20 21 30 1e30 0 0 0"),
+    "log1p": (
+        "0 -0 -1 -1.5 -2 -1e30 -inf inf nan 1e-45 -1e-45 1e-30 -1e-30 3e38",
+        "0 -0 -inf nan nan nan nan inf nan 1e-45 -1e-45 1e-30 -1e-30 88.596848",
+    ),
 }
 
 

@@ -217,6 +217,10 @@ _DEFS: tuple[OpDef, ...] = (
     _unary("gelu_tanh", "torch's GELU with approximate=\"tanh\".", "nn.functional.gelu", _GELU_ERROR,
            surface="form", signature="(x)", torch_kwargs=(("approximate", "tanh"),),
            spelled=Spelling("gelu", "approximate", "tanh")),
+    _unary("softplus", "Elementwise log(1 + exp(x)), x itself above 20 (torch's softplus, beta=1, threshold=20).",
+           "nn.functional.softplus", ErrorModel(2.0, _SLOPE, slope=1.0), interp="f32"),  # softplus' = sigmoid
+    _unary("log1p", "Elementwise log(1 + x), accurate for x near 0.", "log1p",
+           ErrorModel(1.0, "log", pole=-1.0), interp="f32", python="math.log1p({})"),
     # binary
     _op("pow", BINARY, "(x, exponent)", "Elementwise x**exponent (tiles or a scalar, broadcasting).", arity=2,
         dtypes=FLOAT, torch="pow", cpp="pow", functor="pow_op", error=ErrorModel(2.0, "pow")),

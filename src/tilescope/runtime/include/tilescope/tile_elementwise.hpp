@@ -260,6 +260,14 @@ struct gelu_tanh_op {
     template <class X>
     X operator()(X a) const { check_floating<X>(); return fmath::gelu_tanh(a); }
 };
+struct softplus_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::softplus(a); }
+};
+struct log1p_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::log1p(a); }
+};
 struct reciprocal_op {
     template <class X>
     X operator()(X a) const { check_floating<X>(); return fmath::reciprocal(a); }
@@ -395,6 +403,12 @@ inline Tile<T, R, C> gelu(const Tile<T, R, C> &a) { return detail::map<detail::g
 /// torch's GELU with approximate='tanh': x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 template <class T, int R, int C>
 inline Tile<T, R, C> gelu_tanh(const Tile<T, R, C> &a) { return detail::map<detail::gelu_tanh_op>(a); }
+/// torch's softplus with beta 1 and threshold 20: x for x > 20, else log(1 + e^x).
+template <class T, int R, int C>
+inline Tile<T, R, C> softplus(const Tile<T, R, C> &a) { return detail::map<detail::softplus_op>(a); }
+/// log(1 + x), accurate for x near 0.
+template <class T, int R, int C>
+inline Tile<T, R, C> log1p(const Tile<T, R, C> &a) { return detail::map<detail::log1p_op>(a); }
 
 // ---- where ----------------------------------------------------------------------------------
 
