@@ -89,6 +89,12 @@ def test_computing_ops_have_a_torch_reference(op):
     assert callable(reg.torch_reference(op))
 
 
+@pytest.mark.parametrize("op", [reg.OPS[n] for n in reg.reduce_ops()], ids=lambda d: d.name)
+def test_a_reduction_s_reference_reduces_its_side(op):
+    x = torch.arange(12.0).reshape(3, 4)
+    assert reg.torch_reference(op)(x).shape == ((3, 1) if op.name.startswith("row_") else (1, 4))
+
+
 @pytest.mark.parametrize("op", UNARY, ids=lambda d: d.name)
 def test_interp_computes_each_unary_op_with_its_reference(op):
     x = torch.linspace(-3.0, 3.0, 101) if op.dtypes != reg.BOOL else torch.rand(101) > 0.5

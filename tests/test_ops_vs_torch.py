@@ -56,8 +56,16 @@ def _unary(d: reg.OpDef) -> tuple[str, Callable]:
     return f"ts.{d.dsl_name}({arg}{form})", lambda x, y: ref(eval(arg, {"x": x, "y": y}))
 
 
+def _fused(d: reg.OpDef) -> tuple[str, Callable]:
+    """The op inside an expression of three ops, which the kernel C++ computes fused."""
+    text, ref = _unary(d)
+    return f"{text} * 0.5 + x", lambda x, y: ref(x, y) * 0.5 + x
+
+
+FLOAT_UNARY = [reg.OPS[n] for n in reg.unary_ops() if reg.OPS[n].dtypes == reg.FLOAT]
 ELEMENTWISE = {  # output -> (DSL expression of tiles x in [-3, 3) and y in [0.25, 4), torch)
-    **{f"o_{n}": _unary(reg.OPS[n]) for n in reg.unary_ops() if reg.OPS[n].dtypes == reg.FLOAT},
+    **{f"o_{d.name}": _unary(d) for d in FLOAT_UNARY},
+    **{f"f_{d.name}": _fused(d) for d in FLOAT_UNARY if d.fusable},
     "pow_tt": ("ts.pow(y, x)", lambda x, y: torch.pow(y, x)),
     "pow_ts": ("ts.pow(y, 2.5)", lambda x, y: torch.pow(y, 2.5)),
     "pow_neg": ("ts.pow(x, 3.0)", lambda x, y: torch.pow(x, 3.0)),

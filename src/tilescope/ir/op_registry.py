@@ -169,8 +169,9 @@ def _operator(name: str, category: str, functor: str | None, cpp: str | None, to
 
 
 def _reduce(name: str, doc: str, torch: str) -> OpDef:
+    dim = -1 if name.startswith("row_") else 0
     return OpDef(name, REDUCE, signature="(x)", doc=doc, arity=1, dtypes=FLOAT if name.endswith("_mean") else NUMBER,
-                 torch=torch, cpp=name)  # fmt: skip
+                 torch=torch, torch_kwargs=(("dim", dim), ("keepdim", True)), cpp=name)  # fmt: skip
 
 
 _SLOPE = "slope"

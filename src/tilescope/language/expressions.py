@@ -391,7 +391,7 @@ class Expressions:
             if isinstance(node.value, ast.Name) and is_dsl_name(attr) and self.named_tilescope(node.value.id):
                 raise DSLError(shadowed_message(node.value.id, base, attr), self.loc(node), SHADOWED_HINT)
             if attr in ops.op_names():
-                op = getattr(ops, attr)
+                op = ops.STUBS[attr]
                 call = (
                     f"ts.{attr}({ast.unparse(node.value)})"
                     if op.signature in ("(x)", "(a)")
