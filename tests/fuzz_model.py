@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from tilescope.ir import op_registry as reg
+
 F32, F16, BF16, I32 = "f32", "f16", "bf16", "i32"
 FLOATS = (F32, F16, BF16)
 TORCH = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16, I32: torch.int32}
@@ -44,18 +46,22 @@ SCALAR_MAG = 2.0
 # exp2/log2/erf/gelu/gelu_tanh/pow: sim 0.5001, 0.5000, 0.5000, 0.5001, 0.5001, 0.5001 ulp
 # (tile_math.hpp); torch measured as exp2 0.80, log2 0.58, erf 0.74, gelu_tanh 1.7, pow 0.59 ulp,
 # gelu 4.6 ulp of max(|gelu(x)|, |x|) (its 1 + erf cancels for x < 0: the gelu rules use that
-# magnitude, never |gelu(x)| alone).
+# magnitude, never |gelu(x)| alone). softplus/log1p: sim 0.5000 each; torch (f32, bf16/f16
+# through f32 as interp) measured as softplus 1.5 and log1p 0.63 ulp.
 SIM_ULPS = {
     "exp": 1.0, "log": 1.0, "tanh": 0.51, "sigmoid": 0.51, "silu": 0.51,
     "exp2": 0.51, "log2": 0.51, "erf": 0.51, "gelu": 0.51, "gelu_tanh": 0.51, "pow": 0.51,
+    "softplus": 0.51, "log1p": 0.51,
 }  # fmt: skip
 TORCH_ULPS = {
     "exp": 1.0, "log": 1.0, "tanh": 1.0, "sigmoid": 3.0, "silu": 3.0,
     "exp2": 1.0, "log2": 1.0, "erf": 1.0, "gelu": 6.0, "gelu_tanh": 3.0, "pow": 1.0,
+    "softplus": 2.0, "log1p": 1.0,
 }  # fmt: skip
 # Lipschitz constants on the whole line (log: 1 / lower end of the interval, exp: e^upper end;
-# log2 and exp2 likewise; gelu/gelu_tanh: max |f'| = 1.1290 at x = +-1.41)
-LIPSCHITZ = {"tanh": 1.0, "sigmoid": 0.25, "silu": 1.1, "erf": 2 / math.sqrt(math.pi) * 1.0001, "gelu": 1.13, "gelu_tanh": 1.13}
+# log2, log1p and exp2 likewise; gelu/gelu_tanh: max |f'| = 1.1290 at x = +-1.41; softplus' = sigmoid)
+LIPSCHITZ = {"tanh": 1.0, "sigmoid": 0.25, "silu": 1.1, "erf": 2 / math.sqrt(math.pi) * 1.0001, "gelu": 1.13, "gelu_tanh": 1.13,
+             "softplus": 1.0}  # fmt: skip
 GELU_MIN = -0.1701  # min of gelu and gelu_tanh (-0.16997, -0.17004)
 U32 = 2.0**-24  # unit roundoff of f32 (the accumulator of sums and matmuls)
 # The bound of a zero whose sign may differ (known bug zero_sign_minmax): the smallest positive
@@ -322,7 +328,8 @@ def _via_f32(fn, x: torch.Tensor) -> torch.Tensor:
     return fn(x.float()).to(x.dtype) if x.dtype in (torch.bfloat16, torch.float16) else fn(x)
 
 
-UNARY = ("neg", "abs", "sqrt", "exp", "log", "tanh", "sigmoid", "silu", "erf", "exp2", "log2", "reciprocal", "gelu", "gelu_tanh")
+# every unary op of the registry on numbers; rsqrt is left to the op grids
+UNARY = tuple(n for n in reg.unary_ops() if reg.OPS[n].dtypes != reg.BOOL and n != "rsqrt")
 _TORCH_UNARY = {
     "neg": torch.neg,
     "abs": torch.abs,
@@ -338,11 +345,17 @@ _TORCH_UNARY = {
     "reciprocal": torch.reciprocal,
     "gelu": lambda x: _via_f32(torch.nn.functional.gelu, x),
     "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "softplus": lambda x: _via_f32(torch.nn.functional.softplus, x),
+    "log1p": lambda x: _via_f32(torch.log1p, x),
 }
 
 
 def _silu(x: float) -> float:
     return x / (1 + math.exp(-x)) if x > -700 else 0.0
+
+
+def _softplus(x: float) -> float:
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
 
 
 def _sigmoid(x: float) -> float:
@@ -382,6 +395,11 @@ class Unary(Expr):
         elif op == "reciprocal":
             assert min(abs(lo), abs(hi)) >= 0.5 and (lo > 0 or hi < 0), "reciprocal near zero"
             self.lo, self.hi = 1 / hi, 1 / lo
+        elif op == "softplus":  # increasing
+            self.lo, self.hi = _softplus(lo), _softplus(hi)
+        elif op == "log1p":
+            assert lo > -0.5, "log1p of a value possibly near or below -1"
+            self.lo, self.hi = math.log1p(lo), math.log1p(hi)
         elif op in ("gelu", "gelu_tanh"):  # x Phi(x): >= GELU_MIN, <= max(x, 0)
             self.lo, self.hi = (GELU_MIN if lo < 0 else lo * 0.5 * math.erfc(-lo / math.sqrt(2))), max(hi, 0.0)
 
@@ -425,12 +443,18 @@ class Unary(Expr):
             scale = 1.0 if self.op == "log" else 1 / math.log(2)
             lip = torch.where(lo_in > 0, scale / lo_in.clamp(min=1e-300), torch.full_like(lo_in, math.inf))
             top = scale * torch.maximum(torch.log(hi_in).abs(), torch.log(lo_in.clamp(min=1e-300)).abs())
+        elif self.op == "log1p":  # |f'| = 1 / (1 + x)
+            room = 1 + lo_in
+            lip = torch.where(room > 0, 1 / room.clamp(min=1e-300), torch.full_like(lo_in, math.inf))
+            top = torch.maximum(torch.log1p(hi_in).abs(), torch.log1p(lo_in.clamp(min=-1 + 1e-15)).abs())
         else:
             lip = torch.full_like(xv, LIPSCHITZ[self.op])
             if self.op == "tanh":  # |tanh x| <= min(|x|, 1)
                 top = torch.clamp(xv.abs() + ex, max=1.0)
             elif self.op == "sigmoid":  # increasing
                 top = torch.sigmoid(hi_in)
+            elif self.op == "softplus":  # increasing, positive
+                top = torch.clamp(hi_in, min=0) + torch.log1p(torch.exp(-hi_in.abs()))
             elif self.op == "erf":  # |erf x| <= min(L |x|, 1)
                 top = torch.clamp(LIPSCHITZ["erf"] * (xv.abs() + ex), max=1.0)
             else:  # |silu x| = |x| sigmoid(x) <= |x|; gelu's errors are in ulps of max(|gelu x|, |x|) = |x|

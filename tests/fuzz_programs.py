@@ -292,7 +292,7 @@ class KernelGen:
     def unary(self, x: Expr) -> Expr:
         if x.dtype == I32:
             return Unary(self.draw(st.sampled_from(["neg", "abs"])), x)
-        choices = ["neg", "abs", "tanh", "sqrt", "log", "log2", "reciprocal", "erf"]
+        choices = ["neg", "abs", "tanh", "sqrt", "log", "log2", "log1p", "reciprocal", "erf", "softplus"]
         if -30 <= x.lo and x.hi <= 7:
             choices.append("exp")
         if -40 <= x.lo and x.hi <= 10:
@@ -300,8 +300,8 @@ class KernelGen:
         if x.mag <= 60:
             choices += ["sigmoid", "silu", "gelu", "gelu_tanh"]
         op = self.draw(st.sampled_from(choices))
-        if op in ("sqrt", "log", "log2", "reciprocal"):
-            if (op == "sqrt" and x.lo >= 0) or (op != "sqrt" and x.lo >= 0.5):
+        if op in ("sqrt", "log", "log2", "log1p", "reciprocal"):
+            if (op == "sqrt" and x.lo >= 0) or (op == "log1p" and x.lo >= -0.25) or (op != "sqrt" and x.lo >= 0.5):
                 return Unary(op, x)
             if op == "reciprocal" and x.hi <= -0.5:
                 return Unary(op, x)

@@ -308,10 +308,10 @@ def test_compile_time_integers_must_fit_an_index():
 
 KERNEL_OPS = (
     "ts.abs, ts.cast, ts.clamp, ts.col_max, ts.col_mean, ts.col_min, ts.col_sum, ts.erf, ts.exp, ts.exp2, "
-    "ts.full, ts.gelu, ts.iota, ts.load, ts.load_rows, ts.log, ts.log2, ts.logical_and, ts.logical_not, "
+    "ts.full, ts.gelu, ts.iota, ts.load, ts.load_rows, ts.log, ts.log1p, ts.log2, ts.logical_and, ts.logical_not, "
     "ts.logical_or, ts.matmul, ts.maximum, ts.minimum, ts.neg, ts.pow, ts.probe, ts.range, ts.reciprocal, "
-    "ts.row_max, ts.row_mean, ts.row_min, ts.row_sum, ts.rsqrt, ts.sigmoid, ts.silu, ts.sqrt, ts.store, "
-    "ts.tanh, ts.transpose, ts.where, ts.zeros"
+    "ts.row_max, ts.row_mean, ts.row_min, ts.row_sum, ts.rsqrt, ts.sigmoid, ts.silu, ts.softplus, ts.sqrt, "
+    "ts.store, ts.tanh, ts.transpose, ts.where, ts.zeros"
 )
 
 
@@ -319,8 +319,8 @@ def test_unknown_op_names_the_ops_that_exist_and_close_matches():
     import math
 
     @ts.kernel
-    def softplus(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
-        ts.store(y, [0, 0], ts.softplus(ts.load(x, [0, 0], [4, 4])))
+    def softmax(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        ts.store(y, [0, 0], ts.softmax(ts.load(x, [0, 0], [4, 4])))
 
     @ts.kernel
     def arange(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
@@ -336,8 +336,8 @@ def test_unknown_op_names_the_ops_that_exist_and_close_matches():
     def sqroot(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
         ts.store(y, [0, 0], ts.load(x, [0, 0], [4, 4]) * math.sqroot(2.0))
 
-    err = _expect(softplus, "ts.softplus is not a tilescope op", "the ops in a @ts.kernel")
-    assert err.message == "ts.softplus is not a tilescope op"
+    err = _expect(softmax, "ts.softmax is not a tilescope op", "the ops in a @ts.kernel")
+    assert err.message == "ts.softmax is not a tilescope op"
     assert err.hint == f"the ops in a @ts.kernel: {KERNEL_OPS} (see docs/dsl.md)"
     err = _expect(arange, "ts.arange is not a tilescope op", KERNEL_OPS)
     assert err.message == "ts.arange is not a tilescope op; did you mean ts.range?"
@@ -353,10 +353,10 @@ def test_unknown_op_names_the_ops_that_exist_and_close_matches():
 def test_unknown_attribute_of_the_tilescope_module_lists_close_matches():
     every_op = (
         "ts.abs, ts.cast, ts.clamp, ts.col_max, ts.col_mean, ts.col_min, ts.col_sum, ts.create_tensor, "
-        "ts.dump_tag, ts.erf, ts.exp, ts.exp2, ts.full, ts.gelu, ts.iota, ts.load, ts.load_rows, ts.log, ts.log2, "
-        "ts.logical_and, ts.logical_not, ts.logical_or, ts.matmul, ts.maximum, ts.minimum, ts.neg, ts.pow, "
+        "ts.dump_tag, ts.erf, ts.exp, ts.exp2, ts.full, ts.gelu, ts.iota, ts.load, ts.load_rows, ts.log, ts.log1p, "
+        "ts.log2, ts.logical_and, ts.logical_not, ts.logical_or, ts.matmul, ts.maximum, ts.minimum, ts.neg, ts.pow, "
         "ts.probe, ts.range, ts.reciprocal, ts.row_max, ts.row_mean, ts.row_min, ts.row_sum, ts.rsqrt, "
-        "ts.sigmoid, ts.silu, ts.sqrt, ts.store, ts.submit, ts.tanh, ts.transpose, ts.where, ts.zeros"
+        "ts.sigmoid, ts.silu, ts.softplus, ts.sqrt, ts.store, ts.submit, ts.tanh, ts.transpose, ts.where, ts.zeros"
     )
     with pytest.raises(AttributeError) as e:
         ts.arange  # noqa: B018
@@ -365,10 +365,10 @@ def test_unknown_attribute_of_the_tilescope_module_lists_close_matches():
         "see docs/dsl.md)"
     )
     with pytest.raises(AttributeError) as e:
-        ts.softplus  # noqa: B018
+        ts.softmax  # noqa: B018
     assert (
         str(e.value)
-        == f"module 'tilescope' has no attribute 'softplus' (the DSL ops: {every_op}; see docs/dsl.md)"
+        == f"module 'tilescope' has no attribute 'softmax' (the DSL ops: {every_op}; see docs/dsl.md)"
     )
     with pytest.raises(AttributeError) as e:
         ts.float32  # noqa: B018

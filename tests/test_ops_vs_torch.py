@@ -1,13 +1,17 @@
 """The DSL's ops against torch, on sim and interp, through one helper (``op_grid.check_kernel``):
-elementwise functions, pow/clamp, means, transposed and int8 matmuls, iota, tile slices,
+elementwise functions (every float unary op of the op registry), pow/clamp, means, transposed and int8 matmuls, iota, tile slices,
 ragged loads and stores, row gathers, run-time loop bounds and scalar arithmetic."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import pytest
 import torch
-import torch.nn.functional as F
 from op_grid import Arg, check_kernel, uniform
+
+from tilescope.ir import op_registry as reg
 
 FLOATS = ["f32", "bf16", "f16"]
 
@@ -39,13 +43,29 @@ def _stores(shape, exprs: dict[str, str]) -> str:
     return "".join(f"ts.store({o}, {zero}, {e})\n" for o, e in exprs.items())
 
 
+# The operand of each float unary op of the registry where x in [-3, 3) is outside its domain
+# (y is in [0.25, 4)); torch evaluates the same expression on the inputs.
+UNARY_ARG = {"log": "y", "log2": "y", "sqrt": "y", "rsqrt": "y", "reciprocal": "y", "log1p": "y - 1.0"}
+
+
+def _unary(d: reg.OpDef) -> tuple[str, Callable]:
+    """``ts.<op>(arg)`` as the DSL writes it (a keyword form with its keyword), and torch's."""
+    arg = UNARY_ARG.get(d.name, "x")
+    form = f', {d.spelled.keyword}="{d.spelled.value}"' if d.spelled else ""
+    ref = reg.torch_reference(d)
+    return f"ts.{d.dsl_name}({arg}{form})", lambda x, y: ref(eval(arg, {"x": x, "y": y}))
+
+
+def _fused(d: reg.OpDef) -> tuple[str, Callable]:
+    """The op inside an expression of three ops, which the kernel C++ computes fused."""
+    text, ref = _unary(d)
+    return f"{text} * 0.5 + x", lambda x, y: ref(x, y) * 0.5 + x
+
+
+FLOAT_UNARY = [reg.OPS[n] for n in reg.unary_ops() if reg.OPS[n].dtypes == reg.FLOAT]
 ELEMENTWISE = {  # output -> (DSL expression of tiles x in [-3, 3) and y in [0.25, 4), torch)
-    "erf": ("ts.erf(x)", lambda x, y: torch.erf(x)),
-    "exp2": ("ts.exp2(x)", lambda x, y: torch.exp2(x)),
-    "log2": ("ts.log2(y)", lambda x, y: torch.log2(y)),
-    "recip": ("ts.reciprocal(y)", lambda x, y: torch.reciprocal(y)),
-    "gelu": ("ts.gelu(x)", lambda x, y: F.gelu(x)),
-    "gelu_t": ('ts.gelu(x, approximate="tanh")', lambda x, y: F.gelu(x, approximate="tanh")),
+    **{f"o_{d.name}": _unary(d) for d in FLOAT_UNARY},
+    **{f"f_{d.name}": _fused(d) for d in FLOAT_UNARY if d.fusable},
     "pow_tt": ("ts.pow(y, x)", lambda x, y: torch.pow(y, x)),
     "pow_ts": ("ts.pow(y, 2.5)", lambda x, y: torch.pow(y, 2.5)),
     "pow_neg": ("ts.pow(x, 3.0)", lambda x, y: torch.pow(x, 3.0)),
@@ -65,6 +85,77 @@ def test_elementwise_ops_match_torch(grid_dir, shape, dtype):
         return {o: fn(t["a"], t["b"]) for o, (_, fn) in ELEMENTWISE.items()}
 
     check_kernel(grid_dir, _tile_args(shape, dtype, list(ELEMENTWISE)), body, golden)
+
+
+# softplus and log1p on their edges (+-0, +-inf, NaN, log1p's pole at -1, softplus' threshold at
+# 20, results down in the subnormals) and on a spread of values, each dtype
+EDGES = {
+    "softplus": [0.0, -0.0, float("inf"), float("-inf"), float("nan"), 20.0, 19.5, 20.5, 21.0, -20.0, 30.0,
+                 -87.0, -95.0, -103.0, -110.0, 1e-3, -1e-3, 1e-30, 88.0, -1.0, 1.0, 0.5],
+    "log1p": [0.0, -0.0, -1.0, -1.5, -2.0, float("inf"), float("-inf"), float("nan"), 1e-30, -1e-30, 1e-7,
+              -1e-7, -0.999, -0.5, 0.5, 1.0, 1e3, 3e38, 5.9e-8, -0.25, 0.25, 2.0],
+}
+
+
+def _edge_values(op: str, dtype: str) -> torch.Tensor:
+    """The op's edges, then values spread over its interesting range, as ``dtype`` (16 x 8)."""
+    gen = torch.Generator().manual_seed(7)
+    spread = torch.rand(128 - len(EDGES[op]), generator=gen, dtype=torch.float64)
+    spread = spread * 50 - 30 if op == "softplus" else torch.exp(spread * 30 - 25) - 0.9
+    x = torch.cat([torch.tensor(EDGES[op], dtype=torch.float64), spread]).reshape(16, 8)
+    return x.to(getattr(torch, {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}[dtype]))
+
+
+def _ulps_apart(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """How many representable values of their dtype lie between a and b (NaN = NaN, 0 = 0)."""
+    bits = {2: torch.int16, 4: torch.int32}[a.element_size()]
+    top = torch.iinfo(bits).max
+
+    def ordinal(t):
+        i = t.view(bits).to(torch.int64)
+        return torch.where(i < 0, -(i & top), i)
+
+    both_nan = torch.isnan(a) & torch.isnan(b)
+    return torch.where(both_nan, torch.zeros_like(ordinal(a)), (ordinal(a) - ordinal(b)).abs())
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", ["softplus", "log1p"])
+def test_softplus_and_log1p_edges_match_torch_on_sim_and_interp(grid_dir, op, dtype):
+    """Against torch's float64 result rounded once to the dtype: sim within one unit of the dtype
+    (computed in double, rounded once; a bf16/f16 result through float), interp (torch, f32 for
+    bf16/f16) within two units in f32 (torch's f32 softplus is up to 1.5 ulp off) and one in
+    bf16/f16; sim and interp as close to each other; the edges (signed zeros, infinities, NaN,
+    log1p's pole, softplus' threshold, underflow to zero) exactly."""
+    x = _edge_values(op, dtype)
+    args = [Arg("a", (16, 8), dtype, init=lambda g: x.clone()), Arg("out", (16, 8), dtype, kind="out")]
+    body = f"ts.store(out, [0, 0], ts.{op}(ts.load(a, [0, 0], [16, 8])))\n"
+    ref = reg.torch_reference(op)
+
+    def golden(t):
+        return {"out": ref(t["a"].double()).to(t["a"].dtype)}
+
+    sim, interp = check_kernel(grid_dir, args, body, golden)
+    want = golden({"a": x})["out"]
+    slack = 2 if dtype == "f32" else 1
+    edges = slice(0, len(EDGES[op]))
+    w = want.flatten()[edges]
+    special = (torch.isinf(w) | (w == 0)) & ~torch.isnan(w)
+    for o, allowed in ((sim, 1), (interp, slack)):
+        got = o.outputs["out"]
+        assert int(_ulps_apart(got, want).max()) <= allowed, o.platform
+        g = got.flatten()[edges]
+        assert torch.equal(torch.isnan(g), torch.isnan(w)), o.platform
+        assert torch.equal(g[special], w[special]) and torch.equal(g[special].signbit(), w[special].signbit()), (
+            o.platform, g[special].tolist(), w[special].tolist()
+        )
+    assert int(_ulps_apart(sim.outputs["out"], interp.outputs["out"]).max()) <= slack
+    g = sim.outputs["out"].flatten()
+    if op == "log1p":  # log1p(-0) = -0, log1p(-1) = -inf, log1p(-1.5) = NaN
+        assert g[1].item() == 0.0 and bool(g[1].signbit()) and g[2].item() == -math.inf and bool(g[3].isnan())
+    else:  # softplus(+inf) = +inf, softplus(-inf) = +0, x itself above 20
+        assert g[2].item() == math.inf and g[3].item() == 0.0 and not bool(g[3].signbit())
+        assert g[7].item() == x.flatten()[7].item() and g[8].item() == x.flatten()[8].item()
 
 
 REDUCTIONS = {

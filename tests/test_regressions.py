@@ -58,7 +58,7 @@ def test_ts_log_is_the_op_once_the_harness_is_imported():
     import tilescope.harness  # noqa: F401
     from tilescope.language import ops
 
-    assert ts.log is ops.log
+    assert ts.log is ops.STUBS["log"]
     a = torch.rand(4, 8) + 0.5
     _, out = run_both(p_log, lambda: [a.clone(), torch.zeros(4, 8)])
     assert_both(out, 1, torch.log(a))

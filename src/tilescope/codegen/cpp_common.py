@@ -22,24 +22,24 @@ from tilescope.errors import SourceLoc
 from tilescope.ir import dtypes as dt
 from tilescope.ir.dtypes import DType
 from tilescope.ir.nodes import Assign, BinOp, Const, Expr, For, UnOp, Var
+from tilescope.ir.op_registry import OPS, cpp_names
 from tilescope.ir.traverse import walk_exprs, walk_stmts
 from tilescope.ir.types import IndexType, ScalarType, TileType, Type
 
+# C++ keywords and the names the generated code uses, with every tile-library function an op
+# calls (ir.op_registry): a variable of one of these names is renamed
 CPP_RESERVED = frozenset(
     """alignas alignof and and_eq asm auto bitand bitor bool break case catch char char16_t char32_t class
     compl const constexpr const_cast continue decltype default delete do double dynamic_cast else enum
     explicit export extern false float for friend goto if inline int long mutable namespace new noexcept
     not not_eq nullptr operator or or_eq private protected public register reinterpret_cast return short
-    signed sizeof static static_assert static_cast struct switch template this thread_local throw true try
-    typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq
-    args api ctx nargs orch task ts std main load store zeros full exp log sqrt rsqrt abs neg tanh sigmoid
-    silu maximum minimum where cast transpose matmul matmul_acc row_sum row_max row_min col_sum col_max
-    eq ne lt le gt ge logical_and logical_or logical_not floordiv floormod scalar_arg Tile TensorView
-    RoundMode int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t INT64_C ts_arg
-    kernel_entry orchestration_entry bf16 f16 select convert probe probe_box probe_sink ProbeSink
-    ts_probe_install erf exp2 log2 reciprocal gelu gelu_tanh pow row_mean col_mean col_min iota slice
-    load_valid store_valid load_rows check_bound negative_bound_message""".split()
-)
+    signed sizeof static static_assert static_cast struct switch template this thread_local throw true
+    try typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq args
+    api ctx nargs orch task ts std main matmul_acc scalar_arg Tile TensorView RoundMode int8_t int16_t
+    int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t INT64_C ts_arg kernel_entry
+    orchestration_entry bf16 f16 select convert probe_box probe_sink ProbeSink ts_probe_install slice
+    load_valid store_valid check_bound negative_bound_message""".split()
+) | cpp_names()
 
 _CPP_BINOPS = {"add": ("+", 6), "sub": ("-", 6), "mul": ("*", 7), "div": ("/", 7)}
 _CPP_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -237,7 +237,7 @@ class ExprEmitter:
                 lb = lb if pb > p else f"({lb})"
                 return f"{la} {sym} {lb}", p
             case BinOp(op="floordiv" | "mod" as op, lhs=a, rhs=b):
-                fn = "floordiv" if op == "floordiv" else "floormod"
+                fn = OPS[op].cpp
                 return f"ts::{fn}({self.emit(a)}, {self.emit(b)})", 16
             case BinOp(op=op, lhs=a, rhs=b) if op in _CPP_CMP and not isinstance(e.type, TileType):
                 return f"{self._wrap(a, 10)} {_CPP_CMP[op]} {self._wrap(b, 10)}", 9

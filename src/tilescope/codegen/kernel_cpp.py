@@ -67,23 +67,15 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
+from tilescope.ir.op_registry import OPS, binary_ops, compare_ops, fusable_ops, logical_ops
 from tilescope.ir.printer import dropped_dim
 from tilescope.ir.traverse import walk_exprs, walk_stmts
 from tilescope.ir.types import Direction, TileType
 
-_TILE_FN = {
-    "maximum": "maximum",
-    "minimum": "minimum",
-    "pow": "pow",
-    "logical_and": "logical_and",
-    "logical_or": "logical_or",
-}
-_CMP_FN = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
-_FUSED_BINARY = frozenset({"add", "sub", "mul", "div", "maximum", "minimum"})
-_FUSED_UNARY = frozenset(
-    {"neg", "exp", "log", "sqrt", "rsqrt", "abs", "tanh", "sigmoid", "silu", "erf", "exp2", "log2", "reciprocal"}
-    | {"gelu", "gelu_tanh"}
-)
+# BinOps on tiles emitted as a call of the tile library (maximum(a, b), eq(a, b), pow(a, b)...);
+# + - * / are operators (cpp_common)
+_TILE_FN = {n: OPS[n].cpp for n in (*binary_ops(), *compare_ops(), *logical_ops()) if OPS[n].cpp and OPS[n].functor}
+_FUSED = fusable_ops()  # the elementwise ops of the tile library's fused expressions
 
 
 MAX_FUSED_OPS = 24  # ops of one fused expression (fused_leaves)
@@ -93,7 +85,7 @@ def _fusable(e: Expr) -> bool:
     """An elementwise arithmetic op on tiles (what the tile library's fused expressions compute)."""
     if not isinstance(e.type, TileType) or e.type.dtype == dt.bool_:
         return False
-    return (isinstance(e, BinOp) and e.op in _FUSED_BINARY) or (isinstance(e, UnOp) and e.op in _FUSED_UNARY)
+    return isinstance(e, BinOp | UnOp) and e.op in _FUSED
 
 
 def fused_leaves(root: Expr, min_ops: int = 2) -> set[tuple[int, int]]:
@@ -191,12 +183,11 @@ class _KernelEmitter(ExprEmitter):
 
     def emit_other(self, e: Expr, ctx) -> str:
         match e:
-            case BinOp(op=op, lhs=a, rhs=b) if op in _TILE_FN or op in _CMP_FN:
+            case BinOp(op=op, lhs=a, rhs=b) if op in _TILE_FN:
                 sub = self.operand_ctx(e)
-                fn = _TILE_FN.get(op) or _CMP_FN[op]
-                return f"{fn}({self.emit(a, sub)}, {self.emit(b, sub)})"
+                return f"{_TILE_FN[op]}({self.emit(a, sub)}, {self.emit(b, sub)})"
             case UnOp(op=op, operand=a):
-                return f"{op}({self.emit(a)})"
+                return f"{OPS[op].cpp}({self.emit(a)})"
             case Load(tensor=t, offsets=offs, valid=valid, fill=fill, type=tt):
                 r, c = tile_dims(tt)
                 args = f"{self.name(t.name)}, {{{', '.join(self.emit(o) for o in offs)}}}"

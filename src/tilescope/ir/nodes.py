@@ -45,28 +45,6 @@ class Var:
     loc: SourceLoc | None = _LOC
 
 
-BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "maximum", "minimum", "pow")
-COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
-LOGICAL_OPS = ("logical_and", "logical_or")
-UNARY_OPS = (
-    "neg",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "abs",
-    "tanh",
-    "sigmoid",
-    "silu",
-    "logical_not",
-    "erf",
-    "exp2",
-    "log2",
-    "reciprocal",
-    "gelu",  # torch's exact (erf) form
-    "gelu_tanh",  # torch's approximate="tanh" form
-)
-REDUCE_OPS = ("row_sum", "row_max", "row_min", "row_mean", "col_sum", "col_max", "col_min", "col_mean")
 CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
 
 
@@ -74,7 +52,7 @@ CAST_MODES = ("rint", "round", "floor", "ceil", "trunc")
 class BinOp:
     """``lhs <op> rhs``: arithmetic, a comparison (a bool result) or a logical op on bool tiles."""
 
-    op: str  # one of BINARY_OPS, COMPARE_OPS, LOGICAL_OPS
+    op: str  # an op of ir.op_registry: binary_ops(), compare_ops() or logical_ops()
     lhs: Expr
     rhs: Expr
     type: Type
@@ -85,7 +63,7 @@ class BinOp:
 class UnOp:
     """An elementwise function of a tile, or the negation of a scalar or index."""
 
-    op: str  # one of UNARY_OPS
+    op: str  # an op of ir.op_registry.unary_ops()
     operand: Expr
     type: Type
     loc: SourceLoc | None = _LOC
@@ -166,7 +144,7 @@ class Cast:
 class Reduce:
     """A row reduction (``[R, C] -> [R, 1]``) or a column reduction (``[R, C] -> [1, C]``) of a 2-D tile."""
 
-    op: str  # one of REDUCE_OPS
+    op: str  # an op of ir.op_registry.reduce_ops()
     value: Expr
     type: TileType
     loc: SourceLoc | None = _LOC

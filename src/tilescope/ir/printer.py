@@ -42,6 +42,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
+from tilescope.ir.op_registry import OPS
 from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import Direction, IndexType, ScalarType
 
@@ -124,8 +125,9 @@ def expr_str(e: Expr) -> str:
             return f"ts.{op}({expr_str(a)}, {expr_str(b)})"
         case UnOp(op="neg", operand=a):
             return f"-{_wrap(a, 4)}"
-        case UnOp(op="gelu_tanh", operand=a):
-            return f'ts.gelu({expr_str(a)}, approximate="tanh")'
+        case UnOp(op=op, operand=a) if op in OPS and OPS[op].spelled:
+            form = OPS[op].spelled
+            return f'ts.{form.op}({expr_str(a)}, {form.keyword}="{form.value}")'
         case UnOp(op=op, operand=a):
             return f"ts.{op}({expr_str(a)})"
         case Load(tensor=t, offsets=offs, sizes=sizes, valid=valid, fill=fill):

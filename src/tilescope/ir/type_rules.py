@@ -13,14 +13,8 @@ import math
 
 from tilescope.errors import SourceLoc, VerifyError
 from tilescope.ir import dtypes as dt
-from tilescope.ir.nodes import (
-    BINARY_OPS,
-    COMPARE_OPS,
-    LOGICAL_OPS,
-    REDUCE_OPS,
-    Const,
-    Expr,
-)
+from tilescope.ir import op_registry as registry
+from tilescope.ir.nodes import Const, Expr
 from tilescope.ir.types import (
     INDEX,
     MAX_TILE_DIMS,
@@ -30,6 +24,12 @@ from tilescope.ir.types import (
     TileType,
     Type,
 )
+
+_BINARY_OPS = registry.binary_ops()
+_COMPARE_OPS = registry.compare_ops()
+_LOGICAL_OPS = registry.logical_ops()
+_REDUCE_OPS = registry.reduce_ops()
+_UNARY_OPS = registry.unary_ops()
 
 _SYMBOL = {
     "add": "+",
@@ -139,7 +139,7 @@ def binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Type:
     scalars and indices give an index (comparisons a bool scalar); ``/`` needs floats.
     """
     lt, rt = lhs.type, rhs.type
-    if op not in BINARY_OPS + COMPARE_OPS + LOGICAL_OPS:
+    if op not in _BINARY_OPS + _COMPARE_OPS + _LOGICAL_OPS:
         raise _fail(f"unknown binary op {op!r}", loc)
     for t in (lt, rt):
         if isinstance(t, TensorType):
@@ -157,7 +157,7 @@ def binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Type:
             loc,
             "compute a compile-time power in Python (x ** y); ts.pow raises tile elements",
         )
-    if op in LOGICAL_OPS:
+    if op in _LOGICAL_OPS:
         raise _fail(f"{op_label(op)} needs bool tiles, got {lt} and {rt}", loc)
     if _is_int_scalar(lt) and _is_int_scalar(rt):
         if op == "div":
@@ -168,7 +168,7 @@ def binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Type:
                 loc,
                 "divide by a non-zero value",
             )
-        if op in COMPARE_OPS:
+        if op in _COMPARE_OPS:
             return ScalarType(dt.bool_)
         if isinstance(lt, ScalarType) and isinstance(rt, ScalarType) and lt == rt:
             return lt
@@ -191,7 +191,7 @@ def binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Type:
             check_literal(e.value, scalar.dtype, f"{op_label(op)} with a {scalar} operand", loc)
     if op in ("floordiv", "mod") and scalar.dtype.is_float:
         raise _fail(f"{op_label(op)} on float scalars", loc, "use '/' for float division")
-    if op in COMPARE_OPS:
+    if op in _COMPARE_OPS:
         return ScalarType(dt.bool_)
     return scalar
 
@@ -218,11 +218,11 @@ def _tile_binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Ti
         other = rhs if isinstance(lt, TileType) else lhs
         _scalar_fits_tile(other, tile, op, loc)
     d = tile.dtype
-    if op in LOGICAL_OPS:
+    if op in _LOGICAL_OPS:
         if d != dt.bool_:
             raise _fail(f"{op_label(op)} needs bool tiles, got {tile}", loc)
         return tile
-    if op in COMPARE_OPS:
+    if op in _COMPARE_OPS:
         return TileType(tile.shape, dt.bool_)
     if d == dt.bool_:
         raise _fail(f"{op_label(op)} on a bool tile", loc, "use ts.logical_and/or or cast to a number type")
@@ -237,30 +237,32 @@ def _tile_binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Ti
 
 def unop_type(op: str, operand: Expr, loc: SourceLoc | None) -> Type:
     """The type of ``ts.<op>(operand)``: the operand's. VerifyError for a non-tile operand (only
-    ``-x`` takes a scalar or index) or a dtype the op does not take.
+    ``-x`` takes a scalar or index) or a dtype the op does not take (its registry ``dtypes``).
     """
+    d = registry.OPS.get(op)
+    if d is None or op not in _UNARY_OPS:
+        raise _fail(f"unknown unary op {op!r}", loc)
     t = operand.type
     if isinstance(t, IndexType | ScalarType) and op == "neg":
         return t
+    name = f"ts.{d.dsl_name}"
     if not isinstance(t, TileType):
-        raise _fail(f"ts.{op} needs a tile operand, got {t}", loc)
-    if op == "logical_not":
+        raise _fail(f"{name} needs a tile operand, got {t}", loc)
+    if d.dtypes == registry.BOOL:
         if t.dtype != dt.bool_:
-            raise _fail(f"ts.logical_not needs a bool tile, got {t}", loc)
+            raise _fail(f"{name} needs a bool tile, got {t}", loc)
         return t
-    if op in ("neg", "abs"):
-        if t.dtype == dt.bool_:
-            raise _fail(f"ts.{op} on a bool tile", loc)
-        return t
-    if not t.dtype.is_float:
-        raise _fail(f"ts.{op} needs a float tile, got {t}", loc, "cast first: ts.cast(t, ts.f32)")
+    if t.dtype == dt.bool_ and d.dtypes == registry.NUMBER:
+        raise _fail(f"{name} on a bool tile", loc)
+    if d.dtypes == registry.FLOAT and not t.dtype.is_float:
+        raise _fail(f"{name} needs a float tile, got {t}", loc, "cast first: ts.cast(t, ts.f32)")
     return t
 
 
 def reduce_type(op: str, operand: Expr, loc: SourceLoc | None) -> TileType:
     """``[R, 1]`` for a row reduction, ``[1, C]`` for a column one; VerifyError unless a 2-D number tile."""
     t = operand.type
-    if op not in REDUCE_OPS:
+    if op not in _REDUCE_OPS:
         raise _fail(f"unknown reduction {op!r}", loc)
     if not isinstance(t, TileType) or len(t.shape) != 2:
         raise _fail(f"ts.{op} needs a 2-D tile, got {t}", loc)

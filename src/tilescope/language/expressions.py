@@ -28,6 +28,7 @@ from tilescope.ir.nodes import (
     MatMul,
     UnOp,
 )
+from tilescope.ir.op_registry import OPS
 from tilescope.ir.printer import described, value_str
 from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import (
@@ -111,18 +112,6 @@ _RUNTIME_OP_HINTS = {
     "is not": "compare values with == or !=",
     "in": "compare values with == or !=",
     "not in": "compare values with == or !=",
-}
-
-# the Python spelling of a ts.<op> applied to a compile-time number (``{}`` is the number)
-_PYTHON_UNARY = {
-    "exp": "math.exp({})",
-    "log": "math.log({})",
-    "sqrt": "math.sqrt({})",
-    "rsqrt": "1 / math.sqrt({})",
-    "abs": "abs({})",
-    "neg": "-{}",
-    "tanh": "math.tanh({})",
-    "sigmoid": "1 / (1 + math.exp(-{}))",
 }
 
 RUNTIME_OPERATORS = "+ - * / // % (and @ on tiles), unary -, and == != < <= > >="
@@ -350,7 +339,7 @@ class Expressions:
         if not is_expr(v):
             hint = None
             if is_number(v):
-                python = _PYTHON_UNARY.get(name, "Python's math module").format(value_str(v))
+                python = (OPS[name].python or "Python's math module").format(value_str(v))
                 hint = f"ts.* ops compute on tiles; compute a compile-time number in Python: {python}"
             raise VerifyError(f"ts.{name} needs a tile operand, got {described(v)}", loc, hint)
         return UnOp(name, v, rules.unop_type(name, v, loc), loc)
@@ -402,7 +391,7 @@ class Expressions:
             if isinstance(node.value, ast.Name) and is_dsl_name(attr) and self.named_tilescope(node.value.id):
                 raise DSLError(shadowed_message(node.value.id, base, attr), self.loc(node), SHADOWED_HINT)
             if attr in ops.op_names():
-                op = getattr(ops, attr)
+                op = ops.STUBS[attr]
                 call = (
                     f"ts.{attr}({ast.unparse(node.value)})"
                     if op.signature in ("(x)", "(a)")
@@ -429,7 +418,7 @@ class Expressions:
         return name == "ts" or (isinstance(value, types.ModuleType) and value.__name__ == "tilescope")
 
     def no_attribute(self, base: Any, attr: str, node: ast.Attribute) -> DSLError:
-        """``ts.gelu``: which ops exist, with close matches; ``math.sqroot``: close matches."""
+        """``ts.softmax``: which ops exist, with close matches; ``math.sqroot``: close matches."""
         prefix = f"{ast.unparse(node.value)}."
         if isinstance(base, types.ModuleType) and base.__name__ == "tilescope":  # the package, as `ts`
             dsl_names = [

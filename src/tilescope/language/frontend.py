@@ -194,7 +194,7 @@ class _Lowering(Scopes, Expressions, Subscripts, OpLowering):
     def for_loop(self, node: ast.For) -> None:
         it = node.iter
         func = self.expr(it.func) if isinstance(it, ast.Call) else None
-        if func is not ops.range:
+        if func is not ops.RANGE:
             hint = (
                 "write 'for i in ts.range(start, stop, step)': it becomes a real loop in the generated code"
             )
@@ -364,12 +364,12 @@ class _Lowering(Scopes, Expressions, Subscripts, OpLowering):
     def call(self, node: ast.Call) -> Any:
         func = self.expr(node.func)
         if isinstance(func, ops.DSLOp):
-            if func is ops.range:
+            if func is ops.RANGE:
                 raise self.error(node, "ts.range is only used as 'for v in ts.range(...)'")
             if func.kind != "both" and func.kind != self.mode:
                 where = "@ts.kernel" if func.kind == "kernel" else "@ts.jit orchestration"
                 raise self.error(node, f"ts.{func.name} can only be used in a {where}, not in {self.what()}")
-            return getattr(self, f"op_{func.name}")(node)
+            return self.lower_op(func.op, node)
         if isinstance(func, KernelFunction):
             if self.mode != "orch":
                 raise self.error(

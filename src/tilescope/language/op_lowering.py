@@ -1,9 +1,10 @@
 """Lowering of the DSL's operations (``ts.load``, ``ts.store``, ``ts.matmul``, kernel calls,
 ``ts.submit``, ...): the op half of the front-end, mixed into its lowering class.
 
-Invariants: each ``op_<name>`` handles the call of ``ts.<name>``, binds its arguments by name
-(positional or keyword), types the node with ``ir.type_rules`` and reports every misuse as a
-VerifyError at the user's line; kernel calls are checked against the kernel's parameters.
+Invariants: each ``op_<name>`` handles the call of ``ts.<name>``; an op of ``ir.op_registry``
+without one (a plain elementwise op, a reduction) is lowered by the generic handler of its
+category. Each binds its arguments by name (positional or keyword), types the node with
+``ir.type_rules`` and reports every misuse as a VerifyError at the user's line; kernel calls are checked against the kernel's parameters.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
+from tilescope.ir.op_registry import REDUCE, OpDef, forms_of
 from tilescope.ir.printer import described, value_str
 from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import (
@@ -75,6 +77,20 @@ class OpLowering:
         if not (is_expr(v) and isinstance(v.type, TileType)):
             raise VerifyError(f"{what} must be a tile, got {described(v)}", self.loc(node))
         return v
+
+    def lower_op(self, op: OpDef, node: ast.Call) -> Any:
+        """The call of ``ts.<op>``: its own ``op_<name>`` handler where it has one, else the generic
+        lowering of its category (a plain unary or binary elementwise op, a reduction)."""
+        special = getattr(self, f"op_{op.name}", None)
+        if special is not None:
+            return special(node)
+        if op.category == REDUCE:
+            return self.reduce_op(op, node)
+        if op.elementwise and op.arity == 1:
+            return self.unary_op(op, node)
+        if op.elementwise and op.arity == 2:
+            return self.binary_op(op, node)
+        raise AssertionError(f"ts.{op.name} has no lowering")  # test_op_registry lowers every op
 
     # kernel ops
 
@@ -271,32 +287,27 @@ class OpLowering:
         a = self.bind(node, ["shape", "value", "dtype"], {"dtype": dt.f32})
         return self._fill(node, a["shape"], a["value"], a["dtype"])
 
-    def _unary(self, node: ast.Call) -> UnOp:
-        name = self.expr(node.func).name
-        return self.unop(name, self.bind(node, ["x"])["x"], node)
-
-    op_exp = op_log = op_sqrt = op_rsqrt = op_abs = op_neg = op_tanh = op_sigmoid = op_silu = _unary
-    op_logical_not = op_erf = op_exp2 = op_log2 = op_reciprocal = _unary
-
-    def op_gelu(self, node: ast.Call) -> UnOp:
-        """``ts.gelu(x, approximate="none")``: torch's erf form, or its tanh form."""
-        a = self.bind(node, ["x", "approximate"], {"approximate": "none"})
-        forms = {"none": "gelu", "tanh": "gelu_tanh"}
-        if a["approximate"] not in forms:
+    def unary_op(self, op: OpDef, node: ast.Call) -> UnOp:
+        """``ts.<op>(x)`` of a registry unary op; an op with a ``keyword`` (``approximate=``) picks
+        the IR op of the keyword's value among its forms (``op_registry.forms_of``)."""
+        if op.keyword is None:
+            return self.unop(op.name, self.bind(node, ["x"])["x"], node)
+        key, default = op.keyword
+        a = self.bind(node, ["x", key], {key: default})
+        forms = forms_of(op.name)
+        if a[key] not in forms:
+            allowed = " or ".join(f'"{v}"' for v in forms)
             raise VerifyError(
-                f"ts.gelu approximate= must be \"none\" or \"tanh\" (as torch's), got {value_str(a['approximate'])}",
-                self.loc(node),
+                f"ts.{op.name} {key}= must be {allowed} (as torch's), got {value_str(a[key])}", self.loc(node)
             )
-        return self.unop(forms[a["approximate"]], a["x"], node)
+        return self.unop(forms[a[key]], a["x"], node)
 
-    def _binary(self, node: ast.Call) -> Any:
-        name = self.expr(node.func).name
+    def binary_op(self, op: OpDef, node: ast.Call) -> Any:
+        """``ts.<op>(a, b)`` of a registry binary op; ``ts.maximum``/``ts.minimum`` of two numbers fold."""
         a = self.bind(node, ["a", "b"])
-        if name in ("maximum", "minimum") and is_number(a["a"]) and is_number(a["b"]):
-            return (max if name == "maximum" else min)(a["a"], a["b"])  # both known now
-        return self.binop(name, a["a"], a["b"], node)
-
-    op_maximum = op_minimum = op_logical_and = op_logical_or = _binary
+        if op.name in ("maximum", "minimum") and is_number(a["a"]) and is_number(a["b"]):
+            return (max if op.name == "maximum" else min)(a["a"], a["b"])  # both known now
+        return self.binop(op.name, a["a"], a["b"], node)
 
     def op_pow(self, node: ast.Call) -> BinOp:
         """``ts.pow(x, exponent)``: elementwise power of float tiles (a scalar broadcasts)."""
@@ -347,14 +358,11 @@ class OpLowering:
             )
         return Cast(x, a["mode"], rules.cast_type(x, dtype, a["mode"], loc), loc)
 
-    def _reduce(self, node: ast.Call) -> Reduce:
-        name = self.expr(node.func).name
+    def reduce_op(self, op: OpDef, node: ast.Call) -> Reduce:
+        """``ts.<op>(x)`` of a registry reduction: ``[R, C] -> [R, 1]`` (row) or ``[1, C]`` (column)."""
         loc = self.loc(node)
-        x = self.tile_arg(self.bind(node, ["x"])["x"], node, f"ts.{name}'s operand")
-        return Reduce(name, x, rules.reduce_type(name, x, loc), loc)
-
-    op_row_sum = op_row_max = op_row_min = op_row_mean = _reduce
-    op_col_sum = op_col_max = op_col_min = op_col_mean = _reduce
+        x = self.tile_arg(self.bind(node, ["x"])["x"], node, f"ts.{op.name}'s operand")
+        return Reduce(op.name, x, rules.reduce_type(op.name, x, loc), loc)
 
     def op_matmul(self, node: ast.Call) -> MatMul:
         """``ts.matmul(a, b, acc=None, transpose_a=False, transpose_b=False)``: ``a @ b`` (either

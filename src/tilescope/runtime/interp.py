@@ -59,6 +59,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
+from tilescope.ir.op_registry import OPS, binary_ops, compare_ops, logical_ops, torch_reference, unary_ops
 from tilescope.ir.traverse import recursion_room, walk_exprs
 from tilescope.ir.types import Direction, ScalarType, TileType
 from tilescope.runtime.casts import float_to_int, narrow_float
@@ -79,23 +80,7 @@ _SCALAR_OPS = {
     "gt": operator.gt,
     "ge": operator.ge,
 }
-_TILE_OPS = {
-    "add": torch.add,
-    "sub": torch.sub,
-    "mul": torch.mul,
-    "div": torch.div,
-    "eq": torch.eq,
-    "ne": torch.ne,
-    "lt": torch.lt,
-    "le": torch.le,
-    "gt": torch.gt,
-    "ge": torch.ge,
-    "logical_and": torch.logical_and,
-    "logical_or": torch.logical_or,
-    "pow": torch.pow,
-    "maximum": torch.maximum,
-    "minimum": torch.minimum,
-}
+_TILE_OPS = {op: torch_reference(op) for op in (*binary_ops(), *compare_ops(), *logical_ops())}
 def _sqrt(x: torch.Tensor) -> torch.Tensor:
     """sqrt correctly rounded, as the tile library's: torch's f32 CPU sqrt is up to 0.75 ulp off
     (for about 17% of inputs), so f32 goes through float64, where one rounding to f32 is exact."""
@@ -108,12 +93,22 @@ def _rsqrt(x: torch.Tensor) -> torch.Tensor:
     return torch.div(1.0, _sqrt(x)) if x.dtype == torch.float32 else torch.rsqrt(x)
 
 
+def _through_f32(fn):
+    """``fn`` for bf16/f16 computed in f32 and rounded once, as the tile library computes it:
+    torch's own bf16/f16 CPU erf is off by up to ~3e-7 absolute near 0 (erf(1e-7) = 0 in bf16,
+    erf(1e-5) 2.5% high), and some of its bf16 functions flush results below 2^-126 to zero."""
+
+    def op(x: torch.Tensor) -> torch.Tensor:
+        return fn(x.float()).to(x.dtype) if x.dtype in (torch.bfloat16, torch.float16) else fn(x)
+
+    return op
+
+
 def _through_f64(fn):
     """``fn`` computed in float64 and rounded once to f32 (then to bf16/f16), as the tile library
-    computes it. torch's own f32 erf and gelu round differently on each CPU (its AVX-512 and AVX2
-    kernels disagree in the last bit for ~3% of inputs, and oneDNN's AVX2 gelu gives +0 for -0),
-    its bf16/f16 erf is off by up to ~3e-7 absolute near 0, and its bf16 gelu flushes results
-    below 2^-126 to zero; its float64 erf and erfc are the same on every CPU."""
+    computes it. torch's own f32 functions round differently on each CPU (its AVX-512 and AVX2
+    erf disagree in the last bit for ~3% of inputs, and oneDNN's AVX2 gelu gives +0 for -0); its
+    float64 erf, erfc, softplus and log1p give the same bits on every CPU."""
 
     def op(x: torch.Tensor) -> torch.Tensor:
         if x.dtype == torch.float64:
@@ -123,7 +118,7 @@ def _through_f64(fn):
     return op
 
 
-def _gelu_f64(x: torch.Tensor) -> torch.Tensor:
+def _gelu(x: torch.Tensor) -> torch.Tensor:
     """x/2 erfc(-x / sqrt2): torch's exact GELU without its 1 + erf cancellation for x < 0 (the
     tile library's form). Clamped at -40, where the result is far below the float subnormals,
     so that gelu(-Inf) is -0 rather than -Inf * 0 = NaN."""
@@ -131,24 +126,19 @@ def _gelu_f64(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * xd * torch.special.erfc(xd * -0.70710678118654752440)
 
 
-_UNARY = {
-    "neg": torch.neg,
-    "exp": torch.exp,
-    "log": torch.log,
-    "sqrt": _sqrt,
-    "rsqrt": _rsqrt,
-    "abs": torch.abs,
-    "tanh": torch.tanh,
-    "sigmoid": torch.sigmoid,
-    "silu": torch.nn.functional.silu,
-    "logical_not": torch.logical_not,
-    "erf": _through_f64(torch.erf),
-    "exp2": torch.exp2,
-    "log2": torch.log2,
-    "reciprocal": torch.reciprocal,
-    "gelu": _through_f64(_gelu_f64),
-    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
-}
+_OWN = {"sqrt": _sqrt, "rsqrt": _rsqrt, "gelu": _through_f64(_gelu)}  # the registry's interp="own" ops
+_ROUTES = {"torch": lambda fn: fn, "f32": _through_f32, "f64": _through_f64}
+
+
+def unary_fn(op: str) -> Any:
+    """The torch function the interpreter computes the registry unary op ``op`` with."""
+    d = OPS[op]
+    if d.interp == "own":
+        return _OWN[op]
+    return _ROUTES[d.interp](torch_reference(d))
+
+
+_UNARY = {op: unary_fn(op) for op in unary_ops()}
 
 
 def _round_scalar(v: Any, dtype: dt.DType, float64: bool) -> Any:

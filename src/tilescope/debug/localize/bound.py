@@ -23,7 +23,8 @@ rounding of a result ``x`` (``eta``: the dtype's smallest subnormal) and ``g(K) 
 | a comparison | exact, but marked uncertain where ``abs(a - b) <= e_a + e_b``; ``where`` then takes both branches' spread |
 
 ``k`` is the transcendental's documented error in ulps, sim's and torch's alike (exp and log
-1, tanh 1, sigmoid and silu 3). A finite result beyond the dtype's largest value overflows:
+1, tanh 1, sigmoid and silu 3): with the rule of each unary op, its ``ErrorModel`` in
+``ir.op_registry``. A finite result beyond the dtype's largest value overflows:
 it is recorded (``Overflow``) and its bound is ``inf``. Exact infinities (``-inf`` fills) stay
 exact. With ``nearest=True`` every cast is bounded as round-to-nearest, whatever its mode: the
 bound of what the dtypes themselves allow.
@@ -60,6 +61,7 @@ from tilescope.ir.nodes import (
     UnOp,
     Where,
 )
+from tilescope.ir.op_registry import OPS
 from tilescope.ir.types import ScalarType, TileType
 from tilescope.runtime import interp
 from tilescope.runtime.casts import float_to_int
@@ -69,24 +71,6 @@ _INF = math.inf
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "bf16": 2.0**-8, "f16": 2.0**-11, "f64": 2.0**-53}
 _MANT = {"f32": 23, "bf16": 7, "f16": 10, "f64": 52}  # explicit mantissa bits
 _EMIN = {"f32": -126, "bf16": -126, "f16": -14, "f64": -1022}  # exponent of the smallest normal
-_ULPS = {
-    "exp": 1.0,
-    "log": 1.0,
-    "tanh": 1.0,
-    "sigmoid": 3.0,
-    "silu": 3.0,
-    "sqrt": 0.5,
-    "rsqrt": 1.5,
-    "exp2": 1.0,
-    "log2": 1.0,
-    "erf": 2.0,
-    "reciprocal": 0.5,
-    "gelu": 4.0,  # of max(|gelu(x)|, |x|): torch's 0.5 * x * (1 + erf) cancels for negative x
-    "gelu_tanh": 4.0,
-    "pow": 2.0,
-}
-# largest |f'| on the whole line
-_SLOPE = {"tanh": 1.0, "sigmoid": 0.25, "silu": 1.1, "erf": 1.1284, "gelu": 1.13, "gelu_tanh": 1.13}
 _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 _LOGICAL = ("logical_and", "logical_or")
 
@@ -323,43 +307,38 @@ class _BoundKernel(_KernelInterp):
 
     def unary(self, op: str, x: Bounded, t: TileType) -> Bounded:
         d = t.dtype.name
-        if op in ("neg", "abs", "logical_not"):
-            fn = {"neg": torch.neg, "abs": torch.abs, "logical_not": torch.logical_not}[op]
+        model = OPS[op].error
+        fn = interp.unary_fn(op)
+        if model.rule == "exact":
             return Bounded(fn(x.v), x.e.clone())
-        v = interp._UNARY[op](x.v)
-        k = _ULPS[op]
+        v = fn(x.v)
         lo, hi = x.v - x.e, x.v + x.e
-        if op == "exp":
-            top = torch.exp(hi)
-            err = _mul0(top, torch.expm1(x.e))
-        elif op == "log":
-            err = torch.where(lo > 0, x.e / lo.clamp(min=1e-300), torch.full_like(lo, _INF))
-            top = torch.maximum(torch.log(hi.clamp(min=1e-300)).abs(), v.abs())
-        elif op == "sqrt":
+        if model.rule == "exp":  # b^x, scale = ln b
+            top = fn(hi)
+            err = _mul0(top, torch.expm1(x.e * model.scale))
+        elif model.rule == "log":  # |f'(x)| <= 1 / (scale (x - pole))
+            room = lo - model.pole
+            err = torch.where(room > 0, x.e / (room.clamp(min=1e-300) * model.scale), torch.full_like(lo, _INF))
+            top = torch.maximum(fn((hi - model.pole).clamp(min=1e-300) + model.pole).abs(), v.abs())
+        elif model.rule == "sqrt":
             top = torch.sqrt(hi.clamp(min=0))
             err = x.e / (torch.sqrt(lo.clamp(min=0)) + torch.sqrt(x.v.clamp(min=0))).clamp(min=1e-300)
-        elif op == "rsqrt":
+        elif model.rule == "rsqrt":
             lo_c = lo.clamp(min=1e-300)
             top = torch.rsqrt(lo_c)
             err = torch.where(lo > 0, 0.5 * x.e * lo_c.pow(-1.5), torch.full_like(lo, _INF))
-        elif op == "exp2":
-            top = torch.exp2(hi)
-            err = _mul0(top, torch.expm1(x.e * math.log(2.0)))
-        elif op == "log2":
-            err = torch.where(lo > 0, x.e / (lo.clamp(min=1e-300) * math.log(2.0)), torch.full_like(lo, _INF))
-            top = torch.maximum(torch.log2(hi.clamp(min=1e-300)).abs(), v.abs())
-        elif op == "reciprocal":  # |1/x - 1/y| <= e / (|x| (|x| - e))
+        elif model.rule == "reciprocal":  # |1/x - 1/y| <= e / (|x| (|x| - e))
             room = x.v.abs() - x.e
             err = torch.where(room > 0, _mul0(v.abs(), x.e) / room.clamp(min=1e-300), torch.full_like(room, _INF))
             top = v.abs()
-        else:  # tanh, sigmoid, silu, erf, gelu, gelu_tanh
-            err = x.e * _SLOPE[op]
-            top = torch.maximum(v.abs(), interp._UNARY[op](hi).abs())
-            if op.startswith("gelu"):
+        else:  # slope: the largest |f'| on the whole line
+            err = x.e * model.slope
+            top = torch.maximum(v.abs(), fn(hi).abs())
+            if model.of_x:
                 top = torch.maximum(top, hi.abs())
         err = torch.where(x.e == 0, torch.zeros_like(err), err)
         # bf16/f16 compute in f32 and round the result once more
-        err = err + k * ulp("f64" if d == "f64" else "f32", top)
+        err = err + model.ulps * ulp("f64" if d == "f64" else "f32", top)
         if d in ("bf16", "f16"):
             err = err + rounding(d, top)
         return self.finish(op, t.dtype, v, err, _finite(x.v))
@@ -384,7 +363,7 @@ class _BoundKernel(_KernelInterp):
         room = a.v.abs() - a.e
         spread = _mul0(b.v.abs(), a.e) / room.clamp(min=1e-300) + _mul0(torch.log(a.v.abs().clamp(min=1e-300)).abs(), b.e)
         err = torch.where((a.e > 0) & (room <= 0), torch.full_like(spread, _INF), _mul0(v.abs(), spread))
-        err = err + _ULPS["pow"] * ulp("f64" if t.dtype.name == "f64" else "f32", v)
+        err = err + OPS["pow"].error.ulps * ulp("f64" if t.dtype.name == "f64" else "f32", v)
         if t.dtype.name in ("bf16", "f16"):
             err = err + rounding(t.dtype.name, v)
         err = err.expand(v.shape).clone()

@@ -23,11 +23,12 @@ from __future__ import annotations
 import ast
 
 from tilescope.debug.triage.fix import Edit, Source, callee
-from tilescope.ir.nodes import CAST_MODES, REDUCE_OPS  # CAST_MODES: rint first, as torch rounds
+from tilescope.ir.nodes import CAST_MODES  # rint first, as torch rounds
+from tilescope.ir.op_registry import reduce_ops
 
 _MODE_WORDS = {"rint": "to nearest, ties to even, as torch", "round": "to nearest, ties away from zero",
                "floor": "toward -Inf", "ceil": "toward +Inf", "trunc": "toward zero"}  # fmt: skip
-REDUCTIONS = tuple(tuple(r for r in REDUCE_OPS if r.startswith(side)) for side in ("row_", "col_"))  # siblings
+REDUCTIONS = tuple(tuple(r for r in reduce_ops() if r.startswith(side)) for side in ("row_", "col_"))  # siblings
 _OPERATORS = {"add": ast.Add, "sub": ast.Sub, "mul": ast.Mult, "div": ast.Div}
 _SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 
@@ -121,7 +122,7 @@ def sibling_call_edits(src: Source, lines: list[int]) -> list[Edit]:
     """Every reduction and ``maximum``/``minimum`` call on ``lines`` replaced by each sibling (a
     NaN from the line after a running max that is a running min)."""
     names = dict.fromkeys(callee(c) for c in src.starting_in(lines, ast.Call))
-    return _unique([e for name in names if name in ("maximum", "minimum") or name in REDUCE_OPS
+    return _unique([e for name in names if name in ("maximum", "minimum") or name in reduce_ops()
                     for e in sibling_op_edits(src, lines, name)])  # fmt: skip
 
 

@@ -15,8 +15,8 @@
 //   tile_core.hpp         Tile, TensorView, scalar_arg, zeros/full, iota, slice, load/store,
 //                         load_valid/store_valid, load_rows, transpose, bounds checks
 //                         (define TS_CHECK_BOUNDS)
-//   tile_math.hpp         vectorizable float exp/log/tanh/sigmoid/silu, exp2/log2/erf/gelu/
-//                         gelu_tanh, pow (accuracy notes there)
+//   tile_math.hpp         the vectorizable float transcendentals behind the unary math ops
+//                         and pow (accuracy notes there)
 //   tile_elementwise.hpp  + - * /, maximum/minimum, pow, unary math, comparisons, where, logical
 //   tile_fused.hpp        fuse(tile): an elementwise expression computed in one loop when stored
 //   tile_cast.hpp         cast<U>(tile, RoundMode)
@@ -31,8 +31,8 @@
 //
 // Numerics in one paragraph: + - * / sqrt and all conversions are correctly rounded
 // (bit-identical to torch except NaN payloads; torch's own CPU sqrt is not always correctly
-// rounded). exp <= 1 ulp, log <= 1 ulp, tanh/sigmoid/silu/exp2/log2/erf/gelu/gelu_tanh <= 0.51
-// ulp over all floats, pow <= 0.51 ulp measured.
+// rounded). exp <= 1 ulp, log <= 1 ulp, the other transcendentals of tile_math.hpp <= 0.51
+// ulp (each measured there).
 // Reductions and matmul use fixed, documented summation orders (tile_reduce.hpp,
 // tile_matmul.hpp): results are reproducible run to run, and a matmul's are also the same
 // whatever the tile shape or K split.

@@ -10,9 +10,9 @@
 //  - Integer + - * and unary minus wrap around (two's complement), as torch's do. `/` on
 //    integer tiles is a compile error: torch's `/` is true division, so cast to float first.
 //  - maximum/minimum propagate NaN. Comparisons give Tile<bool>; NaN compares unequal.
-//  - exp/log/tanh/sigmoid/silu, exp2/log2/erf/gelu/gelu_tanh and pow on float (and bf16/f16)
-//    use tile_math.hpp (gelu(-Inf) = gelu_tanh(-Inf) = -0 where torch's float formula gives
-//    NaN); reciprocal(x) is 1 / x, one correctly rounded division; sqrt is exact;
+//  - the unary math ops and pow on float (and bf16/f16) call tile_math.hpp's functions (its
+//    header lists where their limits differ from torch's float formulas, such as a -0 where
+//    torch gives NaN); reciprocal(x) is 1 / x, one correctly rounded division; sqrt is exact;
 //    rsqrt(x) is 1 / sqrt(x) (two correct roundings, < 1 ulp; torch's CPU rsqrt uses
 //    another approximation and differs from it by 1 ulp for ~13% of inputs).
 #pragma once
@@ -260,6 +260,14 @@ struct gelu_tanh_op {
     template <class X>
     X operator()(X a) const { check_floating<X>(); return fmath::gelu_tanh(a); }
 };
+struct softplus_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::softplus(a); }
+};
+struct log1p_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::log1p(a); }
+};
 struct reciprocal_op {
     template <class X>
     X operator()(X a) const { check_floating<X>(); return fmath::reciprocal(a); }
@@ -395,6 +403,12 @@ inline Tile<T, R, C> gelu(const Tile<T, R, C> &a) { return detail::map<detail::g
 /// torch's GELU with approximate='tanh': x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 template <class T, int R, int C>
 inline Tile<T, R, C> gelu_tanh(const Tile<T, R, C> &a) { return detail::map<detail::gelu_tanh_op>(a); }
+/// torch's softplus with beta 1 and threshold 20: x for x > 20, else log(1 + e^x).
+template <class T, int R, int C>
+inline Tile<T, R, C> softplus(const Tile<T, R, C> &a) { return detail::map<detail::softplus_op>(a); }
+/// log(1 + x), accurate for x near 0.
+template <class T, int R, int C>
+inline Tile<T, R, C> log1p(const Tile<T, R, C> &a) { return detail::map<detail::log1p_op>(a); }
 
 // ---- where ----------------------------------------------------------------------------------
 

@@ -189,6 +189,8 @@ TS_FUSED_UNARY(erf, erf_op)
 TS_FUSED_UNARY(reciprocal, reciprocal_op)
 TS_FUSED_UNARY(gelu, gelu_op)
 TS_FUSED_UNARY(gelu_tanh, gelu_tanh_op)
+TS_FUSED_UNARY(softplus, softplus_op)
+TS_FUSED_UNARY(log1p, log1p_op)
 #undef TS_FUSED_UNARY
 
 /// Stores a fused expression into the box of `view` at `offsets`, computing each element once,
