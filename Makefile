@@ -1,12 +1,13 @@
 # make demo: set up a virtualenv and run the rms_norm model on the sim platform.
 # make test: set up a virtualenv and run the test suite.
+# make test-fast: the tests that need no g++ and no whole program run (front-end, IR, passes, interp, tools).
 # make fuzz SEED=n: the fuzz net (tests/test_fuzz.py) with >= 10,000 random programs on all cores.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 
-.PHONY: demo test fuzz bench lint venv clean
+.PHONY: demo test test-fast fuzz bench lint venv clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +27,13 @@ demo: venv
 test: venv
 	$(PY) -m pytest -q -n auto -m "not serial"
 	$(PY) -m pytest -q -m serial
+
+# No compiler and an empty compiler cache: a test marked fast that needs g++ fails here, not silently.
+FAST_CACHE ?= $(CURDIR)/build_output/fast-cache
+test-fast: venv
+	rm -rf $(FAST_CACHE)
+	CXX=/bin/false TILESCOPE_CACHE_DIR=$(FAST_CACHE) $(PY) -m pytest -q -n auto -m "not slow and not serial" -p no:cacheprovider; \
+	status=$$?; rm -rf $(FAST_CACHE); exit $$status
 
 # The fuzz net's "fuzz" profile: FUZZ_EXAMPLES programs (>= 10,000) split into FUZZ_SHARDS
 # shards, each with its own seed derived from SEED, run by pytest-xdist on every core. A failure

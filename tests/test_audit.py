@@ -3,6 +3,7 @@ against what they declared, and every overlapping pair with a write that no path
 
 from __future__ import annotations
 
+import pytest
 import torch
 from helpers import line_of
 from triage_programs import B, C, consume, edit_kernel, pipeline
@@ -13,6 +14,7 @@ from tilescope.debug.triage.hazards import Order, Span, hazards
 from tilescope.harness.audit import audit_run
 
 
+@pytest.mark.slow
 def test_a_correct_program_is_proved_race_free_and_every_access_is_inside_its_region(tmp_path):
     prog = pipeline.compile(build_dir=str(tmp_path))
     a = audit_run(prog, inputs())
@@ -23,6 +25,7 @@ def test_a_correct_program_is_proved_race_free_and_every_access_is_inside_its_re
     assert (prog.work_dir / "dfx_outputs" / "triage" / "audit" / "consume.so").is_file()
 
 
+@pytest.mark.slow
 def test_a_load_half_a_block_past_its_region_into_an_unordered_neighbour_is_named(tmp_path):
     prog = pipeline.compile(build_dir=str(tmp_path))
     edit_kernel(prog, "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
@@ -46,6 +49,7 @@ def test_a_load_half_a_block_past_its_region_into_an_unordered_neighbour_is_name
     assert not any(7 in (h.first.task, h.second.task) for h in a.hazards)
 
 
+@pytest.mark.slow
 def test_a_store_through_an_input_is_a_write_the_graph_never_saw(tmp_path):
     prog = pipeline.compile(build_dir=str(tmp_path))
     # through a copy of the view, which the signature check (a reading of the C++) cannot follow
@@ -69,6 +73,7 @@ def aliased(a: ts.Tensor[[4 * B, C], ts.f32], b: ts.Out[[4 * B, C], ts.f32]):
         shift(a[r : r + B, :], b[r + B : r + 2 * B, :])  # b's block r+1 from a's block r
 
 
+@pytest.mark.slow
 def test_one_tensor_passed_as_input_and_output_is_ordered_by_address(tmp_path):
     prog = aliased.compile(build_dir=str(tmp_path))
     t = torch.arange(4 * B * C, dtype=torch.float32).reshape(4 * B, C)

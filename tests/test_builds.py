@@ -83,6 +83,7 @@ def rows(out: str) -> dict[str, list[str]]:
     return table
 
 
+@pytest.mark.slow
 def test_builds_lists_program_time_size_data_use_and_last_result(base, capsys):
     a1, a2, a3, a4, b1 = compile_builds(base)
     capsys.readouterr()
@@ -116,6 +117,7 @@ def test_builds_lists_program_time_size_data_use_and_last_result(base, capsys):
     )
 
 
+@pytest.mark.slow
 def test_clean_keeps_the_newest_of_each_program_and_never_a_build_in_use(base, capsys):
     a1, a2, a3, a4, b1 = compile_builds(base)
     held_here = ts.CompiledProgram.from_dir(a1)
@@ -160,6 +162,7 @@ def size_of(out: str, build) -> str:
     return re.search(rf"{re.escape(str(build))} \(prog_a, ([^)]+)\)", out).group(1)
 
 
+@pytest.mark.slow
 def test_a_build_being_removed_cannot_be_loaded(base):
     work = prog_a.compile().work_dir
     gc.collect()

@@ -132,6 +132,7 @@ def to_f16(x: X, yr: H, ya: H, yf: H, yc: H, yt: H):
                   yc[r : r + ROWS, :], yt[r : r + ROWS, :])  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["bf16", "f16"])
 def test_sim_and_interp_round_every_tie_pattern_alike(target):
     x = inputs(target)
@@ -188,6 +189,7 @@ def from_f64(x: ts.Tensor[[4, 256], ts.f64], yf: ts.Out[[4, 256], ts.f32], yb: t
     casts_f64(x, yf, yb)
 
 
+@pytest.mark.slow
 def test_f64_sources_round_alike_on_sim_and_interp():
     rng = np.random.default_rng(7)
     a = (rng.standard_normal(256) * 10.0 ** rng.integers(-30, 30, 256)).astype(np.float32)
@@ -215,6 +217,7 @@ def widening(x: ts.Tensor[[1, 8], ts.f32], y: ts.Out[[1, 8], ts.f64]):
     widen(x, y)
 
 
+@pytest.mark.slow
 def test_a_mode_on_a_widening_cast_changes_nothing_on_either_platform():
     x = torch.tensor([[1.5, -2.25, 3e38, -1e-45, 0.0, -0.0, 7.0, 1 / 3]])
     for platform in ("sim", "interp"):

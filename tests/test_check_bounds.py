@@ -25,6 +25,8 @@ from tilescope.toolchain import compiler as toolchain
 import rms_norm
 import softmax
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
 
 

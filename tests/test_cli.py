@@ -3,9 +3,12 @@
 import subprocess
 import sys
 
+import pytest
+
 from tilescope.cli import main
 
 
+@pytest.mark.slow
 def test_doctor_reports_every_check(capsys):
     assert main(["doctor"]) == 0
     out = capsys.readouterr().out

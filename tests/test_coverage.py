@@ -40,6 +40,7 @@ def test_a_store_loop_that_stops_one_chunk_early_names_param_region_and_line():
     assert line == line_of(short_rows, "ts.store(y, [0, h], t * 2.0)")
 
 
+@pytest.mark.slow
 def test_the_compile_warns_and_the_report_keeps_the_finding(caplog):
     x = torch.randn(128, 512)
     y = torch.full((128, 512), 7.0)

@@ -58,6 +58,7 @@ def hazards_run(tmp_path_factory):
         mp.undo()
 
 
+@pytest.mark.slow
 def test_intermediates_are_named_by_their_orchestration_variables(tmp_path, monkeypatch):
     monkeypatch.setenv("TILESCOPE_BUILD_DIR", str(tmp_path))
     x, y = torch.randn(8, C), torch.zeros(8, C)
@@ -68,6 +69,7 @@ def test_intermediates_are_named_by_their_orchestration_variables(tmp_path, monk
     assert 'orch.create_tensor(TS_F32, {8, 8}, "g");' in (prog.work_dir / prog.config["ORCHESTRATION"]["source"]).read_text()
 
 
+@pytest.mark.slow
 def test_vector_dag_edges_tasks_and_tensor_names():
     x, y = torch.randn(64, 128), torch.randn(64, 128)
     prog, out = run_with_deps(vector_dag.vector_dag, x, y, torch.zeros(64, 128))
@@ -116,6 +118,7 @@ def test_vector_dag_edges_tasks_and_tensor_names():
     assert deps.critical_path(deps.load_deps(out)) == [0, 2, 3, 4]
 
 
+@pytest.mark.slow
 def test_war_waw_on_overlapping_slices_and_explicit_edge(hazards_run):
     _, out = hazards_run
     data = json.loads((out / "deps.json").read_text())
@@ -149,6 +152,7 @@ def test_war_waw_on_overlapping_slices_and_explicit_edge(hazards_run):
     assert [t["name"] for t in data["tensors"]] == ["x", "y", "z", "t"]  # t: the orchestration's variable
 
 
+@pytest.mark.slow
 def test_cli_summary(hazards_run, capsys):
     prog, out = hazards_run
     for where in (prog.work_dir, out, out / "deps.json"):
@@ -162,6 +166,7 @@ def test_cli_summary(hazards_run, capsys):
         ]
 
 
+@pytest.mark.slow
 def test_cli_registers_subcommand(hazards_run, capsys):
     parser = argparse.ArgumentParser(prog="tilescope")
     deps.register(parser.add_subparsers(dest="command"))
@@ -188,6 +193,7 @@ def test_cli_missing_or_corrupt_file(tmp_path, capsys, content, why):
     assert len(lines) == 1 and lines[0].startswith("tilescope deps: ") and why in lines[0]
 
 
+@pytest.mark.slow
 def test_html_is_self_contained(hazards_run):
     html = (hazards_run[1] / "deps_graph.html").read_text()
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")
@@ -196,6 +202,7 @@ def test_html_is_self_contained(hazards_run):
     assert "Copyright (c) 2012-2014 Chris Pettitt" in html  # the vendored layout library's license
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_html_in_headless_chromium(hazards_run):
     with headless_page(hazards_run[1] / "deps_graph.html") as (page, errors, requests):
@@ -226,6 +233,7 @@ def test_html_in_headless_chromium(hazards_run):
     assert all(u.startswith("file://") for u in requests), requests
 
 
+@pytest.mark.slow
 def test_task_and_tensor_views_name_every_region_and_edge(hazards_run, capsys):
     _, out = hazards_run
     data = deps.load_deps(out)

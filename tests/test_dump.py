@@ -17,6 +17,8 @@ from tilescope.runtime.library import load_core
 
 import vector_dag
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 F = ts.f32
 
 

@@ -12,6 +12,8 @@ import tilescope as ts
 from tilescope.errors import ArgumentError, ConfigError, RuntimeFailure
 from tilescope.launch.program import CompiledProgram
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 R, C = 8, 16
 T = ts.Tensor[[R, C], ts.f32]
 OUT = ts.Out[[R, C], ts.f32]

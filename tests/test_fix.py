@@ -54,6 +54,7 @@ def verified(fix, fn, line_text, after):
     assert fix["comparison"].startswith("every output within rtol=")
 
 
+@pytest.mark.slow
 def test_a_wrong_cast_mode_gets_the_mode_that_matches():
     fix = fixed(saved(P.scale_bf16, P.SCALE_BF16, P.scale_bf16_golden, rtol=1e-3, atol=0.0))
     verified(fix, P.to_bf16, 'mode="trunc"',
@@ -61,6 +62,7 @@ def test_a_wrong_cast_mode_gets_the_mode_that_matches():
     assert "mode='trunc'" in fix["edit"]["why"]
 
 
+@pytest.mark.slow
 def test_a_slice_with_the_wrong_loop_variable_gets_the_variable_that_lines_the_blocks_up():
     fix = fixed(saved(P.blocks, P.BLOCKS, P.blocks_golden))
     verified(fix, P.blocks, "double_block(x[",
@@ -68,6 +70,7 @@ def test_a_slice_with_the_wrong_loop_variable_gets_the_variable_that_lines_the_b
     assert fix["edit"]["why"] == "dim 1 of the slice of x steps with loop variable i: the block it names belongs to j"
 
 
+@pytest.mark.slow
 def test_a_store_loop_one_chunk_short_gets_the_bound_that_covers_the_out_param(tmp_path):
     prog = tp.short_store.compile(build_dir=str(tmp_path))
     inputs = tp.short_store_inputs()
@@ -82,6 +85,7 @@ def test_a_store_loop_one_chunk_short_gets_the_bound_that_covers_the_out_param(t
     assert Path(kept).is_dir() and "dfx_outputs/triage/fix/run_" in kept
 
 
+@pytest.mark.slow
 def test_softmax_without_the_row_max_gets_the_stable_form():
     work = saved(P.softmax_nomax, P.SOFTMAX_NOMAX, P.softmax_golden)
     rep = triage(work, fix=True)
@@ -90,6 +94,7 @@ def test_softmax_without_the_row_max_gets_the_stable_form():
              "e = ts.exp(t - ts.row_max(t))  # the defect: exp(t - row_max(t)) keeps it in range")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_variance_by_cancellation_gets_the_mean_of_squared_deviations(tmp_path):
     prog = F.standardize.compile(build_dir=str(tmp_path))
     inputs = {**F.standardize_inputs(), "y": torch.zeros(32, 256)}
@@ -101,6 +106,7 @@ def test_variance_by_cancellation_gets_the_mean_of_squared_deviations(tmp_path):
              "var = ts.row_sum((t - m) * (t - m)) * (1.0 / 256)  # the defect: cancellation when the mean is large")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_row_max_where_row_sum_was_meant_is_found_with_the_probe_golden():
     fix = fixed(saved(P.normalize, P.NORMALIZE, P.normalize_golden))
     verified(fix, P.normalize_rows, "total = ts.row_max(t)",
@@ -110,6 +116,7 @@ def test_row_max_where_row_sum_was_meant_is_found_with_the_probe_golden():
     assert fix["tried"][0]["verified"] is False and fix["tried"][0]["result"].startswith("still outside tolerance: y")
 
 
+@pytest.mark.slow
 def test_an_out_param_that_is_read_gets_inout_through_the_harness(capsys):
     result = run_jit(F.accumulate, F.ACCUMULATE, golden_fn=F.accumulate_golden, fix=True)
     assert not result.passed and result.triage is not None and result.triage.category == "compile_error"
@@ -118,6 +125,7 @@ def test_an_out_param_that_is_read_gets_inout_through_the_harness(capsys):
     assert "fix (verified on this run's inputs)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_an_innocent_drift_gets_the_tolerance_and_no_kernel_patch():
     fix = fixed(saved(P.long_sum, P.LONG_SUM, P.long_sum_golden, rtol=1e-7, atol=0.0))
     assert fix["kind"] == "test" and fix["edit"] is None and fix["verified"] is True
@@ -127,6 +135,7 @@ def test_an_innocent_drift_gets_the_tolerance_and_no_kernel_patch():
     assert fix["comparison"].startswith(f"every output within rtol={change['rtol']:g}, atol=0 of the golden")
 
 
+@pytest.mark.slow
 def test_an_unfixable_case_says_what_was_tried():
     rep = triage(saved(F.unit, F.UNIT, F.unit_golden), fix=True)
     fix = rep.fix
@@ -138,6 +147,7 @@ def test_an_unfixable_case_says_what_was_tried():
     assert "fix: none: no candidate edit made the outputs match the golden" in text and "tried " in text
 
 
+@pytest.mark.slow
 def test_a_culprit_no_rule_knows_says_so(tmp_path):
     prog = tp.log_rows.compile(build_dir=str(tmp_path))
     inputs = tp.log_rows_inputs()
@@ -148,6 +158,7 @@ def test_a_culprit_no_rule_knows_says_so(tmp_path):
     assert rep.fix["why_none"] == "no candidate edit for category 'nan' at op log"
 
 
+@pytest.mark.slow
 def test_a_passing_build_has_nothing_to_fix(tmp_path):
     prog = tp.split_kv.compile(build_dir=str(tmp_path))
     inputs = tp.attention_inputs()
@@ -158,6 +169,7 @@ def test_a_passing_build_has_nothing_to_fix(tmp_path):
     assert rep.fix["why_none"] == "the build passes: there is nothing to fix"
 
 
+@pytest.mark.slow
 def test_a_hand_edited_kernel_line_gets_the_line_as_generated():
     work = saved(P.affine, P.AFFINE, P.affine_golden)
     cpp = work / "kernels" / "vec" / "affine_rows.cpp"
@@ -175,6 +187,7 @@ def test_a_hand_edited_kernel_line_gets_the_line_as_generated():
     assert "fix (verified on the saved data): the build's kernels/vec/affine_rows.cpp" in rep.render()
 
 
+@pytest.mark.slow
 def test_a_race_from_a_hand_edit_gets_the_load_that_orders_it_back(tmp_path):
     prog = tp.pipeline.compile(build_dir=str(tmp_path))
     inputs = tp.pipeline_inputs()
@@ -203,6 +216,7 @@ def _module(tmp_path, name, text):
 NORMALIZE_SOURCE = Path(P.__file__).read_text().split("# -- algorithm, found by a probe")[1].split("# -- algorithm: a loop")[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["edited", "gone"])
 def test_a_source_changed_or_gone_since_the_build_gets_the_edit_on_the_ir_dump(tmp_path, change):
     text = "import torch\n\nimport tilescope as ts\nfrom tilescope.harness import TensorSpec\n\n" + NORMALIZE_SOURCE.split("\n", 1)[1]
@@ -219,6 +233,7 @@ def test_a_source_changed_or_gone_since_the_build_gets_the_edit_on_the_ir_dump(t
     assert any(said in n and "ir/normalize.py" in n for n in fix["notes"])
 
 
+@pytest.mark.slow
 def test_a_candidate_that_does_not_compile_is_listed_and_the_next_one_verifies(monkeypatch):
     from tilescope.debug.triage import fix_rules
     from tilescope.debug.triage.fix import Edit
@@ -244,6 +259,7 @@ def test_a_candidate_that_does_not_compile_is_listed_and_the_next_one_verifies(m
     assert fix["verified"] is True and fix["edit"]["after"].strip().startswith("total = ts.row_sum(t)")
 
 
+@pytest.mark.slow
 def test_a_candidate_that_hangs_is_stopped_within_the_budget(monkeypatch):
     import time
 
@@ -272,6 +288,7 @@ def test_a_candidate_that_hangs_is_stopped_within_the_budget(monkeypatch):
     assert (work / cpp).read_text().splitlines() == lines  # the build's own file is untouched
 
 
+@pytest.mark.slow
 def test_a_running_min_for_a_running_max_is_found_on_the_line_that_feeds_the_nan():
     rep = triage(saved(F.online_softmax, F.ONLINE_SOFTMAX, F.online_softmax_golden), fix=True)
     assert rep.category == "nan"
@@ -281,6 +298,7 @@ def test_a_running_min_for_a_running_max_is_found_on_the_line_that_feeds_the_nan
              "m_new = ts.maximum(m, ts.row_max(t))  # the defect: a running max")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_store_loop_bounded_by_names_gets_its_offset_dropped():
     rep = triage(saved(F.chunked_copy, F.CHUNKED_COPY, F.chunked_copy_golden), fix=True)
     assert rep.category == "uninitialized"
@@ -288,6 +306,7 @@ def test_a_store_loop_bounded_by_names_gets_its_offset_dropped():
              "for c in ts.range(0, COLS, CHUNK):  # the defect: the chunks run to COLS")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_an_orchestration_direction_edited_by_hand_gets_the_generated_line_back():
     work = saved(P.affine, P.AFFINE, P.affine_golden, atol=1e-5)
     cpp = work / "orchestration" / "affine.cpp"
@@ -301,6 +320,7 @@ def test_an_orchestration_direction_edited_by_hand_gets_the_generated_line_back(
     assert "add_inout(y.slice" in e["before"] and e["after"] in text.splitlines()
 
 
+@pytest.mark.slow
 def test_a_source_in_another_encoding_is_read_in_it_and_the_verdict_stands(tmp_path):
     text = "# -*- coding: latin-1 -*-\n# caf\xe9\n" + "import torch\n\nimport tilescope as ts\nfrom tilescope.harness import TensorSpec\n\n" + NORMALIZE_SOURCE.split("\n", 1)[1]
     path = tmp_path / "normalize_latin.py"
@@ -315,6 +335,7 @@ def test_a_source_in_another_encoding_is_read_in_it_and_the_verdict_stands(tmp_p
     assert path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_relative_source_path_is_the_build_s_file_whatever_the_working_directory(tmp_path, monkeypatch):
     text = "import torch\n\nimport tilescope as ts\nfrom tilescope.harness import TensorSpec\n\n" + NORMALIZE_SOURCE.split("\n", 1)[1]
     (tmp_path / "a").mkdir()
@@ -344,6 +365,7 @@ def test_a_module_that_cannot_be_imported_twice_fails_its_candidate_not_the_run(
     assert [list(run.iterdir()) for run in (tmp_path / "mine" / "_fix_accumulate").iterdir()] == [[]]
 
 
+@pytest.mark.slow
 def test_two_proposals_in_one_process_keep_their_own_fixed_builds():
     from tilescope.harness.data import load_snapshot
     from tilescope.harness.fix import propose
@@ -358,6 +380,7 @@ def test_two_proposals_in_one_process_keep_their_own_fixed_builds():
     assert kept[0] != kept[1] and all(Path(k).is_dir() for k in kept)
 
 
+@pytest.mark.slow
 def test_a_drifting_variance_by_cancellation_is_not_called_innocent_and_gets_the_stable_form():
     rep = triage(saved(F.layernorm, F.LAYERNORM, F.layernorm_golden, rtol=1e-3, atol=1e-3), fix=True)
     assert (rep.category, rep.verdict) == ("precision", "guilty")
@@ -366,6 +389,7 @@ def test_a_drifting_variance_by_cancellation_is_not_called_innocent_and_gets_the
              "var = ts.row_sum((t - mean) * (t - mean)) * (1.0 / 256)  # the defect: cancellation")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_model_script_without_a_main_guard_is_imported_without_running_again(tmp_path):
     text = ("import sys\n\nimport torch\n\nimport tilescope as ts\nfrom tilescope.harness import TensorSpec, run_jit\n\n"
             + NORMALIZE_SOURCE.split("\n", 1)[1]
@@ -378,6 +402,7 @@ def test_a_model_script_without_a_main_guard_is_imported_without_running_again(t
     assert sorted(p.name for p in work.parent.iterdir()) == builds  # the import ran no program
 
 
+@pytest.mark.slow
 def test_a_module_that_exits_when_imported_fails_its_candidate_and_the_verdict_stands(tmp_path):
     text = ("import sys\n\nimport torch\n\nimport tilescope as ts\nfrom tilescope.harness import TensorSpec\n\n"
             + NORMALIZE_SOURCE.split("\n", 1)[1]
@@ -389,12 +414,14 @@ def test_a_module_that_exits_when_imported_fails_its_candidate_and_the_verdict_s
     assert all(t["result"].startswith("SystemExit(2): the module exits when it is imported") for t in rep.fix["tried"])
 
 
+@pytest.mark.slow
 def test_an_orchestration_loop_one_block_short_gets_its_bound():
     rep = triage(saved(F.double_all, F.DOUBLE_ALL, F.double_all_golden), fix=True)
     assert rep.category == "uninitialized"
     verified(rep.fix, F.double_all, "for r in ts.range", "for r in ts.range(0, 32, 8):  # the defect: the blocks run to 32")
 
 
+@pytest.mark.slow
 def test_a_literal_store_bound_with_a_named_step_gets_the_extent():
     rep = triage(saved(F.chunked_copy_192, F.CHUNKED_COPY, F.chunked_copy_golden), fix=True)
     assert rep.category == "uninitialized"
@@ -402,6 +429,7 @@ def test_a_literal_store_bound_with_a_named_step_gets_the_extent():
              "for c in ts.range(0, 256, CHUNK):  # the defect: the chunks run to COLS")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_program_built_inside_a_function_gets_its_edit_on_the_ir_dump(tmp_path):
     body = NORMALIZE_SOURCE.split("\n", 1)[1]
     inner = "\n".join("    " + line if line.strip() else line for line in body.splitlines())

@@ -232,6 +232,7 @@ def run_checks(prog: fp.FuzzProgram, directory, hint: str) -> None:
 SHARD_IDS = range(SHARDS) if ONLY_SHARD is None else [int(ONLY_SHARD)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shard", SHARD_IDS)
 def test_fuzz_programs(shard, tmp_path_factory):
     """(a), (b) and (c) on random programs, compiled and run on sim and interp."""
@@ -250,6 +251,7 @@ def test_fuzz_programs(shard, tmp_path_factory):
     inner()
 
 
+@pytest.mark.slow
 @settings(
     settings.get_profile(PROFILE if FUZZ else "ci"),
     max_examples=FRONTEND_EXAMPLES * (10 if FUZZ else 1),
@@ -351,6 +353,7 @@ def _reference_magnitude(name: str, xs: torch.Tensor, want: torch.Tensor) -> tor
     return torch.maximum(want.abs(), xs.double().abs()) if name.startswith("gelu") else want
 
 
+@pytest.mark.slow
 def test_torch_transcendental_error_assumptions():
     """interp's exp/log/tanh/sigmoid/silu/exp2/log2/erf/gelu/gelu_tanh/softplus/log1p (torch, CPU) stay within
     fp.TORCH_ULPS of the exact value (float64) on a sample of floats, through both torch's
@@ -377,6 +380,7 @@ def test_torch_transcendental_error_assumptions():
             assert bool(((got - want).abs() <= limit)[ok].all()), (name, d)
 
 
+@pytest.mark.slow
 def test_torch_pow_and_reciprocal_assumptions():
     """interp's pow (a positive base; tile^tile, tile^scalar and scalar^tile, the scalar a 0-dim
     tensor of the tile's dtype as interp passes it) is within fp.TORCH_ULPS['pow'] of the exact
@@ -500,6 +504,7 @@ def _assert_bit_exact(outs, name):
     )
 
 
+@pytest.mark.slow
 def test_a_literal_halfway_between_two_f32_values_rounds_as_on_interp(known_bug_outputs):
     # x * 1.0000000596046448 (1 + 2**-24) at x = 1.0: g++ read the decimal as 1.0000001; the
     # literal is now emitted as the f32 interp rounds it to (ties to even: 1.0)
@@ -507,28 +512,33 @@ def test_a_literal_halfway_between_two_f32_values_rounds_as_on_interp(known_bug_
     assert known_bug_outputs["sim"]["lit"][0, 0].item() == 1.0
 
 
+@pytest.mark.slow
 def test_a_multiply_add_rounds_twice_on_sim_as_on_interp(known_bug_outputs):
     # a * c + a was fused into one rounding by g++ (-ffp-contract=fast): 1 ulp apart on most
     # elements; kernels are compiled with -ffp-contract=off
     _assert_bit_exact(known_bug_outputs, "fma")
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="known bug zero_sign_minmax: " + fp.KNOWN_BUGS["zero_sign_minmax"])
 def test_known_bug_maximum_of_signed_zeros(known_bug_outputs):
     _assert_bit_exact(known_bug_outputs, "zero")  # maximum(-0.0, 0.0) in a [1, 4] tile: sim +0.0, interp -0.0
 
 
+@pytest.mark.slow
 def test_sqrt_is_correctly_rounded_on_interp_as_on_sim(known_bug_outputs):
     # sqrt(1.3549762): sim 1.1640345 (exact); torch's f32 CPU sqrt gave 1.1640344
     _assert_bit_exact(known_bug_outputs, "root")
 
 
+@pytest.mark.slow
 def test_a_sum_of_negative_zeros_is_positive_zero_as_on_interp(known_bug_outputs):
     # row_sum([-0.0] * 4) was -0.0 on sim (its lanes started from the terms), +0.0 on interp
     _assert_bit_exact(known_bug_outputs, "total")
     assert not torch.signbit(known_bug_outputs["sim"]["total"][0, 0])
 
 
+@pytest.mark.slow
 def test_half_erf_and_gelu_compute_in_f32_on_interp_as_on_sim(known_bug_outputs):
     # bf16 erf(1e-5 x) and gelu(2.5e-38 x): torch's bf16 erf is up to ~3e-7 off near 0 (erf(1e-5)
     # 2.5% high, erf(1e-7) = 0) and its bf16 gelu flushes results below 2^-126 to zero; interp

@@ -71,6 +71,7 @@ def unchecked(tmp_path_factory):
     return through_tmp.compile(check_bounds=False, build_dir=str(tmp_path_factory.mktemp("guard")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("row", "col", "side", "bytes_"),
     [(60, 0, "wrote past the end of", "0 to 2047 byte(s) past its end (element 8192 onwards of 8192)"),
@@ -99,6 +100,7 @@ def test_a_store_just_outside_an_intermediate_names_its_task(unchecked, row, col
     torch.testing.assert_close(y, expected)
 
 
+@pytest.mark.slow
 def test_a_hand_edited_kernel_is_named_as_the_place_to_look(tmp_path):
     prog = through_tmp.compile(build_dir=str(tmp_path))  # checked
     (k,) = [k for k in prog.kernels if k["name"] == "put"]
@@ -116,6 +118,7 @@ def test_a_hand_edited_kernel_is_named_as_the_place_to_look(tmp_path):
     assert not any("check_bounds=False" in s or "please report" in s for s in f.next_steps)
 
 
+@pytest.mark.slow
 def test_the_saved_task_replayed_alone_names_the_same_write(unchecked):
     with pytest.raises(ts.RuntimeFailure):
         unchecked(torch.randn(R, C), torch.zeros(R, C), 60, 0)
@@ -150,6 +153,7 @@ def _fault_distance(text: str, where: str) -> int:
     return int(found.group(1))
 
 
+@pytest.mark.slow
 def test_a_store_far_past_the_end_faults_in_the_guard_pages_naming_the_task(tmp_path):
     tests = str(__import__("pathlib").Path(__file__).parent)
     code = FAR.format(tests=tests, base=str(tmp_path), isolate=False)
@@ -159,6 +163,7 @@ def test_a_store_far_past_the_end_faults_in_the_guard_pages_naming_the_task(tmp_
     assert _fault_distance(proc.stderr, "arg 1's tensor") in FAR_PAST_END
 
 
+@pytest.mark.slow
 def test_under_isolate_the_crash_report_says_which_tensor_the_address_is_outside(unchecked):
     with pytest.raises(ts.RuntimeFailure) as info:
         unchecked(torch.randn(R, C), torch.zeros(R, C), 128, 0, isolate=True)
@@ -169,6 +174,7 @@ def test_under_isolate_the_crash_report_says_which_tensor_the_address_is_outside
     assert "in the guard pages around it: the kernel went outside that tensor" in details
 
 
+@pytest.mark.slow
 def test_the_harness_tensors_have_zones_so_a_write_past_an_output_is_named():
     specs = [
         TensorSpec("x", [R, C], torch.float32),
@@ -326,6 +332,7 @@ def run(libs, orch: str, kernel: str, args: list, **kwargs):
     return graph.run_graph(libs[f"o_{orch}"].address, [libs[f"k_{kernel}"].address], [kernel], args, **kwargs)
 
 
+@pytest.mark.slow
 def test_tasks_running_together_on_the_damaged_tensor_are_all_named(libs):
     with graph.Runtime(2) as rt:
         with pytest.raises(ts.RuntimeFailure) as info:
@@ -340,6 +347,7 @@ def test_tasks_running_together_on_the_damaged_tensor_are_all_named(libs):
     )
 
 
+@pytest.mark.slow
 def test_a_write_through_a_pointer_no_task_was_given_is_found_at_the_end_of_the_run(libs):
     with pytest.raises(ts.RuntimeFailure) as info:
         run(libs, "stray", "stray", [])
@@ -352,6 +360,7 @@ def test_a_write_through_a_pointer_no_task_was_given_is_found_at_the_end_of_the_
     assert info.value.report.failure.task_id == -1
 
 
+@pytest.mark.slow
 def test_a_runtime_reuses_an_intermediates_mapping_zero_filled_with_fresh_zones(libs):
     found = torch.full((1,), -1, dtype=torch.int64)
     with graph.Runtime(2) as rt:
@@ -367,6 +376,7 @@ def test_a_runtime_reuses_an_intermediates_mapping_zero_filled_with_fresh_zones(
     assert len(set(addresses)) == 1  # one mapping, kept between the runs
 
 
+@pytest.mark.slow
 def test_damage_a_task_finds_before_its_kernel_runs_is_not_blamed_on_it(libs):
     with pytest.raises(ts.RuntimeFailure) as info:
         graph.run_graph(
@@ -398,6 +408,7 @@ def test_guarded_clone_copies_and_keeps_its_zones_until_freed():
     assert address not in guarded._zones  # forgotten with its mapping: no later tensor inherits them
 
 
+@pytest.mark.slow
 def test_zones_already_damaged_before_the_run_are_refused(libs):
     g = guarded.guarded_clone(torch.zeros(4))
     ctypes.memset(g.untyped_storage().data_ptr() + 16, 0, 1)
@@ -416,6 +427,7 @@ def with_a_huge_intermediate(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.
     copy8(x, y)
 
 
+@pytest.mark.slow
 def test_an_intermediate_larger_than_memory_is_refused_not_killed_when_touched():
     with pytest.raises(ts.RuntimeFailure) as info:
         with_a_huge_intermediate(torch.randn(8, 8), torch.zeros(8, 8))
@@ -429,6 +441,7 @@ def output_then_crash(x: ts.Tensor[[R, C], ts.f32], y: ts.Out[[R, C], ts.f32], r
     put(x, u, row, 0)  # task 1: far past u's end with row=128: it dies in u's guard pages
 
 
+@pytest.mark.slow
 def test_an_isolated_crash_keeps_the_outputs_earlier_tasks_wrote_and_zones_guard_program_arguments(tmp_path):
     prog = output_then_crash.compile(check_bounds=False, build_dir=str(tmp_path))
     x, y = torch.randn(R, C), torch.zeros(R, C)

@@ -70,6 +70,7 @@ def test_confined_accepts_paths_inside_and_refuses_every_way_out(tmp_path):
         assert "name only files inside the build" in msg and msg.endswith("so it is refused: save it again")
 
 
+@pytest.mark.slow
 def test_build_state_naming_a_script_elsewhere_is_refused_and_never_run(build, tmp_path, capsys):
     evil, marker = evil_script(tmp_path)
     edit_json(build / "build_state.json", lambda s: s["ir"].update(file=str(evil)))
@@ -81,6 +82,7 @@ def test_build_state_naming_a_script_elsewhere_is_refused_and_never_run(build, t
     assert "compile the program again" in err
 
 
+@pytest.mark.slow
 def test_an_ir_dump_that_is_a_link_out_of_the_build_is_refused(build, tmp_path):
     evil, marker = evil_script(tmp_path)
     ir = build / "ir" / "vector_dag.py"
@@ -93,6 +95,7 @@ def test_an_ir_dump_that_is_a_link_out_of_the_build_is_refused(build, tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_kernel_config_paths_outside_the_build_are_refused(build):
     config = build / "kernel_config.py"
     config.write_text(
@@ -107,6 +110,7 @@ def test_kernel_config_paths_outside_the_build_are_refused(build):
     assert msg.endswith("compile the program again (a new build directory; this one is left as it is)")
 
 
+@pytest.mark.slow
 def test_a_tensor_dump_naming_a_payload_file_elsewhere_is_refused(build, capsys):
     manifest = build / "dfx_outputs" / "tensor_dump" / "tensor_dump.json"
     edit_json(manifest, lambda d: d.update(bin_file="/etc/passwd"))
@@ -121,6 +125,7 @@ def test_a_tensor_dump_naming_a_payload_file_elsewhere_is_refused(build, capsys)
     assert "a path that climbs out with '..'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_saved_task_naming_files_elsewhere_is_refused(build, tmp_path):
     outside = tmp_path / "outside.pt"
     torch.save(torch.ones(64, 128), outside)
@@ -140,6 +145,7 @@ def test_a_saved_task_naming_files_elsewhere_is_refused(build, tmp_path):
     assert "replay a task this build saved itself" in msg
 
 
+@pytest.mark.slow
 def test_a_saved_task_with_wrong_types_is_reported(build):
     task_json = build / "dfx_outputs" / "failure" / "task_0" / "task.json"
     edit_json(task_json, lambda m: m["args"][0].update(index="zero"))
@@ -157,6 +163,7 @@ def test_a_saved_task_with_wrong_types_is_reported(build):
 # -- kernel_config.py and build_state.json that lack keys or hold the wrong types ----------------
 
 
+@pytest.mark.slow
 def test_kernel_config_with_wrong_types_lists_every_problem(build):
     config = build / "kernel_config.py"
     text = config.read_text()
@@ -189,6 +196,7 @@ def test_kernel_config_with_wrong_types_lists_every_problem(build):
     assert "KERNELS[2]['signature'] is 'in', expected a list of D.IN, D.OUT, D.INOUT, D.SCALAR" in msg
 
 
+@pytest.mark.slow
 def test_build_state_missing_keys_is_reported_not_a_key_error(build, capsys):
     (build / "build_state.json").write_text('{"format": 1}')
     assert cli(["replay", str(build), "-p", "interp"]) == 1
@@ -208,6 +216,7 @@ def test_build_state_missing_keys_is_reported_not_a_key_error(build, capsys):
 # -- paths given on the command line --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_file_given_as_a_build_directory_says_it_is_a_file(build, tmp_path, capsys):
     some_file = tmp_path / "notes.txt"
     some_file.write_text("hello")
@@ -228,6 +237,7 @@ def test_a_file_given_as_a_build_directory_says_it_is_a_file(build, tmp_path, ca
     assert "`tilescope builds` lists them" in missing.error
 
 
+@pytest.mark.slow
 def test_a_file_given_as_golden_data_or_a_saved_task_says_it_is_a_file(build, tmp_path, capsys):
     some_file = tmp_path / "notes.txt"
     some_file.write_text("hello")
@@ -247,6 +257,7 @@ def test_a_file_given_as_golden_data_or_a_saved_task_says_it_is_a_file(build, tm
 # -- tilescope dump --export never overwrites what is there ---------------------------------------
 
 
+@pytest.mark.slow
 def test_dump_export_refuses_to_overwrite_unless_forced(build, tmp_path, capsys):
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes")
@@ -312,6 +323,7 @@ def test_a_bad_seed_or_tolerance_given_to_run_jit_is_reported():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag, value, message", [("--rtol", "-1", "-1: expected a finite number >= 0"),
                                                    ("--atol", "nan", "nan: expected a finite number >= 0"),
                                                    ("--atol", "abc", "'abc' is not a number (e.g. 1e-5)")])  # fmt: skip
@@ -321,6 +333,7 @@ def test_replay_tolerances_are_checked_by_argparse(build, flag, value, message, 
     assert f"tilescope replay: error: argument {flag}: {message}" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_meta_json_with_wrong_types_names_the_file_and_key(build, capsys):
     meta = build / "data" / "meta.json"
     meta.write_text('{"rtol": "abc", "atol": 1e-5, "seed": 0}')
@@ -337,6 +350,7 @@ def test_meta_json_with_wrong_types_names_the_file_and_key(build, capsys):
 # -- binaries the loader refuses -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "content, reason", [(b"", "file too short"), (b"not an ELF file " * 256, "invalid ELF header")]
 )
@@ -436,6 +450,7 @@ def core_loaded():
     library.load_core()
 
 
+@pytest.mark.slow
 def test_a_cache_dir_that_is_a_file_warns_once_and_the_run_goes_on(
     tmp_path, monkeypatch, capsys, core_loaded
 ):
@@ -455,6 +470,7 @@ def test_a_cache_dir_that_is_a_file_warns_once_and_the_run_goes_on(
     assert doctor["cache dir"][0] is False and str(blocker) in doctor["cache dir"][1]
 
 
+@pytest.mark.slow
 def test_a_full_cache_warns_once_and_the_run_goes_on(tmp_path, monkeypatch, capsys, core_loaded):
     import tempfile
 
@@ -514,6 +530,7 @@ def test_a_full_build_base_is_a_clear_error_and_leaves_no_partial_build(tmp_path
     assert list(base.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_save_data_on_a_full_disk_is_a_clear_error_and_keeps_no_half_snapshot(build, monkeypatch):
     from tilescope.build import paths
 
@@ -540,6 +557,7 @@ def test_save_data_on_a_full_disk_is_a_clear_error_and_keeps_no_half_snapshot(bu
     assert not (build / "data" / "in").exists() and not (build / "data" / "out").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolate", [False, True])
 def test_a_build_that_cannot_be_written_still_runs(build, monkeypatch, isolate):
     import errno
@@ -565,6 +583,7 @@ def test_a_build_that_cannot_be_written_still_runs(build, monkeypatch, isolate):
 # -- further broken files ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_deps_json_with_a_task_without_an_id_is_reported(build, capsys):
     deps = build / "dfx_outputs" / "deps.json"
     deps.write_text('{"tasks": [{"name": "a"}], "edges": []}')
@@ -577,6 +596,7 @@ def test_a_deps_json_with_a_task_without_an_id_is_reported(build, capsys):
     assert "run again to rewrite it" in err and "KeyError" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text, error",
     [
@@ -595,6 +615,7 @@ def test_an_ir_dump_whose_top_level_raises_names_its_line(build, text, error, ca
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_corrupt_last_run_json_is_listed_as_unknown(build, capsys):
     (build / "last_run.json").write_text('{"passed": "yes"}')
     assert cli(["builds", str(build.parent)]) == 0

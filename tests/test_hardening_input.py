@@ -244,6 +244,7 @@ def p_add_scalars(
     add_scalars(x, n, h, y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_a_scalar_argument_out_of_its_dtypes_range_is_refused_before_the_run(platform):
     x = torch.ones(4, 8, dtype=torch.int32)
@@ -292,6 +293,7 @@ def _deep_module(tmp_path, terms: int):
     )
 
 
+@pytest.mark.slow
 def test_a_700_term_expression_compiles_and_runs_on_both_platforms(tmp_path):
     module, _ = _deep_module(tmp_path, 700)  # was a RecursionError from the IR walks
     x = torch.arange(32, dtype=torch.float32).reshape(4, 8)
@@ -446,6 +448,7 @@ def _run_error(capsys, result) -> str:
     return result.error
 
 
+@pytest.mark.slow
 def test_an_init_value_function_that_raises_ends_the_run_with_an_error_at_the_users_line(capsys):
     specs = [TensorSpec("x", [64, 128], torch.float32, init_value=_init_raises), *vector_dag.SPECS[1:]]
     result = run_jit(vector_dag.vector_dag, specs, golden_fn=vector_dag.golden)  # was a raw ValueError
@@ -457,6 +460,7 @@ def test_an_init_value_function_that_raises_ends_the_run_with_an_error_at_the_us
     )
 
 
+@pytest.mark.slow
 def test_a_compare_fn_that_raises_ends_the_run_with_an_error_at_the_users_line(capsys):
     result = run_jit(
         vector_dag.vector_dag, vector_dag.SPECS, golden_fn=vector_dag.golden, compare_fn=_compare_raises
@@ -469,6 +473,7 @@ def test_a_compare_fn_that_raises_ends_the_run_with_an_error_at_the_users_line(c
     assert error.endswith('\n    return actual.sub(expected, alpha="x")  # compare_fn: raises')
 
 
+@pytest.mark.slow
 def test_a_compare_fn_must_answer_a_bool(capsys):
     def says_false_as_a_string(actual, expected):
         return "False"
@@ -562,6 +567,7 @@ def test_harness_misuse_is_an_error_before_anything_compiles_or_runs(capsys, kwa
 # -- further probes -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_golden_fn_that_returns_its_result_or_leaves_a_non_tensor_is_told_what_to_do(capsys):
     def returns_instead(t):
         return t["x"] + t["y"]
@@ -592,6 +598,7 @@ def test_a_golden_fn_that_returns_its_result_or_leaves_a_non_tensor_is_told_what
     )
 
 
+@pytest.mark.slow
 def test_program_arguments_passed_by_keyword_are_an_argument_error_not_a_runtime_cfg_one():
     x, y, out = torch.randn(64, 128), torch.randn(64, 128), torch.zeros(64, 128)
     with pytest.raises(ts.ArgumentError) as info:  # was "unknown runtime_cfg key(s): out, x, y"

@@ -45,11 +45,13 @@ def python_m(*argv, **kwargs):
 # -- the command line ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_python_m_tilescope_runs_the_command():
     out = python_m("tilescope", "--version", capture_output=True)  # was "No module named tilescope.__main__"
     assert out.returncode == 0 and out.stdout.strip() == f"tilescope {ts.__version__}", out.stderr
 
 
+@pytest.mark.slow
 def test_output_into_a_reader_that_stops_early_ends_quietly(build):
     proc = subprocess.Popen(
         [sys.executable, "-m", "tilescope", "trace", str(build)],
@@ -64,6 +66,7 @@ def test_output_into_a_reader_that_stops_early_ends_quietly(build):
     assert err == "", err  # was a BrokenPipeError traceback
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_output_onto_a_full_disk_is_one_line_naming_standard_output(build):
     with open("/dev/full", "w") as full:  # `tilescope builds BASE > /dev/full`
@@ -81,6 +84,7 @@ def test_output_onto_a_full_disk_is_one_line_naming_standard_output(build):
     )
 
 
+@pytest.mark.slow
 def test_builds_and_clean_given_a_build_directory_name_its_base(build, capsys):
     for argv in (["builds", str(build)], ["clean", "--keep", "0", str(build)]):
         assert cli(argv) == 1  # was "0 build(s)" and a "not a build, left alone" line per file in it
@@ -105,6 +109,7 @@ def replay_cfg(monkeypatch, argv):
     return {k: v for k, v in seen.items() if k not in ("golden_data", "rtol", "atol")}
 
 
+@pytest.mark.slow
 def test_replay_isolates_by_default_unless_the_environment_says_otherwise(build, monkeypatch):
     assert replay_cfg(monkeypatch, [str(build)]) == {"isolate": True}
     assert replay_cfg(monkeypatch, [str(build), "--no-isolate"]) == {"isolate": False}
@@ -115,6 +120,7 @@ def test_replay_isolates_by_default_unless_the_environment_says_otherwise(build,
     assert replay_cfg(monkeypatch, [str(build)]) == {}
 
 
+@pytest.mark.slow
 def test_replay_reports_an_invalid_isolate_variable(build, monkeypatch, capsys):
     monkeypatch.setenv("TILESCOPE_ISOLATE", "maybe")  # was ignored silently
     assert cli(["replay", str(build)]) == 1
@@ -122,6 +128,7 @@ def test_replay_reports_an_invalid_isolate_variable(build, monkeypatch, capsys):
     assert "environment variable TILESCOPE_ISOLATE='maybe' (isolate): expected a bool" in err
 
 
+@pytest.mark.slow
 def test_replay_on_the_platform_the_environment_names_says_so(build, monkeypatch, capsys):
     monkeypatch.setenv("TILESCOPE_PLATFORM", "interp")
     # was "runtime_cfg 'isolate': implemented on the sim platform only", and last_run.json said sim
@@ -134,6 +141,7 @@ def test_replay_on_the_platform_the_environment_names_says_so(build, monkeypatch
 # -- files in a build directory ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "other, problem",
     [
@@ -155,6 +163,7 @@ def test_a_trace_with_a_wrong_typed_summary_is_reported(build, capsys, other, pr
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv, file, message",
     [
@@ -175,6 +184,7 @@ def test_an_output_file_replaced_by_a_directory_is_named_as_such(build, capsys, 
     assert f"{path} {message}" in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "tasks, edges, problem",
     [
@@ -193,6 +203,7 @@ def test_a_deps_json_whose_edges_or_ids_do_not_form_a_graph_is_reported(build, c
     )
 
 
+@pytest.mark.slow
 def test_a_dump_rewritten_by_another_run_while_it_is_read_is_refused_not_mixed(build):
     prog = ts.CompiledProgram.from_dir(build)
     x, y = torch.randn(R, C), torch.randn(R, C)
@@ -210,6 +221,7 @@ def test_a_dump_rewritten_by_another_run_while_it_is_read_is_refused_not_mixed(b
     assert torch.equal(load_dump(build).tensor(0), x + 1)
 
 
+@pytest.mark.slow
 def test_a_dump_is_read_while_no_run_writes_its_outputs(build):
     import threading
 
@@ -235,6 +247,7 @@ def test_a_dump_is_read_while_no_run_writes_its_outputs(build):
 # -- the Python API --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_an_output_that_requires_grad_is_refused_with_what_to_pass(platform):
     x, y = torch.randn(R, C), torch.randn(R, C)
@@ -253,6 +266,7 @@ def test_an_output_that_requires_grad_is_refused_with_what_to_pass(platform):
     torch.testing.assert_close(out.detach(), expected["out"])
 
 
+@pytest.mark.slow
 def test_inputs_that_require_grad_give_outputs_without_a_graph_on_both_platforms():
     x, y = torch.randn(R, C, requires_grad=True), torch.randn(R, C)
     for platform in ("sim", "interp"):
@@ -261,6 +275,7 @@ def test_inputs_that_require_grad_give_outputs_without_a_graph_on_both_platforms
         assert not out.requires_grad and out.grad_fn is None, platform  # interp's had a CopySlices graph
 
 
+@pytest.mark.slow
 def test_a_sparse_tensor_is_named_by_its_layout():
     x, y = torch.randn(R, C), torch.randn(R, C)
     with pytest.raises(ts.ArgumentError) as info:  # was "a non-contiguous tensor (... pass .contiguous())"
@@ -270,6 +285,7 @@ def test_a_sparse_tensor_is_named_by_its_layout():
     )
 
 
+@pytest.mark.slow
 def test_a_build_directory_that_is_not_a_path_is_an_argument_error(build):
     expected = (
         "a build directory is given as a path (a str or os.PathLike), got {}; pass the directory a compile "
@@ -286,6 +302,7 @@ def test_a_build_directory_that_is_not_a_path_is_an_argument_error(build):
     assert str(info.value) == expected.format("NoneType")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_id", ["0", True, 0.0])
 def test_a_task_id_that_is_not_an_int_is_named(build, task_id):
     with pytest.raises(ts.TilescopeError) as info:  # '0' was "holds task 0, not task 0"; True "task_True"
@@ -312,6 +329,7 @@ def through_a_huge_tensor(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32
     copy8(t[0:8, 0:8], y)
 
 
+@pytest.mark.slow
 def test_an_intermediate_too_large_to_allocate_is_a_run_failure_on_interp():
     with pytest.raises(ts.RuntimeFailure) as info:  # was torch's RuntimeError from inside the interpreter
         through_a_huge_tensor(torch.randn(8, 8), torch.zeros(8, 8), platform="interp")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from helpers import dsl_error, line_of
 
@@ -309,6 +310,7 @@ def _specs(**is_output):
     ]
 
 
+@pytest.mark.slow
 def test_a_spec_whose_is_output_disagrees_with_the_parameter_is_refused_before_the_run(capsys):
     result = run_jit(
         vector_dag.vector_dag, _specs(out=False), golden_fn=vector_dag.golden
@@ -347,6 +349,7 @@ def test_options_that_are_not_dicts_are_a_failed_run_not_a_raw_exception(capsys)
     )
 
 
+@pytest.mark.slow
 def test_a_golden_fn_that_writes_a_misspelt_output_is_told_so(capsys):
     def golden_typo(t):
         t["output"] = t["x"] + t["y"]
@@ -374,6 +377,7 @@ def _main(capsys, *argv: str) -> str:
     return line.removeprefix("[ERROR] ")
 
 
+@pytest.mark.slow
 def test_model_flags_that_would_be_ignored_are_refused(capsys):
     assert _main(capsys, "--compile-only", "--save-data") == (  # was a compile and no snapshot, silently
         "save_data (--save-data) needs a run, and compile_only (--compile-only) stops before it: drop one of them"
@@ -406,6 +410,7 @@ def compute_golden(args):
 """
 
 
+@pytest.mark.slow
 def test_a_scene_case_with_a_bad_tolerance_names_the_case(tmp_path):
     build = vector_dag.vector_dag.compile().work_dir
     (build / "scene_test.py").write_text(SCENE)

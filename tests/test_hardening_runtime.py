@@ -59,6 +59,7 @@ LEAK_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
 def test_workers_the_os_refuses_are_a_report_and_leave_no_thread_behind(tmp_path):
     script = tmp_path / "leak.py"
@@ -78,6 +79,7 @@ def test_workers_the_os_refuses_are_a_report_and_leave_no_thread_behind(tmp_path
     assert left <= 0 and "retry: ok" in lines, out.stdout
 
 
+@pytest.mark.slow
 def test_a_binary_copied_over_another_is_rebuilt_not_loaded(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TILESCOPE_BUILD_DIR", str(tmp_path))
     prog = vector_dag.vector_dag.compile()
@@ -128,6 +130,7 @@ EXIT_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_kernel_calling_exit_0_ends_the_process_with_status_1_naming_the_task(tmp_path):
     prog = _kernel_calls_exit(tmp_path)
     script = tmp_path / "exits.py"
@@ -142,6 +145,7 @@ def test_a_kernel_calling_exit_0_ends_the_process_with_status_1_naming_the_task(
     ), out.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_an_isolated_kernel_calling_exit_is_an_exit_failure_of_its_task(tmp_path):
     prog = _kernel_calls_exit(tmp_path)
     x, y = torch.randn(vector_dag.R, vector_dag.C), torch.randn(vector_dag.R, vector_dag.C)
@@ -154,6 +158,7 @@ def test_an_isolated_kernel_calling_exit_is_an_exit_failure_of_its_task(tmp_path
     )
 
 
+@pytest.mark.slow
 def test_concurrent_runs_of_one_build_write_their_outputs_one_run_at_a_time(tmp_path, monkeypatch):
     import threading
     import time
@@ -218,6 +223,7 @@ def big_tiles(x: ts.Tensor[[BIG, BIG], ts.f32], y: ts.Out[[BIG, BIG], ts.f32]):
     big_tile(x, y)
 
 
+@pytest.mark.slow
 def test_tiles_as_large_as_the_local_memory_allows_run_on_workers_sized_for_them():
     from tilescope.runtime.graph import worker_stack_mib
 
@@ -332,6 +338,7 @@ def _interrupted(tmp_path, signals: int, *argv: str) -> subprocess.CompletedProc
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_spinning_run_with_a_report_and_leaves_the_build_usable(tmp_path):
     done = _interrupted(tmp_path, 1)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -347,6 +354,7 @@ def test_ctrl_c_stops_a_spinning_run_with_a_report_and_leaves_the_build_usable(t
     assert "dfx_outputs/trace.json" in done.stderr  # what was recorded is written
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_an_orchestration_spinning_in_its_own_code(tmp_path):
     done = _interrupted(tmp_path, 1, "spinning-orchestration")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -354,6 +362,7 @@ def test_ctrl_c_stops_an_orchestration_spinning_in_its_own_code(tmp_path):
     assert "[INTERRUPTED] Ctrl-C (SIGINT): stopped the orchestration (2 task(s) submitted so far)" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_exits_at_once(tmp_path):
     # a kernel that blocks the stop signal cannot be stopped: the second Ctrl-C exits
     done = _interrupted(tmp_path, 2, "unstoppable-kernel")
@@ -362,6 +371,7 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path):
     assert "usable" not in done.stdout
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_an_isolated_run_and_its_child(tmp_path):
     done = _interrupted(tmp_path, 1, "isolate")
     assert done.returncode == 0, done.stderr[-3000:]

@@ -35,6 +35,7 @@ def test_init_value_forms_and_inout_outputs():
         TensorSpec("a", [4], torch.float32, init_value=lambda s, dtype: torch.zeros(5)).make()
 
 
+@pytest.mark.slow
 def test_failing_comparison_reports_counts_coordinates_and_first_mismatches(capsys):
     def wrong_golden(t):
         vector_dag.golden(t)
@@ -65,6 +66,7 @@ def test_compare_tensor_coordinates():
     assert rep.first == [((2, 1), 0.0, 0.5)]
 
 
+@pytest.mark.slow
 def test_compare_fn_replaces_the_tolerance_check(capsys):
     seen = []
 
@@ -77,6 +79,7 @@ def test_compare_fn_replaces_the_tolerance_check(capsys):
     assert "[COMPARE] y: FAIL  custom check says no" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_compile_only_and_no_golden(capsys):
     result = run_jit(rms_norm.rms_norm, rms_norm.specs(), compile_only=True)
     assert result.passed and result.work_dir.is_dir() and result.num_tasks == 0
@@ -95,6 +98,7 @@ def test_compile_only_and_no_golden(capsys):
     assert "no golden_fn: outputs are not checked" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_errors_end_the_run_with_a_report(capsys):
     specs = rms_norm.specs()
     swapped = [specs[1], specs[0], *specs[2:]]
@@ -108,6 +112,7 @@ def test_errors_end_the_run_with_a_report(capsys):
     assert "[ERROR] specs must follow" in captured.err and "[FAIL] rms_norm" in captured.out
 
 
+@pytest.mark.slow
 def test_inputs_are_reproducible_from_the_seed():
     a = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden, seed=5)
     b = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden, seed=5)
@@ -144,6 +149,7 @@ def test_cli_flags_map_onto_run_jit_kwargs():
     assert harness_kwargs(parser.parse_args(["--dump-tensor", "1"]))["runtime_cfg"]["enable_dump_tensor"] == 1
 
 
+@pytest.mark.slow
 def test_log_level_silences_phase_lines(capsys):
     result = run_jit(
         rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden, runtime_cfg={"log_level": "error"}
@@ -158,6 +164,7 @@ def test_scalar_spec():
     assert ScalarSpec("eps", torch.float32, 1e-6).make() == 1e-6
 
 
+@pytest.mark.slow
 def test_invalid_log_level_in_the_environment_is_a_failed_run(monkeypatch, capsys):
     monkeypatch.setenv("TILESCOPE_LOG_LEVEL", "verbose")
     result = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden)
@@ -197,6 +204,7 @@ def test_matching_infinities_are_equal():
     assert rep.first == [((0, 1), inf, -inf), ((1, 2), -3.5, -3.0)]
 
 
+@pytest.mark.slow
 def test_log_levels_filter_runtime_messages_and_log_dir_collects_them(tmp_path, monkeypatch, capsys):
     import rms_norm as model
 
@@ -221,6 +229,7 @@ def _missing_input(t):
     return t["x"] * t["no_such_input"]  # golden helper: raises
 
 
+@pytest.mark.slow
 def test_a_golden_fn_that_raises_is_an_error_line_at_the_users_frame(capsys):
     def golden(t):
         t["y"][:] = _missing_input(t)
@@ -250,6 +259,7 @@ def test_a_golden_fn_that_raises_is_an_error_line_at_the_users_frame(capsys):
     )
 
 
+@pytest.mark.slow
 def test_golden_data_run_says_the_golden_came_from_the_data(capsys):
     first = run_jit(rms_norm.rms_norm, rms_norm.specs(), golden_fn=rms_norm.golden, save_data=True)
     data = first.work_dir / "data"
@@ -280,6 +290,7 @@ def gather(x: ts.Tensor[[256, 128], ts.f32], y: ts.Out[[32, 128], ts.f32], start
         take_rows(x, y[i : i + 8, :], start + i)
 
 
+@pytest.mark.slow
 def test_a_runtime_failure_is_printed_once(capfd):
     specs = [
         TensorSpec("x", [256, 128], torch.float32),

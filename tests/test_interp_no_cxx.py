@@ -13,6 +13,8 @@ from tilescope.harness import run_jit
 
 import rms_norm
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 ROWS, COLS = 128, 256
 
 

@@ -23,6 +23,8 @@ from tilescope.launch.task import replay_task, saved_task_dirs
 
 import rms_norm
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 ROWS, COLS, BLOCK = 128, 256, 32
 STORE = "store(y, {0, h}, fuse(t) * inv * g);"
 WILD_WRITE = "*reinterpret_cast<volatile float *>(16) = 1.0f; "

@@ -98,6 +98,7 @@ def test_flags_map_to_knobs_and_unset_flags_stay_unset():
     assert runtime_cfg_from_args(add_runtime_args(argparse.ArgumentParser()).parse_args([])) == {}
 
 
+@pytest.mark.slow
 def test_an_override_block_turns_an_instrument_on_for_a_call(tmp_path, monkeypatch):
     monkeypatch.setenv("TILESCOPE_BUILD_DIR", str(tmp_path / "builds"))
     prog = vector_dag.vector_dag.compile()

@@ -46,6 +46,7 @@ def edit(path, old, new):
     return no + 1
 
 
+@pytest.mark.slow
 def test_codegen_constant_edited_in_kernel_cpp_names_task_op_and_lines(capsys):
     work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
     cpp = work / "kernels" / "vec" / "affine_rows.cpp"
@@ -69,6 +70,7 @@ def test_codegen_constant_edited_in_kernel_cpp_names_task_op_and_lines(capsys):
     assert "in  x = x[0:16, 0:64]" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_codegen_orchestration_slice_edited_names_the_call_and_argument_line():
     work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
     cpp = work / "orchestration" / "affine.cpp"
@@ -82,6 +84,7 @@ def test_codegen_orchestration_slice_edited_names_the_call_and_argument_line():
     assert "x = x[0:16, 0:64], where the program gives x[16:32, 0:64]" in rep.summary
 
 
+@pytest.mark.slow
 def test_precision_long_f32_sum_at_tight_rtol_is_innocent_with_a_tolerance_that_passes():
     result = saved(P.long_sum, P.LONG_SUM, P.long_sum_golden, rtol=1e-7, atol=0.0)
     assert not result.passed
@@ -102,6 +105,7 @@ def ts_replay(work, **kw):
     return replay_compiled(work, platform="sim", **kw)
 
 
+@pytest.mark.slow
 def test_precision_bf16_cast_with_the_wrong_rounding_mode_names_the_cast():
     result = saved(P.scale_bf16, P.SCALE_BF16, P.scale_bf16_golden, rtol=1e-3, atol=0.0)
     rep = localize(result.work_dir)
@@ -113,6 +117,7 @@ def test_precision_bf16_cast_with_the_wrong_rounding_mode_names_the_cast():
     assert any("exactly 1 ulp of bf16" in e and "mode='trunc'" in e for e in rep.evidence)
 
 
+@pytest.mark.slow
 def test_precision_softmax_without_row_max_names_the_overflowing_exp():
     result = saved(P.softmax_nomax, P.SOFTMAX_NOMAX, P.softmax_golden)
     rep = localize(result.work_dir)
@@ -124,6 +129,7 @@ def test_precision_softmax_without_row_max_names_the_overflowing_exp():
     assert any("NaN/Inf first appear in the outputs of task 0" in e for e in rep.evidence)
 
 
+@pytest.mark.slow
 def test_algorithm_slice_with_the_wrong_loop_variable_names_the_call_and_tasks():
     result = saved(P.blocks, P.BLOCKS, P.blocks_golden)
     rep = localize(result.work_dir)
@@ -137,6 +143,7 @@ def test_algorithm_slice_with_the_wrong_loop_variable_names_the_call_and_tasks()
     assert "task 1 (x = x[0:16, 0:16], y = y[0:16, 16:32]) wrote the golden's y[0:16, 0:16]" in sig
 
 
+@pytest.mark.slow
 def test_a_passing_run_is_pass_and_the_command_exits_0(capsys):
     work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
     capsys.readouterr()
@@ -151,6 +158,7 @@ def test_a_passing_run_is_pass_and_the_command_exits_0(capsys):
     assert ("y", "sim~golden") in rows and ("y", "golden~float64") in rows
 
 
+@pytest.mark.slow
 def test_the_command_exits_1_with_the_culprit(capsys):
     work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
     edit(work / "kernels" / "vec" / "affine_rows.cpp", "1.0f", "1.5f")
@@ -161,6 +169,7 @@ def test_the_command_exits_1_with_the_culprit(capsys):
     assert "culprit: task 0, kernel affine_rows, op add at" in out
 
 
+@pytest.mark.slow
 def test_harness_localize_flag_localizes_a_failed_comparison(capsys):
     result = run_jit(P.blocks, P.BLOCKS, golden_fn=P.blocks_golden, localize=True)
     assert not result.passed
@@ -169,12 +178,14 @@ def test_harness_localize_flag_localizes_a_failed_comparison(capsys):
     assert "[localize] blocks: algorithm" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_harness_localize_flag_uses_the_data_this_run_saved():
     result = run_jit(P.blocks, P.BLOCKS, golden_fn=P.blocks_golden, localize=True, save_data=True)
     assert result.localize is not None and result.localize.data == str(result.work_dir / "data")
     assert not (result.work_dir / "dfx_outputs" / "localize" / "data").exists()
 
 
+@pytest.mark.slow
 def test_harness_localize_flag_does_nothing_when_the_run_passes():
     result = run_jit(P.affine, P.AFFINE, golden_fn=P.affine_golden, localize=True)
     assert result.passed and result.localize is None
@@ -184,6 +195,7 @@ def test_harness_localize_flag_does_nothing_when_the_run_passes():
 # -- bad input ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_build_without_saved_data_says_how_to_make_it(capsys):
     result = run_jit(P.affine, P.AFFINE, golden_fn=P.affine_golden)
     with pytest.raises(LocalizeError, match=r"has no saved data .* --save-data"):
@@ -193,6 +205,7 @@ def test_a_build_without_saved_data_says_how_to_make_it(capsys):
     assert not (result.work_dir / "dfx_outputs" / "localize").exists()
 
 
+@pytest.mark.slow
 def test_data_of_another_program_are_refused_with_every_problem():
     other = saved(P.long_sum, P.LONG_SUM, P.long_sum_golden).work_dir
     work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
@@ -202,6 +215,7 @@ def test_data_of_another_program_are_refused_with_every_problem():
     assert "x.pt: shape [32, 4096], expected [64, 64]" in text and "y.pt: shape [32, 1], expected [64, 64]" in text
 
 
+@pytest.mark.slow
 def test_a_build_edited_since_the_data_were_saved_is_stated():
     work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
     edit(work / "kernels" / "vec" / "affine_rows.cpp", "0.5f", "0.25f")
@@ -219,6 +233,7 @@ def test_a_missing_build_and_a_bad_tolerance_are_clear_errors(tmp_path, capsys):
     assert "expected a finite number >= 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_localize_runs_as_a_module_command(tmp_path):
     work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
     out = subprocess.run([sys.executable, "-m", "tilescope", "localize", str(work), "--json"],
@@ -228,6 +243,7 @@ def test_localize_runs_as_a_module_command(tmp_path):
     assert torch.is_tensor(torch.load(work / "data" / "in" / "x.pt", weights_only=True))
 
 
+@pytest.mark.slow
 def test_algorithm_probe_with_its_reference_names_the_op_that_computed_it():
     result = saved(P.normalize, P.NORMALIZE, P.normalize_golden)
     assert (result.work_dir / "data" / "intermediates" / "total.pt").is_file()
@@ -242,6 +258,7 @@ def test_algorithm_probe_with_its_reference_names_the_op_that_computed_it():
                for e in rep.evidence)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_references_without_a_probe_or_of_the_wrong_shape_are_stated(tmp_path):
     result = saved(P.normalize, P.NORMALIZE, P.normalize_golden)
     refs = result.work_dir / "data" / "intermediates"
@@ -273,6 +290,7 @@ def test_a_probe_name_used_twice_in_a_kernel_is_a_dsl_error():
     assert err.loc.line == line_of(twice, 'ts.probe(u, "v")')
 
 
+@pytest.mark.slow
 def test_op_level_probe_build_names_the_statement_without_the_hand_edit_evidence(monkeypatch):
     """A kernel whose C++ the compiler itself got wrong (no edit to find): the probe build of the
     culprit task, replayed alone, names the first statement whose tile leaves its bound."""
@@ -294,6 +312,7 @@ def test_op_level_probe_build_names_the_statement_without_the_hand_edit_evidence
     assert "probe(probe_sink, 0, t);" in probe_cpp and "probe_box<16, 64>(probe_sink, 2, y, {0, 0});" in probe_cpp
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_report_html_draws_the_error_with_the_task_regions_and_the_culprit():
     result = saved(P.blocks, P.BLOCKS, P.blocks_golden)
@@ -329,6 +348,7 @@ def _canvas_point(page, row, col):
     return box["x"] + (col + 0.5) * scale, box["y"] + (row + 0.5) * scale
 
 
+@pytest.mark.slow
 def test_algorithm_a_loop_that_stops_short_names_the_store_and_the_elements_never_stored():
     result = saved(P.copy, P.COPY, P.copy_golden)
     rep = localize(result.work_dir)
@@ -340,6 +360,7 @@ def test_algorithm_a_loop_that_stops_short_names_the_store_and_the_elements_neve
                for e in rep.evidence)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_precision_guilty_without_an_ulp_pattern_names_the_cast_op_by_op():
     result = saved(P.trunc_scale, P.TRUNC_SCALE, P.trunc_scale_golden, rtol=1e-3, atol=0.0)
     rep = localize(result.work_dir)

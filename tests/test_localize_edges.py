@@ -43,6 +43,7 @@ def picks(x: ts.Tensor[[16, 16], ts.f32], y: ts.Out[[16, 16], ts.bool_]):
 PICKS = [TensorSpec("x", [16, 16], torch.float32), TensorSpec("y", [16, 16], torch.bool, is_output=True)]
 
 
+@pytest.mark.slow
 def test_bool_tiles_and_a_bool_output_are_localized():
     ok = saved(picks, PICKS, fill(lambda t: torch.where(t["x"] > 0, t["x"] > 0.5, t["x"] < -0.5)))
     assert localize(ok.work_dir).category == "pass"
@@ -62,6 +63,7 @@ def axpy(x: ts.Tensor[[256], ts.f32], y: ts.Out[[256], ts.f32]):
         axpy_tile(x[i : i + 64], y[i : i + 64])
 
 
+@pytest.mark.slow
 def test_op_level_on_1d_tiles_quotes_the_element_it_names(monkeypatch):
     from tilescope.debug.localize import codegen_check
 
@@ -91,6 +93,7 @@ def soft(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
         exp_rows(x[r : r + 4, :], y[r : r + 4, :])
 
 
+@pytest.mark.slow
 def test_an_exp_past_float64s_range_is_still_an_overflow():
     specs = [
         TensorSpec("x", [8, 8], torch.float32, init_value=lambda shape, dtype: 800 + torch.randn(shape, dtype=dtype)),
@@ -113,6 +116,7 @@ def recips(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
         recip(x[r : r + 4, :], y[r : r + 4, :])
 
 
+@pytest.mark.slow
 def test_an_unbounded_result_is_guilty_with_no_tolerance_proposed():
     def init(shape, dtype):
         x = torch.rand(shape, dtype=dtype) + 1.0
@@ -145,6 +149,7 @@ def two_step(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
     copy8(h, y)
 
 
+@pytest.mark.slow
 def test_nan_written_into_an_intermediate_leaves_its_reference():
     def golden(t):
         t["h"] = torch.sqrt((t["x"] - 0.5).abs())
@@ -168,6 +173,7 @@ def probe_named(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
     named_probe(x, y)
 
 
+@pytest.mark.slow
 def test_a_variable_named_like_the_probe_call_compiles_and_a_level_3_dump_keeps_no_payloads():
     prog = probe_named.compile()
     x, y = torch.randn(8, 8), torch.zeros(8, 8)
@@ -203,6 +209,7 @@ def p(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
         compile_program(load_source(src, "<probe-name>"))
 
 
+@pytest.mark.slow
 def test_op_level_through_a_row_sum_pairs_every_statement(monkeypatch):
     import localize_programs as P
 

@@ -76,6 +76,7 @@ def _error(result) -> dict:
     return data
 
 
+@pytest.mark.slow
 def test_the_tools_are_listed_each_with_its_input_schema(tmp_path):
     async def main():
         with open(tmp_path / "stderr", "w") as log:
@@ -96,6 +97,7 @@ def test_the_tools_are_listed_each_with_its_input_schema(tmp_path):
     assert tools["trace"].annotations.read_only_hint is True and tools["triage"].annotations.read_only_hint is False
 
 
+@pytest.mark.slow
 def test_triage_names_the_short_store_and_propose_fix_verifies_the_loop_bound(failing, instrumented, tmp_path):
     source = Path(tp.__file__)
     before = source.read_bytes()
@@ -144,6 +146,7 @@ def test_triage_names_the_short_store_and_propose_fix_verifies_the_loop_bound(fa
     assert source.read_bytes() == before  # the user's file is never touched
 
 
+@pytest.mark.slow
 def test_the_queries_read_what_an_instrumented_run_wrote(instrumented, tmp_path):
     work = str(instrumented)
 
@@ -198,6 +201,7 @@ def test_the_queries_read_what_an_instrumented_run_wrote(instrumented, tmp_path)
     assert len(trace["critical_path"]) == 2
 
 
+@pytest.mark.slow
 def test_bad_arguments_are_tool_errors_and_the_server_goes_on(failing, instrumented, tmp_path):
     calls = [
         ("triage", {}),
@@ -243,6 +247,7 @@ def test_bad_arguments_are_tool_errors_and_the_server_goes_on(failing, instrumen
     assert not after.is_error and after.structured_content["kernel"] == "scale_rows_short"
 
 
+@pytest.mark.slow
 def test_replay_runs_a_saved_task_alone_and_localize_answers_in_its_format(failing, tmp_path):
     prog = tp.log_rows.compile(build_dir=str(tmp_path))
     inputs = tp.log_rows_inputs()
@@ -285,6 +290,7 @@ NOISY = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_what_tilescope_and_its_children_print_never_reaches_the_wire(failing, tmp_path):
     faults: list = []
 
@@ -319,6 +325,7 @@ def test_without_the_sdk_the_command_names_the_fix():
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_tool_answers_as_its_function_does_without_the_server(failing):
     from tilescope.agents.tools import TOOLS as SERVED
     from tilescope.agents.tools import Tool, answer, plain

@@ -15,6 +15,8 @@ import rope
 import softmax
 import vector_dag
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 CASES = {
     "vector_dag": (vector_dag.vector_dag, vector_dag.SPECS, vector_dag.golden, 1e-5, 1e-6),
     "rms_norm": (rms_norm.rms_norm, rms_norm.specs(), rms_norm.golden, 1e-5, 1e-5),

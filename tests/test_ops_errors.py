@@ -167,6 +167,7 @@ def _where(fn, marker: str) -> str:
 ROWS = torch.arange(8, dtype=torch.int32).reshape(8, 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check_bounds", [False, True])
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_run_time_valid_count_larger_than_the_tile(platform, check_bounds):
@@ -175,6 +176,7 @@ def test_run_time_valid_count_larger_than_the_tile(platform, check_bounds):
     assert "load of a [8, 16] tile with valid [9, 16]: valid rows must be within [0, 8]" in msg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check_bounds", [False, True])
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_gather_index_outside_the_tensor_names_the_index_and_row(platform, check_bounds):
@@ -185,6 +187,7 @@ def test_gather_index_outside_the_tensor_names_the_index_and_row(platform, check
     assert "index 3 of the row tile is 64, outside x's 64 rows (shape [64, 16])" in msg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_negative_run_time_loop_bound_in_a_kernel(platform):
     msg = _failure(p_summed, (torch.randn(64, 16), torch.zeros(8, 16), -3), platform, False)
@@ -193,6 +196,7 @@ def test_negative_run_time_loop_bound_in_a_kernel(platform):
         "at run time; a run-time loop bound must be >= 0" in msg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_negative_run_time_loop_bound_in_an_orchestration(platform):
     msg = _failure(p_repeats, (torch.randn(64, 16), torch.zeros(8, 16), -4), platform, False)
@@ -200,6 +204,7 @@ def test_negative_run_time_loop_bound_in_an_orchestration(platform):
     assert "a run-time loop bound must be >= 0" in msg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_a_loop_bound_of_zero_runs_no_iteration(platform):
     y = torch.full((8, 16), 5.0)

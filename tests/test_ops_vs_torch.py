@@ -13,6 +13,8 @@ from op_grid import Arg, check_kernel, uniform
 
 from tilescope.ir import op_registry as reg
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 FLOATS = ["f32", "bf16", "f16"]
 
 

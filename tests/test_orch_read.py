@@ -145,6 +145,7 @@ def _failure_text(fn, args, platform, **cfg) -> str:
     return str(info.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_a_read_bounds_a_loop_and_slices_its_regions(platform):
     lens, x, y, counts = _routed_args()
@@ -154,6 +155,7 @@ def test_a_read_bounds_a_loop_and_slices_its_regions(platform):
     assert info.num_tasks == 1 + int(LENS.sum())
 
 
+@pytest.mark.slow
 def test_each_read_is_recorded_with_the_producer_it_waited_for():
     prog = routed.compile()
     lens, x, y, counts = _routed_args()
@@ -195,6 +197,7 @@ def test_each_read_is_recorded_with_the_producer_it_waited_for():
     assert "orchestration reads: 4" in format_summary(summary)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_reads_of_an_in_param_need_no_producer(platform):
     table = torch.tensor([[5, 0, 7], [2, 2, 1]], dtype=torch.int32)
@@ -208,6 +211,7 @@ def test_reads_of_an_in_param_need_no_producer(platform):
         assert all(r.waited_for == () for r in info.report.reads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_a_read_of_an_intermediate_waits_for_the_last_writer_of_its_element(platform):
     y = torch.zeros(2, 64)
@@ -217,6 +221,7 @@ def test_a_read_of_an_intermediate_waits_for_the_last_writer_of_its_element(plat
         assert [(r.label, r.waited_for) for r in info.report.reads] == [("tmp[0] = 64", (0,)), ("tmp[3] = 193", (1,))]
 
 
+@pytest.mark.slow
 def test_the_read_is_ir_dsl_and_cpp_as_written():
     prog = paged.compile()
     text = program_str(paged.program())
@@ -255,6 +260,7 @@ def test_the_verifier_keeps_reads_whole_statements():
                 loop.loc)), program.kernels, program.loc))  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_reading_an_out_no_task_wrote_is_an_error(platform):
     line = line_of(early, "n = counts[3]")
@@ -266,6 +272,7 @@ def test_reading_an_out_no_task_wrote_is_an_error(platform):
     assert "declare it ts.InOut" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_an_index_outside_the_tensor_is_an_error(platform):
     line = line_of(indexed, "n = counts[k]")
@@ -298,6 +305,7 @@ def test_a_constant_index_outside_the_tensor_is_a_compile_error():
     assert "index 4 of lens dim 0 is outside the tensor's shape [4]" in str(dsl_error(past_the_end))
 
 
+@pytest.mark.slow
 def test_serial_and_shuffled_schedules_agree():
     prog = routed.compile()
     lens, x, y, counts = _routed_args()
@@ -307,6 +315,7 @@ def test_serial_and_shuffled_schedules_agree():
     assert rep.deterministic and rep.first is None
 
 
+@pytest.mark.slow
 def test_a_read_waiting_for_a_task_that_hangs_ends_with_the_timeout():
     library.load_core()
     prog = hangs.compile()
@@ -353,6 +362,7 @@ CTRL_C_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_a_read_waits_stops_the_producer(tmp_path):
     script = tmp_path / "waits.py"
     script.write_text(CTRL_C_SCRIPT)
@@ -371,6 +381,7 @@ def test_ctrl_c_while_a_read_waits_stops_the_producer(tmp_path):
     assert line.endswith("; the tasks not yet run were skipped"), out  # told once: no "later error(s)"
 
 
+@pytest.mark.slow
 def test_a_read_whose_producer_can_never_run_is_a_deadlock():
     prog = routed.compile()
     src = prog.work_dir / "orchestration" / "routed.cpp"
@@ -397,6 +408,7 @@ def _routed_golden(t):
     t["y"][:] = _routed_expected(t["x"])
 
 
+@pytest.mark.slow
 def test_saved_data_replays_and_dumps_with_reads():
     specs = [
         TensorSpec("lens", [E], torch.int32, init_value=LENS),
@@ -413,12 +425,14 @@ def test_saved_data_replays_and_dumps_with_reads():
         assert again.passed and torch.equal(again.outputs["y"], first.outputs["y"]), platform
 
 
+@pytest.mark.slow
 def test_an_isolated_run_reads_too():
     lens, x, y, counts = _routed_args()
     routed.compile().run(lens, x, y, counts, isolate=True)
     torch.testing.assert_close(y, _routed_expected(x))
 
 
+@pytest.mark.slow
 @needs_chromium
 def test_the_graph_page_draws_read_nodes():
     prog = routed.compile()
@@ -463,6 +477,7 @@ def planned(plan: ts.Tensor[[K, 2], I32], vals: ts.Tensor[[K, 8], I32], buf: ts.
 plans = st.lists(st.tuples(st.integers(0, 1), st.integers(0, SPAN - 8)), min_size=K, max_size=K)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=plans)
 def test_any_plan_reads_the_last_write_of_each_element(steps):

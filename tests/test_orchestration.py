@@ -7,6 +7,8 @@ import torch
 
 import tilescope as ts
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 F = ts.f32
 
 

@@ -35,6 +35,7 @@ def value(so: Path) -> int:
     return ctypes.CDLL(str(so)).value()
 
 
+@pytest.mark.slow
 def test_pch_is_built_once_reused_and_really_used(tmp_path, private_cache):
     first = build([BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")])[0]
     [gch] = gchs(private_cache)
@@ -51,6 +52,7 @@ def test_pch_is_built_once_reused_and_really_used(tmp_path, private_cache):
     assert used.returncode == 0 and f"! {gch}" in used.stderr, used.stderr
 
 
+@pytest.mark.slow
 def test_a_source_without_leading_tilescope_includes_gets_no_pch(tmp_path, private_cache):
     src = tmp_path / "plain.cpp"
     src.write_text('int x = 1;\n#include <tilescope/tile_types.hpp>\nextern "C" int value() { return x; }\n')
@@ -71,6 +73,7 @@ def test_pch_key_changes_with_flags_headers_target_and_includes():
         )
 
 
+@pytest.mark.slow
 def test_extra_flags_get_their_own_pch(tmp_path, private_cache):
     build([BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")])
     build([BuildJob(source(tmp_path, "b", 1), tmp_path / "b.so", extra_flags=("-DTS_TEST_FLAG=1",))])
@@ -86,6 +89,7 @@ def _target_hash(cxx: str, march: str) -> str:
     return compiler.cache.sha256_bytes("\n".join(sorted(macros.splitlines())).encode())
 
 
+@pytest.mark.slow
 def test_object_key_has_the_resolved_native_target(tmp_path, private_cache, monkeypatch):
     cxx = compiler.find_cxx()
     expected = _target_hash(cxx, "native")
@@ -97,6 +101,7 @@ def test_object_key_has_the_resolved_native_target(tmp_path, private_cache, monk
     assert compiler.cache_key(job, cxx, "h").digest != before.digest
 
 
+@pytest.mark.slow
 def test_tilescope_march_compiles_for_a_lower_target_with_its_own_key(tmp_path, private_cache, monkeypatch):
     cxx = compiler.find_cxx()
     job = BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")
@@ -110,6 +115,7 @@ def test_tilescope_march_compiles_for_a_lower_target_with_its_own_key(tmp_path, 
     assert value(tmp_path / "a.so") == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("march", "says"),
     [("x86-64-v99", "g++ does not accept -march=x86-64-v99"), ("a b", "expected a g++ -march value")],
@@ -121,6 +127,7 @@ def test_a_march_g_plus_plus_rejects_is_a_config_error_naming_the_variable(tmp_p
     assert says in str(info.value)
 
 
+@pytest.mark.slow
 def test_a_march_beyond_this_cpu_is_refused_before_anything_runs(tmp_path, private_cache, monkeypatch):
     cxx = compiler.find_cxx()
     native = compiler._isa_macros(compiler._predefined(cxx, "native"))
@@ -133,6 +140,7 @@ def test_a_march_beyond_this_cpu_is_refused_before_anything_runs(tmp_path, priva
         build([BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")])
 
 
+@pytest.mark.slow
 def test_truncated_pch_is_rebuilt(tmp_path, private_cache, caplog):
     build([BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")])
     [gch] = gchs(private_cache)
@@ -145,6 +153,7 @@ def test_truncated_pch_is_rebuilt(tmp_path, private_cache, caplog):
     assert "-include" in result.command and value(tmp_path / "b.so") == 4
 
 
+@pytest.mark.slow
 def test_pch_that_gcc_rejects_is_logged_removed_and_rebuilt(tmp_path, private_cache, caplog):
     build([BuildJob(source(tmp_path, "a", 1), tmp_path / "a.so")])
     [gch] = gchs(private_cache)
@@ -161,6 +170,7 @@ def test_pch_that_gcc_rejects_is_logged_removed_and_rebuilt(tmp_path, private_ca
     assert value(tmp_path / "c.so") == 5
 
 
+@pytest.mark.slow
 def test_concurrent_builds_share_one_whole_pch(tmp_path, private_cache):
     errors = []
 

@@ -51,6 +51,7 @@ def _check_counters(row):
     assert all(v == "" for v in hw) or all(int(v) >= 0 for v in hw), row
 
 
+@pytest.mark.slow
 def test_pmu_run_writes_one_row_per_task_and_counters_on_the_trace_slices():
     prog = vector_dag.vector_dag.compile()
     report = prog.run(*_args(), enable_pmu=True, num_workers=2).report
@@ -95,6 +96,7 @@ def test_pmu_run_writes_one_row_per_task_and_counters_on_the_trace_slices():
     assert sum(k.share for k in s.pmu.kernels) == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_the_harness_flag_and_tilescope_trace_print_the_ranking(capsys):
     parser = add_harness_args(argparse.ArgumentParser())
     kwargs = harness_kwargs(parser.parse_args(["--enable-pmu", "--workers", "2"]))
@@ -129,6 +131,7 @@ def test_the_harness_flag_and_tilescope_trace_print_the_ranking(capsys):
     assert "counters: perf_event_open: " in out
 
 
+@pytest.mark.slow
 def test_no_counters_without_the_knob():
     assert not [o for o in observers_for({"enable_trace": True}) if isinstance(o, PmuObserver)]
     assert recording_of(observers_for({"enable_trace": True})).pmu is False
@@ -143,6 +146,7 @@ def test_no_counters_without_the_knob():
     assert "pmu" not in data["otherData"] and summarize_trace(prog.work_dir).pmu is None
 
 
+@pytest.mark.slow
 def test_bad_values_of_the_knob_are_rejected(monkeypatch):
     monkeypatch.setenv("TILESCOPE_ENABLE_PMU", "maybe")
     with pytest.raises(ConfigError, match=r"TILESCOPE_ENABLE_PMU='maybe' \(enable_pmu\): expected a bool"):
@@ -195,6 +199,7 @@ print(json.dumps({"note": report.pmu_note, "pmu": [dataclasses.asdict(r) for r i
 """
 
 
+@pytest.mark.slow
 def test_counters_fall_back_to_the_thread_clock_and_getrusage_where_perf_cannot_open():
     """No fd can be opened during the run (RLIMIT_NOFILE at the lowest free fd, in a child process
     so the limit touches nothing else), so every perf_event_open fails: CPU time, page faults and

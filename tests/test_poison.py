@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import triage_programs as tp
 
@@ -9,6 +10,7 @@ from tilescope.debug.triage.poison import mask_boxes, raw_poison
 from tilescope.harness.poison import poison_run
 
 
+@pytest.mark.slow
 def test_a_store_loop_one_chunk_short_names_the_task_its_region_and_the_compile_finding(tmp_path):
     prog = tp.short_store.compile(build_dir=str(tmp_path))
     p = poison_run(prog, tp.short_store_inputs())
@@ -35,6 +37,7 @@ def test_a_store_loop_one_chunk_short_names_the_task_its_region_and_the_compile_
     assert "triage_programs.py:" in lines[1]
 
 
+@pytest.mark.slow
 def test_split_kv_attention_missing_a_store_blames_the_partial_kernel_not_the_combine(tmp_path):
     prog = tp.split_kv_missing_store.compile(build_dir=str(tmp_path))
     rep = poison_run(prog, tp.attention_inputs()).report
@@ -46,6 +49,7 @@ def test_split_kv_attention_missing_a_store_blames_the_partial_kernel_not_the_co
     assert rep.outputs["out"][0] == 16 * 64
 
 
+@pytest.mark.slow
 def test_a_correct_program_is_clean(tmp_path):
     prog = tp.split_kv.compile(build_dir=str(tmp_path))
     p = poison_run(prog, tp.attention_inputs())

@@ -45,6 +45,7 @@ def manifest(prog):
     return json.loads((prog.work_dir / "dfx_outputs" / "tensor_dump" / "tensor_dump.json").read_text())
 
 
+@pytest.mark.slow
 def test_generated_code_and_kernel_config_name_every_probe(prog):
     cpp = (prog.work_dir / "kernels" / "vec" / "scaled_rows.cpp").read_text()
     assert "#include <tilescope/probe.hpp>" in cpp
@@ -56,6 +57,7 @@ def test_generated_code_and_kernel_config_name_every_probe(prog):
     assert "ts.probe(m, 'rowmax')" in (prog.work_dir / "ir" / "scaled.py").read_text()
 
 
+@pytest.mark.slow
 def test_probes_on_keep_every_capture_in_order_with_its_values(prog):
     x, y = data()
     prog.run(x, y, probes=True)
@@ -78,6 +80,7 @@ def test_probes_on_keep_every_capture_in_order_with_its_values(prog):
         assert torch.equal(value(mine[1]), rows[:, 0:8] * 2.0) and torch.equal(value(mine[2]), rows[:, 8:16] * 2.0)
 
 
+@pytest.mark.slow
 def test_probes_off_write_nothing_and_do_not_change_the_outputs(prog):
     x, y_off = data()
     prog.run(x, y_off)
@@ -89,6 +92,7 @@ def test_probes_off_write_nothing_and_do_not_change_the_outputs(prog):
     assert manifest(prog)["counts"]["probe"] == {"probe": 9}
 
 
+@pytest.mark.slow
 def test_probes_join_a_full_dump_and_the_viewer_lists_them(prog, capsys):
     x, y = data()
     prog.run(x, y, probes=True, enable_dump_tensor=2)
@@ -101,6 +105,7 @@ def test_probes_join_a_full_dump_and_the_viewer_lists_them(prog, capsys):
     assert "3 of" in out and "probe:rowmax" in out and out.count("probe:doubled") == 2 and "BAD" not in out
 
 
+@pytest.mark.slow
 def test_print_intermediates_shows_probes(prog, capsys):
     x, y = data()
     prog.run(x, y, probes=True, print_intermediates=2)
@@ -109,6 +114,7 @@ def test_print_intermediates_shows_probes(prog, capsys):
     assert f"  probe rowmax = (probe at {line}) [8, 1] float32 min" in out
 
 
+@pytest.mark.slow
 def test_probes_are_sim_only(prog):
     x, y = data()
     with pytest.raises(ConfigError, match="'probes': implemented on the sim platform only"):

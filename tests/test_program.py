@@ -21,6 +21,7 @@ def args_for_rms(rows=512, cols=512):
     return torch.randn(rows, cols), torch.rand(1, cols), torch.zeros(rows, cols), 1e-6
 
 
+@pytest.mark.slow
 def test_call_compiles_once_and_writes_outputs_in_place(tmp_path):
     x, g, y, eps = args_for_rms()
     fn = rms_norm.build()
@@ -34,6 +35,7 @@ def test_call_compiles_once_and_writes_outputs_in_place(tmp_path):
     torch.testing.assert_close(y2, y, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_build_directory_layout_and_kernel_config(tmp_path):
     prog = rms_norm.build().compile(dump_passes=True)
     w = prog.work_dir
@@ -71,6 +73,7 @@ def test_build_directory_layout_and_kernel_config(tmp_path):
     assert "program rms_norm: 8 tasks per run" in summary and "rms_rows" in summary
 
 
+@pytest.mark.slow
 def test_loaded_build_runs_on_both_platforms():
     prog = rms_norm.build().compile()
     loaded = ts.CompiledProgram.from_dir(prog.work_dir)
@@ -84,6 +87,7 @@ def test_loaded_build_runs_on_both_platforms():
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_second_compile_runs_no_compiler():
     fn = rms_norm.build(rows=128, cols=256, block=32, chunk=128)
     fn.compile()
@@ -94,12 +98,14 @@ def test_second_compile_runs_no_compiler():
     assert (second.work_dir / "kernels/vec/rms_rows.so").is_file()
 
 
+@pytest.mark.slow
 def test_builds_started_in_the_same_second_get_distinct_directories():
     fn = rms_norm.build(rows=128, cols=256, block=32, chunk=128)
     dirs = {fn.compile().work_dir for _ in range(3)}
     assert len(dirs) == 3
 
 
+@pytest.mark.slow
 def test_wrong_arguments_are_all_listed_by_name():
     prog = rms_norm.build().compile()
     x = torch.randn(512, 256)  # wrong shape
@@ -120,6 +126,7 @@ def test_wrong_arguments_are_all_listed_by_name():
         prog.run(*args_for_rms()[:3], "small")
 
 
+@pytest.mark.slow
 def test_later_runs_still_check_arguments_and_options_and_remake_the_dfx_directory():
     prog = rms_norm.build(8, 16, block=1, chunk=16).compile()
     x, g, y = torch.randn(8, 16), torch.rand(1, 16), torch.zeros(8, 16)
@@ -146,6 +153,7 @@ def test_later_runs_still_check_arguments_and_options_and_remake_the_dfx_directo
     torch.testing.assert_close(y2, y, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_unknown_runtime_and_compile_keys_list_the_known_ones():
     prog = rms_norm.build().compile()
     with pytest.raises(
@@ -171,6 +179,7 @@ def ragged(x: ts.Tensor[[64, 8], F], y: ts.Out[[64, 8], F], n: ts.Scalar[ts.i32]
         copy_rows(x[r : r + n, :], y[r : r + 16, :])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("platform", ["sim", "interp"])
 def test_region_shape_mismatch_at_run_time_names_task_kernel_and_argument(platform):
     prog = ragged.compile()
@@ -237,6 +246,7 @@ def test_dsl_error_traceback_ends_at_the_users_call(monkeypatch):
     assert internal > 10 and "frontend.py" in text and "internal frames are hidden" not in text
 
 
+@pytest.mark.slow
 def test_run_errors_hide_internal_frames_too(tmp_path):
     prog = rms_norm.build().compile()
     x, g, y, eps = args_for_rms()

@@ -53,6 +53,7 @@ def p_log(a: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F]):
     log_rows(a, y)
 
 
+@pytest.mark.slow
 def test_ts_log_is_the_op_once_the_harness_is_imported():
     import tilescope._logging  # noqa: F401 - what the harness and the runtime binding import
     import tilescope.harness  # noqa: F401
@@ -81,6 +82,7 @@ def p_swap(a: ts.Tensor[[2, 8], F], y: ts.Out[[2, 8], F]):
     swap_rows(a, y)
 
 
+@pytest.mark.slow
 def test_tuple_assignment_swaps():
     a = torch.randn(2, 8)
     _, out = run_both(p_swap, lambda: [a.clone(), torch.zeros(2, 8)])
@@ -129,6 +131,7 @@ def p_helper_param_in_loop(a: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F], z: ts.
     helper_param_in_loop(a, y, z)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("jit", "added"), [(p_helper_param, 1.0), (p_helper_param_in_loop, 3.0)])
 def test_inline_helper_assigning_its_parameter_leaves_the_callers_variable(jit, added):
     a = torch.randn(4, 8)
@@ -159,6 +162,7 @@ def p_totals(a: ts.Tensor[[4, 4], F], y: ts.Out[[4, 1], F]):
     totals(a, y)
 
 
+@pytest.mark.slow
 def test_helper_loop_variable_does_not_capture_the_callers():
     a = torch.arange(16.0).reshape(4, 4)
     _, out = run_both(p_totals, lambda: [a.clone(), torch.zeros(4, 1)])
@@ -179,6 +183,7 @@ def p_nested_same_name(a: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
     nested_same_name(a, y)
 
 
+@pytest.mark.slow
 def test_nested_loops_of_the_same_name():
     loops = [s for s in walk_stmts(kernel_ir(nested_same_name).body) if isinstance(s, For)]
     assert [f.var for f in loops] == ["i", "i_1"]
@@ -187,6 +192,7 @@ def test_nested_loops_of_the_same_name():
     assert_both(out, 1, (a[0] + a[1]).expand(4, 4))
 
 
+@pytest.mark.slow
 def test_interp_scopes_a_shadowing_loop_variable_like_the_cpp():
     import dataclasses
 
@@ -236,6 +242,7 @@ def p_shifted_rows(a: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
     shifted_rows(a, y)
 
 
+@pytest.mark.slow
 def test_assigning_the_loop_variable_binds_a_new_variable():
     loop = kernel_ir(shifted_rows).body[0]
     assert loop.var == "i" and isinstance(loop.body[0], Assign) and loop.body[0].target == "i_1"
@@ -259,6 +266,7 @@ def p_counts_in_inner_loop(y: ts.Out[[1, 64], F]):
     counts_in_inner_loop(y)
 
 
+@pytest.mark.slow
 def test_loop_variable_reassigned_in_an_inner_loop_is_carried_as_in_python():
     _, out = run_both(p_counts_in_inner_loop, lambda: [torch.zeros(1, 64)])
     expected = torch.zeros(1, 64)
@@ -283,6 +291,7 @@ def p_exp_names(a: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F]):
     exp_names(a, y)
 
 
+@pytest.mark.slow
 def test_reserved_name_next_to_its_mangled_spelling():
     from tilescope.codegen.cpp_common import CppNames
 
@@ -327,6 +336,7 @@ def p_self_matmul_acc(a: ts.Tensor[[16, 64], F], w: ts.Tensor[[64, 64], F], y: t
     self_matmul_acc(a, w, y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jit", [p_self_matmul, p_self_matmul_acc])
 def test_accumulating_a_product_of_the_accumulator(jit):
     g = torch.Generator().manual_seed(0)
@@ -364,6 +374,7 @@ def p_ping_pong_tuple(x: ts.InOut[[4, 8], F], y: ts.InOut[[4, 8], F]):
     inc(src, dst)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("jit", "expected"), [(p_ping_pong, (4.0, 3.0)), (p_ping_pong_tuple, (6.0, 5.0))])
 def test_tensor_variables_swapped_in_a_loop(jit, expected):
     _, out = run_both(jit, lambda: [torch.zeros(4, 8), torch.zeros(4, 8)])
@@ -378,6 +389,7 @@ def p_task_chain(x: ts.Tensor[[4, 8], F], y: ts.Out[[16, 8], F]):
         t = ts.submit(inc, x, y[i * 4 : i * 4 + 4, :], deps=[t])
 
 
+@pytest.mark.slow
 def test_task_handle_carried_across_iterations():
     body = p_task_chain.program().body
     assert [s.target for s in walk_stmts(body) if isinstance(s, Assign)] == ["t", "t"]
@@ -427,6 +439,7 @@ def p_bf16_scalars(a: ts.Tensor[[4, 8], ts.bf16], y: ts.Out[[4, 8], ts.bf16], s:
     bf16_scalars(a, y, s1)
 
 
+@pytest.mark.slow
 def test_bf16_scalar_arithmetic_rounds_after_every_op():
     bf = torch.bfloat16
     a = torch.randn(4, 8).to(bf)
@@ -449,6 +462,7 @@ def p_half_literal(y: ts.Out[[1, 8], ts.bf16], s: ts.Scalar[ts.bf16]):
     half_literal(y, s)
 
 
+@pytest.mark.slow
 def test_bf16_literal_assigned_to_a_scalar_is_rounded_first():
     # 1 + bf16(0.0117) = 1.01171875 is a tie that rounds to even: 1.015625 (1 + 0.0117 -> 1.0078125)
     _, out = run_both(p_half_literal, lambda: [torch.zeros(1, 8, dtype=torch.bfloat16), 1.0])
@@ -486,6 +500,7 @@ def p_casts(
     casts(a, b, yr, yb, ys, y8)
 
 
+@pytest.mark.slow
 def test_casts_round_half_and_saturate_like_the_tile_library():
     below_half = struct.unpack("f", struct.pack("I", 0x3EFFFFFF))[0]  # 0.49999997
     a = torch.tensor([[below_half, -below_half, 2.5, -2.5, float("nan"), 1.0, -1.0, 3.0]])
@@ -522,6 +537,7 @@ def p_negative_zero(y: ts.Out[[1, 8], F]):
     negative_zero(y)
 
 
+@pytest.mark.slow
 def test_negative_zero_fill():
     prog, out = run_both(p_negative_zero, lambda: [torch.zeros(1, 8)])
     assert_both(out, 0, torch.full((1, 8), float("-inf")))
@@ -556,6 +572,7 @@ def p_copies(a: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F], z: ts.Out[[4, 8], F]
         row = i + 1  # noqa: F841 - an index nothing reads
 
 
+@pytest.mark.slow
 def test_kernels_named_apart_by_case_and_task_names_with_quotes():
     from tilescope.codegen.cpp_common import string_literal
     from tilescope.codegen.orchestration_cpp import func_id_names
@@ -575,6 +592,7 @@ def test_kernels_named_apart_by_case_and_task_names_with_quotes():
     assert string_literal('a"b\\c\n') == '"a\\"b\\\\c\\n"'
 
 
+@pytest.mark.slow
 def test_generated_orchestration_compiles_without_warnings(tmp_path):
     cpp = orchestration_cpp(p_copies.compile().program())
     assert "int64_t task_ = -1;" in cpp and "if (task_ >= 0) task.depends_on(task_);" in cpp

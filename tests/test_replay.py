@@ -20,6 +20,8 @@ from tilescope.toolchain import compiler as toolchain
 
 import vector_dag
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -26,6 +26,8 @@ from tilescope.runtime import abi, collect, graph, library, records
 from tilescope.runtime.graph import scalar_arg, tensor_arg
 from tilescope.runtime.records import EdgeRecord
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 PRIME = 1_000_003
 
 KERNELS = {

@@ -10,6 +10,8 @@ import tilescope as ts
 from tilescope.errors import RuntimeFailure
 from tilescope.harness.shuffle import shuffle_lines, shuffle_runs
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 
 def test_a_correct_program_gives_the_same_bits_on_every_schedule(tmp_path):
     prog = tp.split_kv.compile(build_dir=str(tmp_path))

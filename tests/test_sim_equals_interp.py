@@ -4,12 +4,15 @@ elementwise programs — tile library vs torch semantics, broadcasting and scala
 import functools
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tilescope.language.frontend import load_source
 from tilescope.launch.program import compile_program
+
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
 
 LEAVES = ["a", "b", "r", "c", "s", "0.5", "2.0"]  # a, b: [8, 16]; r: [8, 1]; c: [1, 16]; s: scalar
 

@@ -41,6 +41,7 @@ def call_value(so: Path) -> int:
     return ctypes.CDLL(str(so)).value()
 
 
+@pytest.mark.slow
 def test_second_build_is_a_cache_hit_without_compiling(tmp_path, private_cache):
     src = write(tmp_path / "a.cpp", value_source(7))
     first = build([BuildJob(src, tmp_path / "out1" / "a.so")])
@@ -55,6 +56,7 @@ def test_second_build_is_a_cache_hit_without_compiling(tmp_path, private_cache):
     assert call_value(tmp_path / "out2" / "a.so") == 7
 
 
+@pytest.mark.slow
 def test_a_warm_process_runs_no_compiler_process(tmp_path, monkeypatch):
     src = write(tmp_path / "a.cpp", value_source(9))
     compiler_identity.cache_clear()  # so this cache dir learns the compiler's identity
@@ -70,6 +72,7 @@ def test_a_warm_process_runs_no_compiler_process(tmp_path, monkeypatch):
     assert call_value(tmp_path / "second.so") == 9
 
 
+@pytest.mark.slow
 def test_changed_source_recompiles(tmp_path):
     src = write(tmp_path / "a.cpp", value_source(1))
     key1 = build([BuildJob(src, tmp_path / "v1.so")])[0].key
@@ -80,6 +83,7 @@ def test_changed_source_recompiles(tmp_path):
     assert call_value(tmp_path / "v2.so") == 2
 
 
+@pytest.mark.slow
 def test_changed_header_recompiles(tmp_path):
     include = tmp_path / "include"
     write(include / "sub" / "answer.hpp", "#define ANSWER 41\n")
@@ -96,6 +100,7 @@ def test_changed_header_recompiles(tmp_path):
     assert call_value(tmp_path / "v2.so") == 42
 
 
+@pytest.mark.slow
 def test_changed_flags_recompile(tmp_path):
     src = write(tmp_path / "a.cpp", 'extern "C" int value() { return VALUE; }\n')
     build([BuildJob(src, tmp_path / "v1.so", extra_flags=("-DVALUE=1",))])
@@ -104,6 +109,7 @@ def test_changed_flags_recompile(tmp_path):
     assert call_value(tmp_path / "v1.so") == 1 and call_value(tmp_path / "v2.so") == 2
 
 
+@pytest.mark.slow
 def test_debug_info_is_line_tables_unless_full_is_asked_for(tmp_path, monkeypatch):
     """TILESCOPE_DEBUG_INFO: lines (default) compiles with -g1, full with -g; each is its own
     object in the cache; any other value is an error naming the variable."""
@@ -122,6 +128,7 @@ def test_debug_info_is_line_tables_unless_full_is_asked_for(tmp_path, monkeypatc
     assert str(info.value) == "environment variable TILESCOPE_DEBUG_INFO='max' (debug_info): expected lines or full"
 
 
+@pytest.mark.slow
 def test_parallel_build_of_several_files(tmp_path):
     jobs = [
         BuildJob(write(tmp_path / f"k{i}.cpp", value_source(100 + i)), tmp_path / "out" / f"k{i}.so")
@@ -138,6 +145,7 @@ def test_parallel_build_of_several_files(tmp_path):
     assert stats() == {"compiles": 4, "cache_hits": 4}
 
 
+@pytest.mark.slow
 def test_cache_dir_env_is_respected(tmp_path, private_cache):
     src = write(tmp_path / "a.cpp", value_source(3))
     result = build([BuildJob(src, tmp_path / "a.so")])[0]
@@ -161,6 +169,7 @@ extern "C" void kernel_entry(const ts_arg *args) {
 """
 
 
+@pytest.mark.slow
 def test_compile_error_names_cpp_line_dsl_line_and_command(tmp_path):
     src = write(tmp_path / "rms_rows.cpp", BROKEN)
     with pytest.raises(CompileError) as info:
@@ -182,6 +191,7 @@ def test_compile_error_names_cpp_line_dsl_line_and_command(tmp_path):
     assert not (tmp_path / "rms_rows.so").exists()
 
 
+@pytest.mark.slow
 def test_compile_error_uses_nearest_preceding_marker(tmp_path):
     src = write(
         tmp_path / "k.cpp",
@@ -200,6 +210,7 @@ extern "C" int value() {
     assert info.value.dsl_loc == "models/k.py:5"
 
 
+@pytest.mark.slow
 def test_compile_error_inside_a_header_points_at_the_generating_line(tmp_path):
     include = tmp_path / "include"
     write(include / "lib.hpp", "template <class T> T twice(T x) { return x.twice(); }\n")
@@ -220,6 +231,7 @@ extern "C" float value() {
     assert "lib.hpp" in str(err)  # the header's own error line is shown too
 
 
+@pytest.mark.slow
 def test_one_failing_job_does_not_stop_the_others(tmp_path):
     good = BuildJob(write(tmp_path / "good.cpp", value_source(5)), tmp_path / "good.so")
     bad = BuildJob(write(tmp_path / "bad.cpp", BROKEN), tmp_path / "bad.so")
@@ -242,6 +254,7 @@ def test_missing_compiler_says_how_to_install(tmp_path, monkeypatch):
     assert results["g++"][0] is False and "apt-get install g++" in results["g++"][1]
 
 
+@pytest.mark.slow
 def test_check_passes_with_a_working_toolchain(private_cache):
     results = check()
     assert [name for name, _, _ in results] == ["g++", "C++17", "cache dir"]
@@ -249,6 +262,7 @@ def test_check_passes_with_a_working_toolchain(private_cache):
     assert str(private_cache) in results[2][2]
 
 
+@pytest.mark.slow
 def test_commands_and_key_parts_are_logged(tmp_path, caplog):
     src = write(tmp_path / "a.cpp", value_source(1))
     with caplog.at_level(logging.DEBUG, logger="tilescope.toolchain"):
@@ -259,6 +273,7 @@ def test_commands_and_key_parts_are_logged(tmp_path, caplog):
     assert any(shlex.join(result.command) in m for m in messages if m.startswith("compiling"))
 
 
+@pytest.mark.slow
 def test_unusable_cache_dir_warns_once_and_builds_without_it(tmp_path, monkeypatch, caplog):
     blocker = write(tmp_path / "not_a_dir", "")
     monkeypatch.setenv("TILESCOPE_CACHE_DIR", str(blocker / "cache"))

@@ -59,6 +59,7 @@ def _check_structure(data, program, num_workers):
     return slices
 
 
+@pytest.mark.slow
 def test_traced_run_writes_one_slice_per_task_on_worker_lanes():
     prog = vector_dag.vector_dag.compile()
     prog.run(*_vector_dag_args(), enable_trace=True, num_workers=2)
@@ -80,6 +81,7 @@ def test_traced_run_writes_one_slice_per_task_on_worker_lanes():
     assert s.critical_path_us is None and s.num_flows == 0
 
 
+@pytest.mark.slow
 def test_trace_through_run_jit_and_the_command(capsys):
     result = run_jit(
         rms_norm.rms_norm,
@@ -116,6 +118,7 @@ def test_trace_through_run_jit_and_the_command(capsys):
     assert s.num_tasks == len(slices) == sum(tasks_per_kernel.values())
 
 
+@pytest.mark.slow
 def test_no_trace_without_enable_trace():
     prog = vector_dag.vector_dag.compile()
     prog.run(*_vector_dag_args(), num_workers=2)
@@ -142,6 +145,7 @@ def _run_with_edges(prog, args, num_workers=2):
     )
 
 
+@pytest.mark.slow
 def test_flow_arrows_for_every_dependency_and_the_critical_path(tmp_path, capsys):
     prog = vector_dag.vector_dag.compile()
     report = _run_with_edges(prog, _vector_dag_args())
@@ -176,6 +180,7 @@ def test_flow_arrows_for_every_dependency_and_the_critical_path(tmp_path, capsys
     assert "--enable-dep-gen" not in out
 
 
+@pytest.mark.slow
 def test_skipped_tasks_are_listed_not_drawn(tmp_path):
     prog = vector_dag.vector_dag.compile()
     report = _run_with_edges(prog, _vector_dag_args())
@@ -226,6 +231,7 @@ def test_missing_and_corrupt_traces_are_one_line_errors(tmp_path, capsys):
         summarize_trace(bad)
 
 
+@pytest.mark.slow
 def test_dep_gen_and_trace_together_draw_the_recorded_edges():
     pytest.importorskip("tilescope.tools.deps", reason="enable_dep_gen's writer is not in this checkout yet")
     prog = vector_dag.vector_dag.compile()

@@ -17,6 +17,8 @@ import tilescope as ts
 from tilescope.harness.data import save_snapshot
 from tilescope.harness.triage import CATEGORIES, triage
 
+pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
+
 
 def with_data(prog, inputs: dict, golden: dict, rtol=1e-5, atol=1e-5):
     """``prog``'s build with ``inputs`` and ``golden`` saved as its data (what --save-data writes)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import torch
 import triage_programs as tp
 
@@ -29,6 +30,7 @@ def attention_golden(t):
     t["out"] = tp.attention_golden(t["q"], t["k"], t["v"])
 
 
+@pytest.mark.slow
 def test_triage_names_the_kernel_that_left_its_output_unwritten(capsys):
     result = run_jit(tp.short_store, SHORT, golden_fn=short_golden, triage=True)
     assert not result.passed and result.triage is not None
@@ -40,6 +42,7 @@ def test_triage_names_the_kernel_that_left_its_output_unwritten(capsys):
     assert (result.work_dir / "dfx_outputs" / "triage" / "report.json").is_file()
 
 
+@pytest.mark.slow
 def test_poison_and_shuffle_on_a_correct_run_say_so(capsys):
     result = run_jit(tp.split_kv, ATTN, golden_fn=attention_golden, rtol=1e-4, atol=1e-4, poison=True, shuffle=3,
                      triage=True)  # fmt: skip
@@ -50,6 +53,7 @@ def test_poison_and_shuffle_on_a_correct_run_say_so(capsys):
     assert "[shuffle] deterministic: all 3 shuffled runs gave the same outputs, bit for bit" in out
 
 
+@pytest.mark.slow
 def test_poison_on_a_run_with_a_missing_store_names_the_writer(capsys):
     result = run_jit(tp.split_kv_missing_store, ATTN, golden_fn=attention_golden, poison=True)
     assert not result.passed
@@ -77,6 +81,7 @@ def test_triage_of_a_program_that_does_not_compile_is_a_compile_error_at_its_lin
     assert "[triage] bad_prog: compile_error" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_flags_are_checked():
     import argparse
 
@@ -104,6 +109,7 @@ def pipe_golden(t):
     t["z"][:] = tp.pipeline_golden(t["x"])
 
 
+@pytest.mark.slow
 def test_a_run_that_crashes_still_saves_its_data_and_triages(capsys):
     work = run_jit(tp.pipeline, PIPE, golden_fn=pipe_golden).work_dir
     tp.edit_kernel(ts.CompiledProgram(work), "consume", "store(z, {0, 0}", "*(volatile float *)nullptr = 1.0f; store(z, {0, 0}")
@@ -115,6 +121,7 @@ def test_a_run_that_crashes_still_saves_its_data_and_triages(capsys):
     assert "[triage] pipeline: crash" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_triage_of_arguments_the_program_refuses_is_bad_input(capsys):
     wrong = [TensorSpec("x", [3 * tp.B, tp.C], torch.float32), *PIPE[1:]]
     result = run_jit(tp.pipeline, wrong, golden_fn=pipe_golden, triage=True)
@@ -122,6 +129,7 @@ def test_triage_of_arguments_the_program_refuses_is_bad_input(capsys):
     assert "[triage] pipeline: bad_input" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_shuffle_that_differs_names_the_accesses_no_dependency_orders(capsys):
     work = run_jit(tp.pipeline, PIPE, golden_fn=pipe_golden).work_dir
     tp.edit_kernel(ts.CompiledProgram(work), "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
