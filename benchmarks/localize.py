@@ -96,7 +96,7 @@ def plain(x: ts.Tensor[[4096, 256], F], y: ts.Out[[4096, 256], F]):
 
 
 def bench_localize(repeat: int) -> None:
-    from tilescope.harness.localize import localize
+    from tilescope.analysis.localize.localize_command import localize
 
     specs = [TensorSpec("x", [N, N], torch.float32), TensorSpec("y", [N, N], torch.float32, is_output=True)]
     result = run_jit(big, specs, golden_fn=big_golden, save_data=True, runtime_cfg={"log_level": "error"})
@@ -136,8 +136,8 @@ def bench_probes_off(repeat: int, rounds: int) -> None:
 
 
 def bench_probe_build() -> None:
-    from tilescope.debug.localize.probe_build import compile_probe_build, instrument
-    from tilescope.debug.localize.source_map import kernel_sites, kernel_text
+    from tilescope.analysis.localize.probe_build import compile_probe_build, instrument
+    from tilescope.analysis.localize.source_map import kernel_sites, kernel_text
 
     prog = plain.compile()
     kernel = next(k for k in prog.program().kernels if k.name == "without_probe")

@@ -76,11 +76,11 @@ SPECS = [TensorSpec("x", [N, N], torch.float32), TensorSpec("y", [N, N], torch.f
 
 
 def main() -> None:
+    from tilescope.analysis.audit import audit_run
+    from tilescope.analysis.poison import poison_run
+    from tilescope.analysis.recorded import recorded_run
+    from tilescope.analysis.triage.triage_command import triage
     from tilescope.debug.observers import Recording
-    from tilescope.harness.audit import audit_run
-    from tilescope.harness.poison import poison_run
-    from tilescope.harness.recorded import recorded_run
-    from tilescope.harness.triage import triage
     from tilescope.ir.coverage import unwritten
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -19,7 +19,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import tilescope as ts
-from tilescope.harness.data import save_snapshot
+from tilescope.analysis.data import save_snapshot
 
 R, W = 64, 512
 

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("runtime",),
     ("debug",),
     ("launch",),
+    ("analysis",),
     ("harness", "tools"),
     ("agents",),
     ("cli", "__init__"),
@@ -209,3 +210,14 @@ def test_no_module_is_oversized(suffix):
 def test_the_oversized_list_only_holds_oversized_modules():
     stale = [rel for rel in OVERSIZED if len((PACKAGE / rel).read_text().splitlines()) <= MAX_LINES]
     assert not stale, f"no longer over {MAX_LINES} lines: drop them from OVERSIZED: {stale}"
+
+
+def test_no_module_name_is_in_two_rooms():
+    # a name says what a module is: `run.py` in two folders, or `trace.py` for both the observer
+    # that writes trace.json and the viewer that reads it, leaves a reader to guess which is meant
+    where: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name not in ("__init__.py", "__main__.py"):
+            where.setdefault(path.name, []).append(str(path.relative_to(PACKAGE)))
+    twice = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert not twice, f"module names in more than one folder (name each for what it is): {twice}"

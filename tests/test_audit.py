@@ -10,8 +10,8 @@ from triage_programs import B, C, consume, edit_kernel, pipeline
 from triage_programs import pipeline_inputs as inputs
 
 import tilescope as ts
-from tilescope.debug.triage.hazards import Order, Span, hazards
-from tilescope.harness.audit import audit_run
+from tilescope.analysis.audit import audit_run
+from tilescope.analysis.hazards import Order, Span, hazards
 
 
 @pytest.mark.slow
@@ -114,7 +114,7 @@ def test_views_outside_the_index_space_are_compared_by_bytes():
 
 
 def test_boxes_are_the_runtimes_so_column_halves_of_one_storage_never_overlap():
-    from tilescope.debug.triage.hazards import layout_box, layout_of
+    from tilescope.analysis.hazards import layout_box, layout_of
 
     base = torch.zeros(64, 128)
     a, b = base[:, :64], base[:, 64:]  # two arguments, one storage; the first defines the layout

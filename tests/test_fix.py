@@ -15,9 +15,9 @@ import torch
 import triage_programs as tp
 from helpers import line_of
 
+from tilescope.analysis.data import save_snapshot
+from tilescope.analysis.triage.triage_command import triage
 from tilescope.harness import run_jit
-from tilescope.harness.data import save_snapshot
-from tilescope.harness.triage import triage
 
 SOURCES = [Path(m.__file__) for m in (F, P, tp)]
 
@@ -235,10 +235,10 @@ def test_a_source_changed_or_gone_since_the_build_gets_the_edit_on_the_ir_dump(t
 
 @pytest.mark.slow
 def test_a_candidate_that_does_not_compile_is_listed_and_the_next_one_verifies(monkeypatch):
-    from tilescope.debug.triage import fix_rules
-    from tilescope.debug.triage.fix import Edit
-    from tilescope.harness.data import load_snapshot
-    from tilescope.harness.fix import propose
+    from tilescope.analysis.data import load_snapshot
+    from tilescope.analysis.fix import rules as fix_rules
+    from tilescope.analysis.fix.edit import Edit
+    from tilescope.analysis.fix.verify import propose
     from tilescope.launch.program import CompiledProgram
 
     work = saved(P.normalize, P.NORMALIZE, P.normalize_golden)
@@ -263,8 +263,8 @@ def test_a_candidate_that_does_not_compile_is_listed_and_the_next_one_verifies(m
 def test_a_candidate_that_hangs_is_stopped_within_the_budget(monkeypatch):
     import time
 
+    from tilescope.analysis.data import load_snapshot
     from tilescope.harness import fix as harness_fix
-    from tilescope.harness.data import load_snapshot
     from tilescope.launch.program import CompiledProgram
 
     work = saved(P.normalize, P.NORMALIZE, P.normalize_golden)
@@ -367,8 +367,8 @@ def test_a_module_that_cannot_be_imported_twice_fails_its_candidate_not_the_run(
 
 @pytest.mark.slow
 def test_two_proposals_in_one_process_keep_their_own_fixed_builds():
-    from tilescope.harness.data import load_snapshot
-    from tilescope.harness.fix import propose
+    from tilescope.analysis.data import load_snapshot
+    from tilescope.analysis.fix.verify import propose
     from tilescope.launch.program import CompiledProgram
 
     work = saved(P.normalize, P.NORMALIZE, P.normalize_golden)

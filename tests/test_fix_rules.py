@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tilescope.debug.triage import fix_rules as rules
-from tilescope.debug.triage.fix import Edit, Source, loop_bound_edits
+from tilescope.analysis.fix import rules
+from tilescope.analysis.fix.edit import Edit, Source, loop_bound_edits
 
 
 def src(text: str) -> Source:

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import tilescope as ts
+from tilescope.analysis.compare import compare_tensor
 from tilescope.harness import ScalarSpec, TensorSpec, add_harness_args, harness_kwargs, run_jit
-from tilescope.harness.compare import compare_tensor
 
 import rms_norm
 import vector_dag

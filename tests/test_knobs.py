@@ -8,7 +8,7 @@ import torch
 from tilescope import knobs
 from tilescope.errors import ConfigError
 from tilescope.harness import add_harness_args, harness_kwargs
-from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args
+from tilescope.harness.flags import add_runtime_args, runtime_cfg_from_args
 
 import vector_dag
 

@@ -14,11 +14,11 @@ import torch
 from helpers import headless_page, line_of, needs_chromium
 
 import tilescope as ts
+from tilescope.analysis.data import DataError
+from tilescope.analysis.localize.localize_command import LocalizeError, localize
 from tilescope.cli import main as cli
 from tilescope.errors import DSLError
 from tilescope.harness import run_jit
-from tilescope.harness.data import DataError
-from tilescope.harness.localize import LocalizeError, localize
 
 FILE = P.__file__
 
@@ -294,7 +294,7 @@ def test_a_probe_name_used_twice_in_a_kernel_is_a_dsl_error():
 def test_op_level_probe_build_names_the_statement_without_the_hand_edit_evidence(monkeypatch):
     """A kernel whose C++ the compiler itself got wrong (no edit to find): the probe build of the
     culprit task, replayed alone, names the first statement whose tile leaves its bound."""
-    from tilescope.debug.localize import codegen_check
+    from tilescope.analysis.localize import codegen_check
 
     work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
     line = edit(work / "kernels" / "vec" / "affine_rows.cpp", "fuse(t) * 0.5f + 1.0f", "fuse(t) * 0.5f + 1.25f")

@@ -9,8 +9,8 @@ import torch
 from helpers import line_of
 
 import tilescope as ts
+from tilescope.analysis.localize.localize_command import localize
 from tilescope.harness import TensorSpec, run_jit
-from tilescope.harness.localize import localize
 
 
 def fill(expr):
@@ -65,7 +65,7 @@ def axpy(x: ts.Tensor[[256], ts.f32], y: ts.Out[[256], ts.f32]):
 
 @pytest.mark.slow
 def test_op_level_on_1d_tiles_quotes_the_element_it_names(monkeypatch):
-    from tilescope.debug.localize import codegen_check
+    from tilescope.analysis.localize import codegen_check
 
     specs = [TensorSpec("x", [256], torch.float32), TensorSpec("y", [256], torch.float32, is_output=True)]
     work = saved(axpy, specs, fill(lambda t: t["x"] * 2.0 + 1.0)).work_dir
@@ -213,7 +213,7 @@ def p(x: ts.Tensor[[8, 8], ts.f32], y: ts.Out[[8, 8], ts.f32]):
 def test_op_level_through_a_row_sum_pairs_every_statement(monkeypatch):
     import localize_programs as P
 
-    from tilescope.debug.localize import codegen_check
+    from tilescope.analysis.localize import codegen_check
 
     work = saved(P.long_sum, P.LONG_SUM, P.long_sum_golden, rtol=1e-4, atol=1e-4).work_dir
     cpp = work / "kernels" / "vec" / "row_total.cpp"

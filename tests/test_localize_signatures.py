@@ -3,10 +3,10 @@ and that a correct computation in the program's dtypes stays within its bound.""
 
 import torch
 
-from tilescope.debug.localize.bound import Bounded, rounding, ulp
-from tilescope.debug.localize.metrics import close
-from tilescope.debug.localize.signatures import Writer, output_signatures
-from tilescope.debug.localize.tolerance import round_up, tightest_tolerance
+from tilescope.analysis.localize.bound import Bounded, rounding, ulp
+from tilescope.analysis.localize.metrics import close
+from tilescope.analysis.localize.signatures import Writer, output_signatures
+from tilescope.analysis.localize.tolerance import round_up, tightest_tolerance
 
 
 def grid_writers(name="y", n=4, b=8):

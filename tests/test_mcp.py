@@ -19,7 +19,7 @@ import torch
 import triage_programs as tp
 from helpers import NO_LIMIT_S, line_of
 
-from tilescope.harness.data import save_snapshot
+from tilescope.analysis.data import save_snapshot
 
 pytest.importorskip("mcp", reason="tilescope mcp needs the mcp SDK: pip install 'tilescope[agents]'")
 import anyio  # noqa: E402 - the SDK's dependency: only there when it is

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import tilescope as ts
-from tilescope.debug.localize.bound import Bounded, run_kernel_bound
+from tilescope.analysis.localize.bound import Bounded, run_kernel_bound
 from tilescope.ir import op_registry as reg
 from tilescope.ir.nodes import UnOp
 from tilescope.ir.printer import program_str

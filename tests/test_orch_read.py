@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tilescope as ts
+from tilescope.analysis.shuffle import shuffle_runs
 from tilescope.errors import RuntimeFailure, VerifyError
 from tilescope.harness import TensorSpec, run_jit
-from tilescope.harness.shuffle import shuffle_runs
 from tilescope.ir.nodes import Assign, BinOp, Const, For, TensorRead
 from tilescope.ir.printer import program_str
 from tilescope.ir.types import INDEX

@@ -6,8 +6,7 @@ import pytest
 import torch
 import triage_programs as tp
 
-from tilescope.debug.triage.poison import mask_boxes, raw_poison
-from tilescope.harness.poison import poison_run
+from tilescope.analysis.poison import mask_boxes, poison_run, raw_poison
 
 
 @pytest.mark.slow

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import tilescope as ts
+from tilescope.analysis.data import DataError
 from tilescope.build.signature_check import SignatureMismatch
 from tilescope.harness import run_jit
-from tilescope.harness.data import DataError
 from tilescope.toolchain import compiler as toolchain
 
 import vector_dag
@@ -271,8 +271,8 @@ def test_golden_data_problems_are_all_listed(tmp_path):
     assert re.search(r"out/out.pt: dtype torch.float64, expected torch.float32", msg)
     assert re.search(r"in/extra.pt: not an input of the program", msg)
     with pytest.raises(DataError, match="is a build directory; pass its data directory instead"):
-        from tilescope.harness.data import load_snapshot
-        from tilescope.harness.run import data_args
+        from tilescope.analysis.data import load_snapshot
+        from tilescope.harness.run_jit import data_args
 
         load_snapshot(work, data_args(ts.CompiledProgram.from_dir(work)))
 

@@ -7,8 +7,8 @@ import pytest
 import triage_programs as tp
 
 import tilescope as ts
+from tilescope.analysis.shuffle import shuffle_lines, shuffle_runs
 from tilescope.errors import RuntimeFailure
-from tilescope.harness.shuffle import shuffle_lines, shuffle_runs
 
 pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
 

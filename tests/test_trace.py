@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 import torch
 
-from tilescope.debug.trace import write_trace
+from tilescope.debug.trace_json import write_trace
 from tilescope.harness import run_jit
 from tilescope.runtime import graph, records
 from tilescope.tools.trace import TraceError, register, summarize_trace

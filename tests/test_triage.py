@@ -14,8 +14,8 @@ import triage_programs as tp
 from helpers import line_of
 
 import tilescope as ts
-from tilescope.harness.data import save_snapshot
-from tilescope.harness.triage import CATEGORIES, triage
+from tilescope.analysis.data import save_snapshot
+from tilescope.analysis.triage.triage_command import CATEGORIES, triage
 
 pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
 
@@ -202,8 +202,8 @@ os.sched_setaffinity(0, {{cpu}})  # first: every worker thread the run starts in
 import pytest
 import torch
 import tilescope as ts
-from tilescope.harness.data import save_snapshot
-from tilescope.harness.triage import CATEGORIES, triage
+from tilescope.analysis.data import save_snapshot
+from tilescope.analysis.triage.triage_command import CATEGORIES, triage
 
 prog = ts.CompiledProgram({work!r})
 x = torch.randint(-100, 100, (1, 16)).float()

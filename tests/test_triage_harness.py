@@ -85,11 +85,11 @@ def test_triage_of_a_program_that_does_not_compile_is_a_compile_error_at_its_lin
 def test_the_flags_are_checked():
     import argparse
 
-    from tilescope.harness.cli import add_harness_args
+    from tilescope.harness.flags import add_harness_args
 
     p = add_harness_args(argparse.ArgumentParser())
     assert p.parse_args(["--shuffle", "4", "--poison", "--triage"]).shuffle == 4
-    out = subprocess.run([sys.executable, "-c", "import argparse\nfrom tilescope.harness.cli import add_harness_args\n"
+    out = subprocess.run([sys.executable, "-c", "import argparse\nfrom tilescope.harness.flags import add_harness_args\n"
                           "add_harness_args(argparse.ArgumentParser()).parse_args(['--shuffle', '1'])"],
                          capture_output=True, text=True)  # fmt: skip
     assert out.returncode == 2 and "'1': expected 2..1000 runs" in out.stderr

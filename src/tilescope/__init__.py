@@ -65,11 +65,11 @@ def __getattr__(name: str):
 
         return replay_compiled
     if name == "localize":
-        from tilescope.harness.localize import localize
+        from tilescope.analysis.localize.localize_command import localize
 
         return localize
     if name == "triage":
-        from tilescope.harness.triage import triage
+        from tilescope.analysis.triage.triage_command import triage
 
         return triage
     message = f"module 'tilescope' has no attribute {name!r}"

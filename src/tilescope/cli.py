@@ -18,7 +18,9 @@ import sys
 
 from tilescope._version import __version__
 from tilescope.agents import server as mcp_server
-from tilescope.harness import localize, replay, triage
+from tilescope.analysis.localize import localize_command as localize
+from tilescope.analysis.triage import triage_command as triage
+from tilescope.harness import replay
 from tilescope.runtime import library
 from tilescope.toolchain import compiler
 from tilescope.tools import builds, deps, dump_viewer, trace

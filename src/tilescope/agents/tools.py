@@ -30,11 +30,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tilescope.analysis.localize.localize_command import internal_error
+from tilescope.analysis.triage.triage_command import DEFAULT_BUDGET, triage
 from tilescope.build.manifest import Build
 from tilescope.errors import TilescopeError
-from tilescope.harness.localize import internal_error
 from tilescope.harness.replay import replay_compiled, result_json, task_replay_json
-from tilescope.harness.triage import DEFAULT_BUDGET, triage
 from tilescope.launch.task import replay_task
 from tilescope.tools.deps import load_deps, summary_json, task_json
 from tilescope.tools.dump_data import load_dump, select

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope import knobs
+from tilescope.build.build_report import write_report
 from tilescope.build.lock import BuildLock, hold_build
 from tilescope.build.paths import (
     BUILD_BASE_FIX,
@@ -35,7 +36,6 @@ from tilescope.build.paths import (
     new_build_dir,
     write_problem,
 )
-from tilescope.build.report import write_report
 from tilescope.build.state import ir_state, record_state
 from tilescope.build.target import host_target
 from tilescope.codegen.build_files import run_py, scene_test

@@ -18,7 +18,7 @@ import numpy as np
 
 from tilescope.build.manifest import Build
 from tilescope.build.state import hand_edited
-from tilescope.debug.deps import buffer_names, region_text
+from tilescope.debug.deps_json import buffer_names, region_text
 from tilescope.debug.failures import Failure, SavedArg, SourceFrame, save_task_inputs
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.symbolize import symbolize

@@ -21,7 +21,7 @@ import torch
 
 from tilescope.build.manifest import Build
 from tilescope.build.paths import DFX_DIR, INTERMEDIATES_DIR
-from tilescope.debug.deps import buffer_names, region_text
+from tilescope.debug.deps_json import buffer_names, region_text
 from tilescope.debug.tensor_dump import probe_of, view_of
 from tilescope.ir import dtypes
 from tilescope.runtime.records import DumpRecord, RunReport

@@ -32,12 +32,12 @@ from typing import Any, Protocol
 from tilescope.build.lock import outputs_lock
 from tilescope.build.manifest import Build
 from tilescope.build.paths import dfx_dir
-from tilescope.debug.deps import write_deps
+from tilescope.debug.deps_json import write_deps
 from tilescope.debug.diagnose import nan_failure
 from tilescope.debug.intermediates import write_intermediates
-from tilescope.debug.pmu import write_pmu
+from tilescope.debug.pmu_csv import write_pmu
 from tilescope.debug.tensor_dump import write_tensor_dump
-from tilescope.debug.trace import write_trace
+from tilescope.debug.trace_json import write_trace
 from tilescope.errors import ConfigError, TilescopeError
 from tilescope.runtime.records import RunReport
 

@@ -34,7 +34,7 @@ from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
 from tilescope.build.paths import TENSOR_DUMP_DIR as DUMP_DIR
 from tilescope.build.paths import TENSOR_DUMP_JSON as MANIFEST
 from tilescope.build.paths import atomic_replace, atomic_write_bytes
-from tilescope.debug.deps import buffer_names
+from tilescope.debug.deps_json import buffer_names
 from tilescope.runtime.abi import (
     DUMP_COUNTS,
     DUMP_ROLES,

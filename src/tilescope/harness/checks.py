@@ -18,17 +18,17 @@ from typing import Any
 
 import torch
 
+from tilescope.analysis.audit import audit_run
+from tilescope.analysis.data import save_snapshot
+from tilescope.analysis.localize.localize_command import internal_error, localize
+from tilescope.analysis.poison import Poisoned, poison_run
+from tilescope.analysis.progress import Progress
+from tilescope.analysis.report import LocalizeReport
+from tilescope.analysis.shuffle import shuffle_lines, shuffle_runs
+from tilescope.analysis.triage.triage_command import triage
 from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, dfx_dir
 from tilescope.build.state import source_hashes
-from tilescope.debug.localize.report import LocalizeReport
 from tilescope.errors import TilescopeError
-from tilescope.harness.audit import audit_run
-from tilescope.harness.cli import Progress
-from tilescope.harness.data import save_snapshot
-from tilescope.harness.localize import internal_error, localize
-from tilescope.harness.poison import Poisoned, poison_run
-from tilescope.harness.shuffle import shuffle_lines, shuffle_runs
-from tilescope.harness.triage import triage
 from tilescope.launch.program import CompiledProgram
 
 

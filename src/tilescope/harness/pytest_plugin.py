@@ -118,9 +118,9 @@ class BuildCase(pytest.Item):
             raise BuildCaseFailure("\n".join(details) or "outputs differ from the golden")
 
     def _run_scene_case(self, work: Path):
+        from tilescope.analysis.compare import check_tolerances
         from tilescope.errors import TilescopeError
-        from tilescope.harness.compare import check_tolerances
-        from tilescope.harness.run import Phases, RunResult, execute, finish, golden_outputs
+        from tilescope.harness.run_jit import Phases, RunResult, execute, finish, golden_outputs
         from tilescope.launch.program import CompiledProgram
 
         try:

@@ -20,13 +20,14 @@ from typing import Any
 
 from tilescope import knobs
 from tilescope._logging import configure
+from tilescope.analysis.compare import check_tolerances
+from tilescope.analysis.data import DataError, load_meta, load_snapshot
+from tilescope.analysis.progress import tolerance_arg
 from tilescope.build.manifest import as_build_dir
 from tilescope.debug.intermediates import value_stats
 from tilescope.errors import TilescopeError
-from tilescope.harness.cli import add_runtime_args, runtime_cfg_from_args, tolerance_arg
-from tilescope.harness.compare import check_tolerances
-from tilescope.harness.data import DataError, load_meta, load_snapshot
-from tilescope.harness.run import Phases, RunResult, data_args, execute, finish
+from tilescope.harness.flags import add_runtime_args, runtime_cfg_from_args
+from tilescope.harness.run_jit import Phases, RunResult, data_args, execute, finish
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.task import SavedTask, TaskReplay, load_saved_task, run_saved_task
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
+from tilescope.analysis.user_code import call_user
 from tilescope.build.manifest import ArgSpec
 from tilescope.errors import ArgumentError, ConfigError, HarnessError
-from tilescope.harness.user_code import call_user
 from tilescope.ir import dtypes as dt
 
 

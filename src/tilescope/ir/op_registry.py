@@ -6,7 +6,7 @@ Everything that used to list ops reads this table instead: the DSL stubs and ``t
 (``language/ops.py``), the op lists of the IR and its type rules, the front-end's lowering of
 plain elementwise ops and reductions, the printer's spelling of keyword forms, the C++ names the
 kernel emitter calls and fuses (``codegen/``), the interpreter's torch functions
-(``runtime/interp.py``), the error bounds of ``tilescope localize`` (``debug/localize/bound.py``)
+(``runtime/interp.py``), the error bounds of ``tilescope localize`` (``analysis/localize/bound.py``)
 and the tests' op grids. ``tests/test_op_registry.py`` checks every entry against what it names:
 the tile library's functor and tile function (``runtime/include/tilescope/``), the interpreter,
 the bound, the torch reference, its row in ``docs/dsl.md`` and its ``ts.<name>`` stub.
@@ -58,7 +58,7 @@ ANY = "any"  # the op's own rules decide
 
 @dataclass(frozen=True, slots=True)
 class ErrorModel:
-    """How ``tilescope localize`` bounds the op's result (``debug/localize/bound.py``).
+    """How ``tilescope localize`` bounds the op's result (``analysis/localize/bound.py``).
 
     ``ulps``: the op's documented error, sim's and torch's alike, in ulps of the result (of
     ``max(|f(x)|, |x|)`` when ``of_x``: gelu's ``1 + erf`` cancels for negative x in torch).

@@ -1,5 +1,5 @@
 """``tilescope deps``: reading and summarising a run's ``dfx_outputs/deps.json`` (written by
-``debug/deps.py``).
+``debug/deps_json.py``).
 
 Invariants: the viewer only reads; a file that is missing, unreadable or not one tilescope wrote
 is a ``DepsError`` that says how to get one.

@@ -1,5 +1,5 @@
 """``tilescope trace``'s kernel ranking from the per-task counters a ``trace.json`` carries
-(``enable_pmu``, ``debug/pmu.py``): time, bytes moved and how far each kernel's bandwidth is
+(``enable_pmu``, ``debug/pmu_csv.py``): time, bytes moved and how far each kernel's bandwidth is
 from the copy limit measured in the same process.
 
 Invariants: a trace without counters has no ranking (None); GB/s is a kernel's bytes read plus

@@ -1,5 +1,5 @@
 """``tilescope trace``: summarising a run's ``dfx_outputs/trace.json`` (written by
-``debug/trace.py``): per-kernel totals, worker use, the orchestration's reads and the critical path.
+``debug/trace_json.py``): per-kernel totals, worker use, the orchestration's reads and the critical path.
 
 Invariants: the viewer only reads; a missing or unreadable trace is a ``TraceError`` that says
 how to get one.

@@ -8,7 +8,7 @@
 //    names by task id, NUL-separated, buffers by id with their layout, probes by (func_id, probe
 //    id)); what a table lacks is `kernel<func_id>`, the kernel's name, `buffer@0x<id>` or
 //    `probe<id>`. A region is the box the record's view covers in its buffer's index space, found
-//    as debug/deps.py region_box finds it (keep the two alike; test_dump checks the texts), else
+//    as debug/deps_json.py region_box finds it (keep the two alike; test_dump checks the texts), else
 //    `name(offset N, shape [..])`.
 //  - Floats print with the shortest text that reads back to the same double (NaN, Infinity and
 //    -Infinity as Python's json module writes them), always with a `.` or an exponent.
@@ -102,7 +102,7 @@ private:
     size_t len_ = 0;
 };
 
-// debug/deps.py region_box: the [lo, hi) box per buffer dim that record `r` covers, or false.
+// debug/deps_json.py region_box: the [lo, hi) box per buffer dim that record `r` covers, or false.
 bool region_box(const ts_dump_record &r, const ts_dump_buffer_name &b, int64_t lo[TS_MAX_DIMS],
                 int64_t hi[TS_MAX_DIMS]) {
     if (b.ndim < 0 || b.ndim > TS_MAX_DIMS) return false;

@@ -1,0 +1,309 @@
+"""Verified fix proposals (``tilescope triage BUILD --fix``): an edit, tried on a copy, recompiled
+and re-run on the build's saved data before it is shown.
+
+Invariants:
+- Nothing the user made is written. Each proposal works in a folder of its own,
+  ``dfx_outputs/triage/fix/run_<pid>_*/`` (for a program that did not compile,
+  ``<build base>/_fix_<program>/run_<pid>_*/``), one sub-folder per candidate: a copy of the
+  DSL file with the edit made (imported under a name of its own, the original's directory
+  importable) and its build, or a copy of the build with one of its files edited (hand-edited
+  C++ put back as the generator writes it, or the IR dump when the DSL source is gone, changed
+  since the build or unreadable). Folders of proposals whose process has ended are removed.
+- A candidate is ``verified`` when its run, isolated and under the budget's watchdog, puts every
+  output within the data's tolerances of the golden; whatever a candidate does (its import, its
+  compile, its run) fails it alone, and a candidate that fails leaves nothing behind.
+- Candidates come from the evidence (``harness.fix_candidates``, with the rules of
+  ``debug.triage.fix_rules``), in its order; the first that verifies is proposed, every one tried
+  is listed. A DSL file that cannot give the program (built inside a function) sends the
+  candidates to the build's IR dump. No candidate is an honest answer, and so is a defect of this
+  module: it never costs the verdict.
+- A precision verdict of ``innocent`` gets no kernel patch: the test-side change (the tolerance
+  the data justify), checked on the saved data the same way.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib.util
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tilescope import knobs
+from tilescope.analysis.fix import rules
+from tilescope.analysis.fix.candidates import Candidate, Found, candidates, read_source
+from tilescope.analysis.fix.edit import Edit, Source
+from tilescope.analysis.localize.localize_command import internal_error
+from tilescope.analysis.localize.metrics import close
+from tilescope.analysis.report import LocalizeReport
+from tilescope.build.manifest import Build
+from tilescope.build.paths import DATA_DIR, DFX_DIR, IR_DIR, TRIAGE_DIR, atomic_write, dfx_dir
+from tilescope.errors import DSLError, TilescopeError
+from tilescope.launch.jit import JitFunction
+from tilescope.launch.program import CompiledProgram
+from tilescope.runtime.guarded import guarded_args
+
+FIX_DIR = "fix"  # dfx_outputs/triage/fix/
+_NOT_TOP_LEVEL = "has no @ts.jit program named"
+_OUT_READ = re.compile(r"kernel (?P<kernel>\w+): ts\.load reads the Out param '(?P<param>\w+)'")
+MIN_RUN_S = 5.0  # the watchdog of a candidate's run never goes below this
+MAX_RUN_S = 60.0  # nor above this: a candidate that hangs is stopped however much budget is left
+
+
+def propose(build: Build, rep: LocalizeReport, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
+            deadline: float) -> dict[str, Any]:  # fmt: skip
+    """The ``fix`` of a triage report (see ``debug.localize.report``). A defect of the proposal
+    itself is its ``why_none``: it never takes the triage's verdict with it."""
+    try:
+        return _propose(build, rep, inputs, golden, deadline)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the verdict stands whatever a fix rule does
+        return no_fix(internal_error(e, "triage --fix"))
+
+
+def no_fix(why: str, tried: list[dict[str, Any]] | None = None, notes: list[str] | None = None) -> dict[str, Any]:
+    """A ``fix`` without an edit, and why."""
+    return {"kind": None, "edit": None, "verified": False, "tried": tried or [], "notes": notes or [], "why_none": why}
+
+
+def _propose(build: Build, rep: LocalizeReport, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
+             deadline: float) -> dict[str, Any]:  # fmt: skip
+    if rep.category == "precision" and rep.verdict == "innocent" and isinstance(build, CompiledProgram):
+        return _tolerance(build, rep, inputs, golden)
+    if rep.category == "pass":
+        return no_fix("the build passes: there is nothing to fix")
+    found = Found()
+    candidates(build, rep, found)
+    tried: list[dict[str, Any]] = []
+    why = found.why
+    folder = _work_folder(dfx_dir(build.work_dir) / TRIAGE_DIR / FIX_DIR) if found.candidates else None
+    todo = list(found.candidates)
+    while todo:
+        c = todo.pop(0)
+        if time.perf_counter() > deadline:
+            why = "the budget was spent before every candidate was tried"
+            break
+        ok, comparison = _verify(build, c, inputs, golden, rep.rtol, rep.atol, folder / f"c{len(tried)}", deadline)
+        tried.append({**c.edit.as_dict(), "target": c.target, "verified": ok, "result": comparison})
+        if ok:
+            return {"kind": c.target, "edit": c.edit.as_dict(), "verified": True, "comparison": comparison,
+                    "tried": tried, "notes": found.notes}  # fmt: skip
+        if c.target == "dsl" and _NOT_TOP_LEVEL in comparison and not found.ir_only:
+            # NOTE: a program built inside a function cannot be taken from a copy: edit the IR dump instead
+            found.ir_only = True
+            found.note(f"{Path(c.edit.file).name} has no @ts.jit program named {build.name} at its top level (it is "
+                       f"built inside a function): proposing against the build's IR dump {IR_DIR}/{build.name}.py")  # fmt: skip
+            redo = Found()
+            redo.ir_only = True
+            candidates(build, rep, redo)
+            todo = [x for x in redo.candidates if x.target == "build" and x.edit.file.startswith(f"{IR_DIR}/")]
+            for n in redo.notes:
+                found.note(n)
+    if tried and not why:
+        why = "no candidate edit made the outputs match the golden"
+    return no_fix(why or f"the evidence for category {rep.category!r} points to no edit", tried, found.notes)
+
+
+def _verify(build: Build, c: Candidate, inputs: dict[str, Any], golden: dict[str, torch.Tensor], rtol: float,
+            atol: float, folder: Path, deadline: float) -> tuple[bool, str]:  # fmt: skip
+    """Apply the candidate to a copy in ``folder``, build it, run it isolated on ``inputs`` and
+    compare; a candidate that does not verify leaves nothing behind."""
+    try:
+        if c.target == "dsl":
+            compiled = _compiled_copy(c.edit, build, folder, _compile_options(build))
+        else:
+            made = folder / "build"
+            shutil.copytree(build.work_dir, made, ignore=shutil.ignore_patterns(DFX_DIR, DATA_DIR, ".lock"))
+            target = made / c.edit.file
+            target.write_text(c.edit.apply(read_source(target)))
+            compiled = CompiledProgram.from_dir(made)
+        ok, text = _check_run(compiled, inputs, golden, rtol, atol, deadline)
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever a candidate does (its import, compile or run) fails it alone
+        ok, text = False, _failed(e)
+    if not ok:
+        shutil.rmtree(folder, ignore_errors=True)
+        return False, text
+    return True, f"{text}; the fixed build is {compiled.work_dir}"
+
+
+def _failed(e: BaseException) -> str:
+    if isinstance(e, SystemExit):
+        return (f"SystemExit({e.code}): the module exits when it is imported (its top-level code parses arguments "
+                "or exits); put a model script's run under `if __name__ == \"__main__\":`")  # fmt: skip
+    first = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {first}"
+
+
+def _compile_options(build: Build) -> dict[str, Any]:
+    """The compile options of ``build`` that shape its code (a candidate is compiled the same way)."""
+    opts = {"check_bounds": bool(build.runtime_config.get("check_bounds"))}
+    memory = build.runtime_config.get("local_memory_bytes")
+    if isinstance(memory, int) and not isinstance(memory, bool):
+        opts["local_memory_bytes"] = memory
+    return opts
+
+
+def _compiled_copy(edit: Edit, build: Build | None, folder: Path, opts: dict[str, Any],
+                   name: str = "") -> CompiledProgram:  # fmt: skip
+    """The program (``build``'s, or ``name``) compiled into ``folder`` from a copy there of its
+    DSL file with ``edit`` made; checked to take the arguments ``build`` takes."""
+    source = Path(edit.file)
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / source.name
+    atomic_write(copy, edit.apply(read_source(source)))
+    jit = _load_program(copy, source.parent, build.name if build is not None else name, f"{folder.parent.name}_{folder.name}")
+    compiled = jit.compile(build_dir=str(folder), **opts)
+    if build is not None:
+        want = [(a.name, a.direction, a.shape, a.dtype) for a in build.args]
+        got = [(a.name, a.direction, a.shape, a.dtype) for a in compiled.args]
+        if got != want:
+            raise ValueError(f"the program {build.name} of {source.name} is not the build's: its arguments differ")
+    return compiled
+
+
+def _work_folder(base: Path) -> Path:
+    """A folder of its own for this proposal's candidates under ``base``; those of proposals
+    whose process has ended are removed first (the last verified fix is kept until then)."""
+    base.mkdir(parents=True, exist_ok=True)
+    for old in base.glob("run_*"):
+        pid = old.name.split("_")[1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"run_{os.getpid()}_", dir=base))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[CompiledProgram], tuple[dict, dict]],
+                              rtol: float, atol: float, compile_cfg: dict[str, Any] | None = None,
+                              budget: float = 60.0) -> dict[str, Any]:  # fmt: skip
+    """``--fix`` for a program that does not compile (the harness's ``--triage --fix``): an Out
+    param that a kernel reads, declared InOut. Each candidate is a copy of the DSL file in
+    ``<build base>/_fix_<program>/`` (the last proposal's is kept until the next), compiled there
+    with the run's compile options and run isolated on ``data(compiled)``: the inputs and golden
+    this run would have had."""
+    try:
+        return _propose_for_compile_error(fn, e, data, rtol, atol, compile_cfg or {}, budget)
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the compile error stands whatever a fix rule does
+        return no_fix(internal_error(err, "--fix"))
+
+
+def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[CompiledProgram], tuple[dict, dict]],
+                               rtol: float, atol: float, compile_cfg: dict[str, Any],
+                               budget: float) -> dict[str, Any]:  # fmt: skip
+    deadline = time.perf_counter() + budget
+    m = _OUT_READ.search(str(e))
+    if m is None or e.loc is None:
+        return no_fix("no candidate edit for this compile error: fix the line it names")
+    try:
+        src = Source(e.loc.file, read_source(Path(e.loc.file)))
+    except (OSError, SyntaxError, ValueError) as err:
+        return no_fix(f"the DSL source {e.loc.file} cannot be read: {err}")
+    opts = {k: v for k, v in {**fn.compile_cfg, **compile_cfg}.items() if k != "build_dir"}
+    root = Path(compile_cfg.get("build_dir") or fn.compile_cfg.get("build_dir") or knobs.COMPILE_KNOBS["build_dir"].value())
+    edits = rules.inout_edits(src, m["kernel"], m["param"])
+    folder = _work_folder(root / f"_fix_{fn.name}") if edits else None
+    tried = []
+    for k, edit in enumerate(edits):
+        here = folder / f"c{k}"
+        try:
+            compiled = _compiled_copy(edit, None, here, opts, name=fn.name)
+            inputs, golden = data(compiled)
+            ok, text = _check_run(compiled, inputs, golden, rtol, atol, deadline)
+        except (Exception, SystemExit) as err:  # noqa: BLE001 - whatever a candidate does fails it alone
+            ok, text = False, _failed(err)
+        tried.append({**edit.as_dict(), "target": "dsl", "verified": ok, "result": text})
+        if ok:
+            return {"kind": "dsl", "edit": edit.as_dict(), "verified": True, "verified_on": "this run's inputs",
+                    "comparison": f"{text}; the fixed build is {compiled.work_dir}", "tried": tried, "notes": []}  # fmt: skip
+        shutil.rmtree(here, ignore_errors=True)
+    return no_fix("no candidate edit made the program compile and match the golden" if tried
+                  else f"kernel {m['kernel']} declares no ts.Out param {m['param']} to make InOut", tried)  # fmt: skip
+
+
+def _check_run(compiled: CompiledProgram, inputs: dict[str, Any], golden: dict[str, torch.Tensor], rtol: float,
+               atol: float, deadline: float) -> tuple[bool, str]:  # fmt: skip
+    """Run ``compiled`` isolated on copies of ``inputs``, its tasks stopped past the budget (never
+    before ``MIN_RUN_S``, always by ``MAX_RUN_S`` of charged time), and compare its outputs with
+    ``golden``."""
+    args = guarded_args([inputs[a.name] for a in compiled.args])
+    limit = max(MIN_RUN_S, min(MAX_RUN_S, deadline - time.perf_counter()))
+    compiled.run(*args, log_level="error", isolate=True, task_timeout_s=limit)
+    got = {a.name: args[i] for i, a in enumerate(compiled.args) if a.is_output}
+    return _compare(got, golden, rtol, atol)
+
+
+def _compare(got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], rtol: float,
+             atol: float) -> tuple[bool, str]:  # fmt: skip
+    bad = {n: int((~close(got[n], g, rtol, atol)).sum()) for n, g in golden.items() if n in got}
+    if any(bad.values()):
+        return False, "still outside tolerance: " + ", ".join(f"{n} ({c} of {golden[n].numel()} elements)"
+                                                              for n, c in bad.items() if c)  # fmt: skip
+    return True, (f"every output within rtol={rtol:g}, atol={atol:g} of the golden: "
+                  + ", ".join(f"{n} ({golden[n].numel()} elements)" for n in golden))  # fmt: skip
+
+
+_importing: contextvars.ContextVar[Path | None] = contextvars.ContextVar("tilescope_fix_importing", default=None)
+
+
+def candidate_import() -> Path | None:
+    """The copy of a module being imported to try a fix, while it is (``run_jit`` at a module's
+    top level runs nothing then)."""
+    return _importing.get()
+
+
+def _load_program(path: Path, home: Path, name: str, tag: str) -> JitFunction:
+    """The ``@ts.jit`` program ``name`` of the module at ``path`` (imported under its own name,
+    with ``home``, the original's directory, importable)."""
+    spec = importlib.util.spec_from_file_location(f"_tilescope_fix_{path.stem}_{tag}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(home))
+    token = _importing.set(path)
+    bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # NOTE: no __pycache__ beside anyone's files
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = bytecode
+        _importing.reset(token)
+        sys.path.remove(str(home))
+    found = [v for v in vars(module).values() if isinstance(v, JitFunction) and v.name == name]
+    if not found:
+        raise ImportError(f"{path} {_NOT_TOP_LEVEL} {name!r} at its top level")
+    return found[0]
+
+
+def _tolerance(build: CompiledProgram, rep: LocalizeReport, inputs: dict[str, Any],
+               golden: dict[str, torch.Tensor]) -> dict[str, Any]:  # fmt: skip
+    """An innocent precision verdict: the test's tolerance, checked by a run on the saved data."""
+    tol = rep.tolerance or {}
+    rtol, atol = tol.get("rtol"), tol.get("atol")
+    if rtol is None or atol is None:
+        return no_fix("precision is innocent (no kernel patch), but no tolerance that passes was found")
+    try:
+        ok, text = _check_run(build, inputs, golden, float(rtol), float(atol), time.perf_counter())
+    except TilescopeError as e:
+        return no_fix(f"precision is innocent (no kernel patch), but the run at the proposed tolerance failed: {_failed(e)}")
+    if not ok:
+        return no_fix(f"precision is innocent (no kernel patch), but rtol={rtol:g}, atol={atol:g} does not pass: {text}")
+    why = ("the error is rounding the program's dtypes allow, not a defect: no kernel patch; change the test "
+           "(this tolerance, or smaller input magnitudes). It is the tightest that passes on these data: other "
+           "inputs round differently, so allow what the error bound in the evidence allows")  # fmt: skip
+    return {"kind": "test", "edit": None, "test_change": {"rtol": rtol, "atol": atol, "why": why}, "verified": True,
+            "comparison": text, "tried": [], "notes": []}  # fmt: skip

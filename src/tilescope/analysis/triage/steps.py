@@ -1,0 +1,268 @@
+"""The steps of ``tilescope triage`` that run the program again (shuffled runs, the access audit,
+poison runs, localize, the op that makes NaN/Inf), and the contained child process that runs them.
+
+Invariants:
+- These steps run in a child process of their own (``child_main``, started by ``harness.triage``):
+  a kernel that reads outside its tensors can fault on the guard pages of these runs (the first,
+  isolated run has none), and must not take triage with it. The request (build, data, budget,
+  the mismatching elements, the NaN report) and the answer (the report's fields) are files under
+  ``dfx_outputs/triage/``; a crash in the child leaves its crash report there for the parent.
+- A step that cannot run (no budget left, a build that does not compile with the audit on, a run
+  that fails) is a limitation, never the verdict; the verdict comes from the first step that
+  explains the elements that are wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tilescope.analysis.audit import audit_run
+from tilescope.analysis.data import load_snapshot
+from tilescope.analysis.fix.verify import propose
+from tilescope.analysis.localize.localize_command import localize, nan_op
+from tilescope.analysis.poison import poison_run
+from tilescope.analysis.progress import Progress
+from tilescope.analysis.recorded import crash_report_to
+from tilescope.analysis.report import Culprit, LocalizeReport
+from tilescope.analysis.shuffle import shuffle_lines, shuffle_runs
+from tilescope.build.paths import atomic_write
+from tilescope.errors import RuntimeFailure, TilescopeError
+from tilescope.launch.program import CompiledProgram
+
+# dfx_outputs/triage/ of the build, each name with the triaging process's pid before its suffix:
+REQUEST = "request.pt"  # what the child is asked
+ANSWER = "answer.json"  # what it found
+CRASH = "crash_report.txt"  # where a crash in the child is reported
+SHUFFLE_PASS = 6  # shuffled runs that check a passing build is deterministic
+SHUFFLE_WRONG = 4  # shuffled runs that look for nondeterminism behind a wrong answer
+# the report's fields a step may set or add to (the rest belong to the parent)
+FIELDS = ("category", "summary", "verdict", "culprit", "evidence", "limitations", "next", "steps", "deterministic",
+          "fingerprint", "tolerance", "fix")  # fmt: skip
+
+
+class Steps:
+    """A triage in progress: its report, its budget, and how it says what it is doing."""
+
+    def __init__(self, rep: LocalizeReport, budget: float, say: Callable[[str], None]):
+        self.rep, self.budget, self.say = rep, budget, say
+        self.started = time.perf_counter()
+
+    def left(self) -> float:
+        """Seconds of the budget left."""
+        return self.budget - (time.perf_counter() - self.started)
+
+    def step(self, name: str, fn: Callable[[], Any], **info: Any) -> Any:
+        """Run one step, timed and announced (``info`` is kept with it); what it raises is the caller's."""
+        self.say(f"{name} ({self.left():.0f}s of the budget left)")
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.rep.steps.append({"step": name, "seconds": round(time.perf_counter() - t0, 3), **info})
+
+    def verdict(self, category: str, summary: str, culprit: Culprit | None = None, *evidence: str) -> None:
+        """Set the category, the summary and the culprit; add the evidence."""
+        self.rep.category, self.rep.summary = category, summary
+        if culprit is not None:
+            self.rep.culprit = culprit
+        self.rep.evidence += [e for e in evidence if e]
+
+
+
+class Analysis(Steps):
+    """The steps that run the build again, on its data (in the child process)."""
+
+    def __init__(self, rep: LocalizeReport, budget: float, say: Callable[[str], None], build: CompiledProgram,
+                 data: Path, bad: dict[str, torch.Tensor]):  # fmt: skip
+        super().__init__(rep, budget, say)
+        self.build, self.data, self.bad = build, data, bad
+        self.inputs, self.golden = load_snapshot(data, list(build.args))
+
+    def wrong(self) -> None:
+        """Wrong values: the access audit, the poison runs, shuffled runs, then localize."""
+        for check in (self.audited, self.poisoned, self.shuffled, self.localized):
+            if check():
+                return
+
+    def nan(self, f: dict[str, Any]) -> None:
+        """A run that made NaN/Inf (``f``: the first task, its kernel, the NaN check's message)."""
+        # NOTE: finite inputs can still be memory nothing wrote (zeros): a divide by a never-stored sum
+        # makes Inf in the task that reads it, not in the one that forgot to store it
+        self.rep.evidence.append(f["message"])
+        checked = self.left() >= 5
+        if self.poisoned():
+            return
+        task, kernel = f["task_id"], f["kernel"]
+        culprit = Culprit(task if task >= 0 else None, kernel or None)
+        unchecked = "" if checked else " (not checked for memory nothing wrote: no budget left for the poison runs)"
+        self.verdict("nan", f"task {task} (kernel {kernel}) makes NaN/Inf from finite inputs{unchecked}", culprit)
+        if self.left() < 5:
+            self.rep.limitations.append("no budget left for the op by op replay of that task")
+            return
+        try:
+            site = self.step("find the op that makes NaN/Inf", lambda: nan_op(self.build, self.inputs, task))
+        except (TilescopeError, OSError) as e:
+            self.rep.limitations.append(f"op by op: {e}")
+            return
+        if site is not None:
+            culprit.op, culprit.dsl_line, culprit.cpp_line = site[0], site[1], site[2]
+            self.rep.evidence.append(site[3])
+
+    def passing(self) -> None:
+        """Outputs within tolerance: are they the same on every schedule?"""
+        if self.left() < 5:
+            self.verdict("pass", "the outputs are within tolerance of the golden")
+            self.rep.limitations.append("no budget left to check that the outputs stay the same across schedules")
+            return
+        rep = self.shuffle(SHUFFLE_PASS)
+        runs = len(rep.runs)
+        if rep.deterministic:
+            self.rep.deterministic = True
+            self.verdict("pass", f"the outputs are within tolerance of the golden, and the same bit for bit across "
+                                 f"{runs} shuffled schedules", None, *shuffle_lines(rep))  # fmt: skip
+            return
+        self.rep.deterministic = False
+        self.race_from_shuffle(rep, "the outputs pass, but differ between schedules")
+
+    def shuffle(self, wanted: int):
+        """Up to ``wanted`` shuffled runs (at least two), none started past half the budget left."""
+        deadline = time.perf_counter() + self.left() / 2
+        return self.step("shuffled runs", lambda: shuffle_runs(self.build, self.inputs, wanted, say=self.say,
+                                                               deadline=deadline))  # fmt: skip
+
+    def race_from_shuffle(self, rep, summary: str) -> None:
+        """Shuffled runs that differ: the race they show."""
+        first = rep.first
+        # NOTE: a task whose inputs already differed is where the race showed, not who made it
+        culprit = Culprit(first.task, first.kernel) if first is not None and first.inputs_agree else None
+        self.verdict("race", summary, culprit, *shuffle_lines(rep))
+
+    def audited(self) -> bool:
+        """The access audit: accesses outside a task's regions, unordered overlaps."""
+        if self.left() < 10:
+            self.rep.limitations.append("no budget left for the access audit")
+            return False
+        try:
+            a = self.step("access audit (what each task loaded and stored)", lambda: audit_run(self.build, self.inputs))
+        except (TilescopeError, OSError) as e:
+            self.rep.limitations.append(f"access audit: {e}")
+            return False
+        if a.failure is not None:
+            self.rep.limitations.append(f"the access audit run failed part way: {a.failure.splitlines()[0]}")
+        if not a.strays and not a.hazards:
+            if a.failure is not None:
+                return False
+            self.rep.evidence.append(
+                f"access audit: every one of {len(a.audited)} loads and stores stayed inside its task's declared regions, "
+                "and every overlapping pair of tasks is ordered"
+            )
+            return False
+        racing = {t for h in a.hazards for t in (h.first.task, h.second.task)}
+        stray = next((st for st in a.strays if st.access.task in racing), a.strays[0] if a.strays else None)
+        lines = [a.stray_text(st) for st in a.strays[:5]] + [a.hazard_text(h) for h in a.hazards[:5]]
+        if stray is None:  # unordered declared regions: the graph itself is wrong
+            h = a.hazards[0]
+            self.verdict("race", "two tasks touch the same region, one writing, and nothing orders them",
+                         Culprit(h.second.task, a.kernels.get(h.second.task)), *lines)  # fmt: skip
+            return True
+        s = stray.access
+        culprit = Culprit(s.task, a.kernels.get(s.task), s.op, a.dsl.get((s.task, s.line or 0)),
+                          f"{a.sources.get(s.task)}:{s.line}" if s.line else None)  # fmt: skip
+        if s.task in racing:
+            self.verdict("race", f"task {s.task} (kernel {culprit.kernel}) {'writes' if s.write else 'reads'} outside its "
+                                 "declared regions, where another task writes with no dependency between them",
+                         culprit, *lines)  # fmt: skip
+        else:
+            self.verdict("out_of_bounds", f"task {s.task} (kernel {culprit.kernel}) {'writes' if s.write else 'reads'} "
+                                          "outside its declared regions", culprit, *lines)  # fmt: skip
+        return True
+
+    def poisoned(self) -> bool:
+        """Poison runs: the wrong elements depend on memory nothing wrote?"""
+        if self.left() < 5:
+            self.rep.limitations.append("no budget left for the poison runs")
+            return False
+        try:
+            p = self.step("poison runs (never-written memory)", lambda: poison_run(self.build, self.inputs))
+        except (RuntimeFailure, TilescopeError, OSError) as e:
+            self.rep.limitations.append(f"poison runs: {str(e).splitlines()[0]}")
+            return False
+        rep = p.report
+        wrong = {n: m for n, m in rep.masks.items() if n in self.bad and bool((m & self.bad[n]).any())}
+        if not wrong:
+            said = "no output depends on memory nothing wrote" if not rep.outputs else (
+                "the outputs that depend on memory nothing wrote are not the wrong ones: "
+                + ", ".join(f"{n} at {w}" for n, (_, _, w) in rep.outputs.items()))  # fmt: skip
+            self.rep.evidence.append(f"poison runs: {said}")
+            return False
+        blamed = next((u for u in rep.unstored if u.read_later), None)
+        if blamed is not None:
+            found = p.static_for(blamed.kernel, blamed.param)
+            culprit = Culprit(blamed.task, blamed.kernel, "store", found["at"] if found else None)
+            summary = f"kernel {blamed.kernel} does not store all of its output {blamed.param}: {blamed.where} is never written"
+        else:
+            r = rep.reads[0] if rep.reads else None
+            culprit = Culprit(r.task, r.kernel) if r else None
+            summary = (f"task {r.task} (kernel {r.kernel}) reads memory that nothing wrote: {r.where}" if r else
+                       "outputs depend on memory that nothing wrote")  # fmt: skip
+        self.verdict("uninitialized", summary, culprit, *p.lines())
+        return True
+
+    def shuffled(self) -> bool:
+        """Shuffled runs: the wrong answer depends on the schedule?"""
+        if self.left() < 10:
+            self.rep.limitations.append("no budget left for shuffled runs")
+            return False
+        rep = self.shuffle(SHUFFLE_WRONG)
+        if rep.deterministic:
+            self.rep.evidence.append(f"{len(rep.runs)} shuffled runs gave the same outputs, bit for bit")
+            return False
+        self.race_from_shuffle(rep, "the outputs depend on the schedule")
+        return True
+
+    def localized(self) -> bool:
+        """localize: codegen, algorithm or precision."""
+        if self.left() < 5:
+            self.rep.limitations.append("no budget left for localize")
+            return False
+        try:
+            loc = self.step("localize (codegen, algorithm or precision)", lambda: localize(
+                self.build.work_dir, self.data, rtol=self.rep.rtol, atol=self.rep.atol))  # fmt: skip
+        except (TilescopeError, OSError) as e:
+            self.rep.limitations.append(f"localize: {str(e).splitlines()[0]}")
+            return False
+        self.rep.verdict, self.rep.fingerprint, self.rep.tolerance = loc.verdict, loc.fingerprint, loc.tolerance
+        self.rep.limitations += loc.limitations
+        self.verdict(loc.category, loc.summary, loc.culprit, *loc.evidence)
+        self.rep.next += [n for n in loc.next if n not in self.rep.next]
+        return True
+
+
+def child_main(request: str) -> int:
+    """The child's entry: run the steps the request asks for, write the answer next to it."""
+    req = torch.load(request, weights_only=False)
+    work = Path(req["work"])
+    crash_report_to.set(Path(req["crash_report"]))
+    rep = LocalizeReport(req["program"], str(work), req["data"], "", "", tool="triage", rtol=req["rtol"],
+                         atol=req["atol"])  # fmt: skip
+    say = Progress("triage", enabled=req["progress"])
+    a = Analysis(rep, req["budget"], say, CompiledProgram.from_dir(work), Path(req["data"]), req["bad"])
+    if req["mode"] == "pass":
+        a.passing()
+    elif req["mode"] == "nan":
+        a.nan(req["nan"])
+    else:
+        a.wrong()
+    if req.get("fix"):
+        rep.fix = a.step("propose a fix and verify it on the saved data",
+                         lambda: propose(a.build, rep, a.inputs, a.golden, time.perf_counter() + max(a.left(), 10)))  # fmt: skip
+    answer = {k: asdict(rep)[k] for k in FIELDS}
+    atomic_write(Path(req["answer"]), json.dumps(answer, default=str) + "\n")
+    return 0

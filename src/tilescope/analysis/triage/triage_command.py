@@ -1,0 +1,466 @@
+"""From a failure to its culprit in one command: ``tilescope triage BUILD``, ``--triage`` on a model
+script, and ``ts.triage(build_dir)``.
+
+It reproduces the failure on the build's saved data (``data/``, or ``--golden-data``), classifies
+it, and runs the tools that answer that category, in order, under a time budget (``--budget``,
+default 60 s):
+
+1. load the build: hand-edited C++ that no longer compiles (``compile_error``, its C++ and DSL
+   lines) or no longer matches the signatures (``signature``, the file and line);
+2. load the data: values that do not fit the arguments (``bad_input``, the argument);
+3. run it isolated with the NaN check on: ``crash`` (signal, C++ and DSL lines), ``hang`` (the
+   task stopped and its line), ``deadlock`` (the cycle or the missing producer),
+   ``out_of_bounds`` (a checked build's load or store, or a guard zone), ``nan`` (the first task
+   that makes NaN/Inf from finite inputs, and the op, from a probe build of its kernel);
+4. outputs within tolerance of the golden: ``pass``, and whether they stay the same across
+   shuffled schedules (else ``race``);
+5. wrong values: the access audit (``race`` for accesses no path of the graph orders,
+   ``out_of_bounds`` for accesses outside a task's declared regions), the poison runs
+   (``uninitialized``), shuffled runs (``race``), and last ``tilescope localize`` (``codegen``,
+   ``algorithm``, ``precision``).
+
+The report reuses localize's format (``tool`` = ``triage``; ``steps`` says what ran, for how
+long; ``deterministic`` for a passing build) and goes to ``dfx_outputs/triage/report.json``; every
+artifact stays under the build directory. A budget spent before an answer is ``unknown``, with
+the step it stopped at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tilescope import knobs
+from tilescope.analysis.audit import dsl_line
+from tilescope.analysis.compare import check_tolerances
+from tilescope.analysis.data import DataError, load_meta, load_snapshot
+from tilescope.analysis.fix.verify import no_fix, propose
+from tilescope.analysis.localize.localize_command import report_cli
+from tilescope.analysis.localize.metrics import close
+from tilescope.analysis.progress import Progress, seconds_arg, tolerance_arg
+from tilescope.analysis.report import Culprit, FingerprintRow, LocalizeReport, write_report
+from tilescope.analysis.triage.steps import ANSWER, CRASH, REQUEST, Steps
+from tilescope.build.manifest import Build, as_build_dir
+from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, dfx_dir
+from tilescope.build.signature_check import SignatureMismatch
+from tilescope.debug.crash import read_crash_report
+from tilescope.errors import ArgumentError, DSLError, RuntimeFailure, TilescopeError
+from tilescope.launch.program import CompiledProgram
+from tilescope.runtime.guarded import guarded_args
+from tilescope.toolchain.compiler import CompileError
+
+DEFAULT_BUDGET = knobs.ENV_KNOBS["triage_budget"].default
+HANG_TIMEOUT_S = 60.0  # the most a task of the first run may take (charged time) before it is a hang
+CATEGORIES = (
+    "compile_error", "bad_input", "signature", "crash", "hang", "deadlock", "out_of_bounds", "nan", "race",
+    "uninitialized", "codegen", "algorithm", "precision", "pass", "unknown",
+)  # fmt: skip
+_BOUNDS = re.compile(r"kernel (?P<kernel>\w+): (?P<op>load|store) of (?P<t>\w+) \(arg \d+\) at (?P<dsl>\S+:\d+):")
+_CPP_AT = re.compile(r"^(?P<file>[\w./-]+\.cpp)(?::(?P<line>\d+))?:")
+
+
+class TriageError(TilescopeError):
+    """triage cannot start: not a build, no saved data."""
+
+
+def triage(
+    build_dir: str | os.PathLike,
+    golden_data: str | os.PathLike | None = None,
+    *,
+    budget: float | None = None,
+    task_timeout_s: float | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    fix: bool = False,
+) -> LocalizeReport:
+    """Triage the build ``build_dir`` on its saved data (see the module docstring); the report is
+    also written to ``dfx_outputs/triage/report.json``. With ``fix``, propose an edit of the DSL
+    source and verify it on the saved data (``harness.fix``; the report's ``fix``).
+
+    ``budget`` (default TILESCOPE_TRIAGE_BUDGET, 60 s) is the wall time triage spends before it
+    answers with what it knows. ``task_timeout_s`` is how long a task may run (its charged time:
+    CPU plus blocked, not time spent waiting for a core) before triage calls it a hang; by default
+    a quarter of the budget, from 1 s to ``HANG_TIMEOUT_S``.
+
+    Raises:
+        TriageError: not a build directory, no saved data to run on, or a budget or task timeout
+            that is not a number of seconds > 0.
+    """
+    if budget is None:
+        budget = knobs.ENV_KNOBS["triage_budget"].env_value() or DEFAULT_BUDGET  # a bad value: ConfigError
+    for name, value in (("budget", budget), ("task_timeout_s", task_timeout_s)):
+        if value is not None and not (isinstance(value, int | float) and not isinstance(value, bool)
+                                      and 0 < value < float("inf")):  # fmt: skip
+            raise TriageError(f"{name}={value!r}: expected a number of seconds > 0")
+    work = as_build_dir(build_dir)
+    t = _Triage(work, golden_data, float(budget), progress or Progress("triage"))
+    t.task_timeout_s = None if task_timeout_s is None else float(task_timeout_s)
+    t.want_fix = fix
+    t.run(rtol, atol)
+    if fix and t.rep.fix is None:
+        t.fix_here(rtol, atol)
+    return t.finish()
+
+
+class _Triage(Steps):
+    def __init__(self, work: Path, golden_data, budget: float, say: Callable[[str], None]):
+        super().__init__(LocalizeReport(work.name, str(work), "", "", "", tool="triage"), budget, say)
+        self.work, self.golden_data = work, golden_data
+        self.build: CompiledProgram | None = None
+        self.inputs: dict[str, Any] = {}
+        self.golden: dict[str, torch.Tensor] = {}
+        self.want_fix = False
+        self.task_timeout_s: float | None = None
+
+    def finish(self) -> LocalizeReport:
+        if not self.rep.category:
+            self.verdict("unknown", "triage could not name the fault within its budget")
+        assert self.rep.category in CATEGORIES, self.rep.category
+        self.rep.elapsed_s = round(time.perf_counter() - self.started, 3)
+        self.rep.next += _next_commands(self.rep, self.work)
+        try:
+            write_report(self.work, self.rep, TRIAGE_DIR)
+        except OSError as e:
+            self.rep.limitations.append(f"the report could not be written into {self.work}: {e}")
+        return self.rep
+
+    def fix_here(self, rtol: float | None, atol: float | None) -> None:
+        """``--fix`` for a verdict reached before the contained steps (a build that no longer
+        compiles or loads, a run that crashed, hung or deadlocked): candidates are verified by
+        isolated runs, so this process is safe from them."""
+        if self.rep.category in ("bad_input", "unknown"):
+            self.rep.fix = no_fix(f"category {self.rep.category!r}: there is no culprit to fix")
+            return
+        try:
+            build = self.build or Build(self.work)
+            if not self.inputs:
+                data = Path(self.rep.data or self.golden_data or self.work / DATA_DIR)
+                self.tolerances(data, rtol, atol)
+                self.inputs, self.golden = load_snapshot(data, list(build.args))
+        except (TilescopeError, OSError) as e:
+            self.rep.fix = no_fix(f"the build's data cannot be loaded to verify a fix: {str(e).splitlines()[0]}")
+            return
+        deadline = time.perf_counter() + max(self.left(), 10)
+        self.rep.fix = self.step("propose a fix and verify it on the saved data",
+                                 lambda: propose(build, self.rep, self.inputs, self.golden, deadline))  # fmt: skip
+
+    # -- the steps ------------------------------------------------------------------------------
+
+    def run(self, rtol: float | None, atol: float | None) -> None:
+        if not self.load():
+            return
+        golden = self.data(rtol, atol)
+        if golden is None:
+            return
+        done = self.first_run()
+        if done is None:
+            return
+        outputs, nan = done
+        bad = {k: ~close(outputs[k], v, self.rep.rtol, self.rep.atol) for k, v in golden.items() if k in outputs}
+        bad = {k: m for k, m in bad.items() if bool(m.any())}
+        if bad:
+            self.rep.evidence.append(
+                "outputs outside rtol/atol of the golden: "
+                + ", ".join(f"{k} ({int(m.sum())} of {m.numel()})" for k, m in bad.items())
+            )
+        elif nan is not None:  # NOTE: an explicit -inf mask, say: the golden has them too
+            self.rep.evidence.append(f"{nan['message']}; the golden has the same values there")
+        self.contained("nan" if bad and nan is not None else "wrong" if bad else "pass", bad, nan)
+
+    def contained(self, mode: str, bad: dict[str, torch.Tensor], nan: dict[str, Any] | None) -> None:
+        """Run the steps that run the program again in a child process (``triage_steps``): a kernel
+        that faults there is named from its crash report, and triage goes on."""
+        folder = dfx_dir(self.work) / TRIAGE_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        # NOTE: named for this process: two triages of one build at once never read each other's files
+        request, answer, crash = (folder / f"{Path(n).stem}_{os.getpid()}{Path(n).suffix}" for n in (REQUEST, ANSWER, CRASH))
+        for f in (answer, crash):
+            f.unlink(missing_ok=True)
+        torch.save({"work": str(self.work), "program": self.rep.program, "data": self.rep.data, "rtol": self.rep.rtol,
+                    "atol": self.rep.atol, "budget": self.left(), "mode": mode, "bad": bad, "nan": nan,
+                    "progress": getattr(self.say, "enabled", False), "crash_report": str(crash),
+                    "answer": str(answer), "fix": self.want_fix}, request)  # fmt: skip
+        code = "import sys; from tilescope.analysis.triage.steps import child_main; sys.exit(child_main(sys.argv[1]))"
+        proc = subprocess.Popen([sys.executable, "-c", code, str(request)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        said: list[str] = []
+
+        def read() -> None:
+            for line in proc.stderr:  # type: ignore[union-attr]
+                if line.startswith("[triage] "):
+                    self.say(line.rstrip("\n").removeprefix("[triage] "))
+                else:
+                    said.append(line.rstrip("\n"))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            rc = proc.wait(timeout=max(self.left(), 0) + 60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+            self.rep.limitations.append("the steps after the first run took past the budget and were stopped")
+        except KeyboardInterrupt:
+            proc.kill()
+            proc.wait()
+            request.unlink(missing_ok=True)
+            raise
+        reader.join(timeout=5)
+        request.unlink(missing_ok=True)
+        if rc == 0 and answer.is_file():
+            self.merge(json.loads(answer.read_text()))
+            answer.unlink(missing_ok=True)
+        elif rc < 0 and crash.is_file() and crash.stat().st_size > 0:
+            self.crashed(read_crash_report(crash, self.build, save_inputs=False), said)
+        else:
+            tail = [x for x in said if x.strip()][-3:]
+            self.rep.limitations.append(
+                f"the steps after the first run stopped (exit status {rc}): " + (" | ".join(tail) or "no message"))
+
+    def merge(self, got: dict[str, Any]) -> None:
+        """The child's findings, into this report."""
+        rep = self.rep
+        for key in ("evidence", "limitations", "steps"):
+            getattr(rep, key).extend(got.get(key) or [])
+        rep.next += [n for n in got.get("next") or [] if n not in rep.next]
+        if got.get("category"):
+            rep.category, rep.summary, rep.verdict = got["category"], got["summary"], got.get("verdict")
+            rep.culprit = Culprit(**got["culprit"])
+        rep.deterministic = got.get("deterministic")
+        rep.fix = got.get("fix")
+        rep.tolerance = got.get("tolerance")
+        rep.fingerprint = [FingerprintRow(**row) for row in got.get("fingerprint") or []]
+
+    def crashed(self, f, said: list[str]) -> None:
+        """A run of the later steps died (the first, isolated run did not): what its report names.
+        A fault there is an access outside the kernel's tensors: those runs' tensors have guard
+        pages, the isolated run's lie side by side."""
+        self.rep.evidence.append(f"the first run passed isolated, but a run of the steps after it died: {f.message}")
+        self.rep.evidence += [x for x in said if x.startswith("[tilescope]")][:3]
+        for i, frame in enumerate(f.frames):  # NOTE: the audit build's copy of a kernel has the build's lines
+            path, _, line = frame.cpp.rpartition(":")
+            if f"/{DFX_DIR}/{TRIAGE_DIR}/" in path and line.isdigit():
+                kernel = next((k for k in self.build.kernels if k["name"] == Path(path).stem), None)
+                if kernel is not None:
+                    cpp = f"{kernel['source']}:{line}"
+                    f.frames[i] = replace(frame, cpp=cpp, dsl=dsl_line(self.build, self.build.kernels.index(kernel),
+                                                                         int(line)) or "")  # fmt: skip
+        if f.kind == "crash" and any(x.startswith("signal SIGSEGV") or x.startswith("signal SIGBUS") for x in f.details):
+            f.kind = "guard_page"
+        self.failed(f, f.message)
+    def load(self) -> bool:
+        try:
+            self.rep.program = Build(self.work).name  # NOTE: named even when the build then fails to load
+        except (TilescopeError, OSError):
+            pass
+        try:
+            self.build = self.step("load the build", lambda: CompiledProgram.from_dir(self.work))
+        except SignatureMismatch as e:
+            first = e.problems[0] if e.problems else str(e)
+            m = _CPP_AT.match(first)
+            cpp = (m["file"] + (f":{m['line']}" if m["line"] else "")) if m else None
+            self.verdict("signature", f"hand-edited C++ no longer matches the build's signatures: {first}",
+                         Culprit(cpp_line=cpp), *e.problems)  # fmt: skip
+            return False
+        except CompileError as e:
+            cpp = _in_build(self.work, f"{e.cpp_file}:{e.cpp_line}") if e.cpp_file and e.cpp_line else None
+            kernel = next((k["name"] for k in _kernels(self.work) if e.cpp_file and Path(str(e.cpp_file)).stem == k["name"]),
+                          None)  # fmt: skip
+            self.verdict("compile_error", "hand-edited C++ of the build does not compile",
+                         Culprit(kernel=kernel, dsl_line=e.dsl_loc, cpp_line=cpp), *_compile_evidence(e))  # fmt: skip
+            return False
+        except DSLError as e:
+            self.verdict("compile_error", f"the build's edited IR does not compile: {e.message}",
+                         Culprit(dsl_line=str(e.loc) if e.loc else None), *_compile_evidence(e))  # fmt: skip
+            return False
+        self.rep.program = self.build.name
+        return True
+
+    def tolerances(self, data: Path, rtol: float | None, atol: float | None) -> None:
+        """The report's rtol/atol: as given, else as the data were saved with (else 1e-5)."""
+        meta = load_meta(data, given=[k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None])
+        self.rep.rtol = float(meta.get("rtol", 1e-5) if rtol is None else rtol)
+        self.rep.atol = float(meta.get("atol", 1e-5) if atol is None else atol)
+
+    def data(self, rtol, atol) -> dict[str, torch.Tensor] | None:
+        data = Path(self.golden_data) if self.golden_data is not None else self.work / DATA_DIR
+        if self.golden_data is None and not (data / "in").is_dir():
+            raise TriageError(
+                f"{self.work} has no saved data ({data}/in and out): triage reproduces a failure on the exact data of "
+                f"a run. Save them: python model.py --runtime-dir {self.work} --save-data, or run the model script "
+                "with --triage; or pass --golden-data DIR"
+            )
+        if not data.is_dir():
+            raise TriageError(f"--golden-data {data}: no such data directory (a data directory holds in/ and out/)")
+        self.rep.data = str(data)
+        try:
+            self.tolerances(data, rtol, atol)
+            check_tolerances(self.rep.rtol, self.rep.atol)
+            self.inputs, golden = self.step("load the data", lambda: load_snapshot(data, list(self.build.args)))
+            self.golden = golden
+        except (DataError, ArgumentError) as e:
+            lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+            first = lines[1] if len(lines) > 1 else lines[0]
+            self.verdict("bad_input", f"the data do not fit the program's arguments: {first}", None, *lines)
+            return None
+        return golden
+
+    def first_run(self) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None] | None:
+        """The run itself, isolated, with the NaN check on: its outputs and the NaN check's report
+        (task, kernel, message; None when every output was finite); None when it failed."""
+        assert self.build is not None
+        args = guarded_args([self.inputs[a.name] for a in self.build.args])
+        budget = self.task_timeout_s or max(1.0, min(HANG_TIMEOUT_S, self.left() / 4))
+        try:
+            info = self.step("run isolated, NaN check on", lambda: self.build.run(
+                *args, isolate=True, nan_check=True, task_timeout_s=budget, log_level="null"),
+                task_timeout_s=round(budget, 3))  # fmt: skip
+        except ArgumentError as e:
+            self.verdict("bad_input", str(e).splitlines()[0])
+            return None
+        except RuntimeFailure as e:
+            self.failed(getattr(e, "failure", None), str(e))
+            return None
+        outputs = {a.name: args[i] for i, a in enumerate(self.build.args) if a.is_output}
+        nan = None if info.nan is None else {"task_id": info.nan.task_id, "kernel": info.nan.kernel,
+                                            "message": info.nan.message}  # fmt: skip
+        return outputs, nan
+
+    def failed(self, f, text: str) -> None:
+        if f is None:
+            self.verdict("crash", text.splitlines()[0])
+            return
+        frame = f.where()
+        culprit = Culprit(f.task_id if f.task_id >= 0 else None, f.kernel or None, None,
+                          frame.dsl if frame and frame.dsl else None,
+                          _in_build(self.work, frame.cpp) if frame and frame.cpp else None)  # fmt: skip
+        details = list(f.details)
+        if f.kind == "kernel_error" and (m := _BOUNDS.search(f.message)):
+            culprit.op, culprit.dsl_line = m["op"], m["dsl"]
+            self.verdict("out_of_bounds", f"a checked {m['op']} of {m['t']} left its tensor", culprit, f.message, *details)
+        elif f.kind == "guard":
+            self.verdict("out_of_bounds", "a kernel wrote outside its tensor (a guard zone changed)", culprit, f.message,
+                         *details)  # fmt: skip
+        elif f.kind == "guard_page":
+            self.verdict("out_of_bounds", "a kernel read or wrote outside its tensors: it faulted in a later run, "
+                         "whose tensors have guard pages", culprit, f.message, *details)  # fmt: skip
+        elif f.kind == "error" and "is not within" in f.message:
+            self.verdict("out_of_bounds", "the orchestration gave a task a region outside its tensor", culprit,
+                         f.message, *details)  # fmt: skip
+        elif f.kind == "timeout":
+            self.verdict("hang", "a task (or the orchestration) never finished: stopped past its budget", culprit,
+                         f.message, *details)  # fmt: skip
+        elif f.kind == "deadlock":
+            self.verdict("deadlock", "tasks wait for each other, or for a task never submitted", culprit, f.message,
+                         *details)  # fmt: skip
+        elif f.kind == "interrupted":
+            raise KeyboardInterrupt
+        else:
+            self.verdict("crash", f"the run failed ({f.kind})", culprit, f.message, *details)
+
+
+def error_report(program: str, e: BaseException) -> LocalizeReport | None:
+    """The triage of a harness run that stopped before there was anything to run: a compile that
+    failed (``compile_error`` at the DSL line, and the pass after which the IR stopped verifying,
+    or at the failing C++ line) or arguments the program refused (``bad_input``); None for
+    another error."""
+    if isinstance(e, ArgumentError | DataError):
+        rep = LocalizeReport(program, "", "", "bad_input", str(e).splitlines()[0], tool="triage")
+        rep.evidence += str(e).splitlines()[1:4]
+        return rep
+    if isinstance(e, CompileError):
+        cpp = f"{e.cpp_file}:{e.cpp_line}" if e.cpp_file and e.cpp_line else None
+        culprit, summary = Culprit(dsl_line=e.dsl_loc, cpp_line=cpp), "the generated C++ does not compile"
+    elif isinstance(e, DSLError):
+        after = re.search(r"IR verification failed after pass (\w+)", str(e))
+        culprit = Culprit(op=f"pass {after[1]}" if after else None, dsl_line=str(e.loc) if e.loc else None)
+        summary = e.message.splitlines()[0]
+    else:
+        return None
+    rep = LocalizeReport(program, "", "", "compile_error", summary, culprit=culprit, tool="triage")
+    rep.evidence += _compile_evidence(e)
+    rep.next.append("fix the named line and run again")
+    return rep
+
+
+def _compile_evidence(e: BaseException) -> list[str]:
+    """What a compile error says, for the evidence: the compiler's first errors (g++), or the
+    message and its hint (the DSL), without the source line the culprit already names."""
+    if isinstance(e, CompileError):
+        errors = [x.strip() for x in e.stderr.splitlines() if " error: " in x or x.startswith("error:")]
+        return [str(e).splitlines()[0], *errors[:3]]
+    if isinstance(e, DSLError):
+        return [e.message, *([f"hint: {e.hint}"] if e.hint else [])]
+    return str(e).splitlines()[:3]
+
+
+def _kernels(work: Path) -> list[dict[str, Any]]:
+    """The build's kernel table, read without loading it (empty when it cannot be read)."""
+    try:
+        return list(Build(work).kernels)
+    except (TilescopeError, OSError):
+        return []
+
+
+def _in_build(work: Path, cpp: str) -> str:
+    """``/abs/build/kernels/vec/k.cpp:19`` as ``kernels/vec/k.cpp:19`` (a path inside the build)."""
+    path, _, line = cpp.rpartition(":")
+    try:
+        return f"{Path(path).resolve().relative_to(work.resolve())}:{line}"
+    except ValueError:
+        return cpp
+
+
+def _next_commands(rep: LocalizeReport, work: Path) -> list[str]:
+    task = rep.culprit.task
+    out: list[str] = []
+    if task is not None and rep.category in ("crash", "hang", "out_of_bounds", "nan", "race", "uninitialized"):
+        out.append(f"tilescope deps {work} --task {task}")
+    if rep.category in ("crash", "hang", "nan", "out_of_bounds") and task is not None:
+        out.append(f"tilescope replay {work} --task {task}")
+    if rep.category in ("compile_error", "signature"):
+        out.append("fix the named line, or regenerate the build from the DSL source (run without --runtime-dir)")
+    if rep.category == "uninitialized":
+        out.append("compile with --strict to make a kernel that cannot write part of an Out param a compile error")
+    return [c for c in out if c not in rep.next]
+
+
+def add_triage_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``tilescope triage``'s arguments."""
+    p.add_argument("build_dir", metavar="BUILD", help="a build directory with saved data (--save-data)")
+    p.add_argument("--golden-data", default=None, metavar="DIR", help="use this data directory instead of BUILD/data")
+    p.add_argument("--budget", type=seconds_arg, default=None, metavar="SECONDS",
+                   help=f"stop looking after this long (default $TILESCOPE_TRIAGE_BUDGET, else {DEFAULT_BUDGET:g})")
+    p.add_argument("--task-timeout", type=seconds_arg, default=None, metavar="SECONDS", dest="task_timeout_s",
+                   help="a task of the program that runs this long (CPU plus blocked time) is a hang "
+                        f"(default: a quarter of the budget, 1 to {HANG_TIMEOUT_S:g})")  # fmt: skip
+    p.add_argument("--rtol", type=tolerance_arg, default=None, help="relative tolerance (default: the data's)")
+    p.add_argument("--atol", type=tolerance_arg, default=None, help="absolute tolerance (default: the data's)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (localize's format) instead")
+    p.add_argument("--fix", action="store_true",
+                   help="propose an edit of the DSL source, verified on a copy against the saved data")  # fmt: skip
+    return p
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """``tilescope triage``: 0 when the build passes (deterministically), 1 otherwise."""
+    return report_cli("triage", lambda: triage(args.build_dir, args.golden_data, budget=args.budget,
+                                               task_timeout_s=args.task_timeout_s, rtol=args.rtol,
+                                               atol=args.atol, fix=args.fix), args.json,
+                      lambda rep: rep.category == "pass" and rep.deterministic is not False)  # fmt: skip
+
+
+__all__ = ["DEFAULT_BUDGET", "TriageError", "add_triage_args", "error_report", "run_cli", "triage"]

@@ -1,0 +1,135 @@
+"""The flags every model script shares, generated from the knob registry (``knobs.py``), and
+their mapping onto ``run_jit`` keyword arguments.
+
+``add_runtime_args`` holds the flags about one run (shared with ``tilescope replay`` and the
+build's ``debug/run.py``): one per runtime knob that has a flag, same name, same help.
+``add_harness_args`` adds the compile knobs' flags and those about builds and data.
+
+Invariant: a flag that is not given leaves its knob unset, so an ``override`` block, the knob's
+environment variable or its default decides it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tilescope.harness.specs import seed_problem
+from tilescope.knobs import COMPILE_KNOBS, RUNTIME_KNOBS, Knob
+
+_GROUPS = {"run": "run", "failures": "failures", "compile": "compile"}
+
+
+def _help(knob: Knob) -> str:
+    default = knob.default
+    shown = "" if default in (None, False) else f" (default: {default})"
+    env = f"; env {knob.env_var}" if knob.env_var else ""
+    return f"{knob.help}{shown}{env}".replace("%", "%%")
+
+
+def _add_flags(parser: argparse.ArgumentParser, knobs: dict[str, Knob]) -> None:
+    groups: dict[str, Any] = {}
+    for knob in knobs.values():
+        if knob.flag is None:
+            continue
+        group = groups.get(knob.flag.group)
+        if group is None:
+            group = groups[knob.flag.group] = parser.add_argument_group(_GROUPS[knob.flag.group])
+        options = dict(knob.flag.options)
+        if options.get("action") == "BooleanOptionalAction":
+            options["action"] = argparse.BooleanOptionalAction
+        group.add_argument(*knob.flag.names, dest=knob.name, default=None, help=_help(knob), **options)
+
+
+def _given(args: argparse.Namespace, knobs: dict[str, Knob]) -> dict[str, Any]:
+    return {
+        k.name: getattr(args, k.name)
+        for k in knobs.values()
+        if k.flag is not None and getattr(args, k.name, None) is not None
+    }
+
+
+def seed_arg(text: str) -> int:
+    """``--seed``'s type: a whole number in torch's seed range, else an argparse error saying so."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (e.g. --seed 0)") from None
+    problem = seed_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def add_runtime_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The run flags: one per runtime knob with a flag (``knobs.RUNTIME_KNOBS``)."""
+    _add_flags(parser, RUNTIME_KNOBS)
+    return parser
+
+
+def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The run flags, the compile knobs' flags, and the harness's own (builds, data, seed)."""
+    add_runtime_args(parser)
+    _add_flags(parser, COMPILE_KNOBS)
+    g = parser.add_argument_group("tilescope harness")
+    g.add_argument(
+        "--runtime-dir", default=None, help="reuse a build directory: only edited files are rebuilt"
+    )
+    g.add_argument("--golden-data", default=None, help="replay inputs and golden from a saved data dir")
+    g.add_argument("--save-data", action="store_true", help="snapshot inputs and golden into <build>/data")
+    g.add_argument("--seed", type=seed_arg, default=0, help="seed for generated inputs (default: 0)")
+    g.add_argument("--compile-only", action="store_true", help="stop after compiling")
+    g.add_argument(
+        "--localize", action="store_true", help="when an output mismatches, name the culprit (tilescope localize)"
+    )
+    g.add_argument(
+        "--triage",
+        action="store_true",
+        help="when the run fails in any way (compile, crash, hang, NaN, mismatch), classify it and name the "
+        "culprit (tilescope triage)",
+    )
+    g.add_argument(
+        "--fix",
+        action="store_true",
+        help="with --triage (implied): propose an edit for the culprit, verified on this run's data (triage --fix)",
+    )
+    g.add_argument(
+        "--poison", action="store_true", help="run twice with never-written memory poisoned: name what reads it"
+    )
+    g.add_argument(
+        "--shuffle", type=_runs, default=0, metavar="N", help="run N times on shuffled schedules and compare bit for bit"
+    )
+    return parser
+
+
+def _runs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of runs") from None
+    if not 2 <= n <= 1000:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 2..1000 runs")
+    return n
+
+
+def runtime_cfg_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """``runtime_cfg`` from parsed run flags (only the flags that were given)."""
+    return _given(args, RUNTIME_KNOBS)
+
+
+def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``run_jit`` keyword arguments from parsed harness flags."""
+    return {
+        "runtime_cfg": runtime_cfg_from_args(args),
+        "compile_cfg": _given(args, COMPILE_KNOBS),
+        "runtime_dir": args.runtime_dir,
+        "golden_data": args.golden_data,
+        "save_data": args.save_data,
+        "compile_only": args.compile_only,
+        "seed": args.seed,
+        "localize": args.localize,
+        "triage": args.triage,
+        "poison": args.poison,
+        "shuffle": args.shuffle,
+        "fix": args.fix,
+    }

@@ -1,0 +1,510 @@
+"""``run_jit``: compile a ``@ts.jit`` program, generate inputs, run it, compute the golden and
+compare — printing one phase line per step and a comparison report per output.
+
+Invariants: a TilescopeError in any phase ends the run with a report (``RunResult.passed`` is
+False, ``error`` holds the message), and so does a ``golden_fn``, an ``init_value`` function or a
+``compare_fn`` that raises (a UserCodeError naming the user's line it raised at); the program,
+the specs and the tolerances are checked before anything compiles or runs; inputs are generated
+from ``seed`` so reruns see the same data; the golden runs on copies, never on the tensors the
+program wrote.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tilescope import knobs
+from tilescope._logging import configure, level_number
+from tilescope.analysis.compare import CompareReport, check_tolerances, compare_outputs
+from tilescope.analysis.data import load_snapshot, save_snapshot
+from tilescope.analysis.fix.verify import candidate_import, propose_for_compile_error
+from tilescope.analysis.report import LocalizeReport
+from tilescope.analysis.triage.triage_command import error_report
+from tilescope.analysis.user_code import GoldenError, call_user, function_name
+from tilescope.build.manifest import ArgSpec, Build
+from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write
+from tilescope.build.state import source_hashes
+from tilescope.debug.failures import Failure
+from tilescope.errors import DSLError, HarnessError, RuntimeFailure, TilescopeError
+from tilescope.harness.checks import (
+    NO_CHECKS,
+    Checks,
+    RunData,
+    localize_run,
+    poison_check,
+    shuffle_check,
+    triage_run,
+)
+from tilescope.harness.specs import Spec, check_specs, check_specs_match, generate, outputs, seed_problem
+from tilescope.ir.verifier import PROBE_NAME  # the names a reference of a probe or intermediate may have
+from tilescope.language.decorators import InlineFunction, KernelFunction
+from tilescope.launch.jit import JitFunction
+from tilescope.launch.program import CompiledProgram
+from tilescope.runtime.guarded import guarded_args
+
+
+@dataclass
+class RunResult:
+    """The outcome of a harness run: pass/fail or the error, outputs, golden, comparisons, timings."""
+
+    passed: bool
+    error: str | None = None
+    work_dir: Path | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    platform: str = "sim"
+    outputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    golden: dict[str, torch.Tensor] = field(default_factory=dict)
+    references: dict[str, torch.Tensor] = field(default_factory=dict)  # golden_fn's intermediates and probes
+    comparisons: list[CompareReport] = field(default_factory=list)
+    num_tasks: int = 0
+    rtol: float = 0.0
+    atol: float = 0.0
+    failure: Failure | None = None  # how the run failed (task, kernel, line, saved inputs)
+    nan: Failure | None = None  # nan_check: the NaN/Inf report
+    localize: LocalizeReport | None = None  # localize=True and a comparison failed: its culprit
+    triage: LocalizeReport | None = None  # triage=True and the run failed or mismatched: its category and culprit
+    poison: Any = None  # poison=True: what the poisoned runs showed (harness.poison.Poisoned)
+    shuffle: Any = None  # shuffle=N: the shuffled runs (debug.triage.shuffle.ShuffleReport)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+
+class Phases:
+    """Prints ``[RUN] <phase> … done (1.23s)`` lines unless the log level silences info."""
+
+    def __init__(self, log_level: str | None):
+        self.quiet = log_level is not None and level_number(log_level) > level_number("info")
+        self.timings: dict[str, float] = {}
+
+    def say(self, line: str) -> None:
+        """Print ``line`` unless the log level is quieter than info."""
+        if not self.quiet:
+            print(line, flush=True)
+
+    def run(
+        self, key: str, label: str, fn: Callable[[], Any], detail: Callable[[Any], str] | None = None
+    ) -> Any:
+        """``fn()``, timed into ``timings[key]``; prints ``label``'s line (and ``detail(out)``) at the end."""
+        # NOTE: the line is printed when the phase ends, so log lines the phase emits (rebuilds,
+        # compiles) come before it instead of splitting it.
+        t0 = time.perf_counter()
+        try:
+            out = fn()
+        except TilescopeError:
+            self.timings[key] = time.perf_counter() - t0
+            self.say(f"[RUN] {label} … FAILED")
+            raise
+        self.timings[key] = dt = time.perf_counter() - t0
+        extra = f", {detail(out)}" if detail else ""
+        self.say(f"[RUN] {label} … done ({dt:.2f}s{extra})")
+        return out
+
+
+def data_args(compiled: Build) -> list[ArgSpec]:
+    """The arguments a data snapshot holds: every parameter of the build, in order."""
+    return list(compiled.args)
+
+
+def _clone(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.clone() if torch.is_tensor(v) else v) for k, v in values.items()}
+
+
+def execute(
+    phases: Phases,
+    result: RunResult,
+    compiled,
+    inputs: dict[str, Any],
+    golden: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None,
+    runtime_cfg: dict[str, Any],
+    rtol: float,
+    atol: float,
+    compare_fn: Callable[..., Any] | None = None,
+    save_data: bool = False,
+    tolerances: dict[str, float] | None = None,
+    golden_from: str | os.PathLike | None = None,
+    checks: Checks = NO_CHECKS,
+) -> None:
+    """Run ``compiled`` on ``inputs`` (its outputs written in place: the run writes copies with
+    guard zones, runtime/guarded.py, copied back after it, a failed run's too), then compute the
+    golden from a copy of the inputs (or, with ``golden_from``, take the golden loaded from that
+    data directory), optionally snapshot both, and compare; then the ``checks`` asked for
+    (``harness.checks``) on the data of this run. Fills ``result``."""
+    opts = knobs.runtime_options(runtime_cfg)
+    before = _clone(inputs)
+    guarded = dict(zip(inputs, guarded_args(list(inputs.values()))))  # NOTE: inputs that alias stay aliased
+    args = [guarded[a.name] for a in compiled.args]
+    try:
+        info = phases.run(
+            "run",
+            f"run on {opts['platform']}",
+            lambda: compiled.run(*args, **runtime_cfg),
+            lambda i: f"{i.num_tasks} tasks",
+        )
+    except RuntimeFailure:
+        # NOTE: a failed run is what its data are most wanted for: saved (--save-data) and triaged
+        data = _golden_of(golden, before, golden_from, compiled) if golden is not None else None
+        if data is not None and save_data:
+            try:
+                _save(phases, compiled, before, *data, rtol, atol, tolerances)
+            except TilescopeError as e:  # NOTE: the run's failure is the error to raise, not the save's
+                phases.say(f"[RUN] the data could not be saved: {e}")
+        if data is not None and checks.triage:
+            result.triage = triage_run(RunData(compiled, before, *data, golden_from, save_data, rtol, atol), phases.say,
+                                       checks.fix)  # fmt: skip
+        raise
+    finally:
+        for a in compiled.args:
+            if a.is_output:
+                inputs[a.name].copy_(guarded[a.name])
+    result.num_tasks = info.num_tasks
+    result.nan = info.nan
+    out_names = [a.name for a in compiled.args if a.is_output]
+    result.outputs = {n: inputs[n] for n in out_names}
+    if golden is None:
+        phases.say("[RUN] no golden_fn: outputs are not checked")
+        result.passed = True
+        return
+    if golden_from is not None:
+        computed = golden(before)
+        phases.say(f"[RUN] golden … from {Path(golden_from) / 'out'} (saved, not computed)")
+    else:
+        computed = phases.run("golden", "golden", lambda: golden(_clone(before)))
+    result.golden = {n: computed[n] for n in out_names}
+    # what else golden_fn filled: references of intermediates and probes, for `tilescope localize`
+    result.references = {k: v for k, v in computed.items() if k not in result.golden}
+    if save_data:
+        _save(phases, compiled, before, result.golden, result.references, rtol, atol, tolerances)
+    result.rtol, result.atol = rtol, atol
+    result.comparisons = compare_outputs(result.outputs, result.golden, out_names, rtol, atol, compare_fn)
+    for rep in result.comparisons:
+        for line in rep.lines(rtol, atol):
+            phases.say(line)
+    result.passed = all(r.passed for r in result.comparisons)
+    run = RunData(compiled, before, result.golden, result.references, golden_from, save_data, rtol, atol)
+    if checks.poison:
+        result.poison = poison_check(run, phases.say)
+    if checks.shuffle:
+        result.shuffle = shuffle_check(run, checks.shuffle, phases.say)
+    if checks.triage and (not result.passed or result.nan is not None):
+        result.triage = triage_run(run, phases.say, checks.fix)
+    elif checks.triage:
+        phases.say(
+            "[triage] the run passed: nothing to triage (--shuffle N checks that it stays the same across schedules; "
+            f"so does tilescope triage {compiled.work_dir} after --save-data)"
+        )
+    elif checks.localize and not result.passed:
+        result.localize = localize_run(run, phases.say)
+
+
+def _save(phases: Phases, compiled, before, golden, references, rtol, atol, tolerances) -> None:
+    """Snapshot this run's inputs and golden into the build's ``data/`` (``--save-data``)."""
+    # NOTE: the code's hashes let `tilescope localize` say when the build changed since the save
+    meta = {"rtol": rtol, "atol": atol, **(tolerances or {}), "sources": source_hashes(compiled.work_dir, compiled.config)}
+    where = phases.run(
+        "save",
+        "save data",
+        lambda: save_snapshot(compiled.work_dir / DATA_DIR, data_args(compiled), before, golden, meta, references),
+        str,
+    )
+    phases.say(f"[RUN] replay it with: --golden-data {where}")
+
+
+def _golden_of(golden, before, golden_from, compiled) -> tuple[dict, dict] | None:
+    """The golden outputs and references of a run that failed (None if golden_fn fails too)."""
+    try:
+        computed = golden(before) if golden_from is not None else golden(_clone(before))
+    except TilescopeError:
+        return None
+    names = [a.name for a in compiled.args if a.is_output]
+    return {n: computed[n] for n in names}, {k: v for k, v in computed.items() if k not in names}
+
+
+def record_last_run(result: RunResult) -> None:
+    """Write ``last_run.json`` (passed, platform, time) into the build, for ``tilescope builds``."""
+    if result.work_dir is None:
+        return
+    stamp = _dt.datetime.now().isoformat(timespec="seconds")
+    text = json.dumps({"passed": result.passed, "platform": result.platform, "time": stamp}) + "\n"
+    try:
+        atomic_write(Path(result.work_dir) / LAST_RUN, text)
+    except OSError:
+        pass  # a read-only build: nothing recorded
+
+
+def finish(result: RunResult, name: str) -> RunResult:
+    """Record ``last_run.json`` and print the ``[PASS]``/``[FAIL]`` line; returns ``result``."""
+    record_last_run(result)
+    verdict = "PASS" if result.passed else "FAIL"
+    where = f" ({result.work_dir})" if result.work_dir else ""
+    print(f"[{verdict}] {name} on {result.platform}{where}", flush=True)
+    return result
+
+
+def run_jit(
+    fn,
+    specs: list[Spec],
+    golden_fn: Callable[[dict[str, Any]], None] | None = None,
+    golden_data: str | None = None,
+    compile_cfg: dict[str, Any] | None = None,
+    runtime_cfg: dict[str, Any] | None = None,
+    rtol: float = 1e-5,
+    atol: float = 1e-5,
+    compare_fn: Callable[..., Any] | None = None,
+    compile_only: bool = False,
+    runtime_dir: str | None = None,
+    save_data: bool = False,
+    seed: int = 0,
+    localize: bool = False,
+    triage: bool = False,
+    poison: bool = False,
+    shuffle: int = 0,
+    fix: bool = False,
+) -> RunResult:
+    """Compile ``fn`` (or reuse the build ``runtime_dir``), run it on inputs generated from
+    ``specs`` (or replayed from ``golden_data``) and compare every output with ``golden_fn``
+    (which fills the outputs of a dict name -> tensor in place) or the replayed golden. With
+    ``localize``, a failed comparison is localized (``tilescope localize``) on this run's data:
+    the verdict is printed and kept in ``result.localize``; with ``triage``, any failure (a
+    failed run, a mismatch, a NaN) is triaged (``tilescope triage``) into ``result.triage``;
+    ``poison`` runs it twice poisoned (``result.poison``), ``shuffle=N`` N times on shuffled
+    schedules (``result.shuffle``); ``fix`` (implies ``triage``) proposes an edit for the culprit
+    and verifies it on this run's data (``tilescope triage --fix``; ``result.triage.fix``), a
+    program that does not compile included.
+
+    Called while ``--fix`` imports a copy of the module to try an edit (a model script without an
+    ``if __name__ == "__main__":`` guard), it runs nothing and returns a result that says so."""
+    if (copy := candidate_import()) is not None:
+        return RunResult(False, error=f"not run: {copy} is a copy of the module imported to try a fix")
+    given_cfgs = {"runtime_cfg": runtime_cfg, "compile_cfg": compile_cfg}
+    runtime_cfg = dict(runtime_cfg) if isinstance(runtime_cfg, Mapping) else {}
+    phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
+    result = RunResult(
+        False,
+        platform=knobs.RUNTIME_KNOBS["platform"].value(runtime_cfg.get("platform")),
+        timings=phases.timings,
+    )
+    name = program_name(fn)
+    try:
+        check_options(given_cfgs, golden_fn, compare_fn, compile_only, save_data, golden_data, runtime_dir)
+        triage = bool(triage or fix)
+        checks = Checks(bool(localize), triage, bool(poison), shuffle, bool(fix))
+        if checks.problem():
+            raise HarnessError(str(checks.problem()))
+        if triage and "isolate" not in runtime_cfg and result.platform == "sim":
+            runtime_cfg["isolate"] = True  # NOTE: a crash must become a report that triage can classify
+        configure(knobs.runtime_options(runtime_cfg)["log_level"])
+        check_program(fn)
+        check_specs(specs)
+        check_tolerances(rtol, atol)
+        if seed_problem(seed) is not None:
+            raise HarnessError(str(seed_problem(seed)))
+        if runtime_dir:
+            compiled = phases.run(
+                "compile",
+                f"reuse build {runtime_dir}",
+                lambda: CompiledProgram.from_dir(runtime_dir, result.platform != "interp"),
+                lambda c: "no front-end",
+            )
+        else:
+            compiled = phases.run(
+                "compile",
+                f"compile {fn.name}",
+                lambda: fn.compile(
+                    build_cpp=bool(compile_only) or result.platform != "interp", **(compile_cfg or {})
+                ),
+                lambda c: str(c.work_dir),
+            )
+        result.work_dir = compiled.work_dir
+        if compile_only:
+            result.passed = True
+            done = "loaded" if runtime_dir else "compiled"
+            print(f"[COMPILED] {fn.name}: {done} OK, not run (compile only): {result.work_dir}", flush=True)
+            return result
+        check_specs_match(specs, compiled.name, compiled.args)
+        golden: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None
+        if golden_data:
+            inputs, saved = phases.run(
+                "inputs",
+                f"load golden data {golden_data}",
+                lambda: load_snapshot(golden_data, data_args(compiled)),
+            )
+            golden = lambda _inputs: saved  # noqa: E731 - replayed, golden_fn is not called
+        else:
+            inputs = phases.run(
+                "inputs", "generate inputs", lambda: generate(specs, seed), lambda d: f"seed {seed}"
+            )
+            golden = (
+                None if golden_fn is None else golden_outputs(golden_fn, [s.name for s in outputs(specs)])
+            )
+        execute(
+            phases,
+            result,
+            compiled,
+            inputs,
+            golden,
+            runtime_cfg,
+            rtol,
+            atol,
+            compare_fn,
+            save_data,
+            {"seed": seed},
+            golden_data,
+            checks,
+        )
+    except TilescopeError as e:
+        result.error = str(e)
+        result.failure = getattr(e, "failure", None)
+        print(f"[ERROR] {e}", file=sys.stderr, flush=True)
+        if triage and result.triage is None and (found := error_report(name, e)) is not None:
+            result.triage = found  # no build or no run to triage: the error is the answer
+            if fix and isinstance(e, DSLError) and isinstance(fn, JitFunction):
+                found.fix = propose_for_compile_error(fn, e, _fix_data(specs, seed, golden_fn, golden_data), rtol, atol,
+                                                      compile_cfg)  # fmt: skip
+            print(found.render(), flush=True)
+    return finish(result, name)
+
+
+def _fix_data(specs, seed: int, golden_fn, golden_data):
+    """What a fix for a program that did not compile is verified on: the inputs this run would
+    have had, and their golden."""
+
+    def data(compiled: CompiledProgram) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        if golden_data:
+            return load_snapshot(golden_data, data_args(compiled))
+        if golden_fn is None:
+            raise HarnessError("no golden_fn to verify a fix against")
+        inputs = generate(specs, seed)
+        computed = golden_outputs(golden_fn, [s.name for s in outputs(specs)])(_clone(inputs))
+        return inputs, {a.name: computed[a.name] for a in compiled.args if a.is_output}
+
+    return data
+
+
+def check_options(
+    cfgs: dict[str, Any],
+    golden_fn: Any,
+    compare_fn: Any,
+    compile_only: bool,
+    save_data: bool,
+    golden_data: Any,
+    runtime_dir: Any,
+) -> None:
+    """HarnessError for ``run_jit`` options that are not what they must be, or that a run would
+    silently ignore, before anything compiles or runs."""
+    examples = {"runtime_cfg": "{'platform': 'interp'}", "compile_cfg": "{'check_bounds': False}"}
+    for key, cfg in cfgs.items():
+        if cfg is not None and not isinstance(cfg, Mapping):
+            raise HarnessError(
+                f"{key} must be a dict of options ({key}={examples[key]}), got {cfg!r} ({type(cfg).__name__})"
+            )
+    for key, f in (("golden_fn", golden_fn), ("compare_fn", compare_fn)):
+        if f is not None and not callable(f):
+            raise HarnessError(
+                f"{key} must be a function (or None), got {f!r} ({type(f).__name__}): pass the function itself, "
+                f"{key}=name, without calling it or quoting its name"
+            )
+    if compile_only and (save_data or golden_data):
+        given = "save_data (--save-data)" if save_data else "golden_data (--golden-data)"
+        raise HarnessError(
+            f"{given} needs a run, and compile_only (--compile-only) stops before it: drop one of them"
+        )
+    if runtime_dir and cfgs["compile_cfg"]:
+        keys = ", ".join(sorted(cfgs["compile_cfg"]))
+        raise HarnessError(
+            f"compile_cfg {keys} cannot apply to the reused build {runtime_dir} (runtime_dir / --runtime-dir): "
+            "it runs as it was compiled; drop these options, or compile again without runtime_dir"
+        )
+
+
+def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):
+    """A golden that runs ``golden_fn`` on the values (filling outputs in place) and returns the
+    outputs ``names``, and every tensor it added under a name of its own (the reference of an
+    intermediate or a probe: ``t["h"] = ...``); whatever ``golden_fn`` raises becomes a GoldenError
+    naming the user's line.
+    """
+
+    def run(values: dict[str, Any]) -> dict[str, torch.Tensor]:
+        given = set(values)
+        initial = {n: values[n].clone() for n in names if torch.is_tensor(values.get(n))}
+        returned = call_user("golden_fn", golden_fn, values, error=GoldenError)
+        fn_name = function_name(golden_fn)
+        first = names[0] if names else "y"
+        added = [k for k in values if k not in given]
+        untouched = [n for n in initial if values.get(n) is not None and _unchanged(values[n], initial[n])]
+        if added and untouched:  # NOTE: a misspelt output name, not scratch values kept in the dict
+            raise HarnessError(
+                f"golden_fn {fn_name} set {', '.join(f't[{k!r}]' for k in added)}, which is not an argument of "
+                f"the program, and left the output {', '.join(f't[{n!r}]' for n in untouched)} as it started: "
+                f"write the golden into the output in place (t[{untouched[0]!r}][:] = ...)"
+            )
+        if returned is not None and returned is not values:
+            raise HarnessError(
+                f"golden_fn {fn_name} returned {_kind(returned)}, which is not used: a golden_fn fills the "
+                f"outputs in place (t[{first!r}][:] = ...) and returns None"
+            )
+        for n in names:
+            if not torch.is_tensor(values.get(n)):
+                left = f"removed t[{n!r}]" if n not in values else f"left t[{n!r}] as {_kind(values[n])}"
+                raise HarnessError(
+                    f"golden_fn {fn_name} {left}: the golden of an output must be a torch tensor "
+                    f"(fill it in place: t[{n!r}][:] = ...)"
+                )
+        refs = {k: values[k].detach().cpu() for k in added if torch.is_tensor(values[k]) and PROBE_NAME.fullmatch(k)}
+        return {**{n: values[n] for n in names}, **refs}
+
+    return run
+
+
+def _unchanged(value: Any, initial: torch.Tensor) -> bool:
+    """Whether ``value`` is still the tensor ``initial`` was copied from (same shape, dtype and
+    values; NaN equal to NaN)."""
+    return (
+        torch.is_tensor(value)
+        and value.shape == initial.shape
+        and value.dtype == initial.dtype
+        and torch.equal(value.nan_to_num(0.0), initial.nan_to_num(0.0))
+        and bool((value.isnan() == initial.isnan()).all())
+    )
+
+
+def _kind(v: Any) -> str:
+    """``a Tensor``, ``an ndarray``: what a value is, for messages."""
+    name = type(v).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def program_name(fn: Any) -> str:
+    """How the verdict line names what ``run_jit`` was given."""
+    return getattr(fn, "name", None) or getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def check_program(fn: Any) -> None:
+    """HarnessError unless ``fn`` is a ``@ts.jit`` function, saying what it is instead."""
+    if isinstance(fn, JitFunction):
+        return
+    if isinstance(fn, KernelFunction):
+        got = f"the @ts.kernel {fn.name}, which runs as one task"
+        hint = "pass the @ts.jit function that submits it (a kernel alone has no task graph)"
+    elif isinstance(fn, InlineFunction):
+        got = f"the @ts.inline helper {fn.fn.__name__}"
+        hint = "pass the @ts.jit function whose kernels use it"
+    elif callable(fn) and hasattr(fn, "__code__"):
+        got = f"the function {fn.__qualname__}, which is not decorated"
+        name = fn.__name__ if fn.__name__.isidentifier() else "name"
+        hint = f"put @ts.jit on the line above 'def {name}(...):'"
+    else:
+        text = repr(fn)
+        got = f"{text if len(text) <= 60 else text[:57] + '...'} ({type(fn).__name__})"
+        hint = "pass the @ts.jit function itself"
+    raise HarnessError(f"run_jit runs a @ts.jit program, got {got}: {hint}")
