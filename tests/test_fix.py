@@ -264,7 +264,7 @@ def test_a_candidate_that_hangs_is_stopped_within_the_budget(monkeypatch):
     import time
 
     from tilescope.analysis.data import load_snapshot
-    from tilescope.harness import fix as harness_fix
+    from tilescope.analysis.fix import verify as harness_fix
     from tilescope.launch.program import CompiledProgram
 
     work = saved(P.normalize, P.NORMALIZE, P.normalize_golden)
@@ -273,7 +273,7 @@ def test_a_candidate_that_hangs_is_stopped_within_the_budget(monkeypatch):
     lines = (work / cpp).read_text().splitlines()
     no = next(i for i, line in enumerate(lines, 1) if "row_max(" in line)
     spin = harness_fix.Edit(cpp, no, lines[no - 1], "for (volatile long i = 0; ; i = i + 1) {} " + lines[no - 1], "spins")
-    from tilescope.harness import fix_candidates
+    from tilescope.analysis.fix import candidates as fix_candidates
 
     monkeypatch.setattr(fix_candidates, "restored_cpp", lambda build, cpp_line: [spin])
     build = CompiledProgram.from_dir(work)
