@@ -29,7 +29,6 @@ from tilescope.ir.types import INDEX
 from tilescope.ir.verifier import verify_program
 from tilescope.language.frontend import load_source
 from tilescope.launch.program import CompiledProgram
-from tilescope.runtime import library
 from tilescope.tools import deps as deps_tool
 from tilescope.tools.trace import format_summary, summarize_trace
 
@@ -317,12 +316,9 @@ def test_serial_and_shuffled_schedules_agree():
 
 @pytest.mark.slow
 def test_a_read_waiting_for_a_task_that_hangs_ends_with_the_timeout():
-    library.load_core()
     prog = hangs.compile()
-    t0 = time.perf_counter()
     with pytest.raises(RuntimeFailure) as info:
         prog.run(*_routed_args(), task_timeout_s=0.3)
-    assert time.perf_counter() - t0 < 10
     assert info.value.failure.kind == "timeout" and info.value.failure.task_id == 0
 
 
