@@ -246,9 +246,9 @@ def _predefined(cxx: str, march: str) -> str:
     command = [cxx, "-std=c++17", f"-march={march}", "-E", "-dM", "-x", "c++", os.devnull]
     try:
         macros = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    except OSError as exc:
-        raise ToolchainError(f"cannot run {shlex.join(command)} to read the target: {exc}. {INSTALL_HINT}") from exc
-    except subprocess.CalledProcessError as exc:
+    except (OSError, subprocess.CalledProcessError) as exc:
+        if march == "native" or isinstance(exc, OSError):  # the compiler's fault, not the variable's
+            raise ToolchainError(f"cannot run {shlex.join(command)} to read the target: {exc}. {INSTALL_HINT}") from exc
         raise ConfigError(
             f"TILESCOPE_MARCH={march!r}: g++ does not accept -march={march} ({exc.stderr.strip()[:200]}); "
             "set it to native or to a -march value g++ knows, such as x86-64-v3"
