@@ -4,7 +4,8 @@
 Invariants: each ``op_<name>`` handles the call of ``ts.<name>``; an op of ``ir.op_registry``
 without one (a plain elementwise op, a reduction) is lowered by the generic handler of its
 category. Each binds its arguments by name (positional or keyword), types the node with
-``ir.type_rules`` and reports every misuse as a VerifyError at the user's line; kernel calls are checked against the kernel's parameters.
+``ir.type_rules`` and reports every misuse as a VerifyError at the user's line; kernel calls are
+checked against the kernel's parameters.
 """
 
 from __future__ import annotations
