@@ -113,6 +113,8 @@ def test_out_of_range_load_fails_the_run_and_the_build_keeps_working(start, task
     assert re.search(expected, str(info.value)), str(info.value)
     f = info.value.failure
     assert f.kind == "kernel_error" and f.task_id == task and f.kernel == "take_rows"
+    # the fields a tool reads, set from the runtime's failure record, not from the message
+    assert (f.cause, f.op, f.arg, f.tensor, f.dsl_line) == ("bounds", "load", 0, "x", LOAD_AT)
     assert f"task {task}'s x is x[0:256, 0:128]" in f.details  # the region the task was given
     saved = prog.work_dir / "dfx_outputs" / "failure" / f"task_{task}"
     assert torch.equal(torch.load(saved / "x.pt"), x)
@@ -134,6 +136,8 @@ def test_out_of_range_store_fails_the_run():
     detail = "offset [60, 0] + tile [8, 128] is outside y's shape [64, 128] (dim 0: 60 + 8 > 64)"
     expected = failure_line(0, "put_rows", f"kernel put_rows: store of y (arg 1) at {STORE_AT}: {detail}")
     assert re.search(expected, str(info.value)), str(info.value)
+    f = info.value.failure
+    assert (f.cause, f.op, f.arg, f.tensor, f.dsl_line, f.task_id) == ("bounds", "store", 1, "y", STORE_AT, 0)
     y = torch.zeros(64, 128)
     prog(x, y, 56)
     assert torch.equal(y[56:], x * 2.0) and not y[:56].any()

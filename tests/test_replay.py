@@ -195,6 +195,8 @@ def test_signature_changing_edits_are_refused_with_the_fix():
     msg = str(info.value)
     assert "kernels/vec/add.cpp: reads args[3], but kernel add has 3 arguments (D.IN, D.IN, D.OUT)" in msg
     assert "re-run without --runtime-dir" in msg
+    first = info.value.problems[0]  # each mismatch as data: the file (and line) a tool points at
+    assert (first.file, first.line, first.where) == ("kernels/vec/add.cpp", 0, "kernels/vec/add.cpp")
     cpp.write_text(original.replace("store(out,", "store(a,"))
     with pytest.raises(
         SignatureMismatch, match=r"stores into a \(args\[0\]\), which the signature declares D.IN"

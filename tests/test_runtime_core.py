@@ -604,6 +604,9 @@ def test_out_of_bounds_slice_is_reported_with_task_and_arg(libs):
     )
     assert ids.tolist() == [0, -1, -1]
     assert info.value.report.num_tasks == 1
+    failure = info.value.report.failure  # what the runtime recorded, for tools to read
+    assert (failure.kind, failure.cause, failure.func_id, failure.arg_index, failure.task_id) == (
+        "error", "region", 0, 0, -1)
 
 
 def test_region_shape_mismatch_names_expected_and_actual_shape(libs):

@@ -153,8 +153,9 @@ def test_verifier_catches_a_pass_that_breaks_types():
         ts.VerifyError,
         match=r"'z' changes type from tile\[4, 4\] f32 to tile\[2, 2\] f32"
         r"[\s\S]*after pass Broken",
-    ):
+    ) as info:
         PassManager([Pass("Broken", broken, "")]).run(p_copy.program())
+    assert info.value.pass_name == "Broken"  # as data, for tools (triage names the pass)
 
 
 # -- loop variables, scoped ranges, names reused with other types --------------------------------

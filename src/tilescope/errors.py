@@ -62,7 +62,10 @@ class UnsupportedSyntaxError(DSLError):
 
 
 class VerifyError(DSLError):
-    """The IR verifier rejected a program (shape, dtype, bounds, memory, direction)."""
+    """The IR verifier rejected a program (shape, dtype, bounds, memory, direction);
+    ``pass_name`` is the pass after which it did ("" for the front-end's IR)."""
+
+    pass_name: str = ""
 
 
 class ArgumentError(TilescopeError):

@@ -11,6 +11,7 @@ This module reads the C++ (the generated shape of it) and lists every such misma
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,29 @@ _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _DIR = {"input": Direction.IN, "output": Direction.OUT, "inout": Direction.INOUT, "scalar": Direction.SCALAR}
 
 
+@dataclass(frozen=True)
+class Mismatch:
+    """One way edited C++ differs from the build's signatures: the file (its path in the build),
+    the line when known (0: not), and what differs."""
+
+    file: str
+    line: int
+    what: str
+
+    @property
+    def where(self) -> str:
+        """``kernels/vec/k.cpp:19``, or the file alone when the line is not known."""
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what}"
+
+
 class SignatureMismatch(TilescopeError):
     """Edited C++ no longer matches the signatures recorded in kernel_config.py; ``problems``
-    lists each mismatch (``path/in/build.cpp[:line]: what``)."""
+    lists each mismatch."""
 
-    def __init__(self, message: str, problems: list[str] | None = None):
+    def __init__(self, message: str, problems: list[Mismatch] | None = None):
         super().__init__(message)
         self.problems = list(problems or [])
 
@@ -59,7 +78,7 @@ def _sig(sig: list) -> str:
     return ", ".join(f"D.{_direction(d).name}" for d in sig)
 
 
-def kernel_problems(path: Path, kernel: dict) -> list[str]:
+def kernel_problems(path: Path, kernel: dict) -> list[Mismatch]:
     """Mismatches between a kernel's C++ and its recorded signature and params."""
     text = _COMMENT.sub("", path.read_text())
     sig = [_direction(d) for d in kernel["signature"]]
@@ -70,30 +89,40 @@ def kernel_problems(path: Path, kernel: dict) -> list[str]:
     beyond = sorted(i for i in used if i >= len(sig))
     if beyond:
         problems.append(
-            f"{rel}: reads args[{beyond[-1]}], but kernel {kernel['name']} has {len(sig)} arguments ({_sig(sig)})"
+            Mismatch(
+                rel,
+                0,
+                f"reads args[{beyond[-1]}], but kernel {kernel['name']} has {len(sig)} arguments ({_sig(sig)})",
+            )
         )
     views: dict[str, int] = {}
     for ctype, name, idx in _VIEW.findall(text):
         i = int(idx)
         views[name] = i
         if i < len(sig) and sig[i] is Direction.SCALAR:
-            problems.append(f"{rel}: reads args[{i}] as a tensor, but argument {i} is a scalar")
+            problems.append(Mismatch(rel, 0, f"reads args[{i}] as a tensor, but argument {i} is a scalar"))
         elif i < len(params) and _cpp_dtype(ctype) not in (None, params[i]["dtype"]):
-            problems.append(f"{rel}: reads args[{i}] as {ctype}, but argument {i} is {params[i]['dtype']}")
+            problems.append(
+                Mismatch(rel, 0, f"reads args[{i}] as {ctype}, but argument {i} is {params[i]['dtype']}")
+            )
     for _ctype, idx in _SCALAR.findall(text):
         i = int(idx)
         if i < len(sig) and sig[i] is not Direction.SCALAR:
             problems.append(
-                f"{rel}: reads args[{i}] as a scalar, but argument {i} is a tensor ({_sig([sig[i]])})"
+                Mismatch(
+                    rel, 0, f"reads args[{i}] as a scalar, but argument {i} is a tensor ({_sig([sig[i]])})"
+                )
             )
     for name in sorted(set(_STORE.findall(text))):
         i = views.get(name)
         if i is not None and i < len(sig) and sig[i] is Direction.IN:
-            problems.append(f"{rel}: stores into {name} (args[{i}]), which the signature declares D.IN")
+            problems.append(
+                Mismatch(rel, 0, f"stores into {name} (args[{i}]), which the signature declares D.IN")
+            )
     return problems
 
 
-def orchestration_problems(path: Path, orch: dict, kernels: list[dict]) -> list[str]:
+def orchestration_problems(path: Path, orch: dict, kernels: list[dict]) -> list[Mismatch]:
     """Mismatches between the orchestration's C++ and the program and kernel signatures."""
     text = _COMMENT.sub("", path.read_text())
     sig = [_direction(d) for d in orch["signature"]]
@@ -103,19 +132,21 @@ def orchestration_problems(path: Path, orch: dict, kernels: list[dict]) -> list[
         i = int(idx)
         if i >= len(sig) or sig[i] is Direction.SCALAR:
             what = "a scalar" if i < len(sig) else f"beyond the program's {len(sig)} arguments"
-            problems.append(f"{rel}: orch.tensor_arg({i}) but argument {i} is {what}")
+            problems.append(Mismatch(rel, 0, f"orch.tensor_arg({i}) but argument {i} is {what}"))
     for _ctype, idx in _ORCH_SCALAR.findall(text):
         i = int(idx)
         if i >= len(sig) or sig[i] is not Direction.SCALAR:
             what = "a tensor" if i < len(sig) else f"beyond the program's {len(sig)} arguments"
-            problems.append(f"{rel}: orch.scalar_arg({i}) but argument {i} is {what}")
+            problems.append(Mismatch(rel, 0, f"orch.scalar_arg({i}) but argument {i} is {what}"))
     ids = {name: int(v) for name, v in _FUNC_ID.findall(text)}
     for m in _TASK.finditer(text):
         token = m[1]
         func_id = int(token) if token.isdigit() else ids.get(token)
         if func_id is None or not 0 <= func_id < len(kernels):
             problems.append(
-                f"{rel}: orch.task({token}, ...) names no kernel of this build (0..{len(kernels) - 1})"
+                Mismatch(
+                    rel, 0, f"orch.task({token}, ...) names no kernel of this build (0..{len(kernels) - 1})"
+                )
             )
             continue
         end = _SUBMIT.search(text, m.end())
@@ -126,15 +157,19 @@ def orchestration_problems(path: Path, orch: dict, kernels: list[dict]) -> list[
         if adds != want:
             line = text.count("\n", 0, m.start()) + 1
             problems.append(
-                f"{rel}:{line}: a {kernel['name']} task is given ({_sig(adds)}), "
-                f"but kernel {kernel['name']} takes ({_sig(want)})"
+                Mismatch(
+                    rel,
+                    line,
+                    f"a {kernel['name']} task is given ({_sig(adds)}), "
+                    f"but kernel {kernel['name']} takes ({_sig(want)})",
+                )
             )
     return problems
 
 
 def check_sources(work: Path, config: dict, edited: list[str]) -> None:
     """Raise SignatureMismatch listing every problem in the ``edited`` sources."""
-    problems: list[str] = []
+    problems: list[Mismatch] = []
     by_source = {k["source"]: k for k in config["KERNELS"]}
     for rel in edited:
         if rel in by_source:
@@ -144,7 +179,7 @@ def check_sources(work: Path, config: dict, edited: list[str]) -> None:
     if problems:
         raise SignatureMismatch(
             f"edited C++ in {work} no longer matches the build's signatures:\n  "
-            + "\n  ".join(problems)
+            + "\n  ".join(map(str, problems))
             + f"\n  {FIX}",
             problems,
         )

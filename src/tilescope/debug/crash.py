@@ -426,7 +426,13 @@ def read_crash_report(
         worker=rep.worker,
         details=details,
         frames=frames,
+        signal=rep.signame if rep.signo else "",
+        cause="fault" if rep.signame in ("SIGSEGV", "SIGBUS") else "",
     )
+    if rep.fault_near is not None:
+        failure.arg = rep.fault_near[0]
+        failure.tensor = names[failure.arg] if 0 <= failure.arg < len(names) else ""
+    failure.locate()
     if save_inputs and rep.signo and tid >= 0:
         _save(failure, rep, program, kernel, names)
     return failure

@@ -91,6 +91,9 @@ def failure_from_report(program: Build, report: RunReport) -> Failure:
     if func_id >= 0:
         f.kernel = names.kernel(func_id)
         f.task_name = names.task_names.get(task_id, "") or f.kernel
+    if info is not None:
+        f.cause, f.arg, f.op, f.dsl_line = info.cause, info.arg_index, info.op, info.where
+        f.tensor = info.tensor or (names.param(func_id, info.arg_index) if info.arg_index >= 0 else "")
     if kind == "deadlock":
         _explain_deadlock(f, names, report.waits)
     elif kind == "timeout":
@@ -101,6 +104,7 @@ def failure_from_report(program: Build, report: RunReport) -> Failure:
         _explain_guard(f, names, report)
     if report.saved is not None:
         _save(f, program, names, report.saved, why=kind)
+    f.locate()
     return f
 
 
@@ -197,9 +201,8 @@ def _charged_time(info: FailureInfo) -> str:
 
 
 def _explain_kernel_error(f: Failure, names: _Names, report: RunReport) -> None:
-    m = re.search(r"\(arg (\d+)\)", report.error)
-    if m and report.saved is not None and report.saved.task_id == f.task_id:
-        index = int(m.group(1))
+    if f.arg >= 0 and report.saved is not None and report.saved.task_id == f.task_id:
+        index = f.arg
         for r in report.saved.records:
             if r.arg_index == index and r.kind == "tensor":
                 arg = TaskArgRecord(
@@ -230,7 +233,11 @@ def _explain_guard(f: Failure, names: _Names, report: RunReport) -> None:
     elif "run again with --serial" in f.message:
         f.next_steps.append("name the writer: run again with --serial")
     program = names.program
-    kernel = program.kernels[report.failure.func_id] if 0 <= report.failure.func_id < len(program.kernels) else None
+    kernel = (
+        program.kernels[report.failure.func_id]
+        if 0 <= report.failure.func_id < len(program.kernels)
+        else None
+    )
     edited = hand_edited(program.work_dir, program.config)
     if kernel is not None and kernel.get("source") in edited:
         f.details.append(f"{kernel['source']} was edited by hand since it was generated: look there first")
@@ -363,9 +370,7 @@ def nan_failure(program: Build, report: RunReport) -> Failure | None:
     return f
 
 
-def _save_nan_tasks(
-    f: Failure, program: Build, names: _Names, report: RunReport, fresh: list[int]
-) -> None:
+def _save_nan_tasks(f: Failure, program: Build, names: _Names, report: RunReport, fresh: list[int]) -> None:
     """Save the inputs of every task that made NaN/Inf from finite inputs (those the runtime
     kept), each with its replay command; name the ones it could not keep."""
     saved = {s.task_id: s for s in report.nan_saved}

@@ -6,6 +6,10 @@ renders as the text the user reads, converts to and from JSON (an isolated child
 its parent), and says where the failing task's inputs were saved for ``tilescope replay --task``.
 
 Invariants:
+  - What tools decide on is a field, set where the failure is made (the runtime's failure record,
+    the crash report, the isolated child): ``kind`` and ``cause``, the task and kernel, the op, the
+    argument and tensor, the DSL and C++ lines, the signal. ``message`` and ``details`` are for a
+    person; no tool reads them.
   - ``Failure.render()`` needs nothing but the Failure: every name, region and source line is
     resolved when the Failure is built, while the run's records and binaries are at hand.
   - Saved task inputs live in ``<build>/dfx_outputs/failure/task_<id>/`` (``task.json`` plus one
@@ -23,6 +27,11 @@ from typing import Any
 from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, atomic_write
 
 KINDS = ("error", "deadlock", "timeout", "kernel_error", "guard", "crash", "exit", "interrupted", "nan")
+# What a failure was, finer than its kind, when the place that made it knew:
+#   bounds  (kernel_error) a load or store outside its tensor, or valid counts outside its tile
+#   region  (error) the orchestration gave a task a region, or read an element, outside its tensor
+#   fault   (crash) a kernel touched memory it may not (SIGSEGV, SIGBUS)
+CAUSES = ("", "bounds", "region", "fault")
 
 
 @dataclass
@@ -61,6 +70,20 @@ class Failure:
     # nan: every task saved, "<id>: <dir>" in task id order (saved_inputs is the first's)
     saved_tasks: list[str] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)  # commands worth running next
+    cause: str = ""  # one of CAUSES
+    op: str = ""  # the DSL op that failed ("load", "store", "load_rows"), "" if not known
+    arg: int = -1  # the failing kernel argument, -1 if not known
+    tensor: str = ""  # that argument's kernel parameter name
+    dsl_line: str = ""  # "model.py:17": the user's line, "" if not known
+    cpp_line: str = ""  # "/abs/build/kernels/vec/k.cpp:41": the generated line, "" if not known
+    signal: str = ""  # crash: "SIGSEGV"
+
+    def locate(self) -> None:
+        """Set ``dsl_line`` and ``cpp_line`` from the frames, where not already known."""
+        frame = self.where()
+        if frame is not None:
+            self.dsl_line = self.dsl_line or frame.dsl
+            self.cpp_line = self.cpp_line or frame.cpp
 
     def where(self) -> SourceFrame | None:
         """The innermost frame with a DSL line (the user's code), else the innermost frame."""
@@ -162,4 +185,4 @@ def save_task_inputs(
     return out
 
 
-__all__ = ["FAILURE_DIR", "KINDS", "Failure", "SavedArg", "SourceFrame", "save_task_inputs"]
+__all__ = ["CAUSES", "FAILURE_DIR", "KINDS", "Failure", "SavedArg", "SourceFrame", "save_task_inputs"]

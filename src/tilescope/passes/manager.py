@@ -64,6 +64,7 @@ class PassManager:
                 verify_program(program, self.local_memory_bytes)
             except VerifyError as e:
                 if name != "FrontEnd":
+                    e.pass_name = name
                     e.args = (f"{e.args[0]}\n  (IR verification failed after pass {name})",)
                 raise
 

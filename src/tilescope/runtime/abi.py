@@ -29,6 +29,7 @@ FAILURE_KINDS = (
     "interrupted",
     "guard",
 )  # ts_failure_kind
+FAILURE_CAUSES = ("", "bounds", "region")  # ts_failure_cause (TS_CAUSE_NONE is "")
 GUARD_BYTE = 0xFD  # TS_GUARD_BYTE: every byte of a guard zone
 
 
@@ -258,7 +259,8 @@ DUMP_COUNTS = 17  # TS_DUMP_COUNTS: ts_dump_count_records's counts
 
 
 class TsFailureRecord(ctypes.Structure):
-    """``ts_failure_record``: a run's first failure: its kind, task, and the stopped thread's frames."""
+    """``ts_failure_record``: a run's first failure: its kind, task, the stopped thread's frames,
+    and what the place that made it knew (``cause`` and the op, argument and DSL line)."""
 
     _fields_ = [
         ("kind", ctypes.c_int32),
@@ -271,6 +273,11 @@ class TsFailureRecord(ctypes.Structure):
         ("cpu_ns", ctypes.c_int64),
         ("blocked_ns", ctypes.c_int64),
         ("frames", ctypes.c_uint64 * MAX_FRAMES),
+        ("cause", ctypes.c_int32),
+        ("arg_index", ctypes.c_int32),
+        ("op", ctypes.c_char * 16),
+        ("tensor", ctypes.c_char * 64),
+        ("where", ctypes.c_char * 176),
     ]
 
 

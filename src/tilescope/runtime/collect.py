@@ -20,6 +20,7 @@ from tilescope.runtime.abi import (
     DUMP_TRUNCATED,
     EDGE_KINDS,
     EDGE_SOURCES,
+    FAILURE_CAUSES,
     FAILURE_KINDS,
     MAX_DIMS,
     SAVED_PARTIAL,
@@ -195,6 +196,11 @@ def _collect_failure(lib: ctypes.CDLL, handle: int, report: RunReport) -> None:
             rec.cpu_ns,
             rec.blocked_ns,
             tuple(rec.frames[: rec.nframes]),
+            FAILURE_CAUSES[rec.cause] if 0 <= rec.cause < len(FAILURE_CAUSES) else "",
+            rec.arg_index,
+            rec.op.decode(errors="replace"),
+            rec.tensor.decode(errors="replace"),
+            rec.where.decode(errors="replace"),
         )
     n = lib.ts_run_num_waits(handle)
     if n:

@@ -33,6 +33,11 @@ class FailureInfo:
     cpu_ns: int
     blocked_ns: int
     frames: tuple[int, ...]
+    cause: str = ""  # "bounds" or "region" (FAILURE_CAUSES), "" when nothing more is known
+    arg_index: int = -1  # bounds, region: the kernel argument
+    op: str = ""  # bounds: the DSL op of a checked build ("load", "store", "load_rows")
+    tensor: str = ""  # bounds: the tensor parameter's DSL name
+    where: str = ""  # bounds: the op's DSL file:line
 
 
 @dataclass(frozen=True, slots=True)

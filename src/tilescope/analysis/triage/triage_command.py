@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -56,6 +55,7 @@ from tilescope.build.manifest import Build, as_build_dir
 from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, dfx_dir
 from tilescope.build.signature_check import SignatureMismatch
 from tilescope.debug.crash import read_crash_report
+from tilescope.debug.failures import Failure
 from tilescope.errors import ArgumentError, DSLError, RuntimeFailure, TilescopeError
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
@@ -67,8 +67,20 @@ CATEGORIES = (
     "compile_error", "bad_input", "signature", "crash", "hang", "deadlock", "out_of_bounds", "nan", "race",
     "uninitialized", "codegen", "algorithm", "precision", "pass", "unknown",
 )  # fmt: skip
-_BOUNDS = re.compile(r"kernel (?P<kernel>\w+): (?P<op>load|store) of (?P<t>\w+) \(arg \d+\) at (?P<dsl>\S+:\d+):")
-_CPP_AT = re.compile(r"^(?P<file>[\w./-]+\.cpp)(?::(?P<line>\d+))?:")
+# A failed run's category and summary, by the Failure's (kind, cause) (debug/failures.py); a kind
+# missing here is a crash. ("crash", "fault") is looked up only for the runs of the later steps,
+# whose tensors have guard pages: the first, isolated run's lie side by side.
+_FAILURES: dict[tuple[str, str], tuple[str, str]] = {
+    ("kernel_error", "bounds"): ("out_of_bounds", "a checked {op} of {tensor} left its tensor"),
+    ("guard", ""): ("out_of_bounds", "a kernel wrote outside its tensor (a guard zone changed)"),
+    ("crash", "fault"): ("out_of_bounds", "a kernel read or wrote outside its tensors: it faulted in a later run, "
+                         "whose tensors have guard pages"),
+    ("error", "region"): ("out_of_bounds", "the orchestration gave a task a region, or read an element, outside its "
+                          "tensor"),
+    ("timeout", ""): ("hang", "a task (or the orchestration) never finished: stopped past its budget"),
+    ("deadlock", ""): ("deadlock", "tasks wait for each other, or for a task never submitted"),
+}  # fmt: skip
+_UNCHECKED_BOUNDS = "a ragged load or store was given valid counts outside its tile"
 
 
 class TriageError(TilescopeError):
@@ -258,9 +270,9 @@ class _Triage(Steps):
                     cpp = f"{kernel['source']}:{line}"
                     f.frames[i] = replace(frame, cpp=cpp, dsl=dsl_line(self.build, self.build.kernels.index(kernel),
                                                                          int(line)) or "")  # fmt: skip
-        if f.kind == "crash" and any(x.startswith("signal SIGSEGV") or x.startswith("signal SIGBUS") for x in f.details):
-            f.kind = "guard_page"
-        self.failed(f, f.message)
+                    f.cpp_line = f.dsl_line = ""  # NOTE: located again, on the build's lines
+        f.locate()
+        self.failed(f, f.message, guarded=True)
     def load(self) -> bool:
         try:
             self.rep.program = Build(self.work).name  # NOTE: named even when the build then fails to load
@@ -269,11 +281,9 @@ class _Triage(Steps):
         try:
             self.build = self.step("load the build", lambda: CompiledProgram.from_dir(self.work))
         except SignatureMismatch as e:
-            first = e.problems[0] if e.problems else str(e)
-            m = _CPP_AT.match(first)
-            cpp = (m["file"] + (f":{m['line']}" if m["line"] else "")) if m else None
-            self.verdict("signature", f"hand-edited C++ no longer matches the build's signatures: {first}",
-                         Culprit(cpp_line=cpp), *e.problems)  # fmt: skip
+            first = e.problems[0] if e.problems else None
+            self.verdict("signature", f"hand-edited C++ no longer matches the build's signatures: {first or e}",
+                         Culprit(cpp_line=first.where if first else None), *map(str, e.problems))  # fmt: skip
             return False
         except CompileError as e:
             cpp = _in_build(self.work, f"{e.cpp_file}:{e.cpp_line}") if e.cpp_file and e.cpp_line else None
@@ -339,37 +349,22 @@ class _Triage(Steps):
                                             "message": info.nan.message}  # fmt: skip
         return outputs, nan
 
-    def failed(self, f, text: str) -> None:
+    def failed(self, f: Failure | None, text: str, guarded: bool = False) -> None:
+        """The verdict of a failed run, from its Failure's fields (``_FAILURES``); ``guarded``: a
+        run of the later steps (its tensors have guard pages)."""
         if f is None:
             self.verdict("crash", text.splitlines()[0])
             return
-        frame = f.where()
-        culprit = Culprit(f.task_id if f.task_id >= 0 else None, f.kernel or None, None,
-                          frame.dsl if frame and frame.dsl else None,
-                          _in_build(self.work, frame.cpp) if frame and frame.cpp else None)  # fmt: skip
-        details = list(f.details)
-        if f.kind == "kernel_error" and (m := _BOUNDS.search(f.message)):
-            culprit.op, culprit.dsl_line = m["op"], m["dsl"]
-            self.verdict("out_of_bounds", f"a checked {m['op']} of {m['t']} left its tensor", culprit, f.message, *details)
-        elif f.kind == "guard":
-            self.verdict("out_of_bounds", "a kernel wrote outside its tensor (a guard zone changed)", culprit, f.message,
-                         *details)  # fmt: skip
-        elif f.kind == "guard_page":
-            self.verdict("out_of_bounds", "a kernel read or wrote outside its tensors: it faulted in a later run, "
-                         "whose tensors have guard pages", culprit, f.message, *details)  # fmt: skip
-        elif f.kind == "error" and "is not within" in f.message:
-            self.verdict("out_of_bounds", "the orchestration gave a task a region outside its tensor", culprit,
-                         f.message, *details)  # fmt: skip
-        elif f.kind == "timeout":
-            self.verdict("hang", "a task (or the orchestration) never finished: stopped past its budget", culprit,
-                         f.message, *details)  # fmt: skip
-        elif f.kind == "deadlock":
-            self.verdict("deadlock", "tasks wait for each other, or for a task never submitted", culprit, f.message,
-                         *details)  # fmt: skip
-        elif f.kind == "interrupted":
+        if f.kind == "interrupted":
             raise KeyboardInterrupt
-        else:
-            self.verdict("crash", f"the run failed ({f.kind})", culprit, f.message, *details)
+        culprit = Culprit(f.task_id if f.task_id >= 0 else None, f.kernel or None, f.op or None, f.dsl_line or None,
+                          _in_build(self.work, f.cpp_line) if f.cpp_line else None)  # fmt: skip
+        cause = f.cause if f.cause != "fault" or guarded else ""
+        category, summary = _FAILURES.get((f.kind, cause)) or _FAILURES.get((f.kind, "")) or ("crash", "")
+        if (f.kind, cause) == ("kernel_error", "bounds") and not f.op:
+            summary = _UNCHECKED_BOUNDS
+        self.verdict(category, summary.format(op=f.op, tensor=f.tensor) or f"the run failed ({f.kind})", culprit,
+                     f.message, *f.details)  # fmt: skip
 
 
 def error_report(program: str, e: BaseException) -> LocalizeReport | None:
@@ -385,8 +380,8 @@ def error_report(program: str, e: BaseException) -> LocalizeReport | None:
         cpp = f"{e.cpp_file}:{e.cpp_line}" if e.cpp_file and e.cpp_line else None
         culprit, summary = Culprit(dsl_line=e.dsl_loc, cpp_line=cpp), "the generated C++ does not compile"
     elif isinstance(e, DSLError):
-        after = re.search(r"IR verification failed after pass (\w+)", str(e))
-        culprit = Culprit(op=f"pass {after[1]}" if after else None, dsl_line=str(e.loc) if e.loc else None)
+        after = getattr(e, "pass_name", "")  # a VerifyError's
+        culprit = Culprit(op=f"pass {after}" if after else None, dsl_line=str(e.loc) if e.loc else None)
         summary = e.message.splitlines()[0]
     else:
         return None

@@ -16,7 +16,7 @@ static_assert(sizeof(ts_task_arg_record) == 120, "ts_task_arg_record layout chan
 static_assert(sizeof(ts_buffer_record) == 104, "ts_buffer_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_dump_record) == 160, "ts_dump_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_run_config) == 104, "ts_run_config layout changed: update runtime/abi.py");
-static_assert(sizeof(ts_failure_record) == 312, "ts_failure_record layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_failure_record) == 576, "ts_failure_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_wait_record) == 144, "ts_wait_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_orch_read_record) == 104, "ts_orch_read_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_nan_record) == 64, "ts_nan_record layout changed: update runtime/abi.py");

@@ -295,7 +295,7 @@ void GuardZones::report(const GuardZone &z, const GuardDamage &d, const Task *t,
                  std::to_string(z.bytes / item) + ")";
     }
     if (t == nullptr) {
-        hooks_.guard_damaged(nullptr, -1, false,
+        hooks_.guard_damaged(nullptr, -1, false, -1,
                              "guard zone damaged: at the end of the run, " + name(z) + ": " + where +
                                  "; no task that takes it as an argument saw it change, so a task wrote "
                                  "there through a pointer it was not given");
@@ -318,7 +318,7 @@ void GuardZones::report(const GuardZone &z, const GuardDamage &d, const Task *t,
         if (others.empty()) {
             message += "; no task then running takes it as an argument, and each that had run checked it "
                        "intact, so a task wrote there through a pointer it was not given";
-            hooks_.guard_damaged(nullptr, -1, false, message);
+            hooks_.guard_damaged(nullptr, -1, false, -1, message);
             return;
         }
         message += "; the writer is " + label(*others.front());
@@ -326,8 +326,9 @@ void GuardZones::report(const GuardZone &z, const GuardDamage &d, const Task *t,
         message += " (running with that tensor as an argument)";
         if (others.size() > 1) message += ": run again with --serial to name the one";
         // NOTE: the writer is still running: its inputs are not saved.
-        hooks_.guard_damaged(others.size() == 1 ? others.front() : nullptr, others.size() == 1 ? other_worker : -1,
-                             false, message);
+        const Task *writer = others.size() == 1 ? others.front() : nullptr;
+        hooks_.guard_damaged(writer, writer != nullptr ? other_worker : -1, false,
+                             writer != nullptr ? arg_in(*writer, z) : -1, message);
         return;
     }
     const int32_t arg = arg_in(*t, z);
@@ -341,7 +342,7 @@ void GuardZones::report(const GuardZone &z, const GuardDamage &d, const Task *t,
         message += " (they were running together with that tensor as an argument): run again with --serial to "
                    "name the one";
     }
-    hooks_.guard_damaged(t, worker, others.empty(), message);
+    hooks_.guard_damaged(t, worker, others.empty(), arg, message);
 }
 
 }  // namespace ts::rt

@@ -93,7 +93,8 @@ private:
 class GuardHooks {
 public:
     virtual ~GuardHooks() = default;
-    virtual void guard_damaged(const Task *t, int32_t worker, bool exact, const std::string &message) = 0;
+    // `arg`: the argument of `t` on the damaged tensor (-1: not known).
+    virtual void guard_damaged(const Task *t, int32_t worker, bool exact, int32_t arg, const std::string &message) = 0;
 };
 
 class GuardZones final : public TaskObserver {

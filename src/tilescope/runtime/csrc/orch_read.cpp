@@ -82,7 +82,10 @@ int Run::read(const ts_tensor *t, const int64_t *index, int32_t nindex, const ch
     int64_t element = t->offset;
     for (int32_t d = 0; d < nindex; ++d) {
         if (index[d] < 0 || index[d] >= t->shape[d]) {
-            fail("orchestration reads " + site + ", outside the tensor's shape " + shape + so_far);
+            FailureCause cause;
+            cause.cause = TS_CAUSE_REGION;
+            fail_with(TS_FAILURE_ERROR, nullptr, -1,
+                      "orchestration reads " + site + ", outside the tensor's shape " + shape + so_far, cause);
             return 1;
         }
         element += index[d] * t->strides[d];

@@ -30,6 +30,7 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     api_.dump_tag = &Run::api_dump_tag;
     api_.dump_in_next_task = &Run::api_dump_in_next_task;
     api_.fail = &Run::api_fail;
+    api_.fail_region = &Run::api_fail_region;
     api_.name_tensor = &Run::api_name_tensor;
     api_.read = &Run::api_read;
     for (const std::string &name : kernel_names_) kernel_cnames_.push_back(name.c_str());
@@ -175,7 +176,17 @@ void Run::orchestrate() {
 
 void Run::fail(std::string message) { fail_with(TS_FAILURE_ERROR, nullptr, -1, message); }
 
-bool Run::fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message) {
+namespace {
+
+void copy_name(char *out, size_t size, const char *name) {
+    if (name == nullptr) return;
+    std::snprintf(out, size, "%s", name);
+}
+
+}  // namespace
+
+bool Run::fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message,
+                    const FailureCause &cause) {
     std::lock_guard<std::mutex> lock(fail_mu_);
     if (failed_.load()) {
         ++suppressed_errors_;
@@ -185,7 +196,12 @@ bool Run::fail_with(int32_t kind, const Task *t, int32_t worker, const std::stri
     failure_.kind = kind;
     failure_.worker = worker;
     failure_.task_id = t != nullptr ? t->id : -1;
-    failure_.func_id = t != nullptr ? t->func_id : -1;
+    failure_.func_id = t != nullptr ? t->func_id : cause.func_id;
+    failure_.cause = cause.cause;
+    failure_.arg_index = cause.arg_index;
+    copy_name(failure_.op, sizeof(failure_.op), cause.op);
+    copy_name(failure_.tensor, sizeof(failure_.tensor), cause.tensor);
+    copy_name(failure_.where, sizeof(failure_.where), cause.where);
     failed_.store(true, std::memory_order_release);
     return true;
 }
@@ -210,14 +226,25 @@ std::string Run::describe(const Task &t) const {
     return "task " + std::to_string(t.id) + " (kernel " + kernel_names_[static_cast<size_t>(t.func_id)] + ")";
 }
 
-void Run::kernel_threw(const Task &t, int32_t worker, const char *what) {
-    if (fail_with(TS_FAILURE_KERNEL_ERROR, &t, worker, describe(t) + " on worker " + std::to_string(worker) + ": " + what))
+void Run::kernel_threw(const Task &t, int32_t worker, const char *what, const ts::CheckSite *site) {
+    FailureCause cause;
+    if (site != nullptr) {
+        cause.cause = TS_CAUSE_BOUNDS;
+        cause.arg_index = site->arg;
+        cause.op = site->op;
+        cause.tensor = site->tensor;
+        cause.where = site->where;
+    }
+    if (fail_with(TS_FAILURE_KERNEL_ERROR, &t, worker, describe(t) + " on worker " + std::to_string(worker) + ": " + what,
+                  cause))
         save_inputs(t, worker);
 }
 
-void Run::guard_damaged(const Task *t, int32_t worker, bool exact, const std::string &message) {
+void Run::guard_damaged(const Task *t, int32_t worker, bool exact, int32_t arg, const std::string &message) {
     // NOTE: the writer's inputs are saved only when it is known; an inout among them is partial.
-    if (fail_with(TS_FAILURE_GUARD, t, worker, message) && t != nullptr && exact) save_inputs(*t, worker);
+    FailureCause cause;
+    cause.arg_index = arg;
+    if (fail_with(TS_FAILURE_GUARD, t, worker, message, cause) && t != nullptr && exact) save_inputs(*t, worker);
 }
 
 void Run::timed_out(const Task *t, int32_t worker, const Charge &charge) {
@@ -535,6 +562,21 @@ void Run::api_fail(void *ctx, const char *message) {
     const OrchestrationCall call(run);
     try {
         run->fail(message != nullptr && *message ? message : "the orchestration failed (no message given)");
+    } catch (const std::exception &) {
+        run->failed_.store(true, std::memory_order_release);  // out of memory for the message itself
+    }
+}
+
+void Run::api_fail_region(void *ctx, int32_t func_id, int32_t arg_index, const char *message) {
+    Run *run = static_cast<Run *>(ctx);
+    const OrchestrationCall call(run);
+    FailureCause cause;
+    cause.cause = TS_CAUSE_REGION;
+    cause.func_id = func_id >= 0 && func_id < static_cast<int32_t>(run->kernel_names_.size()) ? func_id : -1;
+    cause.arg_index = arg_index;
+    try {
+        run->fail_with(TS_FAILURE_ERROR, nullptr, -1,
+                       message != nullptr && *message ? message : "the orchestration failed (no message given)", cause);
     } catch (const std::exception &) {
         run->failed_.store(true, std::memory_order_release);  // out of memory for the message itself
     }

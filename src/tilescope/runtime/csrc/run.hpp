@@ -59,6 +59,17 @@
 
 namespace ts::rt {
 
+// What a failure was, beyond its kind (ts_failure_record's cause and the fields after it): set by
+// the place that made the failure, so reports need not read its message.
+struct FailureCause {
+    int32_t cause = TS_CAUSE_NONE;
+    int32_t func_id = -1;    // the kernel, when no task is (a region given to a task being built)
+    int32_t arg_index = -1;  // the kernel argument
+    const char *op = nullptr;
+    const char *tensor = nullptr;
+    const char *where = nullptr;
+};
+
 class Run final : public RunHooks, public GuardHooks {
 public:
     // `scheduler` has its workers started and no run in progress; it is used until execute() returns.
@@ -71,11 +82,11 @@ public:
     // Run the orchestration and every task it submits to completion, then fill `result`.
     void execute(ts_run_result &result);
 
-    void kernel_threw(const Task &t, int32_t worker, const char *what) override;
+    void kernel_threw(const Task &t, int32_t worker, const char *what, const ts::CheckSite *site) override;
     void timed_out(const Task *t, int32_t worker, const Charge &charge) override;
     void stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t nframes) override;
     void interrupted(const std::vector<std::pair<const Task *, int32_t>> &running) override;
-    void guard_damaged(const Task *t, int32_t worker, bool exact, const std::string &message) override;
+    void guard_damaged(const Task *t, int32_t worker, bool exact, int32_t arg, const std::string &message) override;
 
 private:
     class OrchestrationCall;  // pauses the orchestration's watchdog arming inside a callback
@@ -86,6 +97,7 @@ private:
     static void api_dump_tag(void *ctx, const ts_tensor *t);
     static void api_dump_in_next_task(void *ctx, const ts_tensor *t);
     static void api_fail(void *ctx, const char *message);
+    static void api_fail_region(void *ctx, int32_t func_id, int32_t arg_index, const char *message);
     static void api_name_tensor(void *ctx, const ts_tensor *t, const char *name);
     static int api_read(void *ctx, const ts_tensor *t, const int64_t *index, int32_t nindex, const char *name,
                         const char *where, int64_t *value);  // orch_read.cpp
@@ -103,7 +115,8 @@ private:
     void select_dump(Task &task, const ts_arg *args, int32_t nargs);
     void flush_dump(ts_run_result &result);
     void fail(std::string message);
-    bool fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message);
+    bool fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message,
+                   const FailureCause &cause = FailureCause{});
     std::string describe(const Task &t) const;
     TaskObservers observers();
     void save_inputs(const Task &t, int32_t worker);

@@ -360,12 +360,15 @@ void Scheduler::run_kernel(Task &t, int32_t worker) {
         try {
             context_.kernels[t.func_id](t.args);
             slot.armed = 0;
+        } catch (const ts::BoundsError &e) {
+            slot.armed = 0;
+            context_.hooks->kernel_threw(t, worker, e.what(), &e.site);
         } catch (const std::exception &e) {
             slot.armed = 0;
-            context_.hooks->kernel_threw(t, worker, e.what());
+            context_.hooks->kernel_threw(t, worker, e.what(), nullptr);
         } catch (...) {
             slot.armed = 0;
-            context_.hooks->kernel_threw(t, worker, "the kernel threw a C++ exception of unknown type");
+            context_.hooks->kernel_threw(t, worker, "the kernel threw a C++ exception of unknown type", nullptr);
         }
     } else {
         context_.hooks->stopped(&t, worker, slot.frames, slot.nframes);

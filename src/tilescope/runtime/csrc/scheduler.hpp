@@ -68,6 +68,7 @@
 #include "task.hpp"
 #include "task_observer.hpp"
 #include "tilescope/abi.h"
+#include "tilescope/bounds_error.hpp"
 
 namespace ts::rt {
 
@@ -81,7 +82,8 @@ struct WorkerStartError : std::runtime_error {
 class RunHooks {
 public:
     virtual ~RunHooks() = default;
-    virtual void kernel_threw(const Task &t, int32_t worker, const char *what) = 0;
+    // `site` is the op a BoundsError names (bounds_error.hpp), else nullptr.
+    virtual void kernel_threw(const Task &t, int32_t worker, const char *what, const ts::CheckSite *site) = 0;
     // Watchdog thread: `t` (nullptr: the orchestration) was charged `charge` (charged_time.hpp),
     // past its budget.
     virtual void timed_out(const Task *t, int32_t worker, const Charge &charge) = 0;

@@ -96,6 +96,9 @@ typedef struct ts_orch_api {
      * waits for that can never run, or the run failing while it waits). Added after name_tensor. */
     int (*read)(void *ctx, const ts_tensor *t, const int64_t *index, int32_t nindex, const char *name,
                 const char *where, int64_t *value);
+    /* Record the fatal error of a region outside its tensor, given to argument `arg_index` of a
+     * task of kernel `func_id` being built; the run fails. Added after read. */
+    void (*fail_region)(void *ctx, int32_t func_id, int32_t arg_index, const char *message);
 } ts_orch_api;
 
 /* Every orchestration .so exports this symbol. Returns 0 on success. */

@@ -40,17 +40,8 @@
 
 namespace ts {
 
-// ts::BoundsError, what every violation throws, is defined in tile_core.hpp (unchecked ragged
-// loads throw it too).
-
-/// Where a checked load/store is: what a BoundsError names.
-struct CheckSite {
-    const char *kernel;  // kernel name
-    const char *op;      // "load" or "store"
-    const char *tensor;  // the tensor parameter's DSL name
-    int arg;             // its index in the kernel's arguments
-    const char *where;   // DSL file:line
-};
+// ts::BoundsError, what every violation throws, and ts::CheckSite, the site it carries, are
+// defined in bounds_error.hpp (unchecked ragged loads throw it too, with no site).
 
 namespace detail {
 
@@ -88,7 +79,7 @@ inline std::string site_prefix(const CheckSite &site) {
     if (n != ndim) {
         msg += std::to_string(n) + " offsets " + int_list(offsets, n) + " for " + t + "'s " + std::to_string(ndim) +
                "-D shape " + int_list(shape, ndim);
-        throw BoundsError(msg);
+        throw BoundsError(msg, site);
     }
     msg += "offset " + int_list(offsets, n) + " + " + box + " " + int_list(extents, n) + " is outside " + t +
            "'s shape " + int_list(shape, ndim);
@@ -103,7 +94,7 @@ inline std::string site_prefix(const CheckSite &site) {
             break;
         }
     }
-    throw BoundsError(msg);
+    throw BoundsError(msg, site);
 }
 
 /// Throws BoundsError unless `offsets` index a valid R x C box of `view`.
@@ -156,7 +147,7 @@ inline void check_valid_box(const TensorView<T> &view, const int64_t (&offsets)[
         msg += "index " + std::to_string(i) + " of the row tile is " + std::to_string(index) + ", outside " + t +
                "'s " + std::to_string(shape[0]) + " rows (shape " + int_list(shape, 2) + ")";
     }
-    throw BoundsError(msg);
+    throw BoundsError(msg, site);
 }
 
 /// Throws BoundsError unless `view` is 2-D, [col0, col0 + C) lies within its columns and each of
@@ -215,7 +206,7 @@ template <int R, int C, class T, std::size_t N, class V, class = std::enable_if_
 inline Tile<T, R, C> load_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const int64_t (&valid)[2],
                                 V fill, const CheckSite &site, int line = __builtin_LINE()) {
     if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
-        detail::throw_valid_error(detail::site_prefix(site), "load", R, C, valid[0], valid[1]);
+        detail::throw_valid_error(detail::site_prefix(site), "load", R, C, valid[0], valid[1], false, site);
     }
     detail::check_valid_box(view, offsets, valid, site);
     return load_valid<R, C>(view, offsets, valid, fill, line);
@@ -226,7 +217,7 @@ template <class T, std::size_t N, class U, int R, int C>
 inline void store_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
                         const int64_t (&valid)[2], const CheckSite &site, int line = __builtin_LINE()) {
     if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
-        detail::throw_valid_error(detail::site_prefix(site), "store", R, C, valid[0], valid[1]);
+        detail::throw_valid_error(detail::site_prefix(site), "store", R, C, valid[0], valid[1], false, site);
     }
     detail::check_valid_box(view, offsets, valid, site);
     store_valid(view, offsets, tile, valid, line);
@@ -248,7 +239,7 @@ inline Tile<T, RI * CI, C> load_rows(const TensorView<T> &view, const Tile<I, RI
                                      int64_t valid_rows, V fill, const CheckSite &site, int line = __builtin_LINE()) {
     detail::check_row_indices<I, RI, CI>();
     if (__builtin_expect(valid_rows < 0 || valid_rows > RI * CI, 0)) {
-        detail::throw_valid_error(detail::site_prefix(site), "load_rows", RI * CI, C, valid_rows, C, true);
+        detail::throw_valid_error(detail::site_prefix(site), "load_rows", RI * CI, C, valid_rows, C, true, site);
     }
     detail::check_rows<C>(view, rows.data, static_cast<int>(valid_rows), col0, site);
     return load_rows<C>(view, rows, col0, valid_rows, fill, line);

@@ -183,7 +183,9 @@ private:
         msg << "] of " << describe() << " (shape ";
         detail::write_shape(msg, t_.shape, t_.ndim);
         msg << ") is out of bounds: " << why;
-        return invalid(msg.str());
+        TensorHandle out = invalid(msg.str());
+        out.outside_ = true;
+        return out;
     }
 
     ts_tensor t_{};
@@ -194,6 +196,7 @@ private:
     int64_t root_hi_[TS_MAX_DIMS] = {};
     int32_t dim_map_[TS_MAX_DIMS] = {};  // root dim of each view dim
     std::string error_;                  // why the handle is invalid
+    bool outside_ = false;               // invalid because a slice left the tensor
 };
 
 // One task being assembled: a kernel (func_id), its arguments in parameter order, explicit deps.
@@ -347,6 +350,14 @@ public:
         api_->fail(ctx_, message.c_str());
     }
 
+    // Record the fatal error of a region outside its tensor given to argument `arg_index` of a
+    // task of kernel `func_id`; the run fails with `message`.
+    void fail_region(int32_t func_id, int32_t arg_index, const std::string &message) {
+        if (failed_) return;
+        failed_ = true;
+        api_->fail_region(ctx_, func_id, arg_index, message.c_str());
+    }
+
     bool failed() const { return failed_; }
     int status() const { return failed_ ? 1 : 0; }
     // The id the next successful submit will get.
@@ -388,7 +399,12 @@ inline std::string Task::describe_arg(int32_t dir) const {
 inline void Task::add_tensor(int32_t dir, const TensorHandle &t, std::initializer_list<int64_t> expected_shape) {
     if (orch_->failed()) return;
     if (!t.valid()) {
-        orch_->fail(describe_arg(dir) + ": " + (t.error_.empty() ? t.describe() + " is not a tensor" : t.error_));
+        const std::string why = describe_arg(dir) + ": " + (t.error_.empty() ? t.describe() + " is not a tensor" : t.error_);
+        if (t.outside_) {
+            orch_->fail_region(func_id_, static_cast<int32_t>(args_.size()), why);
+        } else {
+            orch_->fail(why);
+        }
         return;
     }
     bool match = static_cast<int32_t>(expected_shape.size()) == t.t_.ndim;

@@ -99,6 +99,16 @@ typedef enum ts_failure_kind {
 
 #define TS_MAX_FRAMES 32
 
+/* What a failure was, finer than its kind, as the place that made it knew it
+ * (ts_failure_record::cause): reports read it instead of the message. */
+typedef enum ts_failure_cause {
+    TS_CAUSE_NONE = 0,   /* nothing more is known than the kind and the message */
+    TS_CAUSE_BOUNDS = 1, /* KERNEL_ERROR: a load or store outside its tensor (a checked build), or
+                            valid counts outside the tile; op/tensor/where name it when checked */
+    TS_CAUSE_REGION = 2  /* ERROR: the orchestration gave a task (func_id, arg_index) a region, or read
+                            an element, outside its tensor */
+} ts_failure_cause;
+
 /* The first failure of a run. */
 typedef struct ts_failure_record {
     int32_t kind;       /* ts_failure_kind */
@@ -114,6 +124,11 @@ typedef struct ts_failure_record {
     int64_t blocked_ns; /* TIMEOUT: time its thread was blocked (sleeping, a lock, I/O); the rest of
                            wall_ns it waited for a core, which is not charged */
     uint64_t frames[TS_MAX_FRAMES]; /* frames[0] is the interrupted instruction */
+    int32_t cause;                  /* ts_failure_cause */
+    int32_t arg_index;              /* BOUNDS, REGION: the kernel argument (-1: not known) */
+    char op[16];                    /* BOUNDS: the DSL op ("load", "store", "load_rows"; "": unchecked) */
+    char tensor[64];                /* BOUNDS: the tensor parameter's DSL name */
+    char where[176];                /* BOUNDS: the op's DSL file:line */
 } ts_failure_record;
 
 /* One unmet dependency of a task that can never run (TS_FAILURE_DEADLOCK). */

@@ -33,6 +33,7 @@
 #include <type_traits>
 
 #include <tilescope/abi.h>
+#include <tilescope/bounds_error.hpp>
 #include <tilescope/tile_types.hpp>
 
 #ifdef TS_AUDIT_ACCESSES
@@ -182,20 +183,16 @@ inline T scalar_arg(const ts_arg &arg) {
     std::abort();
 }
 
-/// An access outside its tensor (a checked build's load/store, check.hpp), or a ragged access
-/// whose valid counts lie outside its tile (any build). what() is one line.
-struct BoundsError : std::out_of_range {
-    using std::out_of_range::out_of_range;
-};
-
 namespace detail {
 
 /// Throws the BoundsError of valid counts outside an R x C tile: `<prefix><op> of a [R, C] tile
 /// with valid [rows, cols]: valid rows must be within [0, R]` (or columns, [0, C]). With
 /// rows_only (load_rows, whose columns are all valid) the counts read `valid rows <rows>`.
+/// `site` is the checked op's (check.hpp), or none.
 [[noreturn, gnu::cold, gnu::noinline]] inline void throw_valid_error(const std::string &prefix, const char *op, int R,
                                                                       int C, int64_t rows, int64_t cols,
-                                                                      bool rows_only = false) {
+                                                                      bool rows_only = false,
+                                                                      const CheckSite &site = CheckSite{}) {
     std::string msg = prefix + op + " of a [" + std::to_string(R) + ", " + std::to_string(C) + "] tile with valid ";
     msg += rows_only ? "rows " + std::to_string(rows)
                      : "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
@@ -204,7 +201,7 @@ namespace detail {
     } else {
         msg += ": valid columns must be within [0, " + std::to_string(C) + "]";
     }
-    throw BoundsError(msg);
+    throw BoundsError(msg, site);
 }
 
 /// True when 0 <= valid[0] <= R and 0 <= valid[1] <= C.
