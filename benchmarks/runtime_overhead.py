@@ -37,6 +37,7 @@ from pathlib import Path
 from tilescope.ir import dtypes
 from tilescope.ir.types import Direction
 from tilescope.runtime import abi, graph, library
+from tilescope.runtime.run_config import RunConfig
 from tilescope.toolchain import BuildJob, build
 
 NOOP_KERNEL = """
@@ -118,7 +119,7 @@ def _time_graph(
         [entries["noop"].address],
         ["noop"],
         [graph.scalar_arg(n, dtypes.i64)],
-        num_workers=num_workers,
+        RunConfig(num_workers=num_workers),
     )
     elapsed = time.perf_counter() - started
     assert report.num_tasks == n
@@ -128,11 +129,12 @@ def _time_graph(
 def _time_runs(entries: dict[str, library.EntryPoint], orch: str, runs: int, num_workers: int) -> float:
     """Median seconds of one ``run_graph`` call of a small graph (after one warm-up run)."""
     args = (entries[orch].address, [entries["noop"].address], ["noop"], [])
-    graph.run_graph(*args, num_workers=num_workers)
+    config = RunConfig(num_workers=num_workers)
+    graph.run_graph(*args, config)
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        graph.run_graph(*args, num_workers=num_workers)
+        graph.run_graph(*args, config)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 

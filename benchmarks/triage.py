@@ -80,8 +80,8 @@ def main() -> None:
     from tilescope.analysis.poison import poison_run
     from tilescope.analysis.recorded import recorded_run
     from tilescope.analysis.triage.triage_command import triage
-    from tilescope.debug.observers import Recording
     from tilescope.ir.coverage import unwritten
+    from tilescope.runtime.run_config import Recording
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=3, help="runs of each measurement (default 3)")

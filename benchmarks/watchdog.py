@@ -37,6 +37,7 @@ def child(variant: str, n: int, repeat: int) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
     from tilescope.ir import dtypes
     from tilescope.runtime import graph, library
+    from tilescope.runtime.run_config import RunConfig
 
     import rms_norm
     import runtime_overhead
@@ -45,7 +46,7 @@ def child(variant: str, n: int, repeat: int) -> dict:
         ("TS_RUNTIME_NO_GUARDS",) if variant == "plain" else ()
     )  # NOTE: before any run, so every runtime uses it
     budget = 60.0 if variant == "watchdog" else 0.0
-    checks = graph.RunChecks(task_timeout_s=budget)
+    config = RunConfig(task_timeout_s=budget)
     with tempfile.TemporaryDirectory(prefix="tilescope-bench-") as tmp:
         entries = runtime_overhead._build(Path(tmp))
         chain = []
@@ -56,7 +57,7 @@ def child(variant: str, n: int, repeat: int) -> dict:
                 [entries["noop"].address],
                 ["noop"],
                 [graph.scalar_arg(n, dtypes.i64)],
-                checks=checks,
+                config,
             )
             chain.append((time.perf_counter() - t0) / n * 1e6)
     prog = rms_norm.build(2048, 2048, block=32, chunk=512).compile()

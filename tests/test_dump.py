@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import tilescope as ts
-from tilescope.runtime import graph
+from tilescope.runtime import run_config
 from tilescope.runtime.abi import TsDumpRecord
 from tilescope.runtime.library import load_core
 
@@ -222,7 +222,7 @@ def test_level2_slices_scalars_and_inouts():
 
 
 def test_arena_and_record_limits_are_counted(dag, monkeypatch):
-    monkeypatch.setattr(graph, "DUMP_ARENA_BYTES", 40000)  # one 32 KiB payload at a time
+    monkeypatch.setattr(run_config, "DUMP_ARENA_BYTES", 40000)  # one 32 KiB payload at a time
     x, y, out = torch.randn(64, 128), torch.randn(64, 128), torch.zeros(64, 128)
     dag.run(x, y, out, enable_dump_tensor=2, num_workers=1)
     m, payload = read_dump(dag)
@@ -232,8 +232,8 @@ def test_arena_and_record_limits_are_counted(dag, monkeypatch):
     torch.testing.assert_close(tensor_of(kept[0], payload), out)
     assert all(r["bin_offset"] is None and r["bin_size"] == 0 for r in m["records"] if r["overwritten"])
 
-    monkeypatch.setattr(graph, "DUMP_ARENA_BYTES", 1000)  # smaller than one payload
-    monkeypatch.setattr(graph, "DUMP_MAX_RECORDS", 5)
+    monkeypatch.setattr(run_config, "DUMP_ARENA_BYTES", 1000)  # smaller than one payload
+    monkeypatch.setattr(run_config, "DUMP_MAX_RECORDS", 5)
     dag.run(x, y, out, enable_dump_tensor=2, num_workers=1)
     m, payload = read_dump(dag)
     check_envelope(m, 2)

@@ -32,6 +32,7 @@ from tilescope.launch.task import replay_task
 from tilescope.runtime import graph, guarded
 from tilescope.runtime.abi import GUARD_BYTE
 from tilescope.runtime.graph import scalar_arg, tensor_arg
+from tilescope.runtime.run_config import Recording, RunConfig
 
 R, C = 64, 128
 
@@ -328,8 +329,10 @@ def libs(tmp_path_factory):
     return native_entries(tmp_path_factory.mktemp("guard_core"), KERNELS, ORCHESTRATIONS)
 
 
-def run(libs, orch: str, kernel: str, args: list, **kwargs):
-    return graph.run_graph(libs[f"o_{orch}"].address, [libs[f"k_{kernel}"].address], [kernel], args, **kwargs)
+def run(libs, orch: str, kernel: str, args: list, **recording):
+    return graph.run_graph(
+        libs[f"o_{orch}"].address, [libs[f"k_{kernel}"].address], [kernel], args, recording=Recording(**recording)
+    )
 
 
 @pytest.mark.slow
@@ -368,7 +371,7 @@ def test_a_runtime_reuses_an_intermediates_mapping_zero_filled_with_fresh_zones(
         for _ in range(3):
             report = rt.run(
                 libs["o_dirty"].address, [libs["k_dirty"].address], ["dirty"],
-                [tensor_arg(found, Direction.OUT)], record_edges=True,
+                [tensor_arg(found, Direction.OUT)], recording=Recording(record_edges=True),
             )  # fmt: skip
             assert found.item() == 0  # the earlier run's 0x5A bytes are gone
             (tmp,) = [b for b in report.buffers if b.program_arg == -1]
@@ -381,7 +384,7 @@ def test_damage_a_task_finds_before_its_kernel_runs_is_not_blamed_on_it(libs):
     with pytest.raises(ts.RuntimeFailure) as info:
         graph.run_graph(
             libs["o_stray_then_reader"].address, [libs["k_stray"].address, libs["k_noop"].address],
-            ["stray", "noop"], [], checks=graph.RunChecks(serial=True),
+            ["stray", "noop"], [], RunConfig(serial=True),
         )  # fmt: skip
     assert str(info.value) == (
         "guard zone damaged: found as task 1 (kernel noop) started, intermediate tensor 1 (f32[16], 64 bytes): "

@@ -15,6 +15,7 @@ from tilescope import knobs
 from tilescope.debug.observers import PmuObserver, TraceObserver, observers_for, recording_of
 from tilescope.errors import ConfigError
 from tilescope.harness import add_harness_args, harness_kwargs, run_jit
+from tilescope.runtime.run_config import RunConfig
 from tilescope.tools.roofline import format_ranking, pmu_ranking
 from tilescope.tools.trace import register, summarize_trace
 
@@ -133,9 +134,9 @@ def test_the_harness_flag_and_tilescope_trace_print_the_ranking(capsys):
 
 @pytest.mark.slow
 def test_no_counters_without_the_knob():
-    assert not [o for o in observers_for({"enable_trace": True}) if isinstance(o, PmuObserver)]
-    assert recording_of(observers_for({"enable_trace": True})).pmu is False
-    on = observers_for({"enable_pmu": True})
+    assert not [o for o in observers_for(RunConfig(enable_trace=True)) if isinstance(o, PmuObserver)]
+    assert recording_of(observers_for(RunConfig(enable_trace=True))).pmu is False
+    on = observers_for(RunConfig(enable_pmu=True))
     assert [type(o) for o in on] == [TraceObserver, PmuObserver] and recording_of(on).pmu is True
     prog = vector_dag.vector_dag.compile()
     report = prog.run(*_args(), enable_trace=True, num_workers=2).report
@@ -179,13 +180,14 @@ import dataclasses, json, os, resource, sys
 import torch
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime import graph
+from tilescope.runtime.run_config import Recording, RunConfig
 
 prog = CompiledProgram.from_dir(sys.argv[1])
 loaded = prog.binaries()
 tensors = [torch.randn(*spec.shape) for spec in prog.args]  # alive for as long as the runs use them
 args = [graph.tensor_arg(t, spec.direction) for t, spec in zip(tensors, prog.args)]
 run = [loaded.orchestration, loaded.kernels, [k["name"] for k in prog.kernels], args]
-pmu = {"num_workers": 2, "record_task_times": True, "checks": graph.RunChecks(pmu=True)}
+pmu = {"config": RunConfig(num_workers=2), "recording": Recording(record_task_times=True, pmu=True)}
 graph.run_graph(*run, **pmu)  # the pooled workers, and what collecting imports, exist before the limit
 lowest_free = os.open(os.devnull, os.O_RDONLY)  # the kernel hands out the lowest free fd
 os.close(lowest_free)

@@ -25,6 +25,7 @@ from tilescope.ir.types import Direction
 from tilescope.runtime import abi, collect, graph, library, records
 from tilescope.runtime.graph import scalar_arg, tensor_arg
 from tilescope.runtime.records import EdgeRecord
+from tilescope.runtime.run_config import Recording, RunConfig
 
 pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
 
@@ -252,9 +253,15 @@ def libs(tmp_path_factory):
     return native_entries(tmp_path_factory.mktemp("runtime_core"), KERNELS, ORCHESTRATIONS)
 
 
-def run(libs, orch: str, kernels: list[str], args: list, **kwargs) -> records.RunReport:
+def run(libs, orch: str, kernels: list[str], args: list, num_workers: int = 0, **recording) -> records.RunReport:
+    """``run_graph`` on ``num_workers`` workers, recording ``recording`` (``Recording``'s fields)."""
     return graph.run_graph(
-        libs[f"o_{orch}"].address, [libs[f"k_{k}"].address for k in kernels], kernels, args, **kwargs
+        libs[f"o_{orch}"].address,
+        [libs[f"k_{k}"].address for k in kernels],
+        kernels,
+        args,
+        RunConfig(num_workers=num_workers),
+        Recording(**recording),
     )
 
 
@@ -590,7 +597,7 @@ def test_levels_out_of_range_are_argument_errors(libs):
     with pytest.raises(ArgumentError, match=r"dump_level must be 0\.\.3, got 4"):
         run(libs, "overlap", ["noop"], args, dump_level=4)
     with pytest.raises(ArgumentError, match=r"print_intermediates must be 0\.\.3, got 4"):
-        run(libs, "overlap", ["noop"], args, checks=graph.RunChecks(print_intermediates=4))
+        run(libs, "overlap", ["noop"], args, print_intermediates=4)
 
 
 def test_out_of_bounds_slice_is_reported_with_task_and_arg(libs):
@@ -700,7 +707,7 @@ def run_on(
     runtime: graph.Runtime, libs, orch: str, kernels: list[str], args: list, **kwargs
 ) -> records.RunReport:
     return runtime.run(
-        libs[f"o_{orch}"].address, [libs[f"k_{k}"].address for k in kernels], kernels, args, **kwargs
+        libs[f"o_{orch}"].address, [libs[f"k_{k}"].address for k in kernels], kernels, args, recording=Recording(**kwargs)
     )
 
 
@@ -933,6 +940,7 @@ EXIT_SCRIPT = """
 import os, sys, threading, time
 from tilescope.ir import dtypes
 from tilescope.runtime import graph, library
+from tilescope.runtime.run_config import RunConfig
 
 mode, orch_path, kernel_path = sys.argv[1:4]
 orch = library.load_entry(orch_path, "orchestration_entry")
@@ -941,7 +949,7 @@ spin = library.load_entry(kernel_path, "kernel_entry")
 
 def chain(n, us, **kw):
     args = [graph.scalar_arg(n, dtypes.i64), graph.scalar_arg(us, dtypes.f64)]
-    return graph.run_graph(orch.address, [spin.address], ["spin"], args, **kw)
+    return graph.run_graph(orch.address, [spin.address], ["spin"], args, RunConfig(**kw))
 
 
 for workers in (2, 0, 2):

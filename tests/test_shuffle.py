@@ -37,10 +37,10 @@ def test_a_read_outside_its_region_is_found_as_the_first_task_that_differs(tmp_p
 
 def test_a_shuffled_run_cannot_be_serial(tmp_path):
     prog = tp.pipeline.compile(build_dir=str(tmp_path))
-    from tilescope import knobs
     from tilescope.launch.run import launch
+    from tilescope.runtime.run_config import RunConfig
 
     args = list(tp.pipeline_inputs().values())
-    opts = knobs.runtime_options({"serial": True})
+    config = RunConfig.from_keywords({"serial": True}).replace(shuffle_seed=5)
     with pytest.raises(RuntimeFailure, match="a shuffled run cannot be serial"):
-        launch(prog, prog.binaries(), args, opts, shuffle_seed=5)
+        launch(prog, prog.binaries(), args, config)

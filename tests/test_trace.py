@@ -10,6 +10,7 @@ import torch
 from tilescope.debug.trace_json import write_trace
 from tilescope.harness import run_jit
 from tilescope.runtime import graph, records
+from tilescope.runtime.run_config import Recording, RunConfig
 from tilescope.tools.trace import TraceError, register, summarize_trace
 
 import rms_norm
@@ -139,9 +140,8 @@ def _run_with_edges(prog, args, num_workers=2):
         loaded.kernels,
         [k["name"] for k in prog.kernels],
         cargs,
-        num_workers=num_workers,
-        record_edges=True,
-        record_task_times=True,
+        RunConfig(num_workers=num_workers),
+        Recording(record_edges=True, record_task_times=True),
     )
 
 

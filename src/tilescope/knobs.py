@@ -447,31 +447,6 @@ def override(**values: Any) -> Iterator[None]:
         _overrides.reset(token)
 
 
-def _environment_names() -> frozenset[str] | dict:
-    """The names set in the environment (a view that membership tests cheaply)."""
-    data = getattr(os.environ, "_data", None)
-    if isinstance(data, dict) and os.supports_bytes_environ:
-        return _DecodedKeys(data)
-    return frozenset(os.environ)
-
-
-class _DecodedKeys:
-    """``name in os.environ`` for str names over the bytes-keyed store, without re-encoding."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: dict) -> None:
-        self._data = data
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and _encoded(name) in self._data
-
-
-@functools.lru_cache(maxsize=256)
-def _encoded(name: str) -> bytes:
-    return os.fsencode(name)
-
-
 def _check_given(cfg: dict[str, Any], knobs: dict[str, Knob], what: str) -> None:
     unknown = sorted(set(cfg) - set(knobs))
     if unknown:
@@ -494,13 +469,11 @@ def _validate(cfg: dict[str, Any] | None, knobs: dict[str, Knob], what: str) -> 
     _check_given(cfg, knobs, what)
     out = {}
     overrides = _overrides.get()
-    # NOTE: one dict lookup per knob (os.environ.get re-encodes each name: ~1 us a knob, per run)
-    present = _environment_names()
     for name, knob in knobs.items():
         value = cfg.get(name)
         if value is None:
             value = overrides.get(name)
-        if value is None and knob.env_var in present:
+        if value is None:
             value = knob.env_value()
         out[name] = knob.default if value is None else value
     return out
@@ -512,46 +485,9 @@ def compile_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def runtime_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
-    """Validated runtime options with defaults filled in (a fresh dict on every call).
-
-    A run validates its options on every call; the result is kept per distinct configuration
-    (the call's options, the ``override`` blocks in effect, the knobs' environment variables),
-    so a repeated configuration is not validated again, and any change is."""
-    key: tuple | None = _runtime_key(cfg)
-    try:
-        known = _runtime_cache.get(key)
-    except TypeError:  # a value that is not hashable: this configuration is validated every time
-        key = known = None
-    if known is None:
-        known = _validate(cfg, RUNTIME_KNOBS, "runtime_cfg")
-        if key is not None:
-            if len(_runtime_cache) >= _RUNTIME_CACHE_SIZE:
-                _runtime_cache.clear()
-            _runtime_cache[key] = known
-    return dict(known)
-
-
-_RUNTIME_CACHE_SIZE = 256
-_runtime_cache: dict[tuple, dict[str, Any]] = {}
-
-
-def _runtime_key(cfg: dict[str, Any] | None) -> tuple:
-    """What ``runtime_options(cfg)`` depends on (each value with its type: 1 and True differ);
-    hashable unless a given value is not."""
-    data = getattr(os.environ, "_data", None)
-    if isinstance(data, dict) and os.supports_bytes_environ:
-        env = tuple(map(data.get, _runtime_env_names()))
-    else:
-        env = tuple(map(os.environ.get, (k.env_var for k in RUNTIME_KNOBS.values() if k.env_var)))
-    given = tuple((k, type(v), v) for k, v in cfg.items()) if cfg else ()
-    overrides = _overrides.get()
-    over = tuple((k, type(v), v) for k, v in overrides.items()) if overrides else ()
-    return (given, over, env)
-
-
-@functools.cache
-def _runtime_env_names() -> tuple[bytes, ...]:
-    return tuple(_encoded(k.env_var) for k in RUNTIME_KNOBS.values() if k.env_var)
+    """Validated runtime options with defaults filled in (a fresh dict on every call; the
+    environment is read on every call)."""
+    return _validate(cfg, RUNTIME_KNOBS, "runtime_cfg")
 
 
 def freeze(cfg: dict[str, Any]) -> tuple:

@@ -32,14 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilescope import knobs
 from tilescope.analysis.hazards import Box, Hazard, Order, Span, contains, hazards, layout_box, layout_of
 from tilescope.analysis.recorded import crash_report_to
 from tilescope.build.manifest import Build
 from tilescope.build.paths import TRIAGE_DIR, atomic_write, confined, dfx_dir
 from tilescope.debug.deps_json import buffer_names, region_box
 from tilescope.debug.intermediates import record_tensor
-from tilescope.debug.observers import Recording
 from tilescope.debug.symbolize import dsl_marker
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.ir import dtypes
@@ -48,6 +46,7 @@ from tilescope.launch.run import Binaries, launch
 from tilescope.runtime.guarded import guarded_args
 from tilescope.runtime.library import load_entry, probe_sink, sink_installer
 from tilescope.runtime.records import RunReport, TaskArgRecord
+from tilescope.runtime.run_config import Recording, RunConfig
 from tilescope.toolchain import BuildJob
 from tilescope.toolchain import build as build_objects
 
@@ -298,7 +297,7 @@ def audit_run(build: CompiledProgram, inputs: dict[str, Any]) -> Audit:
                         [sink_installer(e.library) for e in libraries])  # fmt: skip
     installers = [sink_installer(e.library, "ts_audit_install") for e in libraries]
     args = guarded_args([inputs[a.name] for a in build.args])  # aliasing inputs stay aliased
-    opts = knobs.runtime_options({"serial": True, "log_level": "error"})
+    config = RunConfig.from_keywords({"serial": True, "log_level": "error"}).replace(crash_report=crash_report_to.get())
     sink = probe_sink()
     failure = None
     for install in installers:
@@ -306,7 +305,7 @@ def audit_run(build: CompiledProgram, inputs: dict[str, Any]) -> Audit:
             install(sink)
     try:
         capture = Recording(record_edges=True, record_task_times=True, probes=True)
-        report = launch(build, binaries, args, opts, capture=capture, crash_report=crash_report_to.get()).report
+        report = launch(build, binaries, args, config, capture=capture).report
     except RuntimeFailure as e:
         report, failure = getattr(e, "report", None), str(e)
         if report is None:

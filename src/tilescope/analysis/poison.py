@@ -39,10 +39,10 @@ from tilescope.analysis.recorded import recorded_run
 from tilescope.build.build_report import load_report
 from tilescope.build.manifest import Build
 from tilescope.debug.deps_json import buffer_names, region_box
-from tilescope.debug.observers import Recording
 from tilescope.ir.coverage import slice_text
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.records import RunReport
+from tilescope.runtime.run_config import Recording
 
 PATTERNS = (0xA5, 0x5A)
 _INT_OF = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

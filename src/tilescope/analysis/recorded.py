@@ -15,15 +15,13 @@ from typing import Any
 
 import torch
 
-from tilescope import knobs
-from tilescope.debug.observers import Recording
 from tilescope.ir import dtypes
 from tilescope.ir.types import Direction
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import launch
-from tilescope.runtime.graph import DUMP_ARENA_BYTES
 from tilescope.runtime.guarded import guarded_args
 from tilescope.runtime.records import RunReport
+from tilescope.runtime.run_config import DUMP_ARENA_BYTES, Recording, RunConfig
 
 MAX_ARENA = 8 << 30  # the most one recorded run keeps of every task's arguments
 # where a kernel that crashes during a recorded run writes its crash report (None: nowhere); the
@@ -50,7 +48,9 @@ def recorded_run(
         RuntimeFailure: the run failed (``.failure`` says how, ``.report`` what it recorded).
     """
     schedule = {"serial": True} if shuffle is None else {"num_workers": shuffle[0]}
-    opts = knobs.runtime_options({**schedule, "enable_dep_gen": dep_gen, "log_level": "error"})
+    config = RunConfig.from_keywords({**schedule, "enable_dep_gen": dep_gen, "log_level": "error"}).replace(
+        poison=poison, shuffle_seed=None if shuffle is None else shuffle[1], crash_report=crash_report_to.get()
+    )
     arena = DUMP_ARENA_BYTES
     while True:
         args = guarded_args([inputs[a.name] for a in build.args])
@@ -64,8 +64,7 @@ def recorded_run(
                     args[i].untyped_storage().data_ptr() not in read
                 ):
                     poison_fill(args[i], poison)
-        report = launch(build, build.binaries(), args, opts, capture=capture, dump_arena_bytes=arena, poison=poison,
-                        shuffle_seed=None if shuffle is None else shuffle[1], crash_report=crash_report_to.get()).report  # fmt: skip
+        report = launch(build, build.binaries(), args, config.replace(dump_arena_bytes=arena), capture=capture).report
         records = report.dump.records if report.dump is not None else []
         lost = any(r.truncated or r.overwritten for r in records)
         need = sum(math.prod(r.shape) * dtypes.by_name(r.dtype).itemsize for r in records if r.kind != "scalar")

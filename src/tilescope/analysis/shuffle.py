@@ -41,10 +41,10 @@ from tilescope.analysis.audit import arg_bytes
 from tilescope.analysis.localize.tasks import CapturedTask, captured_tasks
 from tilescope.analysis.poison import bits, box_text, mask_boxes
 from tilescope.analysis.recorded import recorded_run
-from tilescope.debug.observers import Recording
 from tilescope.errors import RuntimeFailure
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.records import RunReport
+from tilescope.runtime.run_config import Recording
 
 
 @dataclass

@@ -25,7 +25,6 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,34 +37,11 @@ from tilescope.debug.intermediates import write_intermediates
 from tilescope.debug.pmu_csv import write_pmu
 from tilescope.debug.tensor_dump import write_tensor_dump
 from tilescope.debug.trace_json import write_trace
-from tilescope.errors import ConfigError, TilescopeError
+from tilescope.errors import TilescopeError
 from tilescope.runtime.records import RunReport
+from tilescope.runtime.run_config import Recording, RunConfig
 
 log = logging.getLogger("tilescope")
-
-
-@dataclass(frozen=True)
-class Recording:
-    """What the runtime core records during a run (see ``ts_run_config``)."""
-
-    record_edges: bool = False  # dependency edges, task arguments and buffers
-    record_task_times: bool = False  # per-task times and names (enable_trace, enable_dep_gen)
-    dump_level: int = 0  # tensor dump: 1 tagged, 2 every argument, 3 metadata only
-    print_intermediates: int = 0  # its level; at 3 the core prints a stderr line per task start and finish
-    nan_check: bool = False  # scan Out/InOut regions for NaN/Inf after each task
-    probes: bool = False  # keep the tile of every ts.probe a kernel runs (dump records of stage "probe")
-    pmu: bool = False  # per-task counters around every kernel (enable_pmu)
-
-    def merge(self, other: Recording) -> Recording:
-        """Both recordings at once; two different dump levels cannot be combined."""
-        if self.dump_level and other.dump_level and self.dump_level != other.dump_level:
-            raise ConfigError(
-                f"a level-{self.dump_level} and a level-{other.dump_level} tensor dump cannot be recorded in "
-                "one run (print_intermediates 1 and 2 record a level-2 dump): drop one of the options"
-            )
-        merged = {f.name: getattr(self, f.name) or getattr(other, f.name) for f in fields(self)}
-        merged["dump_level"] = self.dump_level or other.dump_level
-        return Recording(**merged)
 
 
 class RunObserver(Protocol):
@@ -189,32 +165,20 @@ class NanCheckObserver:
         return nan
 
 
-def observers_for(opts: dict[str, Any]) -> list[RunObserver]:
-    """The observers validated run options ``opts`` turn on, in the order they finish."""
-    printing, dump_level = opts.get("print_intermediates") or 0, opts.get("enable_dump_tensor") or 0
-    if printing in (1, 2) and dump_level not in (0, 2):
-        raise ConfigError(
-            f"print_intermediates={printing} records every task's arguments (a level-2 dump); it "
-            f"cannot be combined with enable_dump_tensor={dump_level}: drop one of them"
-        )
-    if opts.get("kernel_filter") and not printing and dump_level not in (2, 3):
-        raise ConfigError(
-            f"kernel_filter {opts['kernel_filter']!r} limits print_intermediates (or a level-2 or level-3 tensor "
-            "dump) to those kernels, and neither is on, so it would do nothing: add print_intermediates=N "
-            "(--print-intermediates N) or enable_dump_tensor=2 (--dump-tensor 2), or drop kernel_filter"
-        )
+def observers_for(config: RunConfig) -> list[RunObserver]:
+    """The observers a run's options turn on, in the order they finish."""
     observers: list[RunObserver] = []
-    if opts.get("enable_dep_gen"):
+    if config.enable_dep_gen:
         observers.append(DepsObserver())
-    if opts.get("enable_trace") or opts.get("enable_pmu"):
+    if config.enable_trace or config.enable_pmu:
         observers.append(TraceObserver())
-    if opts.get("enable_pmu"):
+    if config.enable_pmu:
         observers.append(PmuObserver())
-    if opts.get("enable_dump_tensor") or opts.get("probes"):
-        observers.append(TensorDumpObserver(int(opts.get("enable_dump_tensor") or 0), bool(opts.get("probes"))))
-    if opts.get("print_intermediates"):
-        observers.append(IntermediatesObserver(int(opts["print_intermediates"])))
-    if opts.get("nan_check"):
+    if config.enable_dump_tensor or config.probes:
+        observers.append(TensorDumpObserver(config.enable_dump_tensor, config.probes))
+    if config.print_intermediates:
+        observers.append(IntermediatesObserver(config.print_intermediates))
+    if config.nan_check:
         observers.append(NanCheckObserver())
     return observers
 

@@ -120,8 +120,17 @@ class BuildCase(pytest.Item):
     def _run_scene_case(self, work: Path):
         from tilescope.analysis.compare import check_tolerances
         from tilescope.errors import TilescopeError
-        from tilescope.harness.run_jit import Phases, RunResult, execute, finish, golden_outputs
+        from tilescope.harness.run_jit import (
+            Execution,
+            Expected,
+            Phases,
+            RunResult,
+            execute,
+            finish,
+            golden_outputs,
+        )
         from tilescope.launch.program import CompiledProgram
+        from tilescope.runtime.run_config import RunConfig
 
         try:
             compiled = CompiledProgram.from_dir(work)
@@ -154,9 +163,8 @@ class BuildCase(pytest.Item):
         except TilescopeError as e:
             raise BuildCaseFailure(f"{work / SCENE_TEST}: case {self.name!r}: {e}") from None
         try:
-            execute(
-                Phases(None), result, compiled, dict(args), golden_outputs(golden, outputs), cfg, rtol, atol
-            )
+            run = Execution(compiled, RunConfig.from_keywords(cfg), Expected(golden_outputs(golden, outputs), rtol, atol))
+            execute(Phases(None), result, run, dict(args))
         except TilescopeError as e:
             result.error = str(e)
         return finish(result, compiled.name)

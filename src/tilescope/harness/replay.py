@@ -27,9 +27,10 @@ from tilescope.build.manifest import as_build_dir
 from tilescope.debug.intermediates import value_stats
 from tilescope.errors import TilescopeError
 from tilescope.harness.flags import add_runtime_args, runtime_cfg_from_args
-from tilescope.harness.run_jit import Phases, RunResult, data_args, execute, finish
+from tilescope.harness.run_jit import Execution, Expected, Phases, RunResult, data_args, execute, finish
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.task import SavedTask, TaskReplay, load_saved_task, run_saved_task
+from tilescope.runtime.run_config import RunConfig
 
 
 def replay_compiled(
@@ -61,7 +62,8 @@ def replay_compiled(
     )
     name = work.name
     try:
-        configure(knobs.runtime_options(runtime_cfg)["log_level"])
+        config = RunConfig.from_keywords(runtime_cfg)
+        configure(config.log_level)
         interp = result.platform == "interp"  # runs the IR dump: no g++
         compiled = phases.run("compile", f"load build {work}", lambda: CompiledProgram.from_dir(work, not interp))
         name = compiled.name
@@ -69,7 +71,7 @@ def replay_compiled(
             check_tolerances(rtol or 0.0, atol or 0.0)
             compiled.check_args(args)
             inputs = {a.name: v for a, v in zip(compiled.args, args)}
-            execute(phases, result, compiled, inputs, None, runtime_cfg, rtol or 0.0, atol or 0.0)
+            execute(phases, result, Execution(compiled, config, Expected(None, rtol or 0.0, atol or 0.0)), inputs)
             return finish(result, name)
         data = Path(golden_data) if golden_data else work / "data"
         if not golden_data and not data.is_dir():
@@ -84,18 +86,8 @@ def replay_compiled(
         inputs, saved = phases.run(
             "inputs", f"load golden data {data}", lambda: load_snapshot(data, data_args(compiled))
         )
-        execute(
-            phases,
-            result,
-            compiled,
-            inputs,
-            lambda _: saved,
-            runtime_cfg,
-            rtol,
-            atol,
-            compare_fn,
-            golden_from=data,
-        )
+        expected = Expected(lambda _: saved, rtol, atol, compare_fn, golden_from=data)
+        execute(phases, result, Execution(compiled, config, expected), inputs)
     except TilescopeError as e:
         result.error = str(e)
         result.failure = getattr(e, "failure", None)
@@ -224,12 +216,12 @@ def run_cli(args: argparse.Namespace) -> int:
     try:
         if ignored:
             raise TilescopeError(f"{', '.join(ignored)} apply to whole-program replays, not to --task")
-        opts = knobs.runtime_options(cfg)
-        configure(opts["log_level"])
-        program = CompiledProgram.from_dir(args.build_dir, opts["platform"] != "interp")
+        config = RunConfig.from_keywords(cfg)
+        configure(config.log_level)
+        program = CompiledProgram.from_dir(args.build_dir, config.platform != "interp")
         task = load_saved_task(program, args.task, args.from_dir)
-        print_task_header(task, opts["platform"])
-        replay = run_saved_task(program, task, opts)
+        print_task_header(task, config.platform)
+        replay = run_saved_task(program, task, config)
     except TilescopeError as e:
         print(f"[ERROR] {e}", file=sys.stderr, flush=True)
         return 1

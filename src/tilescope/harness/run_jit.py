@@ -51,6 +51,7 @@ from tilescope.language.decorators import InlineFunction, KernelFunction
 from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
+from tilescope.runtime.run_config import RunConfig
 
 
 @dataclass
@@ -120,78 +121,123 @@ def _clone(values: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.clone() if torch.is_tensor(v) else v) for k, v in values.items()}
 
 
-def execute(
-    phases: Phases,
-    result: RunResult,
-    compiled,
-    inputs: dict[str, Any],
-    golden: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None,
-    runtime_cfg: dict[str, Any],
-    rtol: float,
-    atol: float,
-    compare_fn: Callable[..., Any] | None = None,
-    save_data: bool = False,
-    tolerances: dict[str, float] | None = None,
-    golden_from: str | os.PathLike | None = None,
-    checks: Checks = NO_CHECKS,
-) -> None:
-    """Run ``compiled`` on ``inputs`` (its outputs written in place: the run writes copies with
+@dataclass(frozen=True)
+class Expected:
+    """What a run's outputs are compared with, and how."""
+
+    golden: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None  # values -> outputs (None: not checked)
+    rtol: float
+    atol: float
+    compare_fn: Callable[..., Any] | None = None
+    golden_from: str | os.PathLike | None = None  # the golden was loaded from this data directory, not computed
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One harness run of a build: its options, what its outputs are compared with, whether its
+    data are saved (with ``meta``, such as the seed) and the checks asked for."""
+
+    compiled: CompiledProgram
+    config: RunConfig
+    expected: Expected
+    save_data: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+    checks: Checks = NO_CHECKS
+
+    def data(self, before: dict[str, Any], golden: dict, references: dict) -> RunData:
+        """This run's data, as a check needs them."""
+        e = self.expected
+        return RunData(build=self.compiled, before=before, golden=golden, references=references, data=e.golden_from,
+                       saved=self.save_data, rtol=e.rtol, atol=e.atol)  # fmt: skip
+
+
+def execute(phases: Phases, result: RunResult, run: Execution, inputs: dict[str, Any]) -> None:
+    """Run ``run.compiled`` on ``inputs`` (its outputs written in place: the run writes copies with
     guard zones, runtime/guarded.py, copied back after it, a failed run's too), then compute the
-    golden from a copy of the inputs (or, with ``golden_from``, take the golden loaded from that
-    data directory), optionally snapshot both, and compare; then the ``checks`` asked for
-    (``harness.checks``) on the data of this run. Fills ``result``."""
-    opts = knobs.runtime_options(runtime_cfg)
+    golden from a copy of the inputs (or take the one loaded from ``golden_from``), optionally
+    snapshot both, and compare; then the ``checks`` asked for (``harness.checks``) on the data of
+    this run. Fills ``result``."""
     before = _clone(inputs)
+    info = _run_program(phases, result, run, inputs, before)
+    result.num_tasks = info.num_tasks
+    result.nan = info.nan
+    out_names = [a.name for a in run.compiled.args if a.is_output]
+    result.outputs = {n: inputs[n] for n in out_names}
+    if run.expected.golden is None:
+        phases.say("[RUN] no golden_fn: outputs are not checked")
+        result.passed = True
+        return
+    _compare(phases, result, run, before, run.expected.golden)
+    _check(phases, result, run.checks, run.data(before, result.golden, result.references))
+
+
+def _run_program(phases: Phases, result: RunResult, run: Execution, inputs: dict[str, Any], before: dict[str, Any]):
+    """The run itself, on guarded copies of ``inputs`` whose outputs are copied back however it
+    ends; a failed run's data are saved and triaged when asked before its error is raised again."""
+    compiled = run.compiled
     guarded = dict(zip(inputs, guarded_args(list(inputs.values()))))  # NOTE: inputs that alias stay aliased
     args = [guarded[a.name] for a in compiled.args]
     try:
-        info = phases.run(
+        return phases.run(
             "run",
-            f"run on {opts['platform']}",
-            lambda: compiled.run(*args, **runtime_cfg),
+            f"run on {run.config.platform}",
+            lambda: compiled.run_with(run.config, *args),
             lambda i: f"{i.num_tasks} tasks",
         )
     except RuntimeFailure:
-        # NOTE: a failed run is what its data are most wanted for: saved (--save-data) and triaged
-        data = _golden_of(golden, before, golden_from, compiled) if golden is not None else None
-        if data is not None and save_data:
-            try:
-                _save(phases, compiled, before, *data, rtol, atol, tolerances)
-            except TilescopeError as e:  # NOTE: the run's failure is the error to raise, not the save's
-                phases.say(f"[RUN] the data could not be saved: {e}")
-        if data is not None and checks.triage:
-            result.triage = triage_run(RunData(compiled, before, *data, golden_from, save_data, rtol, atol), phases.say,
-                                       checks.fix)  # fmt: skip
+        _after_failure(phases, result, run, before)
         raise
     finally:
         for a in compiled.args:
             if a.is_output:
                 inputs[a.name].copy_(guarded[a.name])
-    result.num_tasks = info.num_tasks
-    result.nan = info.nan
-    out_names = [a.name for a in compiled.args if a.is_output]
-    result.outputs = {n: inputs[n] for n in out_names}
-    if golden is None:
-        phases.say("[RUN] no golden_fn: outputs are not checked")
-        result.passed = True
+
+
+def _after_failure(phases: Phases, result: RunResult, run: Execution, before: dict[str, Any]) -> None:
+    """A failed run is what its data are most wanted for: saved (--save-data) and triaged."""
+    data = _golden_of(run, run.expected.golden, before) if run.expected.golden is not None else None
+    if data is None:
         return
-    if golden_from is not None:
+    if run.save_data:
+        try:
+            _save(phases, run, before, *data)
+        except TilescopeError as e:  # NOTE: the run's failure is the error to raise, not the save's
+            phases.say(f"[RUN] the data could not be saved: {e}")
+    if run.checks.triage:
+        result.triage = triage_run(run.data(before, *data), phases.say, run.checks.fix)
+
+
+def _compare(
+    phases: Phases,
+    result: RunResult,
+    run: Execution,
+    before: dict[str, Any],
+    golden: Callable[[dict[str, Any]], dict[str, torch.Tensor]],
+) -> None:
+    """The golden (computed on a copy of the inputs, or the saved one), saved with the inputs when
+    asked, and every output compared with it."""
+    expected = run.expected
+    out_names = list(result.outputs)
+    if expected.golden_from is not None:
         computed = golden(before)
-        phases.say(f"[RUN] golden … from {Path(golden_from) / 'out'} (saved, not computed)")
+        phases.say(f"[RUN] golden … from {Path(expected.golden_from) / 'out'} (saved, not computed)")
     else:
         computed = phases.run("golden", "golden", lambda: golden(_clone(before)))
     result.golden = {n: computed[n] for n in out_names}
     # what else golden_fn filled: references of intermediates and probes, for `tilescope localize`
     result.references = {k: v for k, v in computed.items() if k not in result.golden}
-    if save_data:
-        _save(phases, compiled, before, result.golden, result.references, rtol, atol, tolerances)
-    result.rtol, result.atol = rtol, atol
-    result.comparisons = compare_outputs(result.outputs, result.golden, out_names, rtol, atol, compare_fn)
+    if run.save_data:
+        _save(phases, run, before, result.golden, result.references)
+    rtol, atol = result.rtol, result.atol = expected.rtol, expected.atol
+    result.comparisons = compare_outputs(result.outputs, result.golden, out_names, rtol, atol, expected.compare_fn)
     for rep in result.comparisons:
         for line in rep.lines(rtol, atol):
             phases.say(line)
     result.passed = all(r.passed for r in result.comparisons)
-    run = RunData(compiled, before, result.golden, result.references, golden_from, save_data, rtol, atol)
+
+
+def _check(phases: Phases, result: RunResult, checks: Checks, run: RunData) -> None:
+    """The checks asked for, on the data of a run that was compared."""
     if checks.poison:
         result.poison = poison_check(run, phases.say)
     if checks.shuffle:
@@ -201,16 +247,18 @@ def execute(
     elif checks.triage:
         phases.say(
             "[triage] the run passed: nothing to triage (--shuffle N checks that it stays the same across schedules; "
-            f"so does tilescope triage {compiled.work_dir} after --save-data)"
+            f"so does tilescope triage {run.build.work_dir} after --save-data)"
         )
     elif checks.localize and not result.passed:
         result.localize = localize_run(run, phases.say)
 
 
-def _save(phases: Phases, compiled, before, golden, references, rtol, atol, tolerances) -> None:
+def _save(phases: Phases, run: Execution, before: dict, golden: dict, references: dict) -> None:
     """Snapshot this run's inputs and golden into the build's ``data/`` (``--save-data``)."""
+    compiled = run.compiled
     # NOTE: the code's hashes let `tilescope localize` say when the build changed since the save
-    meta = {"rtol": rtol, "atol": atol, **(tolerances or {}), "sources": source_hashes(compiled.work_dir, compiled.config)}
+    meta = {"rtol": run.expected.rtol, "atol": run.expected.atol, **run.meta,
+            "sources": source_hashes(compiled.work_dir, compiled.config)}  # fmt: skip
     where = phases.run(
         "save",
         "save data",
@@ -220,13 +268,13 @@ def _save(phases: Phases, compiled, before, golden, references, rtol, atol, tole
     phases.say(f"[RUN] replay it with: --golden-data {where}")
 
 
-def _golden_of(golden, before, golden_from, compiled) -> tuple[dict, dict] | None:
+def _golden_of(run: Execution, golden: Callable[[dict[str, Any]], dict], before: dict[str, Any]) -> tuple[dict, dict] | None:
     """The golden outputs and references of a run that failed (None if golden_fn fails too)."""
     try:
-        computed = golden(before) if golden_from is not None else golden(_clone(before))
+        computed = golden(before) if run.expected.golden_from is not None else golden(_clone(before))
     except TilescopeError:
         return None
-    names = [a.name for a in compiled.args if a.is_output]
+    names = [a.name for a in run.compiled.args if a.is_output]
     return {n: computed[n] for n in names}, {k: v for k, v in computed.items() if k not in names}
 
 
@@ -249,6 +297,25 @@ def finish(result: RunResult, name: str) -> RunResult:
     where = f" ({result.work_dir})" if result.work_dir else ""
     print(f"[{verdict}] {name} on {result.platform}{where}", flush=True)
     return result
+
+
+@dataclass(frozen=True)
+class JitRequest:
+    """What ``run_jit`` was asked to do (its arguments, the checks gathered in ``Checks``)."""
+
+    fn: Any
+    specs: list[Spec]
+    golden_fn: Callable[[dict[str, Any]], None] | None
+    golden_data: str | None
+    compile_cfg: dict[str, Any] | None
+    rtol: float
+    atol: float
+    compare_fn: Callable[..., Any] | None
+    compile_only: bool
+    runtime_dir: str | None
+    save_data: bool
+    seed: int
+    checks: Checks
 
 
 def run_jit(
@@ -289,42 +356,14 @@ def run_jit(
     given_cfgs = {"runtime_cfg": runtime_cfg, "compile_cfg": compile_cfg}
     runtime_cfg = dict(runtime_cfg) if isinstance(runtime_cfg, Mapping) else {}
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
-    result = RunResult(
-        False,
-        platform=knobs.RUNTIME_KNOBS["platform"].value(runtime_cfg.get("platform")),
-        timings=phases.timings,
-    )
-    name = program_name(fn)
+    platform = knobs.RUNTIME_KNOBS["platform"].value(runtime_cfg.get("platform"))
+    result = RunResult(False, platform=platform, timings=phases.timings)
+    checks = Checks(bool(localize), bool(triage or fix), bool(poison), shuffle, bool(fix))
+    request = JitRequest(fn, specs, golden_fn, golden_data, compile_cfg, rtol, atol, compare_fn, compile_only,
+                         runtime_dir, save_data, seed, checks)  # fmt: skip
     try:
-        check_options(given_cfgs, golden_fn, compare_fn, compile_only, save_data, golden_data, runtime_dir)
-        triage = bool(triage or fix)
-        checks = Checks(bool(localize), triage, bool(poison), shuffle, bool(fix))
-        if checks.problem():
-            raise HarnessError(str(checks.problem()))
-        if triage and "isolate" not in runtime_cfg and result.platform == "sim":
-            runtime_cfg["isolate"] = True  # NOTE: a crash must become a report that triage can classify
-        configure(knobs.runtime_options(runtime_cfg)["log_level"])
-        check_program(fn)
-        check_specs(specs)
-        check_tolerances(rtol, atol)
-        if seed_problem(seed) is not None:
-            raise HarnessError(str(seed_problem(seed)))
-        if runtime_dir:
-            compiled = phases.run(
-                "compile",
-                f"reuse build {runtime_dir}",
-                lambda: CompiledProgram.from_dir(runtime_dir, result.platform != "interp"),
-                lambda c: "no front-end",
-            )
-        else:
-            compiled = phases.run(
-                "compile",
-                f"compile {fn.name}",
-                lambda: fn.compile(
-                    build_cpp=bool(compile_only) or result.platform != "interp", **(compile_cfg or {})
-                ),
-                lambda c: str(c.work_dir),
-            )
+        config = _run_config(request, given_cfgs, runtime_cfg, platform)
+        compiled = _compiled(phases, request, platform)
         result.work_dir = compiled.work_dir
         if compile_only:
             result.passed = True
@@ -332,60 +371,103 @@ def run_jit(
             print(f"[COMPILED] {fn.name}: {done} OK, not run (compile only): {result.work_dir}", flush=True)
             return result
         check_specs_match(specs, compiled.name, compiled.args)
-        golden: Callable[[dict[str, Any]], dict[str, torch.Tensor]] | None
-        if golden_data:
-            inputs, saved = phases.run(
-                "inputs",
-                f"load golden data {golden_data}",
-                lambda: load_snapshot(golden_data, data_args(compiled)),
-            )
-            golden = lambda _inputs: saved  # noqa: E731 - replayed, golden_fn is not called
-        else:
-            inputs = phases.run(
-                "inputs", "generate inputs", lambda: generate(specs, seed), lambda d: f"seed {seed}"
-            )
-            golden = (
-                None if golden_fn is None else golden_outputs(golden_fn, [s.name for s in outputs(specs)])
-            )
-        execute(
-            phases,
-            result,
-            compiled,
-            inputs,
-            golden,
-            runtime_cfg,
-            rtol,
-            atol,
-            compare_fn,
-            save_data,
-            {"seed": seed},
-            golden_data,
-            checks,
-        )
+        inputs, expected = _inputs(phases, request, compiled)
+        execute(phases, result, Execution(compiled, config, expected, save_data, {"seed": seed}, checks), inputs)
     except TilescopeError as e:
-        result.error = str(e)
-        result.failure = getattr(e, "failure", None)
-        print(f"[ERROR] {e}", file=sys.stderr, flush=True)
-        if triage and result.triage is None and (found := error_report(name, e)) is not None:
-            result.triage = found  # no build or no run to triage: the error is the answer
-            if fix and isinstance(e, DSLError) and isinstance(fn, JitFunction):
-                found.fix = propose_for_compile_error(fn, e, _fix_data(specs, seed, golden_fn, golden_data), rtol, atol,
-                                                      compile_cfg)  # fmt: skip
-            print(found.render(), flush=True)
-    return finish(result, name)
+        _report_error(result, request, e)
+    return finish(result, program_name(fn))
 
 
-def _fix_data(specs, seed: int, golden_fn, golden_data):
+def _run_config(
+    request: JitRequest, given_cfgs: dict[str, Any], runtime_cfg: dict[str, Any], platform: str
+) -> RunConfig:
+    """Every option checked before anything compiles or runs; the run's validated options (a
+    triaged sim run is isolated unless asked otherwise: a crash must become a report that triage
+    can classify)."""
+    check_options(given_cfgs, request.golden_fn, request.compare_fn, request.compile_only, request.save_data,
+                  request.golden_data, request.runtime_dir)  # fmt: skip
+    if request.checks.problem():
+        raise HarnessError(str(request.checks.problem()))
+    if request.checks.triage and "isolate" not in runtime_cfg and platform == "sim":
+        runtime_cfg["isolate"] = True
+    config = RunConfig.from_keywords(runtime_cfg)
+    configure(config.log_level)
+    check_program(request.fn)
+    check_specs(request.specs)
+    check_tolerances(request.rtol, request.atol)
+    if seed_problem(request.seed) is not None:
+        raise HarnessError(str(seed_problem(request.seed)))
+    return config
+
+
+def _compiled(phases: Phases, request: JitRequest, platform: str) -> CompiledProgram:
+    """The build: ``runtime_dir`` loaded, or ``fn`` compiled (without g++ for an interp run)."""
+    runtime_dir, fn = request.runtime_dir, request.fn
+    if runtime_dir:
+        return phases.run(
+            "compile",
+            f"reuse build {runtime_dir}",
+            lambda: CompiledProgram.from_dir(runtime_dir, platform != "interp"),
+            lambda c: "no front-end",
+        )
+    build_cpp = bool(request.compile_only) or platform != "interp"
+    return phases.run(
+        "compile",
+        f"compile {fn.name}",
+        lambda: fn.compile(build_cpp=build_cpp, **(request.compile_cfg or {})),
+        lambda c: str(c.work_dir),
+    )
+
+
+def _inputs(phases: Phases, request: JitRequest, compiled: CompiledProgram) -> tuple[dict[str, Any], Expected]:
+    """The inputs of the run and what its outputs are compared with: generated from the specs and
+    golden_fn, or loaded from ``golden_data``."""
+    golden_data = request.golden_data
+    if golden_data:
+        inputs, saved = phases.run(
+            "inputs", f"load golden data {golden_data}", lambda: load_snapshot(golden_data, data_args(compiled))
+        )
+        golden = lambda _inputs: saved  # noqa: E731 - replayed, golden_fn is not called
+        return inputs, Expected(golden, request.rtol, request.atol, request.compare_fn, golden_data)
+    inputs = phases.run(
+        "inputs", "generate inputs", lambda: generate(request.specs, request.seed), lambda d: f"seed {request.seed}"
+    )
+    computed = None
+    if request.golden_fn is not None:
+        computed = golden_outputs(request.golden_fn, [s.name for s in outputs(request.specs)])
+    return inputs, Expected(computed, request.rtol, request.atol, request.compare_fn)
+
+
+def _report_error(result: RunResult, request: JitRequest, e: TilescopeError) -> None:
+    """Print the error that ended the run into ``result``; with triage and no build or run to
+    triage, the error is the answer (and, with fix, a program that did not compile gets one)."""
+    result.error = str(e)
+    result.failure = getattr(e, "failure", None)
+    print(f"[ERROR] {e}", file=sys.stderr, flush=True)
+    if not request.checks.triage or result.triage is not None:
+        return
+    found = error_report(program_name(request.fn), e)
+    if found is None:
+        return
+    result.triage = found
+    if request.checks.fix and isinstance(e, DSLError) and isinstance(request.fn, JitFunction):
+        found.fix = propose_for_compile_error(request.fn, e, _fix_data(request), request.rtol, request.atol,
+                                              request.compile_cfg)  # fmt: skip
+    print(found.render(), flush=True)
+
+
+def _fix_data(request: JitRequest):
     """What a fix for a program that did not compile is verified on: the inputs this run would
     have had, and their golden."""
 
     def data(compiled: CompiledProgram) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-        if golden_data:
-            return load_snapshot(golden_data, data_args(compiled))
-        if golden_fn is None:
+        if request.golden_data:
+            return load_snapshot(request.golden_data, data_args(compiled))
+        if request.golden_fn is None:
             raise HarnessError("no golden_fn to verify a fix against")
-        inputs = generate(specs, seed)
-        computed = golden_outputs(golden_fn, [s.name for s in outputs(specs)])(_clone(inputs))
+        inputs = generate(request.specs, request.seed)
+        names = [s.name for s in outputs(request.specs)]
+        computed = golden_outputs(request.golden_fn, names)(_clone(inputs))
         return inputs, {a.name: computed[a.name] for a in compiled.args if a.is_output}
 
     return data

@@ -1,6 +1,6 @@
 """Running a build in a child process, so that a crashing kernel becomes a report.
 
-``run_isolated(program, args, opts)`` runs one sim run in a child Python (``isolate.main(<dir>)``)
+``run_isolated(program, args, config)`` runs one sim run in a child Python (``isolate.main(<dir>)``)
 and returns its ``RunInfo`` as ``CompiledProgram.run`` would; a kernel that dies of a fatal
 signal ends the child, not the caller, and is reported from the crash report the runtime core
 writes (task, kernel, signal, C++ and DSL line; the task's inputs saved for
@@ -13,12 +13,13 @@ Invariants:
   however it ended (a crash leaves the outputs as an in-process run that died midway would).
   Arguments that share a storage share one region of the file, and each storage is its own
   buffer in the child too, so the runtime sees the same aliasing as in-process.
-- Scalars, options and the result travel as JSON (``request.json``, ``result.json``).
+- Scalars, the run's ``RunConfig`` (``to_json``/``from_json``) and the result travel as JSON
+  (``request.json``, ``result.json``); what the child runs is a ``ChildRun``.
 - The child's stdout and stderr are streamed to the caller's as they come, and the last lines
   of its stderr are kept for the report of a child that died without a crash report.
 - Backstop: the in-child watchdog (``task_timeout_s``) stops stalled tasks. Should the child
   still hang while idle (no CPU time used, nothing printed, not stopped by a debugger) for
-  ``idle_limit_s(opts)`` = max(60 s, 10 x task_timeout_s), the parent kills it and reports a
+  ``idle_limit_s(config)`` = max(60 s, 10 x task_timeout_s), the parent kills it and reports a
   timeout. A busy child is never killed by the parent.
 - The shared file and the request directory are removed on every path; what the crash report
   saved (under the build directory) is kept.
@@ -53,6 +54,7 @@ from tilescope.ir import dtypes as dt
 from tilescope.launch.run import RunInfo, launch, load_binaries
 from tilescope.runtime.abi import GUARD_BYTE
 from tilescope.runtime.guarded import adopt_zones
+from tilescope.runtime.run_config import RunConfig
 
 SHM_DIR = Path("/dev/shm")
 REQUEST = "request.json"
@@ -66,9 +68,19 @@ _POLL_S = 0.2
 _EXIT_CALLED = re.compile(r"\[tilescope\] exit\(\) was called by task (?P<task>\d+) \(kernel (?P<kernel>[^)]*)\) on worker (?P<worker>-?\d+)")
 
 
-def idle_limit_s(opts: dict[str, Any]) -> float:
+def idle_limit_s(config: RunConfig) -> float:
     """How long an isolated child may sit idle (no CPU time, no output) before it is killed."""
-    return max(MIN_IDLE_LIMIT_S, 10.0 * float(opts.get("task_timeout_s") or 0.0))
+    return max(MIN_IDLE_LIMIT_S, 10.0 * config.task_timeout_s)
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """What an isolated child runs, and how the parent reads its crash report."""
+
+    kernel_index: int | None = None  # None: the whole program; i: kernel i alone (tilescope replay --task)
+    crash_kernels: list[dict[str, Any]] | None = None  # the kernels by func_id a crash report names (None: the build's)
+    crash_task_id: int | None = None  # the task id a crash is reported as (None: the core's)
+    save_inputs: bool = True  # a crash saves the task's inputs (a replayed task's are saved already)
 
 
 # -- the shared file ---------------------------------------------------------------------------
@@ -172,6 +184,53 @@ def _map(path: Path, nbytes: int) -> mmap.mmap:
         return mmap.mmap(f.fileno(), max(nbytes, 1))
 
 
+class _SharedArgs:
+    """The tensor arguments of one isolated run in the shared file: laid out, copied in, copied
+    back, and the file removed on ``close``."""
+
+    def __init__(self, args: list[Any], directions: list[str]) -> None:
+        self.spans, self.regions = _layout(args, directions)
+        last = self.spans[-1] if self.spans else None
+        self.nbytes = last.offset + last.nbytes + last.zones[1] if last is not None else 0
+        self.path: Path | None = None
+        self.mm: mmap.mmap | None = None
+        self.views: list[Any] = []
+
+    def fill(self, args: list[Any]) -> None:
+        """Make the file, write its guard zones and copy every tensor argument in."""
+        self.path = _shared_file(self.nbytes)
+        self.mm = _map(self.path, self.nbytes)
+        for s in self.spans:  # NOTE: the child registers them; the kernels write the file itself
+            before, after = s.zones
+            self.mm[s.offset - before : s.offset] = bytes([GUARD_BYTE]) * before
+            self.mm[s.offset + s.nbytes : s.offset + s.nbytes + after] = bytes([GUARD_BYTE]) * after
+        self.views = _views(_storages(self.mm, self.spans), self.regions)
+        for view, a in zip(self.views, args):
+            if view is not None:
+                view.copy_(a)
+
+    def copy_back(self, args: list[Any], directions: list[str]) -> None:
+        """Copy the Out and InOut regions into the caller's tensors."""
+        for view, a, d in zip(self.views, args, directions):
+            if view is not None and d in ("out", "inout"):
+                a.copy_(view)
+
+    def request_args(self, args: list[Any]) -> list[dict[str, Any]]:
+        """``request.json``'s arguments: where each tensor lies, or the scalar's value."""
+        return [{"tensor": asdict(r)} if r is not None else {"scalar": _scalar(a)} for r, a in zip(self.regions, args)]
+
+    def close(self) -> None:
+        """Unmap and remove the file."""
+        self.views = []
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:  # a view is still referenced somewhere; the GC unmaps it later
+                pass
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
 # -- the parent --------------------------------------------------------------------------------
 
 
@@ -248,13 +307,13 @@ def _signal_name(signo: int) -> str:
         return f"signal {signo}"
 
 
-def run_isolated(program: Any, args: tuple, opts: dict[str, Any]) -> Any:
+def run_isolated(program: Any, args: tuple, config: RunConfig) -> Any:
     """Run ``program`` on ``args`` in a child process; see the module docstring.
 
     Args:
         program: a ``CompiledProgram``, already loaded (and refreshed) from its build directory.
         args: its arguments, checked (Out and InOut tensors are written in place).
-        opts: validated runtime options.
+        config: the run's validated options.
 
     Returns:
         The child's ``RunInfo``.
@@ -265,144 +324,118 @@ def run_isolated(program: Any, args: tuple, opts: dict[str, Any]) -> Any:
             arguments do not fit in shared memory.
     """
     directions = [spec.direction.value for spec in program.args]
-    return run_child(program, list(args), directions, opts, {"kind": "program"})
+    return run_child(program, list(args), directions, config, ChildRun())
 
 
-def run_child(
-    program: Any,
-    args: list[Any],
-    directions: list[str],
-    opts: dict[str, Any],
-    target: dict[str, Any],
-    *,
-    crash_kernels: list[dict[str, Any]] | None = None,
-    crash_task_id: int | None = None,
-    save_inputs: bool = True,
-) -> Any:
-    """Run ``target`` (``{"kind": "program"}`` or ``{"kind": "task", "kernel_index": i}``: one
-    kernel alone, for ``tilescope replay --task``) on ``args`` in a child process.
-
-    ``crash_kernels``, ``crash_task_id`` and ``save_inputs`` are handed to
-    ``read_crash_report`` when the child crashes (a task replayed alone runs kernel ``i`` as
-    func_id 0, and its inputs are saved already).
-    """
-    spans, regions = _layout(args, directions)
-    nbytes = spans[-1].offset + spans[-1].nbytes + spans[-1].zones[1] if spans else 0
+def run_child(program: Any, args: list[Any], directions: list[str], config: RunConfig, child: ChildRun) -> RunInfo:
+    """Run ``child`` (the whole program, or one kernel alone) of ``program`` on ``args`` in a child
+    process with the options ``config``; returns its RunInfo or raises what it reported, or how
+    it died."""
+    shared = _SharedArgs(args, directions)
     request_dir = Path(tempfile.mkdtemp(prefix="tilescope-isolate-"))
-    # NOTE: in the build, so the path the dying child prints stays true; created only on a crash
+    crash_path = _crash_path(program, request_dir)
+    try:
+        shared.fill(args)
+        _write_request(request_dir, program, shared, args, config.replace(isolate=False, crash_report=str(crash_path)),
+                       child)  # fmt: skip
+        rc, streams, hung = _run(request_dir, config)
+        shared.copy_back(args, directions)  # however the child ended
+        if rc == 0 and (request_dir / RESULT).is_file():
+            return _reported(request_dir / RESULT)
+        _raise(_death(program, rc, streams[1].last_lines(), hung, crash_path, config, child))
+    finally:
+        shared.close()
+        shutil.rmtree(request_dir, ignore_errors=True)
+
+
+def _crash_path(program: Any, request_dir: Path) -> Path:
+    """Where the child's crash report goes: in the build, so the path the dying child prints stays
+    true (made only on a crash), or, in a build that cannot be written, in ``request_dir``."""
     crash_path = Path(program.work_dir).resolve() / DFX_DIR / f"{CRASH_REPORT[:-4]}_{request_dir.name}.txt"
     try:
         crash_path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:  # a build that cannot be written: the report lives only as long as this call
+    except OSError:  # the report lives only as long as this call
         crash_path = request_dir / crash_path.name
-    shared: Path | None = None
-    mm: mmap.mmap | None = None
-    views: list[Any] = []
-    try:
-        shared = _shared_file(nbytes)
-        mm = _map(shared, nbytes)
-        for s in spans:  # NOTE: the child registers them; the kernels write the file itself
-            before, after = s.zones
-            mm[s.offset - before : s.offset] = bytes([GUARD_BYTE]) * before
-            mm[s.offset + s.nbytes : s.offset + s.nbytes + after] = bytes([GUARD_BYTE]) * after
-        views = _views(_storages(mm, spans), regions)
-        for view, a in zip(views, args):
-            if view is not None:
-                view.copy_(a)
-        child_opts = {**opts, "isolate": False}
-        request = {
-            "work_dir": str(Path(program.work_dir).resolve()),
-            "target": target,
-            "shared_file": str(shared),
-            "shared_bytes": nbytes,
-            "spans": [asdict(s) for s in spans],
-            "args": [
-                {"tensor": asdict(r)} if r is not None else {"scalar": _scalar(a)}
-                for r, a in zip(regions, args)
-            ],
-            "opts": child_opts,
-            "crash_report": str(crash_path),
-        }
-        (request_dir / REQUEST).write_text(json.dumps(request))
-        rc, streams, hung = _run(request_dir, opts)
-        for view, a, d in zip(views, args, directions):
-            if view is not None and d in ("out", "inout"):
-                a.copy_(view)
-        result_path = request_dir / RESULT
-        if rc == 0 and result_path.is_file():
-            result = json.loads(result_path.read_text())
-            if result.get("ok"):
-                known = {f.name for f in fields(RunInfo)}
-                return RunInfo(**{k: _decode(v) for k, v in result["info"].items() if k in known})
-            failure = Failure.from_json(result["failure"]) if result.get("failure") else None
-            cls = getattr(errors, result.get("error_type") or "", None)
-            if not (isinstance(cls, type) and issubclass(cls, TilescopeError | errors.RunInterrupted)):
-                cls = RuntimeFailure
-            exc = cls(result.get("error") or "the isolated run failed")
-            exc.failure = failure  # type: ignore[attr-defined]
-            raise exc
-        last = streams[1].last_lines()
-        said = ["the child's last words (stderr):", *(f"  {line}" for line in last)] if last else []
-        if hung:
-            limit = idle_limit_s(opts)
-            _raise(
-                Failure(
-                    "timeout",
-                    f"the isolated run of {program.name} sat idle (no CPU time used, nothing printed) for "
-                    f"{limit:.0f}s and was killed",
-                    details=said,
-                    next_steps=["run it without isolation under gdb to see where it waits"],
-                )
-            )
-        report = crash_path
-        if rc < 0 and report.is_file() and report.stat().st_size > 0:
-            failure = read_crash_report(
-                report, program, kernels=crash_kernels, task_id=crash_task_id, save_inputs=save_inputs
-            )
-            _raise(failure)
-        if rc < 0:
-            name = _signal_name(-rc)
-            if -rc == signal.SIGKILL:
-                why = " (killed from outside: the kernel's out-of-memory killer, or a user)"
-            elif any(line.startswith("[tilescope] task ") and " died of " in line for line in last):
-                why = " in a kernel, but its crash report could not be written"
-            else:
-                why = " outside a kernel, so there is no crash report"
-            _raise(Failure("crash", f"the isolated run of {program.name} died of {name}{why}", details=said))
-        called = next((m for m in map(_EXIT_CALLED.search, last) if m), None)
-        if called is not None:
-            _raise(
-                Failure(
-                    "exit",
-                    f"task {called['task']} (kernel {called['kernel']}) called exit() during the run: the run "
-                    "did not finish and its outputs are not valid",
-                    task_id=int(called["task"]),
-                    kernel=called["kernel"],
-                    worker=int(called["worker"]),
-                    details=said,
-                    next_steps=[
-                        "remove the exit() (or the call that exits) from the kernel; an in-process run "
-                        "exits with status 1 instead"
-                    ],
-                )
-            )
-        _raise(
-            Failure(
-                "error",
-                f"the isolated run of {program.name} ended (exit status {rc}) without reporting a result",
-                details=said,
-            )
+    return crash_path
+
+
+def _write_request(
+    request_dir: Path, program: Any, shared: _SharedArgs, args: list[Any], config: RunConfig, child: ChildRun
+) -> None:
+    """``request.json``: what the child reads to run (``_child``)."""
+    request = {
+        "work_dir": str(Path(program.work_dir).resolve()),
+        "kernel_index": child.kernel_index,
+        "shared_file": str(shared.path),
+        "shared_bytes": shared.nbytes,
+        "spans": [asdict(s) for s in shared.spans],
+        "args": shared.request_args(args),
+        "config": config.to_json(),
+    }
+    (request_dir / REQUEST).write_text(json.dumps(request))
+
+
+def _reported(result_path: Path) -> RunInfo:
+    """The RunInfo the child wrote, or the error it reported, raised with its class and Failure."""
+    result = json.loads(result_path.read_text())
+    if result.get("ok"):
+        known = {f.name for f in fields(RunInfo)}
+        return RunInfo(**{k: _decode(v) for k, v in result["info"].items() if k in known})
+    failure = Failure.from_json(result["failure"]) if result.get("failure") else None
+    cls = getattr(errors, result.get("error_type") or "", None)
+    if not (isinstance(cls, type) and issubclass(cls, TilescopeError | errors.RunInterrupted)):
+        cls = RuntimeFailure
+    exc = cls(result.get("error") or "the isolated run failed")
+    exc.failure = failure  # type: ignore[attr-defined]
+    raise exc
+
+
+def _death(
+    program: Any, rc: int, last: list[str], hung: bool, crash_path: Path, config: RunConfig, child: ChildRun
+) -> Failure:
+    """How a child that reported no result ended: killed as idle, a crash (from its report, or
+    the signal), exit() called by a kernel, or an unexplained exit status; ``last`` are the last
+    lines of its stderr."""
+    said = ["the child's last words (stderr):", *(f"  {line}" for line in last)] if last else []
+    if hung:
+        return Failure(
+            "timeout",
+            f"the isolated run of {program.name} sat idle (no CPU time used, nothing printed) for "
+            f"{idle_limit_s(config):.0f}s and was killed",
+            details=said,
+            next_steps=["run it without isolation under gdb to see where it waits"],
         )
-    finally:
-        del views
-        if mm is not None:
-            try:
-                mm.close()
-            except BufferError:  # a view is still referenced somewhere; the GC unmaps it later
-                pass
-        if shared is not None:
-            shared.unlink(missing_ok=True)
-        shutil.rmtree(request_dir, ignore_errors=True)
+    if rc < 0 and crash_path.is_file() and crash_path.stat().st_size > 0:
+        return read_crash_report(
+            crash_path, program, kernels=child.crash_kernels, task_id=child.crash_task_id, save_inputs=child.save_inputs
+        )
+    if rc < 0:
+        name = _signal_name(-rc)
+        if -rc == signal.SIGKILL:
+            why = " (killed from outside: the kernel's out-of-memory killer, or a user)"
+        elif any(line.startswith("[tilescope] task ") and " died of " in line for line in last):
+            why = " in a kernel, but its crash report could not be written"
+        else:
+            why = " outside a kernel, so there is no crash report"
+        return Failure("crash", f"the isolated run of {program.name} died of {name}{why}", details=said)
+    called = next((m for m in map(_EXIT_CALLED.search, last) if m), None)
+    if called is not None:
+        return Failure(
+            "exit",
+            f"task {called['task']} (kernel {called['kernel']}) called exit() during the run: the run "
+            "did not finish and its outputs are not valid",
+            task_id=int(called["task"]),
+            kernel=called["kernel"],
+            worker=int(called["worker"]),
+            details=said,
+            next_steps=[
+                "remove the exit() (or the call that exits) from the kernel; an in-process run exits with status 1 "
+                "instead"
+            ],
+        )
+    return Failure(
+        "error", f"the isolated run of {program.name} ended (exit status {rc}) without reporting a result", details=said
+    )
 
 
 def _encode(value: Any) -> Any:
@@ -427,7 +460,7 @@ def _scalar(a: Any) -> Any:
 _CHILD_MAIN = "import sys; from tilescope.launch.isolate import main; main(sys.argv[1:])"
 
 
-def _run(request_dir: Path, opts: dict[str, Any]) -> tuple[int, tuple[_Stream, _Stream], bool]:
+def _run(request_dir: Path, config: RunConfig) -> tuple[int, tuple[_Stream, _Stream], bool]:
     """Start the child, stream its output and wait for it; (exit status, streams, killed as hung)."""
     last_output = [time.monotonic()]
 
@@ -444,7 +477,7 @@ def _run(request_dir: Path, opts: dict[str, Any]) -> tuple[int, tuple[_Stream, _
     streams = (_Stream(proc.stdout, "stdout", touched), _Stream(proc.stderr, "stderr", touched))
     for s in streams:
         s.start()
-    limit = idle_limit_s(opts)
+    limit = idle_limit_s(config)
     hung = False
     cpu_seen: int | None = None
     active = time.monotonic()
@@ -488,8 +521,8 @@ def _child(request_dir: Path) -> int:
     request = json.loads((request_dir / REQUEST).read_text())
     result: dict[str, Any] = {"ok": False, "info": None, "error": None, "error_type": None, "failure": None}
     try:
-        opts = request["opts"]
-        configure(opts.get("log_level"))
+        config = RunConfig.from_json(request["config"])
+        configure(config.log_level)
         build = Build(request["work_dir"])
         spans = [_Span(**s) for s in request["spans"]]
         regions = [_Region(**a["tensor"]) if "tensor" in a else None for a in request["args"]]
@@ -500,15 +533,7 @@ def _child(request_dir: Path) -> int:
                 adopt_zones(storage, *s.zones, owner=mm)
         views = _views(storages, regions)
         args = [v if v is not None else a["scalar"] for v, a in zip(views, request["args"])]
-        target = request["target"]
-        info = launch(
-            build,
-            load_binaries(build),
-            args,
-            opts,
-            task=target["kernel_index"] if target["kind"] == "task" else None,
-            crash_report=request["crash_report"],
-        )
+        info = launch(build, load_binaries(build), args, config, kernel_index=request["kernel_index"])
         # NOTE: the core's records (``report``) stay in the child: what they hold is written by its observers
         sent = [f.name for f in fields(info) if f.name != "report"]
         result.update(ok=True, info={name: _encode(getattr(info, name)) for name in sent})
@@ -546,4 +571,4 @@ def main(argv: list[str] | None = None) -> int:
     os._exit(rc)
 
 
-__all__ = ["idle_limit_s", "run_child", "run_isolated"]
+__all__ = ["ChildRun", "idle_limit_s", "run_child", "run_isolated"]

@@ -8,6 +8,7 @@ unchanged sources.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -15,10 +16,10 @@ from typing import Any
 from tilescope._tracebacks import api_boundary
 from tilescope.errors import ConfigError
 from tilescope.ir.nodes import Program
-from tilescope.knobs import RUNTIME_KNOBS, check_compile_cfg, freeze, runtime_options
+from tilescope.knobs import check_compile_cfg, freeze
 from tilescope.language.decorators import Orchestration, caller_loc
 from tilescope.language.frontend import program_ir
-from tilescope.launch.program import CompiledProgram, compile_program
+from tilescope.launch.program import CompiledProgram, compile_program, run_config
 
 
 class JitFunction(Orchestration):
@@ -55,16 +56,14 @@ class JitFunction(Orchestration):
 
         Outputs are written into the Out/InOut tensors; a failed run raises RuntimeFailure.
         """
+        config = run_config(self.name, list(inspect.signature(self.fn).parameters), runtime_cfg)
         key = freeze(self.compile_cfg)
         with self._lock:
             compiled = self._compiled.get(key)
             if compiled is None:
                 # a build run on interp only runs no g++: a later sim run builds its binaries
-                # (run options only: run() reports program arguments passed by keyword)
-                given = {k: v for k, v in runtime_cfg.items() if k in RUNTIME_KNOBS}
-                interp = runtime_options(given)["platform"] == "interp"
-                compiled = self._compiled[key] = self.compile(build_cpp=not interp)
-        compiled.run(*args, **runtime_cfg)
+                compiled = self._compiled[key] = self.compile(build_cpp=config.platform != "interp")
+        compiled.run_with(config, *args)
 
 
 def jit(fn: Callable | None = None, **compile_cfg: Any):

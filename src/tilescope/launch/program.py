@@ -4,7 +4,8 @@
 Invariants:
 - Every call checks its arguments against the recorded specs and lists every mismatch (an
   argument passed by keyword included), and refuses a platform or CPU the build was not
-  compiled for, saying what to do.
+  compiled for, saying what to do. Its run keywords are validated once, into a ``RunConfig``
+  (``run_config``), which goes unchanged to the run path.
 - A sim run goes through the one run path (``launch.run.launch``): in this process, or in a
   child process with ``isolate`` (``launch.isolate``), which runs ``launch`` there.
 - The build's libraries are loaded on the first sim run and stay loaded while the object lives.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from tilescope import knobs
@@ -25,14 +27,29 @@ from tilescope.build.manifest import Build
 from tilescope.build.paths import CRASH_REPORT, dfx_dir
 from tilescope.build.state import load_state, refresh
 from tilescope.build.target import check_target
-from tilescope.errors import ArgumentError
+from tilescope.errors import ArgumentError, ConfigError
 from tilescope.ir.nodes import Program
 from tilescope.launch.isolate import run_isolated
 from tilescope.launch.run import Binaries, RunInfo, launch, load_binaries
 from tilescope.runtime.interp import run_program
+from tilescope.runtime.run_config import RunConfig
 
-# runtime_cfg keys that only the sim platform implements (a truthy value on interp is an error)
-SIM_ONLY = ("isolate", "nan_check", "print_intermediates", "serial", "kernel_filter", "probes", "enable_pmu")
+
+def run_config(name: str, params: list[str], runtime_cfg: Mapping[str, Any]) -> RunConfig:
+    """The options of a call of the program ``name(*params)`` with the keywords ``runtime_cfg``,
+    validated (``RunConfig.from_keywords``).
+
+    Raises:
+        ArgumentError: a program argument passed by keyword (keywords are run options).
+        ConfigError: a keyword that is not a run option, or a value or combination it refuses.
+    """
+    named = [k for k in runtime_cfg if k in params and k not in knobs.RUNTIME_KNOBS]
+    if named:
+        raise ArgumentError(
+            f"{name}({', '.join(params)}) takes its arguments by position, got {', '.join(f'{k}=' for k in named)} "
+            "as keyword(s): keywords are run options (platform=, num_workers=, ...); pass every argument in order"
+        )
+    return RunConfig.from_keywords(runtime_cfg)
 
 
 def compile_program(
@@ -84,7 +101,8 @@ class CompiledProgram(Build):
 
     @api_boundary
     def run(self, *args: Any, **runtime_cfg: Any) -> RunInfo:
-        """Run on ``args`` (outputs are written into the Out/InOut tensors passed in).
+        """Run on ``args`` (outputs are written into the Out/InOut tensors passed in) with the run
+        options ``runtime_cfg`` (``platform=``, ``num_workers=``, ...: ``knobs.RUNTIME_KNOBS``).
 
         ``log_level`` applies to this run: the level is as it was after it.
 
@@ -93,32 +111,36 @@ class CompiledProgram(Build):
                 task, kernel and source line, and where the failing task's inputs were saved.
         """
         with level_kept():
-            return self._run(args, runtime_cfg)
+            return self._run(args, run_config(self.name, [a.name for a in self.args], runtime_cfg))
 
     __call__ = run
 
-    def _run(self, args: tuple, runtime_cfg: dict[str, Any]) -> RunInfo:
-        self.check_keywords(runtime_cfg)
-        opts = knobs.runtime_options(runtime_cfg)
-        configure(opts["log_level"])
+    @api_boundary
+    def run_with(self, config: RunConfig, *args: Any) -> RunInfo:
+        """``run`` with options validated already (``RunConfig.from_keywords``)."""
+        with level_kept():
+            return self._run(args, config)
+
+    def _run(self, args: tuple, config: RunConfig) -> RunInfo:
+        configure(config.log_level)
         self._check_args_again(args)
         rc = self.runtime_config
-        if opts["platform"] not in rc.get("platforms", knobs.PLATFORMS):
-            raise knobs.ConfigError(
+        if config.platform not in rc.get("platforms", knobs.PLATFORMS):
+            raise ConfigError(
                 f"{self.work_dir} was compiled for platform(s) {', '.join(rc['platforms'])}, not "
-                f"{opts['platform']!r}: compile it again with this tilescope"
+                f"{config.platform!r}: compile it again with this tilescope"
             )
-        if opts["platform"] == "interp":
-            return self._run_interp(args, opts, runtime_cfg)
-        if opts["float64"]:
-            raise knobs.ConfigError("runtime_cfg['float64'] applies to the interp platform only")
-        if opts["platform"] not in self._target_ok:
-            check_target(self.work_dir, rc.get("target"), opts["platform"])
-            self._target_ok.add(opts["platform"])
-        if opts["isolate"]:
+        if config.platform == "interp":
+            t0 = time.perf_counter()
+            n = run_program(self.program(), list(args), float64=config.float64)
+            return RunInfo("interp", time.perf_counter() - t0, n)
+        if config.platform not in self._target_ok:
+            check_target(self.work_dir, rc.get("target"), config.platform)
+            self._target_ok.add(config.platform)
+        if config.isolate:
             self.ensure_binaries()
-            return run_isolated(self, args, opts)
-        return launch(self, self.binaries(), args, opts, crash_report=self._crash_report_path())
+            return run_isolated(self, args, config)
+        return launch(self, self.binaries(), args, config.replace(crash_report=self._crash_report_path()))
 
     def ensure_binaries(self) -> None:
         """Build the binaries of a build compiled or loaded for the interp platform only (missing, or
@@ -127,17 +149,6 @@ class CompiledProgram(Build):
         if not self._refreshed or not all((self.work_dir / b).is_file() for b in binaries):
             refresh(self.work_dir, self.config)
             self._refreshed = True
-
-    def check_keywords(self, runtime_cfg: dict[str, Any]) -> None:
-        """ArgumentError for a program argument passed by keyword: keywords are run options."""
-        named = [k for k in runtime_cfg if k in {a.name for a in self.args} and k not in knobs.RUNTIME_KNOBS]
-        if named:
-            params = ", ".join(a.name for a in self.args)
-            raise ArgumentError(
-                f"{self.name}({params}) takes its arguments by position, got {', '.join(f'{k}=' for k in named)} "
-                "as keyword(s): keywords are run options (platform=, num_workers=, ...); pass every argument "
-                "in order"
-            )
 
     def _crash_report_path(self) -> str | None:
         """Where a crashing kernel's report goes; None when the build cannot be written (a read-only
@@ -162,19 +173,6 @@ class CompiledProgram(Build):
             self.check_args(args)
             self._args_passed = signature
 
-    def _run_interp(self, args: tuple, opts: dict[str, Any], given: dict[str, Any]) -> RunInfo:
-        sim_only = [k for k in SIM_ONLY if given.get(k)]
-        if opts["enable_dump_tensor"]:
-            sim_only.insert(0, "enable_dump_tensor")
-        if sim_only:
-            raise knobs.ConfigError(
-                f"runtime_cfg {', '.join(repr(k) for k in sim_only)}: implemented on the sim platform only; "
-                "run with platform='sim'"
-            )
-        t0 = time.perf_counter()
-        n = run_program(self.program(), list(args), float64=bool(opts["float64"]))
-        return RunInfo("interp", time.perf_counter() - t0, n)
-
 
 def args_signature(specs: list, args: tuple) -> tuple | None:
     """Every property of ``args`` that ``check_args`` looks at: per tensor its shape, dtype,
@@ -196,4 +194,4 @@ def args_signature(specs: list, args: tuple) -> tuple | None:
     return (len(args), *out)
 
 
-__all__ = ["CompiledProgram", "RunInfo", "compile_program"]
+__all__ = ["CompiledProgram", "RunInfo", "compile_program", "run_config"]

@@ -7,10 +7,10 @@ and then — on success and on failure alike — finishes every observer once. A
 becomes a ``RuntimeFailure`` whose ``.failure`` is the report ``debug.diagnose`` words.
 
 Invariants:
-- The options are validated (``knobs.runtime_options``) before they get here; ``isolate`` is
-  not looked at (the caller decided where to run).
+- The options arrive validated, as a ``RunConfig`` (``RunConfig.from_keywords``), and are not
+  checked again; ``isolate`` is not looked at (the caller decided where to run).
 - A whole-program run executes the build's orchestration with its kernel table; a task run
-  (``task=i``) executes kernel ``i`` alone through the core's single-task orchestration, on a
+  (``kernel_index=i``) executes kernel ``i`` alone through the core's single-task orchestration, on a
   view of the build whose only kernel (func_id 0) is kernel ``i`` and whose arguments are its
   parameters, so every report and observer names things as the user wrote them.
 - Libraries are loaded once per ``Binaries`` and kept loaded while it lives.
@@ -24,19 +24,15 @@ import logging
 import sys
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from tilescope import knobs
 from tilescope._logging import level_number
 from tilescope.build.manifest import Build
 from tilescope.debug.diagnose import failure_from_report
 from tilescope.debug.failures import Failure
-from tilescope.debug.observers import Recording, finish_all, observers_for, recording_of
-from tilescope.errors import RunInterrupted, RuntimeFailure
+from tilescope.debug.observers import finish_all, observers_for, recording_of
+from tilescope.errors import ConfigError, RunInterrupted, RuntimeFailure
 from tilescope.ir.types import Direction
 from tilescope.runtime.graph import (
-    RunChecks,
     run_graph,
     scalar_arg,
     single_task_orchestration,
@@ -45,6 +41,7 @@ from tilescope.runtime.graph import (
 )
 from tilescope.runtime.library import ProbeInstaller, load_entry, probe_sink, sink_installer
 from tilescope.runtime.records import RunReport
+from tilescope.runtime.run_config import Recording, RunConfig
 
 log = logging.getLogger("tilescope")
 
@@ -102,57 +99,51 @@ def task_view(build: Build, kernel_index: int) -> Build:
     return view
 
 
-def kernel_filter(build: Build, opts: dict[str, Any]) -> tuple[bool, ...] | None:
-    """One flag per kernel of ``build`` for ``opts['kernel_filter']`` (None: every kernel).
+def kernel_filter(build: Build, config: RunConfig) -> tuple[bool, ...] | None:
+    """One flag per kernel of ``build`` for ``config.kernel_filter`` (None: every kernel).
 
     Raises:
         ConfigError: a name that is not a kernel of the build (the real ones are listed).
     """
-    wanted = knobs.kernel_names(opts["kernel_filter"])
-    if wanted is None:
+    if config.kernel_filter is None:
         return None
     names = [k["name"] for k in build.kernels]
-    unknown = [n for n in wanted if n not in names]
+    unknown = [n for n in config.kernel_filter if n not in names]
     if unknown:
-        raise knobs.ConfigError(
+        raise ConfigError(
             f"runtime_cfg['kernel_filter']: {', '.join(map(repr, unknown))} is not a kernel of {build.name}; "
             f"its kernels: {', '.join(names)}"
         )
-    return tuple(n in wanted for n in names)
+    return tuple(n in config.kernel_filter for n in names)
 
 
 def launch(
     build: Build,
     binaries: Binaries,
     args: tuple | list,
-    opts: dict[str, Any],
+    config: RunConfig,
     *,
-    task: int | None = None,
-    crash_report: Path | str | None = None,
+    kernel_index: int | None = None,
     capture: Recording | None = None,
-    dump_arena_bytes: int | None = None,
-    poison: int | None = None,
-    shuffle_seed: int | None = None,
 ) -> RunInfo:
-    """Run ``build`` (or, with ``task``, its kernel ``task`` alone) on ``args`` in this process.
+    """Run ``build`` (or, with ``kernel_index``, that kernel alone, as one task on one worker) on
+    ``args`` in this process, with the validated options ``config``.
 
     ``capture`` asks the core for records no observer writes out (the caller reads them from
-    ``RunInfo.report``); ``dump_arena_bytes`` is the tensor dump's payload room per worker
-    (None: ``runtime.graph.DUMP_ARENA_BYTES``); ``poison`` a byte every intermediate starts filled
-    with (None: zeros); ``shuffle_seed`` a randomized schedule (None: the usual one).
+    ``RunInfo.report``).
 
     Raises:
         RuntimeFailure: the run failed; ``.failure`` (a Failure) names the task, kernel and
             source line, and ``.report`` holds the run's records.
-        ConfigError: options that cannot be combined, or an unknown kernel in ``kernel_filter``.
+        ConfigError: recordings that cannot be combined, or an unknown kernel in ``kernel_filter``.
     """
-    if task is None:
+    if kernel_index is None:
         target, orch, kernels = build, binaries.orchestration, binaries.kernels
         installers = binaries.probes
     else:
-        target, orch, kernels = task_view(build, task), single_task_orchestration(), [binaries.kernels[task]]
-        installers = binaries.probes[task : task + 1]
-    observers = observers_for(opts)
+        target, orch = task_view(build, kernel_index), single_task_orchestration()
+        kernels, installers = [binaries.kernels[kernel_index]], binaries.probes[kernel_index : kernel_index + 1]
+    observers = observers_for(config)
     recording = recording_of(observers)
     if capture is not None:
         recording = recording.merge(capture)
@@ -160,20 +151,6 @@ def launch(
     for install in installers:
         if install is not None:
             install(sink)
-    checks = RunChecks(
-        task_timeout_s=float(opts["task_timeout_s"]),
-        serial=bool(opts["serial"]),
-        nan_check=recording.nan_check,
-        print_intermediates=recording.print_intermediates,
-        kernel_filter=kernel_filter(target, opts),
-        crash_report_path=str(crash_report) if crash_report is not None else None,
-        worker_stack_mib=worker_stack_mib(int(build.runtime_config.get("local_memory_bytes", 0))),
-        dump_arena_bytes=dump_arena_bytes,
-        probes=recording.probes,
-        poison=poison,
-        shuffle_seed=shuffle_seed,
-        pmu=recording.pmu,
-    )
     cargs = [
         scalar_arg(a, spec.dtype) if spec.direction is Direction.SCALAR else tensor_arg(a, spec.direction)
         for spec, a in zip(target.args, args)
@@ -184,17 +161,16 @@ def launch(
             kernels,
             [k["name"] for k in target.kernels],
             cargs,
-            num_workers=1 if task is not None else opts["num_workers"],
-            record_edges=recording.record_edges,
-            record_task_times=recording.record_task_times,
-            dump_level=recording.dump_level,
-            checks=checks,
+            config if kernel_index is None else config.replace(num_workers=1),
+            recording,
+            kernel_filter=kernel_filter(target, config),
+            worker_stack_mib=worker_stack_mib(int(build.runtime_config.get("local_memory_bytes", 0))),
         )
     except RuntimeFailure as e:
         report = getattr(e, "report", None)
         if report is None:
             raise
-        if task is not None:
+        if kernel_index is not None:
             report.saved = None  # NOTE: a task run alone was saved already: reported, not saved again
         failure = failure_from_report(target, report)
         # NOTE: the caller reports the failure (it is the message of the error raised below);
@@ -219,7 +195,7 @@ def launch(
         report.num_dependencies,
         report.wall_s * 1e3,
     )
-    if task is not None:
+    if kernel_index is not None:
         report.saved = None
     results = finish_all(observers, target, report, failed=False)
     return RunInfo("sim", report.wall_s, report.num_tasks, results.get("nan_check"), report)

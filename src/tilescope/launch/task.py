@@ -20,18 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilescope import knobs
 from tilescope._logging import configure
 from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, confined
 from tilescope.debug.failures import Failure
 from tilescope.errors import BuildFileError, RuntimeFailure, TilescopeError
 from tilescope.ir import dtypes as dt
 from tilescope.ir.traverse import recursion_room
-from tilescope.launch.isolate import run_child
+from tilescope.launch.isolate import ChildRun, run_child
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import launch
 from tilescope.runtime.guarded import guarded_clone
 from tilescope.runtime.interp import _KernelInterp
+from tilescope.runtime.run_config import RunConfig
 
 _ROLE_DIRECTIONS = {"input": "in", "output": "out", "inout": "inout", "scalar": "scalar"}
 
@@ -261,35 +261,27 @@ def replay_task(
     Raises:
         TilescopeError: the build or the saved task cannot be loaded or does not match.
     """
-    opts = knobs.runtime_options(runtime_cfg)
-    configure(opts["log_level"])
+    config = RunConfig.from_keywords(runtime_cfg)
+    configure(config.log_level)
     program = CompiledProgram.from_dir(work_dir)
-    return run_saved_task(program, load_saved_task(program, task_id, from_dir), opts)
+    return run_saved_task(program, load_saved_task(program, task_id, from_dir), config)
 
 
-def run_saved_task(program: CompiledProgram, task: SavedTask, opts: dict[str, Any]) -> TaskReplay:
-    """Run ``task`` of ``program`` alone with validated runtime options ``opts``."""
+def run_saved_task(program: CompiledProgram, task: SavedTask, config: RunConfig) -> TaskReplay:
+    """Run ``task`` of ``program`` alone with the validated options ``config``."""
     values = [guarded_clone(v) if hasattr(v, "clone") else v for v in task.values]
     outputs = {n: v for n, v, d in zip(task.names, values, task.directions) if d in ("out", "inout")}
-    result = TaskReplay(task, opts["platform"], outputs)
+    result = TaskReplay(task, config.platform, outputs)
     t0 = time.perf_counter()
     try:
-        if opts["platform"] == "interp":
-            _run_interp(program, task, values, bool(opts["float64"]))
+        if config.platform == "interp":
+            _run_interp(program, task, values, config.float64)
             result.num_tasks = 1
-        elif opts["isolate"]:
-            result.num_tasks = run_child(
-                program,
-                values,
-                task.directions,
-                opts,
-                {"kind": "task", "kernel_index": task.kernel_index},
-                crash_kernels=[task.kernel],
-                crash_task_id=task.task_id,
-                save_inputs=False,
-            ).num_tasks
+        elif config.isolate:
+            child = ChildRun(task.kernel_index, crash_kernels=[task.kernel], crash_task_id=task.task_id, save_inputs=False)
+            result.num_tasks = run_child(program, values, task.directions, config, child).num_tasks
         else:
-            info = launch(program, program.binaries(), values, opts, task=task.kernel_index)
+            info = launch(program, program.binaries(), values, config, kernel_index=task.kernel_index)
             result.num_tasks = info.num_tasks
     except RuntimeFailure as e:
         result.error = str(e)

@@ -20,7 +20,6 @@ import functools
 import os
 import struct
 import threading
-from dataclasses import dataclass
 
 from tilescope.errors import ArgumentError, RuntimeFailure
 from tilescope.ir import dtypes
@@ -31,18 +30,15 @@ from tilescope.runtime.abi import (
     MAX_DIMS,
     ArgKind,
     TsArg,
-    TsGuardZone,
-    TsRunConfig,
     as_direction,
 )
 from tilescope.runtime.collect import collect
 from tilescope.runtime.guarded import guard_zones
 from tilescope.runtime.library import load_core
 from tilescope.runtime.records import RunReport
+from tilescope.runtime.run_config import Recording, RunConfig, core_config
 
 MAX_IDLE_RUNTIMES = 4  # idle runtimes (each with parked workers) kept for reuse
-DUMP_ARENA_BYTES = 64 << 20  # tensor dump payload ring per worker (levels 1 and 2)
-DUMP_MAX_RECORDS = 1 << 20  # tensor dump records kept per worker; later ones are dropped (and counted)
 
 
 def tensor_arg(t, direction: Direction | int | str) -> TsArg:
@@ -164,10 +160,11 @@ class Runtime:
         kernel_fn_addresses: list[int],
         kernel_names: list[str],
         args: list[TsArg],
-        record_edges: bool = False,
-        record_task_times: bool = False,
-        dump_level: int = 0,
-        checks: RunChecks | None = None,
+        config: RunConfig | None = None,
+        recording: Recording | None = None,
+        *,
+        kernel_filter: tuple[bool, ...] | None = None,
+        worker_stack_mib: int = 0,
     ) -> RunReport:
         """Run an orchestration on this runtime's workers; see ``run_graph``.
 
@@ -181,43 +178,22 @@ class Runtime:
         nkernels = len(kernel_fn_addresses)
         kernels, names = _kernel_tables(tuple(kernel_fn_addresses), tuple(kernel_names))
         arg_array = (TsArg * len(args))(*args)
-        if dump_level not in (0, 1, 2, 3):
-            raise ArgumentError(f"Runtime.run: dump_level must be 0..3, got {dump_level!r}")
-        checks = checks or RunChecks()
-        if checks.print_intermediates not in (0, 1, 2, 3):
+        recording = recording or Recording()
+        if recording.dump_level not in (0, 1, 2, 3):
+            raise ArgumentError(f"Runtime.run: dump_level must be 0..3, got {recording.dump_level!r}")
+        if recording.print_intermediates not in (0, 1, 2, 3):
             raise ArgumentError(
-                f"Runtime.run: print_intermediates must be 0..3, got {checks.print_intermediates!r}"
+                f"Runtime.run: print_intermediates must be 0..3, got {recording.print_intermediates!r}"
             )
-        filt = None
-        if checks.kernel_filter is not None:
-            if len(checks.kernel_filter) != nkernels:
-                raise ArgumentError(
-                    f"Runtime.run: kernel_filter has {len(checks.kernel_filter)} flags for {nkernels} kernel(s)"
-                )
-            filt = (ctypes.c_uint8 * nkernels)(*(int(bool(f)) for f in checks.kernel_filter))
-        config = TsRunConfig(
-            0,
-            int(record_edges),
-            int(record_task_times),
-            dump_level,
-            int(DUMP_ARENA_BYTES if checks.dump_arena_bytes is None else checks.dump_arena_bytes),
-            DUMP_MAX_RECORDS,
-            float(checks.task_timeout_s),
-            int(checks.serial),
-            int(checks.nan_check),
-            checks.print_intermediates,
-            checks.worker_stack_mib,
-            ctypes.cast(filt, ctypes.c_void_p) if filt is not None else None,
-            os.fsencode(checks.crash_report_path) if checks.crash_report_path else None,
+        if kernel_filter is not None and len(kernel_filter) != nkernels:
+            raise ArgumentError(f"Runtime.run: kernel_filter has {len(kernel_filter)} flags for {nkernels} kernel(s)")
+        core = core_config(
+            config or RunConfig(),
+            recording,
+            kernel_filter=kernel_filter,
+            worker_stack_mib=worker_stack_mib,
+            guard_zones=guard_zones(args),
         )
-        config.probes = int(checks.probes)
-        config.poison = 0 if checks.poison is None else 0x100 | (checks.poison & 0xFF)
-        config.shuffle_seed = checks.shuffle_seed or 0
-        config.pmu = int(checks.pmu)
-        zones = guard_zones(args)
-        if zones:
-            config.guard_zones = (TsGuardZone * len(zones))(*zones)
-            config.num_guard_zones = len(zones)
         with self._lock:
             if self._handle is None or self._pid != os.getpid():
                 raise RuntimeFailure(
@@ -225,7 +201,7 @@ class Runtime:
                 )
             handle = lib.ts_runtime_run(
                 self._handle,
-                ctypes.byref(config),
+                ctypes.byref(core),
                 orch_fn_address,
                 kernels,
                 names,
@@ -234,7 +210,7 @@ class Runtime:
                 len(args),
             )
         try:
-            report = collect(lib, handle, record_task_times)
+            report = collect(lib, handle, recording.record_task_times)
         finally:
             lib.ts_run_free(handle)
         if report.status != 0:
@@ -351,28 +327,6 @@ def _check_graph(
         raise ArgumentError(f"{caller}: the orchestration and every kernel need a non-NULL entry address")
 
 
-@dataclass(frozen=True)
-class RunChecks:
-    """What a run watches for (see ``ts_run_config``): a per-task time budget (0: none), a
-    serial schedule (needs a 1-worker runtime), NaN/Inf checks, the print_intermediates level (the
-    core prints a stderr line per task start and finish at 3), a per-kernel filter (one flag per
-    func_id) for those lines and dump levels 2/3, where a crashing kernel writes its report, and
-    the workers' stack size, and the tensor dump's payload ring per worker."""
-
-    task_timeout_s: float = 0.0
-    serial: bool = False
-    nan_check: bool = False
-    print_intermediates: int = 0
-    kernel_filter: tuple[bool, ...] | None = None
-    crash_report_path: str | None = None
-    worker_stack_mib: int = 0  # > 0: workers' stacks hold at least this (see worker_stack_mib)
-    dump_arena_bytes: int | None = None  # tensor dump payload ring per worker (None: DUMP_ARENA_BYTES)
-    probes: bool = False  # keep kernels' ts.probe tiles as dump records (stage "probe")
-    poison: int | None = None  # intermediates start with every byte this value (None: zero-filled)
-    shuffle_seed: int | None = None  # a randomized schedule from this seed (None: the usual one)
-    pmu: bool = False  # per-task counters around every kernel (report.pmu, report.pmu_note)
-
-
 def worker_stack_mib(local_memory_bytes: int) -> int:
     """The worker stack (MiB) a build with this much local memory needs, 0 when the default
     8 MiB thread stack is enough: a kernel's tiles live on its worker's stack, and the compiled
@@ -391,19 +345,24 @@ def run_graph(
     kernel_fn_addresses: list[int],
     kernel_names: list[str],
     args: list[TsArg],
-    num_workers: int = 0,
-    record_edges: bool = False,
-    record_task_times: bool = False,
-    dump_level: int = 0,
-    checks: RunChecks | None = None,
+    config: RunConfig | None = None,
+    recording: Recording | None = None,
+    *,
+    kernel_filter: tuple[bool, ...] | None = None,
+    worker_stack_mib: int = 0,
 ) -> RunReport:
     """Run an orchestration (``orchestration_entry``'s address) with kernels indexed by func_id.
 
     Blocks until the orchestration returned and every task finished; the GIL is released
-    meanwhile. ``num_workers=0`` uses every hardware thread. ``dump_level`` 1..3 collects the
-    tensor dump into ``report.dump`` (1 tagged, 2 every argument, 3 metadata only), bounded by
-    ``DUMP_ARENA_BYTES`` and ``DUMP_MAX_RECORDS`` per worker. The run borrows a Runtime from
-    ``runtime_pool()``, so consecutive runs reuse parked worker threads instead of starting them.
+    meanwhile. The run's options come from ``config`` (default: ``RunConfig()``; its
+    ``num_workers=0`` uses every hardware thread, ``serial`` one worker) and what the core
+    records from ``recording`` (default: nothing): a ``dump_level`` of 1..3 collects the tensor
+    dump into ``report.dump`` (1 tagged, 2 every argument, 3 metadata only), bounded by
+    ``run_config.DUMP_ARENA_BYTES`` and ``DUMP_MAX_RECORDS`` per worker. ``kernel_filter`` is one
+    flag per kernel (print_intermediates lines and dump levels 2/3 for those only) and
+    ``worker_stack_mib`` the workers' stack size (0: the default; see ``worker_stack_mib()``).
+    The run borrows a Runtime from ``runtime_pool()``, so consecutive runs reuse parked worker
+    threads instead of starting them.
 
     Raises:
         RuntimeFailure: the run failed; the message is the runtime's and ``exc.report`` holds the
@@ -411,23 +370,22 @@ def run_graph(
         ArgumentError: the kernel tables disagree or an address is NULL.
     """
     _check_graph("run_graph", orch_fn_address, kernel_fn_addresses, kernel_names)
-    if num_workers < 0:
+    config = config or RunConfig()
+    if config.num_workers < 0:
         raise ArgumentError(
-            f"run_graph: num_workers must be >= 0 (0 = all hardware threads), got {num_workers}"
+            f"run_graph: num_workers must be >= 0 (0 = all hardware threads), got {config.num_workers}"
         )
-    if checks is not None and checks.serial:
-        num_workers = 1
-    runtime = _runtimes.borrow(num_workers)
+    runtime = _runtimes.borrow(1 if config.serial else config.num_workers)
     try:
         return runtime.run(
             orch_fn_address,
             kernel_fn_addresses,
             kernel_names,
             args,
-            record_edges,
-            record_task_times,
-            dump_level,
-            checks,
+            config,
+            recording,
+            kernel_filter=kernel_filter,
+            worker_stack_mib=worker_stack_mib,
         )
     finally:
         _runtimes.give_back(runtime)

@@ -24,7 +24,6 @@ from typing import Any
 
 import torch
 
-from tilescope import knobs
 from tilescope._logging import configure
 from tilescope.analysis.compare import check_tolerances
 from tilescope.analysis.data import DataError, load_meta, load_references, load_snapshot
@@ -42,7 +41,6 @@ from tilescope.build.manifest import as_build_dir
 from tilescope.build.paths import DATA_DIR
 from tilescope.build.state import source_hashes
 from tilescope.debug.intermediates import record_tensor
-from tilescope.debug.observers import Recording
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.ir.nodes import Assign, Store, Var
 from tilescope.ir.traverse import child_exprs, walk_exprs
@@ -50,6 +48,7 @@ from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import Binaries, launch
 from tilescope.runtime.guarded import guarded_clone
 from tilescope.runtime.library import load_entry, sink_installer
+from tilescope.runtime.run_config import Recording, RunConfig
 
 
 class LocalizeError(TilescopeError):
@@ -95,9 +94,9 @@ def _probe_runner(build: CompiledProgram):
         binaries.kernels[task.func_id] = entry.address
         binaries.probes[task.func_id] = sink_installer(entry.library)
         args = task.arguments(build.kernel_params(task.func_id), guarded_clone)
-        opts = knobs.runtime_options({"log_level": "error"})
+        config = RunConfig.from_keywords({"log_level": "error"})
         try:
-            info = launch(build, binaries, args, opts, task=task.func_id, capture=Recording(probes=True))
+            info = launch(build, binaries, args, config, kernel_index=task.func_id, capture=Recording(probes=True))
         except RuntimeFailure as e:
             raise LocalizeError(f"task {task.task_id} fails on the probe build: {e}") from None
         dump = info.report.dump
