@@ -417,7 +417,7 @@ def _death(
             why = " in a kernel, but its crash report could not be written"
         else:
             why = " outside a kernel, so there is no crash report"
-        return Failure("crash", f"the isolated run of {program.name} died of {name}{why}", details=said)
+        return Failure("crash", f"the isolated run of {program.name} died of {name}{why}", details=said, signal=name)
     called = next((m for m in map(_EXIT_CALLED.search, last) if m), None)
     if called is not None:
         return Failure(
