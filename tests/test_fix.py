@@ -16,6 +16,7 @@ import triage_programs as tp
 from helpers import line_of
 
 from tilescope.analysis.data import save_snapshot
+from tilescope.analysis.report import Fix
 from tilescope.analysis.triage.triage_command import triage
 from tilescope.harness import run_jit
 
@@ -36,22 +37,22 @@ def saved(fn, specs, golden, rtol=1e-5, atol=1e-6):
     return result.work_dir
 
 
-def fixed(work, **kw) -> dict:
+def fixed(work, **kw) -> Fix:
     """triage --fix of ``work``: its ``fix``, checked to be the one report.json holds."""
     rep = triage(work, fix=True, **kw)
     on_disk = json.loads((work / "dfx_outputs" / "triage" / "report.json").read_text())
-    assert on_disk["fix"] == json.loads(json.dumps(rep.fix))
+    assert Fix.from_json(on_disk["fix"]) == rep.fix
     return rep.fix
 
 
 def verified(fix, fn, line_text, after):
     """The fix is verified, edits ``fn``'s line holding ``line_text``, and makes it ``after``."""
-    assert fix["verified"] is True, fix
-    assert fix["kind"] == "dsl"
-    e = fix["edit"]
-    assert e["line"] == line_of(fn, line_text) and Path(e["file"]).name == Path(sys.modules[fn.fn.__module__].__file__).name
-    assert e["after"].strip() == after
-    assert fix["comparison"].startswith("every output within rtol=")
+    assert fix.verified is True, fix
+    assert fix.kind == "dsl"
+    e = fix.edit
+    assert e.line == line_of(fn, line_text) and Path(e.file).name == Path(sys.modules[fn.fn.__module__].__file__).name
+    assert e.after.strip() == after
+    assert fix.comparison.startswith("every output within rtol=")
 
 
 @pytest.mark.slow
@@ -59,7 +60,7 @@ def test_a_wrong_cast_mode_gets_the_mode_that_matches():
     fix = fixed(saved(P.scale_bf16, P.SCALE_BF16, P.scale_bf16_golden, rtol=1e-3, atol=0.0))
     verified(fix, P.to_bf16, 'mode="trunc"',
              'h = ts.cast(t * 3.0, ts.bf16, mode="rint")  # the defect: the golden rounds to nearest')  # fmt: skip
-    assert "mode='trunc'" in fix["edit"]["why"]
+    assert "mode='trunc'" in fix.edit.why
 
 
 @pytest.mark.slow
@@ -67,7 +68,7 @@ def test_a_slice_with_the_wrong_loop_variable_gets_the_variable_that_lines_the_b
     fix = fixed(saved(P.blocks, P.BLOCKS, P.blocks_golden))
     verified(fix, P.blocks, "double_block(x[",
              "double_block(x[i * 16 : i * 16 + 16, j * 16 : j * 16 + 16], y[i * 16 : i * 16 + 16, j * 16 : j * 16 + 16])")
-    assert fix["edit"]["why"] == "dim 1 of the slice of x steps with loop variable i: the block it names belongs to j"
+    assert fix.edit.why == "dim 1 of the slice of x steps with loop variable i: the block it names belongs to j"
 
 
 @pytest.mark.slow
@@ -81,7 +82,7 @@ def test_a_store_loop_one_chunk_short_gets_the_bound_that_covers_the_out_param(t
     verified(rep.fix, tp.scale_rows_short, "for h in ts.range", "for h in ts.range(0, W, 64):  # the bug: one chunk short")
     assert "fix (verified on the saved data)" in rep.render()
     # the verified copy and its build are kept for the user to look at, under the build's dfx_outputs
-    kept = rep.fix["comparison"].rpartition("the fixed build is ")[2]
+    kept = rep.fix.comparison.rpartition("the fixed build is ")[2]
     assert Path(kept).is_dir() and "dfx_outputs/triage/fix/run_" in kept
 
 
@@ -112,8 +113,8 @@ def test_row_max_where_row_sum_was_meant_is_found_with_the_probe_golden():
     verified(fix, P.normalize_rows, "total = ts.row_max(t)",
              "total = ts.row_sum(t)  # the defect: the rows are to be divided by their sums")  # fmt: skip
     # the sibling tried first (the smaller edit) did not verify, and says why
-    assert [t["after"].strip().split(" ")[2] for t in fix["tried"]] == ["ts.row_min(t)", "ts.row_sum(t)"]
-    assert fix["tried"][0]["verified"] is False and fix["tried"][0]["result"].startswith("still outside tolerance: y")
+    assert [t.after.strip().split(" ")[2] for t in fix.tried] == ["ts.row_min(t)", "ts.row_sum(t)"]
+    assert fix.tried[0].verified is False and fix.tried[0].result.startswith("still outside tolerance: y")
 
 
 @pytest.mark.slow
@@ -128,21 +129,21 @@ def test_an_out_param_that_is_read_gets_inout_through_the_harness(capsys):
 @pytest.mark.slow
 def test_an_innocent_drift_gets_the_tolerance_and_no_kernel_patch():
     fix = fixed(saved(P.long_sum, P.LONG_SUM, P.long_sum_golden, rtol=1e-7, atol=0.0))
-    assert fix["kind"] == "test" and fix["edit"] is None and fix["verified"] is True
-    change = fix["test_change"]
-    assert 1e-7 < change["rtol"] < 1e-4 and change["atol"] == 0
-    assert "no kernel patch" in change["why"]
-    assert fix["comparison"].startswith(f"every output within rtol={change['rtol']:g}, atol=0 of the golden")
+    assert fix.kind == "test" and fix.edit is None and fix.verified is True
+    change = fix.test_change
+    assert 1e-7 < change.rtol < 1e-4 and change.atol == 0
+    assert "no kernel patch" in change.why
+    assert fix.comparison.startswith(f"every output within rtol={change['rtol']:g}, atol=0 of the golden")
 
 
 @pytest.mark.slow
 def test_an_unfixable_case_says_what_was_tried():
     rep = triage(saved(F.unit, F.UNIT, F.unit_golden), fix=True)
     fix = rep.fix
-    assert rep.category == "algorithm" and fix["edit"] is None and fix["verified"] is False
-    assert fix["why_none"] == "no candidate edit made the outputs match the golden"
-    assert sorted(t["after"].split("=")[1].split("#")[0].strip() for t in fix["tried"]) == ["ts.row_mean(t)", "ts.row_min(t)", "ts.row_sum(t)"]
-    assert all(t["result"] == "still outside tolerance: y (1024 of 1024 elements)" for t in fix["tried"])
+    assert rep.category == "algorithm" and fix.edit is None and fix.verified is False
+    assert fix.why_none == "no candidate edit made the outputs match the golden"
+    assert sorted(t.after.split("=")[1].split("#")[0].strip() for t in fix.tried) == ["ts.row_mean(t)", "ts.row_min(t)", "ts.row_sum(t)"]
+    assert all(t.result == "still outside tolerance: y (1024 of 1024 elements)" for t in fix.tried)
     text = rep.render()
     assert "fix: none: no candidate edit made the outputs match the golden" in text and "tried " in text
 
@@ -154,8 +155,8 @@ def test_a_culprit_no_rule_knows_says_so(tmp_path):
     save_snapshot(prog.work_dir / "data", list(prog.args), inputs, {"y": torch.log(inputs["x"] * 2 + 1) + 1},
                   {"rtol": 1e-5, "atol": 1e-5})  # fmt: skip
     rep = triage(prog.work_dir, fix=True)
-    assert rep.category == "nan" and rep.fix["edit"] is None and rep.fix["tried"] == []
-    assert rep.fix["why_none"] == "no candidate edit for category 'nan' at op log"
+    assert rep.category == "nan" and rep.fix.edit is None and rep.fix.tried == []
+    assert rep.fix.why_none == "no candidate edit for category 'nan' at op log"
 
 
 @pytest.mark.slow
@@ -165,8 +166,8 @@ def test_a_passing_build_has_nothing_to_fix(tmp_path):
     save_snapshot(prog.work_dir / "data", list(prog.args), inputs,
                   {"out": tp.attention_golden(inputs["q"], inputs["k"], inputs["v"])}, {"rtol": 1e-4, "atol": 1e-4})  # fmt: skip
     rep = triage(prog.work_dir, fix=True)
-    assert rep.category == "pass" and rep.fix["edit"] is None
-    assert rep.fix["why_none"] == "the build passes: there is nothing to fix"
+    assert rep.category == "pass" and rep.fix.edit is None
+    assert rep.fix.why_none == "the build passes: there is nothing to fix"
 
 
 @pytest.mark.slow
@@ -179,10 +180,10 @@ def test_a_hand_edited_kernel_line_gets_the_line_as_generated():
     rep = triage(work, fix=True)
     assert rep.category == "codegen"
     fix = rep.fix
-    assert fix["verified"] is True and fix["kind"] == "build"
-    e = fix["edit"]
-    assert e["file"] == "kernels/vec/affine_rows.cpp" and "0.25f" in e["before"] and "0.5f" in e["after"]
-    assert e["after"] in text.splitlines()  # exactly the line the generator wrote
+    assert fix.verified is True and fix.kind == "build"
+    e = fix.edit
+    assert e.file == "kernels/vec/affine_rows.cpp" and "0.25f" in e.before and "0.5f" in e.after
+    assert e.after in text.splitlines()  # exactly the line the generator wrote
     assert cpp.read_bytes() == edited  # the build's own file is not touched either
     assert "fix (verified on the saved data): the build's kernels/vec/affine_rows.cpp" in rep.render()
 
@@ -198,10 +199,10 @@ def test_a_race_from_a_hand_edit_gets_the_load_that_orders_it_back(tmp_path):
     source = tp.edit_kernel(prog, "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
     rep = triage(prog.work_dir, fix=True)
     assert rep.category == "race"
-    e = rep.fix["edit"]
-    assert rep.fix["verified"] is True and e["file"] == source
-    assert "{32, 0}" in e["before"] and "load<64, 64>(y, {0, 0}" in e["after"]
-    assert e["line"] == int(rep.culprit.cpp_line.rpartition(":")[2])
+    e = rep.fix.edit
+    assert rep.fix.verified is True and e.file == source
+    assert "{32, 0}" in e.before and "load<64, 64>(y, {0, 0}" in e.after
+    assert e.line == int(rep.culprit.cpp_line.rpartition(":")[2])
 
 
 def _module(tmp_path, name, text):
@@ -227,10 +228,10 @@ def test_a_source_changed_or_gone_since_the_build_gets_the_edit_on_the_ir_dump(t
     else:
         path.unlink()
     fix = fixed(work)
-    assert fix["verified"] is True and fix["kind"] == "build"
-    assert fix["edit"]["file"] == "ir/normalize.py" and fix["edit"]["after"].strip() == "total = ts.row_sum(t)"
+    assert fix.verified is True and fix.kind == "build"
+    assert fix.edit.file == "ir/normalize.py" and fix.edit.after.strip() == "total = ts.row_sum(t)"
     said = "has changed since the build" if change == "edited" else "is gone"
-    assert any(said in n and "ir/normalize.py" in n for n in fix["notes"])
+    assert any(said in n and "ir/normalize.py" in n for n in fix.notes)
 
 
 @pytest.mark.slow
@@ -254,9 +255,9 @@ def test_a_candidate_that_does_not_compile_is_listed_and_the_next_one_verifies(m
     build = CompiledProgram.from_dir(work)
     inputs, golden = load_snapshot(work / "data", list(build.args))
     fix = propose(build, rep, inputs, golden, deadline=float("inf"))
-    bad = next(t for t in fix["tried"] if "row_max(t, t)" in t["after"])
-    assert bad["verified"] is False and "ts.row_max takes at most 1 arguments" in bad["result"]
-    assert fix["verified"] is True and fix["edit"]["after"].strip().startswith("total = ts.row_sum(t)")
+    bad = next(t for t in fix.tried if "row_max(t, t)" in t.after)
+    assert bad.verified is False and "ts.row_max takes at most 1 arguments" in bad.result
+    assert fix.verified is True and fix.edit.after.strip().startswith("total = ts.row_sum(t)")
 
 
 @pytest.mark.slow
@@ -281,9 +282,9 @@ def test_a_candidate_that_hangs_is_stopped_within_the_budget(monkeypatch):
     t0 = time.perf_counter()
     fix = harness_fix.propose(build, rep, inputs, golden, deadline=time.perf_counter() + 2)
     took = time.perf_counter() - t0
-    assert fix["tried"][0]["after"].startswith("for (volatile long i")
-    assert fix["tried"][0]["verified"] is False and "RuntimeFailure" in fix["tried"][0]["result"]
-    assert fix["why_none"] == "the budget was spent before every candidate was tried"
+    assert fix.tried[0].after.startswith("for (volatile long i")
+    assert fix.tried[0].verified is False and "RuntimeFailure" in fix.tried[0].result
+    assert fix.why_none == "the budget was spent before every candidate was tried"
     print(f"a hanging candidate was stopped after {took:.1f}s: {fix['tried'][0]['result']}")
     assert (work / cpp).read_text().splitlines() == lines  # the build's own file is untouched
 
@@ -315,9 +316,9 @@ def test_an_orchestration_direction_edited_by_hand_gets_the_generated_line_back(
     cpp.write_text(text.replace("task.add_output(y.slice", "task.add_inout(y.slice"))
     rep = triage(work, fix=True)
     assert rep.category == "signature"
-    e = rep.fix["edit"]
-    assert rep.fix["verified"] is True and rep.fix["kind"] == "build" and e["file"] == "orchestration/affine.cpp"
-    assert "add_inout(y.slice" in e["before"] and e["after"] in text.splitlines()
+    e = rep.fix.edit
+    assert rep.fix.verified is True and rep.fix.kind == "build" and e.file == "orchestration/affine.cpp"
+    assert "add_inout(y.slice" in e.before and e.after in text.splitlines()
 
 
 @pytest.mark.slow
@@ -330,8 +331,8 @@ def test_a_source_in_another_encoding_is_read_in_it_and_the_verdict_stands(tmp_p
     spec.loader.exec_module(m)
     before = path.read_bytes()
     rep = triage(saved(m.normalize, m.NORMALIZE, m.normalize_golden), fix=True)
-    assert rep.category == "algorithm" and rep.fix["verified"] is True
-    assert rep.fix["edit"]["after"].strip().startswith("total = ts.row_sum(t)")
+    assert rep.category == "algorithm" and rep.fix.verified is True
+    assert rep.fix.edit.after.strip().startswith("total = ts.row_sum(t)")
     assert path.read_bytes() == before
 
 
@@ -346,7 +347,7 @@ def test_a_relative_source_path_is_the_build_s_file_whatever_the_working_directo
     (tmp_path / "b" / "normmod.py").write_text("# another file of the same name\n" * 40)
     monkeypatch.chdir(tmp_path / "b")
     fix = fixed(work)
-    assert fix["verified"] is True and Path(fix["edit"]["file"]) == path.resolve()
+    assert fix.verified is True and Path(fix.edit.file) == path.resolve()
 
 
 def test_a_module_that_cannot_be_imported_twice_fails_its_candidate_not_the_run(tmp_path):
@@ -358,8 +359,8 @@ def test_a_module_that_cannot_be_imported_twice_fails_its_candidate_not_the_run(
     result = run_jit(m.accumulate, m.ACCUMULATE, golden_fn=m.accumulate_golden, fix=True,
                      compile_cfg={"build_dir": str(tmp_path / "mine")})  # fmt: skip
     fix = result.triage.fix
-    assert fix["verified"] is False and fix["tried"][0]["result"].startswith("RuntimeError: this module registers")
-    assert fix["why_none"] == "no candidate edit made the program compile and match the golden"
+    assert fix.verified is False and fix.tried[0].result.startswith("RuntimeError: this module registers")
+    assert fix.why_none == "no candidate edit made the program compile and match the golden"
     # the candidates went under the run's own build directory, and the failed one left nothing
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["_fix_accumulate"]
     assert [list(run.iterdir()) for run in (tmp_path / "mine" / "_fix_accumulate").iterdir()] == [[]]
@@ -375,7 +376,7 @@ def test_two_proposals_in_one_process_keep_their_own_fixed_builds():
     rep = triage(work)
     build = CompiledProgram.from_dir(work)
     inputs, golden = load_snapshot(work / "data", list(build.args))
-    kept = [propose(build, rep, inputs, golden, float("inf"))["comparison"].rpartition("the fixed build is ")[2]
+    kept = [propose(build, rep, inputs, golden, float("inf")).comparison.rpartition("the fixed build is ")[2]
             for _ in range(2)]  # fmt: skip
     assert kept[0] != kept[1] and all(Path(k).is_dir() for k in kept)
 
@@ -398,7 +399,7 @@ def test_a_model_script_without_a_main_guard_is_imported_without_running_again(t
     work = m.RESULT.work_dir
     builds = sorted(p.name for p in work.parent.iterdir())
     fix = fixed(work)
-    assert fix["verified"] is True and fix["edit"]["after"].strip().startswith("total = ts.row_sum(t)")
+    assert fix.verified is True and fix.edit.after.strip().startswith("total = ts.row_sum(t)")
     assert sorted(p.name for p in work.parent.iterdir()) == builds  # the import ran no program
 
 
@@ -410,8 +411,8 @@ def test_a_module_that_exits_when_imported_fails_its_candidate_and_the_verdict_s
     _, m = _module(tmp_path, "exits", text)
     rep = triage(saved(m.normalize, m.NORMALIZE, m.normalize_golden), fix=True)
     assert rep.category == "algorithm" and rep.culprit.op == "row_max"
-    assert rep.fix["verified"] is False
-    assert all(t["result"].startswith("SystemExit(2): the module exits when it is imported") for t in rep.fix["tried"])
+    assert rep.fix.verified is False
+    assert all(t.result.startswith("SystemExit(2): the module exits when it is imported") for t in rep.fix.tried)
 
 
 @pytest.mark.slow
@@ -437,7 +438,7 @@ def test_a_program_built_inside_a_function_gets_its_edit_on_the_ir_dump(tmp_path
             + "\n    return normalize, NORMALIZE, normalize_golden\n")  # fmt: skip
     _, m = _module(tmp_path, "builder", text)
     fix = fixed(saved(*m.make()))
-    assert fix["verified"] is True and fix["kind"] == "build"
-    assert fix["edit"]["file"] == "ir/normalize.py" and fix["edit"]["after"].strip() == "total = ts.row_sum(t)"
-    assert fix["tried"][0]["target"] == "dsl" and "has no @ts.jit program named 'normalize'" in fix["tried"][0]["result"]
-    assert any("built inside a function" in n for n in fix["notes"])
+    assert fix.verified is True and fix.kind == "build"
+    assert fix.edit.file == "ir/normalize.py" and fix.edit.after.strip() == "total = ts.row_sum(t)"
+    assert fix.tried[0]["target"] == "dsl" and "has no @ts.jit program named 'normalize'" in fix.tried[0].result
+    assert any("built inside a function" in n for n in fix.notes)

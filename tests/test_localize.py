@@ -93,9 +93,9 @@ def test_precision_long_f32_sum_at_tight_rtol_is_innocent_with_a_tolerance_that_
     assert all(v is None for v in vars(rep.culprit).values())
     tol = rep.tolerance
     worst = max(r.max_rel for r in rep.fingerprint if r.pair == "sim~golden")
-    assert worst <= tol["rtol"] <= 1.1 * worst and tol["atol"] == 0.0
+    assert worst <= tol.rtol <= 1.1 * worst and tol.atol == 0.0
     assert any("sequential" not in e and "one element at a time" in e for e in rep.evidence)
-    again = ts_replay(result.work_dir, rtol=tol["rtol"], atol=tol["atol"])
+    again = ts_replay(result.work_dir, rtol=tol.rtol, atol=tol.atol)
     assert again.passed
 
 

@@ -220,10 +220,10 @@ hogs = [subprocess.Popen([sys.executable, "-S", "-c", hog]) for _ in range({hogs
 try:
     time.sleep(0.3)
     rep = triage(prog.work_dir, task_timeout_s={task_timeout_s})
-    first = next(s for s in rep.steps if s["step"].startswith("run isolated"))
+    first = next(s for s in rep.steps if s.step.startswith("run isolated"))
     loaded = prog.run(x, torch.zeros(1, 16), n, enable_trace=True, num_workers=1, task_timeout_s=0)
     t = loaded.report.tasks[0]
-    print(json.dumps({{"category": rep.category, "summary": rep.summary, "task_timeout_s": first["task_timeout_s"],
+    print(json.dumps({{"category": rep.category, "summary": rep.summary, "task_timeout_s": first.task_timeout_s,
                       "loaded_wall_s": (t.end_ns - t.start_ns) / 1e9, "elapsed_s": rep.elapsed_s}}))
 finally:
     for h in hogs:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.analysis.localize.localize_command import internal_error
+from tilescope.analysis.report import Report
 from tilescope.analysis.triage.triage_command import DEFAULT_BUDGET, triage
 from tilescope.build.manifest import Build
 from tilescope.errors import TilescopeError
@@ -250,8 +251,8 @@ def _localize(build_dir: str, golden_data: str | None, rtol: float | None, atol:
         argv += [flag, str(v)] if v is not None else []
     proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     try:
-        return json.loads(proc.stdout)
-    except ValueError:
+        return Report.from_json(json.loads(proc.stdout)).to_json()  # NOTE: a report, or why not
+    except (ValueError, TypeError):
         pass
     if proc.returncode < 0:
         try:

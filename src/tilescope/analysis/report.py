@@ -1,6 +1,8 @@
-"""What ``tilescope localize`` found: ``dfx_outputs/localize/report.json`` and the verdict it prints.
+"""The report of every analysis (``Report``): what ``tilescope localize`` and ``tilescope triage``
+found, as ``dfx_outputs/<tool>/report.json`` and the verdict they print. ``Report.from_json``
+reads it back (a triage child's answer, ``tilescope localize --json`` for the agent tools).
 
-Format ``tilescope-localize`` version 1 (the triage report reuses it):
+Format ``tilescope-localize`` version 1:
 
 - ``tool``: ``localize`` or ``triage`` (which wrote it).
 - ``category``: ``codegen`` (the compiled code disagrees with the program's own semantics),
@@ -31,7 +33,7 @@ Format ``tilescope-localize`` version 1 (the triage report reuses it):
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +84,95 @@ class FingerprintRow:
 
 
 @dataclass
-class LocalizeReport:
-    """The report ``tilescope localize`` writes and prints (see the module docstring)."""
+class Tolerance:
+    """The tolerance the data justify (``precision``, ``innocent``), and why."""
+
+    rtol: float
+    atol: float
+    text: str
+
+
+@dataclass
+class Step:
+    """One step triage ran, and its seconds (``task_timeout_s``: the first run's hang budget)."""
+
+    step: str
+    seconds: float
+    task_timeout_s: float | None = None
+
+
+@dataclass
+class ProposedEdit:
+    """One line of a file replaced: ``file`` (the DSL source, or a path inside the build), its
+    1-based ``line``, the line ``before`` and ``after``, and ``why``."""
+
+    file: str
+    line: int
+    before: str
+    after: str
+    why: str
+
+
+@dataclass
+class TriedEdit(ProposedEdit):
+    """A candidate edit that was tried: where it applies (``target``: dsl or build), whether it
+    made the outputs match, and the comparison (or why it could not run)."""
+
+    target: str = "dsl"
+    verified: bool = False
+    result: str = ""
+
+
+@dataclass
+class ToleranceChange:
+    """A fix in the test, not the kernel: the tolerance that passes, and why."""
+
+    rtol: float
+    atol: float
+    why: str
+
+
+@dataclass
+class Fix:
+    """``--fix``: the proposed change and how it was verified, or why there is none.
+
+    ``kind``: ``dsl`` (``edit`` is of the DSL source), ``build`` (of a file of the build), ``test``
+    (``test_change``), or None (no fix: ``why_none``)."""
+
+    kind: str | None = None
+    edit: ProposedEdit | None = None
+    verified: bool = False
+    tried: list[TriedEdit] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    why_none: str | None = None
+    test_change: ToleranceChange | None = None
+    verified_on: str | None = None  # None: the saved data
+    comparison: str | None = None
+
+    @classmethod
+    def none(cls, why: str, tried: list[TriedEdit] | None = None, notes: list[str] | None = None) -> Fix:
+        """No fix, and why."""
+        return cls(tried=list(tried or []), notes=list(notes or []), why_none=why)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Fix:
+        """The Fix ``to_json`` wrote."""
+        edit, change = data.get("edit"), data.get("test_change")
+        return cls(data.get("kind"), ProposedEdit(**edit) if edit else None, bool(data.get("verified")),
+                   [TriedEdit(**t) for t in data.get("tried") or []], list(data.get("notes") or []),
+                   data.get("why_none"), ToleranceChange(**change) if change else None, data.get("verified_on"),
+                   data.get("comparison"))  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON data: every field, the ones that do not apply (None) left out but ``kind`` and ``edit``."""
+        data = asdict(self)
+        return {k: v for k, v in data.items() if v is not None or k in ("kind", "edit")}
+
+
+@dataclass
+class Report:
+    """The report every analysis writes and prints: localize, triage and its fix, the harness's
+    checks, the CLI and the agent tools (see the module docstring)."""
 
     program: str
     build: str
@@ -98,19 +187,40 @@ class LocalizeReport:
     rtol: float = 0.0
     atol: float = 0.0
     fingerprint: list[FingerprintRow] = field(default_factory=list)
-    tolerance: dict[str, Any] | None = None
+    tolerance: Tolerance | None = None
     limitations: list[str] = field(default_factory=list)
     tool: str = "localize"  # who wrote it: localize, or triage
-    steps: list[dict[str, Any]] = field(default_factory=list)  # triage: each step it ran, and its seconds
+    steps: list[Step] = field(default_factory=list)  # triage: each step it ran, and its seconds
     deterministic: bool | None = None  # triage, a passing build: the same outputs across shuffled schedules
-    fix: dict[str, Any] | None = None  # triage --fix: the proposed edit, verified on the saved data (or why none)
+    fix: Fix | None = None  # triage --fix: the proposed edit, verified on the saved data (or why none)
     maps: list[dict[str, Any]] = field(default_factory=list, repr=False)  # report.html's heatmaps (not in the JSON)
 
     def to_json(self) -> dict[str, Any]:
         """The ``report.json`` object."""
         data = asdict(self)
         data.pop("maps")
+        data["steps"] = [{k: v for k, v in s.items() if v is not None} for s in data["steps"]]
+        data["fix"] = self.fix.to_json() if self.fix is not None else None
         return {"format": FORMAT, "version": VERSION, **_finite(data)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Report:
+        """The Report ``to_json`` wrote (a child's answer, ``tilescope localize --json``'s output).
+
+        Raises:
+            ValueError: not a report of this format and version.
+        """
+        if data.get("format", FORMAT) != FORMAT or data.get("version", VERSION) != VERSION:
+            raise ValueError(f"not a {FORMAT} report of version {VERSION}: format {data.get('format')!r}, "
+                             f"version {data.get('version')!r}")  # fmt: skip
+        known = {f.name for f in fields(cls)} - {"maps"}
+        given = {k: _numbers(v) for k, v in data.items() if k in known}
+        given["culprit"] = Culprit(**(data.get("culprit") or {}))
+        given["fingerprint"] = [FingerprintRow(**_numbers(r)) for r in data.get("fingerprint") or []]
+        given["tolerance"] = Tolerance(**_numbers(data["tolerance"])) if data.get("tolerance") else None
+        given["steps"] = [Step(**s) for s in data.get("steps") or []]
+        given["fix"] = Fix.from_json(data["fix"]) if data.get("fix") else None
+        return cls(**given)
 
     def render(self) -> str:
         """The verdict as printed: a headline, the culprit, the evidence and what to run next."""
@@ -121,7 +231,7 @@ class LocalizeReport:
         if any(v is not None for v in asdict(self.culprit).values()):
             lines.append(f"  culprit: {self.culprit.text()}")
         if self.tolerance:
-            lines.append(f"  tolerance: {self.tolerance['text']}")
+            lines.append(f"  tolerance: {self.tolerance.text}")
         lines += [f"  - {e}" for e in self.evidence]
         lines += [f"  (limitation) {x}" for x in self.limitations]
         if self.fix is not None:
@@ -133,25 +243,25 @@ class LocalizeReport:
         return "\n".join(lines)
 
 
-def _fix_lines(fix: dict[str, Any]) -> list[str]:
+def _fix_lines(fix: Fix) -> list[str]:
     """The ``fix`` of a triage report as printed: the edit (or the test-side change) and how it
     was verified, or why there is none and what was tried."""
-    state = f"verified on {fix.get('verified_on', 'the saved data')}" if fix.get("verified") else "NOT verified"
-    e, change = fix.get("edit"), fix.get("test_change")
+    state = f"verified on {fix.verified_on or 'the saved data'}" if fix.verified else "NOT verified"
+    e, change = fix.edit, fix.test_change
     lines = []
     if e:
-        where = "the build's " + e["file"] if fix.get("kind") == "build" else e["file"]
-        lines += [f"  fix ({state}): {where}:{e['line']}: {e['why']}", f"    - {e['before'].strip()}",
-                  f"    + {e['after'].strip()}"]  # fmt: skip
+        where = "the build's " + e.file if fix.kind == "build" else e.file
+        lines += [f"  fix ({state}): {where}:{e.line}: {e.why}", f"    - {e.before.strip()}",
+                  f"    + {e.after.strip()}"]  # fmt: skip
     elif change:
-        lines.append(f"  fix ({state}), in the test, not the kernel: rtol={change['rtol']:g}, atol={change['atol']:g}: "
-                     f"{change['why']}")  # fmt: skip
+        lines.append(f"  fix ({state}), in the test, not the kernel: rtol={change.rtol:g}, atol={change.atol:g}: "
+                     f"{change.why}")  # fmt: skip
     else:
-        lines.append(f"  fix: none: {fix.get('why_none')}")
-        lines += [f"    tried {t['file']}:{t['line']}: `{t['after'].strip()}`: {t['result']}" for t in fix.get("tried", [])]
-    if (e or change) and fix.get("comparison"):
-        lines.append(f"    ({fix['comparison']})")
-    lines += [f"    (note) {n}" for n in fix.get("notes", []) if n]
+        lines.append(f"  fix: none: {fix.why_none}")
+        lines += [f"    tried {t.file}:{t.line}: `{t.after.strip()}`: {t.result}" for t in fix.tried]
+    if (e or change) and fix.comparison:
+        lines.append(f"    ({fix.comparison})")
+    lines += [f"    (note) {n}" for n in fix.notes if n]
     return lines
 
 
@@ -166,7 +276,16 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def write_report(work_dir: Path, report: LocalizeReport, where: str = LOCALIZE_DIR) -> Path:
+def _numbers(value: Any) -> Any:
+    """``value`` with the strings ``_finite`` wrote for infinite and NaN floats as floats again."""
+    if value in ("inf", "-inf", "nan"):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    return value
+
+
+def write_report(work_dir: Path, report: Report, where: str = LOCALIZE_DIR) -> Path:
     """Write ``<build>/dfx_outputs/<where>/report.json`` (localize's, or triage's); returns its path."""
     folder = dfx_dir(work_dir) / where
     folder.mkdir(parents=True, exist_ok=True)
@@ -175,4 +294,5 @@ def write_report(work_dir: Path, report: LocalizeReport, where: str = LOCALIZE_D
     return path
 
 
-__all__ = ["Culprit", "FingerprintRow", "LocalizeReport", "write_report"]
+__all__ = ["Culprit", "FingerprintRow", "Fix", "ProposedEdit", "Report", "Step", "ToleranceChange", "Tolerance", "TriedEdit",
+           "write_report"]

@@ -23,7 +23,7 @@ from tilescope.analysis.data import save_snapshot
 from tilescope.analysis.localize.localize_command import internal_error, localize
 from tilescope.analysis.poison import Poisoned, poison_run
 from tilescope.analysis.progress import Progress
-from tilescope.analysis.report import LocalizeReport
+from tilescope.analysis.report import Report
 from tilescope.analysis.shuffle import shuffle_lines, shuffle_runs
 from tilescope.analysis.triage.triage_command import triage
 from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, dfx_dir
@@ -91,7 +91,7 @@ def _guarded(tool: str, say: Callable[[str], None], fn: Callable[[], Any]) -> An
     return None
 
 
-def _verdict(tool: str, fn, run: RunData, say: Callable[[str], None], **kw: Any) -> LocalizeReport | None:
+def _verdict(tool: str, fn, run: RunData, say: Callable[[str], None], **kw: Any) -> Report | None:
     """``fn`` (localize or triage) on this run's data; prints the verdict."""
     rep = _guarded(tool, say, lambda: fn(run.build.work_dir, run.directory(tool), rtol=run.rtol, atol=run.atol, **kw))
     if rep is not None:
@@ -99,12 +99,12 @@ def _verdict(tool: str, fn, run: RunData, say: Callable[[str], None], **kw: Any)
     return rep
 
 
-def localize_run(run: RunData, say: Callable[[str], None]) -> LocalizeReport | None:
+def localize_run(run: RunData, say: Callable[[str], None]) -> Report | None:
     """Localize this run's failed comparison; prints the verdict."""
     return _verdict("localize", localize, run, say)
 
 
-def triage_run(run: RunData, say: Callable[[str], None], fix: bool = False) -> LocalizeReport | None:
+def triage_run(run: RunData, say: Callable[[str], None], fix: bool = False) -> Report | None:
     """Triage this run's failure (with ``fix``, propose a verified edit); prints the verdict."""
     return _verdict("triage", triage, run, say, fix=fix)
 

@@ -28,7 +28,7 @@ from tilescope._logging import configure, level_number
 from tilescope.analysis.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.analysis.data import load_snapshot, save_snapshot
 from tilescope.analysis.fix.verify import candidate_import, propose_for_compile_error
-from tilescope.analysis.report import LocalizeReport
+from tilescope.analysis.report import Report
 from tilescope.analysis.triage.triage_command import error_report
 from tilescope.analysis.user_code import GoldenError, call_user, function_name
 from tilescope.build.manifest import ArgSpec, Build
@@ -72,8 +72,8 @@ class RunResult:
     atol: float = 0.0
     failure: Failure | None = None  # how the run failed (task, kernel, line, saved inputs)
     nan: Failure | None = None  # nan_check: the NaN/Inf report
-    localize: LocalizeReport | None = None  # localize=True and a comparison failed: its culprit
-    triage: LocalizeReport | None = None  # triage=True and the run failed or mismatched: its category and culprit
+    localize: Report | None = None  # localize=True and a comparison failed: its culprit
+    triage: Report | None = None  # triage=True and the run failed or mismatched: its category and culprit
     poison: Any = None  # poison=True: what the poisoned runs showed (harness.poison.Poisoned)
     shuffle: Any = None  # shuffle=N: the shuffled runs (debug.triage.shuffle.ShuffleReport)
 

@@ -28,7 +28,7 @@ from tilescope.analysis.localize.source_map import (
     orchestration_sites,
     submits,
 )
-from tilescope.analysis.report import LocalizeReport
+from tilescope.analysis.report import Report
 from tilescope.build.build_report import load_report
 from tilescope.build.manifest import Build
 from tilescope.build.paths import IR_DIR
@@ -71,7 +71,7 @@ class Found:
             self.notes.append(text)
 
 
-def candidates(build: Build, rep: LocalizeReport, found: Found) -> None:
+def candidates(build: Build, rep: Report, found: Found) -> None:
     """Every edit the evidence points to: the culprit's hand-edited C++ first, then the rules for
     its category (each rule's edits smallest first)."""
     c = rep.culprit

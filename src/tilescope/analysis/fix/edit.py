@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 LINE_BREAK = re.compile(r"(\r\n|\r|\n)")  # the line breaks Python's parser counts (not a form feed)
 
@@ -29,10 +29,6 @@ class Edit:
     before: str
     after: str
     why: str
-
-    def as_dict(self) -> dict:
-        """JSON-ready."""
-        return asdict(self)
 
     def apply(self, text: str) -> str:
         """``text`` (the file's) with this edit made; ValueError if the line is not ``before``.

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from tilescope.analysis.fix.candidates import Candidate, Found, candidates, read
 from tilescope.analysis.fix.edit import Edit, Source
 from tilescope.analysis.localize.localize_command import internal_error
 from tilescope.analysis.localize.metrics import close
-from tilescope.analysis.report import LocalizeReport
+from tilescope.analysis.report import Fix, ProposedEdit, Report, ToleranceChange, TriedEdit
 from tilescope.build.manifest import Build
 from tilescope.build.paths import DATA_DIR, DFX_DIR, IR_DIR, TRIAGE_DIR, atomic_write, dfx_dir
 from tilescope.errors import DSLError, TilescopeError
@@ -58,8 +59,8 @@ MIN_RUN_S = 5.0  # the watchdog of a candidate's run never goes below this
 MAX_RUN_S = 60.0  # nor above this: a candidate that hangs is stopped however much budget is left
 
 
-def propose(build: Build, rep: LocalizeReport, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
-            deadline: float) -> dict[str, Any]:  # fmt: skip
+def propose(build: Build, rep: Report, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
+            deadline: float) -> Fix:  # fmt: skip
     """The ``fix`` of a triage report (see ``debug.localize.report``). A defect of the proposal
     itself is its ``why_none``: it never takes the triage's verdict with it."""
     try:
@@ -68,20 +69,20 @@ def propose(build: Build, rep: LocalizeReport, inputs: dict[str, Any], golden: d
         return no_fix(internal_error(e, "triage --fix"))
 
 
-def no_fix(why: str, tried: list[dict[str, Any]] | None = None, notes: list[str] | None = None) -> dict[str, Any]:
+def no_fix(why: str, tried: list[TriedEdit] | None = None, notes: list[str] | None = None) -> Fix:
     """A ``fix`` without an edit, and why."""
-    return {"kind": None, "edit": None, "verified": False, "tried": tried or [], "notes": notes or [], "why_none": why}
+    return Fix.none(why, tried, notes)
 
 
-def _propose(build: Build, rep: LocalizeReport, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
-             deadline: float) -> dict[str, Any]:  # fmt: skip
+def _propose(build: Build, rep: Report, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
+             deadline: float) -> Fix:  # fmt: skip
     if rep.category == "precision" and rep.verdict == "innocent" and isinstance(build, CompiledProgram):
         return _tolerance(build, rep, inputs, golden)
     if rep.category == "pass":
         return no_fix("the build passes: there is nothing to fix")
     found = Found()
     candidates(build, rep, found)
-    tried: list[dict[str, Any]] = []
+    tried: list[TriedEdit] = []
     why = found.why
     folder = _work_folder(dfx_dir(build.work_dir) / TRIAGE_DIR / FIX_DIR) if found.candidates else None
     todo = list(found.candidates)
@@ -91,10 +92,9 @@ def _propose(build: Build, rep: LocalizeReport, inputs: dict[str, Any], golden: 
             why = "the budget was spent before every candidate was tried"
             break
         ok, comparison = _verify(build, c, inputs, golden, rep.rtol, rep.atol, folder / f"c{len(tried)}", deadline)
-        tried.append({**c.edit.as_dict(), "target": c.target, "verified": ok, "result": comparison})
+        tried.append(TriedEdit(**asdict(c.edit), target=c.target, verified=ok, result=comparison))
         if ok:
-            return {"kind": c.target, "edit": c.edit.as_dict(), "verified": True, "comparison": comparison,
-                    "tried": tried, "notes": found.notes}  # fmt: skip
+            return Fix(c.target, ProposedEdit(**asdict(c.edit)), True, tried, found.notes, comparison=comparison)
         if c.target == "dsl" and _NOT_TOP_LEVEL in comparison and not found.ir_only:
             # NOTE: a program built inside a function cannot be taken from a copy: edit the IR dump instead
             found.ir_only = True
@@ -191,7 +191,7 @@ def _alive(pid: int) -> bool:
 
 def propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[CompiledProgram], tuple[dict, dict]],
                               rtol: float, atol: float, compile_cfg: dict[str, Any] | None = None,
-                              budget: float = 60.0) -> dict[str, Any]:  # fmt: skip
+                              budget: float = 60.0) -> Fix:  # fmt: skip
     """``--fix`` for a program that does not compile (the harness's ``--triage --fix``): an Out
     param that a kernel reads, declared InOut. Each candidate is a copy of the DSL file in
     ``<build base>/_fix_<program>/`` (the last proposal's is kept until the next), compiled there
@@ -205,7 +205,7 @@ def propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Comp
 
 def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[CompiledProgram], tuple[dict, dict]],
                                rtol: float, atol: float, compile_cfg: dict[str, Any],
-                               budget: float) -> dict[str, Any]:  # fmt: skip
+                               budget: float) -> Fix:  # fmt: skip
     deadline = time.perf_counter() + budget
     m = _OUT_READ.search(str(e))
     if m is None or e.loc is None:
@@ -218,7 +218,7 @@ def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Com
     root = Path(compile_cfg.get("build_dir") or fn.compile_cfg.get("build_dir") or knobs.COMPILE_KNOBS["build_dir"].value())
     edits = rules.inout_edits(src, m["kernel"], m["param"])
     folder = _work_folder(root / f"_fix_{fn.name}") if edits else None
-    tried = []
+    tried: list[TriedEdit] = []
     for k, edit in enumerate(edits):
         here = folder / f"c{k}"
         try:
@@ -227,10 +227,10 @@ def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Com
             ok, text = _check_run(compiled, inputs, golden, rtol, atol, deadline)
         except (Exception, SystemExit) as err:  # noqa: BLE001 - whatever a candidate does fails it alone
             ok, text = False, _failed(err)
-        tried.append({**edit.as_dict(), "target": "dsl", "verified": ok, "result": text})
+        tried.append(TriedEdit(**asdict(edit), target="dsl", verified=ok, result=text))
         if ok:
-            return {"kind": "dsl", "edit": edit.as_dict(), "verified": True, "verified_on": "this run's inputs",
-                    "comparison": f"{text}; the fixed build is {compiled.work_dir}", "tried": tried, "notes": []}  # fmt: skip
+            return Fix("dsl", ProposedEdit(**asdict(edit)), True, tried, verified_on="this run's inputs",
+                       comparison=f"{text}; the fixed build is {compiled.work_dir}")
         shutil.rmtree(here, ignore_errors=True)
     return no_fix("no candidate edit made the program compile and match the golden" if tried
                   else f"kernel {m['kernel']} declares no ts.Out param {m['param']} to make InOut", tried)  # fmt: skip
@@ -289,15 +289,14 @@ def _load_program(path: Path, home: Path, name: str, tag: str) -> JitFunction:
     return found[0]
 
 
-def _tolerance(build: CompiledProgram, rep: LocalizeReport, inputs: dict[str, Any],
-               golden: dict[str, torch.Tensor]) -> dict[str, Any]:  # fmt: skip
+def _tolerance(build: CompiledProgram, rep: Report, inputs: dict[str, Any],
+               golden: dict[str, torch.Tensor]) -> Fix:  # fmt: skip
     """An innocent precision verdict: the test's tolerance, checked by a run on the saved data."""
-    tol = rep.tolerance or {}
-    rtol, atol = tol.get("rtol"), tol.get("atol")
-    if rtol is None or atol is None:
+    if rep.tolerance is None:
         return no_fix("precision is innocent (no kernel patch), but no tolerance that passes was found")
     try:
-        ok, text = _check_run(build, inputs, golden, float(rtol), float(atol), time.perf_counter())
+        rtol, atol = rep.tolerance.rtol, rep.tolerance.atol
+        ok, text = _check_run(build, inputs, golden, rtol, atol, time.perf_counter())
     except TilescopeError as e:
         return no_fix(f"precision is innocent (no kernel patch), but the run at the proposed tolerance failed: {_failed(e)}")
     if not ok:
@@ -305,5 +304,4 @@ def _tolerance(build: CompiledProgram, rep: LocalizeReport, inputs: dict[str, An
     why = ("the error is rounding the program's dtypes allow, not a defect: no kernel patch; change the test "
            "(this tolerance, or smaller input magnitudes). It is the tightest that passes on these data: other "
            "inputs round differently, so allow what the error bound in the evidence allows")  # fmt: skip
-    return {"kind": "test", "edit": None, "test_change": {"rtol": rtol, "atol": atol, "why": why}, "verified": True,
-            "comparison": text, "tried": [], "notes": []}  # fmt: skip
+    return Fix("test", None, True, test_change=ToleranceChange(rtol, atol, why), comparison=text)

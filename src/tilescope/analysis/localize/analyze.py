@@ -1,5 +1,5 @@
 """From one sim run on saved data to a verdict: the divergence fingerprint, the category, the
-culprit and the evidence (``LocalizeReport``).
+culprit and the evidence (``Report``).
 
 The order of the questions:
 
@@ -51,7 +51,7 @@ from tilescope.analysis.localize.tasks import (
     run_program_recorded,
     sim_submissions,
 )
-from tilescope.analysis.report import Culprit, FingerprintRow, LocalizeReport
+from tilescope.analysis.report import Culprit, FingerprintRow, Report
 from tilescope.build.manifest import Build
 from tilescope.ir.nodes import Kernel, Program, Store
 from tilescope.ir.types import Direction
@@ -87,7 +87,7 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
         self.program: Program = src.build.program()
         self.kernels: dict[str, Kernel] = {k.name: k for k in self.program.kernels}
         self.outputs = [a for a in self.build.args if a.is_output]
-        self.rep = LocalizeReport(
+        self.rep = Report(
             self.build.name, str(self.build.work_dir), src.data_dir, "pass", "", rtol=src.rtol, atol=src.atol
         )
         self.rep.limitations += src.limitations
@@ -153,7 +153,7 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
 
     # -- the questions -----------------------------------------------------------------------
 
-    def run(self) -> LocalizeReport:
+    def run(self) -> Report:
         self.run_reference()
         self.fingerprint()
         rep = self.rep
@@ -312,7 +312,7 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
         self.rep.culprit.dsl_line, self.rep.culprit.cpp_line = site.dsl_line, site.cpp
 
 
-def analyze(src: Inputs) -> LocalizeReport:
+def analyze(src: Inputs) -> Report:
     """The localize report of ``src`` (see the module docstring), with the heatmaps of its
     mismatching outputs in ``maps`` (for ``report.html``)."""
     rep = _Analysis(src).run()

@@ -18,7 +18,7 @@ import torch
 
 from tilescope.analysis.localize.metrics import diffs
 from tilescope.analysis.localize.signatures import Writer
-from tilescope.analysis.report import LocalizeReport
+from tilescope.analysis.report import Report
 from tilescope.build.paths import LOCALIZE_DIR, LOCALIZE_HTML, atomic_write, dfx_dir
 
 TEMPLATE = Path(__file__).resolve().parent.parent.parent / "tools" / "localize_report_template.html"
@@ -64,7 +64,7 @@ def heatmap(name: str, sim: torch.Tensor, golden: torch.Tensor, mismatch: torch.
     return {"name": name, "shape": shape, "step": list(step), "grid": grid, "boxes": boxes, "mismatches": int(mismatch.sum())}
 
 
-def render_html(rep: LocalizeReport, maps: list[dict[str, Any]]) -> str:
+def render_html(rep: Report, maps: list[dict[str, Any]]) -> str:
     """The page for ``rep`` and its outputs' ``maps``."""
     data = {"report": rep.to_json(), "maps": maps}
     # NOTE: "</" inside an inline <script> could close it; "<\/" means the same to JS and JSON.
@@ -73,7 +73,7 @@ def render_html(rep: LocalizeReport, maps: list[dict[str, Any]]) -> str:
     return TEMPLATE.read_text(encoding="utf-8").replace("/*@DATA@*/null", payload).replace("@TITLE@", title)
 
 
-def write_html(work_dir: Path, rep: LocalizeReport, maps: list[dict[str, Any]]) -> Path:
+def write_html(work_dir: Path, rep: Report, maps: list[dict[str, Any]]) -> Path:
     """Write ``<build>/dfx_outputs/localize/report.html``; returns its path."""
     folder = dfx_dir(work_dir) / LOCALIZE_DIR
     folder.mkdir(parents=True, exist_ok=True)

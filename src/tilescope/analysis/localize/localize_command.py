@@ -36,7 +36,7 @@ from tilescope.analysis.localize.source_map import kernel_sites, kernel_text
 from tilescope.analysis.localize.tasks import CapturedTask, captured_tasks
 from tilescope.analysis.progress import Progress, tolerance_arg
 from tilescope.analysis.recorded import recorded_run
-from tilescope.analysis.report import LocalizeReport, write_report
+from tilescope.analysis.report import Report, write_report
 from tilescope.build.manifest import as_build_dir
 from tilescope.build.paths import DATA_DIR
 from tilescope.build.state import source_hashes
@@ -171,7 +171,7 @@ def localize(
     rtol: float | None = None,
     atol: float | None = None,
     progress: Callable[[str], None] | None = None,
-) -> LocalizeReport:
+) -> Report:
     """Localize the wrong answer of the build ``build_dir`` on its saved data (or ``golden_data``):
     the report (also written to ``dfx_outputs/localize/report.json``). ``progress`` hears a line
     per step (default: on a terminal only).
@@ -229,7 +229,7 @@ def internal_error(e: Exception, tool: str = "localize") -> str:
     )
 
 
-def report_cli(tool: str, call: Callable[[], LocalizeReport], as_json: bool, ok: Callable[[LocalizeReport], bool]) -> int:
+def report_cli(tool: str, call: Callable[[], Report], as_json: bool, ok: Callable[[Report], bool]) -> int:
     """Run ``call`` (localize or triage) for its command: the report printed (``as_json``: as
     JSON), 0 when ``ok`` says so, else 1; an error in one ``[ERROR]`` line; Ctrl-C in one line, 130."""
     configure("warn")

@@ -27,7 +27,7 @@ from tilescope.analysis.localize.tasks import (
     scan_tasks,
 )
 from tilescope.analysis.localize.tolerance import reduction_order_errors, tightest_tolerance
-from tilescope.analysis.report import Culprit
+from tilescope.analysis.report import Culprit, Tolerance
 from tilescope.ir.nodes import Kernel
 
 _DIRECTED = ("trunc", "floor", "ceil")
@@ -149,7 +149,7 @@ class PrecisionQuestions:
             )
         if rtol > 1e-2 and narrow:
             text += f"; a tolerance this loose comes from rounding through {narrow[0]}: if that is not meant, that cast is the defect"
-        rep.tolerance = {"rtol": rtol, "atol": atol, "text": text}
+        rep.tolerance = Tolerance(rtol, atol, text)
         rep.next.append(f"tilescope replay {self.build.work_dir} --rtol {rtol:.2g} --atol {atol:g}")
 
     def narrowing_casts(self) -> list[str]:

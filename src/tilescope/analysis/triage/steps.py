@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from tilescope.analysis.localize.localize_command import localize, nan_op
 from tilescope.analysis.poison import poison_run
 from tilescope.analysis.progress import Progress
 from tilescope.analysis.recorded import crash_report_to
-from tilescope.analysis.report import Culprit, LocalizeReport
+from tilescope.analysis.report import Culprit, Report, Step
 from tilescope.analysis.shuffle import shuffle_lines, shuffle_runs
 from tilescope.build.paths import atomic_write
 from tilescope.errors import RuntimeFailure, TilescopeError
@@ -50,7 +49,7 @@ FIELDS = ("category", "summary", "verdict", "culprit", "evidence", "limitations"
 class Steps:
     """A triage in progress: its report, its budget, and how it says what it is doing."""
 
-    def __init__(self, rep: LocalizeReport, budget: float, say: Callable[[str], None]):
+    def __init__(self, rep: Report, budget: float, say: Callable[[str], None]):
         self.rep, self.budget, self.say = rep, budget, say
         self.started = time.perf_counter()
 
@@ -58,14 +57,15 @@ class Steps:
         """Seconds of the budget left."""
         return self.budget - (time.perf_counter() - self.started)
 
-    def step(self, name: str, fn: Callable[[], Any], **info: Any) -> Any:
-        """Run one step, timed and announced (``info`` is kept with it); what it raises is the caller's."""
+    def step(self, name: str, fn: Callable[[], Any], task_timeout_s: float | None = None) -> Any:
+        """Run one step, timed and announced (with the hang budget it ran under, if any); what it
+        raises is the caller's."""
         self.say(f"{name} ({self.left():.0f}s of the budget left)")
         t0 = time.perf_counter()
         try:
             return fn()
         finally:
-            self.rep.steps.append({"step": name, "seconds": round(time.perf_counter() - t0, 3), **info})
+            self.rep.steps.append(Step(name, round(time.perf_counter() - t0, 3), task_timeout_s))
 
     def verdict(self, category: str, summary: str, culprit: Culprit | None = None, *evidence: str) -> None:
         """Set the category, the summary and the culprit; add the evidence."""
@@ -79,7 +79,7 @@ class Steps:
 class Analysis(Steps):
     """The steps that run the build again, on its data (in the child process)."""
 
-    def __init__(self, rep: LocalizeReport, budget: float, say: Callable[[str], None], build: CompiledProgram,
+    def __init__(self, rep: Report, budget: float, say: Callable[[str], None], build: CompiledProgram,
                  data: Path, bad: dict[str, torch.Tensor]):  # fmt: skip
         super().__init__(rep, budget, say)
         self.build, self.data, self.bad = build, data, bad
@@ -250,7 +250,7 @@ def child_main(request: str) -> int:
     req = torch.load(request, weights_only=False)
     work = Path(req["work"])
     crash_report_to.set(Path(req["crash_report"]))
-    rep = LocalizeReport(req["program"], str(work), req["data"], "", "", tool="triage", rtol=req["rtol"],
+    rep = Report(req["program"], str(work), req["data"], "", "", tool="triage", rtol=req["rtol"],
                          atol=req["atol"])  # fmt: skip
     say = Progress("triage", enabled=req["progress"])
     a = Analysis(rep, req["budget"], say, CompiledProgram.from_dir(work), Path(req["data"]), req["bad"])
@@ -263,6 +263,6 @@ def child_main(request: str) -> int:
     if req.get("fix"):
         rep.fix = a.step("propose a fix and verify it on the saved data",
                          lambda: propose(a.build, rep, a.inputs, a.golden, time.perf_counter() + max(a.left(), 10)))  # fmt: skip
-    answer = {k: asdict(rep)[k] for k in FIELDS}
+    answer = {k: v for k, v in rep.to_json().items() if k in FIELDS}
     atomic_write(Path(req["answer"]), json.dumps(answer, default=str) + "\n")
     return 0

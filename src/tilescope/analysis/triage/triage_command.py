@@ -49,7 +49,7 @@ from tilescope.analysis.fix.verify import no_fix, propose
 from tilescope.analysis.localize.localize_command import report_cli
 from tilescope.analysis.localize.metrics import close
 from tilescope.analysis.progress import Progress, seconds_arg, tolerance_arg
-from tilescope.analysis.report import Culprit, FingerprintRow, LocalizeReport, write_report
+from tilescope.analysis.report import Culprit, Report, write_report
 from tilescope.analysis.triage.steps import ANSWER, CRASH, REQUEST, Steps
 from tilescope.build.manifest import Build, as_build_dir
 from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, dfx_dir
@@ -97,7 +97,7 @@ def triage(
     atol: float | None = None,
     progress: Callable[[str], None] | None = None,
     fix: bool = False,
-) -> LocalizeReport:
+) -> Report:
     """Triage the build ``build_dir`` on its saved data (see the module docstring); the report is
     also written to ``dfx_outputs/triage/report.json``. With ``fix``, propose an edit of the DSL
     source and verify it on the saved data (``harness.fix``; the report's ``fix``).
@@ -129,7 +129,7 @@ def triage(
 
 class _Triage(Steps):
     def __init__(self, work: Path, golden_data, budget: float, say: Callable[[str], None]):
-        super().__init__(LocalizeReport(work.name, str(work), "", "", "", tool="triage"), budget, say)
+        super().__init__(Report(work.name, str(work), "", "", "", tool="triage"), budget, say)
         self.work, self.golden_data = work, golden_data
         self.build: CompiledProgram | None = None
         self.inputs: dict[str, Any] = {}
@@ -137,7 +137,7 @@ class _Triage(Steps):
         self.want_fix = False
         self.task_timeout_s: float | None = None
 
-    def finish(self) -> LocalizeReport:
+    def finish(self) -> Report:
         if not self.rep.category:
             self.verdict("unknown", "triage could not name the fault within its budget")
         assert self.rep.category in CATEGORIES, self.rep.category
@@ -242,19 +242,18 @@ class _Triage(Steps):
             self.rep.limitations.append(
                 f"the steps after the first run stopped (exit status {rc}): " + (" | ".join(tail) or "no message"))
 
-    def merge(self, got: dict[str, Any]) -> None:
-        """The child's findings, into this report."""
+    def merge(self, answer: dict[str, Any]) -> None:
+        """The child's findings (its report's ``FIELDS``), into this report."""
         rep = self.rep
-        for key in ("evidence", "limitations", "steps"):
-            getattr(rep, key).extend(got.get(key) or [])
-        rep.next += [n for n in got.get("next") or [] if n not in rep.next]
-        if got.get("category"):
-            rep.category, rep.summary, rep.verdict = got["category"], got["summary"], got.get("verdict")
-            rep.culprit = Culprit(**got["culprit"])
-        rep.deterministic = got.get("deterministic")
-        rep.fix = got.get("fix")
-        rep.tolerance = got.get("tolerance")
-        rep.fingerprint = [FingerprintRow(**row) for row in got.get("fingerprint") or []]
+        got = Report.from_json({"program": rep.program, "build": rep.build, "data": rep.data, "category": "",
+                                "summary": "", **answer})  # fmt: skip
+        rep.evidence += got.evidence
+        rep.limitations += got.limitations
+        rep.steps += got.steps
+        rep.next += [n for n in got.next if n not in rep.next]
+        if got.category:
+            rep.category, rep.summary, rep.verdict, rep.culprit = got.category, got.summary, got.verdict, got.culprit
+        rep.deterministic, rep.fix, rep.tolerance, rep.fingerprint = got.deterministic, got.fix, got.tolerance, got.fingerprint
 
     def crashed(self, f, said: list[str]) -> None:
         """A run of the later steps died (the first, isolated run did not): what its report names.
@@ -367,13 +366,13 @@ class _Triage(Steps):
                      f.message, *f.details)  # fmt: skip
 
 
-def error_report(program: str, e: BaseException) -> LocalizeReport | None:
+def error_report(program: str, e: BaseException) -> Report | None:
     """The triage of a harness run that stopped before there was anything to run: a compile that
     failed (``compile_error`` at the DSL line, and the pass after which the IR stopped verifying,
     or at the failing C++ line) or arguments the program refused (``bad_input``); None for
     another error."""
     if isinstance(e, ArgumentError | DataError):
-        rep = LocalizeReport(program, "", "", "bad_input", str(e).splitlines()[0], tool="triage")
+        rep = Report(program, "", "", "bad_input", str(e).splitlines()[0], tool="triage")
         rep.evidence += str(e).splitlines()[1:4]
         return rep
     if isinstance(e, CompileError):
@@ -385,7 +384,7 @@ def error_report(program: str, e: BaseException) -> LocalizeReport | None:
         summary = e.message.splitlines()[0]
     else:
         return None
-    rep = LocalizeReport(program, "", "", "compile_error", summary, culprit=culprit, tool="triage")
+    rep = Report(program, "", "", "compile_error", summary, culprit=culprit, tool="triage")
     rep.evidence += _compile_evidence(e)
     rep.next.append("fix the named line and run again")
     return rep
@@ -419,7 +418,7 @@ def _in_build(work: Path, cpp: str) -> str:
         return cpp
 
 
-def _next_commands(rep: LocalizeReport, work: Path) -> list[str]:
+def _next_commands(rep: Report, work: Path) -> list[str]:
     task = rep.culprit.task
     out: list[str] = []
     if task is not None and rep.category in ("crash", "hang", "out_of_bounds", "nan", "race", "uninitialized"):
