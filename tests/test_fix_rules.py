@@ -110,3 +110,18 @@ def test_a_loop_bound_with_a_named_step_uses_the_start_and_step_the_ir_folded():
     text = "def k(x, y):\n    for c in ts.range(0, 96, CH):\n        pass\n"
     assert loop_bound_edits(src(text), 2, 128, 32) == []
     assert afters(loop_bound_edits(src(text), 2, 128, 32, known=(0, 32))) == ["for c in ts.range(0, 128, CH):"]
+
+
+def test_the_rules_table_picks_the_repairs_of_a_verdict_by_category_and_op():
+    from tilescope.analysis.fix.candidates import RULES
+
+    def names(category, op):
+        return [r.name for r in RULES if r.answers(category, op)]
+
+    assert names("precision", "cast") == ["cast mode", "exp without the max", "variance as E[x^2] - E[x]^2",
+                                          "a sibling helper called"]  # fmt: skip
+    assert names("algorithm", "load") == ["a loop variable swapped in a slice", "a sibling op (reduction, min/max)",
+                                          "a sibling helper called"]  # fmt: skip
+    assert names("algorithm", "exp") == ["a sibling op (reduction, min/max)", "a sibling helper called"]
+    assert names("race", "load") == []
+    assert {r.at for r in RULES} == {"statement", "feeding"}

@@ -7,7 +7,8 @@ Invariants:
   when it is gone, changed since the build, unreadable, or cannot give the program (built inside
   a function), the candidates edit the build's IR dump instead, and ``Found.notes`` say why.
 - Candidates come in the order of the evidence: the culprit's hand-edited C++ first, then the
-  rules of ``debug.triage.fix_rules`` for its category, each rule's edits smallest first.
+  rules of ``RULES`` that answer its category and op, in the table's order, each rule's edits
+  smallest first. A new kind of repair is one ``Rule`` (its edits in ``fix.rules``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import ast
 import os
 import tokenize
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,40 @@ class Candidate:
 
     edit: Edit
     target: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One kind of repair: the verdicts it answers (``categories``; None: any, ``ops``: the
+    culprit's op, None: any) and its edits, made at the culprit's statement (``at="statement"``)
+    or at the statements that feed it (``at="feeding"``: a NaN or a precision loss is made
+    upstream of where it shows). ``edits(src, lines, op)``."""
+
+    name: str
+    categories: tuple[str, ...] | None
+    ops: tuple[str, ...] | None
+    at: str
+    edits: Callable[[Source, list[int], str], list[Edit]]
+
+    def answers(self, category: str, op: str) -> bool:
+        """Whether a verdict of ``category`` at ``op`` is this rule's to answer."""
+        return (self.categories is None or category in self.categories) and (self.ops is None or op in self.ops)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("cast mode", None, ("cast",), "statement", lambda src, lines, op: rules.cast_mode_edits(src, lines)),
+    Rule("exp without the max", ("nan", "precision"), None, "feeding",
+         lambda src, lines, op: rules.stable_exp_edits(src, lines)),
+    Rule("variance as E[x^2] - E[x]^2", ("nan", "precision"), None, "feeding",
+         lambda src, lines, op: rules.stable_variance_edits(src, lines)),
+    Rule("a sibling helper called", ("nan", "precision"), None, "feeding",
+         lambda src, lines, op: rules.sibling_call_edits(src, lines)),
+    Rule("a loop variable swapped in a slice", ("algorithm",), ("call", "load", "store"), "statement",
+         lambda src, lines, op: rules.loop_variable_edits(src, lines)),
+    Rule("a sibling op (reduction, min/max)", ("algorithm",), None, "statement", rules.sibling_op_edits),
+    Rule("a sibling helper called", ("algorithm",), None, "statement",
+         lambda src, lines, op: rules.sibling_call_edits(src, lines)),
+)  # fmt: skip
 
 
 class Found:
@@ -82,19 +118,10 @@ def candidates(build: Build, rep: Report, found: Found) -> None:
     else:
         src, line, target = _dsl_at(build, c.kernel, c.dsl_line, found)
         if src is not None and line is not None:
-            lines = src.statement_lines(line)
-            if op == "cast":
-                found.add(rules.cast_mode_edits(src, lines), target)
-            if cat in ("nan", "precision"):
-                feeding = src.feeding(line)
-                found.add(rules.stable_exp_edits(src, feeding), target)
-                found.add(rules.stable_variance_edits(src, feeding), target)
-                found.add(rules.sibling_call_edits(src, feeding), target)
-            if cat == "algorithm":
-                if op in ("call", "load", "store"):
-                    found.add(rules.loop_variable_edits(src, lines), target)
-                found.add(rules.sibling_op_edits(src, lines, op), target)
-                found.add(rules.sibling_call_edits(src, lines), target)
+            where = {"statement": src.statement_lines(line), "feeding": src.feeding(line)}
+            for rule in RULES:
+                if rule.answers(cat, op):
+                    found.add(rule.edits(src, where[rule.at], op), target)
     if not found.candidates and not found.why and not c.dsl_line and any("no budget left" in x for x in rep.limitations):
         found.why = "the budget ran out before the culprit's line was known: run again with a larger --budget"
     if not found.candidates and not found.why:
