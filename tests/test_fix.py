@@ -133,7 +133,7 @@ def test_an_innocent_drift_gets_the_tolerance_and_no_kernel_patch():
     change = fix.test_change
     assert 1e-7 < change.rtol < 1e-4 and change.atol == 0
     assert "no kernel patch" in change.why
-    assert fix.comparison.startswith(f"every output within rtol={change['rtol']:g}, atol=0 of the golden")
+    assert fix.comparison.startswith(f"every output within rtol={change.rtol:g}, atol=0 of the golden")
 
 
 @pytest.mark.slow
@@ -285,7 +285,7 @@ def test_a_candidate_that_hangs_is_stopped_within_the_budget(monkeypatch):
     assert fix.tried[0].after.startswith("for (volatile long i")
     assert fix.tried[0].verified is False and "RuntimeFailure" in fix.tried[0].result
     assert fix.why_none == "the budget was spent before every candidate was tried"
-    print(f"a hanging candidate was stopped after {took:.1f}s: {fix['tried'][0]['result']}")
+    print(f"a hanging candidate was stopped after {took:.1f}s: {fix.tried[0].result}")
     assert (work / cpp).read_text().splitlines() == lines  # the build's own file is untouched
 
 
@@ -440,5 +440,5 @@ def test_a_program_built_inside_a_function_gets_its_edit_on_the_ir_dump(tmp_path
     fix = fixed(saved(*m.make()))
     assert fix.verified is True and fix.kind == "build"
     assert fix.edit.file == "ir/normalize.py" and fix.edit.after.strip() == "total = ts.row_sum(t)"
-    assert fix.tried[0]["target"] == "dsl" and "has no @ts.jit program named 'normalize'" in fix.tried[0].result
+    assert fix.tried[0].target == "dsl" and "has no @ts.jit program named 'normalize'" in fix.tried[0].result
     assert any("built inside a function" in n for n in fix.notes)

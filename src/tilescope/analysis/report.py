@@ -214,7 +214,8 @@ class Report:
             raise ValueError(f"not a {FORMAT} report of version {VERSION}: format {data.get('format')!r}, "
                              f"version {data.get('version')!r}")  # fmt: skip
         known = {f.name for f in fields(cls)} - {"maps"}
-        given = {k: _numbers(v) for k, v in data.items() if k in known}
+        given = {k: v for k, v in data.items() if k in known}
+        given.update({k: _numbers(data[k]) for k in ("elapsed_s", "rtol", "atol") if k in data})
         given["culprit"] = Culprit(**(data.get("culprit") or {}))
         given["fingerprint"] = [FingerprintRow(**_numbers(r)) for r in data.get("fingerprint") or []]
         given["tolerance"] = Tolerance(**_numbers(data["tolerance"])) if data.get("tolerance") else None
