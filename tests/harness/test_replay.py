@@ -22,7 +22,7 @@ import vector_dag
 
 pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def saved_build(platform="sim"):
