@@ -1,7 +1,7 @@
 # make demo: set up a virtualenv and run the rms_norm model on the sim platform.
 # make test: set up a virtualenv and run the test suite.
 # make test-fast: the tests that need no g++ and no whole program run (front-end, IR, passes, interp, tools).
-# make fuzz SEED=n: the fuzz net (tests/test_fuzz.py) with >= 10,000 random programs on all cores.
+# make fuzz SEED=n: the fuzz net (tests/system/test_fuzz.py) with >= 10,000 random programs on all cores.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -51,7 +51,7 @@ fuzz: venv
 	rm -rf $(FUZZ_CACHE)
 	TILESCOPE_FUZZ_SEED=$(FUZZ_SEED) TILESCOPE_FUZZ_SHARDS=$(FUZZ_SHARDS) TILESCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) \
 	TILESCOPE_FUZZ_SHARD=$(FUZZ_SHARD) TILESCOPE_LOG_LEVEL=error TILESCOPE_CACHE_DIR=$(FUZZ_CACHE) \
-	$(PY) -m pytest tests/test_fuzz.py -k 'test_fuzz_programs or test_fuzz_frontend' \
+	$(PY) -m pytest tests/system/test_fuzz.py -k 'test_fuzz_programs or test_fuzz_frontend' \
 	    --hypothesis-profile=fuzz -n auto -q -p no:cacheprovider; \
 	status=$$?; rm -rf $(FUZZ_CACHE); echo "make fuzz: SEED=$(FUZZ_SEED)"; exit $$status
 

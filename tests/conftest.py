@@ -39,7 +39,7 @@ def private_cache(tmp_path, monkeypatch):
     return cache
 
 
-# Profiles of the fuzz net (tests/test_fuzz.py). Registered here so that
+# Profiles of the fuzz net (tests/system/test_fuzz.py). Registered here so that
 # `--hypothesis-profile fuzz` (make fuzz) can select one; no profile is loaded by default.
 settings.register_profile("ci", max_examples=20, deadline=None, derandomize=False, print_blob=True)
 settings.register_profile("fuzz", max_examples=10_000, deadline=None, derandomize=False, print_blob=True)

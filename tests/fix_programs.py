@@ -1,5 +1,5 @@
 """Seeded bugs that ``tilescope triage --fix`` proposes a verified edit for, besides those of
-tests/localize_programs.py and tests/triage_programs.py (tests/test_fix.py asserts the edit)."""
+tests/localize_programs.py and tests/triage_programs.py (tests/analysis/test_fix.py asserts the edit)."""
 
 import torch
 

@@ -41,7 +41,7 @@ SCALAR_MAG = 2.0
 
 # Documented max errors in ulps of the exact result. sim: tile_math.hpp (max over all 2^32
 # floats against libm in double). torch (interp, CPU): not documented; measured on ~10^7
-# floats each (tests/test_fuzz.py::test_torch_transcendental_error_assumptions re-checks them
+# floats each (tests/system/test_fuzz.py::test_torch_transcendental_error_assumptions re-checks them
 # on every run) as exp 0.56, log 0.88, tanh 0.51, sigmoid 2.4, silu 2.4 ulp; we assume a margin.
 # exp2/log2/erf/gelu/gelu_tanh/pow: sim 0.5001, 0.5000, 0.5000, 0.5001, 0.5001, 0.5001 ulp
 # (tile_math.hpp); torch measured as exp2 0.80, log2 0.58, erf 0.74, gelu_tanh 1.7, pow 0.59 ulp,

@@ -1,4 +1,4 @@
-"""Random tilescope programs for the fuzz net (tests/test_fuzz.py).
+"""Random tilescope programs for the fuzz net (tests/system/test_fuzz.py).
 
 ``programs()`` is a hypothesis strategy of ``FuzzProgram``s (tests/fuzz_model.py): a DSL module
 (one ``@ts.jit`` orchestration and the ``@ts.kernel``s it submits) built from many small draws,

@@ -1,5 +1,5 @@
 """Seeded wrong-answer programs for ``tilescope localize``: each has one defect of a known class,
-at a known line (tests/test_localize.py asserts what localize names)."""
+at a known line (tests/analysis/test_localize.py asserts what localize names)."""
 
 import torch
 

@@ -7,7 +7,7 @@ Everything that used to list ops reads this table instead: the DSL stubs and ``t
 plain elementwise ops and reductions, the printer's spelling of keyword forms, the C++ names the
 kernel emitter calls and fuses (``codegen/``), the interpreter's torch functions
 (``runtime/interp.py``), the error bounds of ``tilescope localize`` (``analysis/localize/bound.py``)
-and the tests' op grids. ``tests/test_op_registry.py`` checks every entry against what it names:
+and the tests' op grids. ``tests/ir/test_op_registry.py`` checks every entry against what it names:
 the tile library's functor and tile function (``runtime/include/tilescope/``), the interpreter,
 the bound, the torch reference, its row in ``docs/dsl.md`` and its ``ts.<name>`` stub.
 

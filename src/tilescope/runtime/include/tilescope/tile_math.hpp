@@ -25,7 +25,7 @@
 // over the whole float range, subnormals included) against libm's double pow; softplus
 // 0.5001 and log1p 0.5000 ulp over all 2^32 floats against libm's double log1p (g++ 12,
 // AVX-512+FMA; the same on every 7th input without FMA or AVX).
-// tests/test_tile_lib.py checks a sweep of ~1M values and the special cases.
+// tests/runtime/test_tile_lib.py checks a sweep of ~1M values and the special cases.
 // Speed (one core, AVX-512, ns per element): exp2 0.6, log2 0.6, erf 1.0, gelu 1.3,
 // gelu_tanh 0.8, pow 2.0 (libm's scalar powf: 2.9).
 //

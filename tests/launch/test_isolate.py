@@ -90,7 +90,7 @@ def test_isolated_run_equals_in_process(good):
 
 
 def test_isolated_inout_and_aliased_arguments_equal_in_process():
-    from test_orchestration import features
+    from orchestration_programs import features
 
     program = features.compile()
     x = torch.randn(4, 8)

@@ -15,7 +15,7 @@ from tilescope import knobs
 
 import vector_dag
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_num_workers_is_bounded_with_the_reason():

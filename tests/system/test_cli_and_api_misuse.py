@@ -20,7 +20,7 @@ from tilescope.tools.dump_data import DumpError, load_dump
 
 import vector_dag
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 R, C = vector_dag.R, vector_dag.C
 
 

@@ -45,7 +45,7 @@ from tilescope.toolchain import BASE_FLAGS, march_flag
 
 pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
 
-INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
+INCLUDE = Path(__file__).resolve().parents[2] / "src" / "tilescope" / "runtime" / "include"
 # The flags every generated kernel is compiled with (-march= from TILESCOPE_MARCH, default native).
 KERNEL_FLAGS = [*(f for f in BASE_FLAGS if f != "-ffp-contract=off"), march_flag(), "-g1"]
 

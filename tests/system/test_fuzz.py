@@ -56,11 +56,11 @@ def shard_seed(shard: int) -> int:
 def reproduce_hint(shard: int | None) -> str:
     """How to run the failing example again (shard None: test_fuzz_frontend)."""
     if not FUZZ:
-        return f"ci profile, seed {SEED}; reproduce: TILESCOPE_FUZZ_SEED={SEED} pytest tests/test_fuzz.py"
+        return f"ci profile, seed {SEED}; reproduce: TILESCOPE_FUZZ_SEED={SEED} pytest tests/system/test_fuzz.py"
     if shard is None:
         return (
             f"fuzz seed {SEED}, test_fuzz_frontend; reproduce: TILESCOPE_FUZZ_SEED={SEED} "
-            "pytest tests/test_fuzz.py -k test_fuzz_frontend --hypothesis-profile=fuzz"
+            "pytest tests/system/test_fuzz.py -k test_fuzz_frontend --hypothesis-profile=fuzz"
         )
     return (
         f"fuzz seed {SEED}, shard {shard} of {SHARDS} (derived hypothesis seed {shard_seed(shard)}); "

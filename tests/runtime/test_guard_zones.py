@@ -134,7 +134,7 @@ def test_the_saved_task_replayed_alone_names_the_same_write(unchecked):
 FAR = textwrap.dedent(
     """
     import sys, torch
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{here!r}, {tests!r}]
     from test_guard_zones import through_tmp
     prog = through_tmp.compile(check_bounds=False, build_dir={base!r})
     prog(torch.randn(64, 128), torch.zeros(64, 128), 128, 0, isolate={isolate})
@@ -156,8 +156,8 @@ def _fault_distance(text: str, where: str) -> int:
 
 @pytest.mark.slow
 def test_a_store_far_past_the_end_faults_in_the_guard_pages_naming_the_task(tmp_path):
-    tests = str(__import__("pathlib").Path(__file__).parent)
-    code = FAR.format(tests=tests, base=str(tmp_path), isolate=False)
+    here = __import__("pathlib").Path(__file__).parent
+    code = FAR.format(here=str(here), tests=str(here.parent), base=str(tmp_path), isolate=False)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     assert proc.returncode != 0
     assert "task 1 (kernel put) on worker" in proc.stderr and "died of SIGSEGV" in proc.stderr

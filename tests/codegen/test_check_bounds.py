@@ -27,7 +27,7 @@ import softmax
 
 pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
 
-INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
+INCLUDE = Path(__file__).resolve().parents[2] / "src" / "tilescope" / "runtime" / "include"
 
 
 def line_of(comment: str) -> int:

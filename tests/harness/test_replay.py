@@ -22,7 +22,7 @@ import vector_dag
 
 pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def saved_build(platform="sim"):
@@ -57,7 +57,7 @@ def test_inout_and_scalar_snapshots(tmp_path):
     eps = torch.load(result.work_dir / "data/in/eps.pt", weights_only=True)
     assert eps.dim() == 0 and eps.dtype == torch.float32 and abs(eps.item() - 1e-6) < 1e-12
 
-    from test_orchestration import features
+    from orchestration_programs import features
 
     def golden(t):
         t["out"][:] = t["out"] + 1  # any values: only the files are checked here

@@ -17,7 +17,7 @@ from tilescope.harness import TensorSpec, run_jit
 
 import vector_dag
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 F = ts.f32
 T = ts.Tensor[[8, 16], F]
 OUT = ts.Out[[8, 16], F]

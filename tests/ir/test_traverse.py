@@ -97,7 +97,7 @@ class Builder:
         if any(c in NODE_TYPES for c in leaves):
             return True
         unknown = [c for c in leaves if c is not Ellipsis and not self.plain_leaf(c)]
-        assert not unknown, f"an annotation the builder does not know: {hint} (teach tests/test_traverse.py)"
+        assert not unknown, f"an annotation the builder does not know: {hint} (teach tests/ir/test_traverse.py)"
         return False
 
     @staticmethod

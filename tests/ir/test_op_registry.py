@@ -21,7 +21,7 @@ from tilescope.language.frontend import load_source
 from tilescope.language.ops import DSLOp
 from tilescope.runtime import interp
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "src" / "tilescope" / "runtime" / "include" / "tilescope"
 HEADERS = "\n".join(p.read_text() for p in sorted(INCLUDE.glob("*.hpp")))
 DSL_DOC = (ROOT / "docs" / "dsl.md").read_text()
