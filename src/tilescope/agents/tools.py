@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -36,6 +33,7 @@ from tilescope.analysis.triage.triage_command import DEFAULT_BUDGET, triage
 from tilescope.build.manifest import Build
 from tilescope.errors import TilescopeError
 from tilescope.harness.replay import replay_compiled, result_json, task_replay_json
+from tilescope.launch.child import run_contained
 from tilescope.launch.task import replay_task
 from tilescope.tools.deps import load_deps, summary_json, task_json
 from tilescope.tools.dump_data import load_dump, select
@@ -246,25 +244,21 @@ def _propose_fix(**kwargs: Any) -> dict[str, Any]:
 def _localize(build_dir: str, golden_data: str | None, rtol: float | None, atol: float | None) -> dict[str, Any]:
     # NOTE: in a child, as `tilescope localize --json`: its serial sim run is not isolated, and a
     # kernel that crashes there must not take the server down
-    argv = [sys.executable, "-m", "tilescope", "localize", _build(build_dir), "--json"]
+    args = ["-m", "tilescope", "localize", _build(build_dir), "--json"]
     for flag, v in (("--golden-data", golden_data), ("--rtol", rtol), ("--atol", atol)):
-        argv += [flag, str(v)] if v is not None else []
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        args += [flag, str(v)] if v is not None else []
+    ended = run_contained(args, stdout="capture", stderr="capture")
     try:
-        return Report.from_json(json.loads(proc.stdout)).to_json()  # NOTE: a report, or why not
+        return Report.from_json(json.loads(ended.stdout)).to_json()  # NOTE: a report, or why not
     except (ValueError, TypeError):
         pass
-    if proc.returncode < 0:
-        try:
-            name = signal.Signals(-proc.returncode).name
-        except ValueError:
-            name = f"signal {-proc.returncode}"
+    if ended.signal_name is not None:
         raise TilescopeError(
-            f"localize died of {name}: a kernel crashes on this data, which localize does not explain; call "
-            "triage, which runs the program isolated and names the crash")  # fmt: skip
-    said = [x.removeprefix("[ERROR] ") for x in proc.stderr.splitlines() if x.startswith("[ERROR] ")]
-    raise TilescopeError(said[0] if said else f"localize stopped (exit status {proc.returncode}): "
-                         + " | ".join(proc.stderr.strip().splitlines()[-3:]))  # fmt: skip
+            f"localize died of {ended.signal_name}: a kernel crashes on this data, which localize does not explain; "
+            "call triage, which runs the program isolated and names the crash")  # fmt: skip
+    said = [x.removeprefix("[ERROR] ") for x in ended.stderr.splitlines() if x.startswith("[ERROR] ")]
+    raise TilescopeError(said[0] if said else f"localize stopped (exit status {ended.returncode}): "
+                         + " | ".join(ended.stderr.strip().splitlines()[-3:]))  # fmt: skip
 
 
 def _replay(build_dir: str, golden_data: str | None, task: int | None, platform: str, rtol: float | None,

@@ -27,18 +27,14 @@ Invariants:
 
 from __future__ import annotations
 
-import codecs
 import json
 import mmap
 import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, NoReturn
@@ -51,6 +47,7 @@ from tilescope.debug.crash import read_crash_report
 from tilescope.debug.failures import Failure
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.ir import dtypes as dt
+from tilescope.launch.child import Exit, run_contained
 from tilescope.launch.run import RunInfo, launch, load_binaries
 from tilescope.runtime.abi import GUARD_BYTE
 from tilescope.runtime.guarded import adopt_zones
@@ -62,8 +59,6 @@ RESULT = "result.json"
 MIN_IDLE_LIMIT_S = 60.0
 _ALIGN = 64
 _ZONE = 64  # guard zone bytes around each span of the shared file (runtime/guarded.py)
-_TAIL_BYTES = 8192
-_POLL_S = 0.2
 # the core's line for exit() during a run (guard.cpp, on_exit_in_run)
 _EXIT_CALLED = re.compile(r"\[tilescope\] exit\(\) was called by task (?P<task>\d+) \(kernel (?P<kernel>[^)]*)\) on worker (?P<worker>-?\d+)")
 
@@ -234,77 +229,12 @@ class _SharedArgs:
 # -- the parent --------------------------------------------------------------------------------
 
 
-class _Stream(threading.Thread):
-    """Copies a child's pipe to one of our streams as it comes; keeps the tail."""
-
-    def __init__(self, pipe: Any, target: str, on_output: Any):
-        super().__init__(daemon=True, name=f"tilescope-isolate-{target}")
-        self.pipe, self.target, self.on_output = pipe, target, on_output
-        self._tail_text = ""
-
-    def run(self) -> None:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        fd = self.pipe.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            text = decoder.decode(chunk, final=not chunk)
-            if text:
-                self.on_output()
-                stream = getattr(sys, self.target)
-                try:
-                    stream.write(text)
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-                self._tail_text = (self._tail_text + text)[-_TAIL_BYTES:]
-            if not chunk:
-                break
-
-    def last_lines(self, n: int = 12) -> list[str]:
-        return [line for line in self._tail_text.splitlines() if line.strip()][-n:]
-
-
-def _cpu_ticks(pid: int) -> tuple[int, str] | None:
-    """(utime + stime of every thread, state letter) of a process, or None if unreadable."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    parts = text.rpartition(")")[2].split()
-    try:
-        return int(parts[11]) + int(parts[12]), parts[0]
-    except (IndexError, ValueError):
-        return None
-
-
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    root = Path(__file__).resolve().parent.parent  # the directory holding this tilescope package
-    if root.name not in ("site-packages", "dist-packages"):
-        # NOTE: a source tree (src/, or a path a script put on sys.path) goes first, so that the
-        # child runs this tilescope; an installed one is found by the same interpreter anyway, and
-        # putting site-packages ahead of the standard library could shadow it.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"  # its prints reach us (and the user) as they happen
-    return env
-
-
 def _raise(
     failure: Failure, error: str | None = None, cls: type[TilescopeError] = RuntimeFailure
 ) -> NoReturn:
     exc = cls(error or failure.render())
     exc.failure = failure  # type: ignore[attr-defined]
     raise exc
-
-
-def _signal_name(signo: int) -> str:
-    try:
-        return signal.Signals(signo).name
-    except ValueError:
-        return f"signal {signo}"
 
 
 def run_isolated(program: Any, args: tuple, config: RunConfig) -> Any:
@@ -338,11 +268,11 @@ def run_child(program: Any, args: list[Any], directions: list[str], config: RunC
         shared.fill(args)
         _write_request(request_dir, program, shared, args, config.replace(isolate=False, crash_report=str(crash_path)),
                        child)  # fmt: skip
-        rc, streams, hung = _run(request_dir, config)
+        ended = _run(request_dir, config)
         shared.copy_back(args, directions)  # however the child ended
-        if rc == 0 and (request_dir / RESULT).is_file():
+        if ended.returncode == 0 and (request_dir / RESULT).is_file():
             return _reported(request_dir / RESULT)
-        _raise(_death(program, rc, streams[1].last_lines(), hung, crash_path, config, child))
+        _raise(_death(program, ended, crash_path, config, child))
     finally:
         shared.close()
         shutil.rmtree(request_dir, ignore_errors=True)
@@ -391,13 +321,13 @@ def _reported(result_path: Path) -> RunInfo:
 
 
 def _death(
-    program: Any, rc: int, last: list[str], hung: bool, crash_path: Path, config: RunConfig, child: ChildRun
+    program: Any, ended: Exit, crash_path: Path, config: RunConfig, child: ChildRun
 ) -> Failure:
     """How a child that reported no result ended: killed as idle, a crash (from its report, or
-    the signal), exit() called by a kernel, or an unexplained exit status; ``last`` are the last
-    lines of its stderr."""
+    the signal), exit() called by a kernel, or an unexplained exit status."""
+    last, rc = ended.last_lines(), ended.returncode
     said = ["the child's last words (stderr):", *(f"  {line}" for line in last)] if last else []
-    if hung:
+    if ended.hung:
         return Failure(
             "timeout",
             f"the isolated run of {program.name} sat idle (no CPU time used, nothing printed) for "
@@ -410,7 +340,7 @@ def _death(
             crash_path, program, kernels=child.crash_kernels, task_id=child.crash_task_id, save_inputs=child.save_inputs
         )
     if rc < 0:
-        name = _signal_name(-rc)
+        name = ended.signal_name
         if -rc == signal.SIGKILL:
             why = " (killed from outside: the kernel's out-of-memory killer, or a user)"
         elif any(line.startswith("[tilescope] task ") and " died of " in line for line in last):
@@ -460,57 +390,11 @@ def _scalar(a: Any) -> Any:
 _CHILD_MAIN = "import sys; from tilescope.launch.isolate import main; main(sys.argv[1:])"
 
 
-def _run(request_dir: Path, config: RunConfig) -> tuple[int, tuple[_Stream, _Stream], bool]:
-    """Start the child, stream its output and wait for it; (exit status, streams, killed as hung)."""
-    last_output = [time.monotonic()]
-
-    def touched() -> None:
-        last_output[0] = time.monotonic()
-
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD_MAIN, str(request_dir)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=_child_env(),
-    )
-    streams = (_Stream(proc.stdout, "stdout", touched), _Stream(proc.stderr, "stderr", touched))
-    for s in streams:
-        s.start()
-    limit = idle_limit_s(config)
-    hung = False
-    cpu_seen: int | None = None
-    active = time.monotonic()
-    try:
-        while True:
-            try:
-                proc.wait(timeout=_POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            stat = _cpu_ticks(proc.pid)
-            if stat is None:
-                continue  # cannot tell idle from busy: no backstop
-            ticks, state = stat
-            if ticks != cpu_seen or state in "tT" or last_output[0] > active:
-                cpu_seen, active = ticks, now
-            elif now - active > limit:
-                hung = True
-                proc.kill()
-                proc.wait()
-                break
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    finally:
-        for s in streams:
-            s.join(timeout=5.0)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-    return proc.returncode, streams, hung
+def _run(request_dir: Path, config: RunConfig) -> Exit:
+    """Start the child, pass its output through as it comes and wait for it; it is killed when
+    idle past ``idle_limit_s``."""
+    return run_contained(["-c", _CHILD_MAIN, str(request_dir)], stdout="pass", stderr="pass",
+                         idle_s=idle_limit_s(config))  # fmt: skip
 
 
 # -- the child ---------------------------------------------------------------------------------

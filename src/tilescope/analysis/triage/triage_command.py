@@ -30,9 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -57,6 +54,7 @@ from tilescope.build.signature_check import SignatureMismatch
 from tilescope.debug.crash import read_crash_report
 from tilescope.debug.failures import Failure
 from tilescope.errors import ArgumentError, DSLError, RuntimeFailure, TilescopeError
+from tilescope.launch.child import run_contained
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
 from tilescope.toolchain.compiler import CompileError
@@ -206,32 +204,21 @@ class _Triage(Steps):
                     "progress": getattr(self.say, "enabled", False), "crash_report": str(crash),
                     "answer": str(answer), "fix": self.want_fix}, request)  # fmt: skip
         code = "import sys; from tilescope.analysis.triage.steps import child_main; sys.exit(child_main(sys.argv[1]))"
-        proc = subprocess.Popen([sys.executable, "-c", code, str(request)], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        said: list[str] = []
 
-        def read() -> None:
-            for line in proc.stderr:  # type: ignore[union-attr]
-                if line.startswith("[triage] "):
-                    self.say(line.rstrip("\n").removeprefix("[triage] "))
-                else:
-                    said.append(line.rstrip("\n"))
+        def progress(line: str) -> bool:
+            if line.startswith("[triage] "):
+                self.say(line.removeprefix("[triage] "))
+                return True
+            return False
 
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
         try:
-            rc = proc.wait(timeout=max(self.left(), 0) + 60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
-            self.rep.limitations.append("the steps after the first run took past the budget and were stopped")
-        except KeyboardInterrupt:
-            proc.kill()
-            proc.wait()
+            ended = run_contained(["-c", code, str(request)], stderr="lines", on_line=progress,
+                                  timeout_s=max(self.left(), 0) + 60)  # fmt: skip
+        finally:
             request.unlink(missing_ok=True)
-            raise
-        reader.join(timeout=5)
-        request.unlink(missing_ok=True)
+        rc, said = ended.returncode, ended.last_lines(n=50)
+        if ended.timed_out:
+            self.rep.limitations.append("the steps after the first run took past the budget and were stopped")
         if rc == 0 and answer.is_file():
             self.merge(json.loads(answer.read_text()))
             answer.unlink(missing_ok=True)
