@@ -79,7 +79,8 @@ RULES: tuple[Rule, ...] = (
          lambda src, lines, op: rules.sibling_call_edits(src, lines)),
     Rule("a loop variable swapped in a slice", ("algorithm",), ("call", "load", "store"), "statement",
          lambda src, lines, op: rules.loop_variable_edits(src, lines)),
-    Rule("a sibling op (reduction, min/max)", ("algorithm",), None, "statement", rules.sibling_op_edits),
+    Rule("a sibling op (reduction, min/max)", ("algorithm",), None, "statement",
+         lambda src, lines, op: rules.sibling_op_edits(src, lines, op)),
     Rule("a sibling helper called", ("algorithm",), None, "statement",
          lambda src, lines, op: rules.sibling_call_edits(src, lines)),
 )  # fmt: skip
