@@ -63,9 +63,11 @@ class UnsupportedSyntaxError(DSLError):
 
 class VerifyError(DSLError):
     """The IR verifier rejected a program (shape, dtype, bounds, memory, direction);
-    ``pass_name`` is the pass after which it did ("" for the front-end's IR)."""
+    ``pass_name`` is the pass after which it did ("" for the front-end's IR). A kernel that reads
+    an Out param names it in ``out_read``: (kernel, param)."""
 
     pass_name: str = ""
+    out_read: tuple[str, str] | None = None
 
 
 class ArgumentError(TilescopeError):

@@ -53,6 +53,7 @@ def test_reading_an_out_param():
         verify(p_reads_output)
     assert "ts.load reads the Out param 'y'" in info.value.message
     assert "declare y as ts.InOut[...]" in info.value.hint
+    assert info.value.out_read == ("reads_output", "y")  # as data, for --fix (declare it InOut)
 
 
 @ts.kernel

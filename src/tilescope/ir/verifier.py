@@ -229,9 +229,12 @@ class _Verifier:
         """The tensor parameter ``op`` reads; a VerifyError for an Out one (declare it InOut)."""
         p = self.param_of(v, op, loc)
         if p.direction is Direction.OUT:
-            raise self.fail(
+            e = self.fail(
                 f"{op} reads the Out param {p.name!r}", loc, f"declare {p.name} as ts.InOut[...] if the kernel reads it"
             )
+            if self.where.startswith("kernel "):
+                e.out_read = (self.where.removeprefix("kernel "), p.name)
+            raise e
         return p
 
     def load(self, e: Load) -> None:

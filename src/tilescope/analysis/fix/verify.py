@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextvars
 import importlib.util
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -54,7 +53,6 @@ from tilescope.runtime.guarded import guarded_args
 
 FIX_DIR = "fix"  # dfx_outputs/triage/fix/
 _NOT_TOP_LEVEL = "has no @ts.jit program named"
-_OUT_READ = re.compile(r"kernel (?P<kernel>\w+): ts\.load reads the Out param '(?P<param>\w+)'")
 MIN_RUN_S = 5.0  # the watchdog of a candidate's run never goes below this
 MAX_RUN_S = 60.0  # nor above this: a candidate that hangs is stopped however much budget is left
 
@@ -207,8 +205,8 @@ def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Com
                                rtol: float, atol: float, compile_cfg: dict[str, Any],
                                budget: float) -> Fix:  # fmt: skip
     deadline = time.perf_counter() + budget
-    m = _OUT_READ.search(str(e))
-    if m is None or e.loc is None:
+    out_read = getattr(e, "out_read", None)  # a VerifyError's: (kernel, param)
+    if out_read is None or e.loc is None:
         return no_fix("no candidate edit for this compile error: fix the line it names")
     try:
         src = Source(e.loc.file, read_source(Path(e.loc.file)))
@@ -216,7 +214,8 @@ def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Com
         return no_fix(f"the DSL source {e.loc.file} cannot be read: {err}")
     opts = {k: v for k, v in {**fn.compile_cfg, **compile_cfg}.items() if k != "build_dir"}
     root = Path(compile_cfg.get("build_dir") or fn.compile_cfg.get("build_dir") or knobs.COMPILE_KNOBS["build_dir"].value())
-    edits = rules.inout_edits(src, m["kernel"], m["param"])
+    kernel, param = out_read
+    edits = rules.inout_edits(src, kernel, param)
     folder = _work_folder(root / f"_fix_{fn.name}") if edits else None
     tried: list[TriedEdit] = []
     for k, edit in enumerate(edits):
@@ -233,7 +232,7 @@ def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Com
                        comparison=f"{text}; the fixed build is {compiled.work_dir}")
         shutil.rmtree(here, ignore_errors=True)
     return no_fix("no candidate edit made the program compile and match the golden" if tried
-                  else f"kernel {m['kernel']} declares no ts.Out param {m['param']} to make InOut", tried)  # fmt: skip
+                  else f"kernel {kernel} declares no ts.Out param {param} to make InOut", tried)  # fmt: skip
 
 
 def _check_run(compiled: CompiledProgram, inputs: dict[str, Any], golden: dict[str, torch.Tensor], rtol: float,
