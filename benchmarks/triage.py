@@ -80,7 +80,7 @@ def main() -> None:
     from tilescope.analysis.poison import poison_run
     from tilescope.analysis.recorded import recorded_run
     from tilescope.analysis.triage.triage_command import triage
-    from tilescope.ir.coverage import unwritten
+    from tilescope.ir.unwritten import unwritten
     from tilescope.runtime.run_config import Recording
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -39,7 +39,7 @@ from tilescope.analysis.recorded import recorded_run
 from tilescope.build.build_report import load_report
 from tilescope.build.manifest import Build
 from tilescope.debug.deps_json import buffer_names, region_box
-from tilescope.ir.coverage import slice_text
+from tilescope.ir.unwritten import slice_text
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.records import RunReport
 from tilescope.runtime.run_config import Recording

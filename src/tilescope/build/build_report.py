@@ -11,10 +11,10 @@ from typing import Any
 
 from tilescope.build.paths import REPORT_DIR, REPORT_JSON, atomic_write
 from tilescope.ir.analysis import kernel_core, local_memory_peak
-from tilescope.ir.coverage import Unwritten
 from tilescope.ir.nodes import Assign, Const, For, Program, Stmt, Submit
 from tilescope.ir.traverse import child_exprs, stmt_bodies, walk_exprs, walk_stmts
 from tilescope.ir.types import TileType
+from tilescope.ir.unwritten import Unwritten
 
 
 def _static_trips(loop: For) -> int | None:

@@ -44,10 +44,10 @@ from tilescope.codegen.kernel_cpp import kernel_cpp
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
 from tilescope.errors import TilescopeError, ToolchainError, VerifyError, render_at
 from tilescope.ir.analysis import kernel_core
-from tilescope.ir.coverage import Unwritten, unwritten
 from tilescope.ir.nodes import Program
 from tilescope.ir.printer import program_str
 from tilescope.ir.traverse import recursion_room
+from tilescope.ir.unwritten import Unwritten, unwritten
 from tilescope.passes.manager import PassManager
 from tilescope.passes.pipeline import DEFAULT_PIPELINE
 from tilescope.toolchain import compiler as toolchain

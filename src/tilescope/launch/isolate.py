@@ -59,7 +59,7 @@ RESULT = "result.json"
 MIN_IDLE_LIMIT_S = 60.0
 _ALIGN = 64
 _ZONE = 64  # guard zone bytes around each span of the shared file (runtime/guarded.py)
-# the core's line for exit() during a run (guard.cpp, on_exit_in_run)
+# the core's line for exit() during a run (signal_guard.cpp, on_exit_in_run)
 _EXIT_CALLED = re.compile(r"\[tilescope\] exit\(\) was called by task (?P<task>\d+) \(kernel (?P<kernel>[^)]*)\) on worker (?P<worker>-?\d+)")
 
 

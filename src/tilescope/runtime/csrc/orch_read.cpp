@@ -20,7 +20,7 @@
 
 #include "dtype.hpp"
 #include "orchestration_call.hpp"
-#include "run.hpp"
+#include "graph_run.hpp"
 
 namespace ts::rt {
 

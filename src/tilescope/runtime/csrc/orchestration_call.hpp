@@ -1,9 +1,9 @@
-// Run::OrchestrationCall: what every ts_orch_api callback does first (run.cpp, orch_read.cpp).
+// Run::OrchestrationCall: what every ts_orch_api callback does first (graph_run.cpp, orch_read.cpp).
 #pragma once
 
 #include <csignal>
 
-#include "run.hpp"
+#include "graph_run.hpp"
 
 namespace ts::rt {
 

@@ -2,7 +2,7 @@
 // that made it knew (FailureCause), the hooks the scheduler and the guard zones call (a kernel
 // that threw, a damaged guard zone, a task past its budget, a stopped thread, Ctrl-C), the
 // deadlock report, and the orchestration's fail / fail_region.
-#include "run.hpp"
+#include "graph_run.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -4,8 +4,8 @@
 #include <thread>
 #include <utility>
 
-#include "guard.hpp"
-#include "run.hpp"
+#include "signal_guard.hpp"
+#include "graph_run.hpp"
 
 namespace ts::rt {
 

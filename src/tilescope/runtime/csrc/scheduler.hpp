@@ -64,7 +64,7 @@
 #include <vector>
 
 #include "charged_time.hpp"
-#include "guard.hpp"
+#include "signal_guard.hpp"
 #include "task.hpp"
 #include "task_observer.hpp"
 #include "tilescope/abi.h"
@@ -89,7 +89,7 @@ public:
     virtual void timed_out(const Task *t, int32_t worker, const Charge &charge) = 0;
     // On the stopped thread, right after it was stopped.
     virtual void stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t nframes) = 0;
-    // finish()'s thread: SIGINT arrived (guard.hpp); `running` are the tasks then running, with
+    // finish()'s thread: SIGINT arrived (signal_guard.hpp); `running` are the tasks then running, with
     // their workers (they are being stopped).
     virtual void interrupted(const std::vector<std::pair<const Task *, int32_t>> &running) = 0;
 };

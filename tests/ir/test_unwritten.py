@@ -11,7 +11,7 @@ from helpers import line_of
 
 import tilescope as ts
 from tilescope.errors import VerifyError
-from tilescope.ir.coverage import kernel_unwritten
+from tilescope.ir.unwritten import kernel_unwritten
 
 
 def gaps_of(prog):

@@ -1,4 +1,4 @@
-#include "run.hpp"
+#include "graph_run.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "guard.hpp"
+#include "signal_guard.hpp"
 
 #include <algorithm>
 #include <cstdlib>
