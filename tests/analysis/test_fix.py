@@ -56,22 +56,6 @@ def verified(fix, fn, line_text, after):
 
 
 @pytest.mark.slow
-def test_a_wrong_cast_mode_gets_the_mode_that_matches():
-    fix = fixed(saved(P.scale_bf16, P.SCALE_BF16, P.scale_bf16_golden, rtol=1e-3, atol=0.0))
-    verified(fix, P.to_bf16, 'mode="trunc"',
-             'h = ts.cast(t * 3.0, ts.bf16, mode="rint")  # the defect: the golden rounds to nearest')  # fmt: skip
-    assert "mode='trunc'" in fix.edit.why
-
-
-@pytest.mark.slow
-def test_a_slice_with_the_wrong_loop_variable_gets_the_variable_that_lines_the_blocks_up():
-    fix = fixed(saved(P.blocks, P.BLOCKS, P.blocks_golden))
-    verified(fix, P.blocks, "double_block(x[",
-             "double_block(x[i * 16 : i * 16 + 16, j * 16 : j * 16 + 16], y[i * 16 : i * 16 + 16, j * 16 : j * 16 + 16])")
-    assert fix.edit.why == "dim 1 of the slice of x steps with loop variable i: the block it names belongs to j"
-
-
-@pytest.mark.slow
 def test_a_store_loop_one_chunk_short_gets_the_bound_that_covers_the_out_param(tmp_path):
     prog = tp.short_store.compile(build_dir=str(tmp_path))
     inputs = tp.short_store_inputs()
@@ -87,15 +71,6 @@ def test_a_store_loop_one_chunk_short_gets_the_bound_that_covers_the_out_param(t
 
 
 @pytest.mark.slow
-def test_softmax_without_the_row_max_gets_the_stable_form():
-    work = saved(P.softmax_nomax, P.SOFTMAX_NOMAX, P.softmax_golden)
-    rep = triage(work, fix=True)
-    assert rep.category == "nan"
-    verified(rep.fix, P.softmax_nomax_rows, "e = ts.exp(t)",
-             "e = ts.exp(t - ts.row_max(t))  # the defect: exp(t - row_max(t)) keeps it in range")  # fmt: skip
-
-
-@pytest.mark.slow
 def test_variance_by_cancellation_gets_the_mean_of_squared_deviations(tmp_path):
     prog = F.standardize.compile(build_dir=str(tmp_path))
     inputs = {**F.standardize_inputs(), "y": torch.zeros(32, 256)}
@@ -108,32 +83,12 @@ def test_variance_by_cancellation_gets_the_mean_of_squared_deviations(tmp_path):
 
 
 @pytest.mark.slow
-def test_row_max_where_row_sum_was_meant_is_found_with_the_probe_golden():
-    fix = fixed(saved(P.normalize, P.NORMALIZE, P.normalize_golden))
-    verified(fix, P.normalize_rows, "total = ts.row_max(t)",
-             "total = ts.row_sum(t)  # the defect: the rows are to be divided by their sums")  # fmt: skip
-    # the sibling tried first (the smaller edit) did not verify, and says why
-    assert [t.after.strip().split(" ")[2] for t in fix.tried] == ["ts.row_min(t)", "ts.row_sum(t)"]
-    assert fix.tried[0].verified is False and fix.tried[0].result.startswith("still outside tolerance: y")
-
-
-@pytest.mark.slow
 def test_an_out_param_that_is_read_gets_inout_through_the_harness(capsys):
     result = run_jit(F.accumulate, F.ACCUMULATE, golden_fn=F.accumulate_golden, fix=True)
     assert not result.passed and result.triage is not None and result.triage.category == "compile_error"
     verified(result.triage.fix, F.accumulate_rows, "def accumulate_rows",
              "def accumulate_rows(x: ts.Tensor[[16, 64], ts.f32], y: ts.InOut[[16, 64], ts.f32]):")  # fmt: skip
     assert "fix (verified on this run's inputs)" in capsys.readouterr().out
-
-
-@pytest.mark.slow
-def test_an_innocent_drift_gets_the_tolerance_and_no_kernel_patch():
-    fix = fixed(saved(P.long_sum, P.LONG_SUM, P.long_sum_golden, rtol=1e-7, atol=0.0))
-    assert fix.kind == "test" and fix.edit is None and fix.verified is True
-    change = fix.test_change
-    assert 1e-7 < change.rtol < 1e-4 and change.atol == 0
-    assert "no kernel patch" in change.why
-    assert fix.comparison.startswith(f"every output within rtol={change.rtol:g}, atol=0 of the golden")
 
 
 @pytest.mark.slow

@@ -85,65 +85,6 @@ def test_codegen_orchestration_slice_edited_names_the_call_and_argument_line():
 
 
 @pytest.mark.slow
-def test_precision_long_f32_sum_at_tight_rtol_is_innocent_with_a_tolerance_that_passes():
-    result = saved(P.long_sum, P.LONG_SUM, P.long_sum_golden, rtol=1e-7, atol=0.0)
-    assert not result.passed
-    rep = localize(result.work_dir)
-    assert (rep.category, rep.verdict) == ("precision", "innocent")
-    assert all(v is None for v in vars(rep.culprit).values())
-    tol = rep.tolerance
-    worst = max(r.max_rel for r in rep.fingerprint if r.pair == "sim~golden")
-    assert worst <= tol.rtol <= 1.1 * worst and tol.atol == 0.0
-    assert any("sequential" not in e and "one element at a time" in e for e in rep.evidence)
-    again = ts_replay(result.work_dir, rtol=tol.rtol, atol=tol.atol)
-    assert again.passed
-
-
-def ts_replay(work, **kw):
-    from tilescope.harness.replay import replay_compiled
-
-    return replay_compiled(work, platform="sim", **kw)
-
-
-@pytest.mark.slow
-def test_precision_bf16_cast_with_the_wrong_rounding_mode_names_the_cast():
-    result = saved(P.scale_bf16, P.SCALE_BF16, P.scale_bf16_golden, rtol=1e-3, atol=0.0)
-    rep = localize(result.work_dir)
-    assert (rep.category, rep.verdict) == ("precision", "guilty")
-    c = rep.culprit
-    assert (c.kernel, c.op) == ("to_bf16", "cast")
-    assert c.dsl_line == dsl(P.to_bf16, 'mode="trunc"')
-    assert re.fullmatch(r"kernels/vec/to_bf16\.cpp:\d+", c.cpp_line)
-    assert any("exactly 1 ulp of bf16" in e and "mode='trunc'" in e for e in rep.evidence)
-
-
-@pytest.mark.slow
-def test_precision_softmax_without_row_max_names_the_overflowing_exp():
-    result = saved(P.softmax_nomax, P.SOFTMAX_NOMAX, P.softmax_golden)
-    rep = localize(result.work_dir)
-    assert (rep.category, rep.verdict) == ("precision", "guilty")
-    c = rep.culprit
-    assert (c.task, c.kernel, c.op) == (0, "softmax_nomax_rows", "exp")
-    assert c.dsl_line == dsl(P.softmax_nomax_rows, "e = ts.exp(t)")
-    assert "overflows f32" in rep.summary
-    assert any("NaN/Inf first appear in the outputs of task 0" in e for e in rep.evidence)
-
-
-@pytest.mark.slow
-def test_algorithm_slice_with_the_wrong_loop_variable_names_the_call_and_tasks():
-    result = saved(P.blocks, P.BLOCKS, P.blocks_golden)
-    rep = localize(result.work_dir)
-    assert rep.category == "algorithm" and rep.verdict is None
-    c = rep.culprit
-    assert (c.task, c.kernel, c.op) == (1, "double_block", "call")
-    assert c.dsl_line == dsl(P.blocks, "double_block(x[")
-    assert re.fullmatch(r"orchestration/blocks\.cpp:\d+", c.cpp_line)
-    sig = next(e for e in rep.evidence if "a slice with the wrong index" in e)
-    assert sig.startswith("12 task(s) wrote blocks of y")
-    assert "task 1 (x = x[0:16, 0:16], y = y[0:16, 16:32]) wrote the golden's y[0:16, 0:16]" in sig
-
-
-@pytest.mark.slow
 def test_a_passing_run_is_pass_and_the_command_exits_0(capsys):
     work = saved(P.affine, P.AFFINE, P.affine_golden).work_dir
     capsys.readouterr()
@@ -369,3 +310,16 @@ def test_precision_guilty_without_an_ulp_pattern_names_the_cast_op_by_op():
     assert (c.task, c.kernel, c.op) == (0, "trunc_scale_rows", "cast")
     assert c.dsl_line == dsl(P.trunc_scale_rows, 'mode="trunc"')
     assert any(e.startswith("op by op in task 0: the first statement whose tile leaves its bound is") for e in rep.evidence)
+
+
+def test_the_command_called_in_process_leaves_the_log_level_as_it_found_it(tmp_path, capsys):
+    import logging
+
+    from tilescope._logging import configure
+
+    configure("v5")
+    before = logging.getLogger("tilescope").level
+    assert cli(["localize", str(tmp_path / "nowhere")]) == 1  # logs at warn while it runs
+    assert cli(["triage", str(tmp_path / "nowhere")]) == 1
+    assert logging.getLogger("tilescope").level == before
+    assert capsys.readouterr().err.count("[ERROR]") == 2

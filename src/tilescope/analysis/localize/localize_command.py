@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from tilescope._logging import configure
+from tilescope._logging import configure, level_kept
 from tilescope.analysis.compare import check_tolerances
 from tilescope.analysis.data import DataError, load_meta, load_references, load_snapshot
 from tilescope.analysis.localize.analyze import Inputs, analyze
@@ -231,8 +231,15 @@ def internal_error(e: Exception, tool: str = "localize") -> str:
 
 def report_cli(tool: str, call: Callable[[], Report], as_json: bool, ok: Callable[[Report], bool]) -> int:
     """Run ``call`` (localize or triage) for its command: the report printed (``as_json``: as
-    JSON), 0 when ``ok`` says so, else 1; an error in one ``[ERROR]`` line; Ctrl-C in one line, 130."""
-    configure("warn")
+    JSON), 0 when ``ok`` says so, else 1; an error in one ``[ERROR]`` line; Ctrl-C in one line, 130.
+    It logs at ``warn`` while it runs, and leaves the level as it found it (a command called in
+    process, by a test or a script, changes nothing for what runs after it)."""
+    with level_kept():
+        configure("warn")
+        return _report_cli(tool, call, as_json, ok)
+
+
+def _report_cli(tool: str, call: Callable[[], Report], as_json: bool, ok: Callable[[Report], bool]) -> int:
     try:
         rep = call()
     except KeyboardInterrupt:
