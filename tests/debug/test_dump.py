@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from orchestration_programs import add_into, scale
 
 import tilescope as ts
 from tilescope.runtime import run_config
@@ -126,16 +127,6 @@ def test_dump_state_is_cleared_between_runs(dag):
     want = vector_dag_values(*second)
     for r in m["records"]:
         torch.testing.assert_close(tensor_of(r, payload), want[r["tensor"]], rtol=1e-5, atol=1e-5)
-
-
-@ts.kernel
-def scale(x: ts.Tensor[[8], F], y: ts.Out[[8], F], s: ts.Scalar[F]):
-    ts.store(y, [0], ts.load(x, [0], [8]) * s)
-
-
-@ts.kernel
-def add_into(x: ts.Tensor[[8], F], acc: ts.InOut[[8], F]):
-    ts.store(acc, [0], ts.load(acc, [0], [8]) + ts.load(x, [0], [8]))
 
 
 @ts.kernel
