@@ -3,7 +3,6 @@ class, the category, the verdict and the culprit (task, kernel, op, DSL and C++ 
 names; the command line; and every bad input."""
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import localize_programs as P
 import pytest
 import torch
 from helpers import headless_page, line_of, needs_chromium
+from seeded_bugs import dsl
 
 import tilescope as ts
 from tilescope.analysis.data import DataError
@@ -20,21 +20,12 @@ from tilescope.cli import main as cli
 from tilescope.errors import DSLError
 from tilescope.harness import run_jit
 
-FILE = P.__file__
-
 
 def saved(fn, specs, golden, rtol=1e-5, atol=1e-6, **kw):
     """A build of ``fn`` run once with --save-data; returns the run's result."""
     result = run_jit(fn, specs, golden_fn=golden, rtol=rtol, atol=atol, save_data=True, **kw)
     assert result.work_dir is not None and (result.work_dir / "data" / "in").is_dir(), result.error
     return result
-
-
-def dsl(fn, text):
-    """``file:line`` of ``text`` in ``fn``, the file as the generated C++ names it (relative to the
-    working directory when that is shorter)."""
-    path = os.path.relpath(FILE)
-    return f"{path if len(path) < len(FILE) else FILE}:{line_of(fn, text)}"
 
 
 def edit(path, old, new):
