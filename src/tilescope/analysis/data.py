@@ -9,6 +9,8 @@ Invariants:
 - Saving never overwrites an existing snapshot: it refuses and says where the data already is.
 - ``intermediates/<name>.pt`` holds what ``golden_fn`` filled besides the outputs (``t["h"] = ...``):
   the references of intermediates and probes that ``tilescope localize`` compares with.
+- ``golden/trace.pt`` holds every step ``golden_fn`` computed, with its op and line
+  (``golden_trace``): the references localize aligns the kernels' tiles with.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import torch
 
 from tilescope.analysis.compare import tolerance_problem
+from tilescope.analysis.golden_trace import TRACE_FILE, GoldenTrace
 from tilescope.build.manifest import ArgSpec
 from tilescope.build.paths import DATA_META, atomic_save, atomic_write, write_problem
 from tilescope.build.paths import DATA_REFERENCES as REFERENCES
@@ -47,9 +50,11 @@ def save_snapshot(
     golden: dict[str, Any],
     meta: dict[str, Any],
     references: dict[str, Any] | None = None,
+    trace: GoldenTrace | None = None,
 ) -> Path:
     """Write ``inputs`` (values before the run) to ``in/``, ``golden`` to ``out/``, ``references``
-    (golden intermediates and probes) to ``intermediates/`` and ``meta`` (the tolerances and seed
+    (golden intermediates and probes) to ``intermediates/``, the golden's ``trace`` of its steps to
+    ``golden/trace.pt`` and ``meta`` (the tolerances and seed
     of the run) to ``meta.json``."""
     if (data_dir / "in").exists() or (data_dir / "out").exists():
         raise DataError(
@@ -70,6 +75,9 @@ def save_snapshot(
             made.append(data_dir / REFERENCES)
             for name, value in references.items():
                 atomic_save(value.detach().cpu().contiguous(), data_dir / REFERENCES / f"{name}.pt")
+        if trace is not None:
+            made.append((data_dir / TRACE_FILE).parent)
+            trace.save(data_dir / TRACE_FILE)
         atomic_write(data_dir / DATA_META, json.dumps(meta, indent=2) + "\n")
     except OSError as e:
         for d in made:  # made by this call a moment ago: a half snapshot would only mislead a replay

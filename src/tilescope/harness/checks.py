@@ -20,6 +20,7 @@ import torch
 
 from tilescope.analysis.audit import audit_run
 from tilescope.analysis.data import save_snapshot
+from tilescope.analysis.golden_trace import GoldenTrace
 from tilescope.analysis.localize.localize_command import internal_error, localize
 from tilescope.analysis.poison import Poisoned, poison_run
 from tilescope.analysis.progress import Progress
@@ -66,6 +67,7 @@ class RunData:
     saved: bool  # this run saved its data into the build's data/
     rtol: float
     atol: float
+    trace: GoldenTrace | None = None  # the golden's steps (analysis.golden_trace)
 
     def directory(self, tool: str) -> Path:
         """A data directory holding this run's data (saved for ``tool`` when no other holds it)."""
@@ -77,7 +79,8 @@ class RunData:
         if where.is_dir():
             shutil.rmtree(where)  # the tool's own copy from an earlier run
         meta = {"rtol": self.rtol, "atol": self.atol, "sources": source_hashes(self.build.work_dir, self.build.config)}
-        return save_snapshot(where, list(self.build.args), self.before, self.golden, meta, self.references)
+        return save_snapshot(where, list(self.build.args), self.before, self.golden, meta, self.references,
+                             self.trace)
 
 
 def _guarded(tool: str, say: Callable[[str], None], fn: Callable[[], Any]) -> Any:

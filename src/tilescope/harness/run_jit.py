@@ -28,9 +28,9 @@ from tilescope._logging import configure, level_number
 from tilescope.analysis.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.analysis.data import load_snapshot, save_snapshot
 from tilescope.analysis.fix.verify import candidate_import, propose_for_compile_error
+from tilescope.analysis.golden_trace import GoldenTrace, record_golden
 from tilescope.analysis.report import Report
 from tilescope.analysis.triage.triage_command import error_report
-from tilescope.analysis.user_code import GoldenError, call_user, function_name
 from tilescope.build.manifest import ArgSpec, Build
 from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write
 from tilescope.build.state import source_hashes
@@ -45,8 +45,8 @@ from tilescope.harness.checks import (
     shuffle_check,
     triage_run,
 )
+from tilescope.harness.golden import golden_outputs
 from tilescope.harness.specs import Spec, check_specs, check_specs_match, generate, outputs, seed_problem
-from tilescope.ir.verifier import PROBE_NAME  # the names a reference of a probe or intermediate may have
 from tilescope.language.decorators import InlineFunction, KernelFunction
 from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
@@ -144,11 +144,16 @@ class Execution:
     meta: dict[str, Any] = field(default_factory=dict)
     checks: Checks = NO_CHECKS
 
-    def data(self, before: dict[str, Any], golden: dict, references: dict) -> RunData:
+    def data(self, before: dict[str, Any], golden: dict, references: dict, trace: GoldenTrace | None) -> RunData:
         """This run's data, as a check needs them."""
         e = self.expected
         return RunData(build=self.compiled, before=before, golden=golden, references=references, data=e.golden_from,
-                       saved=self.save_data, rtol=e.rtol, atol=e.atol)  # fmt: skip
+                       saved=self.save_data, rtol=e.rtol, atol=e.atol, trace=trace)  # fmt: skip
+
+    def wants_trace(self) -> bool:
+        """Whether the golden's trace is recorded: its data are saved or analysed, and golden_fn is here."""
+        c = self.checks
+        return self.expected.golden_from is None and (self.save_data or c.triage or c.localize)
 
 
 def execute(phases: Phases, result: RunResult, run: Execution, inputs: dict[str, Any]) -> None:
@@ -167,8 +172,8 @@ def execute(phases: Phases, result: RunResult, run: Execution, inputs: dict[str,
         phases.say("[RUN] no golden_fn: outputs are not checked")
         result.passed = True
         return
-    _compare(phases, result, run, before, run.expected.golden)
-    _check(phases, result, run.checks, run.data(before, result.golden, result.references))
+    trace = _compare(phases, result, run, before, run.expected.golden)
+    _check(phases, result, run.checks, run.data(before, result.golden, result.references, trace))
 
 
 def _run_program(phases: Phases, result: RunResult, run: Execution, inputs: dict[str, Any], before: dict[str, Any]):
@@ -195,7 +200,7 @@ def _run_program(phases: Phases, result: RunResult, run: Execution, inputs: dict
 
 def _after_failure(phases: Phases, result: RunResult, run: Execution, before: dict[str, Any]) -> None:
     """A failed run is what its data are most wanted for: saved (--save-data) and triaged."""
-    data = _golden_of(run, run.expected.golden, before) if run.expected.golden is not None else None
+    data = _golden_of(phases, run, run.expected.golden, before) if run.expected.golden is not None else None
     if data is None:
         return
     if run.save_data:
@@ -213,9 +218,9 @@ def _compare(
     run: Execution,
     before: dict[str, Any],
     golden: Callable[[dict[str, Any]], dict[str, torch.Tensor]],
-) -> None:
+) -> GoldenTrace | None:
     """The golden (computed on a copy of the inputs, or the saved one), saved with the inputs when
-    asked, and every output compared with it."""
+    asked, and every output compared with it; the golden's trace, when recorded."""
     expected = run.expected
     out_names = list(result.outputs)
     if expected.golden_from is not None:
@@ -226,14 +231,16 @@ def _compare(
     result.golden = {n: computed[n] for n in out_names}
     # what else golden_fn filled: references of intermediates and probes, for `tilescope localize`
     result.references = {k: v for k, v in computed.items() if k not in result.golden}
+    trace = _trace(phases, run, golden, before)
     if run.save_data:
-        _save(phases, run, before, result.golden, result.references)
+        _save(phases, run, before, result.golden, result.references, trace)
     rtol, atol = result.rtol, result.atol = expected.rtol, expected.atol
     result.comparisons = compare_outputs(result.outputs, result.golden, out_names, rtol, atol, expected.compare_fn)
     for rep in result.comparisons:
         for line in rep.lines(rtol, atol):
             phases.say(line)
     result.passed = all(r.passed for r in result.comparisons)
+    return trace
 
 
 def _check(phases: Phases, result: RunResult, checks: Checks, run: RunData) -> None:
@@ -253,7 +260,21 @@ def _check(phases: Phases, result: RunResult, checks: Checks, run: RunData) -> N
         result.localize = localize_run(run, phases.say)
 
 
-def _save(phases: Phases, run: Execution, before: dict, golden: dict, references: dict) -> None:
+def _trace(phases: Phases, run: Execution, golden: Callable[[dict[str, Any]], dict], before: dict) -> GoldenTrace | None:
+    """The golden's trace of intermediates (``analysis.golden_trace``), when this run's data are
+    saved or analysed; None (and a line saying why) when it cannot be recorded."""
+    if not run.wants_trace():
+        return None
+    try:
+        return record_golden(golden, _clone(before))
+    except Exception as e:  # noqa: BLE001 - the run's result never depends on the trace
+        phases.say(f"[RUN] the golden's steps could not be recorded ({type(e).__name__}: {e}); localize will not "
+                   "align the kernels with them")  # fmt: skip
+        return None
+
+
+def _save(phases: Phases, run: Execution, before: dict, golden: dict, references: dict,
+          trace: GoldenTrace | None) -> None:  # fmt: skip
     """Snapshot this run's inputs and golden into the build's ``data/`` (``--save-data``)."""
     compiled = run.compiled
     # NOTE: the code's hashes let `tilescope localize` say when the build changed since the save
@@ -262,20 +283,23 @@ def _save(phases: Phases, run: Execution, before: dict, golden: dict, references
     where = phases.run(
         "save",
         "save data",
-        lambda: save_snapshot(compiled.work_dir / DATA_DIR, data_args(compiled), before, golden, meta, references),
+        lambda: save_snapshot(compiled.work_dir / DATA_DIR, data_args(compiled), before, golden, meta, references,
+                              trace),
         str,
     )
     phases.say(f"[RUN] replay it with: --golden-data {where}")
 
 
-def _golden_of(run: Execution, golden: Callable[[dict[str, Any]], dict], before: dict[str, Any]) -> tuple[dict, dict] | None:
-    """The golden outputs and references of a run that failed (None if golden_fn fails too)."""
+def _golden_of(phases: Phases, run: Execution, golden: Callable[[dict[str, Any]], dict],
+               before: dict[str, Any]) -> tuple[dict, dict, GoldenTrace | None] | None:  # fmt: skip
+    """The golden outputs, references and trace of a run that failed (None if golden_fn fails too)."""
     try:
         computed = golden(before) if run.expected.golden_from is not None else golden(_clone(before))
     except TilescopeError:
         return None
     names = [a.name for a in run.compiled.args if a.is_output]
-    return {n: computed[n] for n in names}, {k: v for k, v in computed.items() if k not in names}
+    return {n: computed[n] for n in names}, {k: v for k, v in computed.items() if k not in names}, _trace(
+        phases, run, golden, before)
 
 
 def record_last_run(result: RunResult) -> None:
@@ -507,63 +531,6 @@ def check_options(
             f"compile_cfg {keys} cannot apply to the reused build {runtime_dir} (runtime_dir / --runtime-dir): "
             "it runs as it was compiled; drop these options, or compile again without runtime_dir"
         )
-
-
-def golden_outputs(golden_fn: Callable[[dict[str, Any]], None], names: list[str]):
-    """A golden that runs ``golden_fn`` on the values (filling outputs in place) and returns the
-    outputs ``names``, and every tensor it added under a name of its own (the reference of an
-    intermediate or a probe: ``t["h"] = ...``); whatever ``golden_fn`` raises becomes a GoldenError
-    naming the user's line.
-    """
-
-    def run(values: dict[str, Any]) -> dict[str, torch.Tensor]:
-        given = set(values)
-        initial = {n: values[n].clone() for n in names if torch.is_tensor(values.get(n))}
-        returned = call_user("golden_fn", golden_fn, values, error=GoldenError)
-        fn_name = function_name(golden_fn)
-        first = names[0] if names else "y"
-        added = [k for k in values if k not in given]
-        untouched = [n for n in initial if values.get(n) is not None and _unchanged(values[n], initial[n])]
-        if added and untouched:  # NOTE: a misspelt output name, not scratch values kept in the dict
-            raise HarnessError(
-                f"golden_fn {fn_name} set {', '.join(f't[{k!r}]' for k in added)}, which is not an argument of "
-                f"the program, and left the output {', '.join(f't[{n!r}]' for n in untouched)} as it started: "
-                f"write the golden into the output in place (t[{untouched[0]!r}][:] = ...)"
-            )
-        if returned is not None and returned is not values:
-            raise HarnessError(
-                f"golden_fn {fn_name} returned {_kind(returned)}, which is not used: a golden_fn fills the "
-                f"outputs in place (t[{first!r}][:] = ...) and returns None"
-            )
-        for n in names:
-            if not torch.is_tensor(values.get(n)):
-                left = f"removed t[{n!r}]" if n not in values else f"left t[{n!r}] as {_kind(values[n])}"
-                raise HarnessError(
-                    f"golden_fn {fn_name} {left}: the golden of an output must be a torch tensor "
-                    f"(fill it in place: t[{n!r}][:] = ...)"
-                )
-        refs = {k: values[k].detach().cpu() for k in added if torch.is_tensor(values[k]) and PROBE_NAME.fullmatch(k)}
-        return {**{n: values[n] for n in names}, **refs}
-
-    return run
-
-
-def _unchanged(value: Any, initial: torch.Tensor) -> bool:
-    """Whether ``value`` is still the tensor ``initial`` was copied from (same shape, dtype and
-    values; NaN equal to NaN)."""
-    return (
-        torch.is_tensor(value)
-        and value.shape == initial.shape
-        and value.dtype == initial.dtype
-        and torch.equal(value.nan_to_num(0.0), initial.nan_to_num(0.0))
-        and bool((value.isnan() == initial.isnan()).all())
-    )
-
-
-def _kind(v: Any) -> str:
-    """``a Tensor``, ``an ndarray``: what a value is, for messages."""
-    name = type(v).__name__
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def program_name(fn: Any) -> str:

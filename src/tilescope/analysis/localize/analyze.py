@@ -26,10 +26,13 @@ from typing import Any
 
 import torch
 
+from tilescope.analysis.golden_trace import GoldenTrace
 from tilescope.analysis.localize import metrics
+from tilescope.analysis.localize.align import Aligner, align_culprit
 from tilescope.analysis.localize.bound import Bounded
 from tilescope.analysis.localize.codegen_check import CodegenQuestions
 from tilescope.analysis.localize.html import heatmap
+from tilescope.analysis.localize.hypotheses import swapped_offsets, wrong_argument
 from tilescope.analysis.localize.op_naming import op_name
 from tilescope.analysis.localize.precision import PrecisionQuestions
 from tilescope.analysis.localize.references import check_references
@@ -78,6 +81,8 @@ class Inputs:
     references: dict[str, torch.Tensor] = field(default_factory=dict)  # golden intermediates and probes
     # replays one task on a probe build: (task, shared object) -> (its outputs by arg index, its probes)
     probe_runner: Callable[[CapturedTask, Path], tuple[dict[int, torch.Tensor], list[tuple[int, torch.Tensor]]]] | None = None
+    trace: GoldenTrace | None = None  # the golden's own steps (golden_trace)
+    no_trace: str | None = None  # why there is no trace
 
 
 class _Analysis(CodegenQuestions, PrecisionQuestions):
@@ -227,6 +232,8 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
         if not sigs:
             return
         best = sigs[0]
+        if best.kind not in ("unstored", "misplaced", "unwritten") and (self.wrong_argument(sigs) or self.aligned(sigs)):
+            return
         rep.culprit = Culprit(best.task, best.kernel)
         if best.kind == "unstored" and best.kernel in self.kernels:
             self.name_store(self.kernels[best.kernel])
@@ -234,6 +241,76 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
             self.name_call(best.task)  # a region given wrong: the call that gave it
         if best.task is not None:
             rep.next.append(f"tilescope deps {self.build.work_dir} --task {best.task}")
+
+    def first_wrong(self, sigs: list[Signature]) -> int | None:
+        """The first task (in task order) that wrote a mismatching element of an output."""
+        wrong = [t for s in sigs if s.kind == "writers" for t in s.detail.get("tasks", [])]
+        return min(wrong) if wrong else None
+
+    def wrong_argument(self, sigs: list[Signature]) -> bool:
+        """Name the call when the first wrong task's outputs match the golden with one input
+        argument given another region of its tensor (``hypotheses``)."""
+        tid = self.first_wrong(sigs)
+        tasks = self.tasks or captured_tasks(self.build, self.src.report)
+        task = next((t for t in tasks if t.task_id == tid), None)
+        if task is None:
+            return False
+        found = wrong_argument(self.build, self.kernels[task.kernel], task, tasks, self.src.inputs, self.src.golden,
+                               self.src.rtol, self.src.atol)  # fmt: skip
+        if found is None:
+            return False
+        rep = self.rep
+        rep.culprit = Culprit(found.task, found.kernel)
+        rep.evidence.append(found.text())
+        rep.summary += f"; task {found.task} was given the wrong region of {found.tensor}"
+        self.name_call(found.task)
+        rep.next.append(f"tilescope deps {self.build.work_dir} --task {found.task}")
+        return True
+
+    def aligned(self, sigs: list[Signature]) -> bool:
+        """Name the culprit by aligning the implicated tasks' values with the golden's own steps
+        (``align``); False when there is no trace or alignment names nothing."""
+        rep = self.rep
+        if self.src.trace is None:
+            if self.src.no_trace:
+                rep.limitations.append(self.src.no_trace)
+            return False
+        first = self.first_wrong(sigs)
+        if first is None:
+            return False
+        tasks = self.tasks or captured_tasks(self.build, self.src.report)
+        outputs = {a.name for a in self.outputs}
+        inputs = {a.name for a in self.build.args if a.is_input}
+        aligner = Aligner(self.build, self.src.trace, self.src.golden, self.src.rtol, self.src.atol, outputs, inputs)
+        found, said = align_culprit(aligner, self.kernels, tasks, first)
+        if found is None:
+            rep.evidence += said
+            return False
+        rep.culprit = Culprit(found.task, found.kernel)
+        i = found.instance
+        rep.culprit.op = i.op
+        rep.evidence += found.evidence
+        sites, why = kernel_sites(self.build, self.kernels[found.kernel])
+        if i.op == "store" and found.view is not None:  # data movement: which access holds the values' place wrong
+            loads = aligner.moved(found.view, i)
+            args = [self.src.inputs[a.name] for a in self.build.args]
+            outs = [(k, a.name) for k, a in enumerate(self.build.args) if a.is_output]
+            swap = swapped_offsets(self.program, self.kernels[found.kernel], [x.expr for x in loads] + [i.expr], args,
+                                   self.src.golden, outs, self.src.rtol, self.src.atol)  # fmt: skip
+            if swap is not None:
+                access = next((x for x in loads if x.expr is swap.access), i)
+                found.stmt, rep.culprit.op = access.stmt, access.op
+                site = sites.get(id(access.stmt))
+                rep.evidence.append(swap.text(site.dsl_line if site is not None else None))
+        rep.summary += (f"; aligned with the golden's steps, the first value it never computes is made by the "
+                        f"{rep.culprit.op} of task {found.task}")  # fmt: skip
+        site = sites.get(id(found.stmt))
+        if site is not None:
+            rep.culprit.dsl_line, rep.culprit.cpp_line = site.dsl_line, site.cpp
+        elif why:
+            rep.limitations.append(why)
+        rep.next.append(f"tilescope deps {self.build.work_dir} --task {found.task}")
+        return True
 
     def name_store(self, kernel: Kernel) -> None:
         """The culprit's op and lines: the kernel's store, when it has one."""

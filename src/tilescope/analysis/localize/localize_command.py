@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -27,6 +28,7 @@ import torch
 from tilescope._logging import configure, level_kept
 from tilescope.analysis.compare import check_tolerances
 from tilescope.analysis.data import DataError, load_meta, load_references, load_snapshot
+from tilescope.analysis.golden_trace import load_trace
 from tilescope.analysis.localize.analyze import Inputs, analyze
 from tilescope.analysis.localize.html import write_html
 from tilescope.analysis.localize.nan_origin import nonfinite_origin
@@ -42,7 +44,7 @@ from tilescope.build.paths import DATA_DIR
 from tilescope.build.state import source_hashes
 from tilescope.debug.intermediates import record_tensor
 from tilescope.errors import RuntimeFailure, TilescopeError
-from tilescope.ir.nodes import Assign, Store, Var
+from tilescope.ir.nodes import Assign, Const, Load, Store, Var
 from tilescope.ir.traverse import child_exprs, walk_exprs
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import Binaries, launch
@@ -129,16 +131,17 @@ def nan_op(build: CompiledProgram, inputs: dict[str, Any], task_id: int) -> tupl
     text, _ = kernel_text(build, kernel.name)
     _, captures = _probe_runner(build)(task, compile_probe_build(build, kernel.name, instrument(text, sites)))
     by_index = {s.index: s for s in sites.values()}
-    infinite: set[str] = set()  # tiles that hold an Inf on purpose: `full([..], -inf)`, and what only carries it on
+    infinite: set[str] = set()  # tiles that hold an Inf on purpose (`full([..], -inf)`, `fill=-inf`) and what carries it
     for index, tile in captures:
         site = by_index.get(index)
         if site is None or not tile.is_floating_point() or bool(torch.isfinite(tile).all()):
             continue
         # NOTE: an Inf the program asks for (a running max starts at -inf) is not the fault; a NaN always is
-        if not bool(torch.isnan(tile).any()) and isinstance(site.stmt, Assign):
+        if not bool(torch.isnan(tile).any()) and isinstance(site.stmt, Assign | Store):
             reads = {e.name for e in walk_exprs(child_exprs(site.stmt)) if isinstance(e, Var)}
-            if op_name(site.stmt) == "full" or reads & infinite:
-                infinite.add(site.stmt.target)
+            if op_name(site.stmt) == "full" or _inf_fill(site.stmt) or reads & infinite:
+                if isinstance(site.stmt, Assign):
+                    infinite.add(site.stmt.target)
                 continue
         bad = int((~torch.isfinite(tile)).sum())
         # NOTE: a store of a value computed in place (store(y, cast(t))) made it in that value's op
@@ -152,6 +155,12 @@ def nan_op(build: CompiledProgram, inputs: dict[str, Any], task_id: int) -> tupl
             f"NaN/Inf is {site.dsl_line or site.cpp} (`{site.text}`): {bad} of {tile.numel()} elements"
         )
     return None
+
+
+def _inf_fill(stmt) -> bool:
+    """Whether ``stmt`` loads a masked tile whose fill is an infinity (``fill=float("-inf")``)."""
+    return any(isinstance(e, Load) and isinstance(e.fill, Const) and isinstance(e.fill.value, float)
+               and math.isinf(e.fill.value) for e in walk_exprs(child_exprs(stmt)))  # fmt: skip
 
 
 def _inner_op(kernel, task: CapturedTask, build: CompiledProgram, stmt) -> str | None:
@@ -193,6 +202,7 @@ def localize(
     check_tolerances(rtol, atol)
     inputs, golden = load_snapshot(data, list(build.args))
     references, limitations = load_references(data)
+    trace, no_trace = load_trace(data, inputs)
     saved_sources = meta.get("sources")
     if isinstance(saved_sources, dict):
         now = source_hashes(work, build.config)
@@ -207,7 +217,7 @@ def localize(
     say(f"analyze {report.num_tasks} tasks (codegen, algorithm, precision)")
     rep = analyze(
         Inputs(build, str(data), inputs, golden, sim, report, float(rtol), float(atol), started, limitations, references,
-               _probe_runner(build))  # fmt: skip
+               _probe_runner(build), trace, no_trace)  # fmt: skip
     )
     try:
         write_report(work, rep)

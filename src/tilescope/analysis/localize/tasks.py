@@ -23,7 +23,7 @@ import torch
 from tilescope.analysis.localize.bound import Bounded, Overflow, _BoundOrch, run_kernel_bound
 from tilescope.analysis.localize.metrics import coords
 from tilescope.build.manifest import Build
-from tilescope.debug.deps_json import buffer_names, region_text
+from tilescope.debug.deps_json import buffer_names, region_box, region_text
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.tensor_dump import view_of
 from tilescope.ir.nodes import Assign, Program
@@ -40,6 +40,7 @@ class CapturedTask:
     inputs: dict[int, Any] = field(default_factory=dict)  # arg index -> tensor (before) or scalar
     outputs: dict[int, torch.Tensor] = field(default_factory=dict)  # arg index -> tensor (after)
     regions: dict[int, str] = field(default_factory=dict)  # arg index -> ``h[0:64, 0:128]``
+    boxes: dict[int, tuple[str, tuple[tuple[int, int], ...]]] = field(default_factory=dict)  # arg index -> (tensor, box)
     roles: dict[int, str] = field(default_factory=dict)  # arg index -> input | output | inout | scalar
     probes: list[tuple[int, torch.Tensor]] = field(default_factory=list)  # (probe id, tile), in the order they ran
     lost: bool = False  # a payload the dump could not keep
@@ -74,6 +75,10 @@ def captured_tasks(build: Build, report: RunReport) -> list[CapturedTask]:
             t.inputs[r.arg_index] = r.value
             continue
         t.regions[r.arg_index] = region_text(view_of(r), buffers)
+        name, layout = buffers.get(r.buffer_id, (None, None))
+        box = region_box(view_of(r), layout)
+        if name is not None and box is not None:
+            t.boxes[r.arg_index] = (name, tuple((lo, hi) for lo, hi in box))
         value = record_tensor(report.dump.payload, r)
         if value is None:
             t.lost = True

@@ -114,6 +114,13 @@ class Analysis(Steps):
         if site is not None:
             culprit.op, culprit.dsl_line, culprit.cpp_line = site[0], site[1], site[2]
             self.rep.evidence.append(site[3])
+            return
+        # NOTE: an Inf the program asks for (a fill=, a ts.full) that reaches an output was let through by a wrong value
+        self.rep.evidence.append(
+            f"no op of task {task} makes NaN/Inf from finite values: the Inf in its outputs is one the program asks "
+            "for (a fill=, a ts.full), carried to them; the value that let it through is wrong"
+        )
+        self.localized()
 
     def passing(self) -> None:
         """Outputs within tolerance: are they the same on every schedule?"""
