@@ -223,6 +223,49 @@ KL_SPECS = [
     TensorSpec("out", [KL_N, 1], torch.float32, is_output=True),
 ]
 
+# --------------------------------------------------------------------------------------------
+# Next-token loss of a language model: position i's logits are scored against token i + 1 of
+# the sequence (tokens holds T + 1 ids), f32, stable logsumexp.
+
+NT_T, NT_V, NT_BLOCK = 128, 256, 32
+
+
+@ts.kernel
+def next_token_nll_rows(
+    logits: ts.Tensor[[NT_BLOCK, NT_V], ts.f32],
+    target: ts.Tensor[[NT_BLOCK, 1], ts.i32],
+    loss: ts.Out[[NT_BLOCK, 1], ts.f32],
+):
+    t = ts.load(logits, [0, 0], [NT_BLOCK, NT_V])
+    lab = ts.load(target, [0, 0], [NT_BLOCK, 1])
+    m = ts.row_max(t)
+    lse = m + ts.log(ts.row_sum(ts.exp(t - m)))
+    picked = ts.row_sum(ts.where(ts.iota([1, NT_V]) == lab, t, 0.0))
+    ts.store(loss, [0, 0], lse - picked)
+
+
+@ts.jit
+def next_token_loss(
+    logits: ts.Tensor[[NT_T, NT_V], ts.f32],
+    tokens: ts.Tensor[[NT_T + 1, 1], ts.i32],
+    loss: ts.Out[[NT_T, 1], ts.f32],
+):
+    for r in ts.range(0, NT_T, NT_BLOCK):
+        next_token_nll_rows(logits[r : r + NT_BLOCK, :], tokens[r : r + NT_BLOCK, :], loss[r : r + NT_BLOCK, :])
+
+
+def next_token_golden(t):
+    x = t["logits"].double()
+    targets = t["tokens"][1:, 0].long()
+    t["loss"][:] = torch.nn.functional.cross_entropy(x, targets, reduction="none")[:, None].float()
+
+
+NT_SPECS = [
+    TensorSpec("logits", [NT_T, NT_V], torch.float32, init_value=lambda s, dtype: torch.randn(s, dtype=dtype) * 2.0),
+    TensorSpec("tokens", [NT_T + 1, 1], torch.int32, init_value=lambda s, dtype: torch.randint(0, NT_V, s, dtype=dtype)),
+    TensorSpec("loss", [NT_T, 1], torch.float32, is_output=True),
+]
+
 
 BUGS = (
     BlindBug(
@@ -299,5 +342,20 @@ BUGS = (
         op="sub",
         line=(kl_rows, "ts.row_sum(ts.exp(lp) * (lq - lp))"),
         fixed="ts.store(out, [0, 0], ts.row_sum(ts.exp(lp) * (lp - lq)))",
+    ),
+    BlindBug(
+        name="next_token_labels_not_shifted",
+        what="the targets are sliced at tokens[r : r + B] instead of tokens[r + 1 : r + 1 + B]: each position is scored against its own token",
+        pattern="off_by_one",
+        program=next_token_loss,
+        specs=NT_SPECS,
+        golden=next_token_golden,
+        rtol=1e-5,
+        atol=1e-5,
+        category="algorithm",
+        kernel="next_token_nll_rows",
+        op="call",
+        line=(next_token_loss, "tokens[r : r + NT_BLOCK, :]"),
+        fixed="next_token_nll_rows(logits[r : r + NT_BLOCK, :], tokens[r + 1 : r + 1 + NT_BLOCK, :], loss[r : r + NT_BLOCK, :])",
     ),
 )

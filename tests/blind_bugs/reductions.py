@@ -294,6 +294,34 @@ LG_SPECS = [
     TensorSpec("y", [LG_ROWS, LG_COLS], torch.float32, is_output=True),
 ]
 
+# --------------------------------------------------------------------------------------------
+# Row-wise L2 normalization of embeddings (x / max(||x||, eps)), one task per 32 rows.
+
+L2_ROWS, L2_COLS, L2_BLOCK = 320, 256, 32
+
+
+@ts.kernel
+def l2_normalize_rows(x: ts.Tensor[[L2_BLOCK, L2_COLS], ts.f32], y: ts.Out[[L2_BLOCK, L2_COLS], ts.f32]):
+    t = ts.load(x, [0, 0], [L2_BLOCK, L2_COLS])
+    nrm = ts.sqrt(ts.row_sum(t * t))
+    ts.store(y, [0, 0], t / ts.maximum(nrm, 1e-12))
+
+
+@ts.jit
+def l2_normalize(x: ts.Tensor[[L2_ROWS, L2_COLS], ts.f32], y: ts.Out[[L2_ROWS, L2_COLS], ts.f32]):
+    for r in ts.range(0, L2_ROWS - L2_BLOCK, L2_BLOCK):
+        l2_normalize_rows(x[r : r + L2_BLOCK, :], y[r : r + L2_BLOCK, :])
+
+
+def l2_normalize_golden(t):
+    t["y"][:] = torch.nn.functional.normalize(t["x"].double(), dim=1, eps=1e-12).float()
+
+
+L2_SPECS = [
+    TensorSpec("x", [L2_ROWS, L2_COLS], torch.float32, init_value=torch.randn),
+    TensorSpec("y", [L2_ROWS, L2_COLS], torch.float32, is_output=True),
+]
+
 
 BUGS = (
     BlindBug(
@@ -401,5 +429,20 @@ BUGS = (
         op="range",
         line=(log_softmax_rows, "for c in ts.range(0, LG_COLS - LG_CHUNK, LG_CHUNK):"),
         fixed="for c in ts.range(0, LG_COLS, LG_CHUNK):",
+    ),
+    BlindBug(
+        name="l2norm_last_block_skipped",
+        what="the orchestration's row loop stops one block early; the last 32 rows of y are never written",
+        pattern="off_by_one",
+        program=l2_normalize,
+        specs=L2_SPECS,
+        golden=l2_normalize_golden,
+        rtol=1e-5,
+        atol=1e-5,
+        category="uninitialized",
+        kernel=None,
+        op="range",
+        line=(l2_normalize, "for r in ts.range(0, L2_ROWS - L2_BLOCK, L2_BLOCK):"),
+        fixed="for r in ts.range(0, L2_ROWS, L2_BLOCK):",
     ),
 )
