@@ -1,0 +1,18 @@
+"""Every blind bug, gathered from the family modules."""
+
+from __future__ import annotations
+
+from blind_bugs import attention, elementwise, gemm, losses, new_user, norms, reductions, scans_and_gathers
+
+BUGS = (
+    *norms.BUGS,
+    *attention.BUGS,
+    *reductions.BUGS,
+    *elementwise.BUGS,
+    *gemm.BUGS,
+    *losses.BUGS,
+    *scans_and_gathers.BUGS,
+    *new_user.BUGS,
+)
+
+assert len({b.name for b in BUGS}) == len(BUGS), "bug names must be unique"
