@@ -258,6 +258,25 @@ ts.store(o, [0, 0], ts.where(col <= row, x, float("-inf")))
     check_kernel(grid_dir, args, body, golden)
 
 
+def test_where_between_two_numbers_makes_a_tile_of_the_conditions_shape(grid_dir):
+    args = [
+        Arg("s", (8, 16), "f32", init=uniform(-3.0, 3.0, (8, 16), "f32")),
+        Arg("o", (8, 16), "f32", kind="out"),
+        Arg("n", (8, 16), "i32", kind="out"),
+    ]
+    body = """
+x = ts.load(s, [0, 0], [8, 16])
+ts.store(o, [0, 0], ts.where(x > 0.0, 1.0, 0.0))
+ts.store(n, [0, 0], ts.where(x > 0.0, 2, -1))
+"""
+
+    def golden(t):
+        pos = t["s"] > 0
+        return {"o": pos.float(), "n": torch.where(pos, 2, -1).to(torch.int32)}
+
+    check_kernel(grid_dir, args, body, golden)
+
+
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "i32"])
 def test_static_tile_slices_match_torch_indexing(grid_dir, dtype):
     args = [

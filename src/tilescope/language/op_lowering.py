@@ -335,13 +335,22 @@ class OpLowering:
         return x
 
     def op_where(self, node: ast.Call) -> Where:
-        """``ts.where(cond, a, b)``: a bool tile selects between two tiles or numbers."""
+        """``ts.where(cond, a, b)``: a bool tile selects between two tiles or numbers (two numbers
+        make a tile of the condition's shape: f32, or i32 when both are ints)."""
         a = self.bind(node, ["cond", "a", "b"])
         loc = self.loc(node)
         cond = self.tile_arg(a["cond"], node, "ts.where's condition")
         for k in ("a", "b"):
             if not is_expr(a[k]) and not is_number(a[k]):
                 raise VerifyError(f"ts.where's {k} must be a tile or number, got {described(a[k])}", loc)
+        if not any(is_expr(a[k]) and isinstance(a[k].type, TileType) for k in ("a", "b")):
+            # NOTE: two numbers (ts.where(t > 0, 1.0, 0.0)): a tile of the condition's shape, f32 unless both are ints
+            floats = any(isinstance(a[k], float) or (is_expr(a[k]) and a[k].type.dtype.is_float) for k in ("a", "b"))
+            dtype = dt.f32 if floats else dt.i32
+            value = self.as_expr(a["a"], node, like=ScalarType(dtype), what="ts.where value")
+            lhs = Full(value, TileType(cond.type.shape, dtype), loc)
+            rhs = self.as_expr(a["b"], node, like=ScalarType(dtype), what="ts.where value")
+            return Where(cond, lhs, rhs, rules.where_type(cond, lhs, rhs, loc), loc)
         lhs, rhs = self.as_expr(a["a"], node), self.as_expr(a["b"], node)
         return Where(cond, lhs, rhs, rules.where_type(cond, lhs, rhs, loc), loc)
 
