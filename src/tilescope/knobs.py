@@ -398,8 +398,8 @@ ENV_KNOBS: dict[str, Knob] = {
         Knob(
             "triage_budget",
             60.0,
-            "seconds `tilescope triage` (and --triage, the MCP triage tools) spends before answering what it "
-            "knows, when no --budget is given; a loaded machine needs more",
+            "CPU seconds `tilescope triage` (and --triage, the MCP triage tools) spends before answering what it "
+            "knows, when no --budget is given (its own CPU time: a loaded machine slows it, it does not use it up)",
             lambda v: isinstance(v, float) and 0 < v < float("inf"),
             "a number of seconds > 0",
             kind=float,

@@ -76,9 +76,12 @@ def test_a_store_loop_one_chunk_short_is_uninitialized_in_that_kernel_with_the_r
     data = triaged(work)
     assert data["category"] == "uninitialized"
     c = data["culprit"]
-    assert (c["task"], c["kernel"], c["op"]) == (0, "scale_rows_short", "store")
-    assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.scale_rows_short, 'ts.store(y')}")
+    # the loop that stops a chunk short, confirmed by running it one step longer
+    assert (c["task"], c["kernel"], c["op"]) == (0, "scale_rows_short", "range")
+    assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.scale_rows_short, 'for h in ts.range(0, W - 64')}")
     assert "y[:, 448:512] is never written" in data["summary"]
+    assert any("with the loop over h of kernel scale_rows_short" in e and "one step longer" in e
+               for e in data["evidence"])
 
 
 def test_split_kv_attention_missing_a_store_blames_the_partial_kernel(tmp_path):

@@ -42,6 +42,7 @@ class Checks:
     poison: bool = False  # two poisoned runs: outputs that depend on never-written memory
     shuffle: int = 0  # this many shuffled runs, compared bit for bit
     fix: bool = False  # triage's culprit: propose an edit and verify it on this run's data (triage --fix)
+    budget: float | None = None  # triage's budget in CPU seconds (None: TILESCOPE_TRIAGE_BUDGET, else 60)
 
     def problem(self) -> str | None:
         """Why these options cannot be used as given (None: they can)."""
@@ -49,6 +50,11 @@ class Checks:
             return f"shuffle={self.shuffle!r}: expected a number of runs in 0..1000 (0: none)"
         if self.shuffle == 1:
             return "shuffle=1: one run compares with nothing; ask for at least 2"
+        b = self.budget
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int | float) or not 0 < b < float("inf")):
+            return f"budget={b!r}: expected a number of seconds > 0 (triage's CPU time), or None for the default"
+        if b is not None and not self.triage:
+            return f"budget={b!r} is triage's budget: ask for triage (--triage, or --fix) too, or drop it"
         return None
 
 
@@ -107,9 +113,10 @@ def localize_run(run: RunData, say: Callable[[str], None]) -> Report | None:
     return _verdict("localize", localize, run, say)
 
 
-def triage_run(run: RunData, say: Callable[[str], None], fix: bool = False) -> Report | None:
-    """Triage this run's failure (with ``fix``, propose a verified edit); prints the verdict."""
-    return _verdict("triage", triage, run, say, fix=fix)
+def triage_run(run: RunData, say: Callable[[str], None], fix: bool = False, budget: float | None = None) -> Report | None:
+    """Triage this run's failure (with ``fix``, propose a verified edit) within ``budget`` CPU
+    seconds (None: the default); prints the verdict."""
+    return _verdict("triage", triage, run, say, fix=fix, budget=budget)
 
 
 def poison_check(run: RunData, say: Callable[[str], None]) -> Poisoned | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tilescope.analysis.progress import seconds_arg
 from tilescope.harness.specs import seed_problem
 from tilescope.knobs import COMPILE_KNOBS, RUNTIME_KNOBS, Knob
 
@@ -94,6 +95,10 @@ def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
         help="with --triage (implied): propose an edit for the culprit, verified on this run's data (triage --fix)",
     )
     g.add_argument(
+        "--budget", type=seconds_arg, default=None, metavar="SECONDS",
+        help="with --triage/--fix: the CPU seconds triage may spend (default: $TILESCOPE_TRIAGE_BUDGET, else 60)",
+    )
+    g.add_argument(
         "--poison", action="store_true", help="run twice with never-written memory poisoned: name what reads it"
     )
     g.add_argument(
@@ -132,4 +137,5 @@ def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "poison": args.poison,
         "shuffle": args.shuffle,
         "fix": args.fix,
+        "budget": args.budget,
     }

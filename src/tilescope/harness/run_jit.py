@@ -209,7 +209,7 @@ def _after_failure(phases: Phases, result: RunResult, run: Execution, before: di
         except TilescopeError as e:  # NOTE: the run's failure is the error to raise, not the save's
             phases.say(f"[RUN] the data could not be saved: {e}")
     if run.checks.triage:
-        result.triage = triage_run(run.data(before, *data), phases.say, run.checks.fix)
+        result.triage = triage_run(run.data(before, *data), phases.say, run.checks.fix, run.checks.budget)
 
 
 def _compare(
@@ -250,7 +250,7 @@ def _check(phases: Phases, result: RunResult, checks: Checks, run: RunData) -> N
     if checks.shuffle:
         result.shuffle = shuffle_check(run, checks.shuffle, phases.say)
     if checks.triage and (not result.passed or result.nan is not None):
-        result.triage = triage_run(run, phases.say, checks.fix)
+        result.triage = triage_run(run, phases.say, checks.fix, checks.budget)
     elif checks.triage:
         phases.say(
             "[triage] the run passed: nothing to triage (--shuffle N checks that it stays the same across schedules; "
@@ -361,6 +361,7 @@ def run_jit(
     poison: bool = False,
     shuffle: int = 0,
     fix: bool = False,
+    budget: float | None = None,
 ) -> RunResult:
     """Compile ``fn`` (or reuse the build ``runtime_dir``), run it on inputs generated from
     ``specs`` (or replayed from ``golden_data``) and compare every output with ``golden_fn``
@@ -371,7 +372,7 @@ def run_jit(
     ``poison`` runs it twice poisoned (``result.poison``), ``shuffle=N`` N times on shuffled
     schedules (``result.shuffle``); ``fix`` (implies ``triage``) proposes an edit for the culprit
     and verifies it on this run's data (``tilescope triage --fix``; ``result.triage.fix``), a
-    program that does not compile included.
+    program that does not compile included; ``budget`` is triage's, in CPU seconds (``--budget``).
 
     Called while ``--fix`` imports a copy of the module to try an edit (a model script without an
     ``if __name__ == "__main__":`` guard), it runs nothing and returns a result that says so."""
@@ -382,7 +383,7 @@ def run_jit(
     phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
     platform = knobs.RUNTIME_KNOBS["platform"].value(runtime_cfg.get("platform"))
     result = RunResult(False, platform=platform, timings=phases.timings)
-    checks = Checks(bool(localize), bool(triage or fix), bool(poison), shuffle, bool(fix))
+    checks = Checks(bool(localize), bool(triage or fix), bool(poison), shuffle, bool(fix), budget)
     request = JitRequest(fn, specs, golden_fn, golden_data, compile_cfg, rtol, atol, compare_fn, compile_only,
                          runtime_dir, save_data, seed, checks)  # fmt: skip
     try:

@@ -32,8 +32,16 @@ from tilescope.analysis.localize.align import Aligner, align_culprit
 from tilescope.analysis.localize.bound import Bounded
 from tilescope.analysis.localize.codegen_check import CodegenQuestions
 from tilescope.analysis.localize.html import heatmap
-from tilescope.analysis.localize.hypotheses import swapped_offsets, wrong_argument
-from tilescope.analysis.localize.op_naming import op_name
+from tilescope.analysis.localize.hypotheses import (
+    SwappedArguments,
+    loop_bound,
+    strictness,
+    swapped_arguments,
+    swapped_offsets,
+    wrong_argument,
+    wrong_offset,
+)
+from tilescope.analysis.localize.op_naming import expr_op, op_name
 from tilescope.analysis.localize.precision import PrecisionQuestions
 from tilescope.analysis.localize.references import check_references
 from tilescope.analysis.localize.signatures import (
@@ -232,7 +240,9 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
         if not sigs:
             return
         best = sigs[0]
-        if best.kind not in ("unstored", "misplaced", "unwritten") and (self.wrong_argument(sigs) or self.aligned(sigs)):
+        if best.kind not in ("unstored", "misplaced", "unwritten") and any(
+                self.tried(q, sigs) for q in (self.wrong_argument, self.compare_off, self.loop_off, self.load_off,
+                                              self.aligned)):  # fmt: skip
             return
         rep.culprit = Culprit(best.task, best.kernel)
         if best.kind == "unstored" and best.kernel in self.kernels:
@@ -242,30 +252,91 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
         if best.task is not None:
             rep.next.append(f"tilescope deps {self.build.work_dir} --task {best.task}")
 
+    def tried(self, question: Callable[[list[Signature]], bool], sigs: list[Signature]) -> bool:
+        """``question(sigs)``; one that fails inside is a limitation, never a failed localize."""
+        try:
+            return question(sigs)
+        except Exception as e:  # noqa: BLE001 - a defect of one question must not take the verdict with it
+            self.rep.limitations.append(
+                f"{question.__name__.replace('_', ' ')} could not be answered ({type(e).__name__}: {e}); this is a "
+                "tilescope defect"
+            )
+            return False
+
     def first_wrong(self, sigs: list[Signature]) -> int | None:
         """The first task (in task order) that wrote a mismatching element of an output."""
         wrong = [t for s in sigs if s.kind == "writers" for t in s.detail.get("tasks", [])]
         return min(wrong) if wrong else None
 
     def wrong_argument(self, sigs: list[Signature]) -> bool:
-        """Name the call when the first wrong task's outputs match the golden with one input
-        argument given another region of its tensor (``hypotheses``)."""
-        tid = self.first_wrong(sigs)
-        tasks = self.tasks or captured_tasks(self.build, self.src.report)
-        task = next((t for t in tasks if t.task_id == tid), None)
+        """Name the call when the first wrong task's outputs match the golden with two of its
+        input arguments exchanged, or one given another region of its tensor (``hypotheses``)."""
+        task = self.first_task(sigs)
         if task is None:
             return False
-        found = wrong_argument(self.build, self.kernels[task.kernel], task, tasks, self.src.inputs, self.src.golden,
-                               self.src.rtol, self.src.atol)  # fmt: skip
+        tasks = self.tasks or captured_tasks(self.build, self.src.report)
+        kernel, src = self.kernels[task.kernel], self.src
+        found = swapped_arguments(self.build, kernel, task, src.golden, src.rtol, src.atol) or wrong_argument(
+            self.build, kernel, task, tasks, src.inputs, src.golden, src.rtol, src.atol)  # fmt: skip
         if found is None:
             return False
         rep = self.rep
         rep.culprit = Culprit(found.task, found.kernel)
         rep.evidence.append(found.text())
-        rep.summary += f"; task {found.task} was given the wrong region of {found.tensor}"
+        rep.summary += (f"; task {found.task} was given {found.a} and {found.b} in the wrong order"
+                        if isinstance(found, SwappedArguments) else
+                        f"; task {found.task} was given the wrong region of {found.tensor}")  # fmt: skip
         self.name_call(found.task)
         rep.next.append(f"tilescope deps {self.build.work_dir} --task {found.task}")
         return True
+
+    def loop_off(self, sigs: list[Signature]) -> bool:
+        """Name a kernel's loop when the first wrong task's outputs match the golden with that
+        loop one step longer or shorter (``hypotheses.loop_bound``)."""
+        task = self.first_task(sigs)
+        kernel = self.kernels[task.kernel] if task is not None else None
+        found = kernel and loop_bound(self.build, kernel, task, self.src.golden, self.src.rtol, self.src.atol)
+        return bool(found) and self.confirmed(found, kernel, "range", found.loop, "a loop of kernel {k} is one step off")
+
+    def load_off(self, sigs: list[Signature]) -> bool:
+        """Name a kernel's load when the first wrong task's outputs match the golden with that
+        load reading elsewhere (``hypotheses.wrong_offset``)."""
+        task = self.first_task(sigs)
+        kernel = self.kernels[task.kernel] if task is not None else None
+        found = kernel and wrong_offset(self.build, kernel, task, self.src.golden, self.src.rtol, self.src.atol)
+        return bool(found) and self.confirmed(found, kernel, expr_op(found.load), found.stmt,
+                                              "a load of kernel {k} reads the wrong place")  # fmt: skip
+
+    def compare_off(self, sigs: list[Signature]) -> bool:
+        """Name a comparison when the first wrong task's outputs match the golden with it strict
+        where it is not, or the reverse (``hypotheses.strictness``)."""
+        task = self.first_task(sigs)
+        kernel = self.kernels[task.kernel] if task is not None else None
+        found = kernel and strictness(self.build, kernel, task, self.src.golden, self.src.rtol, self.src.atol)
+        return bool(found) and self.confirmed(found, kernel, found.compare.op, found.stmt,
+                                              "a comparison of kernel {k} is off by its equality")  # fmt: skip
+
+    def confirmed(self, found: Any, kernel: Kernel, op: str, stmt: Any, summary: str) -> bool:
+        """The culprit a re-run confirmed (``found``: a hypothesis of ``hypotheses`` about task
+        ``found.task``): ``op`` of ``stmt`` in ``kernel``, with its lines and the evidence."""
+        rep = self.rep
+        rep.culprit = Culprit(found.task, found.kernel, op)
+        sites, why = kernel_sites(self.build, kernel)
+        site = sites.get(id(stmt))
+        if site is not None:
+            rep.culprit.dsl_line, rep.culprit.cpp_line = site.dsl_line, site.cpp
+        elif why:
+            rep.limitations.append(why)
+        rep.evidence.append(found.text(site.dsl_line if site is not None else None))
+        rep.summary += "; " + summary.format(k=kernel.name)
+        rep.next.append(f"tilescope deps {self.build.work_dir} --task {found.task}")
+        return True
+
+    def first_task(self, sigs: list[Signature]) -> CapturedTask | None:
+        """The first wrong task, as captured."""
+        tid = self.first_wrong(sigs)
+        tasks = self.tasks or captured_tasks(self.build, self.src.report)
+        return next((t for t in tasks if t.task_id == tid), None)
 
     def aligned(self, sigs: list[Signature]) -> bool:
         """Name the culprit by aligning the implicated tasks' values with the golden's own steps

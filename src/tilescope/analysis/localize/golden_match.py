@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-_MAX_HITS = 64  # windows compared in full per anchor (a constant tile has many)
+_MAX_HITS = 128  # windows compared in full for the anchor
 
 
 @dataclass(frozen=True)
@@ -76,12 +76,14 @@ class GoldenIndex:
             return []
         v2 = v.reshape(1, -1) if v.dim() <= 1 else v.reshape(-1, v.shape[-1])
         e2 = e.reshape(v2.shape) if e.numel() == v2.numel() else e.expand(v2.shape) if e.dim() == 0 else e.reshape(v2.shape)
+        if v2.numel() > 1 and bool((v2 == v2.reshape(-1)[0]).all()):
+            return []  # one value repeated: no evidence of where it is
         forms = [(v2, e2, False)]
         if v2.shape != v2.t().shape or v2.shape[0] > 1:
             forms.append((v2.t(), e2.t(), True))
-        if v2.shape[1] > 1 and bool((v2 == v2[:, :1]).all()):
+        if v2.shape[1] > 1 and v2.shape[0] > 1 and bool((v2 == v2[:, :1]).all()):
             forms.append((v2[:, :1], e2[:, :1], False))
-        if v2.shape[0] > 1 and bool((v2 == v2[:1, :]).all()):
+        if v2.shape[0] > 1 and v2.shape[1] > 1 and bool((v2 == v2[:1, :]).all()):
             forms.append((v2[:1, :], e2[:1, :], False))
         out: list[Window] = []
         for i in self.values:
@@ -113,16 +115,19 @@ class GoldenIndex:
         finite = torch.isfinite(vals)
         if not bool(finite.any()):
             return None
-        mag = torch.where(finite, vals.abs(), torch.full_like(vals, -1.0))
-        p = int(mag.reshape(-1).argmax())
-        pi, pj = divmod(p, c)
-        a = float(vals[pi, pj])
-        tol = float(te[pi, pj]) + self._tol(i, abs(a))
         s, order = self.sorted[i]
-        lo = int(torch.searchsorted(s, torch.tensor(a - tol, dtype=torch.float64)))
-        hi = int(torch.searchsorted(s, torch.tensor(a + tol, dtype=torch.float64), right=True))
-        if hi <= lo:
-            return None
+        best = None
+        for p in _anchor_candidates(vals, finite):
+            pi, pj = divmod(p, c)
+            a = float(vals[pi, pj])
+            tol = float(te[pi, pj]) + self._tol(i, abs(a))
+            lo = int(torch.searchsorted(s, torch.tensor(a - tol, dtype=torch.float64)))
+            hi = int(torch.searchsorted(s, torch.tensor(a + tol, dtype=torch.float64), right=True))
+            if hi <= lo:
+                return None  # an element the value does not hold anywhere
+            if best is None or hi - lo < best[0]:
+                best = (hi - lo, lo, hi, pi, pj)
+        _, lo, hi, pi, pj = best
         if r * c == 1 and hi - lo > 4:
             return None  # one common value: no evidence of where it is
         hits = order[lo : min(hi, lo + _MAX_HITS)].tolist()
@@ -154,6 +159,17 @@ class GoldenIndex:
         return self.atol + self.rtol * g.abs().nan_to_num(posinf=0.0, neginf=0.0) + 1e-6 * self.scale[i]
 
 
+def _anchor_candidates(vals: torch.Tensor, finite: torch.Tensor) -> list[int]:
+    """Flat positions of a few finite elements to anchor on: the largest in magnitude and those
+    at a few high ranks of magnitude (a value's largest elements are its rarest; the one a golden
+    value holds fewest times is used), and the smallest."""
+    flat = torch.where(finite, vals.abs(), torch.full_like(vals, -1.0)).reshape(-1)
+    order = flat.argsort(descending=True)
+    n = int(finite.sum())
+    ranks = sorted({0, *(int(n * q) for q in (0.01, 0.05, 0.2, 0.5)), n - 1})
+    return list(dict.fromkeys(int(order[k]) for k in ranks if k < n))
+
+
 def _constant_outside(v: torch.Tensor, rr: int, cc: int) -> bool:
     outside = torch.ones_like(v, dtype=torch.bool)
     outside[:rr, :cc] = False
@@ -163,7 +179,8 @@ def _constant_outside(v: torch.Tensor, rr: int, cc: int) -> bool:
 
 def _close(v: torch.Tensor, e: torch.Tensor, g: torch.Tensor, tol: torch.Tensor) -> bool:
     same = (v == g) | (torch.isnan(v) & torch.isnan(g))
-    near = (v - g).abs() <= e * (1 + 1e-9) + tol
+    # NOTE: an infinite bound (an overflow, a division by what the dtypes cannot tell from 0) holds anything: no evidence
+    near = ((v - g).abs() <= e * (1 + 1e-9) + tol) & torch.isfinite(e)
     return bool((same | near).all())
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -31,7 +30,7 @@ from tilescope.analysis.data import DataError, load_meta, load_references, load_
 from tilescope.analysis.golden_trace import load_trace
 from tilescope.analysis.localize.analyze import Inputs, analyze
 from tilescope.analysis.localize.html import write_html
-from tilescope.analysis.localize.nan_origin import nonfinite_origin
+from tilescope.analysis.localize.nan_origin import asks_inf, nonfinite_origin
 from tilescope.analysis.localize.op_naming import expr_op, op_name
 from tilescope.analysis.localize.probe_build import compile_probe_build, instrument
 from tilescope.analysis.localize.source_map import kernel_sites, kernel_text
@@ -44,7 +43,7 @@ from tilescope.build.paths import DATA_DIR
 from tilescope.build.state import source_hashes
 from tilescope.debug.intermediates import record_tensor
 from tilescope.errors import RuntimeFailure, TilescopeError
-from tilescope.ir.nodes import Assign, Const, Load, Store, Var
+from tilescope.ir.nodes import Assign, Store, Var
 from tilescope.ir.traverse import child_exprs, walk_exprs
 from tilescope.launch.program import CompiledProgram
 from tilescope.launch.run import Binaries, launch
@@ -131,18 +130,30 @@ def nan_op(build: CompiledProgram, inputs: dict[str, Any], task_id: int) -> tupl
     text, _ = kernel_text(build, kernel.name)
     _, captures = _probe_runner(build)(task, compile_probe_build(build, kernel.name, instrument(text, sites)))
     by_index = {s.index: s for s in sites.values()}
-    infinite: set[str] = set()  # tiles that hold an Inf on purpose (`full([..], -inf)`, `fill=-inf`) and what carries it
+    # tiles that hold an Inf on purpose (`full([..], -inf)`, `fill=-inf`) and what carries it on: the signs each holds
+    infinite: dict[str, set[bool]] = {}
+    flipped: dict[str, Any] = {}  # a carried Inf of the other sign (`m_new - m`, m -inf): the site that flipped it
     for index, tile in captures:
         site = by_index.get(index)
         if site is None or not tile.is_floating_point() or bool(torch.isfinite(tile).all()):
             continue
+        reads = {e.name for e in walk_exprs(child_exprs(site.stmt)) if isinstance(e, Var)}
         # NOTE: an Inf the program asks for (a running max starts at -inf) is not the fault; a NaN always is
         if not bool(torch.isnan(tile).any()) and isinstance(site.stmt, Assign | Store):
-            reads = {e.name for e in walk_exprs(child_exprs(site.stmt)) if isinstance(e, Var)}
-            if op_name(site.stmt) == "full" or _inf_fill(site.stmt) or reads & infinite:
+            signs = {s for s in (True, False) if bool((torch.isposinf(tile) if s else torch.isneginf(tile)).any())}
+            asked = any(asks_inf(e) for e in walk_exprs(child_exprs(site.stmt)))
+            if asked or reads & set(infinite):
                 if isinstance(site.stmt, Assign):
-                    infinite.add(site.stmt.target)
+                    carried = set().union(*(infinite[r] for r in reads if r in infinite))
+                    origin = next((flipped[r] for r in reads if r in flipped), None)
+                    if origin is None and not asked and not signs <= carried:
+                        origin = site
+                    if origin is not None:
+                        flipped[site.stmt.target] = origin
+                    infinite[site.stmt.target] = signs | infinite.get(site.stmt.target, set())
                 continue
+        # NOTE: a NaN made from an Inf whose sign an earlier statement flipped (0 * exp(m_new - m)) was made there
+        site = next((flipped[r] for r in reads if r in flipped), site)
         bad = int((~torch.isfinite(tile)).sum())
         # NOTE: a store of a value computed in place (store(y, cast(t))) made it in that value's op
         op = expr_op(site.stmt.value) if isinstance(site.stmt, Store) and not isinstance(site.stmt.value, Var) else (
@@ -152,15 +163,9 @@ def nan_op(build: CompiledProgram, inputs: dict[str, Any], task_id: int) -> tupl
             op = inner  # NOTE: `log(t + 1.0) * s`: the log made the NaN, the mul only carried it
         return op, site.dsl_line, site.cpp, (
             f"replaying task {task_id} on a probe build of kernel {kernel.name}, the first statement whose tile holds "
-            f"NaN/Inf is {site.dsl_line or site.cpp} (`{site.text}`): {bad} of {tile.numel()} elements"
+            f"NaN/Inf it was not given is {site.dsl_line or site.cpp} (`{site.text}`): {bad} of {tile.numel()} elements"
         )
     return None
-
-
-def _inf_fill(stmt) -> bool:
-    """Whether ``stmt`` loads a masked tile whose fill is an infinity (``fill=float("-inf")``)."""
-    return any(isinstance(e, Load) and isinstance(e.fill, Const) and isinstance(e.fill.value, float)
-               and math.isinf(e.fill.value) for e in walk_exprs(child_exprs(stmt)))  # fmt: skip
 
 
 def _inner_op(kernel, task: CapturedTask, build: CompiledProgram, stmt) -> str | None:

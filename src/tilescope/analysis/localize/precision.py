@@ -11,6 +11,7 @@ import torch
 
 from tilescope.analysis.localize import metrics
 from tilescope.analysis.localize.bound import Bounded, Overflow, run_kernel_bound
+from tilescope.analysis.localize.hypotheses import cast_mode
 from tilescope.analysis.localize.op_naming import op_name
 from tilescope.analysis.localize.signatures import (
     casts_to,
@@ -88,6 +89,10 @@ class PrecisionQuestions:
         if guilty:
             rep.verdict = "guilty"
             self.blame_rounding(guilty)
+            if rep.culprit.op is None:
+                self.mode_guilty()
+            return
+        if self.mode_guilty():
             return
         rep.verdict = "innocent"
         rep.summary = (
@@ -95,6 +100,26 @@ class PrecisionQuestions:
             f"allow (at most {worst:.2g} of the bound): the mismatch is rounding, not a defect"
         )
         self.propose_tolerance(worst, unbounded)
+
+    def mode_guilty(self) -> bool:
+        """Guilty when one cast, with another rounding mode, makes every output the golden's
+        (``hypotheses.cast_mode``): that cast, its line and the mode that matches."""
+        args = [self.src.inputs[a.name] for a in self.build.args]
+        outs = [(k, a.name) for k, a in enumerate(self.build.args) if a.is_output]
+        found = cast_mode(self.program, args, self.src.golden, outs, self.src.rtol, self.src.atol)
+        if found is None:
+            return False
+        rep = self.rep
+        rep.verdict = "guilty"
+        sites, why = kernel_sites(self.build, self.kernels[found.kernel])
+        site = sites.get(id(found.stmt))
+        rep.culprit = Culprit(None, found.kernel, "cast", site.dsl_line if site else None, site.cpp if site else None)
+        rep.summary = (f"the cast to {found.cast.type.dtype.name} in kernel {found.kernel} rounds with "
+                       f"mode={found.cast.mode!r}; the golden's values are what mode={found.mode!r} gives")  # fmt: skip
+        rep.evidence.append(found.text(site.dsl_line if site else None))
+        if why:
+            rep.limitations.append(why)
+        return True
 
     def reduction_orders(self) -> None:
         """Evidence: how far other orders of the sums' adds are from float64."""

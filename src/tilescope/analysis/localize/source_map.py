@@ -66,8 +66,8 @@ def kernel_text(build: Build, name: str) -> tuple[str, str]:
 
 def _fits(s: Stmt, text: str) -> bool:
     match s:
-        case Assign(target=t):
-            return re.search(rf"\b{re.escape(t)}\b", text) is not None
+        case Assign(target=t):  # a name C++ reserves is written with a trailing underscore (gt -> gt_)
+            return re.search(rf"\b{re.escape(t)}_?\b", text) is not None
         case Store():
             return text.startswith("store(")
         case Probe():
@@ -93,7 +93,8 @@ def kernel_sites(build: Build, kernel: Kernel) -> tuple[dict[int, StmtSite], str
     for no, line in enumerate(lines[start + 1 :], start + 2):
         m = _MARKER.search(line)
         code = line[: m.start()].strip() if m else line.strip()
-        if m and not code.startswith(("TensorView<", "const ")):  # parameters carry markers too
+        # NOTE: parameters carry markers too, and so does a run-time loop bound's check before its loop
+        if m and not code.startswith(("TensorView<", "const ", "check_bound(")):
             marked.append((no, code, m.group("loc")))
     stmts = statements(kernel.body)
     if len(marked) != len(stmts) or not all(_fits(s, c) for s, (_, c, _) in zip(stmts, marked)):
@@ -211,7 +212,38 @@ def orchestration_sites(build: Build, program: Program) -> tuple[dict[int, Submi
     return sites, None
 
 
+def loops(body: tuple[Stmt, ...]) -> list[For]:
+    """The orchestration's loops in pre-order (an outer loop before the loops in its body)."""
+    out: list[For] = []
+    for s in body:
+        match s:
+            case For(body=inner):
+                out += [s, *loops(inner)]
+            case If(then=a, orelse=b):
+                out += loops(a) + loops(b)
+    return out
+
+
+def orchestration_loops(build: Build, program: Program) -> tuple[dict[int, tuple[str | None, str]], str | None]:
+    """The DSL line and the C++ line (``path:line``) of every loop of the orchestration (keyed by
+    ``id(for)``), and why there are none when its C++ no longer pairs up with the IR."""
+    rel = build.config["ORCHESTRATION"].get("source", "")
+    try:
+        text = confined(build.work_dir, rel, "orchestration source").read_text(encoding="utf-8", errors="replace")
+    except (OSError, TilescopeError) as e:
+        return {}, f"the orchestration's C++ cannot be read ({e})"
+    found = []
+    for no, line in enumerate(text.splitlines(), 1):
+        m = _MARKER.search(line)
+        if m and line[: m.start()].strip().startswith("for ("):
+            found.append((m.group("loc"), f"{rel}:{no}"))
+    fors = loops(program.body)
+    if len(found) != len(fors):
+        return {}, f"{rel} has {len(found)} marked loops for {len(fors)} in the program: lines were added or removed by hand"
+    return {id(f): at for f, at in zip(fors, found)}, None
+
+
 __all__ = [
-    "EditedLine", "StmtSite", "SubmitSite", "edited_lines", "kernel_sites", "kernel_text",
-    "orchestration_sites", "statements", "submits",
+    "EditedLine", "StmtSite", "SubmitSite", "edited_lines", "kernel_sites", "kernel_text", "loops",
+    "orchestration_loops", "orchestration_sites", "statements", "submits",
 ]  # fmt: skip

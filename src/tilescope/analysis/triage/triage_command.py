@@ -47,7 +47,7 @@ from tilescope.analysis.localize.localize_command import report_cli
 from tilescope.analysis.localize.metrics import close
 from tilescope.analysis.progress import Progress, seconds_arg, tolerance_arg
 from tilescope.analysis.report import Culprit, Report, write_report
-from tilescope.analysis.triage.steps import ANSWER, CRASH, REQUEST, Steps
+from tilescope.analysis.triage.steps import ANSWER, CRASH, REQUEST, WALL_STRETCH, Steps
 from tilescope.build.manifest import Build, as_build_dir
 from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, dfx_dir
 from tilescope.build.signature_check import SignatureMismatch
@@ -100,8 +100,9 @@ def triage(
     also written to ``dfx_outputs/triage/report.json``. With ``fix``, propose an edit of the DSL
     source and verify it on the saved data (``harness.fix``; the report's ``fix``).
 
-    ``budget`` (default TILESCOPE_TRIAGE_BUDGET, 60 s) is the wall time triage spends before it
-    answers with what it knows. ``task_timeout_s`` is how long a task may run (its charged time:
+    ``budget`` (default TILESCOPE_TRIAGE_BUDGET, 60 s) is the CPU time triage spends (its own
+    process and the processes it waits for) before it answers with what it knows: a busy machine
+    makes it slower, not less sure. ``task_timeout_s`` is how long a task may run (its charged time:
     CPU plus blocked, not time spent waiting for a core) before triage calls it a hang; by default
     a quarter of the budget, from 1 s to ``HANG_TIMEOUT_S``.
 
@@ -186,9 +187,37 @@ class _Triage(Steps):
                 "outputs outside rtol/atol of the golden: "
                 + ", ".join(f"{k} ({int(m.sum())} of {m.numel()})" for k, m in bad.items())
             )
+            if self.nan_in_data(golden, outputs, bad):
+                return
         elif nan is not None:  # NOTE: an explicit -inf mask, say: the golden has them too
             self.rep.evidence.append(f"{nan['message']}; the golden has the same values there")
         self.contained("nan" if bad and nan is not None else "wrong" if bad else "pass", bad, nan)
+
+    def nan_in_data(self, golden: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor],
+                    bad: dict[str, torch.Tensor]) -> bool:  # fmt: skip
+        """``bad_input`` when the data themselves hold the NaN: the golden at mismatching elements
+        (it is no reference there), or an input, when the run's mismatching outputs are NaN (what
+        is computed from it is NaN whatever the kernels do)."""
+        for name, m in bad.items():
+            g = golden[name]
+            hole = m & torch.isnan(g) if g.is_floating_point() else torch.zeros_like(m)
+            if bool(hole.any()):
+                first = [int(i) for i in hole.nonzero()[0]]
+                self.verdict("bad_input", f"the golden holds NaN at {int(hole.sum())} elements of {name} (the first at "
+                             f"{first}): it is no reference there; fix golden_fn, or the inputs it reads, and save the "
+                             "data again", None)  # fmt: skip
+                return True
+        if not any(bool((m & torch.isnan(outputs[n])).any()) for n, m in bad.items() if outputs[n].is_floating_point()):
+            return False
+        for a in self.build.args:
+            v = self.inputs.get(a.name)
+            if a.is_input and torch.is_tensor(v) and v.is_floating_point() and bool(torch.isnan(v).any()):
+                first = [int(i) for i in torch.isnan(v).nonzero()[0]]
+                self.verdict("bad_input", f"the input {a.name} holds NaN at {int(torch.isnan(v).sum())} elements (the "
+                             f"first at {first}): what is computed from them is NaN whatever the kernels do; fix the "
+                             "inputs (TensorSpec init_value), and save the data again", None)  # fmt: skip
+                return True
+        return False
 
     def contained(self, mode: str, bad: dict[str, torch.Tensor], nan: dict[str, Any] | None) -> None:
         """Run the steps that run the program again in a child process (``triage_steps``): a kernel
@@ -213,7 +242,7 @@ class _Triage(Steps):
 
         try:
             ended = run_contained(["-c", code, str(request)], stderr="lines", on_line=progress,
-                                  timeout_s=max(self.left(), 0) + 60)  # fmt: skip
+                                  timeout_s=max(self.left(), 0) * WALL_STRETCH + 60)  # fmt: skip
         finally:
             request.unlink(missing_ok=True)
         rc, said = ended.returncode, ended.last_lines(n=50)
