@@ -199,7 +199,8 @@ class _Recorder(TorchDispatchMode):
         flat += [x for a in (*args, *kwargs.values()) if isinstance(a, list | tuple) for x in a if torch.is_tensor(x)]
         inputs = tuple(dict.fromkeys(self.of[id(a)] for a in flat if id(a) in self.of))
         outs = [out] if torch.is_tensor(out) else [o for o in out if torch.is_tensor(o)] if isinstance(out, tuple | list) else []
-        if func.is_view or op in _NOT_VALUES or op.endswith("_copy") or (op == "_to_copy" and _same_dtype(args, out)):
+        copy = op.endswith("_copy") and op != "_to_copy"  # a view's copying variant (slice_copy, expand_copy)
+        if func.is_view or op in _NOT_VALUES or copy or (op == "_to_copy" and _same_dtype(args, out)):
             source = next(iter(inputs), None)
             for o in outs:
                 if source is not None and op not in ("zeros", "ones", "full", "arange", "empty"):

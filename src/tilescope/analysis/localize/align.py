@@ -38,7 +38,20 @@ from tilescope.analysis.localize.golden_match import GoldenIndex, Window, tile_c
 from tilescope.analysis.localize.op_naming import expr_op
 from tilescope.analysis.localize.tasks import CapturedTask
 from tilescope.build.manifest import Build
-from tilescope.ir.nodes import Assign, Expr, Full, Iota, Kernel, Load, Store, Var
+from tilescope.ir.nodes import (
+    Assign,
+    Cast,
+    Expr,
+    Full,
+    Iota,
+    Kernel,
+    Load,
+    LoadRows,
+    Store,
+    TileSlice,
+    Transpose,
+    Var,
+)
 from tilescope.ir.types import TileType
 
 MATCHED, CONSTANT, UNMATCHED, WRONG = "matched", "constant", "unmatched", "wrong"
@@ -187,8 +200,10 @@ class Aligner:
                 inst.status = MATCHED if tile_close(inst.value.v, inst.value.e, want, self.rtol, self.atol) else WRONG
                 return
         found = self.index.find(inst.value.v, inst.value.e)
-        # NOTE: a value equal to what an operand already matched did nothing (m + log(1) is m): no evidence
-        mine = {w.value for r in reads for w in r.windows}
+        # NOTE: arithmetic equal to what an operand already matched did nothing (m + log(1) is m): no evidence; a
+        # cast, a transpose or a slice keeps its operand's values by design
+        keeps = isinstance(inst.expr, Cast | Transpose | TileSlice | Load | LoadRows)
+        mine = set() if keeps else {w.value for r in reads for w in r.windows}
         inst.windows = [w for w in found if w.value not in mine]
         inst.status = MATCHED if inst.windows else UNMATCHED
 
@@ -268,6 +283,12 @@ class Aligner:
                 load, text = moved
                 ev.append(text)
                 return Culprit(t.task_id, tv.kernel.name, load, ev, stmt=load.stmt)
+            flipped = [r for r in matched if all(w.transposed for w in r.windows) and not isinstance(r.expr, Load)]
+            if flipped:  # the golden's values, transposed: the op that made them has its operands the other way
+                r = flipped[0]
+                ev.append(f"the {r.op} it stores computes the golden's {self.trace.values[r.windows[0].value].where()} "
+                          "transposed: its operands are in the wrong order, or a transpose is missing")  # fmt: skip
+                return Culprit(t.task_id, tv.kernel.name, r, ev, stmt=r.stmt)
             return Culprit(t.task_id, tv.kernel.name, i, ev, stmt=i.stmt)
         expected = self.expected(matched, i)
         ev.append(

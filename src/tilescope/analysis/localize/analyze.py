@@ -34,15 +34,15 @@ from tilescope.analysis.localize.codegen_check import CodegenQuestions
 from tilescope.analysis.localize.html import heatmap
 from tilescope.analysis.localize.hypotheses import (
     SwappedArguments,
+    comparison,
     loop_bound,
-    strictness,
     swapped_arguments,
-    swapped_offsets,
     wrong_argument,
     wrong_offset,
 )
 from tilescope.analysis.localize.op_naming import expr_op, op_name
 from tilescope.analysis.localize.precision import PrecisionQuestions
+from tilescope.analysis.localize.program_hypotheses import swapped_offsets
 from tilescope.analysis.localize.references import check_references
 from tilescope.analysis.localize.signatures import (
     Signature,
@@ -309,12 +309,12 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
 
     def compare_off(self, sigs: list[Signature]) -> bool:
         """Name a comparison when the first wrong task's outputs match the golden with it strict
-        where it is not, or the reverse (``hypotheses.strictness``)."""
+        where it is not or the reverse, facing the other way, or negated (``hypotheses.comparison``)."""
         task = self.first_task(sigs)
         kernel = self.kernels[task.kernel] if task is not None else None
-        found = kernel and strictness(self.build, kernel, task, self.src.golden, self.src.rtol, self.src.atol)
+        found = kernel and comparison(self.build, kernel, task, self.src.golden, self.src.rtol, self.src.atol)
         return bool(found) and self.confirmed(found, kernel, found.compare.op, found.stmt,
-                                              "a comparison of kernel {k} is off by its equality")  # fmt: skip
+                                              "a comparison of kernel {k} is the wrong one")  # fmt: skip
 
     def confirmed(self, found: Any, kernel: Kernel, op: str, stmt: Any, summary: str) -> bool:
         """The culprit a re-run confirmed (``found``: a hypothesis of ``hypotheses`` about task

@@ -11,8 +11,8 @@ import torch
 
 from tilescope.analysis.localize import metrics
 from tilescope.analysis.localize.bound import Bounded, Overflow, run_kernel_bound
-from tilescope.analysis.localize.hypotheses import cast_mode
 from tilescope.analysis.localize.op_naming import op_name
+from tilescope.analysis.localize.program_hypotheses import cast_mode
 from tilescope.analysis.localize.signatures import (
     casts_to,
     first_nonfinite,

@@ -26,8 +26,8 @@ import torch
 from tilescope.analysis.audit import audit_run
 from tilescope.analysis.data import load_snapshot
 from tilescope.analysis.fix.verify import propose
-from tilescope.analysis.localize.hypotheses import program_loop_bound
 from tilescope.analysis.localize.localize_command import internal_error, localize, nan_op
+from tilescope.analysis.localize.program_hypotheses import program_loop_bound
 from tilescope.analysis.localize.source_map import kernel_sites, orchestration_loops
 from tilescope.analysis.poison import poison_run
 from tilescope.analysis.progress import Progress
