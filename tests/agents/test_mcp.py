@@ -131,8 +131,8 @@ def test_triage_names_the_short_store_and_propose_fix_verifies_the_loop_bound(fa
     assert data["format"] == "tilescope-localize" and data["tool"] == "triage"
     assert data["category"] == "uninitialized"
     c = data["culprit"]
-    assert (c["task"], c["kernel"], c["op"]) == (0, "scale_rows_short", "store")
-    assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.scale_rows_short, 'ts.store(y')}")
+    assert (c["task"], c["kernel"], c["op"]) == (0, "scale_rows_short", "range")  # the loop that stops short
+    assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.scale_rows_short, 'for h in ts.range')}")
     assert "y[:, 448:512] is never written" in data["summary"]
 
     fixed = got["fix"]

@@ -10,8 +10,8 @@ hypotheses are ``program_hypotheses``.
 - **The wrong argument, not the innocent kernel** (``wrong_argument``): one input argument
   given another region of its tensor (``beta[n * CPG : ...]`` where ``beta[c0 : ...]``
   belonged). The regions tried are the orchestration's own lattice — every region another task
-  was given of that tensor, then every position on the grid of the region's extents — at most
-  ``_MAX_TRIES``. Only program inputs are moved (an intermediate's values are what the run made
+  was given of that tensor, the region shifted by one element along each dim, then every position
+  on the grid of the region's extents — at most ``_MAX_TRIES``. Only program inputs are moved (an intermediate's values are what the run made
   of them).
 - **The wrong comparison** (``comparison``): one comparison strict where it is not or the
   reverse (``src < dst`` where ``src <= dst`` was meant: a causal mask, a triangle, a
@@ -317,12 +317,20 @@ def _judged(args: list[Any], task: CapturedTask, golden: dict[str, torch.Tensor]
 
 def _lattice(box: Box, shape: tuple[int, ...], seen: list[Box]) -> list[Box]:
     """Other regions of a ``shape`` tensor with ``box``'s extents: the ones other tasks were given
-    first, then the grid of the extents."""
+    first, then the region one element over along each dim (a shift by one: ``tokens[r + 1 :]``),
+    then the grid of the extents."""
     ext = [hi - lo for lo, hi in box]
     out: list[Box] = []
     for b in seen:
         if b != box and [hi - lo for lo, hi in b] == ext and b not in out:
             out.append(b)
+    for d, n in enumerate(shape):
+        for step in (1, -1):
+            lo = box[d][0] + step
+            if 0 <= lo and lo + ext[d] <= n:
+                b = tuple((lo, lo + ext[d]) if k == d else x for k, x in enumerate(box))
+                if b not in out:
+                    out.append(b)
     grids = [[lo, *(s for s in range(0, n - e + 1, max(e, 1)) if s != lo)] for (lo, _), e, n in zip(box, ext, shape)]
     for combo in itertools.product(*grids):
         b = tuple((s, s + e) for s, e in zip(combo, ext))

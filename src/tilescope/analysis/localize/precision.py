@@ -12,7 +12,7 @@ import torch
 from tilescope.analysis.localize import metrics
 from tilescope.analysis.localize.bound import Bounded, Overflow, run_kernel_bound
 from tilescope.analysis.localize.op_naming import op_name
-from tilescope.analysis.localize.program_hypotheses import cast_mode
+from tilescope.analysis.localize.program_hypotheses import cast_mode, narrow_dtype
 from tilescope.analysis.localize.signatures import (
     casts_to,
     first_nonfinite,
@@ -29,6 +29,7 @@ from tilescope.analysis.localize.tasks import (
 )
 from tilescope.analysis.localize.tolerance import reduction_order_errors, tightest_tolerance
 from tilescope.analysis.report import Culprit, Tolerance
+from tilescope.ir import dtypes as dt
 from tilescope.ir.nodes import Kernel
 
 _DIRECTED = ("trunc", "floor", "ceil")
@@ -89,10 +90,10 @@ class PrecisionQuestions:
         if guilty:
             rep.verdict = "guilty"
             self.blame_rounding(guilty)
-            if rep.culprit.op is None:
-                self.mode_guilty()
+            if rep.culprit.op is None and not self.mode_guilty():
+                self.narrow_math()
             return
-        if self.mode_guilty():
+        if self.mode_guilty() or self.narrow_math():
             return
         rep.verdict = "innocent"
         rep.summary = (
@@ -119,6 +120,32 @@ class PrecisionQuestions:
         rep.evidence.append(found.text(site.dsl_line if site else None))
         if why:
             rep.limitations.append(why)
+        return True
+
+    def narrow_math(self) -> bool:
+        """Where the precision goes (``program_hypotheses.narrow_dtype``): the statement whose
+        f16/bf16 math, done in f32 (or whose cast to f16/bf16, left out), makes every output the
+        golden's. Guilty when that dtype is narrower than the outputs it feeds (precision the
+        outputs could hold was given up: an f16 accumulation for an f32 result); otherwise the
+        verdict stays what it is and the op is named as where the drift comes from."""
+        args = [self.src.inputs[a.name] for a in self.build.args]
+        outs = [(k, a.name) for k, a in enumerate(self.build.args) if a.is_output]
+        found = narrow_dtype(self.program, args, self.src.golden, outs, self.src.rtol, self.src.atol)
+        if found is None:
+            return False
+        rep = self.rep
+        sites, why = kernel_sites(self.build, self.kernels[found.kernel])
+        site = sites.get(id(found.stmt))
+        rep.culprit = Culprit(None, found.kernel, found.op, site.dsl_line if site else None, site.cpp if site else None)
+        rep.evidence.append(found.text(site.dsl_line if site else None))
+        if why:
+            rep.limitations.append(why)
+        narrow = dt.BY_NAME[found.dtype].itemsize
+        if all(a.dtype.itemsize <= narrow for a in self.outputs if a.dtype.is_float):
+            return False  # the outputs are that narrow themselves: the drift is the program's own dtypes
+        rep.verdict = "guilty"
+        rep.summary = (f"the {found.op} of kernel {found.kernel} computes in {found.dtype}, narrower than the outputs it "
+                       f"feeds: the precision it gives up is what separates sim from the golden")  # fmt: skip
         return True
 
     def reduction_orders(self) -> None:
@@ -198,6 +225,8 @@ class PrecisionQuestions:
         """The culprit of an infinite bound: the first task with one, and in it the first statement
         whose value has an infinite bound while float64 is finite."""
         rep = self.rep
+        if rep.culprit.op is not None:
+            return  # where the precision goes is named already (narrow_math): the infinite bound comes from there
         self.tasks = self.tasks or captured_tasks(self.build, self.src.report)
         for t in self.tasks:
             if t.lost:
@@ -207,7 +236,9 @@ class PrecisionQuestions:
             for stmt, value in run_kernel_bound(kernel, t.arguments(params, Bounded.exact), keep_values=True).values:
                 v = value.v.double() if torch.is_tensor(value.v) else value.v
                 if bool((torch.isinf(value.e) & torch.isfinite(v)).any()):
-                    rep.culprit = Culprit(t.task_id, t.kernel, op_name(stmt))
+                    # NOTE: the op inside the statement that overflowed its dtype, when one did (a row_sum in f16)
+                    op = next((o.op for o in self.overflows if o.stmt is stmt), op_name(stmt))
+                    rep.culprit = Culprit(t.task_id, t.kernel, op)
                     sites, why = kernel_sites(self.build, kernel)
                     site = sites.get(id(stmt))
                     if site is not None:
@@ -215,7 +246,7 @@ class PrecisionQuestions:
                     elif why:
                         rep.limitations.append(why)
                     rep.evidence.append(
-                        f"task {t.task_id}: {op_name(stmt)} is the first op whose result the program's dtypes cannot bound"
+                        f"task {t.task_id}: {op} is the first op whose result the program's dtypes cannot bound"
                     )
                     return
 

@@ -10,6 +10,9 @@ comparing every output with the golden: what no single task can show.
 - **A loop one step off** (``program_loop_bound``): every loop of the program, the
   orchestration's included, one step longer or shorter: a loop that stops a block short leaves
   part of an output unwritten.
+- **Narrow math** (``narrow_dtype``): one statement's cast to f16/bf16 left out, or its f16/bf16
+  math done in f32 (an f16 sum of squares, a long accumulation in bf16, GEMM operands cast to
+  f16): the op where the precision goes.
 - **A rounding mode** (``cast_mode``): one rounding cast (a float to an integer or to a
   narrower float) with another mode (``ts.cast(x, ts.i8, mode="trunc")`` where the golden rounds
   to nearest), the program run in its own dtypes.
@@ -28,9 +31,10 @@ from tilescope.analysis.localize.bound import Bounded, _BoundKernel, _BoundOrch
 from tilescope.analysis.localize.golden_match import tile_close
 from tilescope.analysis.localize.hypotheses import Stretched
 from tilescope.analysis.localize.metrics import close
+from tilescope.analysis.localize.op_naming import expr_op
 from tilescope.analysis.localize.source_map import loops, statements
 from tilescope.errors import TilescopeError
-from tilescope.ir.nodes import CAST_MODES, Cast, For, Kernel, Program, Store
+from tilescope.ir.nodes import CAST_MODES, BinOp, Cast, For, Kernel, MatMul, Program, Reduce, Store, UnOp
 from tilescope.ir.traverse import child_exprs, walk_exprs
 from tilescope.ir.types import TileType
 from tilescope.runtime.interp import _KernelInterp, _OrchInterp
@@ -208,4 +212,84 @@ def cast_mode(program: Program, args: list[Any], golden: dict[str, torch.Tensor]
     return None
 
 
-__all__ = ["CastMode", "ProgramLoop", "SwappedOffsets", "cast_mode", "program_loop_bound", "swapped_offsets"]
+@dataclass(frozen=True)
+class NarrowDtype:
+    """A kernel statement whose narrow float math (f16/bf16), done in f32, makes every output the golden's."""
+
+    kernel: str
+    stmt: Any
+    op: str  # the op named: the narrowing cast, or the statement's reduction (else its outermost op)
+    dtype: str  # the narrow dtype
+    cast: bool  # True: the statement's cast to ``dtype`` is what loses it
+
+    def text(self, dsl_line: str | None) -> str:
+        """The evidence line."""
+        at = f" at {dsl_line}" if dsl_line else ""
+        what = (f"without the cast to {self.dtype}" if self.cast else
+                f"with its {self.dtype} math done in f32")  # fmt: skip
+        return (
+            f"{what}, the statement of kernel {self.kernel}{at} makes every output match the golden (the program run "
+            f"again in its dtypes): its {self.op} in {self.dtype} is where the precision goes"
+        )
+
+
+_NARROW = (torch.float16, torch.bfloat16)
+
+
+class _Widened(_KernelInterp):
+    """A kernel in its dtypes with one statement's f16/bf16 math done in f32 (``cast_only``: only
+    its casts to f16/bf16 left out)."""
+
+    def __init__(self, kernel: Kernel, stmt: Any, cast_only: bool):
+        super().__init__(kernel, float64=False)
+        self.target, self.cast_only = stmt, cast_only
+
+    def expr(self, e, env):
+        if self.now is not self.target:
+            return super().expr(e, env)
+        if isinstance(e, Cast) and e.type.dtype.torch in _NARROW:
+            return super().expr(e.value, env)
+        value = super().expr(e, env)
+        if not self.cast_only and torch.is_tensor(value) and value.dtype in _NARROW:
+            return value.float()
+        return value
+
+
+def _narrow_sites(program: Program) -> list[tuple[Kernel, Any, Any, bool]]:
+    """(kernel, statement, op expression, cast?) of each statement that casts to f16/bf16 or
+    computes in them, in source order."""
+    out = []
+    for k in program.kernels:
+        for stmt in statements(k.body):
+            exprs = list(walk_exprs(child_exprs(stmt)))
+            narrowing = [e for e in exprs if isinstance(e, Cast) and e.type.dtype.torch in _NARROW
+                         and isinstance(e.value.type, TileType) and e.value.type.dtype.itemsize > e.type.dtype.itemsize]
+            if narrowing:
+                out.append((k, stmt, narrowing[0], True))
+            math = [e for e in exprs if isinstance(e, BinOp | UnOp | Reduce | MatMul) and isinstance(e.type, TileType)
+                    and e.type.dtype.torch in _NARROW]  # fmt: skip
+            if math:
+                out.append((k, stmt, next((e for e in math if isinstance(e, Reduce | MatMul)), math[0]), False))
+    return out
+
+
+def narrow_dtype(program: Program, args: list[Any], golden: dict[str, torch.Tensor], outputs: list[tuple[int, str]],
+                 rtol: float, atol: float, limit: int = 12) -> NarrowDtype | None:  # fmt: skip
+    """The first statement (at most ``limit``) whose cast to f16/bf16 left out, or whose f16/bf16
+    math done in f32, makes every output the golden's, the program run in its dtypes."""
+    for k, stmt, e, cast_only in _narrow_sites(program)[:limit]:
+        orch = _OrchInterp(program, False)
+        orch.kernels[k.name] = _Widened(k, stmt, cast_only)
+        run = [a.clone() if torch.is_tensor(a) else a for a in args]
+        try:
+            with torch.no_grad():
+                orch.run(run)
+        except (IndexError, ValueError, RuntimeError, TilescopeError):
+            continue
+        if all(bool(close(run[i], golden[name], rtol, atol).all()) for i, name in outputs):
+            dtype = e.type.dtype.name
+            return NarrowDtype(k.name, stmt, expr_op(e), dtype, cast_only)
+    return None
+
+
+__all__ = ["CastMode", "NarrowDtype", "narrow_dtype", "ProgramLoop", "SwappedOffsets", "cast_mode", "program_loop_bound", "swapped_offsets"]
