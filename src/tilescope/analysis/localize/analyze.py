@@ -53,6 +53,8 @@ from tilescope.analysis.localize.signatures import (
 from tilescope.analysis.localize.source_map import (
     kernel_sites,
     orchestration_sites,
+    site_lines,
+    statement_site,
     statements,
 )
 from tilescope.analysis.localize.tasks import (
@@ -320,13 +322,8 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
         """The culprit a re-run confirmed (``found``: a hypothesis of ``hypotheses`` about task
         ``found.task``): ``op`` of ``stmt`` in ``kernel``, with its lines and the evidence."""
         rep = self.rep
-        rep.culprit = Culprit(found.task, found.kernel, op)
-        sites, why = kernel_sites(self.build, kernel)
-        site = sites.get(id(stmt))
-        if site is not None:
-            rep.culprit.dsl_line, rep.culprit.cpp_line = site.dsl_line, site.cpp
-        elif why:
-            rep.limitations.append(why)
+        site = statement_site(self.build, kernel, stmt, rep.limitations)
+        rep.culprit = Culprit(found.task, found.kernel, op, *site_lines(site))
         rep.evidence.append(found.text(site.dsl_line if site is not None else None))
         rep.summary += "; " + summary.format(k=kernel.name)
         rep.next.append(f"tilescope deps {self.build.work_dir} --task {found.task}")
@@ -361,25 +358,21 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
         i = found.instance
         rep.culprit.op = i.op
         rep.evidence += found.evidence
-        sites, why = kernel_sites(self.build, self.kernels[found.kernel])
+        kernel = self.kernels[found.kernel]
         if i.op == "store" and found.view is not None:  # data movement: which access holds the values' place wrong
             loads = aligner.moved(found.view, i)
             args = [self.src.inputs[a.name] for a in self.build.args]
             outs = [(k, a.name) for k, a in enumerate(self.build.args) if a.is_output]
-            swap = swapped_offsets(self.program, self.kernels[found.kernel], [x.expr for x in loads] + [i.expr], args,
+            swap = swapped_offsets(self.program, kernel, [x.expr for x in loads] + [i.expr], args,
                                    self.src.golden, outs, self.src.rtol, self.src.atol)  # fmt: skip
             if swap is not None:
                 access = next((x for x in loads if x.expr is swap.access), i)
                 found.stmt, rep.culprit.op = access.stmt, access.op
-                site = sites.get(id(access.stmt))
+                site = statement_site(self.build, kernel, access.stmt, rep.limitations)
                 rep.evidence.append(swap.text(site.dsl_line if site is not None else None))
         rep.summary += (f"; aligned with the golden's steps, the first value it never computes is made by the "
                         f"{rep.culprit.op} of task {found.task}")  # fmt: skip
-        site = sites.get(id(found.stmt))
-        if site is not None:
-            rep.culprit.dsl_line, rep.culprit.cpp_line = site.dsl_line, site.cpp
-        elif why:
-            rep.limitations.append(why)
+        rep.culprit.dsl_line, rep.culprit.cpp_line = site_lines(statement_site(self.build, kernel, found.stmt, rep.limitations))
         rep.next.append(f"tilescope deps {self.build.work_dir} --task {found.task}")
         return True
 
@@ -390,12 +383,8 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
         if len(stores) != 1:
             self.rep.evidence.append(f"kernel {kernel.name} has {len(stores)} stores: check which one skips the elements")
             return
-        sites, why = kernel_sites(self.build, kernel)
-        site = sites.get(id(stores[0]))
-        if site is not None:
-            self.rep.culprit.dsl_line, self.rep.culprit.cpp_line = site.dsl_line, site.cpp
-        elif why:
-            self.rep.limitations.append(why)
+        self.rep.culprit.dsl_line, self.rep.culprit.cpp_line = site_lines(
+            statement_site(self.build, kernel, stores[0], self.rep.limitations))
 
     def first_reference(self) -> bool:
         """Name the culprit from the first intermediate or probe that leaves its reference; False

@@ -20,6 +20,8 @@ from tilescope.analysis.localize.signatures import (
 )
 from tilescope.analysis.localize.source_map import (
     kernel_sites,
+    site_lines,
+    statement_site,
     statements,
 )
 from tilescope.analysis.localize.tasks import (
@@ -43,14 +45,8 @@ class PrecisionQuestions:
         rep = self.rep
         rep.category, rep.verdict = "precision", "guilty"
         kernel = next((k for k in self.program.kernels if o.stmt is not None and _holds(k, o.stmt)), None)
-        rep.culprit = Culprit(o.task, kernel.name if kernel else None, o.op)
-        if kernel is not None:
-            sites, why = kernel_sites(self.build, kernel)
-            site = sites.get(id(o.stmt))
-            if site is not None:
-                rep.culprit.dsl_line, rep.culprit.cpp_line = site.dsl_line, site.cpp
-            elif why:
-                rep.limitations.append(why)
+        site = statement_site(self.build, kernel, o.stmt, rep.limitations) if kernel is not None else None
+        rep.culprit = Culprit(o.task, kernel.name if kernel else None, o.op, *site_lines(site))
         reach = (
             f"its exact result reaches {o.value:.4g}, beyond {o.dtype}'s largest value"
             if math.isfinite(o.value)
@@ -112,14 +108,11 @@ class PrecisionQuestions:
             return False
         rep = self.rep
         rep.verdict = "guilty"
-        sites, why = kernel_sites(self.build, self.kernels[found.kernel])
-        site = sites.get(id(found.stmt))
-        rep.culprit = Culprit(None, found.kernel, "cast", site.dsl_line if site else None, site.cpp if site else None)
+        site = statement_site(self.build, self.kernels[found.kernel], found.stmt, rep.limitations)
+        rep.culprit = Culprit(None, found.kernel, "cast", *site_lines(site))
         rep.summary = (f"the cast to {found.cast.type.dtype.name} in kernel {found.kernel} rounds with "
                        f"mode={found.cast.mode!r}; the golden's values are what mode={found.mode!r} gives")  # fmt: skip
         rep.evidence.append(found.text(site.dsl_line if site else None))
-        if why:
-            rep.limitations.append(why)
         return True
 
     def narrow_math(self) -> bool:
@@ -134,12 +127,9 @@ class PrecisionQuestions:
         if found is None:
             return False
         rep = self.rep
-        sites, why = kernel_sites(self.build, self.kernels[found.kernel])
-        site = sites.get(id(found.stmt))
-        rep.culprit = Culprit(None, found.kernel, found.op, site.dsl_line if site else None, site.cpp if site else None)
+        site = statement_site(self.build, self.kernels[found.kernel], found.stmt, rep.limitations)
+        rep.culprit = Culprit(None, found.kernel, found.op, *site_lines(site))
         rep.evidence.append(found.text(site.dsl_line if site else None))
-        if why:
-            rep.limitations.append(why)
         narrow = dt.BY_NAME[found.dtype].itemsize
         if all(a.dtype.itemsize <= narrow for a in self.outputs if a.dtype.is_float):
             return False  # the outputs are that narrow themselves: the drift is the program's own dtypes
@@ -238,13 +228,8 @@ class PrecisionQuestions:
                 if bool((torch.isinf(value.e) & torch.isfinite(v)).any()):
                     # NOTE: the op inside the statement that overflowed its dtype, when one did (a row_sum in f16)
                     op = next((o.op for o in self.overflows if o.stmt is stmt), op_name(stmt))
-                    rep.culprit = Culprit(t.task_id, t.kernel, op)
-                    sites, why = kernel_sites(self.build, kernel)
-                    site = sites.get(id(stmt))
-                    if site is not None:
-                        rep.culprit.dsl_line, rep.culprit.cpp_line = site.dsl_line, site.cpp
-                    elif why:
-                        rep.limitations.append(why)
+                    site = statement_site(self.build, kernel, stmt, rep.limitations)
+                    rep.culprit = Culprit(t.task_id, t.kernel, op, *site_lines(site))
                     rep.evidence.append(
                         f"task {t.task_id}: {op} is the first op whose result the program's dtypes cannot bound"
                     )

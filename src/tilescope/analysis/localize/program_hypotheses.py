@@ -199,17 +199,24 @@ def cast_mode(program: Program, args: list[Any], golden: dict[str, torch.Tensor]
                     casts.append((k, stmt, e))
     for k, stmt, c in casts[:limit]:
         for mode in (m for m in CAST_MODES if m != c.mode):
-            orch = _OrchInterp(program, False)
-            orch.kernels[k.name] = _Recast(k, c, mode)
-            run = [a.clone() if torch.is_tensor(a) else a for a in args]
-            try:
-                with torch.no_grad():
-                    orch.run(run)
-            except (IndexError, ValueError, RuntimeError, TilescopeError):
-                continue
-            if all(bool(close(run[i], golden[name], rtol, atol).all()) for i, name in outputs):
+            if _golden_with(program, _Recast(k, c, mode), args, golden, outputs, rtol, atol):
                 return CastMode(k.name, stmt, c, mode)
     return None
+
+
+def _golden_with(program: Program, kernel: _KernelInterp, args: list[Any], golden: dict[str, torch.Tensor],
+                 outputs: list[tuple[int, str]], rtol: float, atol: float) -> bool:  # fmt: skip
+    """Whether every output matches the golden when the program runs in its dtypes with one of
+    its kernels run by ``kernel`` (False when that run fails: it reads outside a tensor)."""
+    orch = _OrchInterp(program, False)
+    orch.kernels[kernel.k.name] = kernel
+    run = [a.clone() if torch.is_tensor(a) else a for a in args]
+    try:
+        with torch.no_grad():
+            orch.run(run)
+    except (IndexError, ValueError, RuntimeError, TilescopeError):
+        return False
+    return all(bool(close(run[i], golden[name], rtol, atol).all()) for i, name in outputs)
 
 
 @dataclass(frozen=True)
@@ -278,17 +285,8 @@ def narrow_dtype(program: Program, args: list[Any], golden: dict[str, torch.Tens
     """The first statement (at most ``limit``) whose cast to f16/bf16 left out, or whose f16/bf16
     math done in f32, makes every output the golden's, the program run in its dtypes."""
     for k, stmt, e, cast_only in _narrow_sites(program)[:limit]:
-        orch = _OrchInterp(program, False)
-        orch.kernels[k.name] = _Widened(k, stmt, cast_only)
-        run = [a.clone() if torch.is_tensor(a) else a for a in args]
-        try:
-            with torch.no_grad():
-                orch.run(run)
-        except (IndexError, ValueError, RuntimeError, TilescopeError):
-            continue
-        if all(bool(close(run[i], golden[name], rtol, atol).all()) for i, name in outputs):
-            dtype = e.type.dtype.name
-            return NarrowDtype(k.name, stmt, expr_op(e), dtype, cast_only)
+        if _golden_with(program, _Widened(k, stmt, cast_only), args, golden, outputs, rtol, atol):
+            return NarrowDtype(k.name, stmt, expr_op(e), e.type.dtype.name, cast_only)
     return None
 
 

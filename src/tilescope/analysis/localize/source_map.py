@@ -108,6 +108,21 @@ def kernel_sites(build: Build, kernel: Kernel) -> tuple[dict[int, StmtSite], str
     return sites, None
 
 
+def statement_site(build: Build, kernel: Kernel, stmt: Stmt, limitations: list[str]) -> StmtSite | None:
+    """``stmt``'s site in ``kernel``; None when it has none, with the reason added to
+    ``limitations`` (once) when the kernel's C++ no longer pairs up with its IR."""
+    sites, why = kernel_sites(build, kernel)
+    site = sites.get(id(stmt))
+    if site is None and why and why not in limitations:
+        limitations.append(why)
+    return site
+
+
+def site_lines(site: StmtSite | None) -> tuple[str | None, str | None]:
+    """A culprit's DSL and C++ lines from its statement's site (None, None without one)."""
+    return (site.dsl_line, site.cpp) if site is not None else (None, None)
+
+
 @dataclass(frozen=True)
 class EditedLine:
     """A C++ line that differs from what the generator writes."""
@@ -244,6 +259,6 @@ def orchestration_loops(build: Build, program: Program) -> tuple[dict[int, tuple
 
 
 __all__ = [
-    "EditedLine", "StmtSite", "SubmitSite", "edited_lines", "kernel_sites", "kernel_text", "loops",
+    "EditedLine", "StmtSite", "SubmitSite", "edited_lines", "kernel_sites", "kernel_text", "loops", "site_lines", "statement_site",
     "orchestration_loops", "orchestration_sites", "statements", "submits",
 ]  # fmt: skip
