@@ -140,3 +140,21 @@ def test_shuffle_that_differs_names_the_accesses_no_dependency_orders(capsys):
     assert "[shuffle] NOT deterministic: output z differs between runs" in out
     assert "  - access audit: task " in out and "(kernel consume): load of y[" in out
     assert "are not ordered by any path of dependencies" in out
+
+
+def test_budget_is_triages_and_must_be_seconds():
+    import argparse
+
+    from tilescope.harness.checks import Checks
+    from tilescope.harness.flags import add_harness_args, harness_kwargs
+
+    assert Checks(triage=True, budget=30.0).problem() is None and Checks(triage=True).problem() is None
+    assert "budget=0: expected a number of seconds > 0" in Checks(triage=True, budget=0).problem()
+    assert "budget=True: expected a number of seconds" in Checks(triage=True, budget=True).problem()
+    assert "is triage's budget: ask for triage" in Checks(budget=30.0).problem()
+    p = add_harness_args(argparse.ArgumentParser())
+    assert harness_kwargs(p.parse_args(["--triage", "--budget", "90"]))["budget"] == 90.0
+    out = subprocess.run([sys.executable, "-c", "import argparse\nfrom tilescope.harness.flags import add_harness_args\n"
+                          "add_harness_args(argparse.ArgumentParser()).parse_args(['--budget', '-3'])"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 2 and "expected a number of seconds > 0" in out.stderr
