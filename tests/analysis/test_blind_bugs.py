@@ -24,7 +24,7 @@ def _params():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bug", _params())
+@pytest.mark.parametrize("bug", list(_params()))
 def test_triage_names_the_mistake(bug):
     with contextlib.redirect_stdout(io.StringIO()):
         work = build(bug)
