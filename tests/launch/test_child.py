@@ -61,6 +61,36 @@ def test_ctrl_c_in_the_caller_kills_the_child_and_is_raised(tmp_path):
         os.kill(int(pid_file.read_text()), 0)  # NOTE: killed and reaped: no such process
 
 
+def test_ctrl_c_at_a_terminal_lets_the_child_stop_and_report_first(tmp_path):
+    # a terminal's Ctrl-C reaches the caller and the child: the child's report is not cut off
+    pid_file = tmp_path / "pid"
+    code = (
+        "import os, signal, sys, time\n"
+        "def stop(*_):\n"
+        "    t = time.process_time()\n"
+        "    while time.process_time() - t < 1.0: pass  # stopping takes a while\n"
+        "    print('stopped and reported', flush=True)\n"
+        "    os._exit(0)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    lines: list[str] = []
+
+    def ctrl_c() -> None:
+        os.kill(int(pid_file.read_text()), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(2.0, ctrl_c)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_contained(["-c", code], stdout="lines", on_line=lambda line: lines.append(line) or True)
+    finally:
+        timer.cancel()
+    assert lines == ["stopped and reported"]
+
+
 def test_an_on_line_that_raises_loses_nothing_and_the_child_finishes():
     def broken(line: str) -> bool:
         raise RuntimeError("a progress printer that fails")

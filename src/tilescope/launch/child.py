@@ -15,6 +15,10 @@ Invariants:
   - It is killed past ``timeout_s`` of wall time, or past ``idle_s`` without using CPU time or
     printing (a child stopped by a debugger is never idle), and on any exception in the caller
     (Ctrl-C included), which is then raised again: no child outlives its caller's wait.
+  - A Ctrl-C first lets the child end on its own while it works at it: a terminal's Ctrl-C
+    reaches the whole process group, so the child has it too and is stopping its run and
+    printing its report. It is killed at a second Ctrl-C, once it is idle (no CPU time, no
+    output) for ``SETTLE_IDLE_S``, or past ``INTERRUPT_GRACE_S``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from typing import Any
 STREAM_MODES = ("pass", "lines", "capture", "drop")
 TAIL_BYTES = 8192  # the tail of a stream kept for the report of how the child ended
 POLL_S = 0.2
+INTERRUPT_GRACE_S = 30.0  # the longest a Ctrl-C waits for the child to stop and report
+SETTLE_IDLE_S = 2.0  # a child idle this long after a Ctrl-C is not stopping: it did not get it
 
 
 @dataclass
@@ -143,6 +149,28 @@ def cpu_ticks(pid: int) -> tuple[int, str] | None:
         return None
 
 
+def _settle(proc: subprocess.Popen, last_output: list[float]) -> None:
+    """After a Ctrl-C: wait for the child to end on its own while it works at it (CPU time or
+    output); kill it once idle, past the grace, or at a second Ctrl-C."""
+    try:
+        started = active = time.monotonic()
+        seen = cpu_ticks(proc.pid)
+        while proc.poll() is None:
+            now = time.monotonic()
+            stat = cpu_ticks(proc.pid)
+            if stat != seen or last_output[0] > active:
+                seen, active = stat, now
+            if now - active > SETTLE_IDLE_S or now - started > INTERRUPT_GRACE_S:
+                break
+            time.sleep(POLL_S / 4)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
 def run_contained(
     args: list[str],
     *,
@@ -199,6 +227,9 @@ def run_contained(
         if hung or timed_out:
             proc.kill()
             proc.wait()
+    except KeyboardInterrupt:
+        _settle(proc, last_output)
+        raise
     except BaseException:
         proc.kill()
         proc.wait()
