@@ -261,3 +261,19 @@ def mask_negative(x: ts.Tensor[[B, C], ts.f32], y: ts.Out[[B, C], ts.f32]):
 @ts.jit
 def masked(x: ts.Tensor[[B, C], ts.f32], y: ts.Out[[B, C], ts.f32]):
     mask_negative(x, y)
+
+
+# -- blocks gathered at offsets the orchestration reads from a table -----------------------------
+
+
+@ts.jit
+def gathered(x: ts.Tensor[[4 * B, C], ts.f32], meta: ts.Tensor[[5], ts.i32], y: ts.Out[[4 * B, C], ts.f32]):
+    n = meta[0]  # meta: the block count, then each block's first row
+    for b in ts.range(0, n):
+        s = meta[b + 1]
+        produce(x[s : s + B, :], y[b * B : b * B + B, :])
+
+
+def gathered_inputs(starts: list[int], n: int = 4) -> dict[str, torch.Tensor]:
+    return {"x": torch.randn(4 * B, C), "meta": torch.tensor([n, *starts], dtype=torch.int32),
+            "y": torch.zeros(4 * B, C)}  # fmt: skip

@@ -105,7 +105,9 @@ def test_an_orchestration_edited_to_add_an_output_for_an_inout_is_a_signature_mi
     data = triaged(work)
     assert data["category"] == "signature"
     line = next(i for i, t in enumerate(src.read_text().splitlines(), 1) if "orch.task(FUNC_ACCUMULATE" in t)
-    assert data["culprit"]["cpp_line"] == f"orchestration/running_sum.cpp:{line}"
+    c = data["culprit"]
+    assert c["cpp_line"] == f"orchestration/running_sum.cpp:{line}"
+    assert c["kernel"] == "accumulate" and c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.running_sum, 'accumulate(')}"), c
     assert "a accumulate task is given (D.IN, D.OUT)" in data["summary"]
 
 
@@ -156,7 +158,10 @@ def test_a_missing_producer_is_a_deadlock(tmp_path):
     work = with_data(prog, inputs, {"y": inputs["x"] * 0, "z": tp.pipeline_golden(inputs["x"])})
     src = work / "orchestration" / "pipeline.cpp"
     text = src.read_text()
-    src.write_text(text.replace('orch.task(FUNC_CONSUME, "consume");', 'orch.task(FUNC_CONSUME, "consume"); task.depends_on(99);', 1))
+    line = line_of(tp.pipeline, "consume(y[r")
+    old = f'orch.task(FUNC_CONSUME, "consume", "triage_programs.py:{line}");'
+    assert old in text
+    src.write_text(text.replace(old, old + " task.depends_on(99);", 1))
     data = triaged(work)
     assert data["category"] == "deadlock"
     assert "waits for task 99, which was never submitted" in " ".join(data["evidence"])
@@ -337,6 +342,29 @@ def test_a_read_past_a_tensor_that_faults_only_in_a_later_step_is_named_and_tria
     assert c["cpp_line"].startswith("kernels/vec/produce.cpp:")
     assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.produce, 'ts.store(y')}")
     assert any(e.startswith("the first run passed isolated, but a run of the steps after it died") for e in data["evidence"])
+
+
+@pytest.mark.parametrize(
+    ("starts", "n", "op", "text", "message"),
+    [
+        ([0, tp.B, 2 * tp.B, 3 * tp.B + 8], 4, "call", "produce(x[s : s + B, :]",
+         "task 3 'produce' (func_id 0), arg 0 (input): slice [200:264, 0:64]"),
+        ([0, tp.B, 2 * tp.B, 3 * tp.B], 5, "read", "s = meta[b + 1]",
+         "orchestration reads meta[5] at triage_programs.py:{line}, outside the tensor's shape [5]"),
+    ],
+    ids=["slice", "read"],
+)
+def test_an_orchestration_region_or_read_out_of_range_names_its_line(tmp_path, starts, n, op, text, message):
+    prog = tp.gathered.compile(build_dir=str(tmp_path))
+    inputs = tp.gathered_inputs(starts, n)
+    work = with_data(prog, inputs, {"y": inputs["x"] * 2})
+    data = triaged(work)
+    line = line_of(tp.gathered, text)
+    assert data["category"] == "out_of_bounds", data["summary"]
+    c = data["culprit"]
+    assert (c["op"], c["dsl_line"]) == (op, f"triage_programs.py:{line}"), c
+    assert c["kernel"] == ("produce" if op == "call" else None), c
+    assert any(e.startswith(message.format(line=line)) for e in data["evidence"]), data["evidence"]
 
 
 def test_a_scalar_data_file_holding_several_values_is_bad_input(tmp_path):

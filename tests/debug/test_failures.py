@@ -71,6 +71,19 @@ def edited(prog: CompiledProgram, old: str, new: str) -> CompiledProgram:
     return CompiledProgram.from_dir(prog.work_dir)
 
 
+def task_line(text: str, func: str, name: str) -> str:
+    """The generated line that starts a task of ``func`` named ``name``: ``ts::Task task =
+    orch.task(FUNC_DIVIDE, "divide", "test_failures.py:41");``."""
+    return re.search(rf'orch\.task\({func}, "{name}", "[^"]*"\);', text).group(0)
+
+
+def with_dep(prog: CompiledProgram, func: str, name: str, dep: int) -> CompiledProgram:
+    """The build with an explicit dependency on task ``dep`` added by hand to the task ``name``."""
+    src = prog.work_dir / "orchestration" / f"{prog.name}.cpp"
+    old = task_line(src.read_text(), func, name)
+    return edited(prog, old, f"{old} task.depends_on({dep});")
+
+
 def failure_of(prog, *args, **cfg):
     with pytest.raises(RuntimeFailure) as e:
         prog.run(*args, **cfg)
@@ -88,11 +101,7 @@ def goes_on():
 
 
 def test_missing_producer_is_reported_at_once_with_the_blocked_tasks():
-    prog = edited(
-        two_step.compile(),
-        'orch.task(FUNC_DIVIDE, "divide");',
-        'orch.task(FUNC_DIVIDE, "divide"); task.depends_on(7);',
-    )
+    prog = with_dep(two_step.compile(), "FUNC_DIVIDE", "divide", 7)
     f = failure_of(prog, *inputs(), task_timeout_s=30)
     assert f.kind == "deadlock"  # found when nothing can run, not by the watchdog's timeout
     assert "2 of 2 task(s) can never run" in f.message
@@ -104,11 +113,7 @@ def test_missing_producer_is_reported_at_once_with_the_blocked_tasks():
 
 
 def test_explicit_deps_cycle_is_named():
-    prog = edited(
-        two_step.compile(),
-        'orch.task(FUNC_DIVIDE, "divide");',
-        'orch.task(FUNC_DIVIDE, "divide"); task.depends_on(1);',
-    )
+    prog = with_dep(two_step.compile(), "FUNC_DIVIDE", "divide", 1)
     f = failure_of(prog, *inputs())
     assert f.kind == "deadlock"
     assert f.message.startswith("deadlock: a dependency cycle through 2 task(s)")
@@ -121,11 +126,7 @@ def test_explicit_deps_cycle_is_named():
 
 
 def test_a_task_waiting_for_itself_is_refused_at_submit():
-    prog = edited(
-        two_step.compile(),
-        'orch.task(FUNC_TWICE, "twice");',
-        'orch.task(FUNC_TWICE, "twice"); task.depends_on(1);',
-    )
+    prog = with_dep(two_step.compile(), "FUNC_TWICE", "twice", 1)
     f = failure_of(prog, *inputs())
     assert f.kind == "error"
     assert (
@@ -144,12 +145,8 @@ def test_forward_explicit_dep_is_honoured(capfd):
         '    {\n        ts::Task task = orch.task(FUNC_TWICE, "late");\n        task.add_input(x, {8, 16});\n'
         "        task.add_output(u, {8, 16});\n        orch.submit(task);\n    }\n    return orch.status();",
     )
-    src.write_text(
-        text.replace(
-            'orch.task(FUNC_DIVIDE, "divide");', 'orch.task(FUNC_DIVIDE, "divide"); task.depends_on(2);'
-        )
-    )
-    prog = CompiledProgram.from_dir(prog.work_dir)
+    src.write_text(text)
+    prog = with_dep(prog, "FUNC_DIVIDE", "divide", 2)
     x, z, y = inputs()
     prog.run(x, z, y, serial=True, print_intermediates=3)
     torch.testing.assert_close(y, expected(x, z))

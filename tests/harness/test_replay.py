@@ -139,7 +139,7 @@ def test_edited_orchestration_is_rebuilt(capsys):
     orch = work / "orchestration/vector_dag.cpp"
     text = orch.read_text()
     # submit the combine task on b instead of d
-    start = text.index('orch.task(FUNC_COMBINE, "combine");')
+    start = text.index('orch.task(FUNC_COMBINE, "combine", ')
     orch.write_text(
         text[:start]
         + text[start:].replace("task.add_input(d, {64, 128});", "task.add_input(b, {64, 128});", 1)
@@ -193,10 +193,12 @@ def test_signature_changing_edits_are_refused_with_the_fix():
     with pytest.raises(SignatureMismatch) as info:
         ts.CompiledProgram.from_dir(work)
     msg = str(info.value)
-    assert "kernels/vec/add.cpp: reads args[3], but kernel add has 3 arguments (D.IN, D.IN, D.OUT)" in msg
+    line = next(i for i, t in enumerate(cpp.read_text().splitlines(), 1) if "out(args[3])" in t)
+    assert f"kernels/vec/add.cpp:{line}: reads args[3], but kernel add has 3 arguments (D.IN, D.IN, D.OUT)" in msg
     assert "re-run without --runtime-dir" in msg
-    first = info.value.problems[0]  # each mismatch as data: the file (and line) a tool points at
-    assert (first.file, first.line, first.where) == ("kernels/vec/add.cpp", 0, "kernels/vec/add.cpp")
+    first = info.value.problems[0]  # each mismatch as data: the file, line and kernel a tool points at
+    assert (first.file, first.line, first.kernel) == ("kernels/vec/add.cpp", line, "add")
+    assert first.where == f"kernels/vec/add.cpp:{line}"
     cpp.write_text(original.replace("store(out,", "store(a,"))
     with pytest.raises(
         SignatureMismatch, match=r"stores into a \(args\[0\]\), which the signature declares D.IN"

@@ -382,7 +382,7 @@ def test_a_read_whose_producer_can_never_run_is_a_deadlock():
     prog = routed.compile()
     src = prog.work_dir / "orchestration" / "routed.cpp"
     text = src.read_text()
-    old = 'orch.task(FUNC_COUNT, "count");'
+    old = f'orch.task(FUNC_COUNT, "count", "test_orch_read.py:{line_of(routed, "count(")}");'
     assert old in text
     src.write_text(text.replace(old, old + " task.depends_on(9);", 1))
     prog = CompiledProgram.from_dir(prog.work_dir)

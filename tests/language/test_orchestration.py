@@ -4,6 +4,7 @@ integer scalars and index arithmetic."""
 
 import pytest
 import torch
+from helpers import line_of
 from orchestration_programs import F, features, scale
 
 import tilescope as ts
@@ -34,7 +35,8 @@ def test_generated_orchestration_reads_like_the_source():
     cpp = next((features.compile().work_dir / "orchestration").glob("*.cpp")).read_text()
     assert 'ts::TensorHandle tmp = orch.create_tensor(TS_F32, {4, 8}, "tmp");' in cpp
     assert "orch.dump_tag(tmp);" in cpp
-    assert 'ts::Task task = orch.task(FUNC_SCALE, "scale_row");' in cpp
+    line = line_of(features, 'name="scale_row"')
+    assert f'ts::Task task = orch.task(FUNC_SCALE, "scale_row", "orchestration_programs.py:{line}");' in cpp
     assert "task.add_input(x.slice({{r, r + 1}, {0, 8}}).squeeze({0}), {8});" in cpp
     assert "task.depends_on(t);" in cpp
     assert "if (ts::floormod(r, 2) == 0) {" in cpp

@@ -588,7 +588,7 @@ def test_kernels_named_apart_by_case_and_task_names_with_quotes():
     assert_both(out, 2, a * 2)
     cpp = next((prog.work_dir / "orchestration").glob("*.cpp")).read_text()
     assert "constexpr int32_t FUNC_COPY = 0;" in cpp and "constexpr int32_t FUNC_COPY_1 = 1;" in cpp
-    assert 'orch.task(FUNC_COPY_1, "copy \\"rows\\"\\\\n\\t\\303\\274");' in cpp
+    assert 'orch.task(FUNC_COPY_1, "copy \\"rows\\"\\\\n\\t\\303\\274", "test_dsl_semantics_end_to_end.py:' in cpp
     assert string_literal('a"b\\c\n') == '"a\\"b\\\\c\\n"'
 
 

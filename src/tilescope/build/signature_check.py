@@ -39,11 +39,13 @@ _DIR = {"input": Direction.IN, "output": Direction.OUT, "inout": Direction.INOUT
 @dataclass(frozen=True)
 class Mismatch:
     """One way edited C++ differs from the build's signatures: the file (its path in the build),
-    the line when known (0: not), and what differs."""
+    the line when known (0: not), what differs, and the kernel whose signature it breaks (None:
+    the program's own, or a call naming no kernel)."""
 
     file: str
     line: int
     what: str
+    kernel: str | None = None
 
     @property
     def where(self) -> str:
@@ -78,76 +80,77 @@ def _sig(sig: list) -> str:
     return ", ".join(f"D.{_direction(d).name}" for d in sig)
 
 
+def _code(path: Path) -> str:
+    """The C++ of ``path`` without its comments; a comment's newlines are kept, so a match's
+    offset gives its line."""
+    return _COMMENT.sub(lambda m: "\n" * m[0].count("\n"), path.read_text())
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
 def kernel_problems(path: Path, kernel: dict) -> list[Mismatch]:
     """Mismatches between a kernel's C++ and its recorded signature and params."""
-    text = _COMMENT.sub("", path.read_text())
+    text = _code(path)
     sig = [_direction(d) for d in kernel["signature"]]
     params = kernel.get("params", [])
     rel = f"{path.parent.parent.name}/{path.parent.name}/{path.name}"
     problems = []
-    used = {int(m[1]) for m in _ANY_ARG.finditer(text)}
-    beyond = sorted(i for i in used if i >= len(sig))
+
+    def mismatch(pos: int, what: str) -> None:
+        problems.append(Mismatch(rel, _line(text, pos), what, kernel["name"]))
+
+    beyond = [m for m in _ANY_ARG.finditer(text) if int(m[1]) >= len(sig)]
     if beyond:
-        problems.append(
-            Mismatch(
-                rel,
-                0,
-                f"reads args[{beyond[-1]}], but kernel {kernel['name']} has {len(sig)} arguments ({_sig(sig)})",
-            )
-        )
+        last = max(beyond, key=lambda m: int(m[1]))
+        mismatch(last.start(), f"reads args[{last[1]}], but kernel {kernel['name']} has {len(sig)} arguments ({_sig(sig)})")
     views: dict[str, int] = {}
-    for ctype, name, idx in _VIEW.findall(text):
-        i = int(idx)
+    for m in _VIEW.finditer(text):
+        ctype, name, i = m[1], m[2], int(m[3])
         views[name] = i
         if i < len(sig) and sig[i] is Direction.SCALAR:
-            problems.append(Mismatch(rel, 0, f"reads args[{i}] as a tensor, but argument {i} is a scalar"))
+            mismatch(m.start(), f"reads args[{i}] as a tensor, but argument {i} is a scalar")
         elif i < len(params) and _cpp_dtype(ctype) not in (None, params[i]["dtype"]):
-            problems.append(
-                Mismatch(rel, 0, f"reads args[{i}] as {ctype}, but argument {i} is {params[i]['dtype']}")
-            )
-    for _ctype, idx in _SCALAR.findall(text):
-        i = int(idx)
+            mismatch(m.start(), f"reads args[{i}] as {ctype}, but argument {i} is {params[i]['dtype']}")
+    for m in _SCALAR.finditer(text):
+        i = int(m[2])
         if i < len(sig) and sig[i] is not Direction.SCALAR:
-            problems.append(
-                Mismatch(
-                    rel, 0, f"reads args[{i}] as a scalar, but argument {i} is a tensor ({_sig([sig[i]])})"
-                )
-            )
-    for name in sorted(set(_STORE.findall(text))):
+            mismatch(m.start(), f"reads args[{i}] as a scalar, but argument {i} is a tensor ({_sig([sig[i]])})")
+    stores = {}
+    for m in _STORE.finditer(text):
+        stores.setdefault(m[1], m.start())
+    for name in sorted(stores):
         i = views.get(name)
         if i is not None and i < len(sig) and sig[i] is Direction.IN:
-            problems.append(
-                Mismatch(rel, 0, f"stores into {name} (args[{i}]), which the signature declares D.IN")
-            )
+            mismatch(stores[name], f"stores into {name} (args[{i}]), which the signature declares D.IN")
     return problems
 
 
 def orchestration_problems(path: Path, orch: dict, kernels: list[dict]) -> list[Mismatch]:
     """Mismatches between the orchestration's C++ and the program and kernel signatures."""
-    text = _COMMENT.sub("", path.read_text())
+    text = _code(path)
     sig = [_direction(d) for d in orch["signature"]]
     rel = f"orchestration/{path.name}"
     problems = []
-    for idx in _ORCH_TENSOR.findall(text):
-        i = int(idx)
+    for m in _ORCH_TENSOR.finditer(text):
+        i = int(m[1])
         if i >= len(sig) or sig[i] is Direction.SCALAR:
             what = "a scalar" if i < len(sig) else f"beyond the program's {len(sig)} arguments"
-            problems.append(Mismatch(rel, 0, f"orch.tensor_arg({i}) but argument {i} is {what}"))
-    for _ctype, idx in _ORCH_SCALAR.findall(text):
-        i = int(idx)
+            problems.append(Mismatch(rel, _line(text, m.start()), f"orch.tensor_arg({i}) but argument {i} is {what}"))
+    for m in _ORCH_SCALAR.finditer(text):
+        i = int(m[2])
         if i >= len(sig) or sig[i] is not Direction.SCALAR:
             what = "a tensor" if i < len(sig) else f"beyond the program's {len(sig)} arguments"
-            problems.append(Mismatch(rel, 0, f"orch.scalar_arg({i}) but argument {i} is {what}"))
+            problems.append(Mismatch(rel, _line(text, m.start()), f"orch.scalar_arg({i}) but argument {i} is {what}"))
     ids = {name: int(v) for name, v in _FUNC_ID.findall(text)}
     for m in _TASK.finditer(text):
         token = m[1]
         func_id = int(token) if token.isdigit() else ids.get(token)
+        line = _line(text, m.start())
         if func_id is None or not 0 <= func_id < len(kernels):
-            problems.append(
-                Mismatch(
-                    rel, 0, f"orch.task({token}, ...) names no kernel of this build (0..{len(kernels) - 1})"
-                )
-            )
+            what = f"orch.task({token}, ...) names no kernel of this build (0..{len(kernels) - 1})"
+            problems.append(Mismatch(rel, line, what))
             continue
         end = _SUBMIT.search(text, m.end())
         block = text[m.end() : end.start() if end else len(text)]
@@ -155,15 +158,8 @@ def orchestration_problems(path: Path, orch: dict, kernels: list[dict]) -> list[
         kernel = kernels[func_id]
         want = [_direction(d) for d in kernel["signature"]]
         if adds != want:
-            line = text.count("\n", 0, m.start()) + 1
-            problems.append(
-                Mismatch(
-                    rel,
-                    line,
-                    f"a {kernel['name']} task is given ({_sig(adds)}), "
-                    f"but kernel {kernel['name']} takes ({_sig(want)})",
-                )
-            )
+            what = f"a {kernel['name']} task is given ({_sig(adds)}), but kernel {kernel['name']} takes ({_sig(want)})"
+            problems.append(Mismatch(rel, line, what, kernel["name"]))
     return problems
 
 

@@ -62,6 +62,11 @@ def func_id_names(kernels: list[str]) -> dict[str, str]:
     return out
 
 
+def _where(e: Expr) -> str:
+    """``moe.py:41``: the expression's DSL line as errors name it ("" when it has none)."""
+    return f"{e.loc.file.rsplit('/', 1)[-1]}:{e.loc.line}" if e.loc is not None else ""
+
+
 class _OrchEmitter(ExprEmitter):
     def emit_other(self, e: Expr, ctx) -> str:
         match e:
@@ -74,9 +79,8 @@ class _OrchEmitter(ExprEmitter):
                 return s
             case TensorRead(tensor=t, indices=indices, type=ty):
                 index = ", ".join(self.emit(i) for i in indices)
-                where = f"{e.loc.file.rsplit('/', 1)[-1]}:{e.loc.line}" if e.loc is not None else ""
                 name = string_literal(t.name)
-                return f"orch.read<{ty.dtype.cpp}>({self.name(t.name)}, {{{index}}}, {name}, {string_literal(where)})"
+                return f"orch.read<{ty.dtype.cpp}>({self.name(t.name)}, {{{index}}}, {name}, {string_literal(_where(e))})"
         raise TypeError(f"cannot emit {type(e).__name__} in an orchestration")
 
 
@@ -143,7 +147,7 @@ def orchestration_cpp(p: Program) -> str:
         lines.append(f"{ind}{{{m}")
         inner = ind + "    "
         display = string_literal(e.name or e.kernel)
-        lines.append(f"{inner}ts::Task task = orch.task({func_ids[e.kernel]}, {display});")
+        lines.append(f"{inner}ts::Task task = orch.task({func_ids[e.kernel]}, {display}, {string_literal(_where(e))});")
         for prm, a in zip(k.params, e.args):
             if prm.direction is Direction.SCALAR:
                 dtype = prm.type.dtype

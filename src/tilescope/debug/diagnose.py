@@ -102,6 +102,8 @@ def failure_from_report(program: Build, report: RunReport) -> Failure:
         _explain_kernel_error(f, names, report)
     elif kind == "guard":
         _explain_guard(f, names, report)
+    elif f.cause == "region" and f.op == "call" and f.dsl_line:
+        f.details.append(f"the region was given by the call at {f.dsl_line}")
     if report.saved is not None:
         _save(f, program, names, report.saved, why=kind)
     f.locate()

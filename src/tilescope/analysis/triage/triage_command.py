@@ -57,7 +57,7 @@ from tilescope.errors import ArgumentError, DSLError, RuntimeFailure, TilescopeE
 from tilescope.launch.child import run_contained
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
-from tilescope.toolchain.compiler import CompileError
+from tilescope.toolchain.compiler import DSL_MARKER, CompileError
 
 DEFAULT_BUDGET = knobs.ENV_KNOBS["triage_budget"].default
 HANG_TIMEOUT_S = 60.0  # the most a task of the first run may take (charged time) before it is a hang
@@ -297,8 +297,10 @@ class _Triage(Steps):
             self.build = self.step("load the build", lambda: CompiledProgram.from_dir(self.work))
         except SignatureMismatch as e:
             first = e.problems[0] if e.problems else None
+            culprit = Culprit(kernel=getattr(first, "kernel", None), cpp_line=first.where if first else None,
+                              dsl_line=_dsl_at(self.work, first.file, first.line) if first and first.line else None)  # fmt: skip
             self.verdict("signature", f"hand-edited C++ no longer matches the build's signatures: {first or e}",
-                         Culprit(cpp_line=first.where if first else None), *map(str, e.problems))  # fmt: skip
+                         culprit, *map(str, e.problems))  # fmt: skip
             return False
         except CompileError as e:
             cpp = _in_build(self.work, f"{e.cpp_file}:{e.cpp_line}") if e.cpp_file and e.cpp_line else None
@@ -432,6 +434,20 @@ def _in_build(work: Path, cpp: str) -> str:
         return f"{Path(path).resolve().relative_to(work.resolve())}:{line}"
     except ValueError:
         return cpp
+
+
+def _dsl_at(work: Path, rel: str, line: int) -> str | None:
+    """The DSL line of line ``line`` of the build's C++ file ``rel``: the ``// @ file:line`` marker
+    on it, or on the nearest line above that has one (a task block's, a statement's)."""
+    try:
+        lines = (work / rel).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for text in reversed(lines[:line]):
+        m = DSL_MARKER.search(text)
+        if m:
+            return f"{m[1]}:{m[2]}"
+    return None
 
 
 def _next_commands(rep: Report, work: Path) -> list[str]:

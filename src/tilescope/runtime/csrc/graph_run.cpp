@@ -31,6 +31,7 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     api_.dump_in_next_task = &Run::api_dump_in_next_task;
     api_.fail = &Run::api_fail;
     api_.fail_region = &Run::api_fail_region;
+    api_.fail_region_at = &Run::api_fail_region_at;
     api_.name_tensor = &Run::api_name_tensor;
     api_.read = &Run::api_read;
     for (const std::string &name : kernel_names_) kernel_cnames_.push_back(name.c_str());

@@ -84,6 +84,8 @@ int Run::read(const ts_tensor *t, const int64_t *index, int32_t nindex, const ch
         if (index[d] < 0 || index[d] >= t->shape[d]) {
             FailureCause cause;
             cause.cause = TS_CAUSE_REGION;
+            cause.op = "read";
+            cause.where = where;
             fail_with(TS_FAILURE_ERROR, nullptr, -1,
                       "orchestration reads " + site + ", outside the tensor's shape " + shape + so_far, cause);
             return 1;

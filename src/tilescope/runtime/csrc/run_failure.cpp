@@ -211,12 +211,19 @@ void Run::api_fail(void *ctx, const char *message) {
 }
 
 void Run::api_fail_region(void *ctx, int32_t func_id, int32_t arg_index, const char *message) {
+    api_fail_region_at(ctx, func_id, arg_index, nullptr, message);
+}
+
+void Run::api_fail_region_at(void *ctx, int32_t func_id, int32_t arg_index, const char *where,
+                             const char *message) {
     Run *run = static_cast<Run *>(ctx);
     const OrchestrationCall call(run);
     FailureCause cause;
     cause.cause = TS_CAUSE_REGION;
     cause.func_id = func_id >= 0 && func_id < static_cast<int32_t>(run->kernel_names_.size()) ? func_id : -1;
     cause.arg_index = arg_index;
+    cause.op = "call";
+    cause.where = where;
     try {
         run->fail_with(TS_FAILURE_ERROR, nullptr, -1,
                        message != nullptr && *message ? message : "the orchestration failed (no message given)", cause);

@@ -99,6 +99,9 @@ typedef struct ts_orch_api {
     /* Record the fatal error of a region outside its tensor, given to argument `arg_index` of a
      * task of kernel `func_id` being built; the run fails. Added after read. */
     void (*fail_region)(void *ctx, int32_t func_id, int32_t arg_index, const char *message);
+    /* fail_region, with `where` ("moe.py:41", may be NULL): the DSL line of the call that gave the
+     * region. Added after fail_region. */
+    void (*fail_region_at)(void *ctx, int32_t func_id, int32_t arg_index, const char *where, const char *message);
 } ts_orch_api;
 
 /* Every orchestration .so exports this symbol. Returns 0 on success. */

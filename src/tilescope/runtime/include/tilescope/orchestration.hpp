@@ -224,7 +224,8 @@ public:
 
 private:
     friend class Orchestrator;
-    Task(Orchestrator *orch, int32_t func_id, std::string name) : orch_(orch), func_id_(func_id), name_(std::move(name)) {
+    Task(Orchestrator *orch, int32_t func_id, std::string name, const char *where)
+        : orch_(orch), func_id_(func_id), name_(std::move(name)), where_(where) {
         args_.reserve(8);
     }
 
@@ -234,6 +235,7 @@ private:
     Orchestrator *orch_;
     int32_t func_id_;
     std::string name_;
+    const char *where_;  // the call's DSL line ("moe.py:41"), a string literal; may be null
     std::vector<ts_arg> args_;
     std::vector<int64_t> deps_;
 };
@@ -282,7 +284,10 @@ public:
         return TensorHandle(t, TensorHandle::Root::intermediate, num_intermediates_++);
     }
 
-    Task task(int32_t func_id, std::string name) { return Task(this, func_id, std::move(name)); }
+    // `where`: the call's DSL line ("moe.py:41"), named when a region it gives is out of bounds
+    Task task(int32_t func_id, std::string name, const char *where = nullptr) {
+        return Task(this, func_id, std::move(name), where);
+    }
 
     // Submit `task`; returns its id, or -1 once the orchestration has failed.
     int64_t submit(const Task &task) {
@@ -351,11 +356,11 @@ public:
     }
 
     // Record the fatal error of a region outside its tensor given to argument `arg_index` of a
-    // task of kernel `func_id`; the run fails with `message`.
-    void fail_region(int32_t func_id, int32_t arg_index, const std::string &message) {
+    // task of kernel `func_id` by the call at `where` (may be null); the run fails with `message`.
+    void fail_region(int32_t func_id, int32_t arg_index, const char *where, const std::string &message) {
         if (failed_) return;
         failed_ = true;
-        api_->fail_region(ctx_, func_id, arg_index, message.c_str());
+        api_->fail_region_at(ctx_, func_id, arg_index, where, message.c_str());
     }
 
     bool failed() const { return failed_; }
@@ -401,7 +406,7 @@ inline void Task::add_tensor(int32_t dir, const TensorHandle &t, std::initialize
     if (!t.valid()) {
         const std::string why = describe_arg(dir) + ": " + (t.error_.empty() ? t.describe() + " is not a tensor" : t.error_);
         if (t.outside_) {
-            orch_->fail_region(func_id_, static_cast<int32_t>(args_.size()), why);
+            orch_->fail_region(func_id_, static_cast<int32_t>(args_.size()), where_, why);
         } else {
             orch_->fail(why);
         }
