@@ -277,3 +277,14 @@ def gathered(x: ts.Tensor[[4 * B, C], ts.f32], meta: ts.Tensor[[5], ts.i32], y: 
 def gathered_inputs(starts: list[int], n: int = 4) -> dict[str, torch.Tensor]:
     return {"x": torch.randn(4 * B, C), "meta": torch.tensor([n, *starts], dtype=torch.int32),
             "y": torch.zeros(4 * B, C)}  # fmt: skip
+
+
+# -- a second loop whose output region does not move with it: every task writes z[0:B] ------------
+
+
+@ts.jit
+def same_block(x: ts.Tensor[[4 * B, C], ts.f32], y: ts.Out[[4 * B, C], ts.f32], z: ts.Out[[4 * B, C], ts.f32]):
+    for r in ts.range(0, 4 * B, B):
+        produce(x[r : r + B, :], y[r : r + B, :])
+    for r in ts.range(0, 4 * B, B):
+        consume(y[r : r + B, :], z[0:B, :])  # the bug: z[r : r + B, :]

@@ -11,7 +11,7 @@ from triage_programs import pipeline_inputs as inputs
 
 import tilescope as ts
 from tilescope.analysis.audit import audit_run
-from tilescope.analysis.hazards import Order, Span, hazards
+from tilescope.analysis.hazards import Order, Span, dead_writes, hazards
 
 
 @pytest.mark.slow
@@ -103,6 +103,20 @@ def test_the_proof_follows_paths_not_just_edges_and_ignores_reads_against_reads(
     assert hazards(spans, Order(4, [(0, 1), (1, 3), (0, 2), (2, 3)])) == []
     # two reads never race, whatever the order
     assert hazards([_span(0, False, (0, 8)), _span(1, False, (0, 8))], Order(2, [])) == []
+
+
+def test_a_write_wholly_overwritten_before_any_read_is_dead_and_a_read_between_saves_it():
+    # rows 0..8 written by tasks 0, 1 and 2 in turn (2 writes rows 0..16), then 3 reads them
+    spans = [_span(0, True, (0, 8)), _span(1, True, (0, 8)), _span(2, True, (0, 16)), _span(3, False, (0, 16))]
+    assert [(a.task, b.task) for a, b in dead_writes(spans)] == [(0, 1), (1, 2)]
+    # a read between the writes: the first write was used
+    used = [_span(0, True, (0, 8)), _span(1, False, (0, 8)), _span(2, True, (0, 8))]
+    assert dead_writes(used) == []
+    # a partial overwrite keeps the rest of the first write alive; an inout reads what it overwrites
+    assert dead_writes([_span(0, True, (0, 8)), _span(1, True, (4, 8))]) == []
+    assert dead_writes([_span(0, True, (0, 8)), _span(1, True, (0, 8), op="inout")]) == []
+    # disjoint writes, each read later: nothing is lost
+    assert dead_writes([_span(0, True, (0, 8)), _span(1, True, (8, 16)), _span(2, False, (0, 16))]) == []
 
 
 def test_views_outside_the_index_space_are_compared_by_bytes():

@@ -367,6 +367,20 @@ def test_an_orchestration_region_or_read_out_of_range_names_its_line(tmp_path, s
     assert any(e.startswith(message.format(line=line)) for e in data["evidence"]), data["evidence"]
 
 
+def test_a_region_every_task_of_a_call_overwrites_names_the_call(tmp_path):
+    prog = tp.same_block.compile(build_dir=str(tmp_path))
+    x = torch.randn(4 * tp.B, tp.C)
+    inputs = {"x": x, "y": torch.zeros(4 * tp.B, tp.C), "z": torch.zeros(4 * tp.B, tp.C)}
+    work = with_data(prog, inputs, {"y": x * 2, "z": x * 2 + 1})
+    data = triaged(work)
+    assert data["category"] == "uninitialized", data["summary"]
+    c = data["culprit"]
+    assert (c["task"], c["kernel"], c["op"]) == (4, "consume", "call"), c
+    assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.same_block, 'z[0:B, :]')}"), c
+    assert "tasks 4, 5, 6, 7 (kernel consume) all write z[0:64, 0:64], each write lost to the next before anything " \
+           "reads it: only task 7's survives" in data["evidence"]
+
+
 def test_a_scalar_data_file_holding_several_values_is_bad_input(tmp_path):
     prog = churner.compile(build_dir=str(tmp_path))
     x = torch.randn(1, 16)

@@ -202,5 +202,32 @@ def hazards(spans: list[Span], order: Order, limit: int = 1000) -> list[Hazard]:
     return _sorted(found)
 
 
+def dead_writes(spans: list[Span], limit: int = 200_000) -> list[tuple[Span, Span]]:
+    """Writes no task reads: every declared Out region (``op`` ``out``) that a later task's Out
+    region wholly overwrites before any task reads an element of it, with the task that
+    overwrites it, in task order. Only declared spans count; ``limit`` caps the pairs compared."""
+    by_buffer: dict[int, list[Span]] = {}
+    for s in spans:
+        if not s.audited:
+            by_buffer.setdefault(s.buffer, []).append(s)
+    out: list[tuple[Span, Span]] = []
+    compared = 0
+    for group in by_buffer.values():
+        group.sort(key=lambda s: s.task)
+        for i, a in enumerate(group):
+            if a.op != "out":
+                continue
+            for b in group[i + 1 :]:
+                compared += 1
+                if compared > limit:
+                    return out
+                if b.task == a.task or not overlaps(a, b):
+                    continue
+                if b.op == "out" and contains(b.box, a.box):
+                    out.append((a, b))
+                break  # NOTE: the next task to touch a's region read it, or only part was overwritten
+    return sorted(out, key=lambda p: p[0].task)
+
+
 def _sorted(found: dict[tuple, Hazard]) -> list[Hazard]:
     return sorted(found.values(), key=lambda h: (h.first.task, h.second.task, h.first.op, h.second.op))

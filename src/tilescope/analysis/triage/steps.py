@@ -26,9 +26,15 @@ import torch
 from tilescope.analysis.audit import audit_run
 from tilescope.analysis.data import load_snapshot
 from tilescope.analysis.fix.verify import propose
+from tilescope.analysis.hazards import Span, dead_writes
 from tilescope.analysis.localize.localize_command import internal_error, localize, nan_op
 from tilescope.analysis.localize.program_hypotheses import program_loop_bound
-from tilescope.analysis.localize.source_map import kernel_sites, orchestration_loops
+from tilescope.analysis.localize.source_map import (
+    kernel_sites,
+    orchestration_loops,
+    orchestration_sites,
+    submits,
+)
 from tilescope.analysis.poison import poison_run
 from tilescope.analysis.progress import Progress
 from tilescope.analysis.recorded import crash_report_to
@@ -102,10 +108,12 @@ class Analysis(Steps):
         super().__init__(rep, budget, say)
         self.build, self.data, self.bad = build, data, bad
         self.inputs, self.golden = load_snapshot(data, list(build.args))
+        self.dead: list[tuple[Span, Span, str]] = []  # the audit's overwritten writes to wrong outputs
+        self.kernels: dict[int, str] = {}  # task id -> kernel, from the audit
 
     def wrong(self) -> None:
         """Wrong values: the access audit, the poison runs, shuffled runs, then localize."""
-        for check in (self.audited, self.poisoned, self.shuffled, self.localized):
+        for check in (self.audited, self.poisoned, self.overwritten, self.shuffled, self.localized):
             if check():
                 return
 
@@ -184,6 +192,11 @@ class Analysis(Steps):
         if not a.strays and not a.hazards:
             if a.failure is not None:
                 return False
+            # NOTE: one kernel's tasks overwriting each other; an init kernel's write lost to the compute is not a bug
+            self.dead = [(w, by, a.names[w.buffer][0]) for w, by in dead_writes(a.declared)
+                         if w.buffer in a.names and a.names[w.buffer][0] in self.bad
+                         and a.kernels.get(w.task) == a.kernels.get(by.task)]  # fmt: skip
+            self.kernels = a.kernels
             self.rep.evidence.append(
                 f"access audit: every one of {len(a.audited)} loads and stores stayed inside its task's declared regions, "
                 "and every overlapping pair of tasks is ordered"
@@ -238,8 +251,52 @@ class Analysis(Steps):
             summary = (f"task {r.task} (kernel {r.kernel}) reads memory that nothing wrote: {r.where}" if r else
                        "outputs depend on memory that nothing wrote")  # fmt: skip
         self.verdict("uninitialized", summary, culprit, *p.lines())
-        self.loop_off()
+        if not self.overwritten(keep_category=True):
+            self.loop_off()
         return True
+
+    def overwritten(self, keep_category: bool = False) -> bool:
+        """Name the call when a wrong output's region is written by several tasks, each write lost
+        to the next before anything reads it (the last writer wins: a region that should have
+        moved with the loop)."""
+        if not self.dead:
+            return False
+        first, _, name = self.dead[0]
+        kernel = self.kernels.get(first.task)
+        chain = [(w, by) for w, by, n in self.dead if n == name and w.shown == first.shown]
+        writers = sorted({t for w, by in chain for t in (w.task, by.task)})
+        region = f"{name}[" + ", ".join(f"{lo}:{hi}" for lo, hi in first.shown) + "]" if first.shown else name
+        site = self.call_site(kernel)
+        shown = ", ".join(map(str, writers[:8])) + (" …" if len(writers) > 8 else "")
+        said = (f"tasks {shown} (kernel {kernel}) all write {region}, each write lost to the next before anything "
+                f"reads it: only task {writers[-1]}'s survives")  # fmt: skip
+        lost = [w.task for w, _ in chain]
+        culprit = Culprit(first.task, kernel, "call", *(site or (None, None)))
+        summary = f"several tasks write the same region {region} of output {name}; only the last write survives"
+        if keep_category:
+            self.rep.culprit = culprit
+            self.rep.summary += f"; {summary}"
+            self.rep.evidence.append(said)
+        else:
+            self.verdict("algorithm", summary, culprit, said)
+        if site is None:
+            self.rep.limitations.append(f"kernel {kernel} is called from several lines: the call is named by its "
+                                        f"tasks ({', '.join(map(str, lost[:8]))})")  # fmt: skip
+        return True
+
+    def call_site(self, kernel: str | None) -> tuple[str | None, str] | None:
+        """The DSL and C++ lines of the orchestration's one call of ``kernel`` (None: it has several, or none)."""
+        program = self.build.program()
+        calls = [e for e in submits(program.body) if e.kernel == kernel]
+        if len(calls) != 1:
+            return None
+        sites, why = orchestration_sites(self.build, program)
+        site = sites.get(id(calls[0]))
+        if site is None:
+            if why:
+                self.rep.limitations.append(why)
+            return None
+        return site.dsl_line, site.cpp
 
     def loop_off(self) -> None:
         """Name the loop when one of the program's loops, one step longer or shorter, makes every
