@@ -45,14 +45,14 @@ def test_codegen_constant_edited_in_kernel_cpp_names_task_op_and_lines(capsys):
     rep = localize(work)
     assert rep.category == "codegen" and rep.verdict is None
     c = rep.culprit
-    assert (c.task, c.kernel, c.op) == (0, "affine_rows", "add")
+    assert (c.task, c.kernel, c.op) == (0, "affine_rows", "mul")  # the op whose constant was edited, not the add
     assert c.dsl_line == dsl(P.affine_rows, "h = t * 0.5 + 1.0")
     assert c.cpp_line == f"kernels/vec/affine_rows.cpp:{line}"
     assert any("0.25f" in e and "0.5f" in e and "edited by hand" in e for e in rep.evidence)
     assert any(e.startswith("4 of 4 tasks of kernel affine_rows leave their bound") for e in rep.evidence)
     # the report on disk is the one returned, and the culprit task was saved for replay --task
     on_disk = json.loads((work / "dfx_outputs" / "localize" / "report.json").read_text())
-    assert on_disk["culprit"] == {"task": 0, "kernel": "affine_rows", "op": "add", "dsl_line": c.dsl_line,
+    assert on_disk["culprit"] == {"task": 0, "kernel": "affine_rows", "op": "mul", "dsl_line": c.dsl_line,
                                   "cpp_line": c.cpp_line}  # fmt: skip
     assert on_disk["category"] == "codegen" and on_disk["elapsed_s"] > 0
     assert f"tilescope replay {work} --task 0" in rep.next

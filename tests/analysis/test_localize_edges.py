@@ -224,3 +224,29 @@ def test_op_level_through_a_row_sum_pairs_every_statement(monkeypatch):
     assert rep.culprit.dsl_line.endswith(f":{line_of(P.row_total, 'ts.store(y, [0, 0], ts.row_sum(t))')}")
     assert any("compared 2 statement values with outputs bit-identical" in e for e in rep.evidence)
     assert [x for x in rep.limitations if not x.startswith("kernels/vec/row_total.cpp changed since")] == []
+
+
+@ts.kernel
+def _epilogue(x: ts.Tensor[[4, 8], ts.f32], b: ts.Tensor[[1, 8], ts.f32], y: ts.Out[[4, 8], ts.f32]):
+    ts.store(y, [0, 0], ts.exp(ts.load(x, [0, 0], [4, 8]) * 0.5 + ts.load(b, [0, 0], [1, 8])))
+
+
+@pytest.mark.parametrize(
+    ("generated", "now", "op"),
+    [
+        ("t * 0.5f + b", "t * 0.25f + b", "mul"),  # a constant: the operator beside it
+        ("t * 0.5f + b", "t * 0.5f + c", "add"),
+        ("t * 0.5f + b", "t * 0.5f - b", "add"),  # the operator the edit replaced, mapped back
+        ("store(y, {0, 0}, exp(t * 0.5f + b));", "store(y, {0, 0}, exp(t * 0.5f + b + 1.0f));", "add"),  # one put in
+        ("store(y, {0, 0}, exp(u));", "store(y, {0, 0}, exp(v));", "exp"),  # an argument: the call around it
+        ("store(y, {0, 0}, exp(u));", "store(y, {1, 0}, exp(u));", "store"),
+        ("store(y, {0, 0}, exp(u));", "store(y, {0, 0}, log(u));", "exp"),  # the op the edit replaced
+        ("a = 1e-5f;", "a = 1e-6f;", "store"),  # nothing around it is an op of the statement: the statement's
+    ],
+)
+def test_a_hand_edit_names_the_op_it_changed(generated, now, op):
+    from tilescope.analysis.localize.op_naming import edited_op
+    from tilescope.language.frontend import kernel_ir
+
+    stmt = kernel_ir(_epilogue).body[0]
+    assert edited_op(stmt, generated, now) == op

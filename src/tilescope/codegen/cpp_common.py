@@ -43,6 +43,8 @@ CPP_RESERVED = frozenset(
 
 _CPP_BINOPS = {"add": ("+", 6), "sub": ("-", 6), "mul": ("*", 7), "div": ("/", 7)}
 _CPP_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+# the DSL op each C++ operator the emitter writes stands for (what a tool reading a C++ line maps back)
+CPP_OPERATORS = {sym: op for op, (sym, _) in _CPP_BINOPS.items()} | {sym: op for op, sym in _CPP_CMP.items()}
 
 
 class CppNames:

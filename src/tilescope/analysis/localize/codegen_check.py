@@ -140,6 +140,8 @@ class CodegenQuestions:
                 if site is not None:
                     rep.culprit.op = edited_op(site.stmt, e.generated, e.now)
                     rep.culprit.dsl_line = site.dsl_line
+            elif site is not None and rep.culprit.cpp_line == e.cpp:  # the op the edit changed, not the statement's
+                rep.culprit.op = edited_op(site.stmt, e.generated, e.now)
             rep.evidence.append(f"{e.cpp} was edited by hand: `{e.now}`; the compiler writes `{e.generated}`")
             if len(edits) > 1:
                 rep.evidence.append(f"{len(edits)} lines of {e.cpp_file} differ from what the compiler writes")
