@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -41,6 +42,15 @@ def test_triage_names_the_kernel_that_left_its_output_unwritten(capsys):
     # the run's data were saved for it under the build, nowhere else
     assert (result.work_dir / "dfx_outputs" / "triage" / "data" / "in" / "x.pt").is_file()
     assert (result.work_dir / "dfx_outputs" / "triage" / "report.json").is_file()
+    # `tilescope triage BUILD` afterwards finds those data, as the report's next steps assume
+    from tilescope.cli import main
+
+    capsys.readouterr()
+    assert main(["triage", str(result.work_dir)]) == 1
+    captured = capsys.readouterr()
+    assert "culprit: task 0, kernel scale_rows_short, op range" in captured.out, captured
+    report = json.loads((result.work_dir / "dfx_outputs" / "triage" / "report.json").read_text())
+    assert report["data"] == str(result.work_dir / "dfx_outputs" / "triage" / "data")
 
 
 @pytest.mark.slow

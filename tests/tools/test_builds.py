@@ -5,6 +5,7 @@ import gc
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,7 @@ def rows(out: str) -> dict[str, list[str]]:
 def test_builds_lists_program_time_size_data_use_and_last_result(base, capsys):
     a1, a2, a3, a4, b1 = compile_builds(base)
     capsys.readouterr()
+    shutil.copytree(a1 / "data", a2 / "dfx_outputs" / "triage" / "data")  # what --triage saves for its tool
     held = ts.CompiledProgram.from_dir(a3)  # loaded in this process: in use
     assert main(["builds"]) == 0
     out = capsys.readouterr().out
@@ -96,7 +98,7 @@ def test_builds_lists_program_time_size_data_use_and_last_result(base, capsys):
     assert table[a1.name][:2] == ["prog_a", "{}-{}-{} {}:{}:{}".format(*stamp[:6])]
     assert re.fullmatch(r"\d+\.\d (KB|MB)", table[a1.name][2])
     assert [table[d.name][3:5] for d in (a1, a2, a3, a4, b1)] == [
-        ["yes", "-"], ["-", "-"], ["-", "yes"], ["-", "-"], ["-", "-"]
+        ["yes", "-"], ["triage copy", "-"], ["-", "yes"], ["-", "-"], ["-", "-"]
     ]  # fmt: skip
     last = [table[d.name][5] for d in (a1, a2, a3, a4, b1)]
     assert re.fullmatch(r"passed \(sim, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)", last[0])

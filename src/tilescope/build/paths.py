@@ -104,6 +104,17 @@ def confined(
     return Path(base) / relative
 
 
+def saved_data(work_dir: str | os.PathLike) -> list[tuple[str, Path]]:
+    """The data directories a build holds (each with ``in/``), the one a run saved with
+    --save-data first (``("data", <work>/data)``), then the copies ``--triage`` and ``--localize``
+    saved for their tool (``("triage", <work>/dfx_outputs/triage/data)``), the newest first."""
+    work = Path(work_dir)
+    found = [("data", work / DATA_DIR)] if (work / DATA_DIR / "in").is_dir() else []
+    copies = [(tool, work / DFX_DIR / tool / LOCALIZE_DATA) for tool in (TRIAGE_DIR, LOCALIZE_DIR)]
+    copies = [(tool, d) for tool, d in copies if (d / "in").is_dir()]
+    return found + sorted(copies, key=lambda c: (c[1] / "in").stat().st_mtime, reverse=True)
+
+
 def dfx_dir(work_dir: str | os.PathLike) -> Path:
     """``<work_dir>/dfx_outputs``, created if missing."""
     out = Path(work_dir) / DFX_DIR

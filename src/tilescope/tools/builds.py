@@ -1,7 +1,8 @@
 """Build directories: which there are, and removing old ones.
 
 ``tilescope builds [BASE]`` lists the build directories under the build base (``TILESCOPE_BUILD_DIR``
-or ``./build_output``): program, when it was built, size, whether it holds saved data, the last
+or ``./build_output``): program, when it was built, size, the saved data it holds (``yes`` for
+--save-data's, ``triage copy`` for what --triage saved; ``tilescope triage BUILD`` uses either), the last
 harness result and whether a process is using it. ``tilescope clean --keep N [BASE]`` removes the
 oldest builds of each program, keeping its N newest.
 
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.build.lock import in_use, try_exclusive
-from tilescope.build.paths import BUILD_DIR_NAME, KERNEL_CONFIG, LAST_RUN, build_base
+from tilescope.build.paths import BUILD_DIR_NAME, KERNEL_CONFIG, LAST_RUN, build_base, saved_data
 from tilescope.errors import TilescopeError
 
 
@@ -49,7 +50,7 @@ class BuildEntry:
     program: str
     built: _dt.datetime
     size: int  # bytes
-    has_data: bool
+    data: list[str]  # the saved data it holds: "data" (--save-data), "triage", "localize" (their tools' copies)
     last_run: dict[str, Any] | None  # last_run.json, None if the harness never ran it (no "passed": corrupt)
     in_use: bool
 
@@ -140,7 +141,7 @@ def list_builds(base: str | os.PathLike | None = None) -> Listing:
                 m["program"],
                 built,
                 _size(entry),
-                (entry / "data" / "in").is_dir(),
+                [tool for tool, _ in saved_data(entry)],
                 _last_run(entry),
                 in_use(entry),
             )
@@ -171,7 +172,7 @@ def format_listing(listing: Listing) -> str:
                 b.program,
                 b.built.strftime("%Y-%m-%d %H:%M:%S"),
                 human_size(b.size),
-                "yes" if b.has_data else "-",
+                ", ".join("yes" if d == "data" else f"{d} copy" for d in b.data) or "-",
                 "yes" if b.in_use else "-",
                 b.last_text(),
             )

@@ -39,7 +39,7 @@ from tilescope.analysis.progress import Progress, tolerance_arg
 from tilescope.analysis.recorded import recorded_run
 from tilescope.analysis.report import Report, write_report
 from tilescope.build.manifest import as_build_dir
-from tilescope.build.paths import DATA_DIR
+from tilescope.build.paths import DATA_DIR, saved_data
 from tilescope.build.state import source_hashes
 from tilescope.debug.intermediates import record_tensor
 from tilescope.errors import RuntimeFailure, TilescopeError
@@ -57,15 +57,17 @@ class LocalizeError(TilescopeError):
 
 
 def _data_dir(work: Path, golden_data: str | os.PathLike | None) -> Path:
-    data = Path(golden_data) if golden_data is not None else work / DATA_DIR
-    if golden_data is None and not (data / "in").is_dir():
+    if golden_data is not None:
+        return Path(golden_data)
+    held = saved_data(work)  # data/, else what --triage or --localize saved for its tool
+    if not held:
         raise LocalizeError(
-            f"{work} has no saved data ({data}/in and out): localize works on the exact data of a run. Save this "
+            f"{work} has no saved data ({work / DATA_DIR}/in and out): localize works on the exact data of a run. Save this "
             f"build's: python model.py --runtime-dir {work} --save-data (run_jit(..., runtime_dir=..., "
             f"save_data=True)), then `tilescope localize {work}`; or pass --golden-data DIR, or use --localize on "
             "the model script"
         )
-    return data
+    return held[0][1]
 
 
 def _sim_run(build: CompiledProgram, inputs: dict[str, Any]) -> tuple[dict[str, torch.Tensor], Any]:

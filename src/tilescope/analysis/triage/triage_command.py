@@ -49,7 +49,7 @@ from tilescope.analysis.progress import Progress, seconds_arg, tolerance_arg
 from tilescope.analysis.report import Culprit, Report, write_report
 from tilescope.analysis.triage.steps import ANSWER, CRASH, REQUEST, WALL_STRETCH, Steps
 from tilescope.build.manifest import Build, as_build_dir
-from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, dfx_dir
+from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, dfx_dir, saved_data
 from tilescope.build.signature_check import SignatureMismatch
 from tilescope.debug.crash import read_crash_report
 from tilescope.debug.failures import Failure
@@ -323,13 +323,19 @@ class _Triage(Steps):
         self.rep.atol = float(meta.get("atol", 1e-5) if atol is None else atol)
 
     def data(self, rtol, atol) -> dict[str, torch.Tensor] | None:
-        data = Path(self.golden_data) if self.golden_data is not None else self.work / DATA_DIR
-        if self.golden_data is None and not (data / "in").is_dir():
-            raise TriageError(
-                f"{self.work} has no saved data ({data}/in and out): triage reproduces a failure on the exact data of "
-                f"a run. Save them: python model.py --runtime-dir {self.work} --save-data, or run the model script "
-                "with --triage; or pass --golden-data DIR"
-            )
+        if self.golden_data is not None:
+            data = Path(self.golden_data)
+        else:
+            held = saved_data(self.work)  # data/, else what --triage or --localize saved for its tool
+            if not held:
+                raise TriageError(
+                    f"{self.work} has no saved data ({self.work / DATA_DIR}/in and out): triage reproduces a failure on "
+                    f"the exact data of a run. Save them: python model.py --runtime-dir {self.work} --save-data, or run "
+                    "the model script with --triage; or pass --golden-data DIR"
+                )
+            data = held[0][1]
+            if held[0][0] != "data":
+                self.say(f"the data --{held[0][0]} saved: {data}")
         if not data.is_dir():
             raise TriageError(f"--golden-data {data}: no such data directory (a data directory holds in/ and out/)")
         self.rep.data = str(data)
