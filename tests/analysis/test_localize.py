@@ -176,7 +176,7 @@ def test_localize_runs_as_a_module_command(tmp_path):
 
 
 @pytest.mark.slow
-def test_algorithm_probe_with_its_reference_names_the_op_that_computed_it():
+def test_algorithm_probe_with_its_reference_names_the_op_that_computed_it(capsys):
     result = saved(P.normalize, P.NORMALIZE, P.normalize_golden)
     assert (result.work_dir / "data" / "intermediates" / "total.pt").is_file()
     rep = localize(result.work_dir)
@@ -188,6 +188,12 @@ def test_algorithm_probe_with_its_reference_names_the_op_that_computed_it():
     probe_line = dsl(P.normalize_rows, 'ts.probe(total, "total")')
     assert any(e.startswith(f"probe total of kernel normalize_rows (at {probe_line}) leaves its reference first in task 0")
                for e in rep.evidence)  # fmt: skip
+    # the next step it prints runs as printed, and shows the probe's values
+    command = next(n for n in rep.next if n.startswith("tilescope dump "))
+    assert command == f"tilescope dump {result.work_dir}/dfx_outputs/localize/tensor_dump --task 0 --stage probe --values"
+    assert cli(command.split()[1:]) == 0
+    out = capsys.readouterr().out
+    assert "probe:total" in out and "# stats: " in out and "elements ([index] value, row-major): " in out, out
 
 
 @pytest.mark.slow

@@ -33,11 +33,12 @@ Format ``tilescope-localize`` version 1:
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from tilescope.build.paths import LOCALIZE_DIR, LOCALIZE_JSON, atomic_write, dfx_dir
+from tilescope.build.paths import DFX_DIR, LOCALIZE_DIR, LOCALIZE_JSON, TENSOR_DUMP_DIR, atomic_write, dfx_dir
 
 FORMAT = "tilescope-localize"
 VERSION = 1
@@ -295,5 +296,11 @@ def write_report(work_dir: Path, report: Report, where: str = LOCALIZE_DIR) -> P
     return path
 
 
+def localize_dump(work_dir: str | os.PathLike) -> Path:
+    """``<build>/dfx_outputs/localize/tensor_dump``: the dump of localize's run, written when a
+    next step it prints shows records of it (a probe's values)."""
+    return Path(work_dir) / DFX_DIR / LOCALIZE_DIR / TENSOR_DUMP_DIR
+
+
 __all__ = ["Culprit", "FingerprintRow", "Fix", "ProposedEdit", "Report", "Step", "ToleranceChange", "Tolerance", "TriedEdit",
-           "write_report"]
+           "localize_dump", "write_report"]

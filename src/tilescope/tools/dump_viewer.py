@@ -480,12 +480,20 @@ def add_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="with --export: replace export files already in OUT_DIR (by default that is refused)",
     )
     p.add_argument(
-        "--limit", type=int, help="element lines per exported record / differences shown by --diff"
+        "--values",
+        action="store_true",
+        help="print each chosen record's values (stats, overview, elements); one chosen record prints them anyway",
+    )
+    p.add_argument(
+        "--limit", type=int, help="element lines per exported or printed record / differences shown by --diff"
     )
     p.add_argument(
         "--diff", type=int, nargs=2, metavar=("A", "B"), help="compare records A and B element-wise"
     )
     return p
+
+
+_VALUES_SHOWN = 32  # element lines a printed record shows by default (--limit N for more)
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -526,6 +534,8 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     if args.export is None:
         print(format_listing(d, records, text))
+        for r in records if args.values or len(records) == 1 else []:
+            print("\n" + record_text(d, r, _VALUES_SHOWN if args.limit is None else args.limit)[0].rstrip())
         return 0
     try:
         paths = export(d, records, args.export or None, args.limit, force=args.force)

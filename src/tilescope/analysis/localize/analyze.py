@@ -64,7 +64,7 @@ from tilescope.analysis.localize.tasks import (
     run_program_recorded,
     sim_submissions,
 )
-from tilescope.analysis.report import Culprit, FingerprintRow, Report
+from tilescope.analysis.report import Culprit, FingerprintRow, Report, localize_dump
 from tilescope.build.manifest import Build
 from tilescope.ir.nodes import Kernel, Program, Store
 from tilescope.ir.types import Direction
@@ -422,7 +422,8 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
                 rep.limitations.append(why)
         else:
             self.name_call(d.task_id)
-        rep.next.append(f"tilescope dump {self.build.work_dir} --task {d.task_id}" if d.kind == "probe"
+        rep.next.append(f"tilescope dump {localize_dump(self.build.work_dir)} --task {d.task_id} --stage probe --values"
+                        if d.kind == "probe"
                         else f"tilescope deps {self.build.work_dir} --task {d.task_id}")  # fmt: skip
         return True
 

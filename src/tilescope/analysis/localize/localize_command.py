@@ -37,11 +37,12 @@ from tilescope.analysis.localize.source_map import kernel_sites, kernel_text
 from tilescope.analysis.localize.tasks import CapturedTask, captured_tasks
 from tilescope.analysis.progress import Progress, tolerance_arg
 from tilescope.analysis.recorded import recorded_run
-from tilescope.analysis.report import Report, write_report
+from tilescope.analysis.report import Report, localize_dump, write_report
 from tilescope.build.manifest import as_build_dir
 from tilescope.build.paths import DATA_DIR, saved_data
 from tilescope.build.state import source_hashes
 from tilescope.debug.intermediates import record_tensor
+from tilescope.debug.tensor_dump import write_tensor_dump
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.ir.nodes import Assign, Store, Var
 from tilescope.ir.traverse import child_exprs, walk_exprs
@@ -229,6 +230,8 @@ def localize(
     try:
         write_report(work, rep)
         write_html(work, rep, rep.maps)
+        if any(str(localize_dump(work)) in n for n in rep.next):  # the probes a next step shows: the run's dump
+            write_tensor_dump(localize_dump(work).parent, build, report)
     except OSError as e:
         rep.limitations.append(f"the report could not be written into {work}: {e}")
     return rep

@@ -358,8 +358,9 @@ class _Triage(Steps):
         args = guarded_args([self.inputs[a.name] for a in self.build.args])
         budget = self.task_timeout_s or max(1.0, min(HANG_TIMEOUT_S, self.left() / 4))
         try:
+            # NOTE: with the graph written (dfx_outputs/deps.json): the report's `tilescope deps BUILD --task N` reads it
             info = self.step("run isolated, NaN check on", lambda: self.build.run(
-                *args, isolate=True, nan_check=True, task_timeout_s=budget, log_level="null"),
+                *args, isolate=True, nan_check=True, task_timeout_s=budget, log_level="null", enable_dep_gen=True),
                 task_timeout_s=round(budget, 3))  # fmt: skip
         except ArgumentError as e:
             self.verdict("bad_input", str(e).splitlines()[0])
