@@ -24,6 +24,7 @@ from tilescope.analysis.compare import check_tolerances
 from tilescope.analysis.data import DataError, load_meta, load_snapshot
 from tilescope.analysis.progress import tolerance_arg
 from tilescope.build.manifest import as_build_dir
+from tilescope.build.paths import DATA_DIR, saved_data
 from tilescope.debug.intermediates import value_stats
 from tilescope.errors import TilescopeError
 from tilescope.harness.flags import add_runtime_args, runtime_cfg_from_args
@@ -73,12 +74,13 @@ def replay_compiled(
             inputs = {a.name: v for a, v in zip(compiled.args, args)}
             execute(phases, result, Execution(compiled, config, Expected(None, rtol or 0.0, atol or 0.0)), inputs)
             return finish(result, name)
-        data = Path(golden_data) if golden_data else work / "data"
-        if not golden_data and not data.is_dir():
+        held = saved_data(work)  # data/, else what --triage or --localize saved for its tool
+        if not golden_data and not held:
             raise DataError(
-                f"{work} has no saved data ({data}): re-run the model with --save-data, pass --golden-data DIR, "
-                "or call replay_compiled with tensors"
+                f"{work} has no saved data ({work / DATA_DIR}): re-run the model with --save-data, pass --golden-data "
+                "DIR, or call replay_compiled with tensors"
             )
+        data = Path(golden_data) if golden_data else held[0][1]
         meta = load_meta(data, given=[k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None])
         rtol = meta.get("rtol", 1e-5) if rtol is None else rtol
         atol = meta.get("atol", 1e-5) if atol is None else atol
