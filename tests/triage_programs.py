@@ -288,3 +288,25 @@ def same_block(x: ts.Tensor[[4 * B, C], ts.f32], y: ts.Out[[4 * B, C], ts.f32], 
         produce(x[r : r + B, :], y[r : r + B, :])
     for r in ts.range(0, 4 * B, B):
         consume(y[r : r + B, :], z[0:B, :])  # the bug: z[r : r + B, :]
+
+
+# -- a read of padding nothing wrote: the producer fills C columns of a C + 8 wide intermediate ----
+
+
+@ts.kernel
+def shift_block(x: ts.Tensor[[B, C], ts.f32], h: ts.Out[[B, C], ts.f32]):
+    ts.store(h, [0, 0], ts.load(x, [0, 0], [B, C]) - 5.0)
+
+
+@ts.kernel
+def padded_max(h: ts.Tensor[[B, C + 8], ts.f32], y: ts.Out[[B, 1], ts.f32]):
+    t = ts.load(h, [0, 0], [B, C + 8])  # the bug: the 8 padding columns are read, unmasked
+    ts.store(y, [0, 0], ts.row_max(t))
+
+
+@ts.jit
+def padded(x: ts.Tensor[[2 * B, C], ts.f32], y: ts.Out[[2 * B, 1], ts.f32]):
+    h = ts.create_tensor([2 * B, C + 8], ts.f32)
+    for r in ts.range(0, 2 * B, B):
+        shift_block(x[r : r + B, :], h[r : r + B, 0:C])
+        padded_max(h[r : r + B, :], y[r : r + B, :])

@@ -381,6 +381,19 @@ def test_a_region_every_task_of_a_call_overwrites_names_the_call(tmp_path):
            "reads it: only task 7's survives" in data["evidence"]
 
 
+def test_a_read_of_padding_nothing_wrote_names_the_load_that_reads_it(tmp_path):
+    prog = tp.padded.compile(build_dir=str(tmp_path))
+    x = torch.randn(2 * tp.B, tp.C)
+    work = with_data(prog, {"x": x, "y": torch.zeros(2 * tp.B, 1)}, {"y": (x - 5.0).amax(1, keepdim=True)})
+    data = triaged(work)
+    assert data["category"] == "uninitialized", data["summary"]
+    c = data["culprit"]
+    assert (c["task"], c["kernel"], c["op"]) == (1, "padded_max", "load"), c
+    assert c["dsl_line"].endswith(f"triage_programs.py:{line_of(tp.padded_max, 't = ts.load(h')}"), c
+    assert any(e.startswith(f"with the {tp.B * 8} element(s) of h nothing wrote read as NaN, task 1's first statement")
+               for e in data["evidence"]), data["evidence"]  # fmt: skip
+
+
 def test_a_scalar_data_file_holding_several_values_is_bad_input(tmp_path):
     prog = churner.compile(build_dir=str(tmp_path))
     x = torch.randn(1, 16)

@@ -144,6 +144,8 @@ class PoisonedRead:
     where: str
     elements: int
     writers: list[int] = field(default_factory=list)  # tasks whose declared Out covered what it read
+    # which of the argument's elements nothing wrote (the argument's shape)
+    mask: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
     def text(self) -> str:
         """One line: the reader, what it read that nothing wrote, and who declared it."""
@@ -231,7 +233,7 @@ def analyze(
             for u in rep.unstored:
                 u.read_later = u.read_later or u.task in writers
             rep.reads.append(PoisonedRead(ta.task_id, ta.kernel, i, name, ta.regions.get(i, "?"),
-                                          box_text(name, local, raw.shape), int(raw.sum()), writers))  # fmt: skip
+                                          box_text(name, local, raw.shape), int(raw.sum()), writers, raw))  # fmt: skip
     for u in rep.unstored:
         raw = final_raw.get(u.buffer)
         if raw is not None and any(bool(raw[tuple(slice(lo, hi) for lo, hi in b)].any()) for b in u.boxes):

@@ -113,10 +113,13 @@ def _probe_runner(build: CompiledProgram):
     return run
 
 
-def nan_op(build: CompiledProgram, inputs: dict[str, Any], task_id: int) -> tuple[str, str | None, str, str] | None:
+def nan_op(build: CompiledProgram, inputs: dict[str, Any], task_id: int,
+           poisoned: dict[int, torch.Tensor] | None = None) -> tuple[str, str | None, str, str] | None:  # fmt: skip
     """The first statement of task ``task_id``'s kernel whose tile holds NaN/Inf, from a replay of
     the task (its inputs as a serial run of ``inputs`` gives them) on a probe build of its kernel:
-    (op, DSL line, C++ line, the evidence line); None when no statement's tile does.
+    (op, DSL line, C++ line, the evidence line); None when no statement's tile does. ``poisoned``
+    (argument index -> mask) sets those elements of a float input to NaN first: memory nothing
+    wrote, so that the statement that reads it is the one named.
 
     Raises:
         LocalizeError: the task is not in the run, or its kernel's C++ no longer pairs with the IR.
@@ -126,6 +129,10 @@ def nan_op(build: CompiledProgram, inputs: dict[str, Any], task_id: int) -> tupl
     task = next((t for t in captured_tasks(build, report) if t.task_id == task_id and not t.lost), None)
     if task is None:
         raise LocalizeError(f"task {task_id} is not in a serial run of {build.name}, or its dump was lost")
+    for i, mask in (poisoned or {}).items():
+        given = task.inputs.get(i)
+        if torch.is_tensor(given) and given.is_floating_point() and given.shape == mask.shape:
+            task.inputs[i] = given.masked_fill(mask, float("nan"))
     kernel = build.program().kernel(task.kernel)
     sites, why = kernel_sites(build, kernel)
     if not sites:

@@ -35,7 +35,7 @@ from tilescope.analysis.localize.source_map import (
     orchestration_sites,
     submits,
 )
-from tilescope.analysis.poison import poison_run
+from tilescope.analysis.poison import PoisonedRead, poison_run
 from tilescope.analysis.progress import Progress
 from tilescope.analysis.recorded import crash_report_to
 from tilescope.analysis.report import Culprit, Report, Step
@@ -241,19 +241,42 @@ class Analysis(Steps):
             self.rep.evidence.append(f"poison runs: {said}")
             return False
         blamed = next((u for u in rep.unstored if u.read_later), None)
+        r = rep.reads[0] if rep.reads else None
         if blamed is not None:
             found = p.static_for(blamed.kernel, blamed.param)
             culprit = Culprit(blamed.task, blamed.kernel, "store", found["at"] if found else None)
             summary = f"kernel {blamed.kernel} does not store all of its output {blamed.param}: {blamed.where} is never written"
         else:
-            r = rep.reads[0] if rep.reads else None
             culprit = Culprit(r.task, r.kernel) if r else None
             summary = (f"task {r.task} (kernel {r.kernel}) reads memory that nothing wrote: {r.where}" if r else
                        "outputs depend on memory that nothing wrote")  # fmt: skip
         self.verdict("uninitialized", summary, culprit, *p.lines())
-        if not self.overwritten(keep_category=True):
-            self.loop_off()
+        if self.overwritten(keep_category=True):
+            return True
+        if blamed is None and r is not None and r.mask is not None:
+            self.read_as_nan(r)
+        self.loop_off()
         return True
+
+    def read_as_nan(self, r: PoisonedRead) -> None:
+        """Name the op of task ``r.task`` that reads the memory nothing wrote: its replay on a probe
+        build with those elements NaN, and the first statement whose tile holds NaN."""
+        if self.left() < 5:
+            return
+        try:
+            site = self.step("replay the reader with never-written memory as NaN", lambda: nan_op(
+                self.build, self.inputs, r.task, {r.arg: r.mask}))  # fmt: skip
+        except (TilescopeError, OSError) as e:
+            self.rep.limitations.append(f"op by op, never-written memory as NaN: {str(e).splitlines()[0]}")
+            return
+        if site is None:
+            return
+        c = self.rep.culprit
+        c.op, c.dsl_line, c.cpp_line = site[0], site[1], site[2]
+        self.rep.evidence.append(
+            f"with the {r.elements} element(s) of {r.param} nothing wrote read as NaN, task {r.task}'s first statement "
+            f"to hold NaN is {site[1] or site[2]} (op {site[0]}): it reads them"
+        )
 
     def overwritten(self, keep_category: bool = False) -> bool:
         """Name the call when a wrong output's region is written by several tasks, each write lost
