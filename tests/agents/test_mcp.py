@@ -91,7 +91,8 @@ def test_the_tools_are_listed_each_with_its_input_schema(tmp_path):
     assert tools["dump_values"].input_schema["required"] == ["build_dir", "index"]
     assert tools["triage"].input_schema["properties"]["budget"] == {
         "type": "number", "exclusiveMinimum": 0,
-        "description": "seconds to spend before answering what is known (default $TILESCOPE_TRIAGE_BUDGET, else 60)"}
+        "description": "CPU seconds to spend before answering what is known: a busy machine makes the answer slower, "
+                       "not less sure (default $TILESCOPE_TRIAGE_BUDGET, else 60)"}
     assert tools["propose_fix"].input_schema["properties"]["budget"]["default"] == 120.0
     assert tools["replay"].input_schema["properties"]["platform"]["enum"] == ["sim", "interp"]
     assert tools["trace"].annotations.read_only_hint is True and tools["triage"].annotations.read_only_hint is False

@@ -307,7 +307,8 @@ _TASK = Param("task", "integer", "a task id, as reports name it (task 3 -> 3)", 
 
 def _budget(default: float | None) -> Param:
     told = f"default {default:g}" if default is not None else f"default $TILESCOPE_TRIAGE_BUDGET, else {DEFAULT_BUDGET:g}"
-    return Param("budget", "number", f"seconds to spend before answering what is known ({told})", default=default,
+    return Param("budget", "number", f"CPU seconds to spend before answering what is known: a busy machine makes the "
+                 f"answer slower, not less sure ({told})", default=default,
                  minimum=0, above=True)  # fmt: skip
 
 

@@ -1,0 +1,121 @@
+"""`tilescope triage` on the model scripts at their own sizes, each with one realistic mistake
+written into a copy of its source: what triage named against where the mistake is, and how long
+it took (its own elapsed time, as the report prints it: the build and the failing run not counted).
+
+    python benchmarks/triage_models.py [--only softmax,rope] [--json FILE]
+
+Target: each named (category, kernel, op and line) in under 60 s on 2 CPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One line of a model script as it should read, as the mistake has it, and what triage
+    should name."""
+
+    model: str  # models/<model>.py
+    right: str
+    wrong: str
+    category: str
+    kernel: str
+    op: str
+    what: str
+
+
+MISTAKES = (
+    Mistake("softmax", "s = s * ts.exp(m - m_new) + ts.row_sum(ts.exp(t - m_new))",
+            "s = s + ts.row_sum(ts.exp(t - m_new))", "algorithm", "softmax_rows", "add",
+            "online softmax: the running sum is not rescaled when the running max grows"),
+    Mistake("rms_norm", "inv = ts.rsqrt(acc / float(cols) + eps)", "inv = ts.rsqrt(acc / float(cols - 1) + eps)",
+            "algorithm", "rms_rows", "div", "the mean of squares divides by cols - 1"),
+    Mistake("flash_attention", "alpha = ts.exp(m - m_new)", "alpha = ts.exp(m_new - m)", "algorithm",
+            "attention_block", "sub", "the rescale factor's exponent has its operands swapped"),
+    Mistake("matmul", "acc = acc + ts.matmul(", "acc = ts.matmul(", "algorithm", "matmul_block", "matmul",
+            "the K loop overwrites its accumulator instead of adding to it"),
+    Mistake("rope", "ts.store(y, [i, 0, half], ts.cast(x2 * c + x1 * s, ts.bf16))",
+            "ts.store(y, [i, 0, half], ts.cast(x2 * c - x1 * s, ts.bf16))", "algorithm", "rope_block", "sub",
+            "the rotation's second half subtracts where it adds"),
+    Mistake("layernorm", "d = t - ts.row_mean(t)", "d = t - ts.row_mean(t) * 0.5", "algorithm", "layernorm_rows", "mul",
+            "the mean is halved before it is subtracted"),
+)  # fmt: skip
+
+
+def run(m: Mistake, work: Path) -> dict:
+    """Copy the model with the mistake, run it with --triage; what triage printed, parsed."""
+    source = (ROOT / "models" / f"{m.model}.py").read_text()
+    if m.right not in source:
+        return {"model": m.model, "error": f"{m.right!r} is not in models/{m.model}.py"}
+    script = work / f"{m.model}.py"
+    script.write_text(source.replace(m.right, m.wrong, 1))
+    line = next(i for i, t in enumerate(script.read_text().splitlines(), 1) if m.wrong in t)
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT / 'models'}", TILESCOPE_BUILD_DIR=str(work / "builds"),
+               TILESCOPE_TRIAGE_BUDGET="600")  # fmt: skip
+    done = subprocess.run([sys.executable, str(script), "--triage"], env=env, cwd=work, capture_output=True,
+                          text=True, timeout=3600)  # fmt: skip
+    out = done.stdout
+    head = re.search(r"^\[triage\] \S+: (\w+)", out, re.M)
+    if head is None:
+        return {"model": m.model, "error": "no triage (the run passed?)", "tail": out[-400:]}
+    culprit = re.search(r"^  culprit: (.*)$", out, re.M)
+    said = culprit[1] if culprit else ""
+    kernel = re.search(r"kernel (\w+)", said)
+    op = re.search(r"op (\w+)", said)
+    at = re.search(r" at (\S+):(\d+)", said)
+    seconds = re.search(r"^  \((\d+(?:\.\d+)?)s\)$", out, re.M)
+    return {
+        "model": m.model, "what": m.what, "category": head[1], "kernel": kernel[1] if kernel else None,
+        "op": op[1] if op else None, "line": f"{Path(at[1]).name}:{at[2]}" if at else None,
+        "want": f"{m.category} {m.kernel} {m.op} {m.model}.py:{line}",
+        "named": (head[1], kernel and kernel[1], op and op[1], at and f"{Path(at[1]).name}:{at[2]}")
+        == (m.category, m.kernel, m.op, f"{m.model}.py:{line}"),
+        "seconds": float(seconds[1]) if seconds else None,
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default="", help="comma-separated model names (default: all)")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
+    args = p.parse_args(argv)
+    only = {n for n in args.only.split(",") if n}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in MISTAKES:
+            if only and m.model not in only:
+                continue
+            work = Path(tmp) / m.model
+            work.mkdir()
+            row = run(m, work)
+            rows.append(row)
+            if "error" in row:
+                print(f"{m.model:16s} ERROR {row['error']}", flush=True)
+                continue
+            got = f"{row['category']} {row['kernel']} {row['op']} {row['line']}"
+            print(f"{m.model:16s} {'named' if row['named'] else 'MISSED':7s} {row['seconds']:6.1f}s  {got}"
+                  + ("" if row["named"] else f"  (want {row['want']})"), flush=True)  # fmt: skip
+    timed = [r["seconds"] for r in rows if r.get("seconds") is not None]
+    named = sum(bool(r.get("named")) for r in rows)
+    if timed:
+        print(f"named {named} of {len(rows)}; triage seconds: median {statistics.median(timed):.1f}, max {max(timed):.1f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
