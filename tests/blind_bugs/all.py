@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from blind_bugs import attention, elementwise, gemm, losses, new_user, norms, reductions, scans_and_gathers
+from blind_bugs import (
+    attention,
+    blocks,
+    elementwise,
+    gemm,
+    losses,
+    new_user,
+    norms,
+    reductions,
+    scans_and_gathers,
+)
 
 BUGS = (
     *norms.BUGS,
@@ -13,6 +23,7 @@ BUGS = (
     *losses.BUGS,
     *scans_and_gathers.BUGS,
     *new_user.BUGS,
+    *blocks.BUGS,
 )
 
 assert len({b.name for b in BUGS}) == len(BUGS), "bug names must be unique"
