@@ -57,13 +57,14 @@ class GoldenIndex:
     def __init__(self, values: dict[int, torch.Tensor], rtol: float, atol: float):
         self.rtol, self.atol = max(rtol, 1e-5), atol
         self.values: dict[int, torch.Tensor] = {}
+        self.flat: dict[int, torch.Tensor] = {}  # each value flattened, in float64 (converted once)
         self.sorted: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.scale: dict[int, float] = {}
         for i, v in values.items():
             if v is None or v.numel() == 0 or v.dtype == torch.bool or v.is_complex():
                 continue
             flat = v.detach().reshape(-1).to(torch.float64)
-            self.values[i] = v
+            self.values[i], self.flat[i] = v, flat
             s, order = torch.sort(flat.nan_to_num(nan=float("inf")))
             self.sorted[i] = (s, order)
             finite = flat[torch.isfinite(flat)]
@@ -117,7 +118,8 @@ class GoldenIndex:
             return None
         s, order = self.sorted[i]
         best = None
-        for p in _anchor_candidates(vals, finite):
+        anchors = _anchor_candidates(vals, finite)
+        for p in anchors:
             pi, pj = divmod(p, c)
             a = float(vals[pi, pj])
             tol = float(te[pi, pj]) + self._tol(i, abs(a))
@@ -130,16 +132,16 @@ class GoldenIndex:
         _, lo, hi, pi, pj = best
         if r * c == 1 and hi - lo > 4:
             return None  # one common value: no evidence of where it is
-        hits = order[lo : min(hi, lo + _MAX_HITS)].tolist()
-        flat = self.values[i].reshape(-1).to(torch.float64)
+        hits = order[lo : min(hi, lo + _MAX_HITS)]
+        flat = self.flat[i]
         for cols in self._layouts(i):
             rows = flat.numel() // cols
             g = flat.reshape(rows, cols)
             tried: set[tuple[int, int]] = set()
-            for k in hits:
+            for k in self._plausible(i, flat, hits, cols, (pi, pj), anchors, vals, te):
                 hr, hc = divmod(k, cols)
                 r0, c0 = hr - pi, hc - pj
-                if r0 < 0 or c0 < 0 or (r0, c0) in tried:
+                if (r0, c0) in tried:
                     continue
                 tried.add((r0, c0))
                 rr, cc = min(r, rows - r0), min(c, cols - c0)
@@ -151,6 +153,24 @@ class GoldenIndex:
                 if _close(vals[:rr, :cc], te[:rr, :cc], window, self._tol_t(i, window)):
                     return Window(i, cols, r0, c0, rr, cc, transposed)
         return None
+
+    def _plausible(self, i: int, flat: torch.Tensor, hits: torch.Tensor, cols: int, at: tuple[int, int],
+                   anchors: list[int], vals: torch.Tensor, te: torch.Tensor) -> list[int]:  # fmt: skip
+        """The hits (flat golden positions of the tile's element ``at``) whose window also holds the
+        tile's other anchor elements where it covers them: all of them at once, so that a value
+        held many times (bf16's few values) is not compared window by window."""
+        c = vals.shape[1]
+        r0, c0 = hits // cols - at[0], hits % cols - at[1]
+        keep = (r0 >= 0) & (c0 >= 0)
+        rows = flat.numel() // cols
+        for p in anchors:
+            qi, qj = divmod(p, c)
+            inside = keep & (r0 + qi < rows) & (c0 + qj < cols)
+            got = flat[((r0 + qi) * cols + c0 + qj).clamp(0, flat.numel() - 1)]
+            a, e = vals[qi, qj], te[qi, qj]
+            near = ((got - a).abs() <= e * (1 + 1e-9) + self._tol_t(i, got)) & bool(torch.isfinite(e))
+            keep &= ~inside | (got == a) | near
+        return hits[keep].tolist()
 
     def _tol(self, i: int, mag: float) -> float:
         return self.atol + self.rtol * mag + 1e-6 * self.scale[i]
