@@ -34,6 +34,7 @@ from tilescope.analysis.localize.codegen_check import CodegenQuestions
 from tilescope.analysis.localize.html import heatmap
 from tilescope.analysis.localize.hypotheses import (
     SwappedArguments,
+    WrongArgument,
     comparison,
     loop_bound,
     swapped_arguments,
@@ -51,6 +52,7 @@ from tilescope.analysis.localize.signatures import (
     writers,
 )
 from tilescope.analysis.localize.source_map import (
+    argument_line,
     kernel_sites,
     orchestration_sites,
     site_lines,
@@ -288,7 +290,9 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
         rep.summary += (f"; task {found.task} was given {found.a} and {found.b} in the wrong order"
                         if isinstance(found, SwappedArguments) else
                         f"; task {found.task} was given the wrong region of {found.tensor}")  # fmt: skip
-        self.name_call(found.task)
+        params = [p.name for p in self.kernels[found.kernel].params]
+        arg = found.arg if isinstance(found, WrongArgument) else (params.index(found.a) if found.a in params else None)
+        self.name_call(found.task, arg)
         rep.next.append(f"tilescope deps {self.build.work_dir} --task {found.task}")
         return True
 
@@ -435,8 +439,9 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
             out[tid] = ", ".join(f"{p} = {a}" for p, a in zip(params, args))
         return out
 
-    def name_call(self, task_id: int) -> None:
-        """Set the culprit's DSL and C++ lines to the kernel call that submitted ``task_id``."""
+    def name_call(self, task_id: int, arg: int | None = None) -> None:
+        """Set the culprit's DSL and C++ lines to the kernel call that submitted ``task_id``: to
+        the line of its argument ``arg`` when one is named (a call written over several lines)."""
         if task_id >= len(self.submitted):
             return
         call = self.submitted[task_id].call
@@ -446,8 +451,13 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
             if why:
                 self.rep.limitations.append(why)
             return
-        self.rep.culprit.op = "call"
-        self.rep.culprit.dsl_line, self.rep.culprit.cpp_line = site.dsl_line, site.cpp
+        c = self.rep.culprit
+        c.op = "call"
+        c.dsl_line, c.cpp_line = site.dsl_line, site.cpp
+        line = argument_line(site.dsl_line, arg, str(self.build.work_dir / site.cpp_file)) if arg is not None else None
+        if line is not None and arg < len(site.arg_lines):
+            c.dsl_line = f"{site.dsl_line.rpartition(':')[0]}:{line}"
+            c.cpp_line = f"{site.cpp_file}:{site.arg_lines[arg]}"
 
 
 def analyze(src: Inputs) -> Report:

@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from tilescope.build.manifest import Build
 from tilescope.build.paths import confined
 from tilescope.codegen.kernel_cpp import kernel_cpp
+from tilescope.debug.symbolize import dsl_file
 from tilescope.errors import TilescopeError
 from tilescope.ir.nodes import Assign, Evaluate, For, If, Kernel, Probe, Program, Stmt, Store, Submit
 
@@ -227,6 +229,23 @@ def orchestration_sites(build: Build, program: Program) -> tuple[dict[int, Submi
     return sites, None
 
 
+def argument_line(dsl_line: str | None, arg: int, cpp_path: str) -> int | None:
+    """The line of positional argument ``arg`` of the kernel call at ``dsl_line`` (``model.py:41``)
+    in the user's source: a call written over several lines names the argument's own (None when
+    the source cannot be read or holds no such call there)."""
+    if not dsl_line:
+        return None
+    path, _, no = dsl_line.rpartition(":")
+    found = dsl_file(path, cpp_path)
+    try:
+        tree = ast.parse(found.read_text(encoding="utf-8", errors="replace")) if found is not None else None
+    except (OSError, SyntaxError, ValueError):
+        return None
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == int(no)] if tree is not None else []
+    call = max(calls, key=lambda n: len(n.args), default=None)  # NOTE: the kernel call, not a call inside an argument
+    return call.args[arg].lineno if call is not None and arg < len(call.args) else None
+
+
 def loops(body: tuple[Stmt, ...]) -> list[For]:
     """The orchestration's loops in pre-order (an outer loop before the loops in its body)."""
     out: list[For] = []
@@ -259,6 +278,6 @@ def orchestration_loops(build: Build, program: Program) -> tuple[dict[int, tuple
 
 
 __all__ = [
-    "EditedLine", "StmtSite", "SubmitSite", "edited_lines", "kernel_sites", "kernel_text", "loops", "site_lines", "statement_site",
+    "EditedLine", "StmtSite", "SubmitSite", "argument_line", "edited_lines", "kernel_sites", "kernel_text", "loops", "site_lines", "statement_site",
     "orchestration_loops", "orchestration_sites", "statements", "submits",
 ]  # fmt: skip
