@@ -466,7 +466,8 @@ def _next_commands(rep: Report, work: Path) -> list[str]:
         out.append(f"tilescope replay {work} --task {task}")
     if rep.category in ("compile_error", "signature"):
         out.append("fix the named line, or regenerate the build from the DSL source (run without --runtime-dir)")
-    if rep.category == "uninitialized":
+    c = rep.culprit
+    if rep.category == "uninitialized" and (c.op == "store" or (c.op == "range" and c.kernel)):  # a kernel's own gap
         out.append("compile with --strict to make a kernel that cannot write part of an Out param a compile error")
     return [c for c in out if c not in rep.next]
 
