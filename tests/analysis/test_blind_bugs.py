@@ -13,12 +13,12 @@ from blind_bugs.score import build, triage_named
 # name -> what triage names instead (category kernel op line), as of the last measurement
 MISSES: dict[str, str] = {
     "decay_scan_carry_not_decayed": "algorithm decay_scan_rows matmul reductions.py:217 (the add on that line)",
-    "moe_combine_slot_not_token": "algorithm, no kernel: an InOut accumulated at a row an orchestration read names",
+    "moe_combine_slot_not_token": "algorithm add_row add scans_and_gathers.py:114 (the add that accumulates the row an "
+    "orchestration read misplaces)",
     "w8a16_scale_wrong_axis": "algorithm w8a16_linear_tile matmul blocks.py:100 (the matmul the scale multiplies "
     "afterwards)",
     "mqa_left_pad_block_nan": "nan mqa_decode_seq sub blocks.py:262 (exp(m - m_new) with both -inf: the op that makes "
     "the NaN, where the -inf mask is written)",
-    "kv_append_one_slot_early": "algorithm, no kernel: a region the orchestration reads its offset for, one row early",
     "argmax_chunk_index_no_offset": "algorithm argmax_rows row_max blocks.py:752 (the max the index is compared with)",
     "mean_pool_tail_reads_padding": "algorithm mean_pool_seq col_sum blocks.py:809 (the sum of the unmasked tile, not "
     "its load)",

@@ -244,7 +244,9 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
         if not sigs:
             return
         best = sigs[0]
-        if best.kind not in ("unstored", "misplaced", "unwritten") and any(
+        # NOTE: a confident signature names its task; elements no task wrote, alone, may be a region moved
+        confident = best.kind in ("unstored", "misplaced", "unwritten") and best.task is not None
+        if not confident and any(
                 self.tried(q, sigs) for q in (self.wrong_argument, self.compare_off, self.loop_off, self.load_off,
                                               self.aligned)):  # fmt: skip
             return

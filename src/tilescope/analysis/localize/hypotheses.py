@@ -365,7 +365,36 @@ def wrong_argument(build: Build, kernel: Kernel, task: CapturedTask, tasks: list
             args[i] = Bounded.exact(region)
             if _outputs_match(kernel, args, task, golden, outs, rtol, atol):
                 return WrongArgument(task.task_id, task.kernel, i, p.name, name, box, b, n)
-    return None
+    return _wrong_destination(task, tasks, params, outs, golden, rtol, atol)
+
+
+def _wrong_destination(task: CapturedTask, tasks: list[CapturedTask], params: list[Any], outs: list[int],
+                       golden: dict[str, torch.Tensor], rtol: float, atol: float) -> WrongArgument | None:  # fmt: skip
+    """An output written to the wrong region: what the task wrote is the golden at another region of
+    its tensor (one element over, or another task's), and every other output holds the golden where
+    it is (or, moved the same way, where it should be): the first moved output."""
+    moved: list[tuple[int, Box, Box, int]] = []
+    for i in outs:
+        name, box = task.boxes[i]
+        wrote = task.outputs.get(i)
+        if wrote is None:
+            return None
+        want = golden[name]
+        zero = torch.zeros((), dtype=torch.float64)
+        if tile_close(wrote.to(torch.float64), zero, want[tuple(slice(lo, hi) for lo, hi in box)], rtol, atol):
+            continue
+        seen = [t.boxes[j][1] for t in tasks for j in t.boxes if t.boxes[j][0] == name]
+        tries = _lattice(box, tuple(want.shape), seen)
+        hit = next(((n, b) for n, b in enumerate(tries, 1)
+                    if tile_close(wrote.to(torch.float64), zero, want[tuple(slice(lo, hi) for lo, hi in b)], rtol, atol)),
+                   None)  # fmt: skip
+        if hit is None:
+            return None
+        moved.append((i, box, hit[1], hit[0]))
+    if not moved:
+        return None
+    i, given, wanted, tried = moved[0]
+    return WrongArgument(task.task_id, task.kernel, i, params[i].name, task.boxes[i][0], given, wanted, tried)
 
 
 @dataclass(frozen=True)
