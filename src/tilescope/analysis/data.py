@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ import torch
 from tilescope.analysis.compare import tolerance_problem
 from tilescope.analysis.golden_trace import TRACE_FILE, GoldenTrace
 from tilescope.build.manifest import ArgSpec
-from tilescope.build.paths import DATA_META, atomic_save, atomic_write, write_problem
+from tilescope.build.paths import DATA_META, DATA_SECOND, atomic_save, atomic_write, write_problem
 from tilescope.build.paths import DATA_REFERENCES as REFERENCES
 from tilescope.errors import TilescopeError
 from tilescope.ir.types import Direction
@@ -51,11 +52,12 @@ def save_snapshot(
     meta: dict[str, Any],
     references: dict[str, Any] | None = None,
     trace: GoldenTrace | None = None,
+    second: Second | None = None,
 ) -> Path:
     """Write ``inputs`` (values before the run) to ``in/``, ``golden`` to ``out/``, ``references``
     (golden intermediates and probes) to ``intermediates/``, the golden's ``trace`` of its steps to
-    ``golden/trace.pt`` and ``meta`` (the tolerances and seed
-    of the run) to ``meta.json``."""
+    ``golden/trace.pt``, ``meta`` (the tolerances and seed of the run) to ``meta.json`` and the
+    ``second`` input set, when there is one, to ``second/``."""
     if (data_dir / "in").exists() or (data_dir / "out").exists():
         raise DataError(
             f"{data_dir} already holds a data snapshot; it is kept as it is (save into a new build)"
@@ -78,6 +80,9 @@ def save_snapshot(
         if trace is not None:
             made.append((data_dir / TRACE_FILE).parent)
             trace.save(data_dir / TRACE_FILE)
+        if second is not None:
+            made.append(data_dir / DATA_SECOND)
+            _save_second(data_dir / DATA_SECOND, args, second, meta)
         atomic_write(data_dir / DATA_META, json.dumps(meta, indent=2) + "\n")
     except OSError as e:
         for d in made:  # made by this call a moment ago: a half snapshot would only mislead a replay
@@ -87,6 +92,49 @@ def save_snapshot(
             "Free space there (or make the build writable) and run again with --save-data"
         ) from None
     return data_dir
+
+
+@dataclass(frozen=True)
+class Second:
+    """A second input set (drawn from the specs with ``seed``) and its golden outputs."""
+
+    inputs: dict[str, Any]
+    golden: dict[str, torch.Tensor]
+    seed: int
+
+
+def second_seed(seed: int) -> int:
+    """The seed the second input set is drawn with: the next one (the one before, at the top of
+    the range ``torch.manual_seed`` takes)."""
+    return seed + 1 if seed < 2**64 - 1 else seed - 1
+
+
+def _save_second(folder: Path, args: list[ArgSpec], second: Second, meta: dict[str, Any]) -> None:
+    for sub in ("in", "out"):
+        (folder / sub).mkdir(parents=True)
+    for a in args:
+        if a.is_input:
+            atomic_save(_as_tensor(a, second.inputs[a.name]), folder / "in" / f"{a.name}.pt")
+        if a.is_output:
+            atomic_save(_as_tensor(a, second.golden[a.name]), folder / "out" / f"{a.name}.pt")
+    keep = {k: meta[k] for k in ("rtol", "atol") if k in meta}
+    atomic_write(folder / DATA_META, json.dumps({**keep, "seed": second.seed}, indent=2) + "\n")
+
+
+def load_second(data_dir: str | os.PathLike, args: list[ArgSpec]) -> tuple[Second | None, str]:
+    """The second input set saved beside a snapshot, or None and why there is none."""
+    folder = Path(data_dir) / DATA_SECOND
+    if not folder.is_dir():
+        return None, (f"{data_dir} holds no second input set (it is saved by run_jit with specs: --save-data, "
+                      "--triage or --localize)")  # fmt: skip
+    try:
+        inputs, golden = load_snapshot(folder, args)
+        seed = load_meta(folder).get("seed")
+    except DataError as e:
+        return None, f"the second input set cannot be read: {str(e).splitlines()[0]}"
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        return None, f"{folder / DATA_META} names no seed"
+    return Second(inputs, golden, seed), ""
 
 
 def load_meta(data_dir: str | os.PathLike, given: Iterable[str] = ()) -> dict[str, Any]:

@@ -134,6 +134,20 @@ class ToleranceChange:
 
 
 @dataclass
+class Search:
+    """How ``--fix`` searched: the catalogue rules that made candidates (``rules``: name and count),
+    the candidates screened on the interpreter and compiled and run on sim, its seconds, the best
+    candidates that did not verify and why (``best``), and what to check when none did."""
+
+    rules: dict[str, int] = field(default_factory=dict)
+    screened: int = 0
+    compiled: int = 0
+    seconds: float = 0.0
+    best: list[str] = field(default_factory=list)
+    check: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Fix:
     """``--fix``: the proposed change and how it was verified, or why there is none.
 
@@ -149,6 +163,9 @@ class Fix:
     test_change: ToleranceChange | None = None
     verified_on: str | None = None  # None: the saved data
     comparison: str | None = None
+    also: list[ProposedEdit] = field(default_factory=list)  # a two-line repair's second line
+    diff: str | None = None  # the edit as a unified diff of the user's file (`git apply` takes it)
+    search: Search | None = None
 
     @classmethod
     def none(cls, why: str, tried: list[TriedEdit] | None = None, notes: list[str] | None = None) -> Fix:
@@ -158,11 +175,12 @@ class Fix:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Fix:
         """The Fix ``to_json`` wrote."""
-        edit, change = data.get("edit"), data.get("test_change")
+        edit, change, search = data.get("edit"), data.get("test_change"), data.get("search")
         return cls(data.get("kind"), ProposedEdit(**edit) if edit else None, bool(data.get("verified")),
                    [TriedEdit(**t) for t in data.get("tried") or []], list(data.get("notes") or []),
                    data.get("why_none"), ToleranceChange(**change) if change else None, data.get("verified_on"),
-                   data.get("comparison"))  # fmt: skip
+                   data.get("comparison"), [ProposedEdit(**a) for a in data.get("also") or []], data.get("diff"),
+                   Search(**search) if search else None)  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         """JSON data: every field, the ones that do not apply (None) left out but ``kind`` and ``edit``."""
@@ -253,16 +271,25 @@ def _fix_lines(fix: Fix) -> list[str]:
     lines = []
     if e:
         where = "the build's " + e.file if fix.kind == "build" else e.file
-        lines += [f"  fix ({state}): {where}:{e.line}: {e.why}", f"    - {e.before.strip()}",
-                  f"    + {e.after.strip()}"]  # fmt: skip
+        lines.append(f"  fix ({state}): {where}:{e.line}: {e.why}")
+        for x in sorted([e, *fix.also], key=lambda x: x.line):
+            lines += ([f"    {where}:{x.line}: {x.why}"] if fix.also else []) + [f"    - {x.before.strip()}",
+                                                                               f"    + {x.after.strip()}"]  # fmt: skip
     elif change:
         lines.append(f"  fix ({state}), in the test, not the kernel: rtol={change.rtol:g}, atol={change.atol:g}: "
                      f"{change.why}")  # fmt: skip
     else:
         lines.append(f"  fix: none: {fix.why_none}")
         lines += [f"    tried {t.file}:{t.line}: `{t.after.strip()}`: {t.result}" for t in fix.tried]
+        if fix.search is not None:
+            lines += [f"    best on the interpreter: {b}" for b in fix.search.best]
+            lines += [f"    check: {c}" for c in fix.search.check]
     if (e or change) and fix.comparison:
         lines.append(f"    ({fix.comparison})")
+    if fix.search is not None:
+        s = fix.search
+        lines.append(f"    (searched: {s.screened} candidates screened on the interpreter, {s.compiled} compiled and "
+                     f"run, from {len(s.rules)} catalogue rules, in {s.seconds:.1f}s)")  # fmt: skip
     lines += [f"    (note) {n}" for n in fix.notes if n]
     return lines
 

@@ -46,6 +46,7 @@ SCENE_TEST = "scene_test.py"  # the build as a pytest case (its inputs and golde
 TASK_JSON = "task.json"  # dfx_outputs/failure/task_<id>/task.json: a saved task's arguments
 DATA_META = "meta.json"  # data/meta.json: the tolerances and seed a snapshot was saved with
 DATA_REFERENCES = "intermediates"  # data/intermediates/<name>.pt: golden_fn's intermediates and probes
+DATA_SECOND = "second"  # data/second/{in,out,meta.json}: a second input set (another seed) and its golden
 IR_DIR = "ir"  # ir/<program>.py: the final IR as DSL source
 DATA_DIR = "data"  # --save-data snapshots: data/in, data/out, data/meta.json
 DFX_DIR = "dfx_outputs"  # everything a run writes for debugging

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from tilescope.analysis.audit import audit_run
-from tilescope.analysis.data import save_snapshot
+from tilescope.analysis.data import Second, save_snapshot
 from tilescope.analysis.golden_trace import GoldenTrace
 from tilescope.analysis.localize.localize_command import internal_error, localize
 from tilescope.analysis.poison import Poisoned, poison_run
@@ -74,6 +74,7 @@ class RunData:
     rtol: float
     atol: float
     trace: GoldenTrace | None = None  # the golden's steps (analysis.golden_trace)
+    second: Callable[[], Second] | None = None  # a second input set from the specs and its golden
 
     def directory(self, tool: str) -> Path:
         """A data directory holding this run's data (saved for ``tool`` when no other holds it)."""
@@ -86,7 +87,20 @@ class RunData:
             shutil.rmtree(where)  # the tool's own copy from an earlier run
         meta = {"rtol": self.rtol, "atol": self.atol, "sources": source_hashes(self.build.work_dir, self.build.config)}
         return save_snapshot(where, list(self.build.args), self.before, self.golden, meta, self.references,
-                             self.trace)
+                             self.trace, second_set(self.second, lambda line: None))
+
+
+def second_set(make: Callable[[], Second] | None, say: Callable[[str], None]) -> Second | None:
+    """The second input set a run's data are saved with (None when the run has none, or when it
+    cannot be drawn: ``say`` says why, and a fix is then verified on the saved data alone)."""
+    if make is None:
+        return None
+    try:
+        return make()
+    except Exception as e:  # noqa: BLE001 - golden_fn on other inputs: the run's result never depends on it
+        say(f"[RUN] no second input set is saved ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}): "
+            "triage --fix verifies on the saved inputs alone")  # fmt: skip
+        return None
 
 
 def _guarded(tool: str, say: Callable[[str], None], fn: Callable[[], Any]) -> Any:

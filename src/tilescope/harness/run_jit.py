@@ -12,6 +12,7 @@ program wrote.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 import sys
@@ -26,8 +27,9 @@ import torch
 from tilescope import knobs
 from tilescope._logging import configure, level_number
 from tilescope.analysis.compare import CompareReport, check_tolerances, compare_outputs
-from tilescope.analysis.data import load_snapshot, save_snapshot
-from tilescope.analysis.fix.verify import candidate_import, propose_for_compile_error
+from tilescope.analysis.data import Second, load_snapshot, save_snapshot, second_seed
+from tilescope.analysis.fix.copies import candidate_import
+from tilescope.analysis.fix.verify import propose_for_compile_error
 from tilescope.analysis.golden_trace import GoldenTrace, record_golden
 from tilescope.analysis.report import Report
 from tilescope.analysis.triage.triage_command import error_report
@@ -42,6 +44,7 @@ from tilescope.harness.checks import (
     RunData,
     localize_run,
     poison_check,
+    second_set,
     shuffle_check,
     triage_run,
 )
@@ -130,6 +133,7 @@ class Expected:
     atol: float
     compare_fn: Callable[..., Any] | None = None
     golden_from: str | os.PathLike | None = None  # the golden was loaded from this data directory, not computed
+    second: Callable[[], Second] | None = None  # a second input set from the specs (another seed) and its golden
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,7 @@ class Execution:
         """This run's data, as a check needs them."""
         e = self.expected
         return RunData(build=self.compiled, before=before, golden=golden, references=references, data=e.golden_from,
-                       saved=self.save_data, rtol=e.rtol, atol=e.atol, trace=trace)  # fmt: skip
+                       saved=self.save_data, rtol=e.rtol, atol=e.atol, trace=trace, second=e.second)  # fmt: skip
 
     def wants_trace(self) -> bool:
         """Whether the golden's trace is recorded: its data are saved or analysed, and golden_fn is here."""
@@ -284,7 +288,7 @@ def _save(phases: Phases, run: Execution, before: dict, golden: dict, references
         "save",
         "save data",
         lambda: save_snapshot(compiled.work_dir / DATA_DIR, data_args(compiled), before, golden, meta, references,
-                              trace),
+                              trace, second_set(run.expected.second, phases.say)),
         str,
     )
     phases.say(f"[RUN] replay it with: --golden-data {where}")
@@ -457,10 +461,20 @@ def _inputs(phases: Phases, request: JitRequest, compiled: CompiledProgram) -> t
     inputs = phases.run(
         "inputs", "generate inputs", lambda: generate(request.specs, request.seed), lambda d: f"seed {request.seed}"
     )
-    computed = None
+    computed = second = None
     if request.golden_fn is not None:
-        computed = golden_outputs(request.golden_fn, [s.name for s in outputs(request.specs)])
-    return inputs, Expected(computed, request.rtol, request.atol, request.compare_fn)
+        names = [s.name for s in outputs(request.specs)]
+        computed = golden_outputs(request.golden_fn, names)
+        second = functools.cache(functools.partial(_second, request.specs, request.seed, computed, names))
+    return inputs, Expected(computed, request.rtol, request.atol, request.compare_fn, second=second)
+
+
+def _second(specs: list[Spec], seed: int, golden: Callable[[dict[str, Any]], dict], names: list[str]) -> Second:
+    """The second input set: drawn from ``specs`` with the seed after ``seed``, and its golden."""
+    other = second_seed(seed)
+    inputs = generate(specs, other)
+    computed = golden(_clone(inputs))
+    return Second(inputs, {n: computed[n] for n in names}, other)
 
 
 def _report_error(result: RunResult, request: JitRequest, e: TilescopeError) -> None:

@@ -16,12 +16,12 @@ from __future__ import annotations
 import ast
 import os
 import tokenize
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tilescope.analysis.fix import rules
+from tilescope.analysis.fix.catalogue import CATALOGUE
 from tilescope.analysis.fix.edit import Edit, Source, loop_bound_edits
 from tilescope.analysis.localize.source_map import (
     diff_lines,
@@ -45,45 +45,25 @@ from tilescope.ir.traverse import walk_stmts
 @dataclass(frozen=True)
 class Candidate:
     """An edit to try, and what it edits: ``dsl`` (the user's DSL file, by copy) or ``build`` (a
-    file of the build, ``edit.file`` relative to it, by copy of the build)."""
+    file of the build, ``edit.file`` relative to it, by copy of the build); ``also``: the second
+    line of a two-line repair; ``rule``: the catalogue rule that made it; ``culprit``: made at the
+    culprit's statement (not in the wider search)."""
 
     edit: Edit
     target: str
+    also: tuple[Edit, ...] = ()
+    rule: str = ""
+    culprit: bool = True
 
+    @property
+    def edits(self) -> tuple[Edit, ...]:
+        """Every edit of the candidate, in line order."""
+        return tuple(sorted((self.edit, *self.also), key=lambda e: e.line))
 
-@dataclass(frozen=True)
-class Rule:
-    """One kind of repair: the verdicts it answers (``categories``; None: any, ``ops``: the
-    culprit's op, None: any) and its edits, made at the culprit's statement (``at="statement"``)
-    or at the statements that feed it (``at="feeding"``: a NaN or a precision loss is made
-    upstream of where it shows). ``edits(src, lines, op)``."""
-
-    name: str
-    categories: tuple[str, ...] | None
-    ops: tuple[str, ...] | None
-    at: str
-    edits: Callable[[Source, list[int], str], list[Edit]]
-
-    def answers(self, category: str, op: str) -> bool:
-        """Whether a verdict of ``category`` at ``op`` is this rule's to answer."""
-        return (self.categories is None or category in self.categories) and (self.ops is None or op in self.ops)
-
-
-RULES: tuple[Rule, ...] = (
-    Rule("cast mode", None, ("cast",), "statement", lambda src, lines, op: rules.cast_mode_edits(src, lines)),
-    Rule("exp without the max", ("nan", "precision"), None, "feeding",
-         lambda src, lines, op: rules.stable_exp_edits(src, lines)),
-    Rule("variance as E[x^2] - E[x]^2", ("nan", "precision"), None, "feeding",
-         lambda src, lines, op: rules.stable_variance_edits(src, lines)),
-    Rule("a sibling helper called", ("nan", "precision"), None, "feeding",
-         lambda src, lines, op: rules.sibling_call_edits(src, lines)),
-    Rule("a loop variable swapped in a slice", ("algorithm",), ("call", "load", "store"), "statement",
-         lambda src, lines, op: rules.loop_variable_edits(src, lines)),
-    Rule("a sibling op (reduction, min/max)", ("algorithm",), None, "statement",
-         lambda src, lines, op: rules.sibling_op_edits(src, lines, op)),
-    Rule("a sibling helper called", ("algorithm",), None, "statement",
-         lambda src, lines, op: rules.sibling_call_edits(src, lines)),
-)  # fmt: skip
+    @property
+    def size(self) -> int:
+        """The characters the candidate changes (what "the smallest repair" means)."""
+        return sum(e.size for e in self.edits)
 
 
 class Found:
@@ -94,13 +74,18 @@ class Found:
         self.notes: list[str] = []
         self.why = ""
         self.ir_only = False  # the DSL file cannot give the program (built inside a function): the IR dump
-    def add(self, edits: list[Edit], target: str) -> None:
-        """Add ``edits`` (of ``target``), smallest first, but none already there."""
+        self.rules: dict[str, int] = {}  # the rules that made candidates, and how many each
+        self.source: Source | None = None  # the DSL file the culprit's line is in, parsed
+        self.target = "dsl"
+
+    def add(self, edits: list[Edit], target: str, rule: str = "", culprit: bool = True) -> None:
+        """Add ``edits`` (of ``target``, made by ``rule``), smallest first, but none already there."""
         seen = {(c.edit.file, c.edit.line, c.edit.after) for c in self.candidates}
         for e in sorted(edits, key=lambda e: e.size):  # NOTE: stable: the rule's order among equals
             if (e.file, e.line, e.after) not in seen:
                 seen.add((e.file, e.line, e.after))
-                self.candidates.append(Candidate(e, target))
+                self.candidates.append(Candidate(e, target, rule=rule, culprit=culprit))
+                self.rules[rule] = self.rules.get(rule, 0) + 1
 
     def note(self, text: str) -> None:
         """Say ``text`` once."""
@@ -112,17 +97,20 @@ def candidates(build: Build, rep: Report, found: Found) -> None:
     """Every edit the evidence points to: the culprit's hand-edited C++ first, then the rules for
     its category (each rule's edits smallest first)."""
     c = rep.culprit
-    found.add(restored_cpp(build, c.cpp_line), "build")
+    found.add(restored_cpp(build, c.cpp_line), "build", "hand edit")
     cat, op = rep.category, c.op or ""
     if cat == "uninitialized":
         _store_loop(build, c.kernel, found)
     else:
         src, line, target = _dsl_at(build, c.kernel, c.dsl_line, found)
         if src is not None and line is not None:
+            found.source, found.target = src, target
             where = {"statement": src.statement_lines(line), "feeding": src.feeding(line)}
-            for rule in RULES:
-                if rule.answers(cat, op):
-                    found.add(rule.edits(src, where[rule.at], op), target)
+            if cat not in ("nan", "precision"):
+                where["feeding"] = where["statement"]
+            ordered = sorted(CATALOGUE, key=lambda r: not r.answers(cat, op))  # NOTE: stable: the table's order
+            for rule in ordered:
+                found.add(rule.edits(src, where[rule.at], op), target, rule.name)
     if not found.candidates and not found.why and not c.dsl_line and any("no budget left" in x for x in rep.limitations):
         found.why = "the budget ran out before the culprit's line was known: run again with a larger --budget"
     if not found.candidates and not found.why:
@@ -263,7 +251,8 @@ def _store_loop(build: Build, kernel: str | None, found: Found) -> None:
     if loop_line is None:
         found.why = f"no loop around {u['at']} steps the store's offset in dim {dim}"
         return
-    found.add(loop_bound_edits(src, loop_line, u["shape"][dim], size, _loop_consts(build, u["kernel"], loop_line)), target)
+    found.add(loop_bound_edits(src, loop_line, u["shape"][dim], size, _loop_consts(build, u["kernel"], loop_line)), target,
+              "store loop bound")
 
 
 def _loop_consts(build: Build, kernel: str, loop_line: int) -> tuple[int, int] | None:
@@ -291,7 +280,7 @@ def _orchestration_loops(build: Build, found: Found) -> None:
     if fn is None:
         found.why = "every kernel stores its whole Out region, and the orchestration's source cannot be read"
         return
-    found.add(rules.orchestration_loop_edits(src, fn), target)
+    found.add(rules.orchestration_loop_edits(src, fn), target, "orchestration loop")
     if not found.candidates:
         found.why = "every kernel stores its whole Out region, and no loop of the orchestration has a bound to extend"
 
@@ -335,3 +324,35 @@ def _enclosing_loop(src: Source, store_line: int, dim: int) -> int | None:
             return node.lineno
         node = src.parents.get(node)
     return None
+
+
+def wide_candidates(build: Build, rep: Report, found: Found) -> None:
+    """Every catalogue rule over every statement of the kernels and of the orchestration in the
+    program's DSL file (the culprit's kernel first, then the kernels nearest the outputs): the
+    search when the culprit's line is unknown, or no edit there makes the outputs match."""
+    at = build.config.get("SOURCE")
+    src, line, target = _dsl_at(build, None, at if isinstance(at, str) else None, found)
+    if src is None or line is None or target != "dsl":
+        return
+    found.source, found.target = src, target
+    try:
+        names = [k.name for k in Build(build.work_dir).program().kernels]
+    except (OSError, TilescopeError):
+        names = []
+    names = sorted(reversed(names), key=lambda n: n != rep.culprit.kernel)
+    functions = [src.function(n) for n in names] + [src.function_at(line)]
+    for fn in dict.fromkeys(f for f in functions if f is not None):
+        for lines in _statements(src, fn):
+            for rule in CATALOGUE:
+                found.add(rule.edits(src, lines, ""), target, rule.name, culprit=False)
+
+
+def _statements(src: Source, fn: ast.FunctionDef) -> list[list[int]]:
+    """The lines of each simple statement of ``fn`` (and of each ``for`` header), in order."""
+    out = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.For):
+            out.append([node.lineno])
+        elif isinstance(node, ast.stmt) and not hasattr(node, "body"):
+            out.append(list(range(node.lineno, node.end_lineno + 1)))
+    return sorted(out)

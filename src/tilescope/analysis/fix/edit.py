@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from dataclasses import dataclass
 
 LINE_BREAK = re.compile(r"(\r\n|\r|\n)")  # the line breaks Python's parser counts (not a form feed)
@@ -64,6 +65,16 @@ class Source:
         self.parents: dict[ast.AST, ast.AST] = {
             child: node for node in ast.walk(self.tree) for child in ast.iter_child_nodes(node)
         }
+
+    @property
+    def ts(self) -> str:
+        """The prefix the file writes tilescope's ops with: ``ts.`` for ``import tilescope as ts``."""
+        for node in self.tree.body:
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name == "tilescope":
+                        return f"{a.asname or a.name}."
+        return "ts."
 
     def line(self, no: int) -> str:
         """Line ``no`` (1-based), or '' past the end."""
@@ -215,3 +226,75 @@ def _const(node: ast.expr) -> int | None:
     except ValueError:
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def unique(edits: list[Edit | None]) -> list[Edit]:
+    """``edits`` without the Nones and without a second edit making the same line."""
+    seen, out = set(), []
+    for e in edits:
+        if e is not None and (e.line, e.after) not in seen:
+            seen.add((e.line, e.after))
+            out.append(e)
+    return out
+
+
+_CMP = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_BIN = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv", ast.Mod: "mod",
+        ast.MatMult: "matmul"}  # fmt: skip
+
+
+def changed_op(src: Source, edit: Edit) -> str | None:
+    """The op ``edit`` (of ``src``) changes: the innermost comparison, operator or call around
+    what differs in its statement (``call`` for a call of a kernel, not of a ``ts.`` op); None
+    when the statement does not parse on its own."""
+    lines = src.statement_lines(edit.line)
+    before = [src.line(n) for n in lines]
+    after = [edit.after if n == edit.line else src.line(n) for n in lines]
+    old, new = _parse_piece("\n".join(before)), _parse_piece("\n".join(after))
+    if old is None or new is None:
+        return None
+    trail: list[ast.AST] = []
+    a, b = old, new
+    while True:
+        if type(a) is not type(b):
+            break
+        trail.append(a)
+        kids = list(zip(ast.iter_child_nodes(a), ast.iter_child_nodes(b), strict=False))
+        differ = [(x, y) for x, y in kids if ast.dump(x) != ast.dump(y)]
+        if len(differ) != 1 or len(list(ast.iter_child_nodes(a))) != len(list(ast.iter_child_nodes(b))):
+            break
+        a, b = differ[0]
+    for node in reversed(trail):
+        name = _op_name(node)
+        if name:
+            return name
+    return None
+
+
+def _op_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        return _CMP.get(type(node.ops[0]))
+    if isinstance(node, ast.BinOp):
+        return _BIN.get(type(node.op))
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+            return f.attr
+        return "call" if isinstance(f, ast.Name) and f.id not in ("min", "max", "float", "int", "range") else (
+            f.id if isinstance(f, ast.Name) else None)  # fmt: skip
+    return None
+
+
+def _parse_piece(text: str) -> ast.AST | None:
+    """A statement's lines parsed on their own (a ``for`` header: its iterable)."""
+    text = textwrap.dedent(text).strip()
+    for attempt in (text, f"{text}\n    pass"):
+        try:
+            tree = ast.parse(attempt)
+        except SyntaxError:
+            continue
+        node = tree.body[0] if tree.body else None
+        if isinstance(node, ast.For):
+            return node.iter
+        return node.value if isinstance(node, ast.Expr | ast.Assign | ast.AugAssign) else node
+    return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-from tilescope.analysis.fix.edit import Edit, Source, callee
+from tilescope.analysis.fix.edit import Edit, Source, callee, unique
 from tilescope.ir.nodes import CAST_MODES  # rint first, as torch rounds
 from tilescope.ir.op_registry import reduce_ops
 
@@ -52,7 +52,7 @@ def cast_mode_edits(src: Source, lines: list[int]) -> list[Edit]:
                 out.append(src.edit(given, f'"{mode}"', why))
             elif last is not None:  # NOTE: the default is rint: another mode is a keyword after the last argument
                 out.append(src.splice(last.end_lineno, last.end_col_offset, last.end_col_offset, f', mode="{mode}"', why))
-    return _unique(out)
+    return unique(out)
 
 
 def loop_variable_edits(src: Source, lines: list[int]) -> list[Edit]:
@@ -72,7 +72,7 @@ def loop_variable_edits(src: Source, lines: list[int]) -> list[Edit]:
                     if w != v:
                         why = f"{where} steps with loop variable {v}: the block it names belongs to {w}"
                         out.append(src.edit(index, src.renamed(index, v, w), why))
-    return _unique(out)
+    return unique(out)
 
 
 def _indices(call: ast.Call) -> list[tuple[str, ast.expr]]:
@@ -115,14 +115,14 @@ def sibling_op_edits(src: Source, lines: list[int], op: str) -> list[Edit]:
         if kind in (ast.Sub, ast.Div):
             swapped = f"{_operand(src, node.right)} {_SYMBOLS[kind]} {_operand(src, node.left)}"
             out.append(src.edit(node, swapped, f"the operands of {_SYMBOLS[kind]} are the other way round"))
-    return _unique(out)
+    return unique(out)
 
 
 def sibling_call_edits(src: Source, lines: list[int]) -> list[Edit]:
     """Every reduction and ``maximum``/``minimum`` call on ``lines`` replaced by each sibling (a
     NaN from the line after a running max that is a running min)."""
     names = dict.fromkeys(callee(c) for c in src.starting_in(lines, ast.Call))
-    return _unique([e for name in names if name in ("maximum", "minimum") or name in reduce_ops()
+    return unique([e for name in names if name in ("maximum", "minimum") or name in reduce_ops()
                     for e in sibling_op_edits(src, lines, name)])  # fmt: skip
 
 
@@ -155,7 +155,7 @@ def stable_exp_edits(src: Source, lines: list[int]) -> list[Edit]:
                     at = b
                 out.append(src.splice(line, 0, len(raw), (text + raw[at:]).decode(), why))
             out += [src.edit(c.args[0], f"{x} - {prefix}{red}({x})", why) for c in calls]
-    return _unique(out)
+    return unique(out)
 
 
 def _subtracts_max(src: Source, fn: ast.FunctionDef | None, node: ast.expr, line: int) -> bool:
@@ -193,7 +193,7 @@ def stable_variance_edits(src: Source, lines: list[int]) -> list[Edit]:
                 + raw[square.end_col_offset : node.left.end_col_offset]).decode()  # fmt: skip
         out.append(src.edit(node, text, "E[x*x] - E[x]*E[x] cancels when the mean is large against the spread "
                                         "(and can go negative): take the mean of the squared deviations instead"))  # fmt: skip
-    return _unique(out)
+    return unique(out)
 
 
 def _scaled_sum(node: ast.expr) -> tuple[str, ast.expr] | None:
@@ -242,7 +242,7 @@ def orchestration_loop_edits(src: Source, fn: ast.FunctionDef) -> list[Edit]:
         elif isinstance(stop, ast.Constant) and isinstance(step, ast.Constant) and isinstance(stop.value, int) and (
                 isinstance(step.value, int) and step.value > 0):  # fmt: skip
             out.append(src.edit(stop, str(stop.value + step.value), why + "one more step"))
-    return _unique(out)
+    return unique(out)
 
 
 def inout_edits(src: Source, kernel: str, param: str) -> list[Edit]:
@@ -266,12 +266,3 @@ def _operand(src: Source, node: ast.expr) -> str:
     """``node``'s text, parenthesized unless it is a name, a call, a subscript or a constant."""
     text = src.text_of(node)
     return text if isinstance(node, ast.Name | ast.Call | ast.Subscript | ast.Constant | ast.Attribute) else f"({text})"
-
-
-def _unique(edits: list[Edit | None]) -> list[Edit]:
-    seen, out = set(), []
-    for e in edits:
-        if e is not None and (e.line, e.after) not in seen:
-            seen.add((e.line, e.after))
-            out.append(e)
-    return out

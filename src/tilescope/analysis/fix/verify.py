@@ -1,33 +1,26 @@
-"""Verified fix proposals (``tilescope triage BUILD --fix``): an edit, tried on a copy, recompiled
-and re-run on the build's saved data before it is shown.
+"""Verifying a candidate fix (``fix.search`` chooses which): an edit made on a copy, compiled and
+run isolated on the build's saved data, and on the second input set, before it is shown.
 
 Invariants:
 - Nothing the user made is written. Each proposal works in a folder of its own,
   ``dfx_outputs/triage/fix/run_<pid>_*/`` (for a program that did not compile,
   ``<build base>/_fix_<program>/run_<pid>_*/``), one sub-folder per candidate: a copy of the
-  DSL file with the edit made (imported under a name of its own, the original's directory
-  importable) and its build, or a copy of the build with one of its files edited (hand-edited
-  C++ put back as the generator writes it, or the IR dump when the DSL source is gone, changed
-  since the build or unreadable). Folders of proposals whose process has ended are removed.
-- A candidate is ``verified`` when its run, isolated and under the budget's watchdog, puts every
-  output within the data's tolerances of the golden; whatever a candidate does (its import, its
-  compile, its run) fails it alone, and a candidate that fails leaves nothing behind.
-- Candidates come from the evidence (``harness.fix_candidates``, with the rules of
-  ``debug.triage.fix_rules``), in its order; the first that verifies is proposed, every one tried
-  is listed. A DSL file that cannot give the program (built inside a function) sends the
-  candidates to the build's IR dump. No candidate is an honest answer, and so is a defect of this
-  module: it never costs the verdict.
+  DSL file with the edit made (``fix.copies``) and its build, or a copy of the build with one of
+  its files edited (hand-edited C++ put back as the generator writes it, or the IR dump when the
+  DSL source is gone, changed since the build or unreadable). Folders of proposals whose process
+  has ended are removed.
+- A candidate is ``verified`` when its runs, isolated and under the budget's watchdog, put every
+  output within the data's tolerances of the golden, on the saved data and on the second input
+  set when there is one; whatever a candidate does (its import, its compile, its run) fails it
+  alone, and a candidate that fails leaves nothing behind.
 - A precision verdict of ``innocent`` gets no kernel patch: the test-side change (the tolerance
   the data justify), checked on the saved data the same way.
 """
 
 from __future__ import annotations
 
-import contextvars
-import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -38,84 +31,35 @@ from typing import Any
 import torch
 
 from tilescope import knobs
+from tilescope.analysis.data import Second
 from tilescope.analysis.fix import rules
-from tilescope.analysis.fix.candidates import Candidate, Found, candidates, read_source
+from tilescope.analysis.fix.candidates import Candidate, read_source
+from tilescope.analysis.fix.copies import load_program
 from tilescope.analysis.fix.edit import Edit, Source
 from tilescope.analysis.localize.localize_command import internal_error
 from tilescope.analysis.localize.metrics import close
 from tilescope.analysis.report import Fix, ProposedEdit, Report, ToleranceChange, TriedEdit
 from tilescope.build.manifest import Build
-from tilescope.build.paths import DATA_DIR, DFX_DIR, IR_DIR, TRIAGE_DIR, atomic_write, dfx_dir
+from tilescope.build.paths import DATA_DIR, DFX_DIR, atomic_write
 from tilescope.errors import DSLError, TilescopeError
 from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
 
 FIX_DIR = "fix"  # dfx_outputs/triage/fix/
-_NOT_TOP_LEVEL = "has no @ts.jit program named"
 MIN_RUN_S = 5.0  # the watchdog of a candidate's run never goes below this
 MAX_RUN_S = 60.0  # nor above this: a candidate that hangs is stopped however much budget is left
 
 
-def propose(build: Build, rep: Report, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
-            deadline: float) -> Fix:  # fmt: skip
-    """The ``fix`` of a triage report (see ``debug.localize.report``). A defect of the proposal
-    itself is its ``why_none``: it never takes the triage's verdict with it."""
-    try:
-        return _propose(build, rep, inputs, golden, deadline)
-    except (Exception, SystemExit) as e:  # noqa: BLE001 - the verdict stands whatever a fix rule does
-        return no_fix(internal_error(e, "triage --fix"))
-
-
-def no_fix(why: str, tried: list[TriedEdit] | None = None, notes: list[str] | None = None) -> Fix:
-    """A ``fix`` without an edit, and why."""
-    return Fix.none(why, tried, notes)
-
-
-def _propose(build: Build, rep: Report, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
-             deadline: float) -> Fix:  # fmt: skip
-    if rep.category == "precision" and rep.verdict == "innocent" and isinstance(build, CompiledProgram):
-        return _tolerance(build, rep, inputs, golden)
-    if rep.category == "pass":
-        return no_fix("the build passes: there is nothing to fix")
-    found = Found()
-    candidates(build, rep, found)
-    tried: list[TriedEdit] = []
-    why = found.why
-    folder = _work_folder(dfx_dir(build.work_dir) / TRIAGE_DIR / FIX_DIR) if found.candidates else None
-    todo = list(found.candidates)
-    while todo:
-        c = todo.pop(0)
-        if time.perf_counter() > deadline:
-            why = "the budget was spent before every candidate was tried"
-            break
-        ok, comparison = _verify(build, c, inputs, golden, rep.rtol, rep.atol, folder / f"c{len(tried)}", deadline)
-        tried.append(TriedEdit(**asdict(c.edit), target=c.target, verified=ok, result=comparison))
-        if ok:
-            return Fix(c.target, ProposedEdit(**asdict(c.edit)), True, tried, found.notes, comparison=comparison)
-        if c.target == "dsl" and _NOT_TOP_LEVEL in comparison and not found.ir_only:
-            # NOTE: a program built inside a function cannot be taken from a copy: edit the IR dump instead
-            found.ir_only = True
-            found.note(f"{Path(c.edit.file).name} has no @ts.jit program named {build.name} at its top level (it is "
-                       f"built inside a function): proposing against the build's IR dump {IR_DIR}/{build.name}.py")  # fmt: skip
-            redo = Found()
-            redo.ir_only = True
-            candidates(build, rep, redo)
-            todo = [x for x in redo.candidates if x.target == "build" and x.edit.file.startswith(f"{IR_DIR}/")]
-            for n in redo.notes:
-                found.note(n)
-    if tried and not why:
-        why = "no candidate edit made the outputs match the golden"
-    return no_fix(why or f"the evidence for category {rep.category!r} points to no edit", tried, found.notes)
-
-
-def _verify(build: Build, c: Candidate, inputs: dict[str, Any], golden: dict[str, torch.Tensor], rtol: float,
-            atol: float, folder: Path, deadline: float) -> tuple[bool, str]:  # fmt: skip
+def verify_candidate(build: Build, c: Candidate, inputs: dict[str, Any], golden: dict[str, torch.Tensor],
+                     second: Second | None, rtol: float, atol: float, folder: Path,
+                     deadline: float) -> tuple[bool, str]:  # fmt: skip
     """Apply the candidate to a copy in ``folder``, build it, run it isolated on ``inputs`` and
-    compare; a candidate that does not verify leaves nothing behind."""
+    compare, then on the ``second`` input set; a candidate that does not verify leaves nothing
+    behind."""
     try:
         if c.target == "dsl":
-            compiled = _compiled_copy(c.edit, build, folder, _compile_options(build))
+            compiled = _compiled_copy(c.edits, build, folder, _compile_options(build))
         else:
             made = folder / "build"
             shutil.copytree(build.work_dir, made, ignore=shutil.ignore_patterns(DFX_DIR, DATA_DIR, ".lock"))
@@ -123,6 +67,9 @@ def _verify(build: Build, c: Candidate, inputs: dict[str, Any], golden: dict[str
             target.write_text(c.edit.apply(read_source(target)))
             compiled = CompiledProgram.from_dir(made)
         ok, text = _check_run(compiled, inputs, golden, rtol, atol, deadline)
+        if ok and second is not None:
+            ok, more = _check_run(compiled, second.inputs, second.golden, rtol, atol, deadline)
+            text = f"{text}; on the second input set (seed {second.seed}): {more}"
     except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever a candidate does (its import, compile or run) fails it alone
         ok, text = False, _failed(e)
     if not ok:
@@ -148,15 +95,18 @@ def _compile_options(build: Build) -> dict[str, Any]:
     return opts
 
 
-def _compiled_copy(edit: Edit, build: Build | None, folder: Path, opts: dict[str, Any],
+def _compiled_copy(edits: tuple[Edit, ...], build: Build | None, folder: Path, opts: dict[str, Any],
                    name: str = "") -> CompiledProgram:  # fmt: skip
     """The program (``build``'s, or ``name``) compiled into ``folder`` from a copy there of its
-    DSL file with ``edit`` made; checked to take the arguments ``build`` takes."""
-    source = Path(edit.file)
+    DSL file with ``edits`` made; checked to take the arguments ``build`` takes."""
+    source = Path(edits[0].file)
     folder.mkdir(parents=True, exist_ok=True)
     copy = folder / source.name
-    atomic_write(copy, edit.apply(read_source(source)))
-    jit = _load_program(copy, source.parent, build.name if build is not None else name, f"{folder.parent.name}_{folder.name}")
+    text = read_source(source)
+    for edit in edits:
+        text = edit.apply(text)
+    atomic_write(copy, text)
+    jit = load_program(copy, source.parent, build.name if build is not None else name, f"{folder.parent.name}_{folder.name}")
     compiled = jit.compile(build_dir=str(folder), **opts)
     if build is not None:
         want = [(a.name, a.direction, a.shape, a.dtype) for a in build.args]
@@ -166,7 +116,7 @@ def _compiled_copy(edit: Edit, build: Build | None, folder: Path, opts: dict[str
     return compiled
 
 
-def _work_folder(base: Path) -> Path:
+def work_folder(base: Path) -> Path:
     """A folder of its own for this proposal's candidates under ``base``; those of proposals
     whose process has ended are removed first (the last verified fix is kept until then)."""
     base.mkdir(parents=True, exist_ok=True)
@@ -198,7 +148,7 @@ def propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Comp
     try:
         return _propose_for_compile_error(fn, e, data, rtol, atol, compile_cfg or {}, budget)
     except (Exception, SystemExit) as err:  # noqa: BLE001 - the compile error stands whatever a fix rule does
-        return no_fix(internal_error(err, "--fix"))
+        return Fix.none(internal_error(err, "--fix"))
 
 
 def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[CompiledProgram], tuple[dict, dict]],
@@ -207,21 +157,21 @@ def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Com
     deadline = time.perf_counter() + budget
     out_read = getattr(e, "out_read", None)  # a VerifyError's: (kernel, param)
     if out_read is None or e.loc is None:
-        return no_fix("no candidate edit for this compile error: fix the line it names")
+        return Fix.none("no candidate edit for this compile error: fix the line it names")
     try:
         src = Source(e.loc.file, read_source(Path(e.loc.file)))
     except (OSError, SyntaxError, ValueError) as err:
-        return no_fix(f"the DSL source {e.loc.file} cannot be read: {err}")
+        return Fix.none(f"the DSL source {e.loc.file} cannot be read: {err}")
     opts = {k: v for k, v in {**fn.compile_cfg, **compile_cfg}.items() if k != "build_dir"}
     root = Path(compile_cfg.get("build_dir") or fn.compile_cfg.get("build_dir") or knobs.COMPILE_KNOBS["build_dir"].value())
     kernel, param = out_read
     edits = rules.inout_edits(src, kernel, param)
-    folder = _work_folder(root / f"_fix_{fn.name}") if edits else None
+    folder = work_folder(root / f"_fix_{fn.name}") if edits else None
     tried: list[TriedEdit] = []
     for k, edit in enumerate(edits):
         here = folder / f"c{k}"
         try:
-            compiled = _compiled_copy(edit, None, here, opts, name=fn.name)
+            compiled = _compiled_copy((edit,), None, here, opts, name=fn.name)
             inputs, golden = data(compiled)
             ok, text = _check_run(compiled, inputs, golden, rtol, atol, deadline)
         except (Exception, SystemExit) as err:  # noqa: BLE001 - whatever a candidate does fails it alone
@@ -231,7 +181,7 @@ def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Com
             return Fix("dsl", ProposedEdit(**asdict(edit)), True, tried, verified_on="this run's inputs",
                        comparison=f"{text}; the fixed build is {compiled.work_dir}")
         shutil.rmtree(here, ignore_errors=True)
-    return no_fix("no candidate edit made the program compile and match the golden" if tried
+    return Fix.none("no candidate edit made the program compile and match the golden" if tried
                   else f"kernel {kernel} declares no ts.Out param {param} to make InOut", tried)  # fmt: skip
 
 
@@ -257,49 +207,18 @@ def _compare(got: dict[str, torch.Tensor], golden: dict[str, torch.Tensor], rtol
                   + ", ".join(f"{n} ({golden[n].numel()} elements)" for n in golden))  # fmt: skip
 
 
-_importing: contextvars.ContextVar[Path | None] = contextvars.ContextVar("tilescope_fix_importing", default=None)
-
-
-def candidate_import() -> Path | None:
-    """The copy of a module being imported to try a fix, while it is (``run_jit`` at a module's
-    top level runs nothing then)."""
-    return _importing.get()
-
-
-def _load_program(path: Path, home: Path, name: str, tag: str) -> JitFunction:
-    """The ``@ts.jit`` program ``name`` of the module at ``path`` (imported under its own name,
-    with ``home``, the original's directory, importable)."""
-    spec = importlib.util.spec_from_file_location(f"_tilescope_fix_{path.stem}_{tag}", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(home))
-    token = _importing.set(path)
-    bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # NOTE: no __pycache__ beside anyone's files
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = bytecode
-        _importing.reset(token)
-        sys.path.remove(str(home))
-    found = [v for v in vars(module).values() if isinstance(v, JitFunction) and v.name == name]
-    if not found:
-        raise ImportError(f"{path} {_NOT_TOP_LEVEL} {name!r} at its top level")
-    return found[0]
-
-
-def _tolerance(build: CompiledProgram, rep: Report, inputs: dict[str, Any],
+def tolerance_fix(build: CompiledProgram, rep: Report, inputs: dict[str, Any],
                golden: dict[str, torch.Tensor]) -> Fix:  # fmt: skip
     """An innocent precision verdict: the test's tolerance, checked by a run on the saved data."""
     if rep.tolerance is None:
-        return no_fix("precision is innocent (no kernel patch), but no tolerance that passes was found")
+        return Fix.none("precision is innocent (no kernel patch), but no tolerance that passes was found")
     try:
         rtol, atol = rep.tolerance.rtol, rep.tolerance.atol
         ok, text = _check_run(build, inputs, golden, rtol, atol, time.perf_counter())
     except TilescopeError as e:
-        return no_fix(f"precision is innocent (no kernel patch), but the run at the proposed tolerance failed: {_failed(e)}")
+        return Fix.none(f"precision is innocent (no kernel patch), but the run at the proposed tolerance failed: {_failed(e)}")
     if not ok:
-        return no_fix(f"precision is innocent (no kernel patch), but rtol={rtol:g}, atol={atol:g} does not pass: {text}")
+        return Fix.none(f"precision is innocent (no kernel patch), but rtol={rtol:g}, atol={atol:g} does not pass: {text}")
     why = ("the error is rounding the program's dtypes allow, not a defect: no kernel patch; change the test "
            "(this tolerance, or smaller input magnitudes). It is the tightest that passes on these data: other "
            "inputs round differently, so allow what the error bound in the evidence allows")  # fmt: skip

@@ -25,7 +25,7 @@ import torch
 
 from tilescope.analysis.audit import audit_run
 from tilescope.analysis.data import load_snapshot
-from tilescope.analysis.fix.verify import propose
+from tilescope.analysis.fix.search import FixData, fix_data, propose, repair_culprit
 from tilescope.analysis.hazards import Span, dead_writes
 from tilescope.analysis.localize.localize_command import internal_error, localize, nan_op
 from tilescope.analysis.localize.program_hypotheses import program_loop_bound
@@ -55,6 +55,7 @@ FIELDS = ("category", "summary", "verdict", "culprit", "evidence", "limitations"
           "fingerprint", "tolerance", "fix")  # fmt: skip
 
 
+REPAIRS_NAME = ("algorithm", "nan", "precision")  # verdicts whose line the smallest repair may name
 WALL_STRETCH = 10  # how many times its budget a step may take in wall time on a busy machine before it is stopped
 
 
@@ -362,6 +363,28 @@ class Analysis(Steps):
         self.race_from_shuffle(rep, "the outputs depend on the schedule")
         return True
 
+    def repaired(self, data: FixData, keep: bool) -> None:
+        """No reference names the culprit's line: the smallest catalogue repair that makes every
+        output match (on the saved data and the second input set) names it. With ``keep``
+        (``--fix``), that repair is the report's fix."""
+        fix = self.step("name the line by the smallest repair that makes the outputs match",
+                        lambda: propose(self.build, self.rep, data, time.perf_counter() + max(self.left(), 10)))  # fmt: skip
+        named = repair_culprit(self.build, fix, self.rep.culprit)
+        if keep:
+            self.rep.fix = fix
+        if named is None:
+            if fix.search is not None:
+                self.rep.limitations.append(f"no catalogue repair made the outputs match ({fix.search.screened} "
+                                            "candidates screened): the line is not named")  # fmt: skip
+            return
+        e = fix.edit
+        self.rep.culprit = named
+        self.rep.evidence.append(f"no reference names the line: the smallest catalogue repair that makes every output "
+                                 f"match, verified on {fix.verified_on}, edits {named.dsl_line}: `{e.before.strip()}` "
+                                 f"-> `{e.after.strip()}`")  # fmt: skip
+        if not keep:
+            self.rep.next.append(f"tilescope triage {self.build.work_dir} --fix   # the repair as a diff")
+
     def localized(self, nan: bool = False) -> bool:
         """localize: codegen, algorithm or precision. With ``nan`` (an Inf the program asks for
         reached an output), the category stays ``nan`` and localize names the wrong value that let
@@ -403,9 +426,12 @@ def child_main(request: str) -> int:
         a.nan(req["nan"])
     else:
         a.wrong()
-    if req.get("fix"):
+    data = fix_data(a.data, a.build, a.inputs, a.golden)
+    if rep.category in REPAIRS_NAME and not rep.culprit.dsl_line and a.left() >= 5:
+        a.repaired(data, bool(req.get("fix")))
+    if req.get("fix") and rep.fix is None:
         rep.fix = a.step("propose a fix and verify it on the saved data",
-                         lambda: propose(a.build, rep, a.inputs, a.golden, time.perf_counter() + max(a.left(), 10)))  # fmt: skip
+                         lambda: propose(a.build, rep, data, time.perf_counter() + max(a.left(), 10)))  # fmt: skip
     answer = {k: v for k, v in rep.to_json().items() if k in FIELDS}
     atomic_write(Path(req["answer"]), json.dumps(answer, default=str) + "\n")
     return 0

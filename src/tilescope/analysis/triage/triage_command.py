@@ -42,14 +42,14 @@ from tilescope import knobs
 from tilescope.analysis.audit import dsl_line
 from tilescope.analysis.compare import check_tolerances
 from tilescope.analysis.data import DataError, load_meta, load_snapshot
-from tilescope.analysis.fix.verify import no_fix, propose
+from tilescope.analysis.fix.search import fix_data, propose
 from tilescope.analysis.localize.localize_command import report_cli
 from tilescope.analysis.localize.metrics import close
 from tilescope.analysis.progress import Progress, seconds_arg, tolerance_arg
-from tilescope.analysis.report import Culprit, Report, write_report
+from tilescope.analysis.report import Culprit, Fix, Report, write_report
 from tilescope.analysis.triage.steps import ANSWER, CRASH, REQUEST, WALL_STRETCH, Steps
 from tilescope.build.manifest import Build, as_build_dir
-from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, dfx_dir, saved_data
+from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, atomic_write, dfx_dir, saved_data
 from tilescope.build.signature_check import SignatureMismatch
 from tilescope.debug.crash import read_crash_report
 from tilescope.debug.failures import Failure
@@ -79,6 +79,8 @@ _FAILURES: dict[tuple[str, str], tuple[str, str]] = {
     ("deadlock", ""): ("deadlock", "tasks wait for each other, or for a task never submitted"),
 }  # fmt: skip
 _UNCHECKED_BOUNDS = "a ragged load or store was given valid counts outside its tile"
+
+FIX_DIFF = "fix.diff"  # dfx_outputs/triage/fix.diff: the verified fix, as a unified diff of the user's file
 
 
 class TriageError(TilescopeError):
@@ -144,6 +146,11 @@ class _Triage(Steps):
         self.rep.next += _next_commands(self.rep, self.work)
         try:
             write_report(self.work, self.rep, TRIAGE_DIR)
+            diff = dfx_dir(self.work) / TRIAGE_DIR / FIX_DIFF
+            if self.rep.fix is not None and self.rep.fix.diff:
+                atomic_write(diff, self.rep.fix.diff)
+            elif diff.is_file():
+                diff.unlink()  # NOTE: an earlier triage's: it is not this report's fix
         except OSError as e:
             self.rep.limitations.append(f"the report could not be written into {self.work}: {e}")
         return self.rep
@@ -153,20 +160,21 @@ class _Triage(Steps):
         compiles or loads, a run that crashed, hung or deadlocked): candidates are verified by
         isolated runs, so this process is safe from them."""
         if self.rep.category in ("bad_input", "unknown"):
-            self.rep.fix = no_fix(f"category {self.rep.category!r}: there is no culprit to fix")
+            self.rep.fix = Fix.none(f"category {self.rep.category!r}: there is no culprit to fix")
             return
         try:
             build = self.build or Build(self.work)
+            data = Path(self.rep.data or self.golden_data or self.work / DATA_DIR)
             if not self.inputs:
-                data = Path(self.rep.data or self.golden_data or self.work / DATA_DIR)
                 self.tolerances(data, rtol, atol)
                 self.inputs, self.golden = load_snapshot(data, list(build.args))
         except (TilescopeError, OSError) as e:
-            self.rep.fix = no_fix(f"the build's data cannot be loaded to verify a fix: {str(e).splitlines()[0]}")
+            self.rep.fix = Fix.none(f"the build's data cannot be loaded to verify a fix: {str(e).splitlines()[0]}")
             return
         deadline = time.perf_counter() + max(self.left(), 10)
+        verified_on = fix_data(data, build, self.inputs, self.golden)
         self.rep.fix = self.step("propose a fix and verify it on the saved data",
-                                 lambda: propose(build, self.rep, self.inputs, self.golden, deadline))  # fmt: skip
+                                 lambda: propose(build, self.rep, verified_on, deadline))  # fmt: skip
 
     # -- the steps ------------------------------------------------------------------------------
 
@@ -460,6 +468,8 @@ def _dsl_at(work: Path, rel: str, line: int) -> str | None:
 def _next_commands(rep: Report, work: Path) -> list[str]:
     task = rep.culprit.task
     out: list[str] = []
+    if rep.fix is not None and rep.fix.diff:
+        out.append(f"git apply {dfx_dir(work) / TRIAGE_DIR / FIX_DIFF}   # the verified fix, from the repository root")
     if task is not None and rep.category in ("crash", "hang", "out_of_bounds", "nan", "race", "uninitialized"):
         out.append(f"tilescope deps {work} --task {task}")
     if rep.category in ("crash", "hang", "nan", "out_of_bounds") and task is not None:
