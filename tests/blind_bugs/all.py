@@ -11,6 +11,7 @@ from blind_bugs import (
     new_user,
     norms,
     reductions,
+    repairs,
     scans_and_gathers,
 )
 
@@ -24,6 +25,7 @@ BUGS = (
     *scans_and_gathers.BUGS,
     *new_user.BUGS,
     *blocks.BUGS,
+    *repairs.BUGS,
 )
 
 assert len({b.name for b in BUGS}) == len(BUGS), "bug names must be unique"

@@ -21,7 +21,7 @@ import torch
 
 from tilescope.harness import run_jit
 
-MODULES = ("norms", "attention", "reductions", "elementwise", "gemm", "losses", "scans_and_gathers", "new_user", "blocks")
+MODULES = ("norms", "attention", "reductions", "elementwise", "gemm", "losses", "scans_and_gathers", "new_user", "blocks", "repairs")
 
 
 def run(bug):
