@@ -48,14 +48,18 @@ def _program_with(bug, path: Path, line: int, new: str, tag: str):
     lines = path.read_text().splitlines(keepends=True)
     indent = lines[line - 1][: len(lines[line - 1]) - len(lines[line - 1].lstrip())]
     lines[line - 1] = indent + new.strip() + "\n"
+    return _program_of("".join(lines), path.name, getattr(bug.program, "name", None), tag)
+
+
+def _program_of(text: str, file: str, name: str, tag: str):
+    """The IR of program ``name`` in a module whose source is ``text`` (read while the file exists)."""
     with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / f"blind_{tag}_{path.name}"
-        copy.write_text("".join(lines))
+        copy = Path(tmp) / f"blind_{tag}_{file}"
+        copy.write_text(text)
         spec = importlib.util.spec_from_file_location(f"blind_bugs._copy_{tag}", copy)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-    name = getattr(bug.program, "name", None)
-    return next(v for v in vars(module).values() if isinstance(v, JitFunction) and v.name == name).program()
+        return next(v for v in vars(module).values() if isinstance(v, JitFunction) and v.name == name).program()
 
 
 def _same_outputs(bug, fix) -> bool:
@@ -70,13 +74,7 @@ def _same_outputs(bug, fix) -> bool:
             lines = text.splitlines(keepends=True)
             lines[e.line - 1] = e.after + "\n"
             text = "".join(lines)
-        with tempfile.TemporaryDirectory() as tmp:
-            copy = Path(tmp) / f"blind_got_{path.name}"
-            copy.write_text(text)
-            spec = importlib.util.spec_from_file_location("blind_bugs._copy_got", copy)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        got = next(v for v in vars(module).values() if isinstance(v, JitFunction) and v.name == want.name).program()
+        got = _program_of(text, path.name, want.name, "got")
         runs = []
         for program in (want, got):
             inputs = generate(bug.specs, THIRD_SEED)
@@ -84,7 +82,8 @@ def _same_outputs(bug, fix) -> bool:
             run_program(program, args)
             runs.append({s.name: inputs[s.name] for s in outputs(bug.specs)})
         return all(bool(close(runs[1][n], runs[0][n], bug.rtol, bug.atol).all()) for n in runs[0])
-    except Exception:  # noqa: BLE001 - an intended line that does not drop in (a two-line fix) is "not compared"
+    except Exception as e:  # noqa: BLE001 - an intended line that does not drop in (a two-line fix) is "not compared"
+        print(f"  ({bug.name}: not compared with the intended repair: {type(e).__name__}: {e})")
         return False
 
 

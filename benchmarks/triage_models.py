@@ -2,9 +2,11 @@
 written into a copy of its source: what triage named against where the mistake is, and how long
 it took (its own elapsed time, as the report prints it: the build and the failing run not counted).
 
-    python benchmarks/triage_models.py [--only softmax,rope] [--json FILE]
+    python benchmarks/triage_models.py [--only softmax,rope] [--fix] [--json FILE]
 
-Target: each named (category, kernel, op and line) in under 60 s on 2 CPUs.
+Target: each named (category, kernel, op and line) in under 60 s on 2 CPUs. With ``--fix``
+(triage's default budget, 60 CPU seconds): each gets its fix (the line as the model has it),
+verified, and says how many candidates its search screened and compiled.
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ MISTAKES = (
 )  # fmt: skip
 
 
-def run(m: Mistake, work: Path) -> dict:
-    """Copy the model with the mistake, run it with --triage; what triage printed, parsed."""
+def run(m: Mistake, work: Path, fix: bool = False) -> dict:
+    """Copy the model with the mistake, run it with --triage (or --fix); what triage printed, parsed."""
     source = (ROOT / "models" / f"{m.model}.py").read_text()
     if m.right not in source:
         return {"model": m.model, "error": f"{m.right!r} is not in models/{m.model}.py"}
@@ -64,9 +66,9 @@ def run(m: Mistake, work: Path) -> dict:
     script.write_text(source.replace(m.right, m.wrong, 1))
     line = next(i for i, t in enumerate(script.read_text().splitlines(), 1) if m.wrong in t)
     env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT / 'models'}", TILESCOPE_BUILD_DIR=str(work / "builds"),
-               TILESCOPE_TRIAGE_BUDGET="600")  # fmt: skip
-    done = subprocess.run([sys.executable, str(script), "--triage"], env=env, cwd=work, capture_output=True,
-                          text=True, timeout=3600)  # fmt: skip
+               TILESCOPE_TRIAGE_BUDGET="60" if fix else "600")  # fmt: skip
+    done = subprocess.run([sys.executable, str(script), "--fix" if fix else "--triage"], env=env, cwd=work,
+                          capture_output=True, text=True, timeout=3600)  # fmt: skip
     out = done.stdout
     head = re.search(r"^\[triage\] \S+: (\w+)", out, re.M)
     if head is None:
@@ -84,13 +86,26 @@ def run(m: Mistake, work: Path) -> dict:
         "named": (head[1], kernel and kernel[1], op and op[1], at and f"{Path(at[1]).name}:{at[2]}")
         == (m.category, m.kernel, m.op, f"{m.model}.py:{line}"),
         "seconds": float(seconds[1]) if seconds else None,
+        **(_fix(out, m) if fix else {}),
     }  # fmt: skip
+
+
+def _fix(out: str, m: Mistake) -> dict:
+    """The fix triage printed: verified, whether its line is the model's, and its search's counts."""
+    verified = re.search(r"^  fix \(verified on ", out, re.M) is not None
+    after = re.search(r"^    \+ (.*)$", out, re.M)
+    searched = re.search(r"searched: (\d+) candidates screened on the interpreter, (\d+) compiled and run, from "
+                         r"(\d+) catalogue rules, in (\d+(?:\.\d+)?)s", out)  # fmt: skip
+    return {"fix_verified": verified, "fix_right": verified and bool(after) and m.right in after[1],
+            "fix_after": after[1] if after else None, "screened": int(searched[1]) if searched else 0,
+            "compiled": int(searched[2]) if searched else 0, "fix_seconds": float(searched[4]) if searched else None}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default="", help="comma-separated model names (default: all)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON")
+    p.add_argument("--fix", action="store_true", help="triage --fix: measure the repair search too")
     args = p.parse_args(argv)
     only = {n for n in args.only.split(",") if n}
     rows = []
@@ -100,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             work = Path(tmp) / m.model
             work.mkdir()
-            row = run(m, work)
+            row = run(m, work, args.fix)
             rows.append(row)
             if "error" in row:
                 print(f"{m.model:16s} ERROR {row['error']}", flush=True)
@@ -108,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
             got = f"{row['category']} {row['kernel']} {row['op']} {row['line']}"
             print(f"{m.model:16s} {'named' if row['named'] else 'MISSED':7s} {row['seconds']:6.1f}s  {got}"
                   + ("" if row["named"] else f"  (want {row['want']})"), flush=True)  # fmt: skip
+            if args.fix:
+                state = "right" if row["fix_right"] else ("verified" if row["fix_verified"] else "none")
+                print(f"{'':16s} fix {state}: {row['screened']} screened, {row['compiled']} compiled, "
+                      f"{row['fix_seconds']}s  {row['fix_after'] or ''}", flush=True)  # fmt: skip
     timed = [r["seconds"] for r in rows if r.get("seconds") is not None]
     named = sum(bool(r.get("named")) for r in rows)
     if timed:

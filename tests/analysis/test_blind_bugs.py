@@ -22,6 +22,14 @@ MISSES: dict[str, str] = {
     "argmax_chunk_index_no_offset": "algorithm argmax_rows row_max blocks.py:752 (the max the index is compared with)",
     "mean_pool_tail_reads_padding": "algorithm mean_pool_seq col_sum blocks.py:809 (the sum of the unmasked tile, not "
     "its load)",
+    "alibi_docs_running_max_neg_inf": "nan alibi_doc_attention_block sub repairs.py:412 (exp(-inf - -inf): the op that "
+    "makes the NaN, not the -inf the running max starts from)",
+    "welford_merge_counts_swapped": "algorithm welford_chunk col_sum repairs.py:480 (the chunk's sum that feeds the merge, "
+    "not the merge's swapped count)",
+    "repetition_penalty_branches_swapped": "algorithm penalize_logits gt repairs.py:553 (the line is right; the comparison "
+    "is named, not the where whose branches are swapped)",
+    "mlm_position_from_batch_column": "algorithm mlm_logits_block mul repairs.py:839 (the product of the gathered position, "
+    "not the load from the wrong column)",
 }
 
 

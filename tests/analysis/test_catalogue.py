@@ -16,7 +16,7 @@ from tilescope.analysis.fix.edit import Edit, Source, changed_op
 KERNEL = '''import math
 import tilescope as ts
 
-def k(x, w, y, lab, n, eps):
+def k(x, w: ts.Tensor[[W, 64], ts.f32], y, lab, n, eps):
     for c in ts.range(0, n, 64):
         for j in ts.range(0, 4):
             {line}
@@ -65,6 +65,12 @@ CASES = [
     (op.narrow_edits, "acc = acc + ts.matmul(ts.cast(a, ts.f16), b)", "acc = acc + ts.matmul(a, b)"),
     (op.constant_edits, "mean = total * (1.0 / CHUNK) + 0 * COLS", "mean = total * (1.0 / COLS) + 0 * COLS"),
     (op.constant_edits, "s = ts.matmul(q, k) * (1.0 / D)", "s = ts.matmul(q, k) * (1.0 / math.sqrt(D))"),
+    (ix.sibling_name_edits, "mean_a = mean_a + delta * n_a / n + 0 * n_b", "mean_a = mean_a + delta * n_b / n + 0 * n_b"),
+    (ix.stride_edits, "pool(x[j, c, :], x[j, c + 1, :], y[j, c, :])", "pool(x[j, 2 * c, :], x[j, 2 * c + 1, :], y[j, c, :])"),
+    (ix.clamp_edits, "rows = ts.load_rows(w, lab, 64)", "rows = ts.load_rows(w, ts.minimum(ts.maximum(lab, 0), W - 1), 64)"),
+    (op.epilogue_edits, "ts.store(y, [0, 0], r + g * acc + bias)", "ts.store(y, [0, 0], r + g * (acc + bias))"),
+    (op.narrow_edits, "d = ts.cast(ts.row_sum(g * dy * x), ts.f32)",
+     "d = ts.row_sum(ts.cast(g, ts.f32) * ts.cast(dy, ts.f32) * ts.cast(x, ts.f32))"),
 ]  # fmt: skip
 
 
@@ -77,6 +83,14 @@ def test_a_guarded_value_computed_and_not_read_is_read_where_its_source_is():
     text = "import tilescope as ts\n\ndef k(s, m, m_new):\n    m_safe = ts.where(m_new == 0, 0.0, m_new)\n    p = ts.exp(s - m_new)\n"
     src = Source("k.py", text)
     assert "p = ts.exp(s - m_safe)" in [e.after.strip() for e in op.inf_guard_edits(src, [5])]
+
+
+def test_a_gather_gets_the_count_the_kernel_computed_and_the_mask_it_computed():
+    text = ("import tilescope as ts\n\ndef k(w: ts.Tensor[[V, 8], ts.f32], ids, n):\n    for j in ts.range(0, n, 4):\n"
+            "        cnt = min(n - j, 4)\n        keep = ids >= 0\n        rows = ts.load_rows(w, ids, 8)\n")
+    src = Source("k.py", text)
+    assert "rows = ts.load_rows(w, ids, 8, valid=cnt)" in [e.after.strip() for e in ix.tail_mask_edits(src, [7])]
+    assert "rows = ts.load_rows(w, ts.where(keep, ids, 0), 8)" in [e.after.strip() for e in ix.clamp_edits(src, [7])]
 
 
 def test_rules_write_ops_with_the_files_own_alias():

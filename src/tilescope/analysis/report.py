@@ -163,6 +163,7 @@ class Fix:
     test_change: ToleranceChange | None = None
     verified_on: str | None = None  # None: the saved data
     comparison: str | None = None
+    rule: str | None = None  # the catalogue rule that made the edit
     also: list[ProposedEdit] = field(default_factory=list)  # a two-line repair's second line
     diff: str | None = None  # the edit as a unified diff of the user's file (`git apply` takes it)
     search: Search | None = None
@@ -179,7 +180,8 @@ class Fix:
         return cls(data.get("kind"), ProposedEdit(**edit) if edit else None, bool(data.get("verified")),
                    [TriedEdit(**t) for t in data.get("tried") or []], list(data.get("notes") or []),
                    data.get("why_none"), ToleranceChange(**change) if change else None, data.get("verified_on"),
-                   data.get("comparison"), [ProposedEdit(**a) for a in data.get("also") or []], data.get("diff"),
+                   data.get("comparison"), data.get("rule"), [ProposedEdit(**a) for a in data.get("also") or []],
+                   data.get("diff"),
                    Search(**search) if search else None)  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
@@ -289,7 +291,8 @@ def _fix_lines(fix: Fix) -> list[str]:
     if fix.search is not None:
         s = fix.search
         lines.append(f"    (searched: {s.screened} candidates screened on the interpreter, {s.compiled} compiled and "
-                     f"run, from {len(s.rules)} catalogue rules, in {s.seconds:.1f}s)")  # fmt: skip
+                     f"run, from {len([r for r in s.rules if ' + ' not in r and 'pairs' not in r])} catalogue rules, in {s.seconds:.1f}s"
+                     + (f"; the repair is rule '{fix.rule}')" if fix.rule else ")"))  # fmt: skip
     lines += [f"    (note) {n}" for n in fix.notes if n]
     return lines
 

@@ -47,13 +47,14 @@ class Candidate:
     """An edit to try, and what it edits: ``dsl`` (the user's DSL file, by copy) or ``build`` (a
     file of the build, ``edit.file`` relative to it, by copy of the build); ``also``: the second
     line of a two-line repair; ``rule``: the catalogue rule that made it; ``culprit``: made at the
-    culprit's statement (not in the wider search)."""
+    culprit's statement (not in the wider search); ``rank``: how closely its rule answers the verdict."""
 
     edit: Edit
     target: str
     also: tuple[Edit, ...] = ()
     rule: str = ""
     culprit: bool = True
+    rank: int = 0  # how closely its rule answers the verdict (``Rule.rank``: 0 names the culprit's op)
 
     @property
     def edits(self) -> tuple[Edit, ...]:
@@ -78,13 +79,13 @@ class Found:
         self.source: Source | None = None  # the DSL file the culprit's line is in, parsed
         self.target = "dsl"
 
-    def add(self, edits: list[Edit], target: str, rule: str = "", culprit: bool = True) -> None:
+    def add(self, edits: list[Edit], target: str, rule: str = "", culprit: bool = True, rank: int = 0) -> None:
         """Add ``edits`` (of ``target``, made by ``rule``), smallest first, but none already there."""
         seen = {(c.edit.file, c.edit.line, c.edit.after) for c in self.candidates}
         for e in sorted(edits, key=lambda e: e.size):  # NOTE: stable: the rule's order among equals
             if (e.file, e.line, e.after) not in seen:
                 seen.add((e.file, e.line, e.after))
-                self.candidates.append(Candidate(e, target, rule=rule, culprit=culprit))
+                self.candidates.append(Candidate(e, target, rule=rule, culprit=culprit, rank=rank))
                 self.rules[rule] = self.rules.get(rule, 0) + 1
 
     def note(self, text: str) -> None:
@@ -108,9 +109,9 @@ def candidates(build: Build, rep: Report, found: Found) -> None:
             where = {"statement": src.statement_lines(line), "feeding": src.feeding(line)}
             if cat not in ("nan", "precision"):
                 where["feeding"] = where["statement"]
-            ordered = sorted(CATALOGUE, key=lambda r: not r.answers(cat, op))  # NOTE: stable: the table's order
+            ordered = sorted(CATALOGUE, key=lambda r: r.rank(cat, op))  # NOTE: stable: the table's order
             for rule in ordered:
-                found.add(rule.edits(src, where[rule.at], op), target, rule.name)
+                found.add(rule.edits(src, where[rule.at], op), target, rule.name, rank=rule.rank(cat, op))
     if not found.candidates and not found.why and not c.dsl_line and any("no budget left" in x for x in rep.limitations):
         found.why = "the budget ran out before the culprit's line was known: run again with a larger --budget"
     if not found.candidates and not found.why:
@@ -344,7 +345,7 @@ def wide_candidates(build: Build, rep: Report, found: Found) -> None:
     for fn in dict.fromkeys(f for f in functions if f is not None):
         for lines in _statements(src, fn):
             for rule in CATALOGUE:
-                found.add(rule.edits(src, lines, ""), target, rule.name, culprit=False)
+                found.add(rule.edits(src, lines, ""), target, rule.name, culprit=False, rank=2)
 
 
 def _statements(src: Source, fn: ast.FunctionDef) -> list[list[int]]:

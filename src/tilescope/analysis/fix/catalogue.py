@@ -45,6 +45,13 @@ class Rule:
         return (self.categories is None or category in self.categories) and (
             self.ops is None or culprit_op in self.ops)  # fmt: skip
 
+    def rank(self, category: str, culprit_op: str) -> int:
+        """How closely the rule answers a verdict: 0 it names the culprit's op, 1 it answers any op
+        of the verdict's category, 2 it does not answer it (its edits are tried after)."""
+        if not self.answers(category, culprit_op):
+            return 2
+        return 0 if self.ops is not None else 1
+
 
 def _lines(fn: Callable[[Source, list[int]], list[Edit]]) -> Callable[[Source, list[int], str], list[Edit]]:
     return lambda src, lines, _op: fn(src, lines)
@@ -72,6 +79,9 @@ CATALOGUE: tuple[Rule, ...] = (
     Rule("swapped names", "two same-shaped operands exchanged (q for k, weight for bias, gate for up, offsets "
          "in the wrong order)", ("layernorm(x, bias, weight, y)", "layernorm(x, weight, bias, y)"), None, None,
          "statement", _lines(ix.swapped_name_edits)),
+    Rule("sibling name", "a name for its sibling (n_a for n_b, x0 for x1): the same-shaped value of the other side",
+         ("mean_a + delta * n_a / n", "mean_a + delta * n_b / n"), None, None, "statement",
+         _lines(ix.sibling_name_edits)),
     Rule("loop variable swapped", "an index stepping with the wrong loop's variable (a block written where another "
          "belongs)", ("bias[:, r : r + B]", "bias[:, c : c + B]"), _ALG, ("call", "load", "store"), "statement",
          _lines(rules.loop_variable_edits)),
@@ -81,11 +91,20 @@ CATALOGUE: tuple[Rule, ...] = (
     Rule("shifted slice", "a slice one element over (a cache slot early, labels not shifted)",
          ("k_cache[pos - 1 : pos - 1 + n]", "k_cache[pos : pos + n]"), _ALG, ("call",), "statement",
          _lines(ix.shifted_slice_edits)),
+    Rule("stride", "a call's slices of one tensor stepping with stride 1 where its blocks are 2 apart",
+         ("pool(x[n, i], x[n, i + 1], y[n, i])", "pool(x[n, 2 * i], x[n, 2 * i + 1], y[n, i])"), _ALG, ("call",),
+         "statement", _lines(ix.stride_edits)),
+    Rule("index clamp", "an index read past its table: no clamp, or no mask on the ids outside a shard",
+         ("ts.load_rows(emb, local, D)", "ts.load_rows(emb, ts.where(keep, local, 0), D)"), None,
+         ("load_rows",), "statement", _lines(ix.clamp_edits)),
     Rule("offset", "a constant offset where the loop's block belongs, a reversed index, an index read from the "
          "neighbouring column", ("ts.load(res, [0, 0], [M, N])", "ts.load(res, [0, n], [M, N])"), _ALG,
          ("load", "store", "load_rows"), "statement", _lines(ix.offset_edits)),
-    Rule("sibling op", "a reduction of the wrong kind or axis, an operator for its sibling, max for min",
-         ("mx = ts.col_max(t)", "mx = ts.row_max(t)"), _ALG, None, "statement", rules.sibling_op_edits),
+    Rule("sibling op", "a reduction of the wrong kind or axis, an operator for its sibling, max for min (at the "
+         "culprit's op; in the wider search, at every one)",
+         ("mx = ts.col_max(t)", "mx = ts.row_max(t)"), _ALG, None, "statement",
+         lambda src, lines, culprit_op: (rules.sibling_op_edits(src, lines, culprit_op) if culprit_op
+                                         else rules.every_sibling_edits(src, lines))),
     Rule("sibling helper", "a helper call for its sibling on the lines that feed a NaN (a running min for a max)",
          ("m = ts.minimum(m, r)", "m = ts.maximum(m, r)"), None, None, "feeding", _lines(rules.sibling_call_edits)),
     Rule("transpose", "a matmul missing transpose_b=True (weights stored [N, K]), or its operands exchanged",

@@ -149,21 +149,36 @@ def sibling_slice_edits(src: Source, lines: list[int]) -> list[Edit]:
 
 def shifted_slice_edits(src: Source, lines: list[int]) -> list[Edit]:
     """Each ``a : b`` slice on ``lines`` one element over: ``v - 1 : v - 1 + n`` as ``v : v + n``,
-    and ``v : v + n`` as ``v + 1 : v + 1 + n`` or ``v - 1 : v - 1 + n`` (labels not shifted)."""
-    out = []
+    and ``v : v + n`` as ``v + 1 : v + 1 + n`` or ``v - 1 : v - 1 + n`` (labels not shifted); a
+    slice written the same in several arguments (a cache's k and v) also moved in all of them."""
+    out: list[Edit | None] = []
+    groups: dict[tuple[int, str], list[ast.Slice]] = {}
     for sub in src.starting_in(lines, ast.Subscript):
         for d in _dims(sub):
-            if not (isinstance(d, ast.Slice) and d.lower is not None and d.upper is not None and d.lineno == d.end_lineno):
-                continue
-            low, text = d.lower, src.text_of(d)
-            if isinstance(low, ast.BinOp) and isinstance(low.op, ast.Add | ast.Sub) and _is_int(low.right, 1):
-                out.append(src.edit(d, text.replace(src.text_of(low), src.text_of(low.left)),
-                                    "the slice is one element over: drop the shift"))  # fmt: skip
-            elif isinstance(low, ast.Name):
-                for shift in (f"{low.id} + 1", f"{low.id} - 1"):
-                    out.append(src.edit(d, f"{shift} : {src.renamed(d.upper, low.id, shift)}",
-                                        f"the slice starts one element over ({shift}): its data are one position apart"))  # fmt: skip
+            if isinstance(d, ast.Slice) and d.lower is not None and d.upper is not None and d.lineno == d.end_lineno:
+                groups.setdefault((d.lineno, src.text_of(d)), []).append(d)
+    for (line, _), same in groups.items():
+        for text, why in _shifted(src, same[0]):
+            out += [src.edit(d, text, why) for d in same]
+            if len(same) > 1:
+                raw, new, at = src.line(line).encode(), b"", 0
+                for d in sorted(same, key=lambda d: d.col_offset):
+                    new += raw[at : d.col_offset] + text.encode()
+                    at = d.end_col_offset
+                out.append(src.splice(line, 0, len(raw), (new + raw[at:]).decode(), f"{why} (in every argument)"))
     return unique(out)
+
+
+def _shifted(src: Source, d: ast.Slice) -> list[tuple[str, str]]:
+    """Slice ``d`` one element over, each way, or its shift dropped: (text, why)."""
+    low, text = d.lower, src.text_of(d)
+    if isinstance(low, ast.BinOp) and isinstance(low.op, ast.Add | ast.Sub) and _is_int(low.right, 1):
+        return [(text.replace(src.text_of(low), src.text_of(low.left)), "the slice is one element over: drop the shift")]
+    if isinstance(low, ast.Name):
+        return [(f"{shift} : {src.renamed(d.upper, low.id, shift)}",
+                 f"the slice starts one element over ({shift}): its data are one position apart")
+                for shift in (f"{low.id} + 1", f"{low.id} - 1")]  # fmt: skip
+    return []
 
 
 def _bound_variants(src: Source, e: ast.expr) -> list[tuple[str, str]]:
@@ -176,7 +191,9 @@ def _bound_variants(src: Source, e: ast.expr) -> list[tuple[str, str]]:
         a, b = src.text_of(e.left), src.text_of(e.right)
         out.append((f"({a} + {b} - 1) // {b}", "a floor division drops the partial last block: round up"))
         if isinstance(e.left, ast.BinOp) and isinstance(e.left.op, ast.Sub) and _is_int(e.left.right, 1):
-            out.append((f"{src.text_of(e.left.left)} // {b} - 1", "`(n - 1) // B` is not the last block's index"))
+            n = src.text_of(e.left.left)
+            out.append((f"({n} + {b} - 1) // {b}", f"`({n} - 1) // {b}` drops the last block: round {n} up"))
+            out.append((f"{n} // {b} - 1", "`(n - 1) // B` is not the last block's index"))
     if not isinstance(e, ast.Constant):
         wrap = text if isinstance(e, ast.Name | ast.Call | ast.Attribute | ast.Subscript) else f"({text})"
         out += [(f"{wrap} + 1", "the bound is one short"), (f"{wrap} - 1", "the bound is one too far")]
@@ -217,6 +234,10 @@ def tail_mask_edits(src: Source, lines: list[int]) -> list[Edit]:
     already computed with ``min``); a ``valid=`` load given the fill of a max (``-inf``) or of a
     sum (0)."""
     out = []
+    for call in src.calls(lines, "load_rows"):
+        if "valid" not in {k.arg for k in call.keywords}:
+            out += [_keyword(src, call, f"valid={n}", f"the gather reads every row of the index tile: only the first "
+                                                      f"{n} are indices of this block") for n in _counted(src, call)]  # fmt: skip
     for call in src.calls(lines, *_OFFSET_CALLS):
         kws = {k.arg for k in call.keywords}
         offs = _offsets(call)
@@ -311,4 +332,109 @@ def comparison_edits(src: Source, lines: list[int]) -> list[Edit]:
         for other in _FLIPS.get(type(cmp.ops[0]), ()):
             out.append(src.splice(line, at, at + len(symbol.encode()), other,
                                   f"`{other}` where the program has `{symbol}`: the mask's edge (or its side) is off"))  # fmt: skip
+    return unique(out)
+
+
+def clamp_edits(src: Source, lines: list[int]) -> list[Edit]:
+    """The row indices of a ``ts.load_rows`` on ``lines`` kept inside the table: clamped to its
+    first dim (read from the param's annotation), or set to 0 where a mask the kernel computed
+    is false (an id outside this shard, a padding slot)."""
+    out = []
+    for call in src.calls(lines, "load_rows"):
+        if len(call.args) < 2 or call.args[1].lineno != call.args[1].end_lineno:
+            continue
+        rows, table = call.args[1], call.args[0]
+        text = src.text_of(rows)
+        bound = _first_dim(src, call, table)
+        if bound is not None:
+            out.append(src.edit(rows, f"{src.ts}minimum({src.ts}maximum({text}, 0), {bound} - 1)",
+                                f"an index outside the table reads past it: clamp {text} to [0, {bound})"))  # fmt: skip
+        for mask in _masks(src, call):
+            out.append(src.edit(rows, f"{src.ts}where({mask}, {text}, 0)",
+                                f"the rows {mask} excludes are still gathered: read row 0 for them"))  # fmt: skip
+    return unique(out)
+
+
+def _first_dim(src: Source, call: ast.Call, table: ast.expr) -> str | None:
+    """The text of the first dim of the kernel param ``table`` names (``ts.Tensor[[V, D], ...]``)."""
+    fn = src.function_of(call)
+    if fn is None or not isinstance(table, ast.Name):
+        return None
+    arg = next((a for a in fn.args.args if a.arg == table.id), None)
+    ann = arg.annotation if arg is not None else None
+    if isinstance(ann, ast.Subscript):
+        spec = ann.slice.elts[0] if isinstance(ann.slice, ast.Tuple) and ann.slice.elts else None
+        if isinstance(spec, ast.List) and spec.elts:
+            return src.text_of(spec.elts[0])
+    return None
+
+
+def _masks(src: Source, call: ast.Call) -> list[str]:
+    """The names the kernel assigns a comparison or a logical op to before ``call``."""
+    fn = src.function_of(call)
+    if fn is None:
+        return []
+    out = [a.targets[0].id for a in ast.walk(fn) if isinstance(a, ast.Assign) and a.lineno < call.lineno
+           and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)
+           and (isinstance(a.value, ast.Compare) or (isinstance(a.value, ast.Call)
+                and callee(a.value) in ("logical_and", "logical_or", "logical_not")))]  # fmt: skip
+    return list(dict.fromkeys(out))
+
+
+def sibling_name_edits(src: Source, lines: list[int]) -> list[Edit]:
+    """Each name on ``lines`` written as a sibling of it the function also uses: one that differs
+    in its last ``_`` part or its last character (``n_a`` for ``n_b``, ``x0`` for ``x1``)."""
+    out = []
+    fn = src.function_at(lines[0]) if lines else None
+    if fn is None:
+        return []
+    known = list(dict.fromkeys([a.arg for a in fn.args.args] + [n.id for n in ast.walk(fn) if isinstance(n, ast.Name)]))
+    for line in dict.fromkeys(lines):
+        for n in src.on_line(line, ast.Name):
+            if not isinstance(n.ctx, ast.Load) or n.id in _NOT_VALUES or _is_callee(src, n):
+                continue
+            for other in known:
+                if other != n.id and _siblings(n.id, other):
+                    out.append(src.edit(n, other, f"`{n.id}` stands where its sibling `{other}` belongs"))
+    return unique(out)
+
+
+def _is_callee(src: Source, n: ast.Name) -> bool:
+    p = src.parents.get(n)
+    return isinstance(p, ast.Call) and p.func is n
+
+
+def _siblings(a: str, b: str) -> bool:
+    """Two names of one family: the same but for their last ``_`` part, or their last character."""
+    if len(a) > 1 and len(b) > 1 and len(a) == len(b) and a[:-1] == b[:-1]:
+        return True
+    head_a, _, tail_a = a.rpartition("_")
+    head_b, _, tail_b = b.rpartition("_")
+    return bool(head_a) and head_a == head_b and tail_a != tail_b
+
+
+def stride_edits(src: Source, lines: list[int]) -> list[Edit]:
+    """In a call's arguments that slice one tensor, each loop variable scaled by 2 in every one of
+    them (``x[n, i]``, ``x[n, i + 1]`` as ``x[n, 2 * i]``, ``x[n, 2 * i + 1]``): a stride left out."""
+    out = []
+    for call in src.starting_in(lines, ast.Call):
+        subs: dict[str, list[ast.Subscript]] = {}
+        for a in call.args:
+            if isinstance(a, ast.Subscript) and isinstance(a.value, ast.Name) and a.lineno == a.end_lineno:
+                subs.setdefault(a.value.id, []).append(a)
+        for tensor, group in subs.items():
+            line = group[0].lineno
+            if any(g.lineno != line for g in group):
+                continue
+            for v in src.loop_vars(call):
+                spots = sorted((n.col_offset, n.end_col_offset) for g in group for n in ast.walk(g.slice)
+                               if isinstance(n, ast.Name) and n.id == v)  # fmt: skip
+                if not spots:
+                    continue
+                raw, text, at = src.line(line).encode(), b"", 0
+                for a, b in spots:
+                    text += raw[at:a] + f"2 * {v}".encode()
+                    at = b
+                out.append(src.splice(line, 0, len(raw), (text + raw[at:]).decode(),
+                                      f"{tensor} is indexed with stride 1 in {v}: its blocks are 2 apart"))  # fmt: skip
     return unique(out)

@@ -91,6 +91,12 @@ def epilogue_edits(src: Source, lines: list[int]) -> list[Edit]:
         if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mult):
             out.append(src.edit(node, f"{_wrapped(src, left.left)} * ({src.text_of(left.right)} {sym} {src.text_of(right)})",
                                 f"the scale is applied before the `{sym} {src.text_of(right)}`: scale the sum"))  # fmt: skip
+        if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) and isinstance(left.right, ast.BinOp) \
+                and isinstance(left.right.op, ast.Mult):  # fmt: skip
+            m = left.right  # `r + g * acc + b` as `r + g * (acc + b)`
+            out.append(src.edit(node, f"{src.text_of(left.left)} + {_wrapped(src, m.left)} * ({src.text_of(m.right)} "
+                                      f"{sym} {src.text_of(right)})",
+                                f"the scale is applied before the `{sym} {src.text_of(right)}`: scale the sum"))  # fmt: skip
     for call in src.starting_in(lines, ast.Call):
         arg = call.args[0] if len(call.args) == 1 and not call.keywords else None
         if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add | ast.Sub) and call.lineno == call.end_lineno:
@@ -184,11 +190,21 @@ def narrow_edits(src: Source, lines: list[int]) -> list[Edit]:
             why = "the reduction adds in the narrow dtype and only its result is widened: widen before it"
             out.append(src.edit(call, f"{red}({p}cast({src.text_of(x)}, {dtype}))", why))
             if isinstance(x, ast.BinOp) and isinstance(x.op, ast.Mult):
-                out.append(src.edit(call, f"{red}({p}cast({src.text_of(x.left)}, {dtype}) * {p}cast({src.text_of(x.right)}, {dtype}))",
-                                    why + " (each factor: the product overflows too)"))  # fmt: skip
+                factors = " * ".join(f"{p}cast({src.text_of(f)}, {dtype})" for f in _factors(x))
+                out.append(src.edit(call, f"{red}({factors})", why + " (each factor: the product overflows too)"))
         if dtype.split(".")[-1] in _NARROW and isinstance(src.parents.get(call), ast.Call) and \
                 callee(src.parents[call]) in ("matmul", *_REDUCTIONS):  # fmt: skip
             out.append(src.edit(call, src.text_of(inner), f"the operand is narrowed to {dtype} before it accumulates: keep it"))
+    for call in src.calls(lines, "matmul", *_REDUCTIONS):  # NOTE: every operand narrowed: all kept wide at once
+        narrowed = [a for a in call.args if isinstance(a, ast.Call) and callee(a) == "cast" and len(a.args) >= 2
+                    and src.text_of(a.args[1]).split(".")[-1] in _NARROW and a.lineno == a.end_lineno]  # fmt: skip
+        if len(narrowed) > 1 and all(a.lineno == call.lineno for a in narrowed):
+            raw, text, at = src.line(call.lineno).encode(), b"", 0
+            for a in sorted(narrowed, key=lambda a: a.col_offset):
+                text += raw[at : a.col_offset] + src.text_of(a.args[0]).encode()
+                at = a.end_col_offset
+            out.append(src.splice(call.lineno, 0, len(raw), (text + raw[at:]).decode(),
+                                  f"the operands are narrowed before the {callee(call)} accumulates them: keep them"))  # fmt: skip
     for call in src.calls(lines, "zeros", "full"):
         for arg in (*call.args, *(k.value for k in call.keywords)):
             if isinstance(arg, ast.Attribute) and arg.attr in _NARROW:
@@ -221,3 +237,10 @@ def constant_edits(src: Source, lines: list[int]) -> list[Edit]:
 def _imports_math(src: Source) -> bool:
     return any(isinstance(n, ast.Import) and any(a.name == "math" and a.asname is None for a in n.names)
                for n in src.tree.body)  # fmt: skip
+
+
+def _factors(node: ast.expr) -> list[ast.expr]:
+    """The factors of a product ``a * b * c``, left to right."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _factors(node.left) + _factors(node.right)
+    return [node]

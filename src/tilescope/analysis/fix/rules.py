@@ -57,10 +57,11 @@ def cast_mode_edits(src: Source, lines: list[int]) -> list[Edit]:
 
 def loop_variable_edits(src: Source, lines: list[int]) -> list[Edit]:
     """Every index on ``lines`` (one dim of a slice, one offset of a load or store) that uses a
-    loop variable, with that variable swapped for each other loop variable in scope."""
+    loop variable, with that variable swapped for each other loop variable in scope (and, in an
+    orchestration, each run-time index it read before the call)."""
     out = []
     for call in src.starting_in(lines, ast.Call):
-        scope = src.loop_vars(call)
+        scope = list(dict.fromkeys(src.loop_vars(call) + _orchestration_indices(src, call)))
         if len(scope) < 2:
             continue
         for where, index in _indices(call):
@@ -73,6 +74,18 @@ def loop_variable_edits(src: Source, lines: list[int]) -> list[Edit]:
                         why = f"{where} steps with loop variable {v}: the block it names belongs to {w}"
                         out.append(src.edit(index, src.renamed(index, v, w), why))
     return unique(out)
+
+
+def _orchestration_indices(src: Source, call: ast.Call) -> list[str]:
+    """In an orchestration (a ``@ts.jit`` function), the names it assigns before ``call`` whose
+    value is read from a tensor (``tok = token_ids[e, i]``) or computed from numbers: run-time
+    indices a slice may be meant to step with."""
+    fn = src.function_of(call)
+    if fn is None or not any("jit" in src.text_of(d) for d in fn.decorator_list):
+        return []
+    return [a.targets[0].id for a in ast.walk(fn) if isinstance(a, ast.Assign) and a.lineno < call.lineno
+            and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name)
+            and isinstance(a.value, ast.Subscript | ast.BinOp | ast.Name | ast.Constant)]  # fmt: skip
 
 
 def _indices(call: ast.Call) -> list[tuple[str, ast.expr]]:
@@ -94,6 +107,10 @@ def sibling_op_edits(src: Source, lines: list[int], op: str) -> list[Edit]:
     operands swapped)."""
     out: list[Edit | None] = []
     family = next((f for f in REDUCTIONS if op in f), None)
+    if family is not None:  # NOTE: and the same reduction over the other axis (a max over columns for rows)
+        axis, _, kind = op.partition("_")
+        other_axis = f"{'col' if axis == 'row' else 'row'}_{kind}"
+        family = (*family, other_axis) if other_axis in reduce_ops() else family
     if op in ("maximum", "minimum"):
         family = ("maximum", "minimum")
     for call in src.calls(lines, op) if family is not None else []:
@@ -266,3 +283,12 @@ def _operand(src: Source, node: ast.expr) -> str:
     """``node``'s text, parenthesized unless it is a name, a call, a subscript or a constant."""
     text = src.text_of(node)
     return text if isinstance(node, ast.Name | ast.Call | ast.Subscript | ast.Constant | ast.Attribute) else f"({text})"
+
+
+
+def every_sibling_edits(src: Source, lines: list[int]) -> list[Edit]:
+    """``sibling_op_edits`` for every reduction, max/min call and arithmetic operator on
+    ``lines`` (the wider search, where no culprit op is known)."""
+    ops = [callee(c) for c in src.starting_in(lines, ast.Call)]
+    ops += [name for node in src.starting_in(lines, ast.BinOp) for name, kind in _OPERATORS.items() if isinstance(node.op, kind)]
+    return unique([e for op in dict.fromkeys(ops) for e in sibling_op_edits(src, lines, op)])

@@ -39,6 +39,7 @@ class Score:
     bad: int | None
     second: int | None = None
     error: str = ""
+    ran: bool = True  # the program was built from the copy (an error, if any, is its run's)
 
     @property
     def passes(self) -> bool:
@@ -61,8 +62,10 @@ class Screen:
 
     @property
     def useful(self) -> bool:
-        """Whether the interpreter reproduces the failure (the unedited program fails there too)."""
-        return self.baseline.bad is not None and self.baseline.bad > 0
+        """Whether the interpreter reproduces the failure: the unedited program's outputs are wrong
+        there too, or its run fails there (an index past its table)."""
+        b = self.baseline
+        return (b.bad is not None and b.bad > 0) or (b.bad is None and b.ran)
 
     def score(self, edits: tuple[Edit, ...]) -> Score:
         """The score of ``edits`` (on different lines of the file) made together."""
@@ -74,16 +77,19 @@ class Screen:
                 text = e.apply(text)
             self.folder.mkdir(parents=True, exist_ok=True)
             copy.write_text(text, encoding="utf-8")
-            program = load_program(copy, self.file.parent, self.build.name, f"screen{self.count}").program()
+            try:
+                program = load_program(copy, self.file.parent, self.build.name, f"screen{self.count}").program()
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - an edit that breaks the program screens it out
+                return Score(None, error=_first(e), ran=False)
             names = [p.name for p in program.params]
             if names != [a.name for a in self.build.args]:
-                return Score(None, error="the edited program takes other arguments")
+                return Score(None, error="the edited program takes other arguments", ran=False)
             bad = self._bad(program, self.inputs, self.golden)
             if bad == 0 and self.second is not None and edits:
                 return Score(0, self._bad(program, self.second.inputs, self.second.golden))
             return Score(bad)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - whatever an edit breaks screens it out alone
-            return Score(None, error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            return Score(None, error=_first(e))
         finally:
             copy.unlink(missing_ok=True)
 
@@ -92,3 +98,7 @@ class Screen:
         run_program(program, args)
         got = {a.name: args[i] for i, a in enumerate(self.build.args) if a.is_output}
         return sum(int((~close(got[n], g, self.rtol, self.atol)).sum()) for n, g in golden.items() if n in got)
+
+
+def _first(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

@@ -50,6 +50,7 @@ from tilescope.launch.program import CompiledProgram
 
 PAIR_POOL = 8  # the best single candidates whose pairs are screened as two-line repairs
 MAX_VERIFIED = 6  # candidates compiled and run on sim at most, once the screening has ranked them
+PAIRS = "two-line pairs"  # Search.rules' entry for the pairs of single candidates screened together
 MAX_SCREENED = 800  # candidates screened at most (a catalogue's worth over a model's kernels)
 
 
@@ -113,9 +114,13 @@ class _Search:
             if (fix := self._verify(c)) is not None:
                 return fix
         dsl = [c for c in self.found.candidates if c.target == "dsl"]
+        widened = False
+        if self.found.source is None and self.wide and self._left() > 0:  # NOTE: no line: the search gives it
+            wide_candidates(self.build, self.rep, self.found)
+            dsl, widened = [c for c in self.found.candidates if c.target == "dsl"], True
         if self.found.source is not None and self.found.target == "dsl" and self._screen() is not None:
             fix = self._screened(dsl)
-            if fix is None and self.wide and self._left() > 0:
+            if fix is None and self.wide and not widened and self._left() > 0:
                 before = {c.edit for c in self.found.candidates}
                 wide_candidates(self.build, self.rep, self.found)
                 fix = self._screened([c for c in self.found.candidates if c.edit not in before and c.target == "dsl"])
@@ -181,7 +186,7 @@ class _Search:
                 break
             self.scores[c] = self.screen.score(c.edits)
         passing = sorted((c for c in todo if c in self.scores and self.scores[c].passes),
-                         key=lambda c: (not c.culprit, c.size))  # fmt: skip
+                         key=lambda c: (not c.culprit, c.rank, c.size))  # fmt: skip
         for c in passing[:MAX_VERIFIED]:
             if self._left() <= 0:
                 break
@@ -197,6 +202,8 @@ class _Search:
                         key=lambda c: (self.scores[c].bad, c.size))[:PAIR_POOL]  # fmt: skip
         pairs = [Candidate(a.edit, "dsl", (b.edit,), f"{a.rule} + {b.rule}", a.culprit or b.culprit)
                  for a, b in itertools.combinations(better, 2) if a.edit.line != b.edit.line]  # fmt: skip
+        if pairs:
+            self.found.rules[PAIRS] = self.found.rules.get(PAIRS, 0) + len(pairs)
         return self._screened(pairs) if pairs else None
 
     def _verify(self, c: Candidate) -> Fix | None:
@@ -210,7 +217,7 @@ class _Search:
         if not ok:
             return None
         first, *also = sorted(c.edits, key=lambda e: e.line != c.edit.line)
-        return Fix(c.target, ProposedEdit(**asdict(first)), True, self.tried, self.found.notes,
+        return Fix(c.target, ProposedEdit(**asdict(first)), True, self.tried, self.found.notes, rule=c.rule or None,
                    verified_on=self.data.verified_on(), comparison=comparison,
                    also=[ProposedEdit(**asdict(e)) for e in also], diff=unified_diff(c) if c.target == "dsl" else None,
                    search=self._stats())  # fmt: skip
@@ -220,14 +227,16 @@ class _Search:
                       round(time.perf_counter() - self.started, 2), best or [], check or [])  # fmt: skip
 
     def _none(self) -> Fix:
-        why = self.found.why
-        if not why and self._left() <= 0:
+        if self._left() <= 0:
             why = "the budget was spent before every candidate was tried"
-        if not why and self.tried:
+        elif self.tried:
             why = "no candidate edit made the outputs match the golden"
-        elif not why and self.scores:
+        elif self.scores:
             why = f"no candidate edit made the outputs match the golden on the interpreter ({len(self.scores)} screened)"
-        why = why or f"the evidence for category {self.rep.category!r} points to no edit"
+        else:
+            why = self.found.why or f"the evidence for category {self.rep.category!r} points to no edit"
+        if self.found.why and self.found.why != why:
+            self.found.note(self.found.why)
         ranked = sorted(((c, s) for c, s in self.scores.items() if s.bad is not None), key=lambda x: (x[1].bad, x[0].size))
         total = sum(g.numel() for g in self.data.golden.values())
         best = [f"{Path(c.edit.file).name}:{c.edit.line} `{c.edit.after.strip()}` ({c.rule}): {s.bad} of {total} "
