@@ -99,7 +99,7 @@ def test_an_unfixable_case_says_what_was_screened_and_how_close_the_best_came():
     assert fix.why_none.startswith("no candidate edit made the outputs match the golden on the interpreter (")
     assert fix.tried == []  # nothing matched on the interpreter: nothing was compiled
     s = fix.search
-    assert s.screened > 3 and s.compiled == 0 and s.rules["sibling op"] == 3
+    assert s.screened > 3 and s.compiled == 0 and s.rules["sibling op"] >= 3
     assert len(s.best) == 3 and all(b.endswith("of 1024 elements still outside tolerance") for b in s.best)
     assert s.check[0] == f"the line the culprit names ({rep.culprit.dsl_line})"
     text = rep.render()
@@ -108,16 +108,18 @@ def test_an_unfixable_case_says_what_was_screened_and_how_close_the_best_came():
 
 
 @pytest.mark.slow
-def test_a_nan_no_rule_repairs_lists_the_rules_that_applied(tmp_path):
+def test_a_nan_whose_op_no_rule_answers_is_repaired_by_the_wider_search(tmp_path):
     prog = tp.log_rows.compile(build_dir=str(tmp_path))
     inputs = tp.log_rows_inputs()
     save_snapshot(prog.work_dir / "data", list(prog.args), inputs, {"y": torch.log(inputs["x"] * 2 + 1) + 1},
                   {"rtol": 1e-5, "atol": 1e-5})  # fmt: skip
     rep = triage(prog.work_dir, fix=True)
-    assert rep.category == "nan" and rep.fix.edit is None and rep.fix.tried == []
-    assert rep.fix.why_none.startswith("no candidate edit made the outputs match the golden on the interpreter")
-    assert rep.fix.search.rules and rep.fix.search.screened == sum(rep.fix.search.rules.values())
-    assert "verified on the saved data alone: " in rep.fix.notes[0]  # saved here without a second input set
+    fix = rep.fix
+    assert rep.category == "nan" and fix.verified is True and fix.rule == "sibling op"
+    assert fix.edit.before.replace("ts.log(u - 1.0)", "ts.log(u + 1.0)", 1) == fix.edit.after
+    assert fix.search.rules and fix.search.screened >= sum(v for k, v in fix.search.rules.items() if k != "two-line pairs")
+    assert fix.verified_on == "the saved data"  # saved here without a second input set: the notes say so
+    assert any(n.startswith("verified on the saved data alone: ") for n in fix.notes)
 
 
 @pytest.mark.slow

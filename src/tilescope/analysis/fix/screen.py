@@ -16,6 +16,9 @@ Invariants:
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,17 +51,50 @@ class Score:
 
 
 class Screen:
-    """Scores edits of one DSL file on the interpreter, against the build's saved data."""
+    """Scores edits of one DSL file on the interpreter, against the build's saved data; many at
+    once on two worker processes (``score_all``) when ``parallel``: only where this process's
+    ``__main__`` may be imported again by a spawned worker (triage's contained child, started with
+    ``python -c``), never in a user's script."""
 
     def __init__(self, build: Build, text: str, file: Path, inputs: dict[str, Any],
                  golden: dict[str, torch.Tensor], second: Second | None, rtol: float, atol: float,
-                 folder: Path):  # fmt: skip
+                 folder: Path, baseline: bool = True, parallel: bool = False):  # fmt: skip
         self.build, self.text, self.file = build, text, file
+        self.parallel = parallel  # may start worker processes (the caller's __main__ is safe to spawn from)
         self.inputs, self.golden, self.second = inputs, golden, second
         self.rtol, self.atol = rtol, atol
         self.folder = folder
         self.count = 0
-        self.baseline = self.score(())
+        self.pool: Any = None
+        self.baseline = self.score(()) if baseline else Score(None)
+
+    def score_all(self, todo: list[tuple[Edit, ...]], deadline: float) -> list[Score | None]:
+        """The scores of ``todo``, in order; None for those the ``deadline`` left unscreened. Many
+        candidates are screened on two worker processes (both CPUs), a few here."""
+        if not self.parallel or len(todo) < PARALLEL_FROM or (os.cpu_count() or 1) < 2:
+            return [self.score(edits) if time.perf_counter() < deadline else None for edits in todo]
+        if self.pool is None:
+            state = (str(self.build.work_dir), self.text, str(self.file), self.inputs, self.golden, self.second,
+                     self.rtol, self.atol, str(self.folder))  # fmt: skip
+            self.pool = multiprocessing.get_context("spawn").Pool(WORKERS, _worker_start, (state,))
+        pending = [self.pool.apply_async(_worker_score, (edits,)) for edits in todo]
+        out: list[Score | None] = []
+        for job in pending:
+            try:
+                out.append(job.get(timeout=max(deadline - time.perf_counter(), 0.01)))
+            except multiprocessing.TimeoutError:
+                out.append(None)
+        self.count += sum(s is not None for s in out)
+        if any(s is None for s in out):
+            self.close()  # NOTE: a candidate still running past the deadline must not outlive the search
+        return out
+
+    def close(self) -> None:
+        """Stop the worker processes (a candidate still running on one with them)."""
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = None
 
     @property
     def useful(self) -> bool:
@@ -70,7 +106,7 @@ class Screen:
     def score(self, edits: tuple[Edit, ...]) -> Score:
         """The score of ``edits`` (on different lines of the file) made together."""
         self.count += 1
-        copy = self.folder / f"s{self.count}_{self.file.name}"
+        copy = self.folder / f"s{os.getpid()}_{self.count}_{self.file.name}"
         try:
             text = self.text
             for e in edits:
@@ -102,3 +138,20 @@ class Screen:
 
 def _first(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+PARALLEL_FROM = 100  # candidates from which screening runs on worker processes (starting them costs ~2 s)
+WORKERS = 2
+_worker: Screen | None = None
+
+
+def _worker_start(state: tuple) -> None:
+    """A worker process's own screen of the file, on the data the search sent it."""
+    global _worker
+    work, text, file, inputs, golden, second, rtol, atol, folder = state
+    _worker = Screen(Build(work), text, Path(file), inputs, golden, second, rtol, atol, Path(folder), baseline=False)
+
+
+def _worker_score(edits: tuple[Edit, ...]) -> Score:
+    assert _worker is not None
+    return _worker.score(edits)

@@ -78,26 +78,29 @@ def fix_data(data_dir: Path, build: Build, inputs: dict[str, Any], golden: dict[
     return FixData(inputs, golden, second, why)
 
 
-def propose(build: Build, rep: Report, data: FixData, deadline: float, wide: bool = True) -> Fix:
-    """The ``fix`` of a triage report. A defect of the search itself is its ``why_none``: it never
-    takes the triage's verdict with it."""
+def propose(build: Build, rep: Report, data: FixData, deadline: float, wide: bool = True,
+            parallel: bool = False) -> Fix:  # fmt: skip
+    """The ``fix`` of a triage report (``parallel``: screen on worker processes too, see
+    ``screen.Screen``). A defect of the search itself is its ``why_none``: it never takes the
+    triage's verdict with it."""
     try:
-        return _propose(build, rep, data, deadline, wide)
+        return _propose(build, rep, data, deadline, wide, parallel)
     except (Exception, SystemExit) as e:  # noqa: BLE001 - the verdict stands whatever a fix rule does
         return Fix.none(internal_error(e, "triage --fix"))
 
 
-def _propose(build: Build, rep: Report, data: FixData, deadline: float, wide: bool) -> Fix:
+def _propose(build: Build, rep: Report, data: FixData, deadline: float, wide: bool, parallel: bool) -> Fix:
     if rep.category == "precision" and rep.verdict == "innocent" and isinstance(build, CompiledProgram):
         return tolerance_fix(build, rep, data.inputs, data.golden)
     if rep.category == "pass":
         return Fix.none("the build passes: there is nothing to fix")
-    return _Search(build, rep, data, deadline, wide).run()
+    return _Search(build, rep, data, deadline, wide, parallel).run()
 
 
 class _Search:
-    def __init__(self, build: Build, rep: Report, data: FixData, deadline: float, wide: bool):
+    def __init__(self, build: Build, rep: Report, data: FixData, deadline: float, wide: bool, parallel: bool):
         self.build, self.rep, self.data, self.deadline, self.wide = build, rep, data, deadline, wide
+        self.parallel = parallel
         self.started = time.perf_counter()
         self.found = Found()
         self.tried: list[TriedEdit] = []
@@ -107,6 +110,13 @@ class _Search:
         self.compiled = 0
 
     def run(self) -> Fix:
+        try:
+            return self._run()
+        finally:
+            if self.screen is not None:
+                self.screen.close()
+
+    def _run(self) -> Fix:
         if self.data.second is None and self.data.why_single:
             self.found.note(f"verified on the saved data alone: {self.data.why_single}")
         candidates(self.build, self.rep, self.found)
@@ -168,7 +178,8 @@ class _Search:
         if self.screen is None:
             src = self.found.source
             self.screen = Screen(self.build, src.text, Path(src.file), self.data.inputs, self.data.golden,
-                                 self.data.second, self.rep.rtol, self.rep.atol, self._work() / "screen")  # fmt: skip
+                                 self.data.second, self.rep.rtol, self.rep.atol, self._work() / "screen",
+                                 parallel=self.parallel)  # fmt: skip
             if not self.screen.useful:
                 why = self.screen.baseline.error or "the unedited program matches the golden there"
                 self.found.note(f"the interpreter does not reproduce the failure ({why}): candidates are compiled "
@@ -177,14 +188,15 @@ class _Search:
 
     def _screened(self, todo: list[Candidate]) -> Fix | None:
         """Screen ``todo``; verify on sim those that match on both sets, smallest first."""
-        for c in todo:
-            if self._left() <= 0:
+        room = MAX_SCREENED - len(self.scores)
+        if len(todo) > room:
+            self.found.note(f"{MAX_SCREENED} candidates were screened, the most one search screens")
+            todo = todo[: max(room, 0)]
+        for c, score in zip(todo, self.screen.score_all([c.edits for c in todo], self.deadline), strict=True):
+            if score is None:
                 self.found.note("the budget was spent before every candidate was screened")
                 break
-            if len(self.scores) >= MAX_SCREENED:
-                self.found.note(f"{MAX_SCREENED} candidates were screened, the most one search screens")
-                break
-            self.scores[c] = self.screen.score(c.edits)
+            self.scores[c] = score
         passing = sorted((c for c in todo if c in self.scores and self.scores[c].passes),
                          key=lambda c: (not c.culprit, c.rank, c.size))  # fmt: skip
         for c in passing[:MAX_VERIFIED]:

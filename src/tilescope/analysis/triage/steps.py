@@ -368,7 +368,8 @@ class Analysis(Steps):
         output match (on the saved data and the second input set) names it. With ``keep``
         (``--fix``), that repair is the report's fix."""
         fix = self.step("name the line by the smallest repair that makes the outputs match",
-                        lambda: propose(self.build, self.rep, data, time.perf_counter() + max(self.left(), 10)))  # fmt: skip
+                        lambda: propose(self.build, self.rep, data, time.perf_counter() + max(self.left(), 10),
+                                        parallel=True))  # fmt: skip
         named = repair_culprit(self.build, fix, self.rep.culprit)
         if keep:
             self.rep.fix = fix
@@ -431,7 +432,7 @@ def child_main(request: str) -> int:
         a.repaired(data, bool(req.get("fix")))
     if req.get("fix") and rep.fix is None:
         rep.fix = a.step("propose a fix and verify it on the saved data",
-                         lambda: propose(a.build, rep, data, time.perf_counter() + max(a.left(), 10)))  # fmt: skip
+                         lambda: propose(a.build, rep, data, time.perf_counter() + max(a.left(), 10), parallel=True))  # fmt: skip
     answer = {k: v for k, v in rep.to_json().items() if k in FIELDS}
     atomic_write(Path(req["answer"]), json.dumps(answer, default=str) + "\n")
     return 0
