@@ -199,3 +199,44 @@ def copy_chunks_to_192(x: ts.Tensor[[8, COLS], ts.f32], y: ts.Out[[8, COLS], ts.
 def chunked_copy_192(x: ts.Tensor[[32, COLS], ts.f32], y: ts.Out[[32, COLS], ts.f32]):
     for r in ts.range(0, 32, 8):
         copy_chunks_to_192(x[r : r + 8, :], y[r : r + 8, :])
+
+
+# -- algorithm, two lines: a rotation with sin and cos exchanged in both of its halves ----------
+
+HALF = 32
+
+
+@ts.kernel
+def rotate_rows(
+    x: ts.Tensor[[8, 2 * HALF], ts.f32], cs: ts.Tensor[[8, 2 * HALF], ts.f32], y: ts.Out[[8, 2 * HALF], ts.f32]
+):
+    x1 = ts.load(x, [0, 0], [8, HALF])
+    x2 = ts.load(x, [0, HALF], [8, HALF])
+    c = ts.load(cs, [0, 0], [8, HALF])
+    s = ts.load(cs, [0, HALF], [8, HALF])
+    ts.store(y, [0, 0], x1 * s - x2 * c)  # the defect: sin and cos exchanged
+    ts.store(y, [0, HALF], x2 * s + x1 * c)  # and here too
+
+
+@ts.jit
+def rotate(x: ts.Tensor[[32, 2 * HALF], ts.f32], cs: ts.Tensor[[32, 2 * HALF], ts.f32], y: ts.Out[[32, 2 * HALF], ts.f32]):
+    for r in ts.range(0, 32, 8):
+        rotate_rows(x[r : r + 8, :], cs[r : r + 8, :], y[r : r + 8, :])
+
+
+def _angles(shape, dtype):
+    theta = torch.rand(shape[0], HALF, dtype=torch.float64) * 6.28
+    return torch.cat([theta.cos(), theta.sin()], dim=1).to(dtype)
+
+
+ROTATE = [
+    TensorSpec("x", [32, 2 * HALF], torch.float32),
+    TensorSpec("cs", [32, 2 * HALF], torch.float32, init_value=_angles),
+    TensorSpec("y", [32, 2 * HALF], torch.float32, is_output=True),
+]
+
+
+def rotate_golden(t):
+    x1, x2 = t["x"][:, :HALF].double(), t["x"][:, HALF:].double()
+    c, s = t["cs"][:, :HALF].double(), t["cs"][:, HALF:].double()
+    t["y"][:] = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=1).float()

@@ -144,6 +144,9 @@ def test_triage_names_the_short_store_and_propose_fix_verifies_the_loop_bound(fa
     assert fix["edit"]["before"].strip() == "for h in ts.range(0, W - 64, 64):  # the bug: one chunk short"
     assert fix["edit"]["after"].strip() == "for h in ts.range(0, W, 64):  # the bug: one chunk short"
     assert fix["comparison"].startswith("every output within rtol=")
+    # the same edit as a unified diff of the user's file, for the agent to apply
+    assert "\n-    for h in ts.range(0, W - 64, 64):" in fix["diff"] and "\n+    for h in ts.range(0, W, 64):" in fix["diff"]
+    assert fix["diff"].startswith("--- a/") and f"{source.name}\n+++ b/" in fix["diff"]
     assert source.read_bytes() == before  # the user's file is never touched
 
 

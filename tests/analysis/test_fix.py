@@ -45,9 +45,12 @@ def fixed(work, **kw) -> Fix:
     return rep.fix
 
 
-def verified(fix, fn, line_text, after):
-    """The fix is verified, edits ``fn``'s line holding ``line_text``, and makes it ``after``."""
+def verified(fix, fn, line_text, after, two_sets=False):
+    """The fix is verified (``two_sets``: on the saved data and the second input set), edits
+    ``fn``'s line holding ``line_text``, and makes it ``after``."""
     assert fix.verified is True, fix
+    if two_sets:
+        assert fix.verified_on == "the saved data and a second input set (seed 1)", fix.verified_on
     assert fix.kind == "dsl"
     e = fix.edit
     assert e.line == line_of(fn, line_text) and Path(e.file).name == Path(sys.modules[fn.fn.__module__].__file__).name
@@ -273,7 +276,8 @@ def test_a_running_min_for_a_running_max_is_found_on_the_line_that_feeds_the_nan
     # the -inf the program starts its running max from is on purpose: the NaN is made where -inf - -inf is taken
     assert rep.culprit.dsl_line.endswith(f":{line_of(F.online_softmax_rows, 's = s * ts.exp(m - m_new)')}")
     verified(rep.fix, F.online_softmax_rows, "m_new = ts.minimum",
-             "m_new = ts.maximum(m, ts.row_max(t))  # the defect: a running max")  # fmt: skip
+             "m_new = ts.maximum(m, ts.row_max(t))  # the defect: a running max", two_sets=True)  # fmt: skip
+    assert rep.fix.rule == "sibling helper"
 
 
 @pytest.mark.slow
@@ -364,7 +368,8 @@ def test_a_drifting_variance_by_cancellation_is_not_called_innocent_and_gets_the
     assert (rep.category, rep.verdict) == ("precision", "guilty")
     assert "infinite error bound" in rep.summary
     verified(rep.fix, F.layernorm_rows, "var = ",
-             "var = ts.row_sum((t - mean) * (t - mean)) * (1.0 / 256)  # the defect: cancellation")  # fmt: skip
+             "var = ts.row_sum((t - mean) * (t - mean)) * (1.0 / 256)  # the defect: cancellation", two_sets=True)  # fmt: skip
+    assert rep.fix.rule == "variance by cancellation"
 
 
 @pytest.mark.slow
@@ -419,3 +424,22 @@ def test_a_program_built_inside_a_function_gets_its_edit_on_the_ir_dump(tmp_path
     assert fix.edit.file == "ir/normalize.py" and fix.edit.after.strip() == "total = ts.row_sum(t)"
     assert fix.tried[0].target == "dsl" and "has no @ts.jit program named 'normalize'" in fix.tried[0].result
     assert any("built inside a function" in n for n in fix.notes)
+
+
+@pytest.mark.slow
+def test_sin_and_cos_exchanged_in_two_statements_get_a_two_line_repair():
+    rep = triage(saved(F.rotate, F.ROTATE, F.rotate_golden), fix=True)
+    fix = rep.fix
+    assert rep.category == "algorithm" and fix.verified is True and fix.rule == "swapped names + swapped names"
+    edits = sorted([fix.edit, *fix.also], key=lambda e: e.line)
+    assert [e.line for e in edits] == [line_of(F.rotate_rows, "x1 * s - x2 * c"), line_of(F.rotate_rows, "x2 * s + x1 * c")]
+    first, second = (e.after.split("#")[0].strip() for e in edits)
+    assert first == "ts.store(y, [0, 0], x1 * c - x2 * s)"
+    # the same sum, whichever pair of names the repair exchanged
+    assert second in ("ts.store(y, [0, HALF], x2 * c + x1 * s)", "ts.store(y, [0, HALF], x1 * s + x2 * c)")
+    assert fix.verified_on == "the saved data and a second input set (seed 1)"
+    assert fix.search.rules["two-line pairs"] > 0
+    # the diff holds both lines, and the printed fix shows both
+    assert fix.diff.count("\n-    ts.store(") == 2 and fix.diff.count("\n+    ts.store(") == 2
+    text = rep.render()
+    assert "x1 * c - x2 * s" in text and second.removeprefix("ts.store(y, [0, HALF], ").rstrip(")") in text

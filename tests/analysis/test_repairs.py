@@ -87,3 +87,27 @@ def test_the_rule_repairs_its_bug_verified_on_two_input_sets(rule, tmp_path):
     subprocess.run(["git", "apply", str(patch)], cwd=copy, check=True)
     lines = (copy / "tests" / "blind_bugs" / source.name).read_text().splitlines()
     assert lines[fix.edit.line - 1].strip() == after
+
+
+NEW_USER = {  # the three bugs a new user wrote into their own programs, and their repairs
+    "xent_chunk_offset": ("hit = ts.iota([1, XE_CHUNK]) + c == lab",),
+    # c0 is g * GN_CPG: either spelling is the group's channel offset
+    "groupnorm_beta_slice": (
+        "group_norm_group(x[n, c0 : c0 + GN_CPG, :], gamma[c0 : c0 + GN_CPG, :], beta[c0 : c0 + GN_CPG, :],",
+        "group_norm_group(x[n, c0 : c0 + GN_CPG, :], gamma[c0 : c0 + GN_CPG, :], "
+        "beta[g * GN_CPG : g * GN_CPG + GN_CPG, :],",
+    ),
+    "im2col_swapped_khkw": ("patch = ts.load(xp, [kh, kw, 0], [1, CV_W, CV_C])",),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(NEW_USER))
+def test_a_new_users_bug_gets_its_fix_from_one_triage_fix(name):
+    bug = next(b for b in BUGS if b.name == name)
+    with contextlib.redirect_stdout(io.StringIO()):
+        work = build(bug)
+    rep = triage(work, fix=True, progress=lambda _: None)
+    assert rep.fix.verified is True and rep.fix.verified_on == "the saved data and a second input set (seed 1)"
+    assert rep.fix.edit.after.strip() in NEW_USER[name]
+    assert f"git apply {work / 'dfx_outputs' / 'triage' / 'fix.diff'}" in " ".join(rep.next)
