@@ -240,3 +240,32 @@ def rotate_golden(t):
     x1, x2 = t["x"][:, :HALF].double(), t["x"][:, HALF:].double()
     c, s = t["cs"][:, :HALF].double(), t["cs"][:, HALF:].double()
     t["y"][:] = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=1).float()
+
+
+# -- algorithm: a GEMM's K loop overwrites its accumulator instead of adding to it --------------
+
+
+@ts.kernel
+def gemm_block(a: ts.Tensor[[16, 64], ts.f32], b: ts.Tensor[[64, 16], ts.f32], c: ts.Out[[16, 16], ts.f32]):
+    acc = ts.zeros([16, 16], ts.f32)
+    for k in ts.range(0, 64, 16):
+        acc = ts.matmul(ts.load(a, [0, k], [16, 16]), ts.load(b, [k, 0], [16, 16]))  # the defect: overwritten
+    ts.store(c, [0, 0], acc)
+
+
+@ts.jit
+def gemm(a: ts.Tensor[[32, 64], ts.f32], b: ts.Tensor[[64, 32], ts.f32], c: ts.Out[[32, 32], ts.f32]):
+    for i in ts.range(0, 32, 16):
+        for j in ts.range(0, 32, 16):
+            gemm_block(a[i : i + 16, :], b[:, j : j + 16], c[i : i + 16, j : j + 16])
+
+
+GEMM = [
+    TensorSpec("a", [32, 64], torch.float32),
+    TensorSpec("b", [64, 32], torch.float32),
+    TensorSpec("c", [32, 32], torch.float32, is_output=True),
+]
+
+
+def gemm_golden(t):
+    t["c"][:] = (t["a"].double() @ t["b"].double()).float()

@@ -65,6 +65,7 @@ CASES = [
     (op.narrow_edits, "acc = acc + ts.matmul(ts.cast(a, ts.f16), b)", "acc = acc + ts.matmul(a, b)"),
     (op.constant_edits, "mean = total * (1.0 / CHUNK) + 0 * COLS", "mean = total * (1.0 / COLS) + 0 * COLS"),
     (op.constant_edits, "s = ts.matmul(q, k) * (1.0 / D)", "s = ts.matmul(q, k) * (1.0 / math.sqrt(D))"),
+    (op.constant_edits, "d = t - ts.row_mean(t) * 0.5", "d = t - ts.row_mean(t)"),
     (ix.sibling_name_edits, "mean_a = mean_a + delta * n_a / n + 0 * n_b", "mean_a = mean_a + delta * n_b / n + 0 * n_b"),
     (ix.stride_edits, "pool(x[j, c, :], x[j, c + 1, :], y[j, c, :])", "pool(x[j, 2 * c, :], x[j, 2 * c + 1, :], y[j, c, :])"),
     (ix.clamp_edits, "rows = ts.load_rows(w, lab, 64)", "rows = ts.load_rows(w, ts.minimum(ts.maximum(lab, 0), W - 1), 64)"),
@@ -91,6 +92,12 @@ def test_a_gather_gets_the_count_the_kernel_computed_and_the_mask_it_computed():
     src = Source("k.py", text)
     assert "rows = ts.load_rows(w, ids, 8, valid=cnt)" in [e.after.strip() for e in ix.tail_mask_edits(src, [7])]
     assert "rows = ts.load_rows(w, ts.where(keep, ids, 0), 8)" in [e.after.strip() for e in ix.clamp_edits(src, [7])]
+
+
+def test_an_accumulator_overwritten_in_its_loop_is_added_to():
+    text = "import tilescope as ts\n\ndef k(a, b):\n    acc = ts.zeros([8, 8], ts.f32)\n    for k in ts.range(0, 64, 8):\n        acc = ts.matmul(a, b)\n        t = ts.exp(a)\n"
+    src = Source("k.py", text)
+    assert [e.after.strip() for e in op.accumulator_edits(src, [6, 7])] == ["acc = acc + ts.matmul(a, b)"]
 
 
 def test_rules_write_ops_with_the_files_own_alias():

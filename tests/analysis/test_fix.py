@@ -443,3 +443,12 @@ def test_sin_and_cos_exchanged_in_two_statements_get_a_two_line_repair():
     assert fix.diff.count("\n-    ts.store(") == 2 and fix.diff.count("\n+    ts.store(") == 2
     text = rep.render()
     assert "x1 * c - x2 * s" in text and second.removeprefix("ts.store(y, [0, HALF], ").rstrip(")") in text
+
+
+@pytest.mark.slow
+def test_a_gemm_accumulator_overwritten_in_its_k_loop_is_added_to():
+    rep = triage(saved(F.gemm, F.GEMM, F.gemm_golden, rtol=1e-4, atol=1e-4), fix=True)
+    assert rep.category == "algorithm" and rep.fix.rule == "accumulator"
+    verified(rep.fix, F.gemm_block, "acc = ts.matmul(",
+             "acc = acc + ts.matmul(ts.load(a, [0, k], [16, 16]), ts.load(b, [k, 0], [16, 16]))  # the defect: overwritten",
+             two_sets=True)  # fmt: skip

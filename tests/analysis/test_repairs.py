@@ -3,8 +3,9 @@ someone who had not read the analysis code): `triage --fix` proposes the rule's 
 `after` text), verified on the saved data and on a second input set, as a diff `git apply`
 takes, and the user's file is byte-identical afterwards.
 
-(`sibling helper` and `variance by cancellation` are covered by tests/analysis/test_fix.py on the
-programs of tests/fix_programs.py; the repairs made from a finding rather than a line, there too.)"""
+(`sibling helper`, `variance by cancellation` and `accumulator` are covered by
+tests/analysis/test_fix.py on the programs of tests/fix_programs.py; the repairs made from a
+finding rather than a line, there too.)"""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ REPAIRS = {  # rule -> (bug, the line as the repair writes it)
     "exp without the max": ("softmax_no_max_subtraction", "e = ts.exp(t - ts.row_max(t))"),
     "narrow accumulation": ("bias_grad_bf16_chunk_sums", "acc = acc + ts.col_sum(ts.cast(t, ts.f32))"),
 }  # fmt: skip
-ELSEWHERE = {"sibling helper", "variance by cancellation"}
+ELSEWHERE = {"sibling helper", "variance by cancellation", "accumulator"}
 
 
 def test_every_rule_has_its_realistic_bug():

@@ -116,9 +116,12 @@ CATALOGUE: tuple[Rule, ...] = (
     Rule("epilogue order", "an epilogue applied in the wrong order (activation before the bias, alpha * (a @ b) + "
          "bias for alpha * (a @ b + bias))", ("ts.gelu(acc) + bias", "ts.gelu(acc + bias)"), _ALG, None, "statement",
          _lines(op.epilogue_edits)),
-    Rule("constant", "a size constant where another belongs, an attention scale of 1 / d for 1 / sqrt(d)",
-         ("total * (1.0 / CHUNK)", "total * (1.0 / COLS)"), _ALG, ("mul", "div"), "statement",
+    Rule("constant", "a size constant where another belongs, an attention scale of 1 / d for 1 / sqrt(d), a stray "
+         "factor", ("total * (1.0 / CHUNK)", "total * (1.0 / COLS)"), _ALG, ("mul", "div"), "statement",
          _lines(op.constant_edits)),
+    Rule("accumulator", "an accumulator overwritten in every iteration of its loop instead of added to (the K loop "
+         "of a GEMM)", ("acc = ts.matmul(a, b)", "acc = acc + ts.matmul(a, b)"), _ALG, ("matmul", "add", "row_sum",
+         "col_sum"), "statement", _lines(op.accumulator_edits)),
     Rule("-inf guard", "an online softmax without the -inf guard: exp(-inf - -inf) is NaN on a fully masked block",
          ("p = ts.exp(s - m_new)", 'p = ts.exp(s - ts.where(m_new == float("-inf"), 0.0, m_new))'), ("nan",), None,
          "feeding", _lines(op.inf_guard_edits)),

@@ -15,7 +15,8 @@ The bug classes, as public trackers show them:
 - ``narrow_edits``: an accumulation in a narrow dtype (the cast after the reduction instead of
   before it, operands narrowed before a matmul, a narrow accumulator);
 - ``constant_edits``: a size constant where another belongs (``1 / CHUNK`` for ``1 / COLS``), an
-  attention scale of ``1 / d`` for ``1 / sqrt(d)``.
+  attention scale of ``1 / d`` for ``1 / sqrt(d)``, a stray factor;
+- ``accumulator_edits``: an accumulator overwritten in a loop instead of added to.
 """
 
 from __future__ import annotations
@@ -213,10 +214,38 @@ def narrow_edits(src: Source, lines: list[int]) -> list[Edit]:
     return unique(out)
 
 
+def accumulator_edits(src: Source, lines: list[int]) -> list[Edit]:
+    """``v = e`` in a loop, where ``v`` was given a value before the loop and ``e`` does not read it,
+    as ``v = v + e``: an accumulator overwritten each iteration instead of added to."""
+    out = []
+    for a in src.starting_in(lines, ast.Assign):
+        if not (len(a.targets) == 1 and isinstance(a.targets[0], ast.Name) and a.lineno == a.end_lineno):
+            continue
+        v = a.targets[0].id
+        if any(isinstance(n, ast.Name) and n.id == v for n in ast.walk(a.value)):
+            continue
+        loop = src.parents.get(a)
+        while loop is not None and not isinstance(loop, ast.For | ast.FunctionDef):
+            loop = src.parents.get(loop)
+        fn = src.function_of(a)
+        if not isinstance(loop, ast.For) or fn is None or src.definition(fn, v, loop.lineno) is None:
+            continue
+        out.append(src.edit(a.value, f"{v} + {_wrapped(src, a.value)}",
+                            f"{v} is overwritten in every iteration of the loop: add to it"))  # fmt: skip
+    return unique(out)
+
+
 def constant_edits(src: Source, lines: list[int]) -> list[Edit]:
     """Each upper-case constant on ``lines`` as each other upper-case constant its function uses
-    (a size where another size belongs); ``1.0 / D`` as ``1.0 / math.sqrt(D)`` (an attention scale)."""
+    (a size where another size belongs); ``1.0 / D`` as ``1.0 / math.sqrt(D)`` (an attention scale);
+    a stray numeric factor dropped (``row_mean(t) * 0.5`` as ``row_mean(t)``)."""
     out = []
+    for node in src.starting_in(lines, ast.BinOp):
+        if isinstance(node.op, ast.Mult | ast.Div) and node.lineno == node.end_lineno:
+            sides = [(node.right, node.left)] + ([(node.left, node.right)] if isinstance(node.op, ast.Mult) else [])
+            for factor, other in sides:
+                if isinstance(factor, ast.Constant) and isinstance(factor.value, int | float) and factor.value not in (0, 1):
+                    out.append(src.edit(node, src.text_of(other), f"the factor {factor.value} does not belong here"))
     fn = src.function_at(lines[0]) if lines else None
     if fn is None:
         return []
