@@ -138,8 +138,8 @@ class _Search:
                 fix = self._pairs()
             if fix is not None:
                 return fix
-        elif (fix := self._unranked(dsl)) is not None:
-            return fix
+        elif (fix := self._unranked([c for c in dsl if c.culprit])) is not None:  # NOTE: unranked, the wider
+            return fix  # search's hundreds of candidates would each cost a compile: only the culprit's are tried
         return self._none()
 
     def _unranked(self, todo: list[Candidate]) -> Fix | None:
