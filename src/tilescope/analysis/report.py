@@ -291,7 +291,7 @@ def _fix_lines(fix: Fix) -> list[str]:
     if fix.search is not None:
         s = fix.search
         lines.append(f"    (searched: {s.screened} candidates screened on the interpreter, {s.compiled} compiled and "
-                     f"run, from {len([r for r in s.rules if ' + ' not in r and 'pairs' not in r])} catalogue rules, in {s.seconds:.1f}s"
+                     f"run, from {len([r for r in s.rules if r != 'two-line pairs'])} catalogue rules, in {s.seconds:.1f}s"
                      + (f"; the repair is rule '{fix.rule}')" if fix.rule else ")"))  # fmt: skip
     lines += [f"    (note) {n}" for n in fix.notes if n]
     return lines
