@@ -191,3 +191,25 @@ def test_concurrent_builds_share_one_whole_pch(tmp_path, private_cache):
     assert int(Path(f"{gch}.size").read_text()) == gch.stat().st_size
     assert [value(tmp_path / f"t{i}.so") for i in range(3)] == [2, 3, 4]
     assert not list((private_cache / "pch").rglob("*.tmp"))
+
+
+@pytest.mark.slow
+def test_kernel_folders_on_the_include_path_share_one_pch(tmp_path, private_cache):
+    # the audit build puts each build's kernel folder on the include path: one PCH must serve them all
+    jobs = []
+    for n in range(3):
+        folder = tmp_path / f"build{n}"
+        folder.mkdir()
+        (folder / "beside.hpp").write_text(f"inline int beside() {{ return {10 * n}; }}\n")
+        src = folder / "k.cpp"
+        src.write_text(
+            '#include <tilescope/tile_types.hpp>\n#include "beside.hpp"\n'
+            'extern "C" int value() { return beside() + int(sizeof(ts::bf16)); }\n'
+        )
+        extra = ("-DTS_AUDIT_ACCESSES", f"-I{folder}") if n == 2 else ("-DTS_AUDIT_ACCESSES",)
+        include_dirs = (folder,) if n < 2 else ()
+        jobs.append(BuildJob(src, folder / "k.so", include_dirs=include_dirs, extra_flags=extra))
+    results = build(jobs)
+    [gch] = gchs(private_cache)
+    assert [value(j.output) for j in jobs] == [2, 12, 22]
+    assert all(r.command[r.command.index("-include") + 1] == str(gch)[: -len(".gch")] for r in results)

@@ -73,7 +73,9 @@ def compile_audit_build(build: Build) -> list[Path]:
         # build's own file is never touched
         atomic_write(copy, source.read_text())
         # NOTE: the kernel's own directory stays on the include path: a hand edit may include a header beside it
-        jobs.append(BuildJob(copy, copy.with_suffix(".so"), extra_flags=(AUDIT_FLAG, f"-I{source.parent}")))
+        jobs.append(
+            BuildJob(copy, copy.with_suffix(".so"), include_dirs=(source.parent,), extra_flags=(AUDIT_FLAG,))
+        )
     try:
         build_objects(jobs)
     except Exception as e:  # noqa: BLE001 - whatever the compiler says is the reason

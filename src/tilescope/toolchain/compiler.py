@@ -292,6 +292,20 @@ def _flags(job: BuildJob) -> list[str]:
     return [*BASE_FLAGS, march_flag(), debug_info_flag(), *(f"-I{d}" for d in job.all_include_dirs()), *job.extra_flags]
 
 
+def _pch_flags(job: BuildJob) -> list[str]:
+    """The flags ``job``'s precompiled header is made with (and keyed by): the compile's, less the
+    include directories after the package's own. The umbrella includes only ``<tilescope/...>``
+    headers, found in the package's directory first, so a kernel folder on the include path (the
+    audit build's) changes nothing in it and must not make a PCH of its own."""
+    return [
+        *BASE_FLAGS,
+        march_flag(),
+        debug_info_flag(),
+        f"-I{cache.PACKAGE_INCLUDE_DIR}",
+        *(f for f in job.extra_flags if not f.startswith("-I")),
+    ]
+
+
 def compile_command(cxx: str, job: BuildJob, output: Path, umbrella: Path | None = None) -> list[str]:
     """The g++ argv that builds ``job`` into ``output`` (with the precompiled ``umbrella`` header, if given)."""
     use_pch = ["-Winvalid-pch", "-include", str(umbrella)] if umbrella is not None else []
@@ -332,9 +346,12 @@ def build(jobs: Sequence[BuildJob], max_parallel: int | None = None) -> list[Bui
         dirs = job.all_include_dirs()
         if dirs not in header_hashes:
             header_hashes[dirs] = cache.headers_hash(dirs)
+    package = (cache.PACKAGE_INCLUDE_DIR,)
+    if package not in header_hashes:
+        header_hashes[package] = cache.headers_hash(package)
     workers = max(1, min(len(jobs), max_parallel or os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tilescope-cxx") as pool:
-        futures = [pool.submit(_build_one, job, cxx, header_hashes[job.all_include_dirs()]) for job in jobs]
+        futures = [pool.submit(_build_one, job, cxx, header_hashes[job.all_include_dirs()], header_hashes[package]) for job in jobs]
         outcomes: list[BuildResult | ToolchainError] = []
         for job, future in zip(jobs, futures):
             try:
@@ -356,7 +373,7 @@ def build(jobs: Sequence[BuildJob], max_parallel: int | None = None) -> list[Bui
     return [o for o in outcomes if isinstance(o, BuildResult)]
 
 
-def _build_one(job: BuildJob, cxx: str, headers: str) -> BuildResult:
+def _build_one(job: BuildJob, cxx: str, headers: str, package_headers: str) -> BuildResult:
     started = time.perf_counter()
     for src in job.sources:
         if not src.is_file():
@@ -365,10 +382,10 @@ def _build_one(job: BuildJob, cxx: str, headers: str) -> BuildResult:
     key.log(str(job.source))
     digest = key.digest
     try:
-        obj, command = _cached_object(job, cxx, key)
+        obj, command = _cached_object(job, cxx, key, package_headers)
     except OSError as exc:  # the cache cannot be written: go on with this process's own
         cache.cache_unusable(exc)
-        obj, command = _cached_object(job, cxx, key)
+        obj, command = _cached_object(job, cxx, key, package_headers)
     output = cache.relocate(Path(job.output))
     try:
         cache.atomic_copy(obj, output)
@@ -384,18 +401,20 @@ def _build_one(job: BuildJob, cxx: str, headers: str) -> BuildResult:
     return BuildResult(job, digest, not command, command, time.perf_counter() - started)
 
 
-def _umbrella(job: BuildJob, cxx: str, key: CacheKey) -> Path | None:
-    """The precompiled umbrella header for ``job`` (built if missing), or None to compile without one."""
+def _umbrella(job: BuildJob, cxx: str, key: CacheKey, package_headers: str) -> Path | None:
+    """The precompiled umbrella header for ``job`` (built if missing), or None to compile without one.
+    It is keyed by the package's headers alone: the only ones it includes."""
     if job.extra_sources:
         return None
     includes = pch.leading_includes(Path(job.source))
     if not includes:
         return None
-    digest = pch.pch_key(includes, _flags(job), dict(key.parts)).digest
-    return pch.ensure(cxx, includes, _flags(job), digest)
+    flags = _pch_flags(job)
+    parts = {**key.parts, "headers": package_headers}
+    return pch.ensure(cxx, includes, flags, pch.pch_key(includes, flags, parts).digest)
 
 
-def _cached_object(job: BuildJob, cxx: str, key: CacheKey) -> tuple[Path, list[str]]:
+def _cached_object(job: BuildJob, cxx: str, key: CacheKey, package_headers: str) -> tuple[Path, list[str]]:
     """The cached object for ``key``, compiled into the cache if missing; the g++ argv ([] on a hit).
 
     Raises:
@@ -405,7 +424,7 @@ def _cached_object(job: BuildJob, cxx: str, key: CacheKey) -> tuple[Path, list[s
     if obj.is_file():
         return obj, []
     tmp = cache.temp_path_beside(obj)
-    umbrella = _umbrella(job, cxx, key)
+    umbrella = _umbrella(job, cxx, key, package_headers)
     command = compile_command(cxx, job, tmp, umbrella)
     logger.debug("compiling %s: %s", job.source, shlex.join(command))
     try:

@@ -5,7 +5,10 @@ Invariants:
   and blank lines before and between them), so using it (``-include <umbrella>``) changes nothing
   the source sees: the headers' guards make its own includes no-ops.
 - A PCH is keyed like an object (``pch_key``): the include lines, the flags, the compiler, the
-  contents of every header, the resolved ``-march=native`` target and the ABI version. It lives at
+  contents of the package's headers, the resolved ``-march=native`` target and the ABI version. It
+  is made without the include directories that follow the package's own (a build's kernel folder):
+  they change nothing it includes, so every build shares one PCH per flag set instead of adding
+  tens of megabytes to the cache each. It lives at
   ``<cache>/pch/<key[:2]>/<key>/umbrella.hpp(.gch)``, with ``umbrella.hpp.gch.size`` naming the
   size g++ wrote.
 - A PCH appears atomically (written to a temporary file, moved into place); one process builds it
