@@ -20,6 +20,7 @@ from tilescope._version import __version__
 from tilescope.agents import server as mcp_server
 from tilescope.analysis.localize import localize_command as localize
 from tilescope.analysis.triage import triage_command as triage
+from tilescope.errors import TilescopeError
 from tilescope.harness import replay
 from tilescope.runtime import library
 from tilescope.toolchain import compiler
@@ -149,6 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     except _StdoutError as e:
         print(f"tilescope {args.command}: cannot write to standard output: {e.__cause__}", file=sys.stderr)
         _silence_stdout()
+        return 1
+    except TilescopeError as e:
+        # NOTE: what a command did not word itself (a build file refused on its way, a link out of the
+        # build): one line naming the command, never a traceback
+        print(f"tilescope {args.command}: error: {e}", file=sys.stderr)
         return 1
     finally:
         sys.stdout = stdout

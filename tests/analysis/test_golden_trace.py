@@ -7,7 +7,8 @@ import inspect
 import torch
 import torch.nn.functional as F
 
-from tilescope.analysis.golden_trace import TRACE_FILE, GoldenTrace, load_trace, record_golden, save_trace
+from tilescope.analysis.golden_trace import GoldenTrace, load_trace, record_golden, save_trace
+from tilescope.build.paths import GOLDEN_TRACE
 
 
 def softmax_golden(t):
@@ -80,17 +81,17 @@ def test_saved_with_the_data_and_read_back_with_the_inputs_values(tmp_path):
     assert why is None and [v.op for v in back.values] == [v.op for v in trace.values]
     assert torch.equal(back.values[0].value, before["x"])  # an input's value comes from the data's in/
     assert all(torch.equal(a.value, b.value) for a, b in zip(back.values[2:], trace.values[2:]))
-    raw = torch.load(tmp_path / TRACE_FILE, weights_only=True)
+    raw = torch.load(tmp_path / GOLDEN_TRACE, weights_only=True)
     assert raw["values"][0]["value"].numel() == 0  # inputs are not written twice
 
 
 def test_a_missing_or_corrupt_trace_is_a_reason_not_an_error(tmp_path):
     none, why = load_trace(tmp_path, {})
     assert none is None and "holds no trace of the golden" in why and "--save-data" in why
-    (tmp_path / TRACE_FILE).parent.mkdir(parents=True)
-    (tmp_path / TRACE_FILE).write_bytes(b"not a trace")
+    (tmp_path / GOLDEN_TRACE).parent.mkdir(parents=True)
+    (tmp_path / GOLDEN_TRACE).write_bytes(b"not a trace")
     none, why = load_trace(tmp_path, {})
     assert none is None and "cannot be read" in why
-    torch.save({"format": 99}, tmp_path / TRACE_FILE)
+    torch.save({"format": 99}, tmp_path / GOLDEN_TRACE)
     assert load_trace(tmp_path, {})[0] is None
     assert isinstance(GoldenTrace(), GoldenTrace)

@@ -35,7 +35,7 @@ from typing import Any
 from tilescope.analysis.hazards import Box, Hazard, Order, Span, contains, hazards, layout_box, layout_of
 from tilescope.analysis.recorded import crash_report_to
 from tilescope.build.manifest import Build
-from tilescope.build.paths import TRIAGE_DIR, atomic_write, confined, dfx_dir
+from tilescope.build.paths import AUDIT_DIR, TRIAGE_DIR, atomic_write, confined, dfx_dir
 from tilescope.debug.deps_json import buffer_names, region_box
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.symbolize import dsl_marker
@@ -50,7 +50,6 @@ from tilescope.runtime.run_config import Recording, RunConfig
 from tilescope.toolchain import BuildJob
 from tilescope.toolchain import build as build_objects
 
-AUDIT_DIR = "audit"  # dfx_outputs/triage/audit/<kernel>.so
 AUDIT_PROBE = -1  # audit.hpp's kAuditProbe
 AUDIT_FLAG = "-DTS_AUDIT_ACCESSES"
 _OPS = {0: "load", 1: "store"}
@@ -63,8 +62,7 @@ class AuditBuildError(TilescopeError):
 def compile_audit_build(build: Build) -> list[Path]:
     """Compile every kernel of ``build`` as the build holds it with the access audit on; the
     shared objects, by func_id."""
-    folder = dfx_dir(build.work_dir) / TRIAGE_DIR / AUDIT_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = dfx_dir(build.work_dir, TRIAGE_DIR, AUDIT_DIR)
     jobs = []
     for k in build.kernels:
         source = confined(build.work_dir, k["source"], f"kernel {k['name']}'s source")

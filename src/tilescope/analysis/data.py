@@ -26,9 +26,18 @@ from typing import Any
 import torch
 
 from tilescope.analysis.compare import tolerance_problem
-from tilescope.analysis.golden_trace import TRACE_FILE, GoldenTrace
+from tilescope.analysis.golden_trace import GoldenTrace
 from tilescope.build.manifest import ArgSpec
-from tilescope.build.paths import DATA_META, DATA_SECOND, atomic_save, atomic_write, write_problem
+from tilescope.build.paths import (
+    DATA_DIR,
+    DATA_META,
+    DATA_SECOND,
+    GOLDEN_TRACE,
+    atomic_save,
+    atomic_write,
+    inside,
+    write_problem,
+)
 from tilescope.build.paths import DATA_REFERENCES as REFERENCES
 from tilescope.errors import TilescopeError
 from tilescope.ir.types import Direction
@@ -73,17 +82,18 @@ def save_snapshot(
             if a.is_output:
                 atomic_save(_as_tensor(a, golden[a.name]), data_dir / "out" / f"{a.name}.pt")
         if references:
-            (data_dir / REFERENCES).mkdir()
-            made.append(data_dir / REFERENCES)
+            folder = inside(data_dir, REFERENCES)
+            folder.mkdir()
+            made.append(folder)
             for name, value in references.items():
-                atomic_save(value.detach().cpu().contiguous(), data_dir / REFERENCES / f"{name}.pt")
+                atomic_save(value.detach().cpu().contiguous(), inside(folder, f"{name}.pt"))
         if trace is not None:
-            made.append((data_dir / TRACE_FILE).parent)
-            trace.save(data_dir / TRACE_FILE)
+            made.append(inside(data_dir, GOLDEN_TRACE).parent)
+            trace.save(inside(data_dir, GOLDEN_TRACE))
         if second is not None:
-            made.append(data_dir / DATA_SECOND)
-            _save_second(data_dir / DATA_SECOND, args, second, meta)
-        atomic_write(data_dir / DATA_META, json.dumps(meta, indent=2) + "\n")
+            made.append(inside(data_dir, DATA_SECOND))
+            _save_second(inside(data_dir, DATA_SECOND), args, second, meta)
+        atomic_write(inside(data_dir, DATA_META), json.dumps(meta, indent=2) + "\n")
     except OSError as e:
         for d in made:  # made by this call a moment ago: a half snapshot would only mislead a replay
             shutil.rmtree(d, ignore_errors=True)
@@ -118,12 +128,12 @@ def _save_second(folder: Path, args: list[ArgSpec], second: Second, meta: dict[s
         if a.is_output:
             atomic_save(_as_tensor(a, second.golden[a.name]), folder / "out" / f"{a.name}.pt")
     keep = {k: meta[k] for k in ("rtol", "atol") if k in meta}
-    atomic_write(folder / DATA_META, json.dumps({**keep, "seed": second.seed}, indent=2) + "\n")
+    atomic_write(inside(folder, DATA_META), json.dumps({**keep, "seed": second.seed}, indent=2) + "\n")
 
 
 def load_second(data_dir: str | os.PathLike, args: list[ArgSpec]) -> tuple[Second | None, str]:
     """The second input set saved beside a snapshot, or None and why there is none."""
-    folder = Path(data_dir) / DATA_SECOND
+    folder = inside(data_dir, DATA_SECOND)
     if not folder.is_dir():
         return None, (f"{data_dir} holds no second input set (it is saved by run_jit with specs: --save-data, "
                       "--triage or --localize)")  # fmt: skip
@@ -133,7 +143,7 @@ def load_second(data_dir: str | os.PathLike, args: list[ArgSpec]) -> tuple[Secon
     except DataError as e:
         return None, f"the second input set cannot be read: {str(e).splitlines()[0]}"
     if not isinstance(seed, int) or isinstance(seed, bool):
-        return None, f"{folder / DATA_META} names no seed"
+        return None, f"{folder}/{DATA_META} names no seed"
     return Second(inputs, golden, seed), ""
 
 
@@ -143,7 +153,7 @@ def load_meta(data_dir: str | os.PathLike, given: Iterable[str] = ()) -> dict[st
     The tolerances the caller does not give itself (``given``: ``"rtol"``, ``"atol"``) are checked:
     a DataError names the file, the key, what was expected and what to do.
     """
-    path = Path(data_dir) / DATA_META
+    path = inside(data_dir, DATA_META)
     if not path.is_file():
         return {}
     fix = "correct it, pass --rtol/--atol, or save the data again (--save-data, into a new build)"
@@ -188,7 +198,7 @@ def _check(a: ArgSpec, value: torch.Tensor, path: Path, problems: list[str]) -> 
 def load_references(data_dir: str | os.PathLike) -> tuple[dict[str, torch.Tensor], list[str]]:
     """The references a snapshot holds (``intermediates/<name>.pt``), and a problem line for each
     file that is not a tensor or cannot be loaded."""
-    folder = Path(data_dir) / REFERENCES
+    folder = inside(data_dir, REFERENCES)
     problems: list[str] = []
     out: dict[str, torch.Tensor] = {}
     if folder.is_dir():
@@ -210,9 +220,9 @@ def load_snapshot(
         raise DataError(f"golden data {data_dir} is a file, not a data directory ({what})")
     if not data_dir.is_dir():
         raise DataError(f"golden data directory {data_dir} does not exist ({what})")
-    if not (data_dir / "in").is_dir() and (data_dir / "data" / "in").is_dir():
+    if not (data_dir / "in").is_dir() and inside(data_dir, DATA_DIR, "in").is_dir():
         raise DataError(
-            f"{data_dir} is a build directory; pass its data directory instead: --golden-data {data_dir / 'data'}"
+            f"{data_dir} is a build directory; pass its data directory instead: --golden-data {data_dir}/{DATA_DIR}"
         )
     problems: list[str] = []
     inputs: dict[str, Any] = {}

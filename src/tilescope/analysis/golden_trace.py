@@ -37,9 +37,8 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tilescope.analysis.user_code import _library_dirs
-from tilescope.build.paths import atomic_save
+from tilescope.build.paths import GOLDEN_TRACE, atomic_save, inside
 
-TRACE_FILE = Path("golden") / "trace.pt"  # in a data directory
 TRACE_BUDGET = 256 * 2**20  # bytes of kept values
 _FORMAT = 1
 
@@ -237,7 +236,7 @@ def record_golden(golden: Callable[[dict[str, Any]], Any], values: dict[str, Any
 
 def save_trace(data_dir: Path, trace: GoldenTrace) -> Path:
     """Write ``trace`` into the data directory ``data_dir``; its path."""
-    path = Path(data_dir) / TRACE_FILE
+    path = inside(data_dir, GOLDEN_TRACE)
     trace.save(path)
     return path
 
@@ -245,10 +244,10 @@ def save_trace(data_dir: Path, trace: GoldenTrace) -> Path:
 def load_trace(data_dir: str | os.PathLike, inputs: dict[str, Any]) -> tuple[GoldenTrace | None, str | None]:
     """The golden trace saved with a data directory, its inputs' values taken from ``inputs``
     (the snapshot's), or None and why there is none."""
-    path = Path(data_dir) / TRACE_FILE
+    path = inside(data_dir, GOLDEN_TRACE)
     if not path.is_file():
         return None, (
-            f"{Path(data_dir)} holds no trace of the golden ({TRACE_FILE}): saved by an older tilescope, or with "
+            f"{Path(data_dir)} holds no trace of the golden ({GOLDEN_TRACE}): saved by an older tilescope, or with "
             "the golden loaded from data; save the data again (--save-data) to let localize align the kernels "
             "with the golden's own steps"
         )
@@ -262,4 +261,4 @@ def load_trace(data_dir: str | os.PathLike, inputs: dict[str, Any]) -> tuple[Gol
         return None, f"{path} cannot be read ({type(e).__name__}: {e}); save the data again (--save-data)"
 
 
-__all__ = ["TRACE_BUDGET", "TRACE_FILE", "GoldenTrace", "GoldenValue", "load_trace", "record_golden", "save_trace"]
+__all__ = ["TRACE_BUDGET", "GoldenTrace", "GoldenValue", "load_trace", "record_golden", "save_trace"]

@@ -38,7 +38,15 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from tilescope.build.paths import DFX_DIR, LOCALIZE_DIR, LOCALIZE_JSON, TENSOR_DUMP_DIR, atomic_write, dfx_dir
+from tilescope.build.paths import (
+    DFX_DIR,
+    LOCALIZE_DIR,
+    LOCALIZE_JSON,
+    TENSOR_DUMP_DIR,
+    atomic_write,
+    dfx_dir,
+    inside,
+)
 
 FORMAT = "tilescope-localize"
 VERSION = 1
@@ -319,9 +327,7 @@ def _numbers(value: Any) -> Any:
 
 def write_report(work_dir: Path, report: Report, where: str = LOCALIZE_DIR) -> Path:
     """Write ``<build>/dfx_outputs/<where>/report.json`` (localize's, or triage's); returns its path."""
-    folder = dfx_dir(work_dir) / where
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / LOCALIZE_JSON
+    path = inside(dfx_dir(work_dir, where), LOCALIZE_JSON)
     atomic_write(path, json.dumps(report.to_json(), indent=1) + "\n")
     return path
 
@@ -329,7 +335,7 @@ def write_report(work_dir: Path, report: Report, where: str = LOCALIZE_DIR) -> P
 def localize_dump(work_dir: str | os.PathLike) -> Path:
     """``<build>/dfx_outputs/localize/tensor_dump``: the dump of localize's run, written when a
     next step it prints shows records of it (a probe's values)."""
-    return Path(work_dir) / DFX_DIR / LOCALIZE_DIR / TENSOR_DUMP_DIR
+    return inside(work_dir, DFX_DIR, LOCALIZE_DIR, TENSOR_DUMP_DIR)
 
 
 __all__ = ["Culprit", "FingerprintRow", "Fix", "ProposedEdit", "Report", "Step", "ToleranceChange", "Tolerance", "TriedEdit",

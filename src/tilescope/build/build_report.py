@@ -6,10 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
-from tilescope.build.paths import REPORT_DIR, REPORT_JSON, atomic_write
+from tilescope.build.paths import REPORT_DIR, REPORT_JSON, atomic_write, inside
 from tilescope.ir.analysis import kernel_core, local_memory_peak
 from tilescope.ir.nodes import Assign, Const, For, Program, Stmt, Submit
 from tilescope.ir.traverse import child_exprs, stmt_bodies, walk_exprs, walk_stmts
@@ -95,10 +96,11 @@ def build_report(
 
 def dsl_sources(program: Program) -> dict[str, str]:
     """``{absolute path: sha256}`` of the DSL files the program and its kernels were written in
-    (those that can be read)."""
+    (those that can be read). A path is kept as the user named it (made absolute, symbolic links
+    not resolved): a model reached through a link is found again, and proposed against, by that name."""
     out = {}
     for loc in (program.loc, *(k.loc for k in program.kernels)):
-        path = Path(loc.file).resolve() if loc is not None else None
+        path = Path(os.path.abspath(loc.file)) if loc is not None else None
         if path is not None and str(path) not in out:
             try:
                 out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -132,7 +134,7 @@ def load_report(work: Path) -> dict[str, Any]:
     """A build's ``report/report.json`` read back; {} when it is missing, corrupt or not an object
     (an older build, or one written by hand)."""
     try:
-        data = json.loads((work / REPORT_DIR / REPORT_JSON).read_text())
+        data = json.loads((inside(work, REPORT_DIR, REPORT_JSON)).read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -143,6 +145,6 @@ def write_report(
 ) -> dict[str, Any]:
     """Write ``report.json`` and ``summary.txt`` into ``out``; returns the report data."""
     rep = build_report(program, pass_report.timings, build_results, opts, gaps)
-    atomic_write(out / REPORT_JSON, json.dumps(rep, indent=2) + "\n")
+    atomic_write(inside(out, REPORT_JSON), json.dumps(rep, indent=2) + "\n")
     atomic_write(out / "summary.txt", summary_text(rep))
     return rep

@@ -33,6 +33,7 @@ from tilescope.build.paths import (
     REPORT_DIR,
     SCENE_TEST,
     atomic_write,
+    inside,
     new_build_dir,
     write_problem,
 )
@@ -128,11 +129,11 @@ def _compile_into(
         DEFAULT_PIPELINE,
         verify=bool(opts["verify"]),
         local_memory_bytes=opts["local_memory_bytes"],
-        dump_dir=work / PASSES_DUMP_DIR if opts["dump_passes"] else None,
+        dump_dir=inside(work, PASSES_DUMP_DIR) if opts["dump_passes"] else None,
     )
     final, pass_report = manager.run(program)
     gaps = _coverage(final, bool(opts["strict"]))
-    atomic_write(work / IR_DIR / f"{final.name}.py", program_str(final, f"final IR of {final.name}"))
+    atomic_write(inside(work, IR_DIR, f"{final.name}.py"), program_str(final, f"final IR of {final.name}"))
     t_passes = time.perf_counter() - t0
 
     jobs = []
@@ -147,7 +148,7 @@ def _compile_into(
     results = toolchain.build(jobs) if build_cpp else []
     t_build = time.perf_counter() - t1
 
-    write_report(work / REPORT_DIR, final, pass_report, results, opts, gaps)
+    write_report(inside(work, REPORT_DIR), final, pass_report, results, opts, gaps)
     runtime_config = {
         "platforms": list(knobs.PLATFORMS),
         "local_memory_bytes": opts["local_memory_bytes"],
@@ -156,9 +157,9 @@ def _compile_into(
     }
     data = config_data(final, runtime_config)
     record_state(work, data, ir_state(work, data, final))
-    atomic_write(work / DEBUG_RUN, run_py(data))
-    atomic_write(work / SCENE_TEST, scene_test(data))
-    atomic_write(work / KERNEL_CONFIG, kernel_config_source(data))  # last: marks the build complete
+    atomic_write(inside(work, DEBUG_RUN), run_py(data))
+    atomic_write(inside(work, SCENE_TEST), scene_test(data))
+    atomic_write(inside(work, KERNEL_CONFIG), kernel_config_source(data))  # last: marks the build complete
     hits = sum(r.cache_hit for r in results)
     log.debug(
         "[compile] %s: %d kernels, passes %.2fs, g++ %.2fs (%d of %d from cache) -> %s",

@@ -24,7 +24,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: builds are never locked
     fcntl = None  # type: ignore[assignment]
 
-from tilescope.build.paths import BUILD_LOCK, DFX_DIR
+from tilescope.build.paths import BUILD_LOCK, DFX_DIR, inside
 from tilescope.errors import TilescopeError
 
 
@@ -61,7 +61,7 @@ def hold_build(work: str | os.PathLike) -> BuildLock | None:
     if fcntl is None:
         return None
     try:
-        fd = os.open(Path(work) / BUILD_LOCK, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(inside(work, BUILD_LOCK), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except OSError:
         return None
     try:
@@ -83,7 +83,7 @@ def try_exclusive(work: Path) -> BuildLock | None | bool:
     if fcntl is None:
         return True
     try:
-        fd = os.open(work / BUILD_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(inside(work, BUILD_LOCK), os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return True
     except OSError:
@@ -112,7 +112,7 @@ def reading_outputs(dfx: Path) -> Iterator[None]:
     together there (a tensor dump's manifest and payload) come from one run: a run rewriting them
     (``outputs_lock``) waits, and the block waits for one. Nothing is created; where there is no
     lock file (no run has written there, or a copied directory) the block runs without it."""
-    with _flocked(Path(dfx) / BUILD_LOCK, exclusive=False, create=False):
+    with _flocked(inside(dfx, BUILD_LOCK), exclusive=False, create=False):
         yield
 
 
@@ -122,7 +122,7 @@ def outputs_lock(work: str | os.PathLike) -> Iterator[None]:
     the files one run writes there (a tensor dump's manifest and payload, deps, trace) come from
     that run alone, whichever threads or processes run the build at once. Where the lock cannot
     be taken (a read-only build, no ``fcntl``) the block runs without it."""
-    with _flocked(Path(work) / DFX_DIR / BUILD_LOCK, exclusive=True, create=True):
+    with _flocked(inside(work, DFX_DIR, BUILD_LOCK), exclusive=True, create=True):
         yield
 
 

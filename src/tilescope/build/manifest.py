@@ -22,7 +22,7 @@ from typing import Any
 
 from tilescope.build.config_check import check_config
 from tilescope.build.lock import hold_build
-from tilescope.build.paths import IR_DIR, KERNEL_CONFIG
+from tilescope.build.paths import IR_DIR, KERNEL_CONFIG, inside
 from tilescope.build.state import refresh
 from tilescope.codegen.kernel_config import BUILD_FORMAT
 from tilescope.errors import ArgumentError, TilescopeError
@@ -91,7 +91,7 @@ def as_build_dir(value: Any) -> Path:
 
 def load_config(work: Path) -> dict[str, Any]:
     """The namespace of ``<work>/kernel_config.py``, checked for format and required names."""
-    path = work / KERNEL_CONFIG
+    path = inside(work, KERNEL_CONFIG)
     if work.is_file():
         hint = f"; pass the directory it is in: {work.parent}" if work.name == KERNEL_CONFIG else ""
         raise TilescopeError(f"{work} is a file, not a build directory ({WHAT_A_BUILD_IS}){hint}")
@@ -177,7 +177,7 @@ class Build:
     def program(self) -> Program:
         """The final IR (read back from ``ir/<program>.py`` for a loaded build)."""
         if self._program is None:
-            path = self.work_dir / IR_DIR / f"{self.name}.py"
+            path = inside(self.work_dir, IR_DIR, f"{self.name}.py")
             if not path.is_file():
                 raise TilescopeError(f"{path} is missing: the interp platform needs the build's final IR")
             self._program = load_source(path.read_text(), str(path))

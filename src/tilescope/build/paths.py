@@ -9,11 +9,16 @@ Invariants:
   process, the thread and a count (two threads or two processes never share one; its
   permissions are the usual 0666 less the umask), and is moved over the target with
   ``os.replace``.
-- ``confined`` is the one check of a path that a build's data file names (``build_state.json``'s
+- Confinement: every file a tool reads or writes under a build is reached with ``inside(base,
+  *names)`` (or ``dfx_dir``, which uses it), ``base`` being the build or a folder already reached
+  so. Each component is checked in turn: one that is a symbolic link must resolve inside ``base``,
+  else the path is refused with a message naming the link and where it points. No path under a
+  build is made with ``/`` from the names below (``tests/build/test_confinement.py`` enforces it),
+  so a build handed over by someone else, or a link made by mistake, cannot make a tool read or
+  write a file outside it.
+- ``confined`` is the same check for a path that a build's data file names (``build_state.json``'s
   IR dump, ``kernel_config.py``'s sources and binaries, a saved task's files, a tensor dump's
-  payload file): relative, without ``..``, and still inside its directory once symbolic links are
-  resolved. Anything else is refused, so a build handed over by someone else cannot make
-  tilescope read, run or overwrite a file outside it.
+  payload file), which must also be relative and without ``..``.
 """
 
 from __future__ import annotations
@@ -65,6 +70,67 @@ TRIAGE_DIR = "triage"  # dfx_outputs/triage/: tilescope triage's runs (audit/: t
 LOCALIZE_JSON = "report.json"
 LOCALIZE_HTML = "report.html"
 LOCALIZE_DATA = "data"  # dfx_outputs/localize/data: the data of a run localized by --localize
+PROBE_DIR = "probe"  # dfx_outputs/localize/probe/<kernel>.cpp and .so: localize's probe build
+AUDIT_DIR = "audit"  # dfx_outputs/triage/audit/<kernel>.so: triage's access audit build
+FIX_DIR = "fix"  # dfx_outputs/triage/fix/: the repair search's copies of the program
+FIX_DIFF = "fix.diff"  # dfx_outputs/triage/fix.diff: the verified fix, as a unified diff of the user's file
+GOLDEN_TRACE = "golden/trace.pt"  # data/golden/trace.pt: the golden's own steps (golden_trace)
+
+
+class OutsideBuildError(BuildFileError):
+    """A path under a build leads out of it through a symbolic link."""
+
+
+def _leaves(root: Path, link: Path, base: str | os.PathLike) -> str | None:
+    """Why the symbolic link ``link`` leads out of ``root`` (``base`` resolved); None when it stays inside."""
+    try:
+        target = link.resolve(strict=False)
+    except (OSError, RuntimeError):  # a loop of links
+        return f"{link} is a symbolic link that loops"
+    if target == root or root in target.parents:
+        return None
+    try:
+        points = os.readlink(link)
+    except OSError:
+        points = str(target)
+    shown = points if points == str(target) else f"{points} ({target})"
+    return f"{link} is a symbolic link to {shown}, outside {base}"
+
+
+def _walk(base: str | os.PathLike, names: tuple[str, ...]) -> tuple[Path, str | None]:
+    """``base / names...`` and why it leads out of ``base`` (None when it does not)."""
+    path = Path(base)
+    root: Path | None = None
+    for name in names:
+        for part in PurePosixPath(name).parts:
+            if part in ("/", "..", "."):
+                return path, f"{name!r} is not a name inside {base}"
+            path = path / part
+            if path.is_symlink():
+                root = root or Path(base).resolve()
+                why = _leaves(root, path, base)
+                if why is not None:
+                    return path, why
+    return path, None
+
+
+def inside(base: str | os.PathLike, *names: str) -> Path:
+    """``base / names...`` once no component of it is a symbolic link leading out of ``base``.
+
+    ``names`` are relative names (``"dfx_outputs"``, ``"triage/fix"``), never ``..``. The path is
+    returned as ``base`` spells it (not resolved), so messages name it the way the user named the
+    build; nothing is created.
+
+    Raises:
+        OutsideBuildError: a component is a symbolic link that leads out of ``base`` (or loops).
+    """
+    path, why = _walk(base, names)
+    if why is not None:
+        raise OutsideBuildError(
+            f"{why}: tilescope reads and writes only inside a build, so it is refused. Remove the link "
+            "(copy what it points to into the build if it is needed there)"
+        )
+    return path
 
 
 def outside_reason(base: str | os.PathLike, relative: Any) -> str | None:
@@ -75,11 +141,7 @@ def outside_reason(base: str | os.PathLike, relative: Any) -> str | None:
         return f"an absolute path, expected one relative to {base}"
     if ".." in PurePosixPath(relative).parts:
         return f"a path that climbs out with '..', expected one inside {base}"
-    root = Path(base).resolve()
-    target = (root / relative).resolve()
-    if target != root and root not in target.parents:
-        return f"a symbolic link in it leads to {target}, outside {base}"
-    return None
+    return _walk(base, (relative,))[1]
 
 
 def confined(
@@ -109,16 +171,15 @@ def saved_data(work_dir: str | os.PathLike) -> list[tuple[str, Path]]:
     """The data directories a build holds (each with ``in/``), the one a run saved with
     --save-data first (``("data", <work>/data)``), then the copies ``--triage`` and ``--localize``
     saved for their tool (``("triage", <work>/dfx_outputs/triage/data)``), the newest first."""
-    work = Path(work_dir)
-    found = [("data", work / DATA_DIR)] if (work / DATA_DIR / "in").is_dir() else []
-    copies = [(tool, work / DFX_DIR / tool / LOCALIZE_DATA) for tool in (TRIAGE_DIR, LOCALIZE_DIR)]
-    copies = [(tool, d) for tool, d in copies if (d / "in").is_dir()]
+    found = [("data", inside(work_dir, DATA_DIR))] if inside(work_dir, DATA_DIR, "in").is_dir() else []
+    copies = [(tool, inside(work_dir, DFX_DIR, tool, LOCALIZE_DATA)) for tool in (TRIAGE_DIR, LOCALIZE_DIR)]
+    copies = [(tool, d) for tool, d in copies if inside(d, "in").is_dir()]
     return found + sorted(copies, key=lambda c: (c[1] / "in").stat().st_mtime, reverse=True)
 
 
-def dfx_dir(work_dir: str | os.PathLike) -> Path:
-    """``<work_dir>/dfx_outputs``, created if missing."""
-    out = Path(work_dir) / DFX_DIR
+def dfx_dir(work_dir: str | os.PathLike, *names: str) -> Path:
+    """``<work_dir>/dfx_outputs[/names...]``, checked with ``inside`` and created if missing."""
+    out = inside(work_dir, DFX_DIR, *names)
     out.mkdir(parents=True, exist_ok=True)
     return out
 

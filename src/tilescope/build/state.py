@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.build.config_check import check_state
-from tilescope.build.paths import BUILD_STATE, atomic_write, confined
+from tilescope.build.paths import BUILD_STATE, atomic_write, confined, inside
 from tilescope.build.signature_check import FIX, SignatureMismatch, check_sources
 from tilescope.codegen.kernel_config import arg_spec
 from tilescope.codegen.kernel_cpp import kernel_cpp
@@ -105,7 +105,7 @@ def record_state(
         }
     ir_file = f"ir/{config['PROGRAM']}.py"
     state = {"format": STATE_FORMAT, "sources": sources, "ir": {"file": ir_file, **ir}}
-    _write_json(work / STATE_FILE, state)
+    _write_json(inside(work, STATE_FILE), state)
 
 
 def ir_state(work: Path, config: dict[str, Any], program: Program) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def ir_state(work: Path, config: dict[str, Any], program: Program) -> dict[str, 
 def load_state(work: Path, config: dict[str, Any]) -> dict[str, Any]:
     """``build_state.json`` of ``work``, checked against the build's ``config``; a TilescopeError
     (compile again) when it is missing, corrupt, of another format or lacks what refresh reads."""
-    path = work / STATE_FILE
+    path = inside(work, STATE_FILE)
     if not path.is_file():
         raise TilescopeError(
             f"{work} has no {STATE_FILE}: it cannot tell which sources were edited; compile the program again"

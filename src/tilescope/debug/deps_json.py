@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.build.manifest import Build
-from tilescope.build.paths import DEPS_HTML, DEPS_JSON, atomic_write
+from tilescope.build.paths import DEPS_HTML, DEPS_JSON, atomic_write, inside
 from tilescope.runtime.records import OrchReadRecord, RunReport, TaskArgRecord
 
 FORMAT = 1
@@ -45,7 +45,7 @@ Box = list[list[int]]
 def write_deps(out_dir: Path, program: Build, report: RunReport) -> list[Path]:
     """Write ``out_dir/deps.json`` and ``out_dir/deps_graph.html`` for ``report``; return both paths."""
     data = deps_data(program, report)
-    json_path, html_path = Path(out_dir) / DEPS_JSON, Path(out_dir) / DEPS_HTML
+    json_path, html_path = inside(out_dir, DEPS_JSON), inside(out_dir, DEPS_HTML)
     atomic_write(json_path, json.dumps(data, indent=1) + "\n")
     atomic_write(html_path, render_html(data))
     return [json_path, html_path]

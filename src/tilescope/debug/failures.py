@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, atomic_write
+from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, atomic_write, inside
 
 KINDS = ("error", "deadlock", "timeout", "kernel_error", "guard", "crash", "exit", "interrupted", "nan")
 # What a failure was, finer than its kind, when the place that made it knew:
@@ -159,7 +159,7 @@ def save_task_inputs(
     """
     import torch
 
-    out = _fresh_dir(Path(work_dir) / DFX_DIR / FAILURE_DIR / f"task_{task_id}")
+    out = _fresh_dir(inside(work_dir, DFX_DIR, FAILURE_DIR, f"task_{task_id}"))
     entries = []
     for a in args:
         entry: dict[str, Any] = {"index": a.index, "name": a.name, "role": a.role, "partial": a.partial}
@@ -181,7 +181,7 @@ def save_task_inputs(
         "why": why,
         "args": entries,
     }
-    atomic_write(out / TASK_JSON, json.dumps(meta, indent=2) + "\n")
+    atomic_write(inside(out, TASK_JSON), json.dumps(meta, indent=2) + "\n")
     return out
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from tilescope.build.manifest import Build
-from tilescope.build.paths import DFX_DIR, INTERMEDIATES_DIR
+from tilescope.build.paths import DFX_DIR, INTERMEDIATES_DIR, inside
 from tilescope.debug.deps_json import buffer_names, region_text
 from tilescope.debug.tensor_dump import probe_of, view_of
 from tilescope.ir import dtypes
@@ -79,7 +79,7 @@ def write_intermediates(
     kernels = [k["name"] for k in program.kernels]
     base = None
     if level == 1:
-        base = program.work_dir / DFX_DIR / INTERMEDIATES_DIR
+        base = inside(program.work_dir, DFX_DIR, INTERMEDIATES_DIR)
         n = 1
         while base.exists():
             base = base.with_name(f"{INTERMEDIATES_DIR}_{n}")

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from tilescope.build.manifest import Build
-from tilescope.build.paths import PMU_CSV, atomic_write
+from tilescope.build.paths import PMU_CSV, atomic_write, inside
 from tilescope.ir import dtypes
 from tilescope.runtime.records import PmuRecord, RunReport
 
@@ -109,7 +109,7 @@ def write_pmu(out_dir: Path, program: Build, report: RunReport) -> list[Path]:
         counters = ["" if getattr(rec, c) is None else getattr(rec, c) for c in COUNTERS]
         out.writerow([rec.task_id, kernel, t.name if t is not None else "", rec.worker, *counters,
                       *moved.get(rec.task_id, (0, 0))])  # fmt: skip
-    path = Path(out_dir) / PMU_CSV
+    path = inside(out_dir, PMU_CSV)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, buf.getvalue())
     log.info("[pmu] %s: %s", program.name, report.pmu_note)

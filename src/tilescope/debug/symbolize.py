@@ -31,7 +31,7 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tilescope.build.paths import outside_reason
+from tilescope.build.paths import KERNEL_CONFIG, inside, outside_reason
 from tilescope.build.state import sha256_file
 from tilescope.debug.failures import SourceFrame
 
@@ -227,7 +227,7 @@ def build_source(cpp_path: str) -> Path | None:
         root = p.parent.parent
     else:
         return None
-    return root if (root / "kernel_config.py").is_file() or not root.exists() else None
+    return root if inside(root, KERNEL_CONFIG).is_file() or not root.exists() else None
 
 
 def kernel_frame(frames: list[SourceFrame]) -> SourceFrame | None:
@@ -248,7 +248,7 @@ def build_binaries(build: Path) -> dict[str, tuple[Path, Path]]:
     import runpy
 
     try:
-        cfg = runpy.run_path(str(build / "kernel_config.py"))
+        cfg = runpy.run_path(str(inside(build, KERNEL_CONFIG)))
         entries = [cfg["ORCHESTRATION"], *cfg["KERNELS"]]
         out = {}
         for e in entries:

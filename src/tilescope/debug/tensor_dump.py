@@ -33,7 +33,7 @@ from tilescope.build.manifest import Build
 from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
 from tilescope.build.paths import TENSOR_DUMP_DIR as DUMP_DIR
 from tilescope.build.paths import TENSOR_DUMP_JSON as MANIFEST
-from tilescope.build.paths import atomic_replace, atomic_write_bytes
+from tilescope.build.paths import atomic_replace, atomic_write_bytes, inside
 from tilescope.debug.deps_json import buffer_names
 from tilescope.runtime.abi import (
     DUMP_COUNTS,
@@ -156,9 +156,9 @@ def write_manifest(path: Path, program: Build, report: RunReport) -> None:
 def write_tensor_dump(out: Path, program: Build, report: RunReport) -> list[Path]:
     """Write ``<out>/tensor_dump/tensor_dump.{bin,json}``; returns their paths."""
     assert report.dump is not None
-    folder = Path(out) / DUMP_DIR
+    folder = inside(out, DUMP_DIR)
     folder.mkdir(parents=True, exist_ok=True)
-    bin_path, json_path = folder / BIN_FILE, folder / MANIFEST
+    bin_path, json_path = inside(folder, BIN_FILE), inside(folder, MANIFEST)
     atomic_write_bytes(bin_path, memoryview(report.dump.payload))
     atomic_replace(json_path, lambda tmp: write_manifest(tmp, program, report))
     return [json_path, bin_path]

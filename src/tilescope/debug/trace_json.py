@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.build.manifest import Build
-from tilescope.build.paths import TRACE_JSON, atomic_write
+from tilescope.build.paths import TRACE_JSON, atomic_write, inside
 from tilescope.debug.pmu_csv import pmu_summary, slice_counters, task_bytes
 from tilescope.runtime.records import RunReport
 
@@ -229,7 +229,7 @@ def _read_events(report: RunReport, executed: dict, first_flow: int) -> list[dic
 
 def write_trace(out_dir: Path, program: Build, report: RunReport) -> list[Path]:
     """Write ``out_dir/trace.json`` for ``report``; returns ``[path]``."""
-    path = Path(out_dir) / TRACE_JSON
+    path = inside(out_dir, TRACE_JSON)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(trace_events(program, report), separators=(",", ":")))
     return [path]

@@ -27,7 +27,7 @@ from tilescope.analysis.progress import Progress
 from tilescope.analysis.report import Report
 from tilescope.analysis.shuffle import shuffle_lines, shuffle_runs
 from tilescope.analysis.triage.triage_command import triage
-from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, dfx_dir
+from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, dfx_dir, inside
 from tilescope.build.state import source_hashes
 from tilescope.errors import TilescopeError
 from tilescope.launch.program import CompiledProgram
@@ -81,8 +81,8 @@ class RunData:
         if self.data is not None:
             return Path(self.data)
         if self.saved:
-            return self.build.work_dir / DATA_DIR
-        where = dfx_dir(self.build.work_dir) / tool / LOCALIZE_DATA
+            return inside(self.build.work_dir, DATA_DIR)
+        where = inside(dfx_dir(self.build.work_dir), tool, LOCALIZE_DATA)
         if where.is_dir():
             shutil.rmtree(where)  # the tool's own copy from an earlier run
         meta = {"rtol": self.rtol, "atol": self.atol, "sources": source_hashes(self.build.work_dir, self.build.config)}

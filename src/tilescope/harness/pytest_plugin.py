@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tilescope.build.paths import SCENE_TEST
+from tilescope.build.paths import BUILD_STATE, DATA_DIR, KERNEL_CONFIG, SCENE_TEST, inside
 from tilescope.knobs import PLATFORMS
 
 
@@ -39,7 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _is_build_dir(path: Path) -> bool:
-    return (path / "kernel_config.py").is_file() and (path / "build_state.json").is_file()
+    return inside(path, KERNEL_CONFIG).is_file() and inside(path, BUILD_STATE).is_file()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -72,9 +72,9 @@ class BuildFile(pytest.File):
     def collect(self):
         """``saved_data`` when the build has ``data/``, then one case per entry of ``scene_test.CASES``."""
         work = self.path.parent
-        if (work / "data").is_dir():
+        if inside(work, DATA_DIR).is_dir():
             yield BuildCase.from_parent(self, name="saved_data", case=None)
-        scene_path = work / SCENE_TEST
+        scene_path = inside(work, SCENE_TEST)
         if not scene_path.is_file():
             return
         scene = _load_scene(scene_path)
@@ -140,7 +140,7 @@ class BuildCase(pytest.Item):
             args = self.scene.generate_args(self.case)
         except NotImplementedError as e:
             raise BuildCaseFailure(
-                f"{work / 'scene_test.py'}: generate_args is not written yet ({e})"
+                f"{work}/{SCENE_TEST}: generate_args is not written yet ({e})"
             ) from None
         missing = [a.name for a in compiled.args if a.name not in args]
         if missing:
@@ -152,7 +152,7 @@ class BuildCase(pytest.Item):
                 self.scene.compute_golden(values)
             except NotImplementedError as e:
                 raise BuildCaseFailure(
-                    f"{work / 'scene_test.py'}: compute_golden is not written yet ({e})"
+                    f"{work}/{SCENE_TEST}: compute_golden is not written yet ({e})"
                 ) from None
 
         cfg = self._runtime_cfg()
@@ -161,7 +161,7 @@ class BuildCase(pytest.Item):
         try:
             check_tolerances(rtol, atol)
         except TilescopeError as e:
-            raise BuildCaseFailure(f"{work / SCENE_TEST}: case {self.name!r}: {e}") from None
+            raise BuildCaseFailure(f"{inside(work, SCENE_TEST)}: case {self.name!r}: {e}") from None
         try:
             run = Execution(compiled, RunConfig.from_keywords(cfg), Expected(golden_outputs(golden, outputs), rtol, atol))
             execute(Phases(None), result, run, dict(args))

@@ -77,7 +77,7 @@ def replay_compiled(
         held = saved_data(work)  # data/, else what --triage or --localize saved for its tool
         if not golden_data and not held:
             raise DataError(
-                f"{work} has no saved data ({work / DATA_DIR}): re-run the model with --save-data, pass --golden-data "
+                f"{work} has no saved data ({work}/{DATA_DIR}): re-run the model with --save-data, pass --golden-data "
                 "DIR, or call replay_compiled with tensors"
             )
         data = Path(golden_data) if golden_data else held[0][1]

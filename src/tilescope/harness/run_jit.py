@@ -34,7 +34,7 @@ from tilescope.analysis.golden_trace import GoldenTrace, record_golden
 from tilescope.analysis.report import Report
 from tilescope.analysis.triage.triage_command import error_report
 from tilescope.build.manifest import ArgSpec, Build
-from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write
+from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write, inside
 from tilescope.build.state import source_hashes
 from tilescope.debug.failures import Failure
 from tilescope.errors import DSLError, HarnessError, RuntimeFailure, TilescopeError
@@ -287,7 +287,7 @@ def _save(phases: Phases, run: Execution, before: dict, golden: dict, references
     where = phases.run(
         "save",
         "save data",
-        lambda: save_snapshot(compiled.work_dir / DATA_DIR, data_args(compiled), before, golden, meta, references,
+        lambda: save_snapshot(inside(compiled.work_dir, DATA_DIR), data_args(compiled), before, golden, meta, references,
                               trace, second_set(run.expected.second, phases.say)),
         str,
     )
@@ -313,7 +313,7 @@ def record_last_run(result: RunResult) -> None:
     stamp = _dt.datetime.now().isoformat(timespec="seconds")
     text = json.dumps({"passed": result.passed, "platform": result.platform, "time": stamp}) + "\n"
     try:
-        atomic_write(Path(result.work_dir) / LAST_RUN, text)
+        atomic_write(inside(result.work_dir, LAST_RUN), text)
     except OSError:
         pass  # a read-only build: nothing recorded
 

@@ -42,7 +42,7 @@ from typing import Any, NoReturn
 from tilescope import errors
 from tilescope._logging import configure
 from tilescope.build.manifest import Build
-from tilescope.build.paths import CRASH_REPORT, DFX_DIR
+from tilescope.build.paths import CRASH_REPORT, DFX_DIR, inside
 from tilescope.debug.crash import read_crash_report
 from tilescope.debug.failures import Failure
 from tilescope.errors import RuntimeFailure, TilescopeError
@@ -281,7 +281,7 @@ def run_child(program: Any, args: list[Any], directions: list[str], config: RunC
 def _crash_path(program: Any, request_dir: Path) -> Path:
     """Where the child's crash report goes: in the build, so the path the dying child prints stays
     true (made only on a crash), or, in a build that cannot be written, in ``request_dir``."""
-    crash_path = Path(program.work_dir).resolve() / DFX_DIR / f"{CRASH_REPORT[:-4]}_{request_dir.name}.txt"
+    crash_path = inside(Path(program.work_dir).resolve(), DFX_DIR, f"{CRASH_REPORT[:-4]}_{request_dir.name}.txt")
     try:
         crash_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError:  # the report lives only as long as this call

@@ -24,7 +24,7 @@ from tilescope._logging import configure, level_kept
 from tilescope._tracebacks import api_boundary
 from tilescope.build.compile import compile_to_dir
 from tilescope.build.manifest import Build
-from tilescope.build.paths import CRASH_REPORT, dfx_dir
+from tilescope.build.paths import CRASH_REPORT, dfx_dir, inside
 from tilescope.build.state import load_state, refresh
 from tilescope.build.target import check_target
 from tilescope.errors import ArgumentError, ConfigError
@@ -161,7 +161,7 @@ class CompiledProgram(Build):
             where = dfx_dir(self.work_dir)
         except OSError:
             return None
-        self._crash_report = (str(where), str(where / CRASH_REPORT))
+        self._crash_report = (str(where), str(inside(where, CRASH_REPORT)))
         return self._crash_report[1]
 
     def _check_args_again(self, args: tuple) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope._logging import configure
-from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, confined
+from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, confined, inside
 from tilescope.debug.failures import Failure
 from tilescope.errors import BuildFileError, RuntimeFailure, TilescopeError
 from tilescope.ir import dtypes as dt
@@ -74,8 +74,8 @@ class TaskReplay:
 
 def saved_task_dirs(work_dir: Path) -> list[Path]:
     """The saved task directories of a build, in task id order."""
-    base = Path(work_dir) / DFX_DIR / FAILURE_DIR
-    dirs = [d for d in base.glob("task_*") if (d / TASK_JSON).is_file()] if base.is_dir() else []
+    base = inside(work_dir, DFX_DIR, FAILURE_DIR)
+    dirs = [d for d in base.glob("task_*") if (inside(d, TASK_JSON)).is_file()] if base.is_dir() else []
 
     def key(d: Path) -> tuple[int, str]:
         head = d.name.removeprefix("task_").split("_", 1)[0]
@@ -86,7 +86,7 @@ def saved_task_dirs(work_dir: Path) -> list[Path]:
 
 def _describe_saved(d: Path) -> str:
     try:
-        meta = json.loads((d / TASK_JSON).read_text())
+        meta = json.loads((inside(d, TASK_JSON)).read_text())
         return f"{d}  (task {meta.get('task_id')}, kernel {meta.get('kernel')}: {meta.get('why', '')})"
     except (OSError, ValueError):
         return f"{d}  (task.json unreadable)"
@@ -98,10 +98,10 @@ def _task_dir(work: Path, task_id: int | None, from_dir: str | os.PathLike | Non
         if d.name == TASK_JSON and d.is_file():
             d = d.parent  # --from .../task_3/task.json names the directory it is in
     elif task_id is not None:
-        d = work / DFX_DIR / FAILURE_DIR / f"task_{task_id}"
+        d = inside(work, DFX_DIR, FAILURE_DIR, f"task_{task_id}")
     else:
         raise TilescopeError("replay_task needs a task id or a saved task directory (--task ID / --from DIR)")
-    if (d / TASK_JSON).is_file():
+    if (inside(d, TASK_JSON)).is_file():
         return d
     available = saved_task_dirs(work)
     listing = "\n  ".join(_describe_saved(a) for a in available)
@@ -134,7 +134,7 @@ def load_saved_task(
             "failure report names it (task 3 -> 3)"
         )
     d = _task_dir(Path(program.work_dir), task_id, from_dir)
-    path = d / "task.json"
+    path = inside(d, TASK_JSON)
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(meta, dict):

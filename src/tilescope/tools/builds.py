@@ -31,7 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.build.lock import in_use, try_exclusive
-from tilescope.build.paths import BUILD_DIR_NAME, KERNEL_CONFIG, LAST_RUN, build_base, saved_data
+from tilescope.build.paths import (
+    BUILD_DIR_NAME,
+    KERNEL_CONFIG,
+    LAST_RUN,
+    OutsideBuildError,
+    build_base,
+    inside,
+    saved_data,
+)
 from tilescope.errors import TilescopeError
 
 
@@ -88,10 +96,10 @@ def _size(path: Path) -> int:
 
 def _last_run(path: Path) -> dict[str, Any] | None:
     """``last_run.json``; None when there is none, a dict without ``passed`` when it is corrupt."""
-    if not (path / LAST_RUN).exists():
+    if not inside(path, LAST_RUN).exists():
         return None
     try:
-        data = json.loads((path / LAST_RUN).read_text())
+        data = json.loads(inside(path, LAST_RUN).read_text())
     except (OSError, ValueError):
         return {"unreadable": True}
     return data if isinstance(data, dict) else {"unreadable": True}
@@ -109,7 +117,7 @@ def list_builds(base: str | os.PathLike | None = None) -> Listing:
         raise BuildsError(
             f"{base} is not a directory (the build base holds _jit_<program>_<time> directories)"
         )
-    if (base / KERNEL_CONFIG).is_file():
+    if inside(base, KERNEL_CONFIG).is_file():
         raise BuildsError(
             f"{base} is a build directory, not a build base (the directory holding _jit_<program>_<time> "
             f"builds): pass its base, {base.parent}"
@@ -123,29 +131,32 @@ def list_builds(base: str | os.PathLike | None = None) -> Listing:
         if m is None:
             others.append((entry, "not named _jit_<program>_<YYYYMMDD_HHMMSS>"))
             continue
-        if not (entry / KERNEL_CONFIG).is_file():
-            why = (
-                "a compile in progress"
-                if in_use(entry)
-                else "an interrupted compile, or not a tilescope build"
-            )
-            others.append((entry, f"no {KERNEL_CONFIG}: {why}"))
-            continue
         try:
-            built = _dt.datetime.strptime(m["stamp"], "%Y%m%d_%H%M%S")
-        except ValueError:
-            built = _dt.datetime.fromtimestamp(entry.stat().st_mtime)
-        builds.append(
-            BuildEntry(
-                entry,
-                m["program"],
-                built,
-                _size(entry),
-                [tool for tool, _ in saved_data(entry)],
-                _last_run(entry),
-                in_use(entry),
+            if not inside(entry, KERNEL_CONFIG).is_file():
+                why = (
+                    "a compile in progress"
+                    if in_use(entry)
+                    else "an interrupted compile, or not a tilescope build"
+                )
+                others.append((entry, f"no {KERNEL_CONFIG}: {why}"))
+                continue
+            try:
+                built = _dt.datetime.strptime(m["stamp"], "%Y%m%d_%H%M%S")
+            except ValueError:
+                built = _dt.datetime.fromtimestamp(entry.stat().st_mtime)
+            builds.append(
+                BuildEntry(
+                    entry,
+                    m["program"],
+                    built,
+                    _size(entry),
+                    [tool for tool, _ in saved_data(entry)],
+                    _last_run(entry),
+                    in_use(entry),
+                )
             )
-        )
+        except OutsideBuildError as e:  # a file of it is a link out of it: never read, never removed
+            others.append((entry, str(e)))
     builds.sort(key=lambda b: (b.program, b.built, int(BUILD_DIR_NAME.fullmatch(b.path.name)["n"] or 0)))
     return Listing(base, builds, others)
 

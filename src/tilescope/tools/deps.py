@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tilescope.build.paths import DEPS_HTML, DEPS_JSON, DFX_DIR
+from tilescope.build.paths import DEPS_HTML, DEPS_JSON, DFX_DIR, inside
 from tilescope.errors import TilescopeError
 
 
@@ -32,7 +32,7 @@ def _is_int(v: Any) -> bool:
 def find_deps_json(path: str | os.PathLike) -> Path:
     """``deps.json`` given a build directory, its ``dfx_outputs`` or the file itself."""
     p = Path(path)
-    for candidate in (p, p / DEPS_JSON, p / DFX_DIR / DEPS_JSON):
+    for candidate in (p, inside(p, DEPS_JSON), inside(p, DFX_DIR, DEPS_JSON)):
         if candidate.is_file():
             return candidate
         if candidate.name == DEPS_JSON and candidate.exists():

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from tilescope.build.lock import reading_outputs
-from tilescope.build.paths import DFX_DIR, build_base, confined
+from tilescope.build.paths import DFX_DIR, build_base, confined, inside
 from tilescope.build.paths import TENSOR_DUMP_BIN as BIN_FILE
 from tilescope.build.paths import TENSOR_DUMP_DIR as DUMP_DIR
 from tilescope.build.paths import TENSOR_DUMP_JSON as MANIFEST
@@ -226,21 +226,22 @@ def find_manifest(path: str | os.PathLike | None = None) -> Path:
         return p
     if not p.exists():
         raise DumpError(f"{p} does not exist")
-    for d in (p, p / DUMP_DIR, p / DFX_DIR / DUMP_DIR):
-        if (d / MANIFEST).is_file():
-            return d / MANIFEST
-        if (d / MANIFEST).exists():
+    for d in (p, inside(p, DUMP_DIR), inside(p, DFX_DIR, DUMP_DIR)):
+        manifest = inside(d, MANIFEST)
+        if manifest.is_file():
+            return manifest
+        if manifest.exists():
             raise DumpError(
-                f"{d / MANIFEST} is a directory, not a dump manifest: remove it (a run writes the file there) "
+                f"{manifest} is a directory, not a dump manifest: remove it (a run writes the file there) "
                 "and re-run with --dump-tensor"
             )
-        if (d / BIN_FILE).is_file():
+        if inside(d, BIN_FILE).is_file():
             raise DumpError(
                 f"{d} has {BIN_FILE} but no {MANIFEST} (the manifest is written last: was the run "
                 "killed?); re-run with --dump-tensor"
             )
     raise DumpError(
-        f"no {MANIFEST} in {p}, {p / DUMP_DIR} or {p / DFX_DIR / DUMP_DIR}: run with --dump-tensor "
+        f"no {MANIFEST} in {p}, {p}/{DUMP_DIR} or {p}/{DFX_DIR}/{DUMP_DIR}: run with --dump-tensor "
         "(runtime_cfg enable_dump_tensor=2) to write one"
     )
 
@@ -367,7 +368,7 @@ def _read_manifest(manifest: Path) -> tuple[str, tuple[int, int, int] | None]:
     except (OSError, UnicodeDecodeError) as e:
         raise DumpError(f"cannot read {manifest}: {e}") from None
     try:
-        return text, _stamp(os.stat(manifest.parent / BIN_FILE))
+        return text, _stamp(os.stat(inside(manifest.parent, BIN_FILE)))
     except OSError:
         return text, None
 
@@ -465,7 +466,7 @@ def load_dump(path: str | os.PathLike | None = None) -> Dump:
         bin_actual=bin_actual,
         records=records,
         problems=tuple(problems),
-        bin_stamp=bin_stamp if bin_path == manifest.parent / BIN_FILE else None,
+        bin_stamp=bin_stamp if bin_path == inside(manifest.parent, BIN_FILE) else None,
     )
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tilescope.build.paths import DFX_DIR, TRACE_JSON
+from tilescope.build.paths import DFX_DIR, TRACE_JSON, inside
 from tilescope.errors import TilescopeError
 from tilescope.tools.roofline import PmuRanking, format_ranking, pmu_ranking
 
@@ -84,7 +84,7 @@ def find_trace(where: str | Path) -> Path:
     """``where`` itself (a trace file), or the ``trace.json`` in it or in its ``dfx_outputs``."""
     p = Path(where)
     if p.is_dir():
-        for cand in (p / TRACE_JSON, p / DFX_DIR / TRACE_JSON):
+        for cand in (inside(p, TRACE_JSON), inside(p, DFX_DIR, TRACE_JSON)):
             if cand.is_file():
                 return cand
             if cand.exists():
@@ -93,7 +93,7 @@ def find_trace(where: str | Path) -> Path:
                     "re-run with --trace"
                 )
         raise TraceError(
-            f"no {TRACE_JSON} in {p} or {p / 'dfx_outputs'}: run with runtime_cfg enable_trace=True "
+            f"no {TRACE_JSON} in {p} or {p}/{DFX_DIR}: run with runtime_cfg enable_trace=True "
             "(harness flag --trace) to write one"
         )
     if not p.is_file():

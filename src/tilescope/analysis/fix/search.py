@@ -40,11 +40,11 @@ from tilescope.analysis.fix.candidates import Candidate, Found, candidates, read
 from tilescope.analysis.fix.copies import NOT_TOP_LEVEL
 from tilescope.analysis.fix.edit import Edit, Source, changed_op
 from tilescope.analysis.fix.screen import Score, Screen
-from tilescope.analysis.fix.verify import FIX_DIR, tolerance_fix, verify_candidate, work_folder
+from tilescope.analysis.fix.verify import tolerance_fix, verify_candidate, work_folder
 from tilescope.analysis.localize.localize_command import internal_error
 from tilescope.analysis.report import Culprit, Fix, ProposedEdit, Report, Search, TriedEdit
 from tilescope.build.manifest import Build
-from tilescope.build.paths import IR_DIR, TRIAGE_DIR, dfx_dir
+from tilescope.build.paths import FIX_DIR, IR_DIR, TRIAGE_DIR, dfx_dir
 from tilescope.codegen.cpp_common import display_path
 from tilescope.launch.program import CompiledProgram
 
@@ -170,7 +170,7 @@ class _Search:
 
     def _work(self) -> Path:
         if self.folder is None:
-            self.folder = work_folder(dfx_dir(self.build.work_dir) / TRIAGE_DIR / FIX_DIR)
+            self.folder = work_folder(dfx_dir(self.build.work_dir, TRIAGE_DIR, FIX_DIR))
         return self.folder
 
     def _screen(self) -> Screen | None:

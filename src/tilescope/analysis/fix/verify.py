@@ -46,7 +46,6 @@ from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
 
-FIX_DIR = "fix"  # dfx_outputs/triage/fix/
 MIN_RUN_S = 5.0  # the watchdog of a candidate's run never goes below this
 MAX_RUN_S = 60.0  # nor above this: a candidate that hangs is stopped however much budget is left
 

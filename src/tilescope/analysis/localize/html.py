@@ -19,7 +19,7 @@ import torch
 from tilescope.analysis.localize.metrics import diffs
 from tilescope.analysis.localize.signatures import Writer
 from tilescope.analysis.report import Report
-from tilescope.build.paths import LOCALIZE_DIR, LOCALIZE_HTML, atomic_write, dfx_dir
+from tilescope.build.paths import LOCALIZE_DIR, LOCALIZE_HTML, atomic_write, dfx_dir, inside
 
 TEMPLATE = Path(__file__).resolve().parent.parent.parent / "tools" / "localize_report_template.html"
 MAX_CELLS = 200
@@ -75,9 +75,8 @@ def render_html(rep: Report, maps: list[dict[str, Any]]) -> str:
 
 def write_html(work_dir: Path, rep: Report, maps: list[dict[str, Any]]) -> Path:
     """Write ``<build>/dfx_outputs/localize/report.html``; returns its path."""
-    folder = dfx_dir(work_dir) / LOCALIZE_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / LOCALIZE_HTML
+    folder = dfx_dir(work_dir, LOCALIZE_DIR)
+    path = inside(folder, LOCALIZE_HTML)
     atomic_write(path, render_html(rep, maps))
     return path
 

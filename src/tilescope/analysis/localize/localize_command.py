@@ -63,7 +63,7 @@ def _data_dir(work: Path, golden_data: str | os.PathLike | None) -> Path:
     held = saved_data(work)  # data/, else what --triage or --localize saved for its tool
     if not held:
         raise LocalizeError(
-            f"{work} has no saved data ({work / DATA_DIR}/in and out): localize works on the exact data of a run. Save this "
+            f"{work} has no saved data ({work}/{DATA_DIR}/in and out): localize works on the exact data of a run. Save this "
             f"build's: python model.py --runtime-dir {work} --save-data (run_jit(..., runtime_dir=..., "
             f"save_data=True)), then `tilescope localize {work}`; or pass --golden-data DIR, or use --localize on "
             "the model script"

@@ -28,7 +28,7 @@ from tilescope.analysis.localize.metrics import coords, diffs
 from tilescope.analysis.localize.source_map import StmtSite
 from tilescope.analysis.localize.tasks import outside
 from tilescope.build.manifest import Build
-from tilescope.build.paths import LOCALIZE_DIR, atomic_write, dfx_dir
+from tilescope.build.paths import LOCALIZE_DIR, PROBE_DIR, atomic_write, dfx_dir
 from tilescope.codegen.cpp_common import tile_dims
 from tilescope.ir.nodes import Assign, Kernel, Probe, Store
 from tilescope.ir.types import TileType
@@ -36,7 +36,6 @@ from tilescope.runtime.interp import _KernelInterp
 from tilescope.toolchain import BuildJob
 from tilescope.toolchain import build as build_objects
 
-PROBE_DIR = "probe"  # dfx_outputs/localize/probe/<kernel>.cpp and .so
 _TARGET = re.compile(r"^(?:matmul_acc\((?P<acc>\w+),|(?:[\w:]+(?:<[^=]*>)?\s+)?(?P<name>\w+)\s*=)")
 _STORE = re.compile(r"^store\((?P<view>\w+),\s*(?P<offs>\{[^}]*\})")
 _USER_PROBE = re.compile(r"^probe\(probe_sink,\s*\d+")
@@ -96,8 +95,7 @@ def _probe_call(site: StmtSite, code: str) -> str | None:
 def compile_probe_build(build: Build, kernel: str, text: str) -> Path:
     """Write the probe build of ``kernel`` into ``dfx_outputs/localize/probe/`` and compile it;
     returns the shared object. ProbeBuildError (with the compiler's message) if it does not compile."""
-    folder = dfx_dir(build.work_dir) / LOCALIZE_DIR / PROBE_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = dfx_dir(build.work_dir, LOCALIZE_DIR, PROBE_DIR)
     src, so = folder / f"{kernel}.cpp", folder / f"{kernel}.so"
     atomic_write(src, text)
     try:
@@ -199,5 +197,5 @@ def compare_ops(
 
 
 __all__ = [
-    "OpDivergence", "PROBE_DIR", "ProbeBuildError", "compare_ops", "compile_probe_build", "instrument", "interp_values",
+    "OpDivergence", "ProbeBuildError", "compare_ops", "compile_probe_build", "instrument", "interp_values",
 ]  # fmt: skip

@@ -49,7 +49,16 @@ from tilescope.analysis.progress import Progress, seconds_arg, tolerance_arg
 from tilescope.analysis.report import Culprit, Fix, Report, write_report
 from tilescope.analysis.triage.steps import ANSWER, CRASH, REQUEST, WALL_STRETCH, Steps
 from tilescope.build.manifest import Build, as_build_dir
-from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, atomic_write, dfx_dir, saved_data
+from tilescope.build.paths import (
+    DATA_DIR,
+    DFX_DIR,
+    FIX_DIFF,
+    TRIAGE_DIR,
+    atomic_write,
+    dfx_dir,
+    inside,
+    saved_data,
+)
 from tilescope.build.signature_check import SignatureMismatch
 from tilescope.debug.crash import read_crash_report
 from tilescope.debug.failures import Failure
@@ -80,7 +89,6 @@ _FAILURES: dict[tuple[str, str], tuple[str, str]] = {
 }  # fmt: skip
 _UNCHECKED_BOUNDS = "a ragged load or store was given valid counts outside its tile"
 
-FIX_DIFF = "fix.diff"  # dfx_outputs/triage/fix.diff: the verified fix, as a unified diff of the user's file
 
 
 class TriageError(TilescopeError):
@@ -146,7 +154,7 @@ class _Triage(Steps):
         self.rep.next += _next_commands(self.rep, self.work)
         try:
             write_report(self.work, self.rep, TRIAGE_DIR)
-            diff = dfx_dir(self.work) / TRIAGE_DIR / FIX_DIFF
+            diff = inside(dfx_dir(self.work, TRIAGE_DIR), FIX_DIFF)
             if self.rep.fix is not None and self.rep.fix.diff:
                 atomic_write(diff, self.rep.fix.diff)
             elif diff.is_file():
@@ -164,7 +172,7 @@ class _Triage(Steps):
             return
         try:
             build = self.build or Build(self.work)
-            data = Path(self.rep.data or self.golden_data or self.work / DATA_DIR)
+            data = Path(self.rep.data or self.golden_data or inside(self.work, DATA_DIR))
             if not self.inputs:
                 self.tolerances(data, rtol, atol)
                 self.inputs, self.golden = load_snapshot(data, list(build.args))
@@ -230,8 +238,7 @@ class _Triage(Steps):
     def contained(self, mode: str, bad: dict[str, torch.Tensor], nan: dict[str, Any] | None) -> None:
         """Run the steps that run the program again in a child process (``triage_steps``): a kernel
         that faults there is named from its crash report, and triage goes on."""
-        folder = dfx_dir(self.work) / TRIAGE_DIR
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = dfx_dir(self.work, TRIAGE_DIR)
         # NOTE: named for this process: two triages of one build at once never read each other's files
         request, answer, crash = (folder / f"{Path(n).stem}_{os.getpid()}{Path(n).suffix}" for n in (REQUEST, ANSWER, CRASH))
         for f in (answer, crash):
@@ -337,7 +344,7 @@ class _Triage(Steps):
             held = saved_data(self.work)  # data/, else what --triage or --localize saved for its tool
             if not held:
                 raise TriageError(
-                    f"{self.work} has no saved data ({self.work / DATA_DIR}/in and out): triage reproduces a failure on "
+                    f"{self.work} has no saved data ({self.work}/{DATA_DIR}/in and out): triage reproduces a failure on "
                     f"the exact data of a run. Save them: python model.py --runtime-dir {self.work} --save-data, or run "
                     "the model script with --triage; or pass --golden-data DIR"
                 )
@@ -469,7 +476,7 @@ def _next_commands(rep: Report, work: Path) -> list[str]:
     task = rep.culprit.task
     out: list[str] = []
     if rep.fix is not None and rep.fix.diff:
-        out.append(f"git apply {dfx_dir(work) / TRIAGE_DIR / FIX_DIFF}   # the verified fix, from the repository root")
+        out.append(f"git apply {work}/{DFX_DIR}/{TRIAGE_DIR}/{FIX_DIFF}   # the verified fix, from the repository root")
     if task is not None and rep.category in ("crash", "hang", "out_of_bounds", "nan", "race", "uninitialized"):
         out.append(f"tilescope deps {work} --task {task}")
     if rep.category in ("crash", "hang", "nan", "out_of_bounds") and task is not None:
