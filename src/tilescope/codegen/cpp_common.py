@@ -6,7 +6,10 @@ DSL line it came from (the toolchain maps compile errors back through it, and a 
 keeps its marker). Names are mapped per function by ``CppNames``, one-to-one: a name that
 collides with a C++ keyword or a name the generated code uses gets a ``_`` suffix (or
 ``_<n>_`` when the function already has that name). Scalar bf16/f16 arithmetic is computed in
-float and converted back explicitly after every op, as the interpreter rounds it.
+float and converted back explicitly after every op, as the interpreter rounds it. Integer
+scalar ``+ - *``, and ``//``/``%`` by anything but a constant other than 0 and -1, go through
+``ts::arith`` (index.hpp): exact, or an error naming the expression and its line, never a wrap
+or a SIGFPE, as the interpreter checks them (``runtime.interp.checked_int``).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ import numpy as np
 
 from tilescope.errors import SourceLoc
 from tilescope.ir import dtypes as dt
+from tilescope.ir.analysis import CHECKED_OPS, checked_int, int_type_name
 from tilescope.ir.dtypes import DType
 from tilescope.ir.nodes import Assign, BinOp, Const, Expr, For, UnOp, Var
 from tilescope.ir.op_registry import OPS, cpp_names
+from tilescope.ir.printer import expr_str
 from tilescope.ir.traverse import walk_exprs, walk_stmts
 from tilescope.ir.types import IndexType, ScalarType, TileType, Type
 
@@ -38,7 +43,7 @@ CPP_RESERVED = frozenset(
     api ctx nargs orch task ts std main matmul_acc scalar_arg Tile TensorView RoundMode int8_t int16_t
     int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t INT64_C ts_arg kernel_entry
     orchestration_entry bf16 f16 select convert probe_box probe_sink ProbeSink ts_probe_install slice
-    load_valid store_valid check_bound negative_bound_message""".split()
+    load_valid store_valid check_bound negative_bound_message arith""".split()
 ) | cpp_names()
 
 _CPP_BINOPS = {"add": ("+", 6), "sub": ("-", 6), "mul": ("*", 7), "div": ("/", 7)}
@@ -201,10 +206,12 @@ def is_half(t: Type) -> bool:
 
 
 class ExprEmitter:
-    """Index and scalar expressions (shared); kernels extend it with tile ops."""
+    """Index and scalar expressions (shared); kernels extend it with tile ops. ``at`` is the DSL
+    line of the statement being emitted (what a checked op's error names)."""
 
     def __init__(self, names: CppNames):
         self.name = names
+        self.at: SourceLoc | None = None
 
     def emit(self, e: Expr, ctx: DType | None = None) -> str:
         """C++ text of ``e``; a literal in it takes ``ctx``'s computation type when it has none of its own."""
@@ -230,6 +237,11 @@ class ExprEmitter:
                 return s, (15 if not s.startswith("-") else 14)
             case Var(name=n):
                 return self.name(n), 16
+            case BinOp(op=op, lhs=a, rhs=b) if checked_int(e):
+                ctype = value_type(e.type)
+                what = string_literal(f"{expr_str(e)} at {self.at}" if self.at is not None else expr_str(e))
+                args = f"{self.emit(a)}, {self.emit(b)}, {string_literal(int_type_name(e.type))}, {what}"
+                return f"ts::arith<'{CHECKED_OPS[op][0]}', {ctype}>({args})", 16
             case BinOp(op=op, lhs=a, rhs=b) if op in _CPP_BINOPS:
                 sym, p = _CPP_BINOPS[op]
                 sub_ctx = self.operand_ctx(e)

@@ -319,6 +319,7 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
 
     def stmt(s: Stmt, ind: str) -> None:
         m = marker(s.loc)
+        em.at = s.loc
         match s:
             case Assign(target=t, value=v):
                 name = name_of(t)

@@ -167,6 +167,7 @@ def orchestration_cpp(p: Program) -> str:
 
     def stmt(s: Stmt, ind: str) -> None:
         m = marker(s.loc)
+        em.at = s.loc
         if _pure(s) and s.target not in needed:
             return
         match s:

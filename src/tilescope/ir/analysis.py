@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilescope.errors import SourceLoc
-from tilescope.ir.nodes import Assign, Const, Expr, For, Kernel, MatMul, Stmt, Var
+from tilescope.ir.nodes import Assign, BinOp, Const, Expr, For, Kernel, MatMul, Stmt, Var
 from tilescope.ir.printer import expr_str
 from tilescope.ir.traverse import Roots, child_exprs, stmt_bodies, walk_exprs
-from tilescope.ir.types import TileType
+from tilescope.ir.types import IndexType, ScalarType, TileType, Type
 
 
 def uses(root: Roots) -> set[str]:
@@ -139,6 +139,29 @@ def runtime_bounds(loop: For, loop_vars: set[str]) -> list[tuple[str, Expr]]:
         if not isinstance(e, Const) and not uses(e) <= loop_vars:
             out.append((which, e))
     return out
+
+
+# the integer ops checked at run time: the C++ operator ``ts::arith`` takes, and how a message writes it
+CHECKED_OPS = {"add": ("+", "+"), "sub": ("-", "-"), "mul": ("*", "*"), "floordiv": ("/", "//"), "mod": ("%", "%")}
+
+
+def checked_int(e: BinOp) -> bool:
+    """Whether ``e`` is integer arithmetic checked at run time, on sim and interp alike: ``+ - *``
+    of integer scalars (the exact result must fit their dtype), and ``//``/``%`` of integers
+    (scalars or indices) by anything but a constant other than 0 and -1 (no division by zero,
+    no ``-2**63 // -1``). Index ``+ - *`` is 64-bit, as the interpreter's, and not checked."""
+    t = e.type
+    integer = isinstance(t, IndexType) or (isinstance(t, ScalarType) and t.dtype.is_int)
+    if not integer or e.op not in CHECKED_OPS:
+        return False
+    if e.op in ("floordiv", "mod"):
+        return not (isinstance(e.rhs, Const) and e.rhs.value not in (0, -1))
+    return isinstance(t, ScalarType)
+
+
+def int_type_name(t: Type) -> str:
+    """The dtype integer arithmetic of ``t`` is checked against: an index is an ``i64``."""
+    return t.dtype.name if isinstance(t, ScalarType) else "i64"
 
 
 def bound_text(loop: For, which: str, e: Expr) -> str:

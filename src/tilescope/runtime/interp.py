@@ -27,7 +27,7 @@ import torch
 from tilescope.codegen.cpp_common import display_path
 from tilescope.errors import RuntimeFailure
 from tilescope.ir import dtypes as dt
-from tilescope.ir.analysis import bound_text, runtime_bounds
+from tilescope.ir.analysis import CHECKED_OPS, bound_text, checked_int, int_type_name, runtime_bounds
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
@@ -60,6 +60,7 @@ from tilescope.ir.nodes import (
     Where,
 )
 from tilescope.ir.op_registry import OPS, binary_ops, compare_ops, logical_ops, torch_reference, unary_ops
+from tilescope.ir.printer import expr_str
 from tilescope.ir.traverse import recursion_room, walk_exprs
 from tilescope.ir.types import Direction, ScalarType, TileType
 from tilescope.runtime.casts import float_to_int, narrow_float
@@ -161,9 +162,27 @@ class _Interp:
         self.now: Stmt | None = None  # the statement being run (what a subclass's records name)
         self.loop_vars: set[str] = set()  # the variables of the loops being run
 
-    def negative_bound(self, message: str) -> None:
-        """A run-time loop bound below 0: an IndexError in a kernel (reported with its task)."""
+    def run_error(self, message: str) -> None:
+        """A run-time loop bound below 0, a division by zero or an integer overflow: an IndexError
+        in a kernel (reported with its task)."""
         raise IndexError(message)
+
+    def int_op(self, e: BinOp, x: int, y: int) -> int:
+        """``x <op> y`` of a checked integer op (``ir.analysis.checked_int``), exact, or the error
+        ``ts::arith`` raises on sim, worded the same."""
+        sym = CHECKED_OPS[e.op][1]
+        loc = self.now.loc if self.now is not None else None
+        what = f"{expr_str(e)} at {loc}" if loc is not None else expr_str(e)
+        if e.op in ("floordiv", "mod") and y == 0:
+            self.run_error(f"integer division by zero: {what} ({x} {sym} 0)")
+        r = _SCALAR_OPS[e.op](x, y)
+        name = int_type_name(e.type)
+        info = torch.iinfo(dt.by_name(name).torch)
+        if not info.min <= r <= info.max:
+            self.run_error(
+                f"{name} overflow: {what} ({x} {sym} {y} = {r}) is outside {name}'s range [{info.min}, {info.max}]"
+            )
+        return r
 
     def bind(self, params, args: list[Any]) -> dict[str, Any]:
         return {
@@ -186,7 +205,7 @@ class _Interp:
                         value = start if which == "start" else stop
                         if value < 0:
                             label = bound_text(s, which, e)
-                            self.negative_bound(f"{label} is {value} at run time; a run-time loop bound must be >= 0")
+                            self.run_error(f"{label} is {value} at run time; a run-time loop bound must be >= 0")
                     self.loop_vars.add(var)
                     for i in range(start, stop, self.expr(c, env)):
                         env[var] = i
@@ -213,6 +232,8 @@ class _Interp:
                 return v
             case Var(name=n):
                 return env[n]
+            case BinOp(lhs=a, rhs=b) if checked_int(e):
+                return self.int_op(e, self.expr(a, env), self.expr(b, env))
             case BinOp(op=op, lhs=a, rhs=b) if not isinstance(e.type, TileType):
                 r = _SCALAR_OPS[op](self.expr(a, env), self.expr(b, env))
                 return _round_scalar(r, e.type.dtype, self.float64) if isinstance(e.type, ScalarType) else r
@@ -436,7 +457,7 @@ class _OrchInterp(_Interp):
         self.body(self.p.body, env)
         return self.tasks
 
-    def negative_bound(self, message: str) -> None:
+    def run_error(self, message: str) -> None:
         raise RuntimeFailure(f"orchestration {self.p.name}: {message} (task {self.tasks})")
 
     def stmt(self, s: Stmt, env: dict[str, Any]) -> None:

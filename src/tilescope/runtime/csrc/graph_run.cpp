@@ -5,6 +5,8 @@
 #include <cstring>
 #include <exception>
 
+#include <tilescope/index.hpp>
+
 #include "dtype.hpp"
 #include "orchestration_call.hpp"
 #include "saved_inputs.hpp"
@@ -159,6 +161,9 @@ void Run::orchestrate() {
         try {
             rc = orch_(&api_, this, args_, nargs_);
             slot.armed = 0;
+        } catch (const ts::ArithmeticError &e) {  // a checked division or overflow: its message names the line
+            slot.armed = 0;
+            fail(e.what());
         } catch (const std::exception &e) {
             slot.armed = 0;
             fail(std::string("the orchestration threw a C++ exception: ") + e.what());

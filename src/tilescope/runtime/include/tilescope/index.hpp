@@ -1,14 +1,32 @@
 // Index arithmetic with Python semantics, shared by generated kernels and orchestrations:
-// floor division and a modulo whose sign follows the divisor; and the check of a loop bound
-// known only at run time (`ts.range(0, n, 64)`), which must not be negative.
+// floor division and a modulo whose sign follows the divisor; the checked arithmetic of integer
+// scalars and of divisions known only at run time (`arith`); and the check of a loop bound known
+// only at run time (`ts.range(0, n, 64)`), which must not be negative.
+//
+// Invariants of `arith<Op, T>(a, b, type, what)`:
+//  - The exact result is computed in 128 bits and must fit T (the DSL dtype `type`): nothing
+//    wraps. A division or modulo by zero, and a result outside T (`-2**63 // -1`, an i32 product
+//    past 2**31), throw ts::ArithmeticError before anything uses the value, naming `what` (the
+//    expression and its DSL line) and the operands, as the interpreter words the same error:
+//      integer division by zero: n // d at m.py:12 (5 // 0)
+//      i32 overflow: r * r at m.py:12 (65536 * 65536 = 4294967296) is outside i32's range
+//      [-2147483648, 2147483647]
+//  - A kernel's throw is reported with its task; an orchestration's with the run's failure.
 #ifndef TILESCOPE_INDEX_HPP
 #define TILESCOPE_INDEX_HPP
 
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
 namespace ts {
+
+/// What checked integer arithmetic throws: a division by zero, or a result its dtype cannot hold.
+class ArithmeticError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
 
 inline int64_t floordiv(int64_t a, int64_t b) {
     int64_t q = a / b;
@@ -18,6 +36,65 @@ inline int64_t floordiv(int64_t a, int64_t b) {
 inline int64_t floormod(int64_t a, int64_t b) {
     int64_t r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+namespace detail {
+
+inline std::string i128_string(__int128 v) {
+    if (v == 0) return "0";
+    const bool negative = v < 0;
+    unsigned __int128 u = negative ? -static_cast<unsigned __int128>(v) : static_cast<unsigned __int128>(v);
+    std::string digits;
+    for (; u != 0; u /= 10) digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(u % 10)));
+    return negative ? "-" + digits : digits;
+}
+
+inline const char *op_text(char op) {
+    switch (op) {
+        case '+': return " + ";
+        case '-': return " - ";
+        case '*': return " * ";
+        case '/': return " // ";
+        default: return " % ";
+    }
+}
+
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_by_zero(char op, __int128 a, const char *what) {
+    throw ArithmeticError(std::string("integer division by zero: ") + what + " (" + i128_string(a) + op_text(op) +
+                          "0)");
+}
+
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_overflow(char op, __int128 a, __int128 b, __int128 exact,
+                                                                   __int128 lo, __int128 hi, const char *type,
+                                                                   const char *what) {
+    throw ArithmeticError(std::string(type) + " overflow: " + what + " (" + i128_string(a) + op_text(op) +
+                          i128_string(b) + " = " + i128_string(exact) + ") is outside " + type + "'s range [" +
+                          i128_string(lo) + ", " + i128_string(hi) + "]");
+}
+
+}  // namespace detail
+
+/// `a Op b` for integers of dtype T (Op: + - * / for floor division, % for the floor modulo),
+/// exact, or ts::ArithmeticError (see the invariants above).
+template <char Op, class T>
+inline T arith(T a, T b, const char *type, const char *what) {
+    const __int128 x = a, y = b;
+    __int128 r;
+    if constexpr (Op == '+') {
+        r = x + y;
+    } else if constexpr (Op == '-') {
+        r = x - y;
+    } else if constexpr (Op == '*') {
+        r = x * y;
+    } else {
+        if (__builtin_expect(y == 0, 0)) detail::throw_by_zero(Op, x, what);
+        const __int128 q = x / y, m = x % y;
+        const bool adjust = m != 0 && ((m < 0) != (y < 0));
+        r = Op == '/' ? (adjust ? q - 1 : q) : (adjust ? m + y : m);
+    }
+    constexpr __int128 lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+    if (__builtin_expect(r < lo || r > hi, 0)) detail::throw_overflow(Op, x, y, r, lo, hi, type, what);
+    return static_cast<T>(r);
 }
 
 /// What a negative run-time loop bound reports; `what` names the loop, its line and the bound

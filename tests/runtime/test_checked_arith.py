@@ -1,0 +1,81 @@
+"""Integer arithmetic never wraps and never dies of SIGFPE: an integer scalar's ``+ - *`` that its
+dtype cannot hold, a division or modulo by a zero known only at run time and ``-2**63 // -1`` are
+errors naming the expression, its DSL line and the operands, the same on sim and on interp."""
+
+import pytest
+import torch
+from helpers import line_of
+
+import tilescope as ts
+
+F = ts.f32
+
+
+@ts.kernel
+def rows_at(x: ts.Tensor[[8, 8], F], y: ts.Out[[4, 8], F], r: ts.Scalar[ts.i32]):
+    ts.store(y, [0, 0], ts.load(x, [r * r, 0], [4, 8]))  # squared offset
+
+
+@ts.jit
+def squared_offset(x: ts.Tensor[[8, 8], F], y: ts.Out[[4, 8], F], r: ts.Scalar[ts.i32]):
+    rows_at(x, y, r)
+
+
+@ts.kernel
+def copy_block(x: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [4, 8]))
+
+
+@ts.jit
+def blocks_of(x: ts.Tensor[[16, 8], F], y: ts.Out[[16, 8], F], n: ts.Scalar[ts.i64], d: ts.Scalar[ts.i64]):
+    q = n // d  # blocks per part
+    for b in ts.range(0, q):
+        copy_block(x[b * 4 : b * 4 + 4, :], y[b * 4 : b * 4 + 4, :])
+
+
+PLATFORMS = ["sim", "interp"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_an_i32_product_past_its_range_is_an_error_not_a_wrap(platform):
+    prog = squared_offset.compile()
+    x, y = torch.randn(8, 8), torch.zeros(4, 8)
+    prog.run(x, y, 2, platform=platform)
+    torch.testing.assert_close(y, x[4:8])
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.run(x, y, 65536, platform=platform)
+    where = f"{__file__}:{line_of(rows_at, '# squared offset')}"
+    assert (
+        f"i32 overflow: r * r at {where} (65536 * 65536 = 4294967296) is outside i32's range "
+        "[-2147483648, 2147483647]"
+    ) in str(info.value)
+    assert "rows_at" in str(info.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_division_by_a_zero_read_at_run_time_names_the_line_and_values(platform):
+    prog = blocks_of.compile()
+    x, y = torch.randn(16, 8), torch.zeros(16, 8)
+    prog.run(x, y, 8, 2, platform=platform)
+    torch.testing.assert_close(y, x)
+    where = f"{__file__}:{line_of(blocks_of, '# blocks per part')}"
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.run(x, y, 5, 0, platform=platform)
+    assert f"integer division by zero: n // d at {where} (5 // 0)" in str(info.value)
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.run(x, y, -(2**63), -1, platform=platform)
+    assert (
+        f"i64 overflow: n // d at {where} (-9223372036854775808 // -1 = 9223372036854775808) is outside "
+        "i64's range [-9223372036854775808, 9223372036854775807]"
+    ) in str(info.value)
+
+
+@pytest.mark.slow
+def test_an_isolated_run_reports_the_division_rather_than_a_signal():
+    prog = blocks_of.compile()
+    x, y = torch.randn(16, 8), torch.zeros(16, 8)
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.run(x, y, 5, 0, isolate=True)
+    assert "integer division by zero: n // d" in str(info.value) and "SIGFPE" not in str(info.value)
