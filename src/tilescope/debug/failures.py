@@ -26,7 +26,9 @@ from typing import Any
 
 from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, atomic_write, inside
 
-KINDS = ("error", "deadlock", "timeout", "kernel_error", "guard", "crash", "exit", "interrupted", "nan")
+KINDS = (
+    "error", "deadlock", "timeout", "kernel_error", "guard", "crash", "exit", "interrupted", "nan", "input_written",
+)  # fmt: skip
 # What a failure was, finer than its kind, when the place that made it knew:
 #   bounds  (kernel_error) a load or store outside its tensor, or valid counts outside its tile
 #   region  (error) the orchestration gave a task a region, or read an element, outside its tensor

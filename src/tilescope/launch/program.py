@@ -29,6 +29,7 @@ from tilescope.build.state import load_state, refresh
 from tilescope.build.target import check_target
 from tilescope.errors import ArgumentError, ConfigError
 from tilescope.ir.nodes import Program
+from tilescope.launch.inputs_kept import KeptInputs
 from tilescope.launch.isolate import run_isolated
 from tilescope.launch.run import Binaries, RunInfo, launch, load_binaries
 from tilescope.runtime.interp import run_program
@@ -132,7 +133,9 @@ class CompiledProgram(Build):
             )
         if config.platform == "interp":
             t0 = time.perf_counter()
+            kept = KeptInputs(self.args, args)
             n = run_program(self.program(), list(args), float64=config.float64)
+            kept.check(self.name, self.work_dir)
             return RunInfo("interp", time.perf_counter() - t0, n)
         if config.platform not in self._target_ok:
             check_target(self.work_dir, rc.get("target"), config.platform)

@@ -32,6 +32,7 @@ from tilescope.debug.failures import Failure
 from tilescope.debug.observers import finish_all, observers_for, recording_of
 from tilescope.errors import ConfigError, RunInterrupted, RuntimeFailure
 from tilescope.ir.types import Direction
+from tilescope.launch.inputs_kept import KeptInputs
 from tilescope.runtime.graph import (
     run_graph,
     scalar_arg,
@@ -155,6 +156,7 @@ def launch(
         scalar_arg(a, spec.dtype) if spec.direction is Direction.SCALAR else tensor_arg(a, spec.direction)
         for spec, a in zip(target.args, args)
     ]
+    kept = KeptInputs(target.args, args)
     try:
         report = run_graph(
             orch,
@@ -198,4 +200,5 @@ def launch(
     if kernel_index is not None:
         report.saved = None
     results = finish_all(observers, target, report, failed=False)
+    kept.check(target.name, build.work_dir)
     return RunInfo("sim", report.wall_s, report.num_tasks, results.get("nan_check"), report)

@@ -86,6 +86,7 @@ _FAILURES: dict[tuple[str, str], tuple[str, str]] = {
                           "tensor"),
     ("timeout", ""): ("hang", "a task (or the orchestration) never finished: stopped past its budget"),
     ("deadlock", ""): ("deadlock", "tasks wait for each other, or for a task never submitted"),
+    ("input_written", ""): ("out_of_bounds", "a kernel stores into an input (a ts.Tensor): the run changed it"),
 }  # fmt: skip
 _UNCHECKED_BOUNDS = "a ragged load or store was given valid counts outside its tile"
 
@@ -381,7 +382,12 @@ class _Triage(Steps):
             self.verdict("bad_input", str(e).splitlines()[0])
             return None
         except RuntimeFailure as e:
-            self.failed(getattr(e, "failure", None), str(e))
+            f = getattr(e, "failure", None)
+            if f is not None and f.kind == "input_written":  # the access audit names the task and its store
+                self.rep.evidence.append(f.message)
+                self.contained("wrong", {}, None)
+                return None
+            self.failed(f, str(e))
             return None
         outputs = {a.name: args[i] for i, a in enumerate(self.build.args) if a.is_output}
         nan = None if info.nan is None else {"task_id": info.nan.task_id, "kernel": info.nan.kernel,

@@ -1,0 +1,93 @@
+"""A run that changes a tensor passed as an input (a kernel storing through a view of it) fails,
+naming the input and the element, however the run was made: a direct run, isolated, on interp,
+through the harness; and triage names the task and the store."""
+
+import numpy as np
+import pytest
+import torch
+import triage_programs as tp
+from helpers import line_of
+
+import tilescope as ts
+from tilescope.ir.types import Direction
+from tilescope.launch.inputs_kept import KeptInputs
+
+F = ts.f32
+
+
+@ts.kernel
+def double_rows(x: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F]):
+    t = ts.load(x, [0, 0], [4, 8])
+    ts.store(y, [0, 0], t * 2.0)
+
+
+@ts.jit
+def doubled(x: ts.Tensor[[16, 8], F], y: ts.Out[[16, 8], F]):
+    for r in ts.range(0, 16, 4):
+        double_rows(x[r : r + 4, :], y[r : r + 4, :])
+
+
+class _Spec:
+    def __init__(self, name, direction):
+        self.name, self.direction = name, direction
+
+
+def test_kept_inputs_name_the_changed_input_and_element_bit_for_bit():
+    x, y = torch.tensor([[1.0, float("nan")], [3.0, 4.0]]), torch.zeros(2, 2)
+    specs = [_Spec("x", Direction.IN), _Spec("y", Direction.OUT), _Spec("n", Direction.SCALAR)]
+    kept = KeptInputs(specs, (x, y, 3))
+    y.fill_(7.0)  # an output may change
+    kept.check("p", "BUILD")  # and a NaN that stays a NaN is unchanged
+    x[1, 0] = -3.0
+    with pytest.raises(ts.RuntimeFailure) as info:
+        kept.check("p", "BUILD")
+    msg = str(info.value)
+    assert msg.startswith("p: the run changed input 'x', which is a ts.Tensor (read only): 1 of 4 element(s) differ")
+    assert "the first at [1, 0] (3.0 -> -3.0)" in msg and "`tilescope triage BUILD` names the task" in msg
+    a = np.zeros(3, dtype=np.int32)
+    big = KeptInputs([_Spec("a", Direction.IN)], (a,), limit=4)  # past the limit: not kept
+    a[0] = 1
+    big.check("p", "BUILD")
+    small = KeptInputs([_Spec("a", Direction.IN)], (a,))
+    a[2] = 5
+    with pytest.raises(ts.RuntimeFailure, match=r"input 'a'.*the first at \[2\] \(0 -> 5\)"):
+        small.check("p", "BUILD")
+
+
+@pytest.fixture
+def writes_its_input(tmp_path):
+    prog = doubled.compile(build_dir=str(tmp_path))
+    tp.edit_kernel(prog, "double_rows", "store(y, {0, 0}, t * 2.0f", "TensorView<float> w = x; store(w, {0, 0}, t * 2.0f")
+    return ts.CompiledProgram.from_dir(prog.work_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_kernel_storing_into_an_input_fails_the_run(writes_its_input, isolate):
+    x, y = torch.randn(16, 8), torch.zeros(16, 8)
+    with pytest.raises(ts.RuntimeFailure) as info:
+        writes_its_input.run(x, y, isolate=isolate)
+    assert "the run changed input 'x', which is a ts.Tensor (read only)" in str(info.value)
+
+
+@pytest.mark.slow
+def test_triage_names_the_task_and_the_store_into_the_input(writes_its_input):
+    from tilescope.analysis.data import save_snapshot
+    from tilescope.analysis.triage.triage_command import triage
+
+    x = torch.randn(16, 8)
+    save_snapshot(writes_its_input.work_dir / "data", list(writes_its_input.args), {"x": x, "y": torch.zeros(16, 8)},
+                  {"y": x * 2}, {"rtol": 1e-5, "atol": 1e-5})  # fmt: skip
+    rep = triage(writes_its_input.work_dir)
+    assert rep.category == "out_of_bounds" and rep.culprit.kernel == "double_rows" and rep.culprit.op == "store"
+    assert rep.culprit.dsl_line.endswith(f"test_inputs_kept.py:{line_of(double_rows, 'ts.store(y')}")
+    assert any("the run changed input 'x'" in e for e in rep.evidence)
+    assert any("(declared In, written)" in e for e in rep.evidence)
+
+
+def test_an_input_that_is_also_an_output_is_the_run_s_to_write():
+    t = torch.zeros(4, 4)
+    specs = [_Spec("a", Direction.IN), _Spec("b", Direction.OUT)]
+    kept = KeptInputs(specs, (t[:2], t[2:]))
+    t.fill_(1.0)
+    kept.check("p", "BUILD")
