@@ -425,3 +425,29 @@ def test_a_nan_made_inside_a_statement_names_the_op_that_made_it_not_the_outermo
     c = data["culprit"]
     assert (data["category"], c["kernel"], c["op"]) == ("nan", "log_scaled", "log")
     assert c["dsl_line"].endswith(f":{line_of(log_scaled, 'ts.log(t - 1.0) * 2.0')}")
+
+
+def test_a_build_file_triage_needs_that_is_gone_is_named_not_the_budget(tmp_path):
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    golden_y = torch.zeros(5 * tp.B, tp.C)
+    golden_y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
+    work = with_data(prog, inputs, {"y": golden_y, "z": tp.pipeline_golden(inputs["x"]) + 0.5})
+    report = work / "report" / "report.json"
+    report.unlink()
+    data = triaged(work, fix=True)
+    assert data["category"] == "algorithm"
+    fix = data["fix"]
+    # --fix names the file it needs, and tries nothing in its place
+    assert fix["why_none"].startswith(f"{report} is missing: the build is incomplete"), fix
+    assert fix["why_none"].endswith("compile the program again") and fix["tried"] == []
+    assert any(x.startswith(f"{report} is missing") for x in data["limitations"])
+    ir = work / "ir" / "pipeline.py"
+    ir.unlink()
+    with pytest.raises(ts.TilescopeError) as e:
+        triage(work)
+    said = str(e.value)
+    assert f"{ir} is missing: the build is incomplete" in said and "compile the program again" in said
+    assert "budget" not in said
+    out = subprocess.run([sys.executable, "-m", "tilescope", "triage", str(work)], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stderr.startswith(f"[ERROR] cannot triage {work}: {ir} is missing"), out.stderr

@@ -25,7 +25,7 @@ from tilescope.build.lock import hold_build
 from tilescope.build.paths import IR_DIR, KERNEL_CONFIG
 from tilescope.build.state import refresh
 from tilescope.codegen.kernel_config import BUILD_FORMAT
-from tilescope.errors import ArgumentError, TilescopeError
+from tilescope.errors import ArgumentError, BuildFileError, TilescopeError
 from tilescope.ir import dtypes as dt
 from tilescope.ir.nodes import Program
 from tilescope.ir.types import Direction
@@ -179,7 +179,11 @@ class Build:
         if self._program is None:
             path = self.work_dir / IR_DIR / f"{self.name}.py"
             if not path.is_file():
-                raise TilescopeError(f"{path} is missing: the interp platform needs the build's final IR")
+                raise BuildFileError(
+                    f"{path} is missing: the build is incomplete (its compile was interrupted, or the file was "
+                    "removed by hand), and the interpreter, localize, triage and --fix read the build's final IR "
+                    "there: compile the program again"
+                )
             self._program = load_source(path.read_text(), str(path))
         return self._program
 

@@ -47,13 +47,14 @@ from tilescope.analysis.localize.localize_command import report_cli
 from tilescope.analysis.localize.metrics import close
 from tilescope.analysis.progress import Progress, seconds_arg, tolerance_arg
 from tilescope.analysis.report import Culprit, Fix, Report, write_report
-from tilescope.analysis.triage.steps import ANSWER, CRASH, REQUEST, WALL_STRETCH, Steps
+from tilescope.analysis.triage.steps import ANSWER, CRASH, NO_BUDGET, REQUEST, WALL_STRETCH, Steps
+from tilescope.build.build_report import report_problem
 from tilescope.build.manifest import Build, as_build_dir
 from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, atomic_write, dfx_dir, saved_data
 from tilescope.build.signature_check import SignatureMismatch
 from tilescope.debug.crash import read_crash_report
 from tilescope.debug.failures import Failure
-from tilescope.errors import ArgumentError, DSLError, RuntimeFailure, TilescopeError
+from tilescope.errors import ArgumentError, BuildFileError, DSLError, RuntimeFailure, TilescopeError
 from tilescope.launch.child import run_contained
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
@@ -139,8 +140,7 @@ class _Triage(Steps):
         self.task_timeout_s: float | None = None
 
     def finish(self) -> Report:
-        if not self.rep.category:
-            self.verdict("unknown", "triage could not name the fault within its budget")
+        self.undecided()
         assert self.rep.category in CATEGORIES, self.rep.category
         self.rep.elapsed_s = round(time.perf_counter() - self.started, 3)
         self.rep.next += _next_commands(self.rep, self.work)
@@ -255,7 +255,7 @@ class _Triage(Steps):
             request.unlink(missing_ok=True)
         rc, said = ended.returncode, ended.last_lines(n=50)
         if ended.timed_out:
-            self.rep.limitations.append("the steps after the first run took past the budget and were stopped")
+            self.rep.limitations.append(f"{NO_BUDGET}: the steps after the first run took past the budget and were stopped")
         if rc == 0 and answer.is_file():
             self.merge(json.loads(answer.read_text()))
             answer.unlink(missing_ok=True)
@@ -322,6 +322,13 @@ class _Triage(Steps):
                          Culprit(dsl_line=str(e.loc) if e.loc else None), *_compile_evidence(e))  # fmt: skip
             return False
         self.rep.program = self.build.name
+        try:
+            self.build.program()  # NOTE: the final IR, which every step after the first run reads
+        except BuildFileError as e:
+            raise TriageError(f"cannot triage {self.work}: {e}") from None
+        problem = report_problem(self.work)
+        if problem is not None:
+            self.rep.limitations.append(problem)
         return True
 
     def tolerances(self, data: Path, rtol: float | None, atol: float | None) -> None:
