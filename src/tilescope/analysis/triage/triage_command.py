@@ -50,11 +50,19 @@ from tilescope.analysis.report import Culprit, Fix, Report, write_report
 from tilescope.analysis.triage.steps import ANSWER, CRASH, NO_BUDGET, REQUEST, WALL_STRETCH, Steps
 from tilescope.build.build_report import report_problem
 from tilescope.build.manifest import Build, as_build_dir
-from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, atomic_write, dfx_dir, saved_data
+from tilescope.build.paths import (
+    DATA_DIR,
+    DFX_DIR,
+    TRIAGE_DIR,
+    atomic_write,
+    dfx_dir,
+    saved_data,
+    writable_dir,
+)
 from tilescope.build.signature_check import SignatureMismatch
 from tilescope.debug.crash import read_crash_report
 from tilescope.debug.failures import Failure
-from tilescope.errors import ArgumentError, BuildFileError, DSLError, RuntimeFailure, TilescopeError
+from tilescope.errors import ArgumentError, BuildFileError, DSLError, RuntimeFailure, TilescopeError, clipped
 from tilescope.launch.child import run_contained
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
@@ -301,6 +309,8 @@ class _Triage(Steps):
             self.rep.program = Build(self.work).name  # NOTE: named even when the build then fails to load
         except (TilescopeError, OSError):
             pass
+        else:  # NOTE: a build triage cannot write into is said before any run, as what it is
+            writable_dir(self.work / DFX_DIR / TRIAGE_DIR, "triage")
         try:
             self.build = self.step("load the build", lambda: CompiledProgram.from_dir(self.work))
         except SignatureMismatch as e:
@@ -352,7 +362,8 @@ class _Triage(Steps):
             if held[0][0] != "data":
                 self.say(f"the data --{held[0][0]} saved: {data}")
         if not data.is_dir():
-            raise TriageError(f"--golden-data {data}: no such data directory (a data directory holds in/ and out/)")
+            raise TriageError(f"--golden-data {clipped(str(data))}: no such data directory (a data directory holds in/ "
+                              "and out/)")  # fmt: skip
         self.rep.data = str(data)
         try:
             self.tolerances(data, rtol, atol)
