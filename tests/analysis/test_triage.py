@@ -451,3 +451,40 @@ def test_a_build_file_triage_needs_that_is_gone_is_named_not_the_budget(tmp_path
     assert "budget" not in said
     out = subprocess.run([sys.executable, "-m", "tilescope", "triage", str(work)], capture_output=True, text=True)
     assert out.returncode == 1 and out.stderr.startswith(f"[ERROR] cannot triage {work}: {ir} is missing"), out.stderr
+
+
+@ts.kernel
+def softmax_rows(x: ts.Tensor[[8, 32], ts.f32], y: ts.Out[[8, 32], ts.f32]):
+    t = ts.load(x, [0, 0], [8, 32])
+    e = ts.exp(t - ts.row_max(t))
+    ts.store(y, [0, 0], e / ts.row_sum(e))
+
+
+@ts.jit
+def softmax8(x: ts.Tensor[[8, 32], ts.f32], y: ts.Out[[8, 32], ts.f32]):
+    softmax_rows(x, y)
+
+
+def naive_softmax_golden(t):
+    e = t["x"].exp()
+    t["y"][:] = e / e.sum(dim=-1, keepdim=True)
+
+
+def test_a_golden_holding_nan_where_the_kernel_is_right_is_the_golden_s_named_at_its_line(capsys):
+    from tilescope.analysis.localize.localize_command import localize
+    from tilescope.harness import run_jit
+    from tilescope.harness.specs import TensorSpec
+
+    x = torch.randn(8, 32)
+    x[2, 5] = 100.0  # exp overflows f32 in the golden (inf / inf); the kernel subtracts the row max
+    specs = [TensorSpec("x", [8, 32], torch.float32, init_value=x), TensorSpec("y", [8, 32], torch.float32, is_output=True)]
+    result = run_jit(softmax8, specs, golden_fn=naive_softmax_golden, triage=True)
+    line = f"test_triage.py:{line_of(naive_softmax_golden, 'e / e.sum')}"
+    assert "the golden holds NaN at 1 of the mismatching elements" in capsys.readouterr().out
+    data = result.work_dir / "dfx_outputs" / "triage" / "data"
+    for rep in (result.triage, localize(result.work_dir, data)):
+        assert rep.category == "bad_input" and rep.culprit.kernel is None, rep.render()
+        assert rep.summary.startswith("the golden of y holds NaN at 1 element where the run's output differs (the "
+                                      "first at [2, 5]): golden_fn made it, 'div' at "), rep.summary  # fmt: skip
+        assert f"{line} (`t[\"y\"][:] = e / e.sum(dim=-1, keepdim=True)`)" in rep.summary
+        assert any("an Inf that golden_fn computed first, 'exp' at" in e for e in rep.evidence)

@@ -43,6 +43,8 @@ from tilescope.analysis.audit import dsl_line
 from tilescope.analysis.compare import check_tolerances
 from tilescope.analysis.data import DataError, load_meta, load_snapshot
 from tilescope.analysis.fix.search import fix_data, propose
+from tilescope.analysis.golden_holes import golden_hole
+from tilescope.analysis.golden_trace import load_trace
 from tilescope.analysis.localize.localize_command import report_cli
 from tilescope.analysis.localize.metrics import close
 from tilescope.analysis.progress import Progress, seconds_arg, tolerance_arg
@@ -212,16 +214,15 @@ class _Triage(Steps):
     def nan_in_data(self, golden: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor],
                     bad: dict[str, torch.Tensor]) -> bool:  # fmt: skip
         """``bad_input`` when the data themselves hold the NaN: the golden at mismatching elements
-        (it is no reference there), or an input, when the run's mismatching outputs are NaN (what
-        is computed from it is NaN whatever the kernels do)."""
-        for name, m in bad.items():
-            g = golden[name]
-            hole = m & torch.isnan(g) if g.is_floating_point() else torch.zeros_like(m)
-            if bool(hole.any()):
-                first = [int(i) for i in hole.nonzero()[0]]
-                self.verdict("bad_input", f"the golden holds NaN at {int(hole.sum())} elements of {name} (the first at "
-                             f"{first}): it is no reference there; fix golden_fn, or the inputs it reads, and save the "
-                             "data again", None)  # fmt: skip
+        (a NaN, or an Inf golden_fn's arithmetic made where the output is finite: it is no
+        reference there; ``golden_holes`` names the golden's line that made it), or an input, when
+        the run's mismatching outputs are NaN (what is computed from it is NaN whatever the
+        kernels do)."""
+        if any(golden[n].is_floating_point() and bool((m & ~torch.isfinite(golden[n])).any()) for n, m in bad.items()):
+            trace, no_trace = load_trace(Path(self.rep.data), self.inputs)
+            hole = golden_hole(golden, outputs, self.inputs, self.rep.rtol, self.rep.atol, trace, no_trace)
+            if hole is not None:
+                self.verdict("bad_input", hole.summary(), None, *hole.evidence())
                 return True
         if not any(bool((m & torch.isnan(outputs[n])).any()) for n, m in bad.items() if outputs[n].is_floating_point()):
             return False
