@@ -27,6 +27,18 @@ class SourceLoc:
         return linecache.getline(self.file, self.line).rstrip("\n")
 
 
+SHOWN_CHARS = 200  # the most of a value a message quotes (an argument echoed back, a path)
+
+
+def clipped(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` as a message quotes it: whole up to ``limit`` characters, else its start, its
+    end and how long it is (a 20 MB argument is never echoed back whole)."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 6
+    return f"{text[:head]}…{text[-tail:]} ({len(text)} characters)"
+
+
 class TilescopeError(Exception):
     """Base class of every error tilescope reports to users."""
 

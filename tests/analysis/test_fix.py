@@ -171,6 +171,36 @@ def test_a_race_from_a_hand_edit_gets_the_load_that_orders_it_back(tmp_path):
     assert e.line == int(rep.culprit.cpp_line.rpartition(":")[2])
 
 
+@pytest.mark.slow
+def test_a_line_added_by_hand_that_crashes_is_removed_and_no_candidate_changes_nothing(tmp_path):
+    from tilescope.analysis.fix.candidates import Candidate
+    from tilescope.analysis.fix.edit import Edit
+    from tilescope.analysis.fix.verify import verify_candidate
+
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    golden_y = torch.zeros(5 * tp.B, tp.C)
+    golden_y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
+    golden = {"y": golden_y, "z": tp.pipeline_golden(inputs["x"])}
+    save_snapshot(prog.work_dir / "data", list(prog.args), inputs, golden, {"rtol": 1e-5, "atol": 1e-5})
+    (source,) = [k["source"] for k in prog.kernels if k["name"] == "consume"]
+    cpp = prog.work_dir / source
+    cpp.write_text(cpp.read_text().replace("    store(z, {0, 0}", "    *(volatile float *)nullptr = 1.0f;\n    store(z, {0, 0}"))
+    rep = triage(prog.work_dir, fix=True)
+    assert rep.category == "crash"
+    e = rep.fix.edit
+    assert rep.fix.verified is True and rep.fix.kind == "build" and e.file == source
+    assert "nullptr" in e.before and e.after == "" and "added to the build's C++ by hand" in e.why
+    assert all(t.before.split() != t.after.split() for t in rep.fix.tried)
+    # B and C are both 64: exchanged, they compile to the very program the build holds
+    line = line_of(tp.consume, "t = ts.load(y")
+    before = Path(tp.__file__).read_text().splitlines()[line - 1]
+    swap = Candidate(Edit(tp.__file__, line, before, before.replace("[B, C]", "[C, B]"), "swapped"), "dsl")
+    ok, why = verify_candidate(prog, swap, inputs, golden, None, 1e-5, 1e-5, tmp_path / "swap", 1e9)
+    assert not ok and "compiles to the program the build already holds" in why and source in why, why
+    assert not (tmp_path / "swap").exists()
+
+
 def _module(tmp_path, name, text):
     path = tmp_path / f"{name}.py"
     path.write_text(text)

@@ -125,3 +125,14 @@ def test_the_catalogue_orders_the_rules_answering_a_verdict_first():
     assert "-inf guard" in names("nan", "sub") and "-inf guard" not in names("algorithm", "sub")
     assert {r.at for r in CATALOGUE} == {"statement", "feeding"}
     assert len({r.name for r in CATALOGUE}) == len(CATALOGUE)
+
+
+def test_an_edit_that_changes_nothing_is_never_a_candidate():
+    from tilescope.analysis.fix.candidates import Found
+
+    found = Found()
+    line = "    store(z, {0, 0}, t + 1.0f);  // @ k.py:3"
+    found.add([Edit("k.cpp", 3, line, line, "same"), Edit("k.cpp", 3, line, line.replace("  //", " //"), "spacing"),
+               Edit("k.cpp", 3, line, line.replace("1.0f", "2.0f"), "a change")], "build", "hand edit")  # fmt: skip
+    assert [c.edit.why for c in found.candidates] == ["a change"]
+    assert found.rules == {"hand edit": 1}

@@ -425,3 +425,66 @@ def test_a_nan_made_inside_a_statement_names_the_op_that_made_it_not_the_outermo
     c = data["culprit"]
     assert (data["category"], c["kernel"], c["op"]) == ("nan", "log_scaled", "log")
     assert c["dsl_line"].endswith(f":{line_of(log_scaled, 'ts.log(t - 1.0) * 2.0')}")
+
+
+def test_a_build_file_triage_needs_that_is_gone_is_named_not_the_budget(tmp_path):
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    golden_y = torch.zeros(5 * tp.B, tp.C)
+    golden_y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
+    work = with_data(prog, inputs, {"y": golden_y, "z": tp.pipeline_golden(inputs["x"]) + 0.5})
+    report = work / "report" / "report.json"
+    report.unlink()
+    data = triaged(work, fix=True)
+    assert data["category"] == "algorithm"
+    fix = data["fix"]
+    # --fix names the file it needs, and tries nothing in its place
+    assert fix["why_none"].startswith(f"{report} is missing: the build is incomplete"), fix
+    assert fix["why_none"].endswith("compile the program again") and fix["tried"] == []
+    assert any(x.startswith(f"{report} is missing") for x in data["limitations"])
+    ir = work / "ir" / "pipeline.py"
+    ir.unlink()
+    with pytest.raises(ts.TilescopeError) as e:
+        triage(work)
+    said = str(e.value)
+    assert f"{ir} is missing: the build is incomplete" in said and "compile the program again" in said
+    assert "budget" not in said
+    out = subprocess.run([sys.executable, "-m", "tilescope", "triage", str(work)], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stderr.startswith(f"[ERROR] cannot triage {work}: {ir} is missing"), out.stderr
+
+
+@ts.kernel
+def softmax_rows(x: ts.Tensor[[8, 32], ts.f32], y: ts.Out[[8, 32], ts.f32]):
+    t = ts.load(x, [0, 0], [8, 32])
+    e = ts.exp(t - ts.row_max(t))
+    ts.store(y, [0, 0], e / ts.row_sum(e))
+
+
+@ts.jit
+def softmax8(x: ts.Tensor[[8, 32], ts.f32], y: ts.Out[[8, 32], ts.f32]):
+    softmax_rows(x, y)
+
+
+def naive_softmax_golden(t):
+    e = t["x"].exp()
+    t["y"][:] = e / e.sum(dim=-1, keepdim=True)
+
+
+def test_a_golden_holding_nan_where_the_kernel_is_right_is_the_golden_s_named_at_its_line(capsys):
+    from tilescope.analysis.localize.localize_command import localize
+    from tilescope.harness import run_jit
+    from tilescope.harness.specs import TensorSpec
+
+    x = torch.randn(8, 32)
+    x[2, 5] = 100.0  # exp overflows f32 in the golden (inf / inf); the kernel subtracts the row max
+    specs = [TensorSpec("x", [8, 32], torch.float32, init_value=x), TensorSpec("y", [8, 32], torch.float32, is_output=True)]
+    result = run_jit(softmax8, specs, golden_fn=naive_softmax_golden, triage=True)
+    line = f"test_triage.py:{line_of(naive_softmax_golden, 'e / e.sum')}"
+    assert "the golden holds NaN at 1 of the mismatching elements" in capsys.readouterr().out
+    data = result.work_dir / "dfx_outputs" / "triage" / "data"
+    for rep in (result.triage, localize(result.work_dir, data)):
+        assert rep.category == "bad_input" and rep.culprit.kernel is None, rep.render()
+        assert rep.summary.startswith("the golden of y holds NaN at 1 element where the run's output differs (the "
+                                      "first at [2, 5]): golden_fn made it, 'div' at "), rep.summary  # fmt: skip
+        assert f"{line} (`t[\"y\"][:] = e / e.sum(dim=-1, keepdim=True)`)" in rep.summary
+        assert any("an Inf that golden_fn computed first, 'exp' at" in e for e in rep.evidence)

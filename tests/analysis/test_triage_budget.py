@@ -16,3 +16,21 @@ def test_waiting_does_not_use_the_budget_and_computing_does():
     while cpu_seconds() - start < 0.3:
         sum(range(10000))
     assert before - steps.left() >= 0.3  # every CPU second computed is charged
+
+
+def test_an_undecided_triage_blames_the_budget_only_when_it_ran_out():
+    from tilescope.analysis.triage.steps import NO_BUDGET
+
+    steps = Steps(Report("p", "w", "d", "", ""), 1000.0, lambda _: None)
+    steps.rep.limitations.append("localize: the sim run fails rather than answering wrong")
+    steps.undecided()
+    assert steps.rep.category == "unknown"
+    assert "budget" not in steps.rep.summary
+    assert steps.rep.summary.endswith("what could not run: localize: the sim run fails rather than answering wrong")
+    spent = Steps(Report("p", "w", "d", "", ""), 1000.0, lambda _: None)
+    spent.rep.limitations.append(f"{NO_BUDGET} for the access audit")
+    spent.undecided()
+    assert (spent.rep.category, spent.rep.summary) == ("unknown", "triage could not name the fault within its budget")
+    decided = Steps(Report("p", "w", "d", "race", "two tasks"), 1000.0, lambda _: None)
+    decided.undecided()
+    assert (decided.rep.category, decided.rep.summary) == ("race", "two tasks")

@@ -1,5 +1,7 @@
-"""build/paths.py: atomic replacement of the files in a build directory."""
+"""build/paths.py: atomic replacement of the files in a build directory; an OSError and an
+absurd path argument said in words."""
 
+import errno
 import os
 import stat
 import threading
@@ -8,6 +10,7 @@ import pytest
 
 from tilescope.build import paths
 from tilescope.build.paths import atomic_replace, atomic_write, atomic_write_bytes
+from tilescope.errors import TilescopeError
 
 
 def test_threads_writing_one_file_never_collide_and_leave_no_temporary_files(tmp_path):
@@ -82,3 +85,39 @@ def test_a_directory_in_the_way_is_an_error_and_stays(tmp_path):
         atomic_write(target, "{}")
     assert (target / "inner").is_dir()
     assert [p.name for p in tmp_path.iterdir()] == ["tensor_dump.json"]
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        (errno.EROFS, "is on a read-only file system: work on a copy in a directory you can write"),
+        (errno.ENOSPC, "no space left on the device holding"),
+        (errno.EDQUOT, "no space left on the device holding"),
+        (errno.EACCES, "permission denied on"),
+        (errno.ENAMETOOLONG, "is a name too long for the file system"),
+    ],
+)
+def test_an_os_error_is_the_condition_in_words_with_what_to_do(tmp_path, code, said):
+    text = paths.os_problem(OSError(code, os.strerror(code), str(tmp_path / "dfx_outputs")))
+    assert said in text and str(tmp_path) in text and "Errno" not in text
+
+
+def test_a_file_where_a_directory_belongs_is_named_whatever_the_errno(tmp_path):
+    (tmp_path / "dfx_outputs").write_text("")
+    for e in (FileExistsError(errno.EEXIST, "File exists", str(tmp_path / "dfx_outputs")),
+              NotADirectoryError(errno.ENOTDIR, "Not a directory", str(tmp_path / "dfx_outputs" / "triage"))):  # fmt: skip
+        assert paths.os_problem(e) == (f"{tmp_path / 'dfx_outputs'} is a file where a directory belongs: move it away "
+                                       "(tilescope keeps its outputs in a directory of that name)")  # fmt: skip
+    with pytest.raises(TilescopeError, match=r"^triage cannot write .*dfx_outputs/triage: .* is a file where a directory"):
+        paths.writable_dir(tmp_path / "dfx_outputs" / "triage", "triage")
+
+
+def test_an_absurd_path_is_refused_at_once_and_never_echoed_whole():
+    huge = "x" * 20_000_000
+    said = paths.path_problem(huge, "build_dir")
+    assert said.startswith("build_dir xxx") and "(20000000 characters) is too long to name a file" in said
+    assert len(said) < 400
+    assert "a name in a path at most 255 bytes" in paths.path_problem("/tmp/" + "y" * 300, "build_dir")
+    assert paths.path_problem("/tmp/some/build", "build_dir") is None
+    text = paths.os_problem(OSError(errno.ENAMETOOLONG, "File name too long", huge))
+    assert len(text) < 400

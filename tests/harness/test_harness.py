@@ -66,6 +66,17 @@ def test_compare_tensor_coordinates():
     assert rep.first == [((2, 1), 0.0, 0.5)]
 
 
+def test_a_golden_nan_no_output_matches_is_said_on_its_own_line():
+    a, e = torch.zeros(3, 4), torch.zeros(3, 4)
+    e[1, 2], a[2, 0], e[2, 0] = float("nan"), float("nan"), float("nan")  # the second: NaN against NaN matches
+    rep = compare_tensor("y", a, e, rtol=0, atol=0.1)
+    assert (rep.mismatches, rep.golden_nan, rep.to_json()["golden_nan"]) == (1, 1, 1)
+    lines = rep.lines(0, 0.1)
+    assert lines[3] == ("    the golden holds NaN at 1 of the mismatching elements, which no output value matches: check "
+                        "golden_fn there (tilescope triage names the line of it that made them)")  # fmt: skip
+    assert not any("golden holds" in x for x in compare_tensor("y", a, a, rtol=0, atol=0.1).lines(0, 0.1))
+
+
 @pytest.mark.slow
 def test_compare_fn_replaces_the_tolerance_check(capsys):
     seen = []

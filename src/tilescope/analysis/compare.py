@@ -78,6 +78,7 @@ class CompareReport:
     nan_expected: int = 0
     inf_actual: int = 0
     inf_expected: int = 0
+    golden_nan: int = 0  # mismatching elements where the golden holds NaN: no output value matches it
     first: list[tuple[tuple[int, ...], float, float]] = field(default_factory=list)
     message: str = ""
     dtype: torch.dtype | None = None  # the output's dtype: how many digits its values print with
@@ -104,6 +105,9 @@ class CompareReport:
                 f"    NaN: {self.nan_actual} got / {self.nan_expected} expected; "
                 f"Inf: {self.inf_actual} got / {self.inf_expected} expected"
             )
+        if self.golden_nan:
+            out.append(f"    the golden holds NaN at {self.golden_nan} of the mismatching elements, which no output value "
+                       "matches: check golden_fn there (tilescope triage names the line of it that made them)")  # fmt: skip
         if self.first:
             out.append("    first mismatches:")
             out += [f"      {list(i)}: {self.mismatch_text(a, e)}" for i, a, e in self.first]
@@ -117,7 +121,7 @@ class CompareReport:
             "max_abs_diff": self.max_abs_diff, "max_abs_at": list(self.max_abs_at),
             "max_rel_diff": self.max_rel_diff, "max_rel_at": list(self.max_rel_at),
             "nan_actual": self.nan_actual, "nan_expected": self.nan_expected, "inf_actual": self.inf_actual,
-            "inf_expected": self.inf_expected, "message": self.message or None,
+            "inf_expected": self.inf_expected, "golden_nan": self.golden_nan, "message": self.message or None,
             "first_mismatches": [{"at": list(i), "got": a, "expected": e} for i, a, e in self.first],
         }  # fmt: skip
 
@@ -155,6 +159,7 @@ def compare_tensor(
         rep.max_rel_diff, rep.max_rel_at = float(rel.reshape(-1)[j]), coords(j, a.shape)
     rep.nan_actual, rep.nan_expected = int(torch.isnan(a).sum()), int(torch.isnan(e).sum())
     rep.inf_actual, rep.inf_expected = int(torch.isinf(a).sum()), int(torch.isinf(e).sum())
+    rep.golden_nan = int(((~ok) & torch.isnan(e)).sum())
     bad = (~ok).reshape(-1).nonzero().reshape(-1)[:FIRST_MISMATCHES]
     flat_a, flat_e = a.reshape(-1), e.reshape(-1)
     rep.first = [(coords(int(k), a.shape), float(flat_a[k]), float(flat_e[k])) for k in bad]

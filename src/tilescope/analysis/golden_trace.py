@@ -131,6 +131,23 @@ class GoldenTrace:
         return out
 
 
+    def made(self, nan: bool) -> list[GoldenValue]:
+        """The values that hold NaN (``nan``) or ±Inf (else) that none of the values they were
+        made from holds, in the order golden_fn computed them: where its steps made them (an
+        input holding them is its own). A value over the budget is not looked at."""
+        test = torch.isnan if nan else torch.isinf
+        holding: set[int] = set()
+        out = []
+        for v in self.values:
+            t = v.value
+            if t is None or not t.is_floating_point() or not bool(test(t).any()):
+                continue
+            holding.add(v.index)
+            if not any(i in holding for i in v.inputs):
+                out.append(v)
+        return out
+
+
 def _short(line: str) -> str:
     file, _, no = line.rpartition(":")
     rel = os.path.relpath(file) if os.path.isabs(file) else file

@@ -140,6 +140,26 @@ def load_report(work: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def report_problem(work: Path) -> str | None:
+    """Why the build's ``report/report.json`` cannot be read (missing, not JSON, not an object), in
+    words with what to do; None when it can. A build of this format always has one: it records
+    the DSL files the build came from and the compile's store-coverage findings (``--fix`` edits
+    from them)."""
+    path = inside(work, REPORT_DIR, REPORT_JSON)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        why = "is missing"
+    except (OSError, ValueError) as e:
+        why = f"cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+    else:
+        if isinstance(data, dict):
+            return None
+        why = f"holds {type(data).__name__}, not the compile's report"
+    return (f"{path} {why}: the build is incomplete or was edited by hand (the compile writes it, with the DSL files the "
+            "build came from and the store-coverage findings): compile the program again")
+
+
 def write_report(
     out: Path, program: Program, pass_report, build_results, opts: dict[str, Any], gaps: list[Unwritten] = ()
 ) -> dict[str, Any]:

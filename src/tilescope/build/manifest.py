@@ -22,10 +22,10 @@ from typing import Any
 
 from tilescope.build.config_check import check_config
 from tilescope.build.lock import hold_build
-from tilescope.build.paths import IR_DIR, KERNEL_CONFIG, inside
+from tilescope.build.paths import IR_DIR, KERNEL_CONFIG, inside, path_problem
 from tilescope.build.state import refresh
 from tilescope.codegen.kernel_config import BUILD_FORMAT
-from tilescope.errors import ArgumentError, TilescopeError
+from tilescope.errors import ArgumentError, BuildFileError, TilescopeError, clipped
 from tilescope.ir import dtypes as dt
 from tilescope.ir.nodes import Program
 from tilescope.ir.types import Direction
@@ -81,6 +81,10 @@ WHAT_A_BUILD_IS = (
 def as_build_dir(value: Any) -> Path:
     """``value`` as a build directory's path; an ArgumentError when it is no path at all."""
     if isinstance(value, str | os.PathLike):
+        text = os.fspath(value)
+        problem = path_problem(os.fsdecode(text), "the build directory") if isinstance(text, str | bytes) else None
+        if problem is not None:
+            raise ArgumentError(problem)
         return Path(value)
     shown = f" {value!r}"[:61] if isinstance(value, int | float | bytes) else ""
     raise ArgumentError(
@@ -92,16 +96,17 @@ def as_build_dir(value: Any) -> Path:
 def load_config(work: Path) -> dict[str, Any]:
     """The namespace of ``<work>/kernel_config.py``, checked for format and required names."""
     path = inside(work, KERNEL_CONFIG)
+    shown = clipped(str(work))  # NOTE: the argument as given: quoted, never echoed whole
     if work.is_file():
-        hint = f"; pass the directory it is in: {work.parent}" if work.name == KERNEL_CONFIG else ""
-        raise TilescopeError(f"{work} is a file, not a build directory ({WHAT_A_BUILD_IS}){hint}")
+        hint = f"; pass the directory it is in: {clipped(str(work.parent))}" if work.name == KERNEL_CONFIG else ""
+        raise TilescopeError(f"{shown} is a file, not a build directory ({WHAT_A_BUILD_IS}){hint}")
     if not work.is_dir():
         raise TilescopeError(
-            f"build directory {work} does not exist ({WHAT_A_BUILD_IS}; `tilescope builds` lists them)"
+            f"build directory {shown} does not exist ({WHAT_A_BUILD_IS}; `tilescope builds` lists them)"
         )
     if not path.is_file():
         raise TilescopeError(
-            f"{work} has no kernel_config.py: it is not a tilescope build directory, or its compile was "
+            f"{shown} has no kernel_config.py: it is not a tilescope build directory, or its compile was "
             "interrupted; compile again"
         )
     try:
@@ -179,7 +184,11 @@ class Build:
         if self._program is None:
             path = inside(self.work_dir, IR_DIR, f"{self.name}.py")
             if not path.is_file():
-                raise TilescopeError(f"{path} is missing: the interp platform needs the build's final IR")
+                raise BuildFileError(
+                    f"{path} is missing: the build is incomplete (its compile was interrupted, or the file was "
+                    "removed by hand), and the interpreter, localize, triage and --fix read the build's final IR "
+                    "there: compile the program again"
+                )
             self._program = load_source(path.read_text(), str(path))
         return self._program
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from tilescope.errors import BuildFileError, TilescopeError
+from tilescope.errors import BuildFileError, TilescopeError, clipped
 from tilescope.knobs import COMPILE_KNOBS
 
 KERNEL_CONFIG = "kernel_config.py"  # written last: a build without it is incomplete
@@ -199,14 +199,84 @@ BUILD_BASE_FIX = "set TILESCOPE_BUILD_DIR (or compile_cfg build_dir) to a direct
 def write_problem(exc: OSError, path: Path) -> str:
     """Why ``path`` (or a file under it) cannot be written, in words: ``is a file, not a directory``,
     ``no space left on its device``, else the system's reason."""
-    for p in (path, *path.parents):
-        if p.exists():
-            if not p.is_dir():
-                return f"{p} is a file, not a directory"
-            break
+    in_the_way = _file_in_the_way(path)
+    if in_the_way is not None:
+        return f"{in_the_way} is a file, not a directory"
     if exc.errno == errno.ENOSPC:
         return "no space left on its device"
     return exc.strerror or str(exc)
+
+
+PATH_MAX, NAME_MAX = 4096, 255  # the longest path, and name in it, Linux opens (bytes)
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    """The nearest of ``path`` and its parents that exists, when it is a file (where a directory
+    belongs); None when it is a directory or cannot be looked at."""
+    try:
+        for p in (path, *path.parents):
+            if p.exists():
+                return None if p.is_dir() else p
+    except OSError:
+        return None
+    return None
+
+
+def path_problem(value: str, what: str) -> str | None:
+    """Why the path ``value`` (an argument) cannot name a file on this system: longer than a path
+    or a name in it can be; None when it can. Checked before the path is used, so that an absurd
+    argument is refused at once, and quoted clipped."""
+    size = len(os.fsencode(value)) if len(value) <= PATH_MAX else len(value)
+    longest = max((len(os.fsencode(part)) for part in value.split(os.sep)), default=0) if size <= PATH_MAX else 0
+    if size <= PATH_MAX and longest <= NAME_MAX:
+        return None
+    limit = f"a path holds at most {PATH_MAX} bytes" if size > PATH_MAX else f"a name in a path at most {NAME_MAX} bytes"
+    return f"{what} {clipped(value)} is too long to name a file ({limit}): pass the path of the directory"
+
+
+def os_problem(exc: OSError, path: Path | None = None) -> str:
+    """An OSError as the condition in words, the path it is about (clipped; ``path`` when the
+    error names none) and what to do: a read-only file system, a file where a directory belongs,
+    no space left, a name too long, permission denied; else the system's reason. Never a
+    tilescope defect: the machine's state."""
+    name = exc.filename if isinstance(exc.filename, str | bytes | os.PathLike) else path
+    where = clipped(os.fsdecode(name)) if name is not None else "a file"
+    code = exc.errno
+    if code == errno.ENAMETOOLONG:
+        return (f"{where} is a name too long for the file system (a path holds at most {PATH_MAX} bytes, a name in it "
+                f"{NAME_MAX}): use a shorter path")  # fmt: skip
+    in_the_way = _file_in_the_way(Path(os.fsdecode(name))) if name is not None else None
+    if in_the_way is not None:
+        return (f"{clipped(str(in_the_way))} is a file where a directory belongs: move it away (tilescope keeps "
+                "its outputs in a directory of that name)")  # fmt: skip
+    if code == errno.EROFS:
+        return (f"{where} is on a read-only file system: work on a copy in a directory you can write "
+                "(cp -r BUILD DIR)")  # fmt: skip
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return (f"no space left on the device holding {where}: free some space (`tilescope clean` removes old "
+                "builds) and run again")  # fmt: skip
+    if code in (errno.EACCES, errno.EPERM):
+        return (f"permission denied on {where}: make it writable for this user, or copy the build to a directory "
+                "you can write")  # fmt: skip
+    if code == errno.ENOENT:
+        return f"{where} does not exist"
+    return f"{where}: {exc.strerror or type(exc).__name__}"
+
+
+def writable_dir(folder: Path, tool: str) -> Path:
+    """``folder``, created if missing and checked writable by writing a small file in it; a
+    TilescopeError saying why not (``os_problem``) before ``tool`` starts work it could not save."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _open_temp(folder / ".writable")
+        try:
+            os.write(fd, bytes(4096))
+        finally:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+    except OSError as e:
+        raise TilescopeError(f"{tool} cannot write {clipped(str(folder))}: {os_problem(e, folder)}") from None
+    return folder
 
 
 def new_build_dir(base: Path, name: str) -> Path:

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from tilescope.build.lock import outputs_lock
 from tilescope.build.manifest import Build
-from tilescope.build.paths import dfx_dir
+from tilescope.build.paths import dfx_dir, os_problem
 from tilescope.debug.deps_json import write_deps
 from tilescope.debug.diagnose import nan_failure
 from tilescope.debug.intermediates import write_intermediates
@@ -206,7 +206,8 @@ def finish_all(observers: list[RunObserver], build: Build, report: RunReport, fa
             try:
                 results[o.knob] = made = o.finish(build, report, failed)
             except Exception as e:  # noqa: BLE001 - one broken output must not lose the others
-                problems.append(f"cannot write the {o.what} of {build.name}: {type(e).__name__}: {e}")
+                why = os_problem(e) if isinstance(e, OSError) else f"{type(e).__name__}: {e}"
+                problems.append(f"cannot write the {o.what} of {build.name}: {why}")
                 continue
             if isinstance(made, list):
                 for p in made:

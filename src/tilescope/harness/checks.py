@@ -27,7 +27,7 @@ from tilescope.analysis.progress import Progress
 from tilescope.analysis.report import Report
 from tilescope.analysis.shuffle import shuffle_lines, shuffle_runs
 from tilescope.analysis.triage.triage_command import triage
-from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, dfx_dir, inside
+from tilescope.build.paths import DATA_DIR, LOCALIZE_DATA, dfx_dir, inside, os_problem
 from tilescope.build.state import source_hashes
 from tilescope.errors import TilescopeError
 from tilescope.launch.program import CompiledProgram
@@ -107,8 +107,10 @@ def _guarded(tool: str, say: Callable[[str], None], fn: Callable[[], Any]) -> An
     """``fn()``; what stops it is said in one line (a defect of the tool too), and None returned."""
     try:
         return fn()
-    except (TilescopeError, OSError) as e:
+    except TilescopeError as e:
         say(f"[{tool}] cannot {tool}: {str(e).splitlines()[0]}")
+    except OSError as e:
+        say(f"[{tool}] cannot {tool}: {os_problem(e)}")
     except Exception as e:  # noqa: BLE001 - the tool's own defect must not take the run's result with it
         say(f"[{tool}] cannot {tool}: {internal_error(e, tool)}")
     return None

@@ -80,10 +80,11 @@ class Found:
         self.target = "dsl"
 
     def add(self, edits: list[Edit], target: str, rule: str = "", culprit: bool = True, rank: int = 0) -> None:
-        """Add ``edits`` (of ``target``, made by ``rule``), smallest first, but none already there."""
+        """Add ``edits`` (of ``target``, made by ``rule``), smallest first, but none already there
+        and none that changes nothing (``Edit.changes_nothing``): every candidate is made here."""
         seen = {(c.edit.file, c.edit.line, c.edit.after) for c in self.candidates}
         for e in sorted(edits, key=lambda e: e.size):  # NOTE: stable: the rule's order among equals
-            if (e.file, e.line, e.after) not in seen:
+            if (e.file, e.line, e.after) not in seen and not e.changes_nothing:
                 seen.add((e.file, e.line, e.after))
                 self.candidates.append(Candidate(e, target, rule=rule, culprit=culprit, rank=rank))
                 self.rules[rule] = self.rules.get(rule, 0) + 1
@@ -141,10 +142,15 @@ def restored_cpp(build: Build, cpp_line: str | None) -> list[Edit]:
             now = (b.work_dir / rel).read_text() if kernel else ""
         text = now.splitlines()
         for d in lines:
-            if d.cpp_line and d.generated and d.now and 0 < d.cpp_line <= len(text) and d.now in text[d.cpp_line - 1]:
-                before = text[d.cpp_line - 1]
+            if not (d.cpp_line and d.now and 0 < d.cpp_line <= len(text) and d.now in text[d.cpp_line - 1]):
+                continue
+            before = text[d.cpp_line - 1]
+            if d.generated:
                 out.append(Edit(rel, d.cpp_line, before, before.replace(d.now, d.generated, 1),
                                 "a hand edit of the build's C++: the line as the generator writes it from the program"))  # fmt: skip
+            elif not d.now.startswith("//"):  # NOTE: a line added by hand (a comment changes nothing)
+                out.append(Edit(rel, d.cpp_line, before, "",
+                                "a line added to the build's C++ by hand, which the generator does not write: removed"))  # fmt: skip
     return out
 
 

@@ -43,6 +43,12 @@ class Edit:
         return "".join(a + b for a, b in zip(lines, [*breaks, ""]))
 
     @property
+    def changes_nothing(self) -> bool:
+        """The line stays the same but for spacing: no candidate (a restored C++ line whose edit
+        was only spacing or a comment, a rule whose rewrite gives the text back)."""
+        return self.before.split() == self.after.split()
+
+    @property
     def size(self) -> int:
         """How many characters the edit changes (what "the smallest edit" means)."""
         a, b = self.before, self.after

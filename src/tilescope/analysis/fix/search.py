@@ -43,6 +43,7 @@ from tilescope.analysis.fix.screen import Score, Screen
 from tilescope.analysis.fix.verify import tolerance_fix, verify_candidate, work_folder
 from tilescope.analysis.localize.localize_command import internal_error
 from tilescope.analysis.report import Culprit, Fix, ProposedEdit, Report, Search, TriedEdit
+from tilescope.build.build_report import report_problem
 from tilescope.build.manifest import Build
 from tilescope.build.paths import FIX_DIR, IR_DIR, TRIAGE_DIR, dfx_dir
 from tilescope.codegen.cpp_common import display_path
@@ -94,6 +95,9 @@ def _propose(build: Build, rep: Report, data: FixData, deadline: float, wide: bo
         return tolerance_fix(build, rep, data.inputs, data.golden)
     if rep.category == "pass":
         return Fix.none("the build passes: there is nothing to fix")
+    problem = report_problem(build.work_dir)  # NOTE: without it, edits would be made against the wrong file
+    if problem is not None:
+        return Fix.none(problem)
     return _Search(build, rep, data, deadline, wide, parallel).run()
 
 

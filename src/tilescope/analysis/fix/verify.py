@@ -33,15 +33,17 @@ import torch
 from tilescope import knobs
 from tilescope.analysis.data import Second
 from tilescope.analysis.fix import rules
-from tilescope.analysis.fix.candidates import Candidate, read_source
+from tilescope.analysis.fix.candidates import Candidate, Found, read_source
 from tilescope.analysis.fix.copies import load_program
 from tilescope.analysis.fix.edit import Edit, Source
 from tilescope.analysis.localize.localize_command import internal_error
 from tilescope.analysis.localize.metrics import close
 from tilescope.analysis.report import Fix, ProposedEdit, Report, ToleranceChange, TriedEdit
 from tilescope.build.manifest import Build
-from tilescope.build.paths import DATA_DIR, DFX_DIR, atomic_write
+from tilescope.build.paths import DATA_DIR, DFX_DIR, IR_DIR, atomic_write
+from tilescope.build.state import hand_edited
 from tilescope.errors import DSLError, TilescopeError
+from tilescope.ir.printer import program_str
 from tilescope.launch.jit import JitFunction
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
@@ -59,6 +61,10 @@ def verify_candidate(build: Build, c: Candidate, inputs: dict[str, Any], golden:
     try:
         if c.target == "dsl":
             compiled = _compiled_copy(c.edits, build, folder, _compile_options(build))
+            same = _same_program(compiled, build)
+            if same:
+                shutil.rmtree(folder, ignore_errors=True)
+                return False, same
         else:
             made = folder / "build"
             shutil.copytree(build.work_dir, made, ignore=shutil.ignore_patterns(DFX_DIR, DATA_DIR, ".lock"))
@@ -75,6 +81,22 @@ def verify_candidate(build: Build, c: Candidate, inputs: dict[str, Any], golden:
         shutil.rmtree(folder, ignore_errors=True)
         return False, text
     return True, f"{text}; the fixed build is {compiled.work_dir}"
+
+
+def _same_program(compiled: CompiledProgram, build: Build) -> str:
+    """Why a DSL candidate changes nothing: its source compiles to the very program the build
+    holds (names exchanged that hold one value, say); '' when it changes the program. Run, it
+    could only differ from the build where the build's C++ was edited by hand, which a compile
+    from the source drops: a "fix" that is no edit of the program."""
+    try:
+        if program_str(compiled.program()) != program_str(build.program()):
+            return ""
+    except (OSError, TilescopeError):
+        return ""
+    edited = hand_edited(build.work_dir, build.config)
+    return (f"not tried: the edited source compiles to the program the build already holds ({IR_DIR}/{build.name}.py), "
+            "so the edit changes nothing" + (f"; only the build's hand-edited C++ ({', '.join(edited)}) would differ, "
+                                             "and a compile from the source drops it" if edited else ""))  # fmt: skip
 
 
 def _failed(e: BaseException) -> str:
@@ -164,7 +186,9 @@ def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Com
     opts = {k: v for k, v in {**fn.compile_cfg, **compile_cfg}.items() if k != "build_dir"}
     root = Path(compile_cfg.get("build_dir") or fn.compile_cfg.get("build_dir") or knobs.COMPILE_KNOBS["build_dir"].value())
     kernel, param = out_read
-    edits = rules.inout_edits(src, kernel, param)
+    found = Found()
+    found.add(rules.inout_edits(src, kernel, param), "dsl", "InOut")
+    edits = [c.edit for c in found.candidates]
     folder = work_folder(root / f"_fix_{fn.name}") if edits else None
     tried: list[TriedEdit] = []
     for k, edit in enumerate(edits):

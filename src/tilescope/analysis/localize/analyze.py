@@ -3,7 +3,9 @@ culprit and the evidence (``Report``).
 
 The order of the questions:
 
-1. Does sim match the golden at the saved rtol/atol? Then ``pass``.
+1. Does sim match the golden at the saved rtol/atol? Then ``pass``. Is the golden itself no
+   reference where they differ (a NaN, or an Inf golden_fn's arithmetic made: ``golden_holes``)?
+   Then ``bad_input``, naming the golden's line.
 2. Does the compiled code do what the program says? Every task is submitted with the regions
    the program gives it (else ``codegen``: the orchestration), and every task, re-executed alone
    from the inputs sim gave it, stays within the error bound of its kernel (else ``codegen``:
@@ -26,6 +28,7 @@ from typing import Any
 
 import torch
 
+from tilescope.analysis.golden_holes import golden_hole
 from tilescope.analysis.golden_trace import GoldenTrace
 from tilescope.analysis.localize import metrics
 from tilescope.analysis.localize.align import Aligner, align_culprit
@@ -181,6 +184,12 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
             rep.evidence += [self.pair_text(a.name, "sim~golden") for a in self.outputs]
             return rep
         rep.evidence += [self.pair_text(n, "sim~golden") for n, k in mism.items() if k]
+        src = self.src
+        hole = golden_hole(src.golden, src.sim, src.inputs, src.rtol, src.atol, src.trace, src.no_trace)
+        if hole is not None:  # NOTE: the golden is no reference there: no kernel is blamed for it
+            rep.category, rep.summary = "bad_input", hole.summary()
+            rep.evidence += hole.evidence()
+            return rep
         if self.orchestration_codegen() or self.kernel_codegen():
             return rep
         self.precision_or_algorithm()

@@ -39,11 +39,19 @@ from tilescope.analysis.progress import Progress, tolerance_arg
 from tilescope.analysis.recorded import recorded_run
 from tilescope.analysis.report import Report, localize_dump, write_report
 from tilescope.build.manifest import as_build_dir
-from tilescope.build.paths import DATA_DIR, saved_data
+from tilescope.build.paths import (
+    DATA_DIR,
+    DFX_DIR,
+    LOCALIZE_DIR,
+    inside,
+    os_problem,
+    saved_data,
+    writable_dir,
+)
 from tilescope.build.state import source_hashes
 from tilescope.debug.intermediates import record_tensor
 from tilescope.debug.tensor_dump import write_tensor_dump
-from tilescope.errors import RuntimeFailure, TilescopeError
+from tilescope.errors import RuntimeFailure, TilescopeError, clipped
 from tilescope.ir.nodes import Assign, Store, Var
 from tilescope.ir.traverse import child_exprs, walk_exprs
 from tilescope.launch.program import CompiledProgram
@@ -209,6 +217,7 @@ def localize(
     work = as_build_dir(build_dir)
     say("load the build and its data")
     build = CompiledProgram.from_dir(work)
+    writable_dir(inside(work, DFX_DIR, LOCALIZE_DIR), "localize")  # NOTE: before the runs whose outputs go there
     data = _data_dir(work, golden_data)
     given = [k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None]
     meta = load_meta(data, given=given)
@@ -245,13 +254,17 @@ def localize(
 
 
 def internal_error(e: Exception, tool: str = "localize") -> str:
-    """A defect of ``tool`` itself, in one line: what was raised and where."""
+    """What stopped ``tool``, in one line: the machine's state for an OSError (a read-only file
+    system, a file where a directory belongs, no space left, a name too long: ``os_problem``), else
+    a defect of the tool itself, what was raised and where. A value it quotes is clipped."""
     import traceback
 
+    if isinstance(e, OSError):
+        return f"{tool} stopped: {os_problem(e)}; the build and its data are as they were"
     frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
     where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
     return (
-        f"{tool} failed inside tilescope ({type(e).__name__}: {e}{where}); this is a tilescope defect: "
+        f"{tool} failed inside tilescope ({type(e).__name__}: {clipped(str(e))}{where}); this is a tilescope defect: "
         "the build and its data are as they were, and `tilescope replay BUILD` still reproduces the run"
     )
 

@@ -56,6 +56,7 @@ FIELDS = ("category", "summary", "verdict", "culprit", "evidence", "limitations"
           "fingerprint", "tolerance", "fix")  # fmt: skip
 
 
+NO_BUDGET = "no budget left"  # how a limitation that a step did not run for want of budget starts
 REPAIRS_NAME = ("algorithm", "nan", "precision")  # verdicts whose line the smallest repair may name
 WALL_STRETCH = 10  # how many times its budget a step may take in wall time on a busy machine before it is stopped
 
@@ -100,6 +101,17 @@ class Steps:
             self.rep.culprit = culprit
         self.rep.evidence += [e for e in evidence if e]
 
+    def undecided(self) -> None:
+        """No step named the fault: ``unknown``, said for what it is. The budget is blamed only
+        when it ran out (a step skipped for it, or none left); otherwise the steps ran and none
+        explains the failure, and the first thing that could not run is named."""
+        if not self.rep.category:
+            lims = self.rep.limitations
+            if self.left() <= 0 or any(x.startswith(NO_BUDGET) for x in lims):
+                self.verdict("unknown", "triage could not name the fault within its budget")
+            else:
+                self.verdict("unknown", "triage could not name the fault: the steps that ran explain none of it"
+                             + (f"; what could not run: {lims[0]}" if lims else ""))  # fmt: skip
 
 
 class Analysis(Steps):
@@ -129,10 +141,10 @@ class Analysis(Steps):
             return
         task, kernel = f["task_id"], f["kernel"]
         culprit = Culprit(task if task >= 0 else None, kernel or None)
-        unchecked = "" if checked else " (not checked for memory nothing wrote: no budget left for the poison runs)"
+        unchecked = "" if checked else f" (not checked for memory nothing wrote: {NO_BUDGET} for the poison runs)"
         self.verdict("nan", f"task {task} (kernel {kernel}) makes NaN/Inf from finite inputs{unchecked}", culprit)
         if self.left() < 5:
-            self.rep.limitations.append("no budget left for the op by op replay of that task")
+            self.rep.limitations.append(f"{NO_BUDGET} for the op by op replay of that task")
             return
         try:
             site = self.step("find the op that makes NaN/Inf", lambda: nan_op(self.build, self.inputs, task))
@@ -154,7 +166,7 @@ class Analysis(Steps):
         """Outputs within tolerance: are they the same on every schedule?"""
         if self.left() < 5:
             self.verdict("pass", "the outputs are within tolerance of the golden")
-            self.rep.limitations.append("no budget left to check that the outputs stay the same across schedules")
+            self.rep.limitations.append(f"{NO_BUDGET} to check that the outputs stay the same across schedules")
             return
         rep = self.shuffle(SHUFFLE_PASS)
         runs = len(rep.runs)
@@ -182,7 +194,7 @@ class Analysis(Steps):
     def audited(self) -> bool:
         """The access audit: accesses outside a task's regions, unordered overlaps."""
         if self.left() < 10:
-            self.rep.limitations.append("no budget left for the access audit")
+            self.rep.limitations.append(f"{NO_BUDGET} for the access audit")
             return False
         try:
             a = self.step("access audit (what each task loaded and stored)", lambda: audit_run(self.build, self.inputs))
@@ -227,7 +239,7 @@ class Analysis(Steps):
     def poisoned(self) -> bool:
         """Poison runs: the wrong elements depend on memory nothing wrote?"""
         if self.left() < 5:
-            self.rep.limitations.append("no budget left for the poison runs")
+            self.rep.limitations.append(f"{NO_BUDGET} for the poison runs")
             return False
         try:
             p = self.step("poison runs (never-written memory)", lambda: poison_run(self.build, self.inputs))
@@ -355,7 +367,7 @@ class Analysis(Steps):
     def shuffled(self) -> bool:
         """Shuffled runs: the wrong answer depends on the schedule?"""
         if self.left() < 10:
-            self.rep.limitations.append("no budget left for shuffled runs")
+            self.rep.limitations.append(f"{NO_BUDGET} for shuffled runs")
             return False
         rep = self.shuffle(SHUFFLE_WRONG)
         if rep.deterministic:
@@ -392,7 +404,7 @@ class Analysis(Steps):
         reached an output), the category stays ``nan`` and localize names the wrong value that let
         it through."""
         if self.left() < 5:
-            self.rep.limitations.append("no budget left for localize")
+            self.rep.limitations.append(f"{NO_BUDGET} for localize")
             return False
         try:
             loc = self.step("localize (codegen, algorithm or precision)", lambda: localize(
@@ -429,6 +441,7 @@ def child_main(request: str) -> int:
             a.nan(req["nan"])
         else:
             a.wrong()
+    a.undecided()  # NOTE: a fix is proposed for a verdict, never for an empty one
     data = fix_data(a.data, a.build, a.inputs, a.golden)
     if rep.category in REPAIRS_NAME and not rep.culprit.dsl_line and a.left() >= 5:
         a.repaired(data, bool(req.get("fix")))

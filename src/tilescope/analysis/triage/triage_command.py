@@ -43,11 +43,14 @@ from tilescope.analysis.audit import dsl_line
 from tilescope.analysis.compare import check_tolerances
 from tilescope.analysis.data import DataError, load_meta, load_snapshot
 from tilescope.analysis.fix.search import fix_data, propose
+from tilescope.analysis.golden_holes import golden_hole
+from tilescope.analysis.golden_trace import load_trace
 from tilescope.analysis.localize.localize_command import report_cli
 from tilescope.analysis.localize.metrics import close
 from tilescope.analysis.progress import Progress, seconds_arg, tolerance_arg
 from tilescope.analysis.report import Culprit, Fix, Report, write_report
-from tilescope.analysis.triage.steps import ANSWER, CRASH, REQUEST, WALL_STRETCH, Steps
+from tilescope.analysis.triage.steps import ANSWER, CRASH, NO_BUDGET, REQUEST, WALL_STRETCH, Steps
+from tilescope.build.build_report import report_problem
 from tilescope.build.manifest import Build, as_build_dir
 from tilescope.build.paths import (
     DATA_DIR,
@@ -58,11 +61,12 @@ from tilescope.build.paths import (
     dfx_dir,
     inside,
     saved_data,
+    writable_dir,
 )
 from tilescope.build.signature_check import SignatureMismatch
 from tilescope.debug.crash import read_crash_report
 from tilescope.debug.failures import Failure
-from tilescope.errors import ArgumentError, DSLError, RuntimeFailure, TilescopeError
+from tilescope.errors import ArgumentError, BuildFileError, DSLError, RuntimeFailure, TilescopeError, clipped
 from tilescope.launch.child import run_contained
 from tilescope.launch.program import CompiledProgram
 from tilescope.runtime.guarded import guarded_args
@@ -148,8 +152,7 @@ class _Triage(Steps):
         self.task_timeout_s: float | None = None
 
     def finish(self) -> Report:
-        if not self.rep.category:
-            self.verdict("unknown", "triage could not name the fault within its budget")
+        self.undecided()
         assert self.rep.category in CATEGORIES, self.rep.category
         self.rep.elapsed_s = round(time.perf_counter() - self.started, 3)
         self.rep.next += _next_commands(self.rep, self.work)
@@ -213,16 +216,15 @@ class _Triage(Steps):
     def nan_in_data(self, golden: dict[str, torch.Tensor], outputs: dict[str, torch.Tensor],
                     bad: dict[str, torch.Tensor]) -> bool:  # fmt: skip
         """``bad_input`` when the data themselves hold the NaN: the golden at mismatching elements
-        (it is no reference there), or an input, when the run's mismatching outputs are NaN (what
-        is computed from it is NaN whatever the kernels do)."""
-        for name, m in bad.items():
-            g = golden[name]
-            hole = m & torch.isnan(g) if g.is_floating_point() else torch.zeros_like(m)
-            if bool(hole.any()):
-                first = [int(i) for i in hole.nonzero()[0]]
-                self.verdict("bad_input", f"the golden holds NaN at {int(hole.sum())} elements of {name} (the first at "
-                             f"{first}): it is no reference there; fix golden_fn, or the inputs it reads, and save the "
-                             "data again", None)  # fmt: skip
+        (a NaN, or an Inf golden_fn's arithmetic made where the output is finite: it is no
+        reference there; ``golden_holes`` names the golden's line that made it), or an input, when
+        the run's mismatching outputs are NaN (what is computed from it is NaN whatever the
+        kernels do)."""
+        if any(golden[n].is_floating_point() and bool((m & ~torch.isfinite(golden[n])).any()) for n, m in bad.items()):
+            trace, no_trace = load_trace(Path(self.rep.data), self.inputs)
+            hole = golden_hole(golden, outputs, self.inputs, self.rep.rtol, self.rep.atol, trace, no_trace)
+            if hole is not None:
+                self.verdict("bad_input", hole.summary(), None, *hole.evidence())
                 return True
         if not any(bool((m & torch.isnan(outputs[n])).any()) for n, m in bad.items() if outputs[n].is_floating_point()):
             return False
@@ -263,7 +265,7 @@ class _Triage(Steps):
             request.unlink(missing_ok=True)
         rc, said = ended.returncode, ended.last_lines(n=50)
         if ended.timed_out:
-            self.rep.limitations.append("the steps after the first run took past the budget and were stopped")
+            self.rep.limitations.append(f"{NO_BUDGET}: the steps after the first run took past the budget and were stopped")
         if rc == 0 and answer.is_file():
             self.merge(json.loads(answer.read_text()))
             answer.unlink(missing_ok=True)
@@ -309,6 +311,8 @@ class _Triage(Steps):
             self.rep.program = Build(self.work).name  # NOTE: named even when the build then fails to load
         except (TilescopeError, OSError):
             pass
+        else:  # NOTE: a build triage cannot write into is said before any run, as what it is
+            writable_dir(inside(self.work, DFX_DIR, TRIAGE_DIR), "triage")
         try:
             self.build = self.step("load the build", lambda: CompiledProgram.from_dir(self.work))
         except SignatureMismatch as e:
@@ -330,6 +334,13 @@ class _Triage(Steps):
                          Culprit(dsl_line=str(e.loc) if e.loc else None), *_compile_evidence(e))  # fmt: skip
             return False
         self.rep.program = self.build.name
+        try:
+            self.build.program()  # NOTE: the final IR, which every step after the first run reads
+        except BuildFileError as e:
+            raise TriageError(f"cannot triage {self.work}: {e}") from None
+        problem = report_problem(self.work)
+        if problem is not None:
+            self.rep.limitations.append(problem)
         return True
 
     def tolerances(self, data: Path, rtol: float | None, atol: float | None) -> None:
@@ -353,7 +364,8 @@ class _Triage(Steps):
             if held[0][0] != "data":
                 self.say(f"the data --{held[0][0]} saved: {data}")
         if not data.is_dir():
-            raise TriageError(f"--golden-data {data}: no such data directory (a data directory holds in/ and out/)")
+            raise TriageError(f"--golden-data {clipped(str(data))}: no such data directory (a data directory holds in/ "
+                              "and out/)")  # fmt: skip
         self.rep.data = str(data)
         try:
             self.tolerances(data, rtol, atol)
