@@ -196,7 +196,8 @@ def test_power_operator():
         "x * x",
     )
     assert err.hint == (
-        "write x * x, or ts.pow(x, y); run-time values support + - * / // % (and @ on tiles), "
+        "write x * x, or ts.pow(x, y); run-time values support + - * / and @ on tiles, + - * / // % on scalars and "
+        "indices, "
         "unary -, and == != < <= > >="
     )
 
@@ -271,7 +272,7 @@ def test_operators_on_run_time_values_say_what_is_supported():
         inverted,
         "operator ~ (Invert) is not supported on a tile[4, 4] bool in a @ts.kernel: it is only folded when "
         "every operand is a compile-time constant",
-        "use ts.logical_not on bool tiles; run-time values support + - * / // %",
+        "use ts.logical_not on bool tiles; run-time values support + - * / and @ on tiles",
     )
     assert err.loc.line == line_of(inverted, "~(t > 0.0)")
     _expect(chained, "chained comparisons work on compile-time values only", "ts.logical_and")
@@ -633,3 +634,16 @@ def test_kernel_tensor_reassigned_in_a_loop():
             src = z
 
     _expect_at(k, "for _ in", "'src' names a tensor parameter and is reassigned in a loop")
+
+
+def test_floor_division_of_tiles_says_where_it_works_and_how_to_write_it():
+    @ts.kernel
+    def halved(x: ts.Tensor[[4, 4], F], y: ts.Out[[4, 4], F]):
+        t = ts.load(x, [0, 0], [4, 4])
+        ts.store(y, [0, 0], t // 2.0)
+
+    _expect(
+        halved,
+        "is not supported on tiles (tile[4, 4] f32): tiles take + - * / and @; // and % are for scalars and indices",
+        'q = ts.cast(a / b, ts.i32, mode="floor"), and write a % b as a - q * b',
+    )

@@ -231,7 +231,13 @@ def _tile_binop_type(op: str, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> Ti
             f"{op_label(op)} on an integer tile ({tile})", loc, "cast to a float dtype first (ts.cast(t, ts.f32))"
         )
     if op in ("floordiv", "mod"):
-        raise _fail(f"{op_label(op)} is not supported on tiles ({tile})", loc)
+        raise _fail(
+            f"{op_label(op)} is not supported on tiles ({tile}): tiles take + - * / and @; // and % are for scalars "
+            "and indices (loop bounds, offsets)",
+            loc,
+            "for a tile, divide in a float dtype and round down: q = ts.cast(a / b, ts.i32, mode=\"floor\"), "
+            "and write a % b as a - q * b",
+        )
     return tile
 
 

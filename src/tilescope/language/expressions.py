@@ -114,7 +114,7 @@ _RUNTIME_OP_HINTS = {
     "not in": "compare values with == or !=",
 }
 
-RUNTIME_OPERATORS = "+ - * / // % (and @ on tiles), unary -, and == != < <= > >="
+RUNTIME_OPERATORS = "+ - * / and @ on tiles, + - * / // % on scalars and indices, unary -, and == != < <= > >="
 
 # the largest integer (in bits) compile-time ** and << may produce: a typo such as 10 ** 10 ** 10
 # would otherwise hang the compile
