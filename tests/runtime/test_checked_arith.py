@@ -79,3 +79,24 @@ def test_an_isolated_run_reports_the_division_rather_than_a_signal():
     with pytest.raises(ts.RuntimeFailure) as info:
         prog.run(x, y, 5, 0, isolate=True)
     assert "integer division by zero: n // d" in str(info.value) and "SIGFPE" not in str(info.value)
+
+
+@ts.kernel
+def rows_before(x: ts.Tensor[[8, 8], F], y: ts.Out[[4, 8], F], r: ts.Scalar[ts.i32]):
+    ts.store(y, [0, 0], ts.load(x, [r - 2, 0], [4, 8]))  # two rows up
+
+
+@ts.jit
+def shifted_up(x: ts.Tensor[[8, 8], F], y: ts.Out[[4, 8], F], r: ts.Scalar[ts.i32]):
+    rows_before(x, y, r)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_load_outside_its_tensor_names_the_kernel_op_tensor_and_line_on_both_platforms(platform):
+    prog = shifted_up.compile()
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.run(torch.randn(8, 8), torch.zeros(4, 8), 0, platform=platform)
+    msg = str(info.value)
+    assert "kernel rows_before: load of x" in msg and f"test_checked_arith.py:{line_of(rows_before, '# two rows')}" in msg
+    assert "offset [-2, 0] + tile [4, 8] is outside x's shape [8, 8] (dim 0: -2 < 0)" in msg

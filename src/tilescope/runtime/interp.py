@@ -277,7 +277,7 @@ class _KernelInterp(_Interp):
             counts = self.valid_counts(s.valid, tile.shape, env, "store", s)
             sizes = sizes[: len(sizes) - len(counts)] + tuple(counts)
             tile = tile[tuple(slice(0, n) for n in counts)]
-        region = _region(view, offsets, sizes)
+        region = _region(view, offsets, sizes, self.site("store", s), s.tensor.name)
         region.copy_(tile.reshape(region.shape).to(view.dtype))
         self.stored(s, region)
 
@@ -310,14 +310,15 @@ class _KernelInterp(_Interp):
             case UnOp(op=op, operand=a) if isinstance(e.type, TileType):
                 return _UNARY[op](self.expr(a, env))
             case Load(tensor=t, offsets=offs, sizes=sizes, valid=(), type=tt):
-                region = _region(env[t.name], [self.expr(o, env) for o in offs], sizes)
+                region = _region(env[t.name], [self.expr(o, env) for o in offs], sizes, self.site("load", e), t.name)
                 return region.reshape(tt.shape).to(self.tile_dtype(tt.dtype), copy=True)
             case Load(tensor=t, offsets=offs, sizes=sizes, valid=valid, fill=fill, type=tt):
                 counts = self.valid_counts(valid, tt.shape, env, "load", e)
                 out = torch.full(tt.shape, self.expr(fill, env), dtype=self.tile_dtype(tt.dtype))
                 if all(counts):
                     lead = tuple(sizes[: len(sizes) - len(counts)])
-                    region = _region(env[t.name], [self.expr(o, env) for o in offs], lead + tuple(counts))
+                    region = _region(env[t.name], [self.expr(o, env) for o in offs], lead + tuple(counts),
+                                     self.site("load", e), t.name)  # fmt: skip
                     out[tuple(slice(0, n) for n in counts)] = region.reshape(counts).to(out.dtype)
                 return out
             case LoadRows(tensor=t, rows=rows, col=col, fill=fill):
@@ -424,12 +425,16 @@ def _store_sizes(view: torch.Tensor, tile: torch.Tensor) -> tuple[int, ...]:
     return (1,) * (view.dim() - tile.dim()) + tuple(tile.shape)
 
 
-def _region(view: torch.Tensor, offsets: list[int], sizes) -> torch.Tensor:
+def _region(view: torch.Tensor, offsets: list[int], sizes, site: str, name: str) -> torch.Tensor:
+    """The region of ``view`` a load or store at ``site`` touches; IndexError naming the site, the
+    tensor and the first dim out of bounds, as a checked sim build words it."""
     index = []
     for dim, (o, s) in enumerate(zip(offsets, sizes)):
         if o < 0 or o + s > view.shape[dim]:
+            why = f"{o} < 0" if o < 0 else f"{o} + {s} > {view.shape[dim]}"
             raise IndexError(
-                f"region [{o}, {o + s}) of dim {dim} is outside the tensor's shape {list(view.shape)}"
+                f"{site}offset {list(offsets)} + tile {list(sizes)} is outside {name}'s shape {list(view.shape)} "
+                f"(dim {dim}: {why})"
             )
         index.append(slice(o, o + s))
     return view[tuple(index)]
