@@ -100,3 +100,19 @@ def test_a_load_outside_its_tensor_names_the_kernel_op_tensor_and_line_on_both_p
     msg = str(info.value)
     assert "kernel rows_before: load of x" in msg and f"test_checked_arith.py:{line_of(rows_before, '# two rows')}" in msg
     assert "offset [-2, 0] + tile [4, 8] is outside x's shape [8, 8] (dim 0: -2 < 0)" in msg
+
+
+@ts.jit
+def picked(x: ts.Tensor[[16, 8], F], y: ts.Out[[4, 8], F], r: ts.Scalar[ts.i64]):
+    copy_block(x[r : r + 4, :], y)  # picked rows
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_slice_out_of_its_tensor_names_the_parameter_and_the_call(platform):
+    prog = picked.compile()
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.run(torch.randn(16, 8), torch.zeros(4, 8), 14, platform=platform)
+    msg = str(info.value)
+    assert "tensor_arg(" not in msg and f"test_checked_arith.py:{line_of(picked, '# picked rows')}" in msg
+    assert ("slice [14:18, 0:8] of x[0:16, 0:8]" if platform == "sim" else "slice x[14:18] of dim 0") in msg

@@ -25,7 +25,7 @@ _VIEW = re.compile(r"TensorView\s*<\s*([\w:]+)\s*>\s+(\w+)\s*\(\s*args\s*\[\s*(\
 _SCALAR = re.compile(r"scalar_arg\s*<\s*([\w:]+)\s*>\s*\(\s*args\s*\[\s*(\d+)\s*\]\s*\)")
 _ANY_ARG = re.compile(r"\bargs\s*\[\s*(\d+)\s*\]")
 _STORE = re.compile(r"\bstore\s*\(\s*(\w+)\s*,")
-_ORCH_TENSOR = re.compile(r"\borch\.tensor_arg\s*\(\s*(\d+)\s*\)")
+_ORCH_TENSOR = re.compile(r"\borch\.tensor_arg\s*\(\s*(\d+)\s*(?:,\s*(?:\"(?:[^\"\\\\]|\\\\.)*\"|nullptr)\s*)?\)")
 _ORCH_SCALAR = re.compile(r"\borch\.scalar_arg\s*<\s*([\w:]+)\s*>\s*\(\s*(\d+)\s*\)")
 _FUNC_ID = re.compile(r"constexpr\s+int32_t\s+(\w+)\s*=\s*(\d+)\s*;")
 _TASK = re.compile(r"\borch\.task\s*\(\s*(\w+)\s*,")

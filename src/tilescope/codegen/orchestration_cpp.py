@@ -126,7 +126,7 @@ def orchestration_cpp(p: Program) -> str:
             c = prm.type.dtype.cpp
             lines.append(f"    const {c} {name} = orch.scalar_arg<{c}>({i});{marker(prm.loc)}")
         else:
-            lines.append(f"    ts::TensorHandle {name} = orch.tensor_arg({i});{marker(prm.loc)}")
+            lines.append(f"    ts::TensorHandle {name} = orch.tensor_arg({i}, {string_literal(prm.name)});{marker(prm.loc)}")
     kernels = {k.name: k for k in p.kernels}
     seen: list[set[str]] = [set()]
     loop_vars: set[str] = set()

@@ -533,8 +533,9 @@ class _OrchInterp(_Interp):
         for dim, r in enumerate(ranges):
             a, b = self.expr(r.start, env), self.expr(r.stop, env)
             if not 0 <= a < b <= base.shape[dim]:
+                at = f" at {_site(self.now)}" if self.now is not None else ""
                 raise RuntimeFailure(
-                    f"orchestration {self.p.name}: slice {t.name}[{a}:{b}] of dim {dim} is outside "
+                    f"orchestration {self.p.name}: slice {t.name}[{a}:{b}] of dim {dim}{at} is outside "
                     f"the tensor's shape {list(base.shape)} (task {self.tasks})"
                 )
             index.append(a if r.squeeze else slice(a, b))

@@ -139,12 +139,18 @@ public:
         return out;
     }
 
-    // "tensor_arg(0)[0:64, 0:512]": the root tensor and this view's box in it.
+    // "x[0:64, 0:512]" (or "tensor_arg(0)[0:64, 0:512]" for an unnamed parameter): the root
+    // tensor and this view's box in it.
     std::string describe() const {
         std::ostringstream out;
         switch (root_kind_) {
             case Root::none: return "an empty TensorHandle";
-            case Root::argument: out << "tensor_arg(" << root_index_ << ')'; break;
+            case Root::argument:
+                if (root_name_ != nullptr)
+                    out << root_name_;
+                else
+                    out << "tensor_arg(" << root_index_ << ')';
+                break;
             case Root::intermediate: out << "intermediate tensor #" << root_index_; break;
         }
         out << '[';
@@ -191,6 +197,7 @@ private:
     ts_tensor t_{};
     Root root_kind_ = Root::none;
     int32_t root_index_ = -1;
+    const char *root_name_ = nullptr;  // the program parameter's name (a string literal), if given
     int32_t root_ndim_ = 0;
     int64_t root_lo_[TS_MAX_DIMS] = {};  // this view's box in the root tensor
     int64_t root_hi_[TS_MAX_DIMS] = {};
@@ -254,9 +261,12 @@ public:
     }
 
     // Program parameter `index`, which must be a tensor.
-    TensorHandle tensor_arg(int32_t index) {
+    // `name` (a string literal, or null) is what messages call it: the program parameter's name.
+    TensorHandle tensor_arg(int32_t index, const char *name = nullptr) {
         if (!check_arg(index, TS_ARG_TENSOR, "tensor_arg")) return TensorHandle();
-        return TensorHandle(args_[index].u.t, TensorHandle::Root::argument, index);
+        TensorHandle out(args_[index].u.t, TensorHandle::Root::argument, index);
+        out.root_name_ = name;
+        return out;
     }
 
     // Program parameter `index`, which must be a scalar, converted to T (an arithmetic type or an
