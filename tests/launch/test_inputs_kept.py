@@ -91,3 +91,22 @@ def test_an_input_that_is_also_an_output_is_the_run_s_to_write():
     kept = KeptInputs(specs, (t[:2], t[2:]))
     t.fill_(1.0)
     kept.check("p", "BUILD")
+
+
+@pytest.mark.slow
+def test_a_write_far_past_an_argument_faults_in_an_isolated_run_and_its_replay(tmp_path, capsys):
+    from tilescope.analysis.data import save_snapshot
+    from tilescope.cli import main as cli
+
+    prog = doubled.compile(build_dir=str(tmp_path))
+    tp.edit_kernel(prog, "double_rows", "store(y, {0, 0}, t * 2.0f", "y.data[64 * 128] = 1.0f; store(y, {0, 0}, t * 2.0f")
+    prog = ts.CompiledProgram.from_dir(prog.work_dir)
+    x = torch.randn(16, 8)
+    with pytest.raises(ts.RuntimeFailure) as info:  # 32 KiB past y, 64 times its size: never near another tensor
+        prog.run(x, torch.zeros(16, 8), isolate=True)
+    assert "SIGSEGV" in str(info.value) and "double_rows" in str(info.value)
+    save_snapshot(prog.work_dir / "data", list(prog.args), {"x": x, "y": torch.zeros(16, 8)}, {"y": x * 2},
+                  {"rtol": 1e-5, "atol": 1e-5})  # fmt: skip
+    assert cli(["replay", str(prog.work_dir)]) != 0
+    out, err = capsys.readouterr()
+    assert "SIGSEGV" in out + err and "[PASS]" not in out + err

@@ -50,14 +50,13 @@ from tilescope.ir import dtypes as dt
 from tilescope.launch.child import Exit, run_contained
 from tilescope.launch.run import RunInfo, launch, load_binaries
 from tilescope.runtime.abi import GUARD_BYTE
-from tilescope.runtime.guarded import adopt_zones
+from tilescope.runtime.guarded import adopt_zones, map_guarded
 from tilescope.runtime.run_config import RunConfig
 
 SHM_DIR = Path("/dev/shm")
 REQUEST = "request.json"
 RESULT = "result.json"
 MIN_IDLE_LIMIT_S = 60.0
-_ALIGN = 64
 _ZONE = 64  # guard zone bytes around each span of the shared file (runtime/guarded.py)
 # the core's line for exit() during a run (signal_guard.cpp, on_exit_in_run)
 _EXIT_CALLED = re.compile(r"\[tilescope\] exit\(\) was called by task (?P<task>\d+) \(kernel (?P<kernel>[^)]*)\) on worker (?P<worker>-?\d+)")
@@ -99,8 +98,15 @@ class _Span:
 
     @property
     def zones(self) -> tuple[int, int]:
-        """Bytes of GUARD_BYTE just before and just after the span, in the file."""
-        return _ZONE, -(-self.nbytes // _ALIGN) * _ALIGN - self.nbytes + _ZONE
+        """Bytes of GUARD_BYTE just before and just after the span, in the file: the span's pages
+        hold the zones and the span, nothing else."""
+        return _ZONE, self.pages - _ZONE - self.nbytes
+
+    @property
+    def pages(self) -> int:
+        """Bytes of the whole pages the span and its zones fill (the file's offset of them is
+        ``offset - _ZONE``, a page boundary)."""
+        return -(-(_ZONE + self.nbytes + _ZONE) // mmap.PAGESIZE) * mmap.PAGESIZE
 
 
 def _layout(args: list[Any], directions: list[str]) -> tuple[list[_Span], list[_Region | None]]:
@@ -118,7 +124,7 @@ def _layout(args: list[Any], directions: list[str]) -> tuple[list[_Span], list[_
     for key, (lo, hi) in extents.items():
         group_of[key] = len(spans)
         spans.append(_Span(end + _ZONE, hi - lo))
-        end += _ZONE + -(-(hi - lo) // _ALIGN) * _ALIGN + _ZONE
+        end += spans[-1].pages  # NOTE: each span on pages of its own: the child maps it alone (map_guarded)
     regions: list[_Region | None] = []
     for a, direction in zip(args, directions):
         if direction == "scalar":
@@ -136,6 +142,26 @@ def _storages(mm: mmap.mmap, spans: list[_Span]) -> list[Any]:
 
     return [torch.frombuffer(mm, dtype=torch.uint8, count=s.nbytes, offset=s.offset) if s.nbytes else
             torch.empty(0, dtype=torch.uint8) for s in spans]  # fmt: skip
+
+
+def _guarded_storages(path: Path, spans: list[_Span]) -> list[tuple[Any, Any]] | None:
+    """A byte storage per span, each span's pages of the file mapped alone inside inaccessible
+    address space (``map_guarded``), as an in-process run's guarded arguments lie: a kernel writing
+    far past one faults as it would there. Each with the mapping that holds it; None where the
+    mappings cannot be made (the caller maps the file whole)."""
+    import torch
+
+    out = []
+    with open(path, "r+b") as f:
+        for s in spans:
+            if not s.nbytes:
+                out.append((torch.empty(0, dtype=torch.uint8), None))
+                continue
+            body = map_guarded(s.pages, f.fileno(), s.offset - _ZONE)
+            if body is None:
+                return None
+            out.append((torch.frombuffer(body, dtype=torch.uint8, count=s.nbytes, offset=_ZONE), body))
+    return out
 
 
 def _views(storages: list[Any], regions: list[_Region | None]) -> list[Any]:
@@ -410,11 +436,14 @@ def _child(request_dir: Path) -> int:
         build = Build(request["work_dir"])
         spans = [_Span(**s) for s in request["spans"]]
         regions = [_Region(**a["tensor"]) if "tensor" in a else None for a in request["args"]]
-        mm = _map(Path(request["shared_file"]), request["shared_bytes"])
-        storages = _storages(mm, spans)
-        for s, storage in zip(spans, storages):  # the parent filled them
+        mapped = _guarded_storages(Path(request["shared_file"]), spans)
+        if mapped is None:
+            mm = _map(Path(request["shared_file"]), request["shared_bytes"])
+            mapped = [(storage, mm) for storage in _storages(mm, spans)]
+        storages = [storage for storage, _ in mapped]
+        for s, (storage, owner) in zip(spans, mapped):  # the parent filled them
             if s.nbytes:
-                adopt_zones(storage, *s.zones, owner=mm)
+                adopt_zones(storage, *s.zones, owner=owner)
         views = _views(storages, regions)
         args = [v if v is not None else a["scalar"] for v, a in zip(views, request["args"])]
         info = launch(build, load_binaries(build), args, config, kernel_index=request["kernel_index"])

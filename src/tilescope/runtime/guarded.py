@@ -1,10 +1,13 @@
 """Tensors with guard zones, so that the runtime checks program arguments as it checks its own.
 
 ``guarded_clone(t)`` copies ``t`` into a mapping of its own laid out as the runtime lays out an
-intermediate tensor: an inaccessible page, a 64-byte zone of ``GUARD_BYTE``, the tensor's bytes,
-a zone of ``GUARD_BYTE`` to the end of its page (at least 64 bytes), an inaccessible page. A kernel
-that writes just outside it changes a zone, which the runtime names after the task (the run
-fails with kind ``guard``); one that writes further faults at once on its own thread.
+intermediate tensor: a 64-byte zone of ``GUARD_BYTE``, the tensor's bytes, a zone of
+``GUARD_BYTE`` to the end of its page (at least 64 bytes), with inaccessible address space on
+both sides (``guard_span``: at least 16 MiB, and 64 times the mapping, up to 4 GiB: reserved,
+never memory). A kernel that writes just outside it changes a zone, which the runtime names after
+the task (the run fails with kind ``guard``); one that writes further faults at once on its own
+thread, whatever happens to be mapped nearby: an isolated run (``map_guarded``, each argument of
+its shared file mapped so) faults where an in-process run faults.
 ``adopt_zones`` registers zones a caller laid out itself (the isolated child's shared file, where
 the kernels must write so that a crash keeps what they wrote). ``guard_zones(args)`` lists the
 zones of the program arguments, for ``ts_run_config::guard_zones``. The harness and task replay
@@ -21,8 +24,10 @@ from __future__ import annotations
 import ctypes
 import logging
 import mmap
+import sys
 import threading
 import weakref
+from typing import Any
 
 import torch
 
@@ -33,6 +38,12 @@ log = logging.getLogger("tilescope")
 HEAD_BYTES = 64  # GuardZones::kHeadBytes
 MIN_TAIL_BYTES = 64  # GuardZones::kMinTailBytes
 _PROT_NONE = 0
+_PROT_RW = mmap.PROT_READ | mmap.PROT_WRITE
+# Linux's mmap flags (x86-64 and arm64 alike): what the mmap module does not expose
+_MAP_SHARED, _MAP_PRIVATE, _MAP_FIXED, _MAP_ANONYMOUS, _MAP_NORESERVE = 0x01, 0x02, 0x10, 0x20, 0x4000
+GUARD_SPAN_MIN = 16 << 20
+GUARD_SPAN_MAX = 4 << 30
+GUARD_SPAN_FACTOR = 64
 
 _zones: dict[int, tuple[int, int, int]] = {}  # data address -> (bytes, before, after)
 _lock = threading.Lock()
@@ -45,6 +56,48 @@ def _mprotect_none(address: int, length: int) -> bool:
         _libc = ctypes.CDLL(None, use_errno=True)
         _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     return _libc.mprotect(ctypes.c_void_p(address), ctypes.c_size_t(length), _PROT_NONE) == 0
+
+
+def guard_span(nbytes: int) -> int:
+    """Bytes of inaccessible address space on each side of an ``nbytes`` mapping."""
+    span = min(max(GUARD_SPAN_MIN, GUARD_SPAN_FACTOR * nbytes), GUARD_SPAN_MAX)
+    return -(-span // mmap.PAGESIZE) * mmap.PAGESIZE
+
+
+def _libc() -> Any:
+    global _libc_handle
+    if _libc_handle is None:
+        _libc_handle = ctypes.CDLL(None, use_errno=True)
+        _libc_handle.mmap.restype = ctypes.c_void_p
+        _libc_handle.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                      ctypes.c_long]  # fmt: skip
+        _libc_handle.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return _libc_handle
+
+
+_libc_handle: Any = None
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def map_guarded(nbytes: int, fd: int = -1, offset: int = 0) -> Any | None:
+    """A writable mapping of ``nbytes`` (a multiple of the page size): anonymous, or ``fd``'s bytes
+    from ``offset`` (shared), placed inside inaccessible address space (``guard_span`` on each
+    side). Returns a ctypes byte array over it (the mapping lives as long as the array), or None
+    where it cannot be made (not Linux, no address space)."""
+    if not sys.platform.startswith("linux") or nbytes <= 0 or nbytes % mmap.PAGESIZE:
+        return None
+    libc, span = _libc(), guard_span(nbytes)
+    total = span + nbytes + span
+    base = libc.mmap(None, total, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
+    if base in (None, _MAP_FAILED):
+        return None
+    flags = _MAP_FIXED | (_MAP_SHARED if fd >= 0 else _MAP_PRIVATE | _MAP_ANONYMOUS)
+    if libc.mmap(base + span, nbytes, _PROT_RW, flags, fd, offset) in (None, _MAP_FAILED):
+        libc.munmap(base, total)
+        return None
+    body = (ctypes.c_char * nbytes).from_address(base + span)
+    weakref.finalize(body, libc.munmap, base, total)
+    return body
 
 
 def _forget(address: int) -> None:
@@ -60,26 +113,44 @@ def guarded_clone(t: torch.Tensor) -> torch.Tensor:
         return t.clone()
     page = mmap.PAGESIZE
     body = -(-(HEAD_BYTES + nbytes + MIN_TAIL_BYTES) // page) * page
+    m = map_guarded(body)
+    if m is None:
+        m = _paged(body)
+        if m is None:
+            log.debug("[guard] no mapping for a %d-byte tensor: a copy without guard zones", nbytes)
+            return t.clone()
+    tail = body - HEAD_BYTES - nbytes
+    m[0:HEAD_BYTES] = bytes([GUARD_BYTE]) * HEAD_BYTES
+    m[HEAD_BYTES + nbytes : body] = bytes([GUARD_BYTE]) * tail
+    data = ctypes.addressof(m) + HEAD_BYTES
+    out = torch.frombuffer(m, dtype=t.dtype, count=t.numel(), offset=HEAD_BYTES).view(t.shape)
+    out.copy_(t)
+    with _lock:
+        _zones[data] = (nbytes, HEAD_BYTES, tail)
+    weakref.finalize(m, _forget, data)
+    return out
+
+
+def _paged(body: int) -> Any | None:
+    """``body`` bytes between two inaccessible pages (where ``map_guarded`` cannot map): a ctypes
+    array over them, kept alive with the mapping."""
+    page = mmap.PAGESIZE
     try:
         m = mmap.mmap(-1, body + 2 * page)
-    except OSError as e:
-        log.debug("[guard] no mapping for a %d-byte tensor (%s): a copy without guard zones", nbytes, e)
-        return t.clone()
-    start = page + HEAD_BYTES
-    tail = body - HEAD_BYTES - nbytes
-    m[page:start] = bytes([GUARD_BYTE]) * HEAD_BYTES
-    m[start + nbytes : page + body] = bytes([GUARD_BYTE]) * tail
+    except OSError:
+        return None
     anchor = ctypes.c_char.from_buffer(m)
     base = ctypes.addressof(anchor)
     del anchor  # NOTE: an exported buffer would keep the mapping from being closed
     if not (_mprotect_none(base, page) and _mprotect_none(base + page + body, page)):
-        log.debug("[guard] no guard pages for a %d-byte tensor: its zones are still checked", nbytes)
-    out = torch.frombuffer(m, dtype=t.dtype, count=t.numel(), offset=start).view(t.shape)
-    out.copy_(t)
-    with _lock:
-        _zones[base + start] = (nbytes, HEAD_BYTES, tail)
-    weakref.finalize(m, _forget, base + start)
-    return out
+        log.debug("[guard] no guard pages for a %d-byte mapping: its zones are still checked", body)
+    view = (ctypes.c_char * body).from_address(base + page)
+    _kept[id(view)] = m
+    weakref.finalize(view, _kept.pop, id(view), None)
+    return view
+
+
+_kept: dict[int, mmap.mmap] = {}
 
 
 def guarded_args(values: list) -> list:
@@ -135,4 +206,7 @@ def guard_zones(args: list[TsArg]) -> list[TsGuardZone]:
     return out
 
 
-__all__ = ["HEAD_BYTES", "MIN_TAIL_BYTES", "adopt_zones", "guard_zones", "guarded_args", "guarded_clone"]
+__all__ = [
+    "HEAD_BYTES", "MIN_TAIL_BYTES", "adopt_zones", "guard_span", "guard_zones", "guarded_args", "guarded_clone",
+    "map_guarded",
+]  # fmt: skip
