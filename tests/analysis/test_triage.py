@@ -425,3 +425,32 @@ def test_a_nan_made_inside_a_statement_names_the_op_that_made_it_not_the_outermo
     c = data["culprit"]
     assert (data["category"], c["kernel"], c["op"]) == ("nan", "log_scaled", "log")
     assert c["dsl_line"].endswith(f":{line_of(log_scaled, 'ts.log(t - 1.0) * 2.0')}")
+
+
+def test_a_bad_knob_in_the_environment_stops_triage_before_anything_runs(tmp_path, monkeypatch):
+    prog = tp.short_store.compile(build_dir=str(tmp_path))
+    inputs = tp.short_store_inputs()
+    work = with_data(prog, inputs, {"z": tp.short_store_golden(inputs["x"])})
+    monkeypatch.setenv("TILESCOPE_TASK_TIMEOUT_S", "-1")
+    said = ("environment variable TILESCOPE_TASK_TIMEOUT_S='-1' (task_timeout_s): expected a number of seconds in "
+            "0..604800 (a week; 0 = no budget)")  # fmt: skip
+    with pytest.raises(ts.ConfigError) as info:
+        triage(work)
+    assert str(info.value) == said
+    out = subprocess.run([sys.executable, "-m", "tilescope", "triage", str(work)], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stderr == f"[ERROR] {said}\n"
+    assert not (work / "dfx_outputs" / "triage" / "report.json").exists()
+
+
+def test_the_contained_steps_stop_in_one_line_never_a_traceback(tmp_path, capsys):
+    from tilescope.analysis.triage.steps import STOPPED, STOPPED_STATUS, child_main
+
+    request = tmp_path / "request.pt"
+    torch.save({"work": str(tmp_path / "nope"), "crash_report": str(tmp_path / "crash.txt"), "program": "p",
+                "data": str(tmp_path), "rtol": 1e-5, "atol": 1e-5, "progress": False, "budget": 10.0}, request)  # fmt: skip
+    assert child_main(str(request)) == STOPPED_STATUS
+    err = capsys.readouterr().err
+    assert err.startswith(f"{STOPPED}build directory {tmp_path / 'nope'} does not exist") and err.count("\n") == 1 and "Traceback" not in err
+    assert child_main(str(tmp_path / "missing.pt")) == STOPPED_STATUS
+    err = capsys.readouterr().err
+    assert err.startswith(f"{STOPPED}triage failed inside tilescope (FileNotFoundError: ") and err.count("\n") == 1

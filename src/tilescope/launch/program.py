@@ -31,6 +31,7 @@ from tilescope.errors import ArgumentError, ConfigError
 from tilescope.ir.nodes import Program
 from tilescope.launch.isolate import run_isolated
 from tilescope.launch.run import Binaries, RunInfo, launch, load_binaries
+from tilescope.runtime.host_memory import check_local_memory, run_workers
 from tilescope.runtime.interp import run_program
 from tilescope.runtime.run_config import RunConfig
 
@@ -138,6 +139,8 @@ class CompiledProgram(Build):
             check_target(self.work_dir, rc.get("target"), config.platform)
             self._target_ok.add(config.platform)
         if config.isolate:
+            # NOTE: the child would refuse them too: refused here, no child is started for nothing
+            check_local_memory(int(rc.get("local_memory_bytes", 0)), run_workers(config), self.name)
             self.ensure_binaries()
             return run_isolated(self, args, config)
         return launch(self, self.binaries(), args, config.replace(crash_report=self._crash_report_path()))

@@ -189,7 +189,7 @@ def core_config(
     alive."""
     flags = None if kernel_filter is None else (ctypes.c_uint8 * len(kernel_filter))(*map(bool, kernel_filter))
     zones = (TsGuardZone * len(guard_zones))(*guard_zones) if guard_zones else None
-    return TsRunConfig(
+    numbers = dict(
         num_workers=0,  # the runtime's own count
         record_edges=int(recording.record_edges),
         record_task_times=int(recording.record_task_times),
@@ -201,15 +201,24 @@ def core_config(
         nan_check=int(recording.nan_check),
         print_intermediates=recording.print_intermediates,
         worker_stack_mib=worker_stack_mib,
-        kernel_filter=ctypes.cast(flags, ctypes.c_void_p) if flags is not None else None,
-        crash_report_path=os.fsencode(config.crash_report) if config.crash_report else None,
-        guard_zones=zones,
         num_guard_zones=len(guard_zones),
         probes=int(recording.probes),
         poison=0 if config.poison is None else 0x100 | (config.poison & 0xFF),
         shuffle_seed=config.shuffle_seed or 0,
         pmu=int(recording.pmu),
     )
+    core = TsRunConfig(
+        **numbers,
+        kernel_filter=ctypes.cast(flags, ctypes.c_void_p) if flags is not None else None,
+        crash_report_path=os.fsencode(config.crash_report) if config.crash_report else None,
+        guard_zones=zones,
+    )
+    # NOTE: ctypes cuts an integer that does not fit its field without a word (2**43 MiB of stack became 0)
+    cut = [f"{name}={value}" for name, value in numbers.items() if getattr(core, name) != value]
+    if cut:
+        raise ConfigError(f"{', '.join(cut)}: too large for the runtime core's ts_run_config (a value past what its "
+                          "field holds); use a smaller value")  # fmt: skip
+    return core
 
 
 __all__ = ["DUMP_ARENA_BYTES", "DUMP_MAX_RECORDS", "SIM_ONLY", "Recording", "RunConfig", "core_config"]

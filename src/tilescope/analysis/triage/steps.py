@@ -412,8 +412,26 @@ class Analysis(Steps):
         return True
 
 
+STOPPED = "[triage-stopped] "  # the line, on stderr, that says why the child stopped without an answer
+STOPPED_STATUS = 3  # the child's exit status when it stopped on an error it could word
+
+
 def child_main(request: str) -> int:
-    """The child's entry: run the steps the request asks for, write the answer next to it."""
+    """The child's entry: run the steps the request asks for, write the answer next to it. An error
+    stops it with ``STOPPED_STATUS`` and one ``STOPPED`` line saying why (never a traceback)."""
+    import sys
+
+    try:
+        return _child_steps(request)
+    except TilescopeError as e:
+        said = str(e).strip().splitlines()
+        print(STOPPED + (said[0] if said else type(e).__name__), file=sys.stderr, flush=True)
+    except Exception as e:  # noqa: BLE001 - a defect, worded in one line for the parent's report
+        print(STOPPED + internal_error(e, "triage"), file=sys.stderr, flush=True)
+    return STOPPED_STATUS
+
+
+def _child_steps(request: str) -> int:
     req = torch.load(request, weights_only=False)
     work = Path(req["work"])
     crash_report_to.set(Path(req["crash_report"]))
