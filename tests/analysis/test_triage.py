@@ -454,3 +454,15 @@ def test_the_contained_steps_stop_in_one_line_never_a_traceback(tmp_path, capsys
     assert child_main(str(tmp_path / "missing.pt")) == STOPPED_STATUS
     err = capsys.readouterr().err
     assert err.startswith(f"{STOPPED}triage failed inside tilescope (FileNotFoundError: ") and err.count("\n") == 1
+
+
+def test_a_serial_environment_does_not_make_a_deterministic_program_a_race(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILESCOPE_SERIAL", "1")  # the program's own runs are serial; the shuffled ones are not
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    y = torch.zeros(5 * tp.B, tp.C)
+    y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
+    work = with_data(prog, inputs, {"y": y, "z": tp.pipeline_golden(inputs["x"])})
+    data = triaged(work)
+    assert data["category"] == "pass" and data["deterministic"] is True, data
+    assert "the same bit for bit across 6 shuffled schedules" in data["summary"] and data["limitations"] == []

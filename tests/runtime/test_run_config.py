@@ -118,3 +118,15 @@ def test_the_core_struct_comes_from_the_config_and_the_recording(monkeypatch):
     assert core_config(RunConfig(), Recording(), kernel_filter=None, worker_stack_mib=0, guard_zones=[]).dump_arena_bytes == 4096
     sized = RunConfig(dump_arena_bytes=1 << 20)
     assert core_config(sized, Recording(), kernel_filter=None, worker_stack_mib=0, guard_zones=[]).dump_arena_bytes == 1 << 20
+
+
+def test_an_analysis_run_takes_its_own_schedule_and_instruments_whatever_the_environment(monkeypatch):
+    for var, raw in (("SERIAL", "1"), ("NUM_WORKERS", "3"), ("ENABLE_TRACE", "1"), ("PRINT_INTERMEDIATES", "2"),
+                     ("PLATFORM", "interp"), ("TASK_TIMEOUT_S", "7.5")):  # fmt: skip
+        monkeypatch.setenv(f"TILESCOPE_{var}", raw)
+    config = RunConfig.for_analysis(num_workers=2, shuffle_seed=9, log_level="error")
+    assert config == RunConfig(num_workers=2, shuffle_seed=9, log_level="error", task_timeout_s=7.5)
+    assert RunConfig.for_analysis(serial=True).serial and not RunConfig.for_analysis().serial
+    monkeypatch.setenv("TILESCOPE_NUM_WORKERS", "-2")  # a bad value is still named, before anything runs
+    with pytest.raises(ConfigError, match=r"^environment variable TILESCOPE_NUM_WORKERS='-2' \(num_workers\)"):
+        RunConfig.for_analysis(serial=True)
