@@ -81,3 +81,22 @@ def test_memory_mapped_read_only_is_told_apart_without_touching_it(tmp_path, mon
     assert not unwritable(torch.from_numpy(np.memmap(path, dtype=np.float32, mode="c", shape=(3, 4096))))
     assert not unwritable(torch.zeros(3, 4096)) and not unwritable(torch.zeros(0))
     assert float(t[2, 4095]) == 3 * 4096 - 1  # read, never written
+
+
+def test_a_storage_found_writable_is_asked_again_only_when_its_memory_moves(monkeypatch):
+    asked = []
+    real = host_memory._madvise()
+    if real is None:
+        pytest.skip("this kernel has no MADV_POPULATE_WRITE")
+
+    def counting(address, length, advice):
+        asked.append(address)
+        return real(address, length, advice)
+
+    monkeypatch.setattr(host_memory, "_madvise", lambda: counting)
+    t = torch.zeros(64, 1024)
+    assert not unwritable(t) and asked
+    before = len(asked)
+    assert not unwritable(t) and not unwritable(t[3:]) and len(asked) == before  # remembered while it lives
+    t.resize_(4096, 1024)  # the storage grows: new memory, asked again
+    assert not unwritable(t) and len(asked) > before

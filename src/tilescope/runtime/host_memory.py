@@ -9,10 +9,11 @@ Invariants:
   (``knobs.MAX_LOCAL_MEMORY_BYTES``: the stack size must fit the core's 32-bit MiB count) or past
   the physical memory it is a ConfigError naming the knob, the value, the limit and what to do,
   raised before a thread starts. Builds with the default stacks are never refused here.
-- ``unwritable(t)`` tells, without writing a byte and without faulting, whether the memory of CPU
-  tensor ``t`` is mapped read-only (a tensor made from a read-only ``np.memmap`` or a read-only
-  buffer): the kernel is asked to make its first and last pages writable
-  (``MADV_POPULATE_WRITE``), or, on kernels older than 5.14, ``/proc/self/maps`` is read.
+- ``unwritable(t)`` tells, without writing a byte and without faulting, whether the storage of
+  CPU tensor ``t`` is mapped read-only (a tensor made from a read-only ``np.memmap`` or a
+  read-only buffer): the kernel is asked to make its first and last pages writable
+  (``MADV_POPULATE_WRITE``), and ``/proc/self/maps`` is read where it refuses or, before Linux
+  5.14, cannot.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import ctypes
 import functools
 import mmap
 import os
+import weakref
+from typing import Any
 
 from tilescope.errors import ConfigError
 from tilescope.knobs import MAX_LOCAL_MEMORY_BYTES
@@ -29,6 +32,8 @@ from tilescope.runtime.run_config import RunConfig
 STACK_EXTRA_BYTES = 4 << 20  # a worker stack's room beyond twice the local memory
 DEFAULT_STACK_BYTES = 8 << 20  # a thread's default stack: enough for a build's default local memory
 _MADV_POPULATE_WRITE = 23  # linux/mman.h, Linux >= 5.14
+# storages found writable -> the byte range they had then (a resized storage is asked again)
+_writable: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDictionary()
 
 
 def worker_stack_mib(local_memory_bytes: int) -> int:
@@ -140,21 +145,24 @@ def _writable_in_maps(lo: int, hi: int) -> bool:
 
 
 def unwritable(t) -> bool:
-    """Whether CPU tensor ``t``'s elements lie in memory mapped read-only (see the module
-    docstring); False for a tensor without elements."""
+    """Whether CPU tensor ``t``'s storage lies in memory mapped read-only (see the module
+    docstring); False for a tensor without elements. A storage found writable is remembered while
+    it lives (and keeps its memory), so a run's outputs cost a lookup, not a system call."""
     if not t.is_cpu or t.numel() == 0:
         return False
-    lo = t.data_ptr()
-    span = 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
-    hi = lo + span * t.element_size()
-    fn = _madvise()
-    if fn is None:
-        return not _writable_in_maps(lo, hi)
-    page = mmap.PAGESIZE
-    if all(fn(first, page, _MADV_POPULATE_WRITE) == 0 for first in {lo & ~(page - 1), (hi - 1) & ~(page - 1)}):
+    storage = t.untyped_storage()
+    lo, hi = storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+    if _writable.get(storage) == (lo, hi) or hi <= lo:
         return False
-    # NOTE: refused (read-only, or a mapping the kernel does not populate, or interrupted): the maps tell which
-    return not _writable_in_maps(lo, hi)
+    fn = _madvise()
+    page = mmap.PAGESIZE
+    if fn is not None and all(fn(p, page, _MADV_POPULATE_WRITE) == 0 for p in {lo & ~(page - 1), (hi - 1) & ~(page - 1)}):
+        ok = True
+    else:  # NOTE: refused (read-only, a mapping the kernel does not populate, interrupted), or no madvise: the maps tell
+        ok = _writable_in_maps(lo, hi)
+    if ok:
+        _writable[storage] = (lo, hi)
+    return not ok
 
 
 __all__ = [
