@@ -32,6 +32,9 @@ from tilescope.errors import ConfigError
 LOG_LEVELS = ("debug", *(f"v{i}" for i in range(10)), "info", "warn", "error", "null")
 PLATFORMS = ("sim", "interp")
 MAX_WORKERS = 1024  # num_workers: worker threads of one runtime
+# local_memory_bytes: a worker's tiles live on its stack, twice this size; no machine maps 2 TiB stacks
+MAX_LOCAL_MEMORY_BYTES = 1 << 40
+MAX_TASK_TIMEOUT_S = 7 * 24 * 3600.0  # task_timeout_s: a week (0 is the way to say "no budget")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 _overrides: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
@@ -125,7 +128,7 @@ def _is_bool(v: Any) -> bool:
 
 
 def _is_seconds(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 and v == v
+    return isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= MAX_TASK_TIMEOUT_S
 
 
 def _is_names(v: Any) -> bool:
@@ -156,9 +159,10 @@ COMPILE_KNOBS: dict[str, Knob] = {
         Knob(
             "local_memory_bytes",
             256 * 1024,
-            "per-core local memory capacity: a kernel whose live tiles exceed it is a compile error",
-            _is_int(1),
-            "a positive int (bytes)",
+            "per-core local memory capacity: a kernel whose live tiles exceed it is a compile error; a worker's "
+            "stack holds twice it, so a run also needs workers x 2 x it of memory when that is past 8 MiB a worker",
+            _is_int(1, MAX_LOCAL_MEMORY_BYTES),
+            f"an int of bytes in 1..{MAX_LOCAL_MEMORY_BYTES} (1 TiB: a worker's stack holds twice it)",
         ),
         Knob(
             "build_dir",
@@ -282,7 +286,7 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             "waiting for a core is not charged, so a loaded machine does not stop it; past the budget the "
             "run stops with a report of what was running and where; 0 = no budget",
             _is_seconds,
-            "a number of seconds >= 0",
+            f"a number of seconds in 0..{MAX_TASK_TIMEOUT_S:.0f} (a week; 0 = no budget)",
             flag=Flag(("--task-timeout",), "failures", {"type": float, "metavar": "SECONDS"}),
             kind=float,
         ),

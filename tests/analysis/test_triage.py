@@ -488,3 +488,44 @@ def test_a_golden_holding_nan_where_the_kernel_is_right_is_the_golden_s_named_at
                                       "first at [2, 5]): golden_fn made it, 'div' at "), rep.summary  # fmt: skip
         assert f"{line} (`t[\"y\"][:] = e / e.sum(dim=-1, keepdim=True)`)" in rep.summary
         assert any("an Inf that golden_fn computed first, 'exp' at" in e for e in rep.evidence)
+
+
+def test_a_bad_knob_in_the_environment_stops_triage_before_anything_runs(tmp_path, monkeypatch):
+    prog = tp.short_store.compile(build_dir=str(tmp_path))
+    inputs = tp.short_store_inputs()
+    work = with_data(prog, inputs, {"z": tp.short_store_golden(inputs["x"])})
+    monkeypatch.setenv("TILESCOPE_TASK_TIMEOUT_S", "-1")
+    said = ("environment variable TILESCOPE_TASK_TIMEOUT_S='-1' (task_timeout_s): expected a number of seconds in "
+            "0..604800 (a week; 0 = no budget)")  # fmt: skip
+    with pytest.raises(ts.ConfigError) as info:
+        triage(work)
+    assert str(info.value) == said
+    out = subprocess.run([sys.executable, "-m", "tilescope", "triage", str(work)], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stderr == f"[ERROR] {said}\n"
+    assert not (work / "dfx_outputs" / "triage" / "report.json").exists()
+
+
+def test_the_contained_steps_stop_in_one_line_never_a_traceback(tmp_path, capsys):
+    from tilescope.analysis.triage.steps import STOPPED, STOPPED_STATUS, child_main
+
+    request = tmp_path / "request.pt"
+    torch.save({"work": str(tmp_path / "nope"), "crash_report": str(tmp_path / "crash.txt"), "program": "p",
+                "data": str(tmp_path), "rtol": 1e-5, "atol": 1e-5, "progress": False, "budget": 10.0}, request)  # fmt: skip
+    assert child_main(str(request)) == STOPPED_STATUS
+    err = capsys.readouterr().err
+    assert err.startswith(f"{STOPPED}build directory {tmp_path / 'nope'} does not exist") and err.count("\n") == 1 and "Traceback" not in err
+    assert child_main(str(tmp_path / "missing.pt")) == STOPPED_STATUS
+    err = capsys.readouterr().err
+    assert err.startswith(f"{STOPPED}triage failed inside tilescope (FileNotFoundError: ") and err.count("\n") == 1
+
+
+def test_a_serial_environment_does_not_make_a_deterministic_program_a_race(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILESCOPE_SERIAL", "1")  # the program's own runs are serial; the shuffled ones are not
+    prog = tp.pipeline.compile(build_dir=str(tmp_path))
+    inputs = tp.pipeline_inputs()
+    y = torch.zeros(5 * tp.B, tp.C)
+    y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
+    work = with_data(prog, inputs, {"y": y, "z": tp.pipeline_golden(inputs["x"])})
+    data = triaged(work)
+    assert data["category"] == "pass" and data["deterministic"] is True, data
+    assert "the same bit for bit across 6 shuffled schedules" in data["summary"] and data["limitations"] == []

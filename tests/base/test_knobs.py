@@ -130,3 +130,35 @@ def test_a_repeated_configuration_is_validated_again_when_anything_it_depends_on
             knobs.runtime_options({"num_workers": -1})
     wanted = ["add", "mul"]  # a list is not hashable: validated on every call
     assert knobs.runtime_options({"kernel_filter": wanted})["kernel_filter"] == ["add", "mul"]
+
+
+@pytest.mark.parametrize(
+    ("knob", "value", "expected"),
+    [
+        ("local_memory_bytes", 2**62, f"expected an int of bytes in 1..{knobs.MAX_LOCAL_MEMORY_BYTES} (1 TiB"),
+        ("local_memory_bytes", 2 * 2**40, f"expected an int of bytes in 1..{knobs.MAX_LOCAL_MEMORY_BYTES} (1 TiB"),
+        ("local_memory_bytes", 0, "expected an int of bytes in 1.."),
+        ("task_timeout_s", -1, "expected a number of seconds in 0..604800 (a week; 0 = no budget)"),
+        ("task_timeout_s", float("inf"), "expected a number of seconds in 0..604800"),
+        ("task_timeout_s", float("nan"), "expected a number of seconds in 0..604800"),
+        ("task_timeout_s", 1e10, "expected a number of seconds in 0..604800"),
+    ],
+)
+def test_every_numeric_knob_has_a_range_given_or_from_the_environment(monkeypatch, knob, value, expected):
+    options = knobs.compile_options if knob in knobs.COMPILE_KNOBS else knobs.runtime_options
+    what = "compile_cfg" if knob in knobs.COMPILE_KNOBS else "runtime_cfg"
+    with pytest.raises(ConfigError) as given:
+        options({knob: value})
+    assert str(given.value) == f"{what}[{knob!r}] = {value!r}: {expected}" or str(given.value).startswith(
+        f"{what}[{knob!r}] = {value!r}: {expected}")  # fmt: skip
+    var = knobs.all_knobs()[knob].env_var
+    monkeypatch.setenv(var, repr(value) if isinstance(value, float) else str(value))
+    with pytest.raises(ConfigError) as from_env:
+        options(None)
+    assert str(from_env.value).startswith(f"environment variable {var}=") and expected in str(from_env.value)
+
+
+def test_the_ranges_take_their_ends():
+    assert knobs.compile_options({"local_memory_bytes": knobs.MAX_LOCAL_MEMORY_BYTES})["local_memory_bytes"] == 2**40
+    assert knobs.runtime_options({"task_timeout_s": knobs.MAX_TASK_TIMEOUT_S})["task_timeout_s"] == 604800.0
+    assert knobs.runtime_options({"task_timeout_s": 0})["task_timeout_s"] == 0

@@ -3,8 +3,10 @@ and every bad input a caller can make."""
 
 import re
 import shutil
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -118,7 +120,8 @@ def test_wrong_arguments_are_all_listed_by_name():
     assert "argument 'x': shape [512, 256] (expected [512, 512])" in msg
     assert "argument 'gamma': dtype torch.float64 (expected torch.float32)" in msg
     assert "argument 'y': a non-contiguous tensor (expected contiguous: pass .contiguous())" in msg
-    with pytest.raises(ts.ArgumentError, match=r"argument 'x': .*device meta \(expected cpu"):
+    with pytest.raises(ts.ArgumentError, match=r"argument 'x': device meta \(a meta tensor has a shape but no data; "
+                                               r"expected a CPU tensor holding the values\)"):  # fmt: skip
         prog.run(torch.empty(512, 512, device="meta"), torch.rand(1, 512), torch.zeros(512, 512), 1e-6)
     with pytest.raises(ts.ArgumentError, match=r"rms_norm\(x, gamma, y, eps\) takes 4 arguments, got 2"):
         prog.run(x, g)
@@ -255,3 +258,59 @@ def test_run_errors_hide_internal_frames_too(tmp_path):
     assert internal == 1, text
     err, text, internal = traceback_of(lambda: ts.CompiledProgram.from_dir(tmp_path / "missing"))
     assert f"build directory {tmp_path / 'missing'} does not exist" in str(err) and internal == 1, text
+
+
+def _read_only(path: Path, shape: tuple[int, ...]) -> torch.Tensor:
+    """A tensor over a np.memmap of ``path`` opened read-only (torch warns once that it is not writable)."""
+    np.zeros(shape, np.float32).tofile(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.from_numpy(np.memmap(path, dtype=np.float32, mode="r", shape=shape))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolate", [False, True])
+def test_an_output_in_read_only_memory_is_refused_before_the_run_not_a_segfault(tmp_path, isolate):
+    import triage_programs as tp
+
+    x, g, _, eps = args_for_rms()
+    prog = rms_norm.build().compile()
+    with pytest.raises(ts.ArgumentError) as info:
+        prog.run(x, g, _read_only(tmp_path / "y.bin", (512, 512)), eps, isolate=isolate)
+    assert str(info.value) == (
+        "1 argument(s) of rms_norm cannot be written:\n  argument 'y' (out tensor [512, 512] f32): its memory is "
+        "mapped read-only (a tensor made from a np.memmap opened with mode='r', or from another read-only buffer), "
+        "and a run writes its out parameters in place: open the memmap with mode='r+' (writes reach the file) or "
+        "mode='c' (copy on write), or pass a copy (y.clone())")
+    # an InOut too; a read-only input is fine (a run never writes it)
+    acc = tp.running_sum.compile(build_dir=str(tmp_path))
+    with pytest.raises(ts.ArgumentError, match=r"argument 'acc' \(inout tensor \[64, 64\] f32\): its memory is "
+                                               r"mapped read-only .* writes its inout parameters in place"):  # fmt: skip
+        acc.run(torch.randn(4 * tp.B, tp.C), _read_only(tmp_path / "acc.bin", (tp.B, tp.C)), isolate=isolate)
+    y = torch.zeros(512, 512)
+    prog.run(_read_only(tmp_path / "x.bin", (512, 512)), g, y, eps, isolate=isolate)
+    assert not y.any()  # x is all zeros: so is y
+    writable = np.memmap(tmp_path / "w.bin", dtype=np.float32, mode="w+", shape=(512, 512))
+    prog.run(x, g, torch.from_numpy(writable), eps, isolate=isolate)
+    torch.testing.assert_close(torch.from_numpy(np.array(writable)), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)
+                                                                                       + eps) * g)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_numpy_arrays_and_meta_scalars_are_refused_with_what_to_pass(tmp_path):
+    x, g, y, eps = args_for_rms()
+    prog = rms_norm.build().compile()
+    np.zeros((512, 512), np.float32).tofile(tmp_path / "y.bin")
+    read_only = np.memmap(tmp_path / "y.bin", dtype=np.float32, mode="r", shape=(512, 512))
+    with pytest.raises(ts.ArgumentError) as info:
+        prog.run(x.numpy(), g, read_only, torch.tensor(eps, device="meta"))
+    msg = str(info.value)
+    assert msg.startswith("3 argument(s) of rms_norm do not match the compiled program:")
+    assert ("argument 'x': expected a torch.Tensor (in tensor [512, 512] f32), got ndarray: pass torch.from_numpy(x), "
+            "which shares its memory") in msg  # fmt: skip
+    assert ("argument 'y': expected a torch.Tensor (out tensor [512, 512] f32), got memmap that is read-only (a "
+            "np.memmap opened with mode='r', or writeable=False), and a run writes its out parameters: pass "
+            "torch.from_numpy of a writable array (a memmap opened with mode='r+' or 'c', or y.copy())") in msg
+    assert ("argument 'eps': a meta tensor, which has no value (expected a Python number, scalar f32): pass the "
+            "value itself") in msg  # fmt: skip
+    prog.run(x, g, y, torch.tensor(eps))  # a 0-d CPU tensor is a scalar's value

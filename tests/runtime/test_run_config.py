@@ -99,14 +99,17 @@ def test_json_round_trip():
 
 
 def test_the_core_struct_comes_from_the_config_and_the_recording(monkeypatch):
-    config = RunConfig(task_timeout_s=2.5, serial=True, crash_report="/tmp/c.txt", poison=0x1A5, shuffle_seed=9)
+    config = RunConfig(task_timeout_s=2.5, serial=True, crash_report="/tmp/c.txt", poison=0x1A5)
     recording = Recording(record_edges=True, dump_level=2, print_intermediates=3, nan_check=True, probes=True, pmu=True)
     zone = TsGuardZone()
     core = core_config(config, recording, kernel_filter=(True, False, True), worker_stack_mib=12, guard_zones=[zone])
     assert (core.num_workers, core.record_edges, core.record_task_times, core.dump_level) == (0, 1, 0, 2)
     assert (core.task_timeout_s, core.serial, core.nan_check, core.print_intermediates) == (2.5, 1, 1, 3)
     assert (core.probes, core.pmu, core.worker_stack_mib) == (1, 1, 12)
-    assert core.poison == 0x1A5 and core.shuffle_seed == 9  # the poison byte, flagged as set
+    assert core.poison == 0x1A5 and core.shuffle_seed == 0  # the poison byte, flagged as set
+    shuffled = core_config(RunConfig(num_workers=3, shuffle_seed=9), recording, kernel_filter=None, worker_stack_mib=0,
+                           guard_zones=[])  # fmt: skip
+    assert (shuffled.shuffle_seed, shuffled.serial) == (9, 0)
     assert core.crash_report_path == b"/tmp/c.txt"
     assert list((ctypes.c_uint8 * 3).from_address(core.kernel_filter)) == [1, 0, 1]
     assert core.num_guard_zones == 1 and bool(core.guard_zones)
@@ -118,3 +121,15 @@ def test_the_core_struct_comes_from_the_config_and_the_recording(monkeypatch):
     assert core_config(RunConfig(), Recording(), kernel_filter=None, worker_stack_mib=0, guard_zones=[]).dump_arena_bytes == 4096
     sized = RunConfig(dump_arena_bytes=1 << 20)
     assert core_config(sized, Recording(), kernel_filter=None, worker_stack_mib=0, guard_zones=[]).dump_arena_bytes == 1 << 20
+
+
+def test_an_analysis_run_takes_its_own_schedule_and_instruments_whatever_the_environment(monkeypatch):
+    for var, raw in (("SERIAL", "1"), ("NUM_WORKERS", "3"), ("ENABLE_TRACE", "1"), ("PRINT_INTERMEDIATES", "2"),
+                     ("PLATFORM", "interp"), ("TASK_TIMEOUT_S", "7.5")):  # fmt: skip
+        monkeypatch.setenv(f"TILESCOPE_{var}", raw)
+    config = RunConfig.for_analysis(num_workers=2, shuffle_seed=9, log_level="error")
+    assert config == RunConfig(num_workers=2, shuffle_seed=9, log_level="error", task_timeout_s=7.5)
+    assert RunConfig.for_analysis(serial=True).serial and not RunConfig.for_analysis().serial
+    monkeypatch.setenv("TILESCOPE_NUM_WORKERS", "-2")  # a bad value is still named, before anything runs
+    with pytest.raises(ConfigError, match=r"^environment variable TILESCOPE_NUM_WORKERS='-2' \(num_workers\)"):
+        RunConfig.for_analysis(serial=True)

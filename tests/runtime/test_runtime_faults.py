@@ -225,7 +225,7 @@ def big_tiles(x: ts.Tensor[[BIG, BIG], ts.f32], y: ts.Out[[BIG, BIG], ts.f32]):
 
 @pytest.mark.slow
 def test_tiles_as_large_as_the_local_memory_allows_run_on_workers_sized_for_them():
-    from tilescope.runtime.graph import worker_stack_mib
+    from tilescope.runtime.host_memory import worker_stack_mib
 
     assert worker_stack_mib(256 << 10) == 0 and worker_stack_mib(16 << 20) == 36
     x = torch.randn(BIG, BIG)
@@ -380,3 +380,76 @@ def test_ctrl_c_stops_an_isolated_run_and_its_child(tmp_path):
     assert lines[1] == "usable: True", done.stdout
     assert "[INTERRUPTED] Ctrl-C (SIGINT): stopped task 0 (kernel spin) on worker " in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@ts.jit(local_memory_bytes=knobs.MAX_LOCAL_MEMORY_BYTES)
+def huge_tiles(x: ts.Tensor[[BIG, BIG], ts.f32], y: ts.Out[[BIG, BIG], ts.f32]):
+    big_tile(x, y)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolate", [False, True])
+def test_local_memory_the_machine_cannot_give_is_refused_before_a_thread_starts(isolate):
+    # 2 TiB stacks: more than this machine's memory, which the OS would refuse as "cannot start worker thread"
+    x, y = torch.randn(BIG, BIG), torch.zeros(BIG, BIG)
+    with pytest.raises(ts.ConfigError) as info:
+        huge_tiles(x, y, num_workers=2, isolate=isolate)
+    said = str(info.value)
+    assert said.startswith("local_memory_bytes=1099511627776 (1 TiB) of build huge_tiles: each of the 2 worker(s) "
+                           "reserves a stack of 2 TiB (twice the local memory, plus 4 MiB), 4 TiB in all, more than "
+                           "this machine's ")  # fmt: skip
+    assert "compile with a smaller compile_cfg local_memory_bytes (at most " in said
+    assert not y.any()
+
+
+@pytest.mark.slow
+def test_a_build_edited_to_an_overflowing_local_memory_is_refused_not_run_on_cut_stacks():
+    # 2**62 bytes made a stack of 2**43 + 4 MiB, which the core's 32-bit field cut to 4 MiB: a segfault
+    prog = big_tiles.compile()
+    config = prog.work_dir / "kernel_config.py"
+    text = config.read_text()
+    assert f"'local_memory_bytes': {16 << 20}" in text
+    config.write_text(text.replace(f"'local_memory_bytes': {16 << 20}", f"'local_memory_bytes': {2**62}"))
+    edited = ts.CompiledProgram.from_dir(prog.work_dir)
+    x, y = torch.randn(BIG, BIG), torch.zeros(BIG, BIG)
+    for isolate in (False, True):
+        with pytest.raises(ts.ConfigError, match=r"^local_memory_bytes=4611686018427387904 \(4\.194e\+06 TiB\) of "
+                                                 r"build big_tiles: more than the 1 TiB the runtime can give a worker"):
+            edited.run(x, y, num_workers=2, isolate=isolate)
+    assert not y.any()
+
+
+STACKS_SCRIPT = textwrap.dedent(
+    """
+    import resource, sys
+    sys.path.insert(0, {tests!r})
+    import torch
+    import tilescope as ts
+    from test_runtime_faults import BIG, big_tiles
+
+    x, y = torch.randn(BIG, BIG), torch.zeros(BIG, BIG)
+    big_tiles(x, y, num_workers=1)  # compiled and loaded
+    vm = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (vm + 160 * 2**20, resource.RLIM_INFINITY))  # room for 4 stacks of 36 MiB
+    try:
+        big_tiles(x, y, num_workers=16)
+        print("no error")
+    except ts.RuntimeFailure as e:
+        print("error:", str(e).splitlines()[0])
+    """
+)
+
+
+@pytest.mark.slow
+def test_workers_the_os_refuses_their_enlarged_stacks_name_the_stack_and_the_local_memory(tmp_path):
+    script = tmp_path / "stacks.py"
+    script.write_text(STACKS_SCRIPT.format(tests=str(Path(__file__).parent)))
+    env = dict(os.environ, TILESCOPE_BUILD_DIR=str(tmp_path / "builds"), PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "models"), os.environ.get("PYTHONPATH", "")]))  # fmt: skip
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("error:"))
+    assert line.startswith("error: [error] cannot start worker thread ") and line.endswith(
+        " of 16 with a stack of 36 MiB each (twice the build's local_memory_bytes, plus 4 MiB) (Resource temporarily "
+        "unavailable); run with fewer workers (num_workers / --workers), or compile with a smaller local_memory_bytes"
+    ), out.stdout

@@ -13,6 +13,10 @@ Invariants:
   content is the tool's JSON (for an error: ``tool``, ``error``, ``argument``, ``message``).
 - Tool calls run on worker threads, so the server keeps answering (a listing, a query, a ping)
   while a triage runs for minutes.
+- Every request gets an answer: each line read is screened (``agents.jsonrpc.screen``) before the
+  SDK sees it, and one it would drop without a word (not JSON, a batch, a request with a bad
+  ``jsonrpc``, ``id``, ``method`` or ``params``) is answered with a JSON-RPC 2.0 error. The SDK's
+  responses and those errors share one writer, a whole line at a time.
 - Without the SDK, ``tilescope mcp`` says so in one line naming the fix, and exits 2.
 """
 
@@ -22,6 +26,7 @@ import argparse
 import contextlib
 import io
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -29,7 +34,10 @@ from typing import Any, BinaryIO
 
 from tilescope._logging import configure
 from tilescope._version import __version__
+from tilescope.agents.jsonrpc import screen
 from tilescope.agents.tools import TOOLS, Tool, answer, unknown_tool
+
+log = logging.getLogger("tilescope")
 
 INSTALL = "pip install 'tilescope[agents]'"
 DESCRIPTION = (
@@ -87,6 +95,45 @@ def stdio_wire() -> Iterator[tuple[BinaryIO, BinaryIO]]:
         os.close(null)
 
 
+class _Wire:
+    """The protocol's output, written a whole line at a time by one writer at a time: the SDK's
+    messages and the answers to the lines it never sees."""
+
+    def __init__(self, file: Any):
+        import anyio
+
+        self._file, self._lock = file, anyio.Lock()
+
+    async def write(self, text: str) -> None:
+        async with self._lock:
+            await self._file.write(text)
+            await self._file.flush()
+
+    async def flush(self) -> None:
+        """Nothing left to flush: ``write`` flushed its line."""
+
+
+class _Screened:
+    """The protocol's input as the SDK reads it: the lines ``screen`` hands on; every other line
+    is answered on ``wire`` here (or logged, where JSON-RPC wants no answer)."""
+
+    def __init__(self, lines: Any, wire: _Wire, sdk_reads: Any):
+        self._lines, self._wire, self._sdk_reads = lines, wire, sdk_reads
+
+    def __aiter__(self) -> Any:
+        return self._screened()
+
+    async def _screened(self) -> Any:
+        async for line in self._lines:
+            s = screen(line, self._sdk_reads)
+            if s.reply is not None:
+                await self._wire.write(json.dumps(s.reply, separators=(",", ":")) + "\n")
+            if s.note:
+                log.warning("[mcp] %s", s.note)
+            if s.forward:
+                yield line
+
+
 def serve(tools: Sequence[Tool] = TOOLS) -> None:
     """Serve ``tools`` over standard input and output until the client closes its end."""
     import anyio
@@ -124,9 +171,10 @@ async def _serve(tools: tuple[Tool, ...], wire_in: BinaryIO, wire_out: BinaryIO)
 
     server = Server("tilescope", version=__version__, instructions=INSTRUCTIONS, on_list_tools=list_tools,
                     on_call_tool=call_tool)  # fmt: skip
-    stdin = anyio.wrap_file(io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"))
-    stdout = anyio.wrap_file(io.TextIOWrapper(wire_out, encoding="utf-8", write_through=True))
-    async with stdio_server(stdin, stdout) as (read_stream, write_stream):
+    stdout = _Wire(anyio.wrap_file(io.TextIOWrapper(wire_out, encoding="utf-8", write_through=True)))
+    lines = anyio.wrap_file(io.TextIOWrapper(wire_in, encoding="utf-8", errors="replace"))
+    stdin = _Screened(lines, stdout, lambda line: types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    async with stdio_server(stdin, stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

@@ -297,7 +297,7 @@ def audit_run(build: CompiledProgram, inputs: dict[str, Any]) -> Audit:
                         [sink_installer(e.library) for e in libraries])  # fmt: skip
     installers = [sink_installer(e.library, "ts_audit_install") for e in libraries]
     args = guarded_args([inputs[a.name] for a in build.args])  # aliasing inputs stay aliased
-    config = RunConfig.from_keywords({"serial": True, "log_level": "error"}).replace(crash_report=crash_report_to.get())
+    config = RunConfig.for_analysis(serial=True, log_level="error", crash_report=crash_report_to.get())
     sink = probe_sink()
     failure = None
     for install in installers:

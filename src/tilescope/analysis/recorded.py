@@ -47,10 +47,10 @@ def recorded_run(
     Raises:
         RuntimeFailure: the run failed (``.failure`` says how, ``.report`` what it recorded).
     """
-    schedule = {"serial": True} if shuffle is None else {"num_workers": shuffle[0]}
-    config = RunConfig.from_keywords({**schedule, "enable_dep_gen": dep_gen, "log_level": "error"}).replace(
-        poison=poison, shuffle_seed=None if shuffle is None else shuffle[1], crash_report=crash_report_to.get()
-    )
+    # NOTE: the schedule is the analysis's own: TILESCOPE_SERIAL or TILESCOPE_NUM_WORKERS never change it
+    schedule = {"serial": True} if shuffle is None else {"num_workers": shuffle[0], "shuffle_seed": shuffle[1]}
+    config = RunConfig.for_analysis(**schedule, enable_dep_gen=dep_gen, log_level="error", poison=poison,
+                                    crash_report=crash_report_to.get())  # fmt: skip
     arena = DUMP_ARENA_BYTES
     while True:
         args = guarded_args([inputs[a.name] for a in build.args])

@@ -10,6 +10,9 @@ Invariants:
   concurrently) or its own outputs were written by someone else while or after it ran.
 - Runs pair by task id: every run submits the same tasks (the orchestration is deterministic on
   the same data); a run whose task count differs is reported, not compared.
+- Runs that all fail the same way (``same_failure``) say nothing about schedules: the failure is
+  reported as it is, never as nondeterminism. The runs' schedule is the analysis's own
+  (``RunConfig.for_analysis``): ``TILESCOPE_SERIAL`` does not stop them being shuffled.
 
 Running it:
 Is the answer the same on every schedule? ``--shuffle N`` and the ``race`` step of
@@ -106,6 +109,13 @@ class ShuffleReport:
     def deterministic(self) -> bool:
         """Whether every run finished and every output agreed bit for bit with the first run."""
         return not self.differing_outputs and not self.failures
+
+    @property
+    def same_failure(self) -> str | None:
+        """The failure every run ended with, when each ended with the same one: it does not depend on
+        the schedule, so it is no evidence of a race (None otherwise)."""
+        said = {r.failure for r in self.runs}
+        return said.pop() if len(self.runs) > 1 and len(said) == 1 and None not in said else None
 
 
 def topological(report: RunReport) -> list[int]:
@@ -245,6 +255,9 @@ def shuffle_lines(rep: ShuffleReport) -> list[str]:
     """What the runs show, one finding a line."""
     if rep.deterministic:
         return [f"all {len(rep.runs)} shuffled runs gave the same outputs, bit for bit"]
+    if rep.same_failure is not None:
+        return [f"every one of the {len(rep.runs)} shuffled runs failed the same way, whatever its schedule: "
+                f"{rep.same_failure}"]  # fmt: skip
     out = list(rep.failures)
     out += [f"output {name} differs between runs at {where} ({n} elements)" for name, (n, where) in rep.differing_outputs.items()]
     if rep.differing_runs:

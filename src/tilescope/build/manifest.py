@@ -59,6 +59,18 @@ class ArgSpec:
         return f"{self.direction.value} tensor {list(self.shape)} {self.dtype.name}"
 
 
+def _array_hint(spec: ArgSpec, a: Any) -> str:
+    """What to do with a NumPy array given for a tensor parameter ("" for anything else)."""
+    flags = getattr(a, "flags", None)
+    if type(a).__module__.split(".")[0] != "numpy" or flags is None or not hasattr(a, "__array_interface__"):
+        return ""
+    if spec.is_output and not flags.writeable:
+        return (f" that is read-only (a np.memmap opened with mode='r', or writeable=False), and a run writes its "
+                f"{spec.direction.value} parameters: pass torch.from_numpy of a writable array (a memmap opened with "
+                f"mode='r+' or 'c', or {spec.name}.copy())")  # fmt: skip
+    return f": pass torch.from_numpy({spec.name}), which shares its memory"
+
+
 def arg_specs(entries: list[dict[str, Any]]) -> list[ArgSpec]:
     """ArgSpecs from ``kernel_config.py`` rows (``ARGS``, or a kernel's ``params``)."""
     return [
@@ -203,6 +215,12 @@ class Build:
         for spec, a in zip(self.args, args):
             where = f"argument {spec.name!r}"
             if spec.shape is None:
+                if torch.is_tensor(a) and a.device.type == "meta":
+                    problems.append(
+                        f"{where}: a meta tensor, which has no value (expected a Python "
+                        f"{'number' if spec.dtype.is_float else 'int'}, {spec.describe()}): pass the value itself"
+                    )
+                    continue
                 value = a.item() if torch.is_tensor(a) and a.dim() == 0 else a
                 ok = (
                     isinstance(value, int | float | bool)
@@ -220,7 +238,7 @@ class Build:
                 continue
             if not torch.is_tensor(a):
                 problems.append(
-                    f"{where}: expected a torch.Tensor ({spec.describe()}), got {type(a).__name__}"
+                    f"{where}: expected a torch.Tensor ({spec.describe()}), got {type(a).__name__}{_array_hint(spec, a)}"
                 )
                 continue
             got = []
@@ -228,7 +246,9 @@ class Build:
                 got.append(f"shape {list(a.shape)} (expected {list(spec.shape)})")
             if a.dtype != spec.dtype.torch:
                 got.append(f"dtype {a.dtype} (expected {spec.dtype.torch})")
-            if a.device.type != "cpu":
+            if a.device.type == "meta":
+                got.append("device meta (a meta tensor has a shape but no data; expected a CPU tensor holding the values)")
+            elif a.device.type != "cpu":
                 got.append(f"device {a.device} (expected cpu: move it with .cpu())")
             if a.layout != torch.strided:
                 got.append(f"layout {a.layout} (expected a dense tensor, torch.strided: pass .to_dense())")

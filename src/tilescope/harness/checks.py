@@ -154,6 +154,9 @@ def shuffle_check(run: RunData, n: int, say: Callable[[str], None]):
     if rep is None:
         return None
     lines = shuffle_lines(rep)
+    if rep.same_failure is not None:  # NOTE: a failure that does not depend on the schedule says nothing of one
+        say("[shuffle] no schedules compared: " + lines[0])
+        return rep
     say(("[shuffle] deterministic: " if rep.deterministic else "[shuffle] NOT deterministic: ") + lines[0])
     for line in lines[1:]:
         say(f"  - {line}")

@@ -32,6 +32,7 @@ from tilescope.ir.nodes import Program
 from tilescope.launch.inputs_kept import KeptInputs
 from tilescope.launch.isolate import run_isolated
 from tilescope.launch.run import Binaries, RunInfo, launch, load_binaries
+from tilescope.runtime.host_memory import check_local_memory, run_workers, unwritable
 from tilescope.runtime.interp import run_program
 from tilescope.runtime.run_config import RunConfig
 
@@ -125,6 +126,7 @@ class CompiledProgram(Build):
     def _run(self, args: tuple, config: RunConfig) -> RunInfo:
         configure(config.log_level)
         self._check_args_again(args)
+        self._check_writable(args)
         rc = self.runtime_config
         if config.platform not in rc.get("platforms", knobs.PLATFORMS):
             raise ConfigError(
@@ -141,6 +143,8 @@ class CompiledProgram(Build):
             check_target(self.work_dir, rc.get("target"), config.platform)
             self._target_ok.add(config.platform)
         if config.isolate:
+            # NOTE: the child would refuse them too: refused here, no child is started for nothing
+            check_local_memory(int(rc.get("local_memory_bytes", 0)), run_workers(config), self.name)
             self.ensure_binaries()
             return run_isolated(self, args, config)
         return launch(self, self.binaries(), args, config.replace(crash_report=self._crash_report_path()))
@@ -166,6 +170,23 @@ class CompiledProgram(Build):
             return None
         self._crash_report = (str(where), str(inside(where, CRASH_REPORT)))
         return self._crash_report[1]
+
+    def _check_writable(self, args: tuple) -> None:
+        """ArgumentError naming every Out/InOut tensor whose memory is mapped read-only: a kernel (or
+        an isolated run's copy back) writing there would kill the process with SIGSEGV. Checked on
+        every call: the signature ``_check_args_again`` compares cannot tell memory apart."""
+        import torch
+
+        bad = [spec for spec, a in zip(self.args, args) if spec.is_output and isinstance(a, torch.Tensor)
+               and unwritable(a)]  # fmt: skip
+        if bad:
+            raise ArgumentError(
+                f"{len(bad)} argument(s) of {self.name} cannot be written:\n  " + "\n  ".join(
+                    f"argument {spec.name!r} ({spec.describe()}): its memory is mapped read-only (a tensor made "
+                    "from a np.memmap opened with mode='r', or from another read-only buffer), and a run writes "
+                    f"its {spec.direction.value} parameters in place: open the memmap with mode='r+' (writes reach "
+                    f"the file) or mode='c' (copy on write), or pass a copy ({spec.name}.clone())" for spec in bad)
+            )  # fmt: skip
 
     def _check_args_again(self, args: tuple) -> None:
         """``check_args``, skipped when the arguments' signature (``args_signature``) equals that

@@ -38,8 +38,8 @@ from tilescope.runtime.graph import (
     scalar_arg,
     single_task_orchestration,
     tensor_arg,
-    worker_stack_mib,
 )
+from tilescope.runtime.host_memory import check_local_memory, run_workers, worker_stack_mib
 from tilescope.runtime.library import ProbeInstaller, load_entry, probe_sink, sink_installer
 from tilescope.runtime.records import RunReport
 from tilescope.runtime.run_config import Recording, RunConfig
@@ -136,7 +136,8 @@ def launch(
     Raises:
         RuntimeFailure: the run failed; ``.failure`` (a Failure) names the task, kernel and
             source line, and ``.report`` holds the run's records.
-        ConfigError: recordings that cannot be combined, or an unknown kernel in ``kernel_filter``.
+        ConfigError: recordings that cannot be combined, an unknown kernel in ``kernel_filter``, or
+            workers whose stacks for the build's local memory this machine cannot give.
     """
     if kernel_index is None:
         target, orch, kernels = build, binaries.orchestration, binaries.kernels
@@ -152,6 +153,8 @@ def launch(
     for install in installers:
         if install is not None:
             install(sink)
+    local_memory = int(build.runtime_config.get("local_memory_bytes", 0))
+    check_local_memory(local_memory, 1 if kernel_index is not None else run_workers(config), build.name)
     cargs = [
         scalar_arg(a, spec.dtype) if spec.direction is Direction.SCALAR else tensor_arg(a, spec.direction)
         for spec, a in zip(target.args, args)
@@ -166,7 +169,7 @@ def launch(
             config if kernel_index is None else config.replace(num_workers=1),
             recording,
             kernel_filter=kernel_filter(target, config),
-            worker_stack_mib=worker_stack_mib(int(build.runtime_config.get("local_memory_bytes", 0))),
+            worker_stack_mib=worker_stack_mib(local_memory),
         )
     except RuntimeFailure as e:
         report = getattr(e, "report", None)

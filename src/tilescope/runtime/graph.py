@@ -327,14 +327,6 @@ def _check_graph(
         raise ArgumentError(f"{caller}: the orchestration and every kernel need a non-NULL entry address")
 
 
-def worker_stack_mib(local_memory_bytes: int) -> int:
-    """The worker stack (MiB) a build with this much local memory needs, 0 when the default
-    8 MiB thread stack is enough: a kernel's tiles live on its worker's stack, and the compiled
-    code may keep a statement's temporaries apart, so twice the local memory plus 4 MiB."""
-    need = 2 * max(local_memory_bytes, 0) + (4 << 20)
-    return 0 if need <= 8 << 20 else -(-need // (1 << 20))
-
-
 def single_task_orchestration() -> int:
     """Address of the core's orchestration that submits kernel 0 on every program argument."""
     return ctypes.cast(load_core().ts_single_task_orchestration, ctypes.c_void_p).value
@@ -360,7 +352,7 @@ def run_graph(
     dump into ``report.dump`` (1 tagged, 2 every argument, 3 metadata only), bounded by
     ``run_config.DUMP_ARENA_BYTES`` and ``DUMP_MAX_RECORDS`` per worker. ``kernel_filter`` is one
     flag per kernel (print_intermediates lines and dump levels 2/3 for those only) and
-    ``worker_stack_mib`` the workers' stack size (0: the default; see ``worker_stack_mib()``).
+    ``worker_stack_mib`` the workers' stack size (0: the default; see ``host_memory.worker_stack_mib()``).
     The run borrows a Runtime from ``runtime_pool()``, so consecutive runs reuse parked worker
     threads instead of starting them.
 

@@ -9,7 +9,10 @@ Invariants:
   ``RunConfig`` is frozen: it travels unchanged from the call to ``launch`` (``replace`` makes
   a changed copy) and through ``request.json`` to an isolated child (``to_json``/``from_json``).
 - The fields tilescope sets itself (``crash_report``, ``poison``, ``shuffle_seed``,
-  ``dump_arena_bytes``) are never run keywords: the analyses and the run path set them.
+  ``dump_arena_bytes``) are never run keywords: the analyses and the run path set them. An
+  analysis's own runs start from ``RunConfig.for_analysis``, so the environment's schedule and
+  instruments (``TILESCOPE_SERIAL``, ``TILESCOPE_NUM_WORKERS``, ...) never change what it runs.
+- A shuffled run is never serial: a RunConfig asking for both is a ConfigError, however made.
 - ``core_config`` builds ``TsRunConfig`` by keyword, from a RunConfig and a Recording only; no
   other code makes one for a run.
 """
@@ -61,6 +64,28 @@ class RunConfig:
     poison: int | None = None  # intermediates start with every byte this value (None: zero-filled)
     shuffle_seed: int | None = None  # a randomized schedule from this seed (None: the usual one)
     dump_arena_bytes: int | None = None  # the tensor dump's payload ring per worker (None: DUMP_ARENA_BYTES)
+
+    def __post_init__(self) -> None:
+        if self.serial and self.shuffle_seed:
+            raise ConfigError(
+                f"a shuffled run (shuffle_seed={self.shuffle_seed}) cannot be serial: shuffling reorders what serial "
+                "runs in submission order; set serial=False for the shuffled runs (TILESCOPE_SERIAL applies to a "
+                "program's own runs, not to an analysis's)"
+            )
+
+    @classmethod
+    def for_analysis(cls, **fields: Any) -> RunConfig:
+        """The options of a run an analysis makes for itself (localize's and triage's runs, the access
+        audit, poison and shuffled runs): ``fields``, and the knobs' defaults for the rest. The
+        schedule (``serial``, ``num_workers``), the platform and the instruments that the environment
+        or an ``override`` block set are for the program's own runs, never an analysis's: its runs
+        are what it reasons about. Only ``task_timeout_s`` is read as ``from_keywords`` reads it.
+
+        Raises:
+            ConfigError: the environment sets a run knob to a value it refuses (each is checked).
+        """
+        opts = knobs.runtime_options(None)
+        return cls(**{"task_timeout_s": float(opts["task_timeout_s"]), **fields})
 
     @classmethod
     def from_keywords(cls, cfg: Mapping[str, Any] | None = None) -> RunConfig:
@@ -189,7 +214,7 @@ def core_config(
     alive."""
     flags = None if kernel_filter is None else (ctypes.c_uint8 * len(kernel_filter))(*map(bool, kernel_filter))
     zones = (TsGuardZone * len(guard_zones))(*guard_zones) if guard_zones else None
-    return TsRunConfig(
+    numbers = dict(
         num_workers=0,  # the runtime's own count
         record_edges=int(recording.record_edges),
         record_task_times=int(recording.record_task_times),
@@ -201,15 +226,24 @@ def core_config(
         nan_check=int(recording.nan_check),
         print_intermediates=recording.print_intermediates,
         worker_stack_mib=worker_stack_mib,
-        kernel_filter=ctypes.cast(flags, ctypes.c_void_p) if flags is not None else None,
-        crash_report_path=os.fsencode(config.crash_report) if config.crash_report else None,
-        guard_zones=zones,
         num_guard_zones=len(guard_zones),
         probes=int(recording.probes),
         poison=0 if config.poison is None else 0x100 | (config.poison & 0xFF),
         shuffle_seed=config.shuffle_seed or 0,
         pmu=int(recording.pmu),
     )
+    core = TsRunConfig(
+        **numbers,
+        kernel_filter=ctypes.cast(flags, ctypes.c_void_p) if flags is not None else None,
+        crash_report_path=os.fsencode(config.crash_report) if config.crash_report else None,
+        guard_zones=zones,
+    )
+    # NOTE: ctypes cuts an integer that does not fit its field without a word (2**43 MiB of stack became 0)
+    cut = [f"{name}={value}" for name, value in numbers.items() if getattr(core, name) != value]
+    if cut:
+        raise ConfigError(f"{', '.join(cut)}: too large for the runtime core's ts_run_config (a value past what its "
+                          "field holds); use a smaller value")  # fmt: skip
+    return core
 
 
 __all__ = ["DUMP_ARENA_BYTES", "DUMP_MAX_RECORDS", "SIM_ONLY", "Recording", "RunConfig", "core_config"]

@@ -106,7 +106,7 @@ def _probe_runner(build: CompiledProgram):
         binaries.kernels[task.func_id] = entry.address
         binaries.probes[task.func_id] = sink_installer(entry.library)
         args = task.arguments(build.kernel_params(task.func_id), guarded_clone)
-        config = RunConfig.from_keywords({"log_level": "error"})
+        config = RunConfig.for_analysis(log_level="error")
         try:
             info = launch(build, binaries, args, config, kernel_index=task.func_id, capture=Recording(probes=True))
         except RuntimeFailure as e:

@@ -170,6 +170,9 @@ class Analysis(Steps):
             return
         rep = self.shuffle(SHUFFLE_PASS)
         runs = len(rep.runs)
+        if self.failed_alike(rep):
+            self.verdict("pass", "the outputs are within tolerance of the golden")
+            return
         if rep.deterministic:
             self.rep.deterministic = True
             self.verdict("pass", f"the outputs are within tolerance of the golden, and the same bit for bit across "
@@ -183,6 +186,13 @@ class Analysis(Steps):
         deadline = time.perf_counter() + self.left() / 2
         return self.step("shuffled runs", lambda: shuffle_runs(self.build, self.inputs, wanted, say=self.say,
                                                                deadline=deadline))  # fmt: skip
+
+    def failed_alike(self, rep) -> bool:
+        """Whether every shuffled run failed the same way (a limitation: no schedule was compared)."""
+        if rep.same_failure is None:
+            return False
+        self.rep.limitations.append(f"the shuffled runs compared no schedules: {shuffle_lines(rep)[0]}")
+        return True
 
     def race_from_shuffle(self, rep, summary: str) -> None:
         """Shuffled runs that differ: the race they show."""
@@ -370,6 +380,8 @@ class Analysis(Steps):
             self.rep.limitations.append(f"{NO_BUDGET} for shuffled runs")
             return False
         rep = self.shuffle(SHUFFLE_WRONG)
+        if self.failed_alike(rep):
+            return False
         if rep.deterministic:
             self.rep.evidence.append(f"{len(rep.runs)} shuffled runs gave the same outputs, bit for bit")
             return False
@@ -425,8 +437,26 @@ class Analysis(Steps):
         return True
 
 
+STOPPED = "[triage-stopped] "  # the line, on stderr, that says why the child stopped without an answer
+STOPPED_STATUS = 3  # the child's exit status when it stopped on an error it could word
+
+
 def child_main(request: str) -> int:
-    """The child's entry: run the steps the request asks for, write the answer next to it."""
+    """The child's entry: run the steps the request asks for, write the answer next to it. An error
+    stops it with ``STOPPED_STATUS`` and one ``STOPPED`` line saying why (never a traceback)."""
+    import sys
+
+    try:
+        return _child_steps(request)
+    except TilescopeError as e:
+        said = str(e).strip().splitlines()
+        print(STOPPED + (said[0] if said else type(e).__name__), file=sys.stderr, flush=True)
+    except Exception as e:  # noqa: BLE001 - a defect, worded in one line for the parent's report
+        print(STOPPED + internal_error(e, "triage"), file=sys.stderr, flush=True)
+    return STOPPED_STATUS
+
+
+def _child_steps(request: str) -> int:
     req = torch.load(request, weights_only=False)
     work = Path(req["work"])
     crash_report_to.set(Path(req["crash_report"]))

@@ -49,7 +49,7 @@ from tilescope.analysis.localize.localize_command import report_cli
 from tilescope.analysis.localize.metrics import close
 from tilescope.analysis.progress import Progress, seconds_arg, tolerance_arg
 from tilescope.analysis.report import Culprit, Fix, Report, write_report
-from tilescope.analysis.triage.steps import ANSWER, CRASH, NO_BUDGET, REQUEST, WALL_STRETCH, Steps
+from tilescope.analysis.triage.steps import ANSWER, CRASH, NO_BUDGET, REQUEST, STOPPED, WALL_STRETCH, Steps
 from tilescope.build.build_report import report_problem
 from tilescope.build.manifest import Build, as_build_dir
 from tilescope.build.paths import (
@@ -124,7 +124,12 @@ def triage(
     Raises:
         TriageError: not a build directory, no saved data to run on, or a budget or task timeout
             that is not a number of seconds > 0.
+        ConfigError: an environment variable sets a knob to a value it refuses.
     """
+    # NOTE: every knob the environment sets, checked before anything runs: a bad one is a ConfigError
+    # naming its variable, never a run (or the contained steps) failing on it later
+    knobs.compile_options(None)
+    knobs.runtime_options(None)
     if budget is None:
         budget = knobs.ENV_KNOBS["triage_budget"].env_value() or DEFAULT_BUDGET  # a bad value: ConfigError
     for name, value in (("budget", budget), ("task_timeout_s", task_timeout_s)):
@@ -271,6 +276,8 @@ class _Triage(Steps):
             answer.unlink(missing_ok=True)
         elif rc < 0 and crash.is_file() and crash.stat().st_size > 0:
             self.crashed(read_crash_report(crash, self.build, save_inputs=False), said)
+        elif stopped := [x.removeprefix(STOPPED) for x in said if x.startswith(STOPPED)]:
+            self.rep.limitations.append(f"the steps after the first run stopped: {stopped[-1]}")
         else:
             tail = [x for x in said if x.strip()][-3:]
             self.rep.limitations.append(

@@ -80,8 +80,11 @@ ts_run_result *checked_run(const char *caller, ts::rt::Runtime *runtime, const t
         const int32_t workers = runtime != nullptr ? runtime->num_workers() : cfg.num_workers;
         if (why.empty() && cfg.serial && workers != 1)
             why = "a serial run needs a runtime of exactly 1 worker, not " + std::to_string(workers);
-        if (why.empty() && !(cfg.task_timeout_s >= 0))
-            why = "task_timeout_s must be >= 0 (0: no budget)";
+        // NOTE: the budget becomes int64 nanoseconds: past 1e9 s (or NaN, or inf) it would overflow
+        if (why.empty() && !(cfg.task_timeout_s >= 0 && cfg.task_timeout_s <= 1e9))
+            why = "task_timeout_s must be a number of seconds in [0, 1e9] (0: no budget)";
+        if (why.empty() && cfg.worker_stack_mib < 0)
+            why = "worker_stack_mib must be >= 0 (0: the default stack), not " + std::to_string(cfg.worker_stack_mib);
         if (why.empty() && cfg.poison != 0 && (cfg.poison & ~0xFF) != 0x100)
             why = "poison must be 0 (off) or 0x100 | the fill byte, not " + std::to_string(cfg.poison);
         if (why.empty() && cfg.shuffle_seed != 0 && cfg.serial) why = "a shuffled run cannot be serial";

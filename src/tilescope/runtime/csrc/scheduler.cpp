@@ -85,9 +85,14 @@ void Scheduler::start_workers(int64_t stack_bytes) {
     } catch (const std::system_error &e) {
         const size_t started = workers_.size();
         stop_workers();  // joins every thread this scheduler started: a failed start leaks none
+        // NOTE: stacks larger than the default hold a build's local memory: a smaller one is the other way out
+        const std::string stacks = stack_bytes_ > 0 ? " with a stack of " + std::to_string(stack_bytes_ >> 20) +
+                                                          " MiB each (twice the build's local_memory_bytes, plus 4 MiB)"
+                                                    : "";
         throw WorkerStartError("cannot start worker thread " + std::to_string(started + 1) + " of " +
-                                 std::to_string(num_workers_) + " (" + e.what() +
-                                 "); run with fewer workers (num_workers / --workers)");
+                                 std::to_string(num_workers_) + stacks + " (" + e.what() +
+                                 "); run with fewer workers (num_workers / --workers)" +
+                                 (stack_bytes_ > 0 ? ", or compile with a smaller local_memory_bytes" : ""));
     }
 }
 
