@@ -425,15 +425,16 @@ def _store_sizes(view: torch.Tensor, tile: torch.Tensor) -> tuple[int, ...]:
     return (1,) * (view.dim() - tile.dim()) + tuple(tile.shape)
 
 
-def _region(view: torch.Tensor, offsets: list[int], sizes, site: str, name: str) -> torch.Tensor:
+def _region(view: torch.Tensor, offsets: list[int], sizes, site: str = "", name: str = "") -> torch.Tensor:
     """The region of ``view`` a load or store at ``site`` touches; IndexError naming the site, the
-    tensor and the first dim out of bounds, as a checked sim build words it."""
+    tensor ``name`` and the first dim out of bounds, as a checked sim build words it."""
     index = []
+    whose = f"{name}'s" if name else "the tensor's"
     for dim, (o, s) in enumerate(zip(offsets, sizes)):
         if o < 0 or o + s > view.shape[dim]:
             why = f"{o} < 0" if o < 0 else f"{o} + {s} > {view.shape[dim]}"
             raise IndexError(
-                f"{site}offset {list(offsets)} + tile {list(sizes)} is outside {name}'s shape {list(view.shape)} "
+                f"{site}offset {list(offsets)} + tile {list(sizes)} is outside {whose} shape {list(view.shape)} "
                 f"(dim {dim}: {why})"
             )
         index.append(slice(o, o + s))
