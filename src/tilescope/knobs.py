@@ -32,6 +32,7 @@ from tilescope.errors import ConfigError
 LOG_LEVELS = ("debug", *(f"v{i}" for i in range(10)), "info", "warn", "error", "null")
 PLATFORMS = ("sim", "interp")
 MAX_WORKERS = 1024  # num_workers: worker threads of one runtime
+MAX_TASKS = 4_000_000  # max_tasks' default: about 2 GB of task graph (some 550 bytes a task)
 # local_memory_bytes: a worker's tiles live on its stack, twice this size; no machine maps 2 TiB stacks
 MAX_LOCAL_MEMORY_BYTES = 1 << 40
 MAX_TASK_TIMEOUT_S = 7 * 24 * 3600.0  # task_timeout_s: a week (0 is the way to say "no budget")
@@ -289,6 +290,16 @@ RUNTIME_KNOBS: dict[str, Knob] = {
             f"a number of seconds in 0..{MAX_TASK_TIMEOUT_S:.0f} (a week; 0 = no budget)",
             flag=Flag(("--task-timeout",), "failures", {"type": float, "metavar": "SECONDS"}),
             kind=float,
+        ),
+        Knob(
+            "max_tasks",
+            MAX_TASKS,
+            "the most tasks one run may submit (the task graph's memory grows with each): a loop that "
+            "submits tasks and would run more times is refused before it starts, naming the loop and its "
+            "bounds, and the submit past it fails the run; 0 = no cap",
+            _is_int(0, 2**62),
+            "an int >= 0 (0 = no cap)",
+            flag=Flag(("--max-tasks",), "failures", {"type": int, "metavar": "N"}),
         ),
         Knob(
             "isolate",

@@ -116,3 +116,38 @@ def test_a_slice_out_of_its_tensor_names_the_parameter_and_the_call(platform):
     msg = str(info.value)
     assert "tensor_arg(" not in msg and f"test_checked_arith.py:{line_of(picked, '# picked rows')}" in msg
     assert ("slice [14:18, 0:8] of x[0:16, 0:8]" if platform == "sim" else "slice x[14:18] of dim 0") in msg
+
+
+@ts.jit
+def runaway(x: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F], c: ts.Scalar[ts.i64]):
+    for _i in ts.range(0, c):  # one task per count
+        copy_block(x, y)
+
+
+@ts.jit
+def nested_runaway(x: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F], c: ts.Scalar[ts.i64]):
+    for _i in ts.range(0, c):
+        for _j in ts.range(0, c):
+            copy_block(x, y)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_runaway_loop_is_refused_naming_the_loop_and_its_bounds_before_memory_runs_out(platform):
+    prog = runaway.compile()
+    x, y = torch.randn(4, 8), torch.zeros(4, 8)
+    prog.run(x, y, 3, platform=platform)
+    torch.testing.assert_close(y, x)
+    where = f"test_checked_arith.py:{line_of(runaway, '# one task per count')}"
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.run(x, y, 2**40, platform=platform)
+    msg = str(info.value)
+    assert f"ts.range(0, c, 1) at {__file__.rsplit('/', 1)[0]}/{where} (start 0, stop 1099511627776, step 1) runs " \
+           "1099511627776 times, each submitting tasks: more than max_tasks = 4000000 (TILESCOPE_MAX_TASKS)" in msg
+    with pytest.raises(ts.RuntimeFailure, match="runs 20 times, each submitting tasks: more than max_tasks = 10"):
+        prog.run(x, y, 20, platform=platform, max_tasks=10)
+    nested = nested_runaway.compile()
+    with pytest.raises(ts.RuntimeFailure) as info:  # each loop fits; together they pass the cap
+        nested.run(x, y, 5, platform=platform, max_tasks=10)
+    assert "the orchestration submitted 10 tasks, the most a run may hold (max_tasks = 10" in str(info.value)
+    nested.run(x, y, 5, platform=platform, max_tasks=0)  # no cap

@@ -25,7 +25,7 @@ from tilescope.codegen.cpp_common import (
     marker,
     string_literal,
 )
-from tilescope.ir.analysis import bound_text, runtime_bounds, stmt_uses
+from tilescope.ir.analysis import bound_text, range_text, runtime_bounds, stmt_uses
 from tilescope.ir.nodes import (
     Assign,
     CreateTensor,
@@ -41,7 +41,7 @@ from tilescope.ir.nodes import (
     TensorRead,
     Var,
 )
-from tilescope.ir.traverse import walk_stmts
+from tilescope.ir.traverse import walk_exprs, walk_stmts
 from tilescope.ir.types import Direction, IndexType, ScalarType, TaskType, TensorType
 
 _ADD = {Direction.IN: "add_input", Direction.OUT: "add_output", Direction.INOUT: "add_inout"}
@@ -196,9 +196,15 @@ def orchestration_cpp(p: Program) -> str:
                     value = em.emit(e)
                     label = string_literal(bound_text(s, which, e))
                     lines.append(f"{ind}if ({value} < 0) orch.fail(ts::negative_bound_message({value}, {label}));{m}")
+                submits = any(isinstance(e, Submit) for e in walk_exprs(body))
+                if submits:  # NOTE: a runaway loop is refused before it fills memory with tasks
+                    bounds = f"{em.emit(a)}, {em.emit(b)}, {em.emit(c)}"
+                    lines.append(f"{ind}if (!orch.loop_fits({bounds}, {string_literal(range_text(s))})) return orch.status();{m}")
                 lines.append(
                     f"{ind}for (int64_t {var} = {em.emit(a)}; {var} < {em.emit(b)}; {var} += {em.emit(c)}) {{{m}"
                 )
+                if submits:
+                    lines.append(f"{ind}    if (orch.failed()) return orch.status();")
                 loop_vars.add(v)
                 nested(body, ind, v)
                 loop_vars.discard(v)

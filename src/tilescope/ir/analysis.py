@@ -164,8 +164,12 @@ def int_type_name(t: Type) -> str:
     return t.dtype.name if isinstance(t, ScalarType) else "i64"
 
 
+def range_text(loop: For) -> str:
+    """How errors name a loop: ``ts.range(0, n, 64) at m.py:12``."""
+    where = f" at {loop.loc}" if loop.loc else ""
+    return f"ts.range({expr_str(loop.start)}, {expr_str(loop.stop)}, {expr_str(loop.step)}){where}"
+
+
 def bound_text(loop: For, which: str, e: Expr) -> str:
     """What a negative-bound error names: ``ts.range(0, n, 64) at m.py:12: stop n``."""
-    where = f" at {loop.loc}" if loop.loc else ""
-    head = f"ts.range({expr_str(loop.start)}, {expr_str(loop.stop)}, {expr_str(loop.step)})"
-    return f"{head}{where}: {which} {expr_str(e)}"
+    return f"{range_text(loop)}: {which} {expr_str(e)}"

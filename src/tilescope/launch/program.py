@@ -136,7 +136,7 @@ class CompiledProgram(Build):
         if config.platform == "interp":
             t0 = time.perf_counter()
             kept = KeptInputs(self.args, args)
-            n = run_program(self.program(), list(args), float64=config.float64)
+            n = run_program(self.program(), list(args), float64=config.float64, max_tasks=config.max_tasks)
             kept.check(self.name, self.work_dir)
             return RunInfo("interp", time.perf_counter() - t0, n)
         if config.platform not in self._target_ok:

@@ -136,6 +136,7 @@ class TsRunConfig(ctypes.Structure):
         ("poison", ctypes.c_int32),
         ("shuffle_seed", ctypes.c_uint32),
         ("pmu", ctypes.c_int32),
+        ("max_tasks", ctypes.c_int64),
     ]
 
 

@@ -27,7 +27,14 @@ import torch
 from tilescope.codegen.cpp_common import display_path
 from tilescope.errors import RuntimeFailure
 from tilescope.ir import dtypes as dt
-from tilescope.ir.analysis import CHECKED_OPS, bound_text, checked_int, int_type_name, runtime_bounds
+from tilescope.ir.analysis import (
+    CHECKED_OPS,
+    bound_text,
+    checked_int,
+    int_type_name,
+    range_text,
+    runtime_bounds,
+)
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
@@ -59,11 +66,12 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
-from tilescope.ir.op_registry import OPS, binary_ops, compare_ops, logical_ops, torch_reference, unary_ops
+from tilescope.ir.op_registry import binary_ops, compare_ops, logical_ops, torch_reference, unary_ops
 from tilescope.ir.printer import expr_str
 from tilescope.ir.traverse import recursion_room, walk_exprs
 from tilescope.ir.types import Direction, ScalarType, TileType
 from tilescope.runtime.casts import float_to_int, narrow_float
+from tilescope.runtime.unary_ops import unary_fn
 
 _SCALAR_OPS = {
     "add": operator.add,
@@ -82,61 +90,6 @@ _SCALAR_OPS = {
     "ge": operator.ge,
 }
 _TILE_OPS = {op: torch_reference(op) for op in (*binary_ops(), *compare_ops(), *logical_ops())}
-def _sqrt(x: torch.Tensor) -> torch.Tensor:
-    """sqrt correctly rounded, as the tile library's: torch's f32 CPU sqrt is up to 0.75 ulp off
-    (for about 17% of inputs), so f32 goes through float64, where one rounding to f32 is exact."""
-    return torch.sqrt(x.double()).float() if x.dtype == torch.float32 else torch.sqrt(x)
-
-
-def _rsqrt(x: torch.Tensor) -> torch.Tensor:
-    """1 / sqrt(x) in two correctly rounded steps, as the tile library computes it (torch's CPU
-    rsqrt uses another approximation)."""
-    return torch.div(1.0, _sqrt(x)) if x.dtype == torch.float32 else torch.rsqrt(x)
-
-
-def _through_f32(fn):
-    """``fn`` for bf16/f16 computed in f32 and rounded once, as the tile library computes it:
-    torch's own bf16/f16 CPU erf is off by up to ~3e-7 absolute near 0 (erf(1e-7) = 0 in bf16,
-    erf(1e-5) 2.5% high), and some of its bf16 functions flush results below 2^-126 to zero."""
-
-    def op(x: torch.Tensor) -> torch.Tensor:
-        return fn(x.float()).to(x.dtype) if x.dtype in (torch.bfloat16, torch.float16) else fn(x)
-
-    return op
-
-
-def _through_f64(fn):
-    """``fn`` computed in float64 and rounded once to f32 (then to bf16/f16), as the tile library
-    computes it. torch's own f32 functions round differently on each CPU (its AVX-512 and AVX2
-    erf disagree in the last bit for ~3% of inputs, and oneDNN's AVX2 gelu gives +0 for -0); its
-    float64 erf, erfc, softplus and log1p give the same bits on every CPU."""
-
-    def op(x: torch.Tensor) -> torch.Tensor:
-        if x.dtype == torch.float64:
-            return fn(x)
-        return fn(x.double()).float().to(x.dtype)
-
-    return op
-
-
-def _gelu(x: torch.Tensor) -> torch.Tensor:
-    """x/2 erfc(-x / sqrt2): torch's exact GELU without its 1 + erf cancellation for x < 0 (the
-    tile library's form). Clamped at -40, where the result is far below the float subnormals,
-    so that gelu(-Inf) is -0 rather than -Inf * 0 = NaN."""
-    xd = x.clamp(min=-40.0)
-    return 0.5 * xd * torch.special.erfc(xd * -0.70710678118654752440)
-
-
-_OWN = {"sqrt": _sqrt, "rsqrt": _rsqrt, "gelu": _through_f64(_gelu)}  # the registry's interp="own" ops
-_ROUTES = {"torch": lambda fn: fn, "f32": _through_f32, "f64": _through_f64}
-
-
-def unary_fn(op: str) -> Any:
-    """The torch function the interpreter computes the registry unary op ``op`` with."""
-    d = OPS[op]
-    if d.interp == "own":
-        return _OWN[op]
-    return _ROUTES[d.interp](torch_reference(d))
 
 
 _UNARY = {op: unary_fn(op) for op in unary_ops()}
@@ -166,6 +119,9 @@ class _Interp:
         """A run-time loop bound below 0, a division by zero or an integer overflow: an IndexError
         in a kernel (reported with its task)."""
         raise IndexError(message)
+
+    def loop_starts(self, loop: For, start: int, stop: int, step: int) -> None:
+        """Called before ``loop`` runs from ``start`` to ``stop`` by ``step``."""
 
     def int_op(self, e: BinOp, x: int, y: int) -> int:
         """``x <op> y`` of a checked integer op (``ir.analysis.checked_int``), exact, or the error
@@ -206,8 +162,10 @@ class _Interp:
                         if value < 0:
                             label = bound_text(s, which, e)
                             self.run_error(f"{label} is {value} at run time; a run-time loop bound must be >= 0")
+                    step = self.expr(c, env)
+                    self.loop_starts(s, start, stop, step)
                     self.loop_vars.add(var)
-                    for i in range(start, stop, self.expr(c, env)):
+                    for i in range(start, stop, step):
                         env[var] = i
                         self.body(inner, env)
                     self.loop_vars.discard(var)
@@ -442,9 +400,11 @@ def _region(view: torch.Tensor, offsets: list[int], sizes, site: str = "", name:
 
 
 class _OrchInterp(_Interp):
-    def __init__(self, program: Program, float64: bool, sum_order: str = "torch"):
+    def __init__(self, program: Program, float64: bool, sum_order: str = "torch", max_tasks: int = 0):
         super().__init__(float64)
         self.p = program
+        self.max_tasks = max_tasks  # 0: no cap
+        self.submitting: dict[int, bool] = {}  # id of a loop -> whether its body submits tasks
         self.kernels = {k.name: _KernelInterp(k, float64, sum_order) for k in program.kernels}
         self.by_name = {k.name: k for k in program.kernels}
         self.tasks = 0
@@ -465,6 +425,21 @@ class _OrchInterp(_Interp):
 
     def run_error(self, message: str) -> None:
         raise RuntimeFailure(f"orchestration {self.p.name}: {message} (task {self.tasks})")
+
+    def loop_starts(self, loop: For, start: int, stop: int, step: int) -> None:
+        """A loop that submits tasks and would pass ``max_tasks`` is refused before it starts (as sim's
+        ``loop_fits``)."""
+        if self.max_tasks <= 0 or step <= 0 or stop <= start:
+            return
+        if id(loop) not in self.submitting:
+            self.submitting[id(loop)] = any(isinstance(e, Submit) for e in walk_exprs(loop.body))
+        trips = (stop - start - 1) // step + 1
+        if self.submitting[id(loop)] and trips > self.max_tasks:
+            self.run_error(
+                f"{range_text(loop)} (start {start}, stop {stop}, step {step}) runs {trips} times, each submitting "
+                f"tasks: more than max_tasks = {self.max_tasks} (TILESCOPE_MAX_TASKS), the most a run may hold; a "
+                "bound read as a huge value? (raise max_tasks if the program means it)"
+            )
 
     def stmt(self, s: Stmt, env: dict[str, Any]) -> None:
         match s:
@@ -544,6 +519,12 @@ class _OrchInterp(_Interp):
 
     def submit(self, e: Submit, env: dict[str, Any]) -> int:
         kernel = self.by_name[e.kernel]
+        if 0 < self.max_tasks <= self.tasks:
+            raise RuntimeFailure(
+                f"orchestration {self.p.name}: the orchestration submitted {self.tasks} tasks, the most a run may hold "
+                f"(max_tasks = {self.max_tasks}, TILESCOPE_MAX_TASKS), and submits more ({e.kernel}): a loop runs far "
+                "longer than meant (a bound read as a huge value?); raise max_tasks if the program means it"
+            )
         args = [self.expr(a, env) for a in e.args]
         task = self.tasks
         for i, (p, a) in enumerate(zip(kernel.params, args)):
@@ -588,9 +569,11 @@ def _same_elements(mask: torch.Tensor, tensor: torch.Tensor, view: torch.Tensor)
 
 
 @recursion_room()
-def run_program(program: Program, args: list[Any], *, float64: bool = False, sum_order: str = "torch") -> int:
+def run_program(program: Program, args: list[Any], *, float64: bool = False, sum_order: str = "torch",
+                max_tasks: int = 0) -> int:  # fmt: skip
     """Run ``program`` on ``args`` (torch tensors written in place, Python scalars); returns
     the number of tasks run. Like a sim run, it is invisible to autograd: outputs get no graph.
-    ``sum_order`` (``SUM_ORDERS``) is the order row and column sums add their elements in."""
+    ``sum_order`` (``SUM_ORDERS``) is the order row and column sums add their elements in;
+    ``max_tasks`` the most tasks it may submit (0: no cap), as on sim."""
     with torch.no_grad():
-        return _OrchInterp(program, float64, sum_order).run(args)
+        return _OrchInterp(program, float64, sum_order, max_tasks).run(args)

@@ -53,6 +53,7 @@ class RunConfig:
     enable_trace: bool = _DEFAULT["enable_trace"]
     enable_pmu: bool = _DEFAULT["enable_pmu"]
     task_timeout_s: float = _DEFAULT["task_timeout_s"]  # 0: no budget
+    max_tasks: int = _DEFAULT["max_tasks"]  # 0: no cap
     isolate: bool = _DEFAULT["isolate"]
     nan_check: bool = _DEFAULT["nan_check"]
     probes: bool = _DEFAULT["probes"]
@@ -79,13 +80,13 @@ class RunConfig:
         audit, poison and shuffled runs): ``fields``, and the knobs' defaults for the rest. The
         schedule (``serial``, ``num_workers``), the platform and the instruments that the environment
         or an ``override`` block set are for the program's own runs, never an analysis's: its runs
-        are what it reasons about. Only ``task_timeout_s`` is read as ``from_keywords`` reads it.
+        are what it reasons about. Only ``task_timeout_s`` and ``max_tasks`` are read as ``from_keywords`` reads them.
 
         Raises:
             ConfigError: the environment sets a run knob to a value it refuses (each is checked).
         """
         opts = knobs.runtime_options(None)
-        return cls(**{"task_timeout_s": float(opts["task_timeout_s"]), **fields})
+        return cls(**{"task_timeout_s": float(opts["task_timeout_s"]), "max_tasks": int(opts["max_tasks"]), **fields})
 
     @classmethod
     def from_keywords(cls, cfg: Mapping[str, Any] | None = None) -> RunConfig:
@@ -111,6 +112,7 @@ class RunConfig:
             enable_trace=bool(opts["enable_trace"]),
             enable_pmu=bool(opts["enable_pmu"]),
             task_timeout_s=float(opts["task_timeout_s"]),
+            max_tasks=int(opts["max_tasks"]),
             isolate=bool(opts["isolate"]),
             nan_check=bool(opts["nan_check"]),
             probes=bool(opts["probes"]),
@@ -222,6 +224,7 @@ def core_config(
         dump_arena_bytes=DUMP_ARENA_BYTES if config.dump_arena_bytes is None else config.dump_arena_bytes,
         dump_max_records=DUMP_MAX_RECORDS,
         task_timeout_s=float(config.task_timeout_s),
+        max_tasks=int(config.max_tasks),
         serial=int(config.serial),
         nan_check=int(recording.nan_check),
         print_intermediates=recording.print_intermediates,

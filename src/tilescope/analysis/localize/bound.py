@@ -63,7 +63,7 @@ from tilescope.ir.nodes import (
 )
 from tilescope.ir.op_registry import OPS
 from tilescope.ir.types import ScalarType, TileType
-from tilescope.runtime import interp
+from tilescope.runtime import interp, unary_ops
 from tilescope.runtime.casts import float_to_int
 from tilescope.runtime.interp import _KernelInterp, _OrchInterp, _region, _store_sizes
 
@@ -308,7 +308,7 @@ class _BoundKernel(_KernelInterp):
     def unary(self, op: str, x: Bounded, t: TileType) -> Bounded:
         d = t.dtype.name
         model = OPS[op].error
-        fn = interp.unary_fn(op)
+        fn = unary_ops.unary_fn(op)
         if model.rule == "exact":
             return Bounded(fn(x.v), x.e.clone())
         v = fn(x.v)

@@ -15,7 +15,7 @@
 static_assert(sizeof(ts_task_arg_record) == 120, "ts_task_arg_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_buffer_record) == 104, "ts_buffer_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_dump_record) == 160, "ts_dump_record layout changed: update runtime/abi.py");
-static_assert(sizeof(ts_run_config) == 104, "ts_run_config layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_run_config) == 112, "ts_run_config layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_failure_record) == 576, "ts_failure_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_wait_record) == 144, "ts_wait_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_orch_read_record) == 104, "ts_orch_read_record layout changed: update runtime/abi.py");
@@ -88,6 +88,8 @@ ts_run_result *checked_run(const char *caller, ts::rt::Runtime *runtime, const t
         if (why.empty() && cfg.poison != 0 && (cfg.poison & ~0xFF) != 0x100)
             why = "poison must be 0 (off) or 0x100 | the fill byte, not " + std::to_string(cfg.poison);
         if (why.empty() && cfg.shuffle_seed != 0 && cfg.serial) why = "a shuffled run cannot be serial";
+        if (why.empty() && cfg.max_tasks < 0)
+            why = "max_tasks must be >= 0 (0: no cap), not " + std::to_string(cfg.max_tasks);
         if (!why.empty()) {
             result->status = 1;
             result->error = std::string(caller) + ": " + why;

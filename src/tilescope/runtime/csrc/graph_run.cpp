@@ -36,6 +36,7 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
     api_.fail_region_at = &Run::api_fail_region_at;
     api_.name_tensor = &Run::api_name_tensor;
     api_.read = &Run::api_read;
+    api_.max_tasks = &Run::api_max_tasks;
     for (const std::string &name : kernel_names_) kernel_cnames_.push_back(name.c_str());
     const int32_t workers = scheduler_.num_workers();
     if ((config_.dump_level >= 1 && config_.dump_level <= 3) || config_.probes)
@@ -219,6 +220,16 @@ int Run::create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_ten
 
 int64_t Run::submit(const SubmitRequest &req) {
     if (failed_.load(std::memory_order_relaxed)) return -1;
+    if (config_.max_tasks > 0 && req.task_id >= config_.max_tasks) {
+        const char *kernel = req.func_id >= 0 && static_cast<size_t>(req.func_id) < kernel_names_.size()
+                                 ? kernel_names_[static_cast<size_t>(req.func_id)].c_str()
+                                 : "?";
+        fail("the orchestration submitted " + std::to_string(req.task_id) + " tasks, the most a run may hold " +
+             "(max_tasks = " + std::to_string(config_.max_tasks) + ", TILESCOPE_MAX_TASKS), and submits more (" +
+             kernel + "): a loop runs far longer than meant (a bound read as a huge value?); raise max_tasks if " +
+             "the program means it");
+        return -1;
+    }
     std::string why = validate_submission(req, kernel_names_);
     if (!why.empty()) {
         fail(std::move(why));
@@ -358,6 +369,8 @@ void Run::api_dump_tag(void *ctx, const ts_tensor *t) {
         run->fail(std::string("dump_tag: runtime internal error: ") + e.what());
     }
 }
+
+int64_t Run::api_max_tasks(void *ctx) { return static_cast<Run *>(ctx)->config_.max_tasks; }
 
 void Run::api_name_tensor(void *ctx, const ts_tensor *t, const char *name) {
     Run *run = static_cast<Run *>(ctx);

@@ -101,6 +101,7 @@ private:
     static void api_fail_region_at(void *ctx, int32_t func_id, int32_t arg_index, const char *where,
                                    const char *message);
     static void api_name_tensor(void *ctx, const ts_tensor *t, const char *name);
+    static int64_t api_max_tasks(void *ctx);
     static int api_read(void *ctx, const ts_tensor *t, const int64_t *index, int32_t nindex, const char *name,
                         const char *where, int64_t *value);  // orch_read.cpp
 

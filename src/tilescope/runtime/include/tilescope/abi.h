@@ -102,6 +102,9 @@ typedef struct ts_orch_api {
     /* fail_region, with `where` ("moe.py:41", may be NULL): the DSL line of the call that gave the
      * region. Added after fail_region. */
     void (*fail_region_at)(void *ctx, int32_t func_id, int32_t arg_index, const char *where, const char *message);
+    /* The most tasks this run may submit (0: no cap): a loop that submits tasks checks its trip
+     * count against it before it starts. Added after fail_region_at. */
+    int64_t (*max_tasks)(void *ctx);
 } ts_orch_api;
 
 /* Every orchestration .so exports this symbol. Returns 0 on success. */

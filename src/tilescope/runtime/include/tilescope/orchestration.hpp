@@ -374,6 +374,25 @@ public:
     }
 
     bool failed() const { return failed_; }
+
+    // Before a loop that submits tasks: fails the run when its trip count passes the run's
+    // max_tasks (the graph would outgrow memory). `what` names the loop and its line
+    // ("ts.range(0, c) at m.py:12"); the message adds its bounds' values. Returns whether the loop
+    // may run.
+    bool loop_fits(int64_t start, int64_t stop, int64_t step, const char *what) {
+        if (failed_) return false;
+        const int64_t cap = api_->max_tasks != nullptr ? api_->max_tasks(ctx_) : 0;
+        if (cap <= 0 || step <= 0 || stop <= start) return true;
+        const uint64_t span = static_cast<uint64_t>(stop) - static_cast<uint64_t>(start);  // no overflow
+        const uint64_t trips = (span - 1) / static_cast<uint64_t>(step) + 1;
+        if (trips <= static_cast<uint64_t>(cap)) return true;
+        fail(std::string(what) + " (start " + std::to_string(start) + ", stop " + std::to_string(stop) + ", step " +
+             std::to_string(step) + ") runs " + std::to_string(trips) +
+             " times, each submitting tasks: more than max_tasks = " +
+             std::to_string(cap) + " (TILESCOPE_MAX_TASKS), the most a run may hold; a bound read as a huge "
+             "value? (raise max_tasks if the program means it)");
+        return false;
+    }
     int status() const { return failed_ ? 1 : 0; }
     // The id the next successful submit will get.
     int64_t next_task_id() const { return next_task_id_; }

@@ -82,6 +82,9 @@ typedef struct ts_run_config {
                               straight to the worker that readied it), random delays before
                               kernels (--shuffle; not serial) */
     int32_t pmu; /* nonzero: per-task counters (ts_pmu_record) around every kernel. Read by enable_pmu */
+    int64_t max_tasks; /* > 0: the most tasks a run may submit (the graph's memory grows with each); the
+                          submit past it fails the run, and a loop whose trip count passes it fails
+                          before it starts. 0: no cap. Read by max_tasks */
 } ts_run_config;
 
 /* Why a run failed (ts_failure_record::kind). */
