@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import logging
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -288,3 +290,22 @@ def test_unusable_cache_dir_warns_once_and_builds_without_it(tmp_path, monkeypat
     assert cache_dir() != blocker / "cache" and object_path(first.key).is_file()
     results = {name: ok for name, ok, _ in check()}
     assert results["cache dir"] is False
+
+
+@pytest.mark.slow
+def test_a_file_size_limit_smaller_than_an_object_is_named_with_what_to_do(tmp_path, private_cache):
+    src = tmp_path / "k.cpp"
+    src.write_text('extern "C" int value() { return 7; }\n')
+    code = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))\n"
+        "from tilescope.toolchain import BuildJob, build\n"
+        "from tilescope.errors import ToolchainError\n"
+        f"try:\n    build([BuildJob(Path({str(src)!r}), Path({str(tmp_path / 'k.so')!r}))])\n"
+        "except ToolchainError as e:\n    print(e)\n    sys.exit(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 3, done.stderr
+    assert "the file size limit of this process (ulimit -f: 4096 bytes) is smaller than the object g++ writes" in done.stdout
+    assert "raise it (ulimit -f unlimited)" in done.stdout and "Traceback" not in done.stdout

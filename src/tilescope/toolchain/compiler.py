@@ -24,6 +24,7 @@ import functools
 import logging
 import os
 import re
+import resource
 import shlex
 import shutil
 import subprocess
@@ -434,6 +435,8 @@ def _cached_object(job: BuildJob, cxx: str, key: CacheKey, package_headers: str)
         if proc.returncode != 0:
             if "No space left on device" in proc.stderr:
                 raise OSError(errno.ENOSPC, "No space left on device (g++ writing into the cache)", str(tmp))
+            if "File size limit exceeded" in proc.stderr or "File too large" in proc.stderr:
+                raise ToolchainError(f"cannot build {job.source}: {file_size_limit_problem()}")
             reproduce = compile_command(cxx, job, Path(job.output))
             raise _compile_error(job, proc.stderr or proc.stdout, reproduce)
         if proc.stderr.strip():
@@ -442,6 +445,16 @@ def _cached_object(job: BuildJob, cxx: str, key: CacheKey, package_headers: str)
     finally:
         tmp.unlink(missing_ok=True)
     return obj, command
+
+
+def file_size_limit_problem() -> str:
+    """Why g++ could not write an object: this process's file size limit (``ulimit -f``), in words."""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    limit = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft} bytes"
+    return (
+        f"the file size limit of this process (ulimit -f: {limit}) is smaller than the object g++ writes, "
+        "in any directory; raise it (ulimit -f unlimited) and run again"
+    )
 
 
 def _without_pch(
