@@ -151,3 +151,23 @@ def test_a_runaway_loop_is_refused_naming_the_loop_and_its_bounds_before_memory_
         nested.run(x, y, 5, platform=platform, max_tasks=10)
     assert "the orchestration submitted 10 tasks, the most a run may hold (max_tasks = 10" in str(info.value)
     nested.run(x, y, 5, platform=platform, max_tasks=0)  # no cap
+
+
+@ts.kernel
+def gather_rows(x: ts.Tensor[[16, 8], F], idx: ts.Tensor[[4], ts.i32], y: ts.Out[[4, 8], F], n: ts.Scalar[ts.i32]):
+    i = ts.load(idx, [0], [4])
+    ts.store(y, [0, 0], ts.load_rows(x, i, 8, valid=n))  # some rows
+
+
+@ts.jit
+def gathered(x: ts.Tensor[[16, 8], F], idx: ts.Tensor[[4], ts.i32], y: ts.Out[[4, 8], F], n: ts.Scalar[ts.i32]):
+    gather_rows(x, idx, y, n)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_a_gather_with_a_wrong_row_count_says_rows_of_its_tile(platform):
+    prog = gathered.compile()
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.run(torch.randn(16, 8), torch.arange(4, dtype=torch.int32), torch.zeros(4, 8), 6, platform=platform)
+    assert "load_rows of a [4, 8] tile with valid rows 6: valid rows must be within [0, 4]" in str(info.value)

@@ -244,15 +244,20 @@ class _KernelInterp(_Interp):
         where = f" at {display_path(node.loc.file)}:{node.loc.line}" if node.loc is not None else ""
         return f"kernel {self.k.name}: {op} of {node.tensor.name}{where}: "
 
-    def valid_counts(self, valid, shape, env: dict[str, Any], op: str, node: Any) -> list[int]:
-        """The run-time ``valid=`` counts of ``node`` (a load/store of a ``shape`` tile); IndexError
-        outside ``[0, size]`` (as the tile library raises)."""
+    def valid_counts(self, valid, shape, env: dict[str, Any], op: str, node: Any, first: int | None = None) -> list[int]:
+        """The run-time ``valid=`` counts of ``node`` (a load/store of a ``shape`` tile), for its
+        dims from ``first`` (default: its trailing dims; ``load_rows``'s one count is of rows, dim 0);
+        IndexError outside ``[0, size]`` (as the tile library raises)."""
         counts = [int(self.expr(v, env)) for v in valid]
-        for dim, (n, size) in enumerate(zip(counts, shape)):
+        first = len(shape) - len(counts) if first is None else first
+        for dim, n in enumerate(counts, start=first):
+            size = shape[dim]
             if not 0 <= n <= size:
+                what = "rows" if len(shape) == 2 and dim == 0 else "cols"
+                given = f"valid rows {n}" if op == "load_rows" else f"valid {counts}"  # NOTE: as the tile library words it
                 raise IndexError(
-                    f"{self.site(op, node)}{op} of a [{', '.join(map(str, shape))}] tile with valid {counts}: "
-                    f"valid {'rows' if len(shape) == 2 and dim == 0 else 'cols'} must be within [0, {size}]"
+                    f"{self.site(op, node)}{op} of a [{', '.join(map(str, shape))}] tile with {given}: "
+                    f"valid {what} must be within [0, {size}]"
                 )
         return counts
 
@@ -329,7 +334,7 @@ class _KernelInterp(_Interp):
         """``ts.load_rows``: row i is ``view[rows[i], col:col + C]``; rows at or past ``valid`` are
         ``fill``. IndexError for an index or column range outside the tensor."""
         n, width = e.type.shape
-        valid = n if e.valid is None else self.valid_counts((e.valid,), (n,), env, "load_rows", e)[0]
+        valid = n if e.valid is None else self.valid_counts((e.valid,), (n, width), env, "load_rows", e, first=0)[0]
         if col < 0 or col + width > view.shape[1]:
             raise IndexError(
                 f"{self.site('load_rows', e)}columns [{col}, {col + width}) are outside {e.tensor.name}'s shape "
