@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 
 #include <tilescope/index.hpp>
 
@@ -354,6 +355,12 @@ int64_t Run::api_submit(void *ctx, int32_t func_id, const ts_arg *args, int32_t 
     try {
         const SubmitRequest req{static_cast<int64_t>(run->tasks_.size()), func_id, args, nargs, deps, ndeps, name};
         return run->submit(req);
+    } catch (const std::bad_alloc &) {
+        run->fail("out of memory holding the task graph after " + std::to_string(run->tasks_.size()) +
+                  " tasks: a loop submits far more tasks than meant (a bound read as a huge value?), or the "
+                  "machine (or ulimit -v) allows less; lower max_tasks (TILESCOPE_MAX_TASKS) to stop such a run "
+                  "sooner");
+        return -1;
     } catch (const std::exception &e) {
         run->fail(std::string("submit: runtime internal error: ") + e.what());
         return -1;
