@@ -41,7 +41,8 @@ BUILD_STATE = "build_state.json"
 REPORT_DIR = "report"  # report/report.json and report/summary.txt: the compile report
 REPORT_JSON = "report.json"  # report/report.json
 PASSES_DUMP_DIR = "passes_dump"  # dump_passes: passes_dump/NN_after_<Pass>.py
-DEBUG_RUN = "debug/run.py"  # runs the build on its saved data
+DEBUG_DIR = "debug"
+DEBUG_RUN = f"{DEBUG_DIR}/run.py"  # runs the build on its saved data
 SCENE_TEST = "scene_test.py"  # the build as a pytest case (its inputs and golden to be written)
 TASK_JSON = "task.json"  # dfx_outputs/failure/task_<id>/task.json: a saved task's arguments
 DATA_META = "meta.json"  # data/meta.json: the tolerances and seed a snapshot was saved with
@@ -65,6 +66,24 @@ TRIAGE_DIR = "triage"  # dfx_outputs/triage/: tilescope triage's runs (audit/: t
 LOCALIZE_JSON = "report.json"
 LOCALIZE_HTML = "report.html"
 LOCALIZE_DATA = "data"  # dfx_outputs/localize/data: the data of a run localized by --localize
+KERNELS_DIR = "kernels"  # kernels/<core>/<kernel>.cpp and its .so
+ORCHESTRATION_DIR = "orchestration"  # orchestration/<program>.cpp and its .so
+
+# Every entry tilescope writes at the top of a build directory: `tilescope clean` removes these, and
+# the temporary files of interrupted writes of them (TEMP_NAME), and never anything else.
+BUILD_ENTRIES = frozenset(
+    {KERNEL_CONFIG, BUILD_LOCK, LAST_RUN, BUILD_STATE, REPORT_DIR, PASSES_DUMP_DIR, DEBUG_DIR, SCENE_TEST,
+     IR_DIR, DATA_DIR, DFX_DIR, KERNELS_DIR, ORCHESTRATION_DIR}
+)  # fmt: skip
+# the temporary file (or directory) an atomic write makes beside its target: .<name>.<pid>.<thread>.<n>.tmp
+TEMP_NAME = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.(?P<thread>\d+)\.(?P<n>\d+)\.tmp")
+
+
+def build_entry_name(name: str) -> bool:
+    """Whether ``name`` is one tilescope writes at the top of a build directory (``BUILD_ENTRIES``),
+    or the temporary name of an interrupted write of one."""
+    temp = TEMP_NAME.fullmatch(name)
+    return (temp["name"] if temp else name) in BUILD_ENTRIES
 
 
 def outside_reason(base: str | os.PathLike, relative: Any) -> str | None:
@@ -175,13 +194,18 @@ def new_build_dir(base: Path, name: str) -> Path:
 _TEMP_COUNT = itertools.count()
 
 
+def temp_name(path: Path) -> Path:
+    """A new temporary name beside ``path`` (``TEMP_NAME``), for this process and thread."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_TEMP_COUNT)}.tmp")
+
+
 def _open_temp(path: Path) -> tuple[int, Path]:
     """A new file beside ``path`` for writing, named for this process and thread (and a count),
     created exclusively with the usual permissions (0666 less the umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     while True:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_TEMP_COUNT)}.tmp")
+        tmp = temp_name(path)
         try:
             return os.open(tmp, flags, 0o666), tmp
         except FileExistsError:  # left by a process that had this pid and died mid-write
