@@ -278,3 +278,28 @@ def test_a_build_state_that_is_not_tilescopes_is_not_a_build(base, capsys):
         "no 'sources' and 'ir')"
     ) in out
     assert sorted(p.name for p in fake.iterdir()) == ["build_state.json", "kernel_config.py"]
+
+
+@pytest.mark.slow
+def test_what_a_killed_or_failed_save_left_is_no_data_and_clean_removes_it(base, capsys):
+    killed = prog_a.compile().work_dir  # a save killed in its temporary directory
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # a process that is gone
+    left = killed / f".data.{child.pid}.1.0.tmp"
+    (left / "in").mkdir(parents=True)
+    torch.save(torch.ones(4, 8), left / "in" / "x.pt")
+    old = prog_a.compile().work_dir  # a half snapshot, as a save killed mid-file left it before
+    (old / "data" / "in").mkdir(parents=True)
+    torch.save(torch.ones(4, 8), old / "data" / "in" / "x.pt")
+    (old / "data" / "in" / ".y.pt.123.456.0.tmp").write_bytes(b"PK")
+    gc.collect()
+    capsys.readouterr()
+    assert main(["builds"]) == 0
+    table = rows(capsys.readouterr().out)
+    assert table[killed.name][3] == "interrupted save" and table[old.name][3] == "interrupted save"
+    from tilescope.harness.replay import replay_compiled
+
+    replayed = replay_compiled(killed)  # a reader never takes it for data
+    assert not replayed.passed and replayed.error.startswith(f"{killed} has no saved data ({killed / 'data'})")
+    assert main(["clean", "--keep", "0"]) == 0
+    assert list(base.iterdir()) == []  # tilescope's own leftovers go with the build

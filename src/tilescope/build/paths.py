@@ -8,7 +8,13 @@ Invariants:
   at all: the content goes to a temporary file beside it, created exclusively and named for the
   process, the thread and a count (two threads or two processes never share one; its
   permissions are the usual 0666 less the umask), and is moved over the target with
-  ``os.replace``.
+  ``os.replace``. ``atomic_dir`` does the same for a whole directory (a data snapshot): it is
+  filled under a temporary name beside its place and renamed into place with one ``os.rename``.
+- torch.save's failed writes are OSErrors (``torch_save``): torch raises a RuntimeError, with no
+  errno, when the disk fills up; it is raised as ENOSPC (the device has no room left), so every
+  writer reports it as any other failed write.
+- ``saved_data`` counts only whole snapshots (``in/``, ``out/`` and ``meta.json``); what a killed
+  save left (``interrupted_saves``) is no data to any reader.
 - ``confined`` is the one check of a path that a build's data file names (``build_state.json``'s
   IR dump, ``kernel_config.py``'s sources and binaries, a saved task's files, a tensor dump's
   payload file): relative, without ``..``, and still inside its directory once symbolic links are
@@ -24,6 +30,7 @@ import errno
 import itertools
 import os
 import re
+import shutil
 import stat
 import sys
 import threading
@@ -124,15 +131,36 @@ def confined(
     return Path(base) / relative
 
 
+def complete_snapshot(data_dir: str | os.PathLike) -> bool:
+    """Whether ``data_dir`` holds a whole data snapshot: ``in/``, ``out/`` and ``meta.json``, which a
+    save writes last (a snapshot appears whole, renamed into place: ``atomic_dir``)."""
+    d = Path(data_dir)
+    return (d / "in").is_dir() and (d / "out").is_dir() and (d / DATA_META).is_file()
+
+
+def _snapshot_places(work: Path) -> list[tuple[str, Path]]:
+    return [("data", work / DATA_DIR)] + [(t, work / DFX_DIR / t / LOCALIZE_DATA) for t in (TRIAGE_DIR, LOCALIZE_DIR)]
+
+
 def saved_data(work_dir: str | os.PathLike) -> list[tuple[str, Path]]:
-    """The data directories a build holds (each with ``in/``), the one a run saved with
-    --save-data first (``("data", <work>/data)``), then the copies ``--triage`` and ``--localize``
-    saved for their tool (``("triage", <work>/dfx_outputs/triage/data)``), the newest first."""
-    work = Path(work_dir)
-    found = [("data", work / DATA_DIR)] if (work / DATA_DIR / "in").is_dir() else []
-    copies = [(tool, work / DFX_DIR / tool / LOCALIZE_DATA) for tool in (TRIAGE_DIR, LOCALIZE_DIR)]
-    copies = [(tool, d) for tool, d in copies if (d / "in").is_dir()]
-    return found + sorted(copies, key=lambda c: (c[1] / "in").stat().st_mtime, reverse=True)
+    """The whole data snapshots a build holds, the one a run saved with --save-data first
+    (``("data", <work>/data)``), then the copies ``--triage`` and ``--localize`` saved for their
+    tool (``("triage", <work>/dfx_outputs/triage/data)``), the newest first. A snapshot a save left
+    incomplete, and the temporary directory of a save that was killed, are not among them."""
+    whole = [(tool, d) for tool, d in _snapshot_places(Path(work_dir)) if complete_snapshot(d)]
+    copies = sorted((c for c in whole if c[0] != "data"), key=lambda c: (c[1] / DATA_META).stat().st_mtime)
+    return [c for c in whole if c[0] == "data"] + copies[::-1]
+
+
+def interrupted_saves(work_dir: str | os.PathLike) -> list[Path]:
+    """What saves of data snapshots that did not finish left in a build: the temporary directories
+    of saves whose process is gone, and snapshot directories without their ``meta.json``."""
+    left = []
+    for _, d in _snapshot_places(Path(work_dir)):
+        left += abandoned_temps(d)
+        if d.is_dir() and any(d.iterdir()) and not complete_snapshot(d):
+            left.append(d)
+    return left
 
 
 def dfx_dir(work_dir: str | os.PathLike) -> Path:
@@ -197,6 +225,57 @@ _TEMP_COUNT = itertools.count()
 def temp_name(path: Path) -> Path:
     """A new temporary name beside ``path`` (``TEMP_NAME``), for this process and thread."""
     return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_TEMP_COUNT)}.tmp")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def abandoned_temps(path: Path) -> list[Path]:
+    """The temporary files and directories beside ``path`` that writes of it left in a process that
+    is gone (killed mid-write): no process will finish or remove them."""
+    try:
+        beside = list(path.parent.iterdir())
+    except OSError:
+        return []
+    found = []
+    for entry in beside:
+        m = TEMP_NAME.fullmatch(entry.name)
+        if m and m["name"] == path.name and not _alive(int(m["pid"])):
+            found.append(entry)
+    return sorted(found)
+
+
+def atomic_dir(path: Path, write: Callable[[Path], Any]) -> None:
+    """Make the directory ``path`` appear whole or not at all: ``write(tmp)`` fills a new
+    temporary directory beside it, which one ``os.rename`` then moves to ``path`` (``path`` must
+    not exist, or be an empty directory: else the rename's OSError, ENOTEMPTY or EEXIST).
+
+    The temporary directory is removed when ``write`` or the rename fails; those that killed
+    writes of ``path`` left (``abandoned_temps``) are removed first.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for left in abandoned_temps(path):
+        shutil.rmtree(left, ignore_errors=True)
+    while True:
+        tmp = temp_name(path)
+        try:
+            tmp.mkdir()
+            break
+        except FileExistsError:  # left by a process that had this pid and died mid-write
+            continue
+    try:
+        write(tmp)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _open_temp(path: Path) -> tuple[int, Path]:
@@ -273,8 +352,48 @@ def atomic_write(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_save(value: Any, path: Path) -> None:
-    """``torch.save(value, path)`` atomically."""
+# NOTE: torch's writer raises a RuntimeError, never an OSError, when a write fails; on a full disk it
+# says "[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598", with no errno in it
+_TORCH_WRITER = ("inline_container", "PytorchStreamWriter", "file write failed")
+
+
+def _no_room(folder: Path) -> bool:
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
+
+
+def torch_write_error(e: RuntimeError, path: Path) -> OSError | None:
+    """The OSError a failed ``torch.save(..., path)`` (``e``) stands for, or None when ``e`` is not
+    a write failure: ENOSPC or EDQUOT when its text says so or ``path``'s file system has no room
+    left, else EIO with torch's words."""
+    text = str(e)
+    for code in (errno.ENOSPC, errno.EDQUOT):
+        if os.strerror(code) in text:
+            return OSError(code, os.strerror(code), str(path))
+    if not any(marker in text for marker in _TORCH_WRITER):
+        return None
+    if _no_room(path.parent):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    words = re.sub(r"^\[enforce fail at [^\]]*\][ .]*", "", text.strip())
+    return OSError(errno.EIO, f"torch.save could not write {path.name} ({words})", str(path))
+
+
+def torch_save(value: Any, path: Path) -> None:
+    """``torch.save(value, path)``; a failure of torch's writer raised as the OSError it stands for
+    (``torch_write_error``: a full disk is ENOSPC), so callers handle it as any failed write."""
     import torch
 
-    atomic_replace(path, lambda tmp: torch.save(value, tmp))
+    try:
+        torch.save(value, path)
+    except RuntimeError as e:
+        error = torch_write_error(e, path)
+        if error is None:
+            raise
+        raise error from None
+
+
+def atomic_save(value: Any, path: Path) -> None:
+    """``torch.save(value, path)`` atomically (``torch_save``: a failed write is an OSError)."""
+    atomic_replace(path, lambda tmp: torch_save(value, tmp))

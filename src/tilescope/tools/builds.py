@@ -2,7 +2,8 @@
 
 ``tilescope builds [BASE]`` lists the build directories under the build base (``TILESCOPE_BUILD_DIR``
 or ``./build_output``): program, when it was built, size, the saved data it holds (``yes`` for
---save-data's, ``triage copy`` for what --triage saved; ``tilescope triage BUILD`` uses either), the last
+--save-data's, ``triage copy`` for what --triage saved; ``tilescope triage BUILD`` uses either; only
+whole snapshots: ``interrupted save`` for what a save that did not finish left), the last
 harness result and whether a process is using it. ``tilescope clean --keep N [BASE]`` removes the
 oldest builds of each program, keeping its N newest.
 
@@ -49,6 +50,7 @@ from tilescope.build.paths import (
     SCENE_TEST,
     build_base,
     build_entry_name,
+    interrupted_saves,
     saved_data,
 )
 from tilescope.build.state import STATE_FORMAT
@@ -75,6 +77,12 @@ class BuildEntry:
     last_run: dict[str, Any] | None  # last_run.json, None if the harness never ran it (no "passed": corrupt)
     in_use: bool
     foreign: list[Path] = field(default_factory=list)  # entries in it that tilescope did not write
+    interrupted: list[Path] = field(default_factory=list)  # what saves of data that did not finish left
+
+    def data_text(self) -> str:
+        """The DATA column: ``yes`` (--save-data's snapshot), ``triage copy``, ``interrupted save``, or ``-``."""
+        held = ["yes" if d == "data" else f"{d} copy" for d in self.data]
+        return ", ".join(held + (["interrupted save"] if self.interrupted else [])) or "-"
 
     def last_text(self) -> str:
         """The last run as listed: ``passed (sim, 2024-01-02 03:04:05)``, or ``-`` when never run."""
@@ -215,6 +223,7 @@ def list_builds(base: str | os.PathLike | None = None) -> Listing:
                 _last_run(entry),
                 in_use(entry),
                 foreign_entries(entry),
+                interrupted_saves(entry),
             )
         )
     builds.sort(key=lambda b: (b.program, b.built, int(BUILD_DIR_NAME.fullmatch(b.path.name)["n"] or 0)))
@@ -243,7 +252,7 @@ def format_listing(listing: Listing) -> str:
                 b.program,
                 b.built.strftime("%Y-%m-%d %H:%M:%S"),
                 human_size(b.size),
-                ", ".join("yes" if d == "data" else f"{d} copy" for d in b.data) or "-",
+                b.data_text(),
                 "yes" if b.in_use else "-",
                 b.last_text(),
             )

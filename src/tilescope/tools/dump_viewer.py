@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from tilescope.build.paths import torch_save
 from tilescope.debug.intermediates import value_stats
 from tilescope.tools.dump_data import (  # noqa: F401 - re-exported: the viewer's API
     _DIFF_SHOWN,
@@ -348,7 +349,7 @@ def export(
         paths.append(txt)
         if t is not None:
             pt = out / f"{export_name(r)}.pt"
-            torch.save(t, pt)
+            torch_save(t, pt)
             paths.append(pt)
     return paths
 
