@@ -31,6 +31,7 @@ from tilescope.analysis.localize.localize_command import internal_error
 from tilescope.analysis.report import Report
 from tilescope.analysis.triage.triage_command import DEFAULT_BUDGET, triage
 from tilescope.build.manifest import Build
+from tilescope.build.paths import path_problem, shown
 from tilescope.errors import TilescopeError
 from tilescope.harness.replay import replay_compiled, result_json, task_replay_json
 from tilescope.launch.child import run_contained
@@ -103,6 +104,9 @@ class Param:
             raise ToolArgumentError(self.name, f"{self.name} is {_shown(value)}, expected {self._expected()}")
         if self.directory:
             path = Path(value).expanduser().absolute()
+            problem = path_problem(path)
+            if problem is not None:
+                raise ToolArgumentError(self.name, f"{self.name} {shown(path)}: {problem}")
             if not path.is_dir():
                 what = "is a file, not a directory" if path.exists() else "does not exist"
                 raise ToolArgumentError(

@@ -22,7 +22,7 @@ from typing import Any
 
 from tilescope.build.config_check import check_config
 from tilescope.build.lock import hold_build
-from tilescope.build.paths import IR_DIR, KERNEL_CONFIG
+from tilescope.build.paths import IR_DIR, KERNEL_CONFIG, checked_path
 from tilescope.build.state import refresh
 from tilescope.codegen.kernel_config import BUILD_FORMAT
 from tilescope.errors import ArgumentError, TilescopeError
@@ -91,6 +91,7 @@ def as_build_dir(value: Any) -> Path:
 
 def load_config(work: Path) -> dict[str, Any]:
     """The namespace of ``<work>/kernel_config.py``, checked for format and required names."""
+    checked_path(work, "build directory")  # too long, a loop of links, no permission
     path = work / KERNEL_CONFIG
     if work.is_file():
         hint = f"; pass the directory it is in: {work.parent}" if work.name == KERNEL_CONFIG else ""

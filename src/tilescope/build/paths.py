@@ -15,6 +15,11 @@ Invariants:
   writer reports it as any other failed write.
 - ``saved_data`` counts only whole snapshots (``in/``, ``out/`` and ``meta.json``); what a killed
   save left (``interrupted_saves``) is no data to any reader.
+- ``PATH_ARG`` is the ``type=`` of every path argument of the ``tilescope`` command and of a model
+  script's harness flags, and ``checked_path`` the same check where the API takes a build: a path
+  the system cannot look up (too long, a loop of symbolic links, no permission) is a clear error
+  naming the argument, the condition and what to do; a path is echoed at most ``SHOWN`` characters
+  long (``shown``).
 - ``confined`` is the one check of a path that a build's data file names (``build_state.json``'s
   IR dump, ``kernel_config.py``'s sources and binaries, a saved task's files, a tensor dump's
   payload file): relative, without ``..``, and still inside its directory once symbolic links are
@@ -24,6 +29,7 @@ Invariants:
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import datetime as _dt
 import errno
@@ -161,6 +167,81 @@ def interrupted_saves(work_dir: str | os.PathLike) -> list[Path]:
         if d.is_dir() and any(d.iterdir()) and not complete_snapshot(d):
             left.append(d)
     return left
+
+
+SHOWN = 200  # the most characters of a path a message echoes
+
+
+def shown(text: Any, limit: int = SHOWN) -> str:
+    """``text`` (a path a user gave) for a message: whole when short, else its start and its end
+    around how many characters it has, ``limit`` characters in all."""
+    text = os.fspath(text) if isinstance(text, os.PathLike) else str(text)
+    if len(text) <= limit:
+        return text
+    count = f" ({len(text)} characters)"
+    tail = (limit - len(count) - 1) // 3
+    return f"{text[: limit - len(count) - 1 - tail]}…{text[-tail:]}{count}"
+
+
+def _limits() -> tuple[int, int]:
+    try:
+        return os.pathconf("/", "PC_NAME_MAX"), os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return 255, 4096
+
+
+def path_problem(path: Any) -> str | None:
+    """Why the system cannot look ``path`` up at all, in words with what to do: too long, a loop of
+    symbolic links, a directory on it that cannot be searched, a NUL character; None when it can
+    (whether it exists or not: a missing path is for its user to explain)."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except ValueError:
+        return "contains a NUL character; pass the path without it"
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            name_max, path_max = _limits()
+            longest = max((len(os.fsencode(p)) for p in Path(path).parts), default=0)
+            which = (f"a name in it has {longest} bytes, the limit is {name_max} (and {path_max} for a whole path)"
+                     if longest > name_max else
+                     f"it has {len(os.fsencode(path))} bytes, the limit is {path_max}")  # fmt: skip
+            return (f"too long for the file system: {which}; pass a shorter path (a relative one, or a symbolic "
+                    "link to a directory deep down)")  # fmt: skip
+        if e.errno == errno.ELOOP:
+            return "too many levels of symbolic links (a link on it leads back to itself); fix or remove the link"
+        if e.errno in (errno.EACCES, errno.EPERM):
+            return ("permission denied (a directory on it cannot be searched by this user); check the permissions "
+                    "of each directory on it (ls -ld), or pass a path this user can read")  # fmt: skip
+        return f"cannot be looked up: {e.strerror or e}"
+    return None
+
+
+def checked_path(path: Any, what: str) -> None:
+    """A TilescopeError naming ``what`` (``"build directory"``), the path (shortened) and the
+    condition, when the system cannot look ``path`` up (``path_problem``)."""
+    problem = path_problem(path)
+    if problem is not None:
+        raise TilescopeError(f"{what} {shown(path)}: {problem}")
+
+
+class PathArg:
+    """The ``type=`` of every path argument of a command: the path as given, or an
+    ``argparse.ArgumentTypeError`` (``argument NAME: <the path, shortened>: <the condition>; <what
+    to do>``) when the system cannot look it up (``path_problem``)."""
+
+    __name__ = "path"
+
+    def __call__(self, text: str) -> str:
+        """``text`` itself, once the system can look it up."""
+        problem = path_problem(text)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(f"{shown(text)}: {problem}")
+        return text
+
+
+PATH_ARG = PathArg()
 
 
 def dfx_dir(work_dir: str | os.PathLike) -> Path:

@@ -47,11 +47,14 @@ from tilescope.build.paths import (
     BUILD_STATE,
     KERNEL_CONFIG,
     LAST_RUN,
+    PATH_ARG,
     SCENE_TEST,
     build_base,
     build_entry_name,
     interrupted_saves,
+    path_problem,
     saved_data,
+    shown,
 )
 from tilescope.build.state import STATE_FORMAT
 from tilescope.codegen.kernel_config import written_by_tilescope
@@ -182,6 +185,9 @@ def _last_run(path: Path) -> dict[str, Any] | None:
 def list_builds(base: str | os.PathLike | None = None) -> Listing:
     """Every build directory under ``base`` (default: the build base), by program, oldest first."""
     base = Path(base) if base is not None else build_base()
+    problem = path_problem(base)
+    if problem is not None:
+        raise BuildsError(f"build base directory {shown(base)}: {problem}")
     if not base.exists():
         raise BuildsError(
             f"build base directory {base} does not exist (the base is TILESCOPE_BUILD_DIR, else ./build_output; "
@@ -429,12 +435,12 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "builds", help="list build directories: program, time, size, saved data, in use, last result"
     )
-    p.add_argument("base", nargs="?", default=None, metavar="BASE", help=base_help)
+    p.add_argument("base", nargs="?", default=None, metavar="BASE", type=PATH_ARG, help=base_help)
     p.set_defaults(fn=run_builds)
     p = subparsers.add_parser(
         "clean", help="remove old build directories, keeping the N newest of each program (never one in use)"
     )
-    p.add_argument("base", nargs="?", default=None, metavar="BASE", help=base_help)
+    p.add_argument("base", nargs="?", default=None, metavar="BASE", type=PATH_ARG, help=base_help)
     p.add_argument(
         "--keep", type=_keep_count, required=True, metavar="N", help="builds to keep per program (newest)"
     )

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from tilescope.build.paths import torch_save
+from tilescope.build.paths import PATH_ARG, torch_save
 from tilescope.debug.intermediates import value_stats
 from tilescope.tools.dump_data import (  # noqa: F401 - re-exported: the viewer's API
     _DIFF_SHOWN,
@@ -455,6 +455,7 @@ def add_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument(
         "dir",
         metavar="DIR",
+        type=PATH_ARG,
         nargs="?",
         default=None,
         help="a build dir, its dfx_outputs, the tensor_dump dir or tensor_dump.json "
@@ -469,6 +470,7 @@ def add_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     g.add_argument("-i", "--index", type=int, action="append", metavar="N", help="record index (repeatable)")
     p.add_argument(
         "--export",
+        type=PATH_ARG,
         nargs="?",
         const="",
         default=None,

@@ -49,7 +49,7 @@ from tilescope.analysis.progress import Progress, seconds_arg, tolerance_arg
 from tilescope.analysis.report import Culprit, Fix, Report, write_report
 from tilescope.analysis.triage.steps import ANSWER, CRASH, REQUEST, WALL_STRETCH, Steps
 from tilescope.build.manifest import Build, as_build_dir
-from tilescope.build.paths import DATA_DIR, DFX_DIR, TRIAGE_DIR, atomic_write, dfx_dir, saved_data
+from tilescope.build.paths import DATA_DIR, DFX_DIR, PATH_ARG, TRIAGE_DIR, atomic_write, dfx_dir, saved_data
 from tilescope.build.signature_check import SignatureMismatch
 from tilescope.debug.crash import read_crash_report
 from tilescope.debug.failures import Failure
@@ -484,8 +484,8 @@ def _next_commands(rep: Report, work: Path) -> list[str]:
 
 def add_triage_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``tilescope triage``'s arguments."""
-    p.add_argument("build_dir", metavar="BUILD", help="a build directory with saved data (--save-data)")
-    p.add_argument("--golden-data", default=None, metavar="DIR", help="use this data directory instead of BUILD/data")
+    p.add_argument("build_dir", metavar="BUILD", type=PATH_ARG, help="a build directory with saved data (--save-data)")
+    p.add_argument("--golden-data", type=PATH_ARG, default=None, metavar="DIR", help="use this data directory instead of BUILD/data")
     p.add_argument("--budget", type=seconds_arg, default=None, metavar="SECONDS",
                    help=f"stop looking after this long (default $TILESCOPE_TRIAGE_BUDGET, else {DEFAULT_BUDGET:g})")
     p.add_argument("--task-timeout", type=seconds_arg, default=None, metavar="SECONDS", dest="task_timeout_s",
