@@ -10,6 +10,9 @@ Invariants:
   permissions are the usual 0666 less the umask), and is moved over the target with
   ``os.replace``. ``atomic_dir`` does the same for a whole directory (a data snapshot): it is
   filled under a temporary name beside its place and renamed into place with one ``os.rename``.
+- What a run records into its build after the fact (``last_run.json``) goes through
+  ``write_into_build``: only into a complete build, and no directory is ever made for it, so a
+  run of a build that is gone, cleaned or interrupted leaves nothing behind, not even a stub.
 - torch.save's failed writes are OSErrors (``torch_save``): torch raises a RuntimeError, with no
   errno, when the disk fills up; it is raised as ENOSPC (the device has no room left), so every
   writer reports it as any other failed write.
@@ -359,10 +362,12 @@ def atomic_dir(path: Path, write: Callable[[Path], Any]) -> None:
         raise
 
 
-def _open_temp(path: Path) -> tuple[int, Path]:
+def _open_temp(path: Path, parents: bool = True) -> tuple[int, Path]:
     """A new file beside ``path`` for writing, named for this process and thread (and a count),
-    created exclusively with the usual permissions (0666 less the umask)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    created exclusively with the usual permissions (0666 less the umask); ``path``'s directory is
+    made first with ``parents``, else a missing one is a FileNotFoundError."""
+    if parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     while True:
         tmp = temp_name(path)
@@ -416,9 +421,9 @@ def atomic_replace(path: Path, write: Callable[[Path], Any]) -> None:
         raise
 
 
-def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
-    """Replace ``path`` with ``data`` atomically."""
-    fd, tmp = _open_temp(path)
+def atomic_write_bytes(path: Path, data: bytes | memoryview, parents: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically (``parents=False``: never make its directory)."""
+    fd, tmp = _open_temp(path, parents)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -428,9 +433,20 @@ def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
         raise
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) atomically."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write(path: Path, text: str, parents: bool = True) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) atomically (``parents=False``: never make its directory)."""
+    atomic_write_bytes(path, text.encode("utf-8"), parents)
+
+
+def write_into_build(work: Path, name: str, text: str) -> bool:
+    """Replace ``work/name`` with ``text`` atomically when ``work`` is a complete build (it holds
+    ``kernel_config.py``), making no directory: a build that is gone, cleaned or an interrupted
+    compile gets nothing, not even a stub. Whether it was written; an OSError if it cannot be."""
+    config = work / KERNEL_CONFIG
+    if not config.is_file() or config.is_symlink():
+        return False
+    atomic_write(work / name, text, parents=False)
+    return True
 
 
 # NOTE: torch's writer raises a RuntimeError, never an OSError, when a write fails; on a full disk it
