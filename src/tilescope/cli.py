@@ -97,8 +97,8 @@ def _silence_stdout() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The ``tilescope`` command on ``argv`` (default: ``sys.argv[1:]``); the subcommand's exit status."""
+def build_parser() -> argparse.ArgumentParser:
+    """The ``tilescope`` command's parser, every subcommand on it."""
     parser = argparse.ArgumentParser(prog="tilescope", description="tile kernels: compile, run, debug")
     parser.add_argument("--version", action="version", version=f"tilescope {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -135,7 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     mcp_server.add_mcp_args(p)
     p.set_defaults(fn=mcp_server.run_cli)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``tilescope`` command on ``argv`` (default: ``sys.argv[1:]``); the subcommand's exit status."""
+    args = build_parser().parse_args(argv)
     stdout = sys.stdout
     sys.stdout = _CheckedStdout(stdout)
     try:

@@ -348,3 +348,15 @@ def test_a_tool_answers_as_its_function_does_without_the_server(failing):
         "the broken tool failed inside tilescope (KeyError: 'missing' at test_mcp.py:")  # fmt: skip
     assert plain({"a": (1.5, float("nan"), float("-inf")), "p": Path("/x"), "t": torch.tensor(2.0)}) == {
         "a": [1.5, "nan", "-inf"], "p": "/x", "t": 2.0}  # fmt: skip
+
+
+def test_a_build_path_the_system_cannot_look_up_is_a_clear_argument_error():
+    from tilescope.agents.tools import _BUILD, ToolArgumentError
+    from tilescope.errors import clipped
+
+    long = "/" + "a" * 5000
+    with pytest.raises(ToolArgumentError) as e:
+        _BUILD.check(long)
+    assert e.value.argument == "build_dir"
+    assert str(e.value).startswith(f"build_dir {clipped(long)}: too long for the file system: a name in it has 5000 ")
+    assert "a" * 300 not in str(e.value)

@@ -3,6 +3,7 @@ what was expected and what to do) or a correct report; nothing outside a build i
 because a build's data file names it; nothing the user made is overwritten."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -531,18 +532,28 @@ def test_a_full_build_base_is_a_clear_error_and_leaves_no_partial_build(tmp_path
 
 
 @pytest.mark.slow
-def test_save_data_on_a_full_disk_is_a_clear_error_and_keeps_no_half_snapshot(build, monkeypatch):
-    from tilescope.build import paths
+@pytest.mark.parametrize(
+    "error",
+    [
+        # what torch.save raises when the disk fills up: a RuntimeError, not an OSError
+        RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598: No space left on device"),
+        OSError(28, "No space left on device"),
+    ],
+    ids=["torch", "oserror"],
+)
+def test_save_data_on_a_full_disk_is_a_clear_error_and_keeps_no_half_snapshot(build, monkeypatch, capsys, error):
+    from tilescope.cli import main
 
-    real_open_temp = paths._open_temp
+    real_save, saved = torch.save, []
 
-    def full_in_data(path):  # every file of a build is written through a temporary file beside it
-        if "data" in path.parts:
-            enospc()
-        return real_open_temp(path)
+    def full_after_one_file(value, f, *args, **kwargs):
+        saved.append(f)
+        if len(saved) > 1:
+            raise error
+        return real_save(value, f, *args, **kwargs)
 
     shutil.rmtree(build / "data")
-    monkeypatch.setattr(paths, "_open_temp", full_in_data)
+    monkeypatch.setattr(torch, "save", full_after_one_file)
     result = run_jit(
         vector_dag.vector_dag,
         vector_dag.SPECS,
@@ -554,7 +565,14 @@ def test_save_data_on_a_full_disk_is_a_clear_error_and_keeps_no_half_snapshot(bu
         f"cannot save the data snapshot into {build / 'data'}: no space left on its device; nothing was kept. "
         "Free space there (or make the build writable) and run again with --save-data"
     )
-    assert not (build / "data" / "in").exists() and not (build / "data" / "out").exists()
+    assert len(saved) == 2
+    assert not (build / "data").exists()
+    assert not [p for p in build.iterdir() if p.name.startswith(".data")]  # nor its temporary directory
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert main(["builds", str(build.parent)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(build.name))
+    assert re.split(r"\s{2,}", line)[4] == "-"  # DATA: none
 
 
 @pytest.mark.slow

@@ -356,3 +356,29 @@ def test_pytest_runs_a_build_directory(tmp_path):
     (work / "scene_test.py").write_text(template.replace("CASES = [\n", 'CASES = [\n    {"name": "todo"},\n'))
     proc = _run([sys.executable, "-m", "pytest", str(work), "-q", "-p", "no:cacheprovider"], cwd=tmp_path)
     assert proc.returncode == 1 and "generate_args is not written yet" in proc.stdout
+
+
+def test_a_replay_of_a_build_that_is_gone_or_incomplete_creates_nothing(tmp_path, capsys):
+    from tilescope.cli import main
+
+    # NOTE: compiled first: a compile in the same second would take the name of a build removed
+    gone, kept, half = (vector_dag.vector_dag.compile().work_dir for _ in range(3))
+    shutil.rmtree(gone)  # what `tilescope clean` does to a build
+    for p in list(kept.iterdir()):  # a cleaned build that kept a user's file
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    (kept / "results.csv").write_text("mine\n")
+    (half / "kernel_config.py").unlink()  # an interrupted compile
+    before = {d: sorted(p.relative_to(d) for p in d.rglob("*")) for d in (kept, half)}
+    for argv in ([str(gone)], [str(kept)], [str(half)], [str(kept), "--task", "0"]):
+        assert main(["replay", *argv]) == 1
+    for work in (gone, kept, half):
+        result = ts.replay_compiled(work)
+        assert not result.passed and result.error
+        result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, golden_fn=vector_dag.golden, runtime_dir=str(work))
+        assert not result.passed and result.error
+    err = capsys.readouterr().err
+    assert f"[ERROR] build directory {gone} does not exist" in err
+    assert f"[ERROR] {kept} has no kernel_config.py" in err
+    assert not gone.exists()  # not even a stub directory holding last_run.json
+    assert {d: sorted(p.relative_to(d) for p in d.rglob("*")) for d in (kept, half)} == before
+    assert not (kept / "last_run.json").exists() and not (kept / ".lock").exists()

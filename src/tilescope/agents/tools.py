@@ -31,8 +31,8 @@ from tilescope.analysis.localize.localize_command import internal_error
 from tilescope.analysis.report import Report
 from tilescope.analysis.triage.triage_command import DEFAULT_BUDGET, triage
 from tilescope.build.manifest import Build
-from tilescope.build.paths import path_problem
-from tilescope.errors import TilescopeError
+from tilescope.build.path_args import path_problem
+from tilescope.errors import TilescopeError, clipped
 from tilescope.harness.replay import replay_compiled, result_json, task_replay_json
 from tilescope.launch.child import run_contained
 from tilescope.launch.task import replay_task
@@ -103,10 +103,10 @@ class Param:
         if low or (self.maximum is not None and value > self.maximum) or (self.enum and value not in self.enum):
             raise ToolArgumentError(self.name, f"{self.name} is {_shown(value)}, expected {self._expected()}")
         if self.directory:
-            problem = path_problem(value, self.name)  # NOTE: an absurd path is refused at once, and quoted clipped
-            if problem is not None:
-                raise ToolArgumentError(self.name, problem)
             path = Path(value).expanduser().absolute()
+            problem = path_problem(path)
+            if problem is not None:
+                raise ToolArgumentError(self.name, f"{self.name} {clipped(path)}: {problem}")
             if not path.is_dir():
                 what = "is a file, not a directory" if path.exists() else "does not exist"
                 raise ToolArgumentError(

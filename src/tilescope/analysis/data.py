@@ -6,7 +6,13 @@ Invariants:
 - Loading uses ``torch.load(weights_only=True)`` and checks the files against the program's
   argument specs; every problem (missing or extra file, wrong shape or dtype, unreadable file)
   is listed in one error. Nothing in the data directory is ever modified or deleted by loading.
-- Saving never overwrites an existing snapshot: it refuses and says where the data already is.
+- A snapshot is whole or absent: it is written into a temporary directory beside its place and
+  renamed into place last; a failed save (a full disk: torch.save's RuntimeError included) removes
+  it and is one DataError, and what a killed save left is no snapshot to any reader
+  (``paths.saved_data`` counts only one with ``meta.json``, written last) and is removed by the
+  next save there.
+- Saving never overwrites an existing snapshot, nor files a save that did not finish left: it
+  refuses and says where the data already is.
 - ``intermediates/<name>.pt`` holds what ``golden_fn`` filled besides the outputs (``t["h"] = ...``):
   the references of intermediates and probes that ``tilescope localize`` compares with.
 - ``golden/trace.pt`` holds every step ``golden_fn`` computed, with its op and line
@@ -15,9 +21,9 @@ Invariants:
 
 from __future__ import annotations
 
+import errno
 import json
 import os
-import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +39,11 @@ from tilescope.build.paths import (
     DATA_META,
     DATA_SECOND,
     GOLDEN_TRACE,
-    atomic_save,
+    atomic_dir,
     atomic_write,
+    complete_snapshot,
     inside,
+    torch_save,
     write_problem,
 )
 from tilescope.build.paths import DATA_REFERENCES as REFERENCES
@@ -66,42 +74,66 @@ def save_snapshot(
     """Write ``inputs`` (values before the run) to ``in/``, ``golden`` to ``out/``, ``references``
     (golden intermediates and probes) to ``intermediates/``, the golden's ``trace`` of its steps to
     ``golden/trace.pt``, ``meta`` (the tolerances and seed of the run) to ``meta.json`` and the
-    ``second`` input set, when there is one, to ``second/``."""
-    if (data_dir / "in").exists() or (data_dir / "out").exists():
-        raise DataError(
-            f"{data_dir} already holds a data snapshot; it is kept as it is (save into a new build)"
-        )
-    made: list[Path] = []
-    try:
-        for sub in ("in", "out"):
-            (data_dir / sub).mkdir(parents=True)
-            made.append(data_dir / sub)
-        for a in args:
-            if a.is_input:
-                atomic_save(_as_tensor(a, inputs[a.name]), data_dir / "in" / f"{a.name}.pt")
-            if a.is_output:
-                atomic_save(_as_tensor(a, golden[a.name]), data_dir / "out" / f"{a.name}.pt")
+    ``second`` input set, when there is one, to ``second/``.
+
+    The snapshot is written whole into a temporary directory beside ``data_dir`` and renamed into
+    place last (``paths.atomic_dir``): a failed or killed save leaves no snapshot behind.
+
+    Raises:
+        DataError: ``data_dir`` already holds files (a snapshot, or what a save that did not finish
+            left), or the snapshot cannot be written (a full disk, a read-only build).
+    """
+    _refuse_to_save_over(data_dir)
+
+    def write(folder: Path) -> None:
+        _save_set(folder, args, inputs, golden)
         if references:
-            folder = inside(data_dir, REFERENCES)
-            folder.mkdir()
-            made.append(folder)
+            inside(folder, REFERENCES).mkdir()
             for name, value in references.items():
-                atomic_save(value.detach().cpu().contiguous(), inside(folder, f"{name}.pt"))
+                torch_save(value.detach().cpu().contiguous(), inside(folder, REFERENCES, f"{name}.pt"))
         if trace is not None:
-            made.append(inside(data_dir, GOLDEN_TRACE).parent)
-            trace.save(inside(data_dir, GOLDEN_TRACE))
+            trace.save(inside(folder, GOLDEN_TRACE))
         if second is not None:
-            made.append(inside(data_dir, DATA_SECOND))
-            _save_second(inside(data_dir, DATA_SECOND), args, second, meta)
-        atomic_write(inside(data_dir, DATA_META), json.dumps(meta, indent=2) + "\n")
+            _save_second(inside(folder, DATA_SECOND), args, second, meta)
+        atomic_write(inside(folder, DATA_META), json.dumps(meta, indent=2) + "\n")  # last
+
+    try:
+        atomic_dir(data_dir, write)
     except OSError as e:
-        for d in made:  # made by this call a moment ago: a half snapshot would only mislead a replay
-            shutil.rmtree(d, ignore_errors=True)
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST) and data_dir.is_dir():
+            _refuse_to_save_over(data_dir)  # another process saved there first
         raise DataError(
             f"cannot save the data snapshot into {data_dir}: {write_problem(e, data_dir)}; nothing was kept. "
             "Free space there (or make the build writable) and run again with --save-data"
         ) from None
     return data_dir
+
+
+def _refuse_to_save_over(data_dir: Path) -> None:
+    """A DataError when ``data_dir`` holds anything: a saved snapshot, or files a save left."""
+    try:
+        held = data_dir.is_dir() and any(data_dir.iterdir())
+    except OSError:
+        held = False
+    if not held:
+        return
+    if complete_snapshot(data_dir):
+        raise DataError(f"{data_dir} already holds a data snapshot; it is kept as it is (save into a new build)")
+    raise DataError(
+        f"{data_dir} holds an incomplete data snapshot (no {DATA_META}: a save that was interrupted, or files put "
+        f"there by hand); it is kept as it is: remove it (rm -r {data_dir}) and save again, or save into a new build"
+    )
+
+
+def _save_set(folder: Path, args: list[ArgSpec], inputs: dict[str, Any], golden: dict[str, Any]) -> None:
+    """``in/`` and ``out/`` of a snapshot: the inputs before the run and the golden outputs."""
+    for sub in ("in", "out"):
+        (folder / sub).mkdir(parents=True)
+    for a in args:
+        if a.is_input:
+            torch_save(_as_tensor(a, inputs[a.name]), folder / "in" / f"{a.name}.pt")
+        if a.is_output:
+            torch_save(_as_tensor(a, golden[a.name]), folder / "out" / f"{a.name}.pt")
 
 
 @dataclass(frozen=True)
@@ -120,13 +152,7 @@ def second_seed(seed: int) -> int:
 
 
 def _save_second(folder: Path, args: list[ArgSpec], second: Second, meta: dict[str, Any]) -> None:
-    for sub in ("in", "out"):
-        (folder / sub).mkdir(parents=True)
-    for a in args:
-        if a.is_input:
-            atomic_save(_as_tensor(a, second.inputs[a.name]), folder / "in" / f"{a.name}.pt")
-        if a.is_output:
-            atomic_save(_as_tensor(a, second.golden[a.name]), folder / "out" / f"{a.name}.pt")
+    _save_set(folder, args, second.inputs, second.golden)
     keep = {k: meta[k] for k in ("rtol", "atol") if k in meta}
     atomic_write(inside(folder, DATA_META), json.dumps({**keep, "seed": second.seed}, indent=2) + "\n")
 

@@ -29,6 +29,8 @@ from tilescope.build.paths import (
     DEBUG_RUN,
     IR_DIR,
     KERNEL_CONFIG,
+    KERNELS_DIR,
+    ORCHESTRATION_DIR,
     PASSES_DUMP_DIR,
     REPORT_DIR,
     SCENE_TEST,
@@ -138,10 +140,10 @@ def _compile_into(
 
     jobs = []
     for k in final.kernels:
-        src = work / "kernels" / kernel_core(k) / f"{k.name}.cpp"
+        src = inside(work, KERNELS_DIR, kernel_core(k), f"{k.name}.cpp")
         atomic_write(src, kernel_cpp(k, check_bounds=bool(opts["check_bounds"])))
         jobs.append(toolchain.BuildJob(src, src.with_suffix(".so")))
-    orch_src = work / "orchestration" / f"{final.name}.cpp"
+    orch_src = inside(work, ORCHESTRATION_DIR, f"{final.name}.cpp")
     atomic_write(orch_src, orchestration_cpp(final))
     jobs.append(toolchain.BuildJob(orch_src, orch_src.with_suffix(".so")))
     t1 = time.perf_counter()

@@ -22,7 +22,8 @@ from typing import Any
 
 from tilescope.build.config_check import check_config
 from tilescope.build.lock import hold_build
-from tilescope.build.paths import IR_DIR, KERNEL_CONFIG, inside, path_problem
+from tilescope.build.path_args import checked_path, path_problem
+from tilescope.build.paths import IR_DIR, KERNEL_CONFIG, inside
 from tilescope.build.state import refresh
 from tilescope.codegen.kernel_config import BUILD_FORMAT
 from tilescope.errors import ArgumentError, BuildFileError, TilescopeError, clipped
@@ -94,9 +95,9 @@ def as_build_dir(value: Any) -> Path:
     """``value`` as a build directory's path; an ArgumentError when it is no path at all."""
     if isinstance(value, str | os.PathLike):
         text = os.fspath(value)
-        problem = path_problem(os.fsdecode(text), "the build directory") if isinstance(text, str | bytes) else None
+        problem = path_problem(text)  # NOTE: an absurd path is refused at once, and quoted clipped
         if problem is not None:
-            raise ArgumentError(problem)
+            raise ArgumentError(f"the build directory {clipped(os.fsdecode(text))}: {problem}")
         return Path(value)
     shown = f" {value!r}"[:61] if isinstance(value, int | float | bytes) else ""
     raise ArgumentError(
@@ -107,6 +108,7 @@ def as_build_dir(value: Any) -> Path:
 
 def load_config(work: Path) -> dict[str, Any]:
     """The namespace of ``<work>/kernel_config.py``, checked for format and required names."""
+    checked_path(work, "build directory")  # too long, a loop of links, no permission
     path = inside(work, KERNEL_CONFIG)
     shown = clipped(str(work))  # NOTE: the argument as given: quoted, never echoed whole
     if work.is_file():

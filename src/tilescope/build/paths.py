@@ -8,7 +8,16 @@ Invariants:
   at all: the content goes to a temporary file beside it, created exclusively and named for the
   process, the thread and a count (two threads or two processes never share one; its
   permissions are the usual 0666 less the umask), and is moved over the target with
-  ``os.replace``.
+  ``os.replace``. ``atomic_dir`` does the same for a whole directory (a data snapshot): it is
+  filled under a temporary name beside its place and renamed into place with one ``os.rename``.
+- What a run records into its build after the fact (``last_run.json``) goes through
+  ``write_into_build``: only into a complete build, and no directory is ever made for it, so a
+  run of a build that is gone, cleaned or interrupted leaves nothing behind, not even a stub.
+- torch.save's failed writes are OSErrors (``torch_save``): torch raises a RuntimeError, with no
+  errno, when the disk fills up; it is raised as ENOSPC (the device has no room left), so every
+  writer reports it as any other failed write.
+- ``saved_data`` counts only whole snapshots (``in/``, ``out/`` and ``meta.json``); what a killed
+  save left (``interrupted_saves``) is no data to any reader.
 - Confinement: every file a tool reads or writes under a build is reached with ``inside(base,
   *names)`` (or ``dfx_dir``, which uses it), ``base`` being the build or a folder already reached
   so. Each component is checked in turn: one that is a symbolic link must resolve inside ``base``,
@@ -29,6 +38,7 @@ import errno
 import itertools
 import os
 import re
+import shutil
 import stat
 import sys
 import threading
@@ -46,7 +56,8 @@ BUILD_STATE = "build_state.json"
 REPORT_DIR = "report"  # report/report.json and report/summary.txt: the compile report
 REPORT_JSON = "report.json"  # report/report.json
 PASSES_DUMP_DIR = "passes_dump"  # dump_passes: passes_dump/NN_after_<Pass>.py
-DEBUG_RUN = "debug/run.py"  # runs the build on its saved data
+DEBUG_DIR = "debug"
+DEBUG_RUN = f"{DEBUG_DIR}/run.py"  # runs the build on its saved data
 SCENE_TEST = "scene_test.py"  # the build as a pytest case (its inputs and golden to be written)
 TASK_JSON = "task.json"  # dfx_outputs/failure/task_<id>/task.json: a saved task's arguments
 DATA_META = "meta.json"  # data/meta.json: the tolerances and seed a snapshot was saved with
@@ -131,6 +142,24 @@ def inside(base: str | os.PathLike, *names: str) -> Path:
             "(copy what it points to into the build if it is needed there)"
         )
     return path
+KERNELS_DIR = "kernels"  # kernels/<core>/<kernel>.cpp and its .so
+ORCHESTRATION_DIR = "orchestration"  # orchestration/<program>.cpp and its .so
+
+# Every entry tilescope writes at the top of a build directory: `tilescope clean` removes these, and
+# the temporary files of interrupted writes of them (TEMP_NAME), and never anything else.
+BUILD_ENTRIES = frozenset(
+    {KERNEL_CONFIG, BUILD_LOCK, LAST_RUN, BUILD_STATE, REPORT_DIR, PASSES_DUMP_DIR, DEBUG_DIR, SCENE_TEST,
+     IR_DIR, DATA_DIR, DFX_DIR, KERNELS_DIR, ORCHESTRATION_DIR}
+)  # fmt: skip
+# the temporary file (or directory) an atomic write makes beside its target: .<name>.<pid>.<thread>.<n>.tmp
+TEMP_NAME = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.(?P<thread>\d+)\.(?P<n>\d+)\.tmp")
+
+
+def build_entry_name(name: str) -> bool:
+    """Whether ``name`` is one tilescope writes at the top of a build directory (``BUILD_ENTRIES``),
+    or the temporary name of an interrupted write of one."""
+    temp = TEMP_NAME.fullmatch(name)
+    return (temp["name"] if temp else name) in BUILD_ENTRIES
 
 
 def outside_reason(base: str | os.PathLike, relative: Any) -> str | None:
@@ -167,14 +196,36 @@ def confined(
     return Path(base) / relative
 
 
+def complete_snapshot(data_dir: str | os.PathLike) -> bool:
+    """Whether ``data_dir`` holds a whole data snapshot: ``in/``, ``out/`` and ``meta.json``, which a
+    save writes last (a snapshot appears whole, renamed into place: ``atomic_dir``)."""
+    d = Path(data_dir)
+    return (d / "in").is_dir() and (d / "out").is_dir() and (d / DATA_META).is_file()
+
+
+def _snapshot_places(work: Path) -> list[tuple[str, Path]]:
+    return [("data", work / DATA_DIR)] + [(t, work / DFX_DIR / t / LOCALIZE_DATA) for t in (TRIAGE_DIR, LOCALIZE_DIR)]
+
+
 def saved_data(work_dir: str | os.PathLike) -> list[tuple[str, Path]]:
-    """The data directories a build holds (each with ``in/``), the one a run saved with
-    --save-data first (``("data", <work>/data)``), then the copies ``--triage`` and ``--localize``
-    saved for their tool (``("triage", <work>/dfx_outputs/triage/data)``), the newest first."""
-    found = [("data", inside(work_dir, DATA_DIR))] if inside(work_dir, DATA_DIR, "in").is_dir() else []
-    copies = [(tool, inside(work_dir, DFX_DIR, tool, LOCALIZE_DATA)) for tool in (TRIAGE_DIR, LOCALIZE_DIR)]
-    copies = [(tool, d) for tool, d in copies if inside(d, "in").is_dir()]
-    return found + sorted(copies, key=lambda c: (c[1] / "in").stat().st_mtime, reverse=True)
+    """The whole data snapshots a build holds, the one a run saved with --save-data first
+    (``("data", <work>/data)``), then the copies ``--triage`` and ``--localize`` saved for their
+    tool (``("triage", <work>/dfx_outputs/triage/data)``), the newest first. A snapshot a save left
+    incomplete, and the temporary directory of a save that was killed, are not among them."""
+    whole = [(tool, d) for tool, d in _snapshot_places(Path(work_dir)) if complete_snapshot(d)]
+    copies = sorted((c for c in whole if c[0] != "data"), key=lambda c: (c[1] / DATA_META).stat().st_mtime)
+    return [c for c in whole if c[0] == "data"] + copies[::-1]
+
+
+def interrupted_saves(work_dir: str | os.PathLike) -> list[Path]:
+    """What saves of data snapshots that did not finish left in a build: the temporary directories
+    of saves whose process is gone, and snapshot directories without their ``meta.json``."""
+    left = []
+    for _, d in _snapshot_places(Path(work_dir)):
+        left += abandoned_temps(d)
+        if d.is_dir() and any(d.iterdir()) and not complete_snapshot(d):
+            left.append(d)
+    return left
 
 
 def dfx_dir(work_dir: str | os.PathLike, *names: str) -> Path:
@@ -220,18 +271,6 @@ def _file_in_the_way(path: Path) -> Path | None:
     except OSError:
         return None
     return None
-
-
-def path_problem(value: str, what: str) -> str | None:
-    """Why the path ``value`` (an argument) cannot name a file on this system: longer than a path
-    or a name in it can be; None when it can. Checked before the path is used, so that an absurd
-    argument is refused at once, and quoted clipped."""
-    size = len(os.fsencode(value)) if len(value) <= PATH_MAX else len(value)
-    longest = max((len(os.fsencode(part)) for part in value.split(os.sep)), default=0) if size <= PATH_MAX else 0
-    if size <= PATH_MAX and longest <= NAME_MAX:
-        return None
-    limit = f"a path holds at most {PATH_MAX} bytes" if size > PATH_MAX else f"a name in a path at most {NAME_MAX} bytes"
-    return f"{what} {clipped(value)} is too long to name a file ({limit}): pass the path of the directory"
 
 
 def os_problem(exc: OSError, path: Path | None = None) -> str:
@@ -306,13 +345,71 @@ def new_build_dir(base: Path, name: str) -> Path:
 _TEMP_COUNT = itertools.count()
 
 
-def _open_temp(path: Path) -> tuple[int, Path]:
-    """A new file beside ``path`` for writing, named for this process and thread (and a count),
-    created exclusively with the usual permissions (0666 less the umask)."""
+def temp_name(path: Path) -> Path:
+    """A new temporary name beside ``path`` (``TEMP_NAME``), for this process and thread."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_TEMP_COUNT)}.tmp")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def abandoned_temps(path: Path) -> list[Path]:
+    """The temporary files and directories beside ``path`` that writes of it left in a process that
+    is gone (killed mid-write): no process will finish or remove them."""
+    try:
+        beside = list(path.parent.iterdir())
+    except OSError:
+        return []
+    found = []
+    for entry in beside:
+        m = TEMP_NAME.fullmatch(entry.name)
+        if m and m["name"] == path.name and not _alive(int(m["pid"])):
+            found.append(entry)
+    return sorted(found)
+
+
+def atomic_dir(path: Path, write: Callable[[Path], Any]) -> None:
+    """Make the directory ``path`` appear whole or not at all: ``write(tmp)`` fills a new
+    temporary directory beside it, which one ``os.rename`` then moves to ``path`` (``path`` must
+    not exist, or be an empty directory: else the rename's OSError, ENOTEMPTY or EEXIST).
+
+    The temporary directory is removed when ``write`` or the rename fails; those that killed
+    writes of ``path`` left (``abandoned_temps``) are removed first.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    for left in abandoned_temps(path):
+        shutil.rmtree(left, ignore_errors=True)
+    while True:
+        tmp = temp_name(path)
+        try:
+            tmp.mkdir()
+            break
+        except FileExistsError:  # left by a process that had this pid and died mid-write
+            continue
+    try:
+        write(tmp)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _open_temp(path: Path, parents: bool = True) -> tuple[int, Path]:
+    """A new file beside ``path`` for writing, named for this process and thread (and a count),
+    created exclusively with the usual permissions (0666 less the umask); ``path``'s directory is
+    made first with ``parents``, else a missing one is a FileNotFoundError."""
+    if parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     while True:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.{next(_TEMP_COUNT)}.tmp")
+        tmp = temp_name(path)
         try:
             return os.open(tmp, flags, 0o666), tmp
         except FileExistsError:  # left by a process that had this pid and died mid-write
@@ -363,9 +460,9 @@ def atomic_replace(path: Path, write: Callable[[Path], Any]) -> None:
         raise
 
 
-def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
-    """Replace ``path`` with ``data`` atomically."""
-    fd, tmp = _open_temp(path)
+def atomic_write_bytes(path: Path, data: bytes | memoryview, parents: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically (``parents=False``: never make its directory)."""
+    fd, tmp = _open_temp(path, parents)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -375,13 +472,64 @@ def atomic_write_bytes(path: Path, data: bytes | memoryview) -> None:
         raise
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) atomically."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write(path: Path, text: str, parents: bool = True) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) atomically (``parents=False``: never make its directory)."""
+    atomic_write_bytes(path, text.encode("utf-8"), parents)
+
+
+def write_into_build(work: Path, name: str, text: str) -> bool:
+    """Replace ``work/name`` with ``text`` atomically when ``work`` is a complete build (it holds
+    ``kernel_config.py``), making no directory: a build that is gone, cleaned or an interrupted
+    compile gets nothing, not even a stub. Whether it was written; an OSError if it cannot be."""
+    config = work / KERNEL_CONFIG
+    if not config.is_file() or config.is_symlink():
+        return False
+    atomic_write(work / name, text, parents=False)
+    return True
+
+
+# NOTE: torch's writer raises a RuntimeError, never an OSError, when a write fails; on a full disk it
+# says "[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598", with no errno in it
+_TORCH_WRITER = ("inline_container", "PytorchStreamWriter", "file write failed")
+
+
+def _no_room(folder: Path) -> bool:
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
+
+
+def torch_write_error(e: RuntimeError, path: Path) -> OSError | None:
+    """The OSError a failed ``torch.save(..., path)`` (``e``) stands for, or None when ``e`` is not
+    a write failure: ENOSPC or EDQUOT when its text says so or ``path``'s file system has no room
+    left, else EIO with torch's words."""
+    text = str(e)
+    for code in (errno.ENOSPC, errno.EDQUOT):
+        if os.strerror(code) in text:
+            return OSError(code, os.strerror(code), str(path))
+    if not any(marker in text for marker in _TORCH_WRITER):
+        return None
+    if _no_room(path.parent):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    words = re.sub(r"^\[enforce fail at [^\]]*\][ .]*", "", text.strip())
+    return OSError(errno.EIO, f"torch.save could not write {path.name} ({words})", str(path))
+
+
+def torch_save(value: Any, path: Path) -> None:
+    """``torch.save(value, path)``; a failure of torch's writer raised as the OSError it stands for
+    (``torch_write_error``: a full disk is ENOSPC), so callers handle it as any failed write."""
+    import torch
+
+    try:
+        torch.save(value, path)
+    except RuntimeError as e:
+        error = torch_write_error(e, path)
+        if error is None:
+            raise
+        raise error from None
 
 
 def atomic_save(value: Any, path: Path) -> None:
-    """``torch.save(value, path)`` atomically."""
-    import torch
-
-    atomic_replace(path, lambda tmp: torch.save(value, tmp))
+    """``torch.save(value, path)`` atomically (``torch_save``: a failed write is an OSError)."""
+    atomic_replace(path, lambda tmp: torch_save(value, tmp))

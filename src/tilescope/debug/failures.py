@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, atomic_write, inside
+from tilescope.build.paths import DFX_DIR, FAILURE_DIR, TASK_JSON, atomic_write, inside, torch_save
 
 KINDS = (
     "error", "deadlock", "timeout", "kernel_error", "guard", "crash", "exit", "interrupted", "nan", "input_written",
@@ -171,7 +171,7 @@ def save_task_inputs(
             entry.update(dtype=str(a.value.dtype).removeprefix("torch."), shape=list(a.value.shape))
             if a.role != "output":
                 entry["file"] = f"{a.name}.pt"
-                torch.save(a.value.clone(), out / entry["file"])
+                torch_save(a.value.clone(), out / entry["file"])
         else:
             entry["value"] = a.value
         entries.append(entry)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from tilescope.build.manifest import Build
-from tilescope.build.paths import DFX_DIR, INTERMEDIATES_DIR, inside
+from tilescope.build.paths import DFX_DIR, INTERMEDIATES_DIR, inside, torch_save
 from tilescope.debug.deps_json import buffer_names, region_text
 from tilescope.debug.tensor_dump import probe_of, view_of
 from tilescope.ir import dtypes
@@ -117,9 +117,9 @@ def write_intermediates(
             # a probe may run more than once in a task (in a loop): one file per capture, numbered from 0 in order
             if probe is not None:
                 n = captures[(r.task_id, name)] = captures.get((r.task_id, name), -1) + 1
-                torch.save(t.clone(), d / f"{name}.{n}.pt")
+                torch_save(t.clone(), d / f"{name}.{n}.pt")
             else:
-                torch.save(t.clone(), d / f"{name}.pt")
+                torch_save(t.clone(), d / f"{name}.pt")
     if level == 1:
         print(f"[intermediates] saved every task's inputs and outputs under {base}", file=out)
     return base

@@ -15,6 +15,7 @@ import argparse
 from typing import Any
 
 from tilescope.analysis.progress import seconds_arg
+from tilescope.build.path_args import PATH_ARG
 from tilescope.harness.specs import seed_problem
 from tilescope.knobs import COMPILE_KNOBS, RUNTIME_KNOBS, Knob
 
@@ -74,9 +75,9 @@ def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     _add_flags(parser, COMPILE_KNOBS)
     g = parser.add_argument_group("tilescope harness")
     g.add_argument(
-        "--runtime-dir", default=None, help="reuse a build directory: only edited files are rebuilt"
+        "--runtime-dir", type=PATH_ARG, default=None, help="reuse a build directory: only edited files are rebuilt"
     )
-    g.add_argument("--golden-data", default=None, help="replay inputs and golden from a saved data dir")
+    g.add_argument("--golden-data", type=PATH_ARG, default=None, help="replay inputs and golden from a saved data dir")
     g.add_argument("--save-data", action="store_true", help="snapshot inputs and golden into <build>/data")
     g.add_argument("--seed", type=seed_arg, default=0, help="seed for generated inputs (default: 0)")
     g.add_argument("--compile-only", action="store_true", help="stop after compiling")

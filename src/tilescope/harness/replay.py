@@ -24,6 +24,7 @@ from tilescope.analysis.compare import check_tolerances
 from tilescope.analysis.data import DataError, load_meta, load_snapshot
 from tilescope.analysis.progress import tolerance_arg
 from tilescope.build.manifest import as_build_dir
+from tilescope.build.path_args import PATH_ARG
 from tilescope.build.paths import DATA_DIR, saved_data
 from tilescope.debug.intermediates import value_stats
 from tilescope.errors import TilescopeError
@@ -173,8 +174,12 @@ def _tensor_line(name: str, t: Any) -> str:
 
 def add_replay_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add ``tilescope replay``'s arguments and the runtime flags to ``parser``; returns it."""
-    parser.add_argument("build_dir", help="a build directory (build_output/_jit_<fn>_<stamp>)")
-    parser.add_argument("--golden-data", default=None, help="replay this data dir (default: BUILD_DIR/data)")
+    parser.add_argument(
+        "build_dir", metavar="BUILD_DIR", type=PATH_ARG, help="a build directory (build_output/_jit_<fn>_<stamp>)"
+    )
+    parser.add_argument(
+        "--golden-data", type=PATH_ARG, default=None, help="replay this data dir (default: BUILD_DIR/data)"
+    )
     parser.add_argument(
         "--rtol", type=tolerance_arg, default=None, help="relative tolerance (default: the saved run's)"
     )
@@ -192,6 +197,7 @@ def add_replay_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     t.add_argument(
         "--from",
         dest="from_dir",
+        type=PATH_ARG,
         default=None,
         metavar="DIR",
         help="replay the task saved in DIR (default: BUILD_DIR/dfx_outputs/failure/task_ID)",

@@ -34,7 +34,7 @@ from tilescope.analysis.golden_trace import GoldenTrace, record_golden
 from tilescope.analysis.report import Report
 from tilescope.analysis.triage.triage_command import error_report
 from tilescope.build.manifest import ArgSpec, Build
-from tilescope.build.paths import DATA_DIR, LAST_RUN, atomic_write, inside
+from tilescope.build.paths import DATA_DIR, LAST_RUN, inside, write_into_build
 from tilescope.build.state import source_hashes
 from tilescope.debug.failures import Failure
 from tilescope.errors import DSLError, HarnessError, RuntimeFailure, TilescopeError
@@ -307,15 +307,16 @@ def _golden_of(phases: Phases, run: Execution, golden: Callable[[dict[str, Any]]
 
 
 def record_last_run(result: RunResult) -> None:
-    """Write ``last_run.json`` (passed, platform, time) into the build, for ``tilescope builds``."""
+    """Write ``last_run.json`` (passed, platform, time) into the build, for ``tilescope builds``;
+    nothing into a build that is gone or incomplete (``paths.write_into_build``)."""
     if result.work_dir is None:
         return
     stamp = _dt.datetime.now().isoformat(timespec="seconds")
     text = json.dumps({"passed": result.passed, "platform": result.platform, "time": stamp}) + "\n"
     try:
-        atomic_write(inside(result.work_dir, LAST_RUN), text)
+        write_into_build(Path(result.work_dir), LAST_RUN, text)
     except OSError:
-        pass  # a read-only build: nothing recorded
+        pass  # a read-only build, or one removed meanwhile: nothing recorded
 
 
 def finish(result: RunResult, name: str) -> RunResult:

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tilescope.build.path_args import PATH_ARG
 from tilescope.build.paths import DEPS_HTML, DEPS_JSON, DFX_DIR, inside
 from tilescope.errors import TilescopeError
 
@@ -296,7 +297,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "deps", help="summarise a run's dependency graph (dfx_outputs/deps.json) and point to its viewer"
     )
-    p.add_argument("dir", metavar="DIR", help="a build directory, its dfx_outputs, or a deps.json")
+    p.add_argument("dir", metavar="DIR", type=PATH_ARG, help="a build directory, its dfx_outputs, or a deps.json")
     p.add_argument(
         "--task", type=int, action="append", default=[], metavar="ID",
         help="show this task's arguments (role and region) and its edges; repeatable",

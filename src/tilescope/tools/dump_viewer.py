@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from tilescope.build.path_args import PATH_ARG
+from tilescope.build.paths import torch_save
 from tilescope.debug.intermediates import value_stats
 from tilescope.tools.dump_data import (  # noqa: F401 - re-exported: the viewer's API
     _DIFF_SHOWN,
@@ -348,7 +350,7 @@ def export(
         paths.append(txt)
         if t is not None:
             pt = out / f"{export_name(r)}.pt"
-            torch.save(t, pt)
+            torch_save(t, pt)
             paths.append(pt)
     return paths
 
@@ -454,6 +456,7 @@ def add_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument(
         "dir",
         metavar="DIR",
+        type=PATH_ARG,
         nargs="?",
         default=None,
         help="a build dir, its dfx_outputs, the tensor_dump dir or tensor_dump.json "
@@ -468,6 +471,7 @@ def add_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     g.add_argument("-i", "--index", type=int, action="append", metavar="N", help="record index (repeatable)")
     p.add_argument(
         "--export",
+        type=PATH_ARG,
         nargs="?",
         const="",
         default=None,

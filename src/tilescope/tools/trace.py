@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tilescope.build.path_args import PATH_ARG
 from tilescope.build.paths import DFX_DIR, TRACE_JSON, inside
 from tilescope.errors import TilescopeError
 from tilescope.tools.roofline import PmuRanking, format_ranking, pmu_ranking
@@ -299,6 +300,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "trace", help="summarize a run trace: time per kernel, worker utilisation, critical path"
     )
-    p.add_argument("dir", metavar="DIR", help="a build directory, its dfx_outputs directory, or a trace.json")
+    p.add_argument("dir", metavar="DIR", type=PATH_ARG, help="a build directory, its dfx_outputs directory, or a trace.json")
     p.set_defaults(fn=run_cli)
     return p

@@ -39,6 +39,7 @@ from tilescope.analysis.progress import Progress, tolerance_arg
 from tilescope.analysis.recorded import recorded_run
 from tilescope.analysis.report import Report, localize_dump, write_report
 from tilescope.build.manifest import as_build_dir
+from tilescope.build.path_args import PATH_ARG
 from tilescope.build.paths import (
     DATA_DIR,
     DFX_DIR,
@@ -298,8 +299,8 @@ def _report_cli(tool: str, call: Callable[[], Report], as_json: bool, ok: Callab
 
 def add_localize_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``tilescope localize``'s arguments."""
-    p.add_argument("build_dir", metavar="BUILD", help="a build directory with saved data (--save-data)")
-    p.add_argument("--golden-data", default=None, metavar="DIR", help="use this data directory instead of BUILD/data")
+    p.add_argument("build_dir", metavar="BUILD", type=PATH_ARG, help="a build directory with saved data (--save-data)")
+    p.add_argument("--golden-data", type=PATH_ARG, default=None, metavar="DIR", help="use this data directory instead of BUILD/data")
     p.add_argument("--rtol", type=tolerance_arg, default=None, help="relative tolerance (default: the data's)")
     p.add_argument("--atol", type=tolerance_arg, default=None, help="absolute tolerance (default: the data's)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of the verdict")

@@ -52,6 +52,7 @@ from tilescope.analysis.report import Culprit, Fix, Report, write_report
 from tilescope.analysis.triage.steps import ANSWER, CRASH, NO_BUDGET, REQUEST, STOPPED, WALL_STRETCH, Steps
 from tilescope.build.build_report import report_problem
 from tilescope.build.manifest import Build, as_build_dir
+from tilescope.build.path_args import PATH_ARG
 from tilescope.build.paths import (
     DATA_DIR,
     DFX_DIR,
@@ -516,8 +517,8 @@ def _next_commands(rep: Report, work: Path) -> list[str]:
 
 def add_triage_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``tilescope triage``'s arguments."""
-    p.add_argument("build_dir", metavar="BUILD", help="a build directory with saved data (--save-data)")
-    p.add_argument("--golden-data", default=None, metavar="DIR", help="use this data directory instead of BUILD/data")
+    p.add_argument("build_dir", metavar="BUILD", type=PATH_ARG, help="a build directory with saved data (--save-data)")
+    p.add_argument("--golden-data", type=PATH_ARG, default=None, metavar="DIR", help="use this data directory instead of BUILD/data")
     p.add_argument("--budget", type=seconds_arg, default=None, metavar="SECONDS",
                    help=f"stop looking after this long (default $TILESCOPE_TRIAGE_BUDGET, else {DEFAULT_BUDGET:g})")
     p.add_argument("--task-timeout", type=seconds_arg, default=None, metavar="SECONDS", dest="task_timeout_s",
