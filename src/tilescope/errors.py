@@ -8,7 +8,9 @@ names the thing, what was expected, and what to do. Errors tied to DSL source ca
 from __future__ import annotations
 
 import linecache
+import os
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +32,10 @@ class SourceLoc:
 SHOWN_CHARS = 200  # the most of a value a message quotes (an argument echoed back, a path)
 
 
-def clipped(text: str, limit: int = SHOWN_CHARS) -> str:
+def clipped(text: Any, limit: int = SHOWN_CHARS) -> str:
     """``text`` as a message quotes it: whole up to ``limit`` characters, else its start, its
     end and how long it is (a 20 MB argument is never echoed back whole)."""
+    text = os.fspath(text) if isinstance(text, os.PathLike) else str(text)
     if len(text) <= limit:
         return text
     head, tail = limit * 2 // 3, limit // 6

@@ -15,10 +15,18 @@ from tilescope.harness.replay import replay_compiled
 _BUILT: dict[str, object] = {}
 
 
-def built(bug: SeededBug):
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """Where the bugs' builds go: a folder of the module's (a test's own tmp dir is removed when it
+    passes, and the builds are shared by the tests of every bug)."""
+    return tmp_path_factory.mktemp("seeded")
+
+
+def built(bug: SeededBug, base):
     """The bug's build, run once on its inputs with --save-data (one per process)."""
     if bug.name not in _BUILT:
-        result = run_jit(bug.program, bug.specs, golden_fn=bug.golden, rtol=bug.rtol, atol=bug.atol, save_data=True)
+        result = run_jit(bug.program, bug.specs, golden_fn=bug.golden, rtol=bug.rtol, atol=bug.atol, save_data=True,
+                         compile_cfg={"build_dir": str(base)})  # fmt: skip
         assert not result.passed and result.work_dir is not None and (result.work_dir / "data" / "in").is_dir()
         _BUILT[bug.name] = result.work_dir
     return _BUILT[bug.name]
@@ -26,17 +34,17 @@ def built(bug: SeededBug):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bug", [b for b in BUGS if b.localize is not None], ids=lambda b: b.name)
-def test_localize_names_the_culprit(bug):
-    rep = localize(built(bug))
+def test_localize_names_the_culprit(bug, builds):
+    rep = localize(built(bug, builds))
     bug.localize.check(rep)
     if rep.tolerance is not None:  # the tolerance it proposes passes
-        assert replay_compiled(built(bug), platform="sim", rtol=rep.tolerance.rtol, atol=rep.tolerance.atol).passed
+        assert replay_compiled(built(bug, builds), platform="sim", rtol=rep.tolerance.rtol, atol=rep.tolerance.atol).passed
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bug", BUGS, ids=lambda b: b.name)
-def test_triage_names_the_culprit_and_its_fix_verifies(bug):
-    work = built(bug)
+def test_triage_names_the_culprit_and_its_fix_verifies(bug, builds):
+    work = built(bug, builds)
     rep = triage(work, fix=bug.fix is not None)
     bug.triage.check(rep)
     if bug.fix is not None:

@@ -90,7 +90,7 @@ def test_an_ir_dump_that_is_a_link_out_of_the_build_is_refused(build, tmp_path):
     ir.unlink()
     ir.symlink_to(evil)
     with pytest.raises(
-        BuildFileError, match=r"ir\['file'\] is 'ir/vector_dag.py': a symbolic link in it leads to"
+        BuildFileError, match=r"ir\['file'\] is 'ir/vector_dag.py': .*/ir/vector_dag.py is a symbolic link to .*/evil.py, outside"
     ):
         ts.CompiledProgram.from_dir(build)
     assert not marker.exists()
@@ -514,10 +514,10 @@ def test_a_full_build_base_is_a_clear_error_and_leaves_no_partial_build(tmp_path
 
     real_open_temp = paths._open_temp
 
-    def full(path):  # every file of a build is written through a temporary file beside it
+    def full(path, *args, **kwargs):  # every file of a build is written through a temporary file beside it
         if path.is_relative_to(base) and "kernels" in path.parts:
             enospc()
-        return real_open_temp(path)
+        return real_open_temp(path, *args, **kwargs)
 
     monkeypatch.setattr(paths, "_open_temp", full)
     result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, golden_fn=vector_dag.golden)
