@@ -35,7 +35,9 @@ MIN_TAIL_BYTES = 64  # GuardZones::kMinTailBytes
 _PROT_NONE = 0
 
 _zones: dict[int, tuple[int, int, int]] = {}  # data address -> (bytes, before, after)
-_lock = threading.Lock()
+# NOTE: reentrant: a garbage collection while it is held (guard_zones) can run a copy's finalizer,
+# _forget, on the same thread
+_lock = threading.RLock()
 _libc: ctypes.CDLL | None = None
 
 
