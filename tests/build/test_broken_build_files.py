@@ -514,10 +514,10 @@ def test_a_full_build_base_is_a_clear_error_and_leaves_no_partial_build(tmp_path
 
     real_open_temp = paths._open_temp
 
-    def full(path):  # every file of a build is written through a temporary file beside it
+    def full(path, *args):  # every file of a build is written through a temporary file beside it
         if path.is_relative_to(base) and "kernels" in path.parts:
             enospc()
-        return real_open_temp(path)
+        return real_open_temp(path, *args)
 
     monkeypatch.setattr(paths, "_open_temp", full)
     result = run_jit(vector_dag.vector_dag, vector_dag.SPECS, golden_fn=vector_dag.golden)
