@@ -15,10 +15,12 @@ Seeded bugs, each asserting what the tool names:
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -459,3 +461,23 @@ def test_an_isolated_crash_keeps_the_outputs_earlier_tasks_wrote_and_zones_guard
     f = info.value.failure
     assert (f.kind, f.task_id, f.kernel) == ("guard", 0, "put")
     assert "wrote past the end of program argument 1 (f32[64, 128], 32768 bytes)" in f.message
+
+
+def test_a_guarded_copy_collected_while_the_zones_are_read_does_not_deadlock():
+    # NOTE: a garbage collection can run a guarded copy's finalizer on the thread that holds the zones'
+    # lock (guard_zones reading them); the finalizer takes the lock too. Run in a child, so that a
+    # deadlock fails the test instead of hanging it.
+    code = textwrap.dedent("""
+        import gc, torch
+        from tilescope.runtime import guarded
+        t = guarded.guarded_clone(torch.ones(64))
+        cycle = [t]
+        cycle.append(cycle)  # freed only by a collection, as in a run
+        del t, cycle
+        with guarded._lock:  # what guard_zones holds
+            gc.collect()
+        print("no deadlock")
+    """)
+    env = {**os.environ, "PYTHONPATH": str(Path(ts.__file__).parents[1])}
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert child.returncode == 0 and child.stdout == "no deadlock\n", child.stderr

@@ -46,7 +46,9 @@ GUARD_SPAN_MAX = 4 << 30
 GUARD_SPAN_FACTOR = 64
 
 _zones: dict[int, tuple[int, int, int]] = {}  # data address -> (bytes, before, after)
-_lock = threading.Lock()
+# NOTE: reentrant: a garbage collection while it is held (guard_zones) can run a copy's finalizer,
+# _forget, on the same thread
+_lock = threading.RLock()
 _libc: ctypes.CDLL | None = None
 
 
