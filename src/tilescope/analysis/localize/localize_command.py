@@ -218,8 +218,8 @@ def localize(
     work = as_build_dir(build_dir)
     say("load the build and its data")
     build = CompiledProgram.from_dir(work)
-    writable_dir(inside(work, DFX_DIR, LOCALIZE_DIR), "localize")  # NOTE: before the runs whose outputs go there
     data = _data_dir(work, golden_data)
+    writable_dir(inside(work, DFX_DIR, LOCALIZE_DIR), "localize")  # NOTE: before the runs whose outputs go there
     given = [k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None]
     meta = load_meta(data, given=given)
     rtol = meta.get("rtol", 1e-5) if rtol is None else rtol
