@@ -50,7 +50,7 @@ from tilescope.ir import dtypes as dt
 from tilescope.launch.child import Exit, run_contained
 from tilescope.launch.run import RunInfo, launch, load_binaries
 from tilescope.runtime.abi import GUARD_BYTE
-from tilescope.runtime.guarded import adopt_zones, map_guarded
+from tilescope.runtime.guarded import adopt_zones, guard_span, map_guarded
 from tilescope.runtime.run_config import RunConfig
 
 SHM_DIR = Path("/dev/shm")
@@ -144,23 +144,25 @@ def _storages(mm: mmap.mmap, spans: list[_Span]) -> list[Any]:
             torch.empty(0, dtype=torch.uint8) for s in spans]  # fmt: skip
 
 
-def _guarded_storages(path: Path, spans: list[_Span]) -> list[tuple[Any, Any]] | None:
+def _guarded_storages(path: Path, spans: list[_Span]) -> list[tuple[Any, Any, int]] | None:
     """A byte storage per span, each span's pages of the file mapped alone inside inaccessible
     address space (``map_guarded``), as an in-process run's guarded arguments lie: a kernel writing
-    far past one faults as it would there. Each with the mapping that holds it; None where the
-    mappings cannot be made (the caller maps the file whole)."""
+    far past one faults as it would there. Each with the mapping that holds it and the inaccessible
+    bytes on each side of it (its zones fill its pages); None where the mappings cannot be made (the
+    caller maps the file whole)."""
     import torch
 
     out = []
     with open(path, "r+b") as f:
         for s in spans:
             if not s.nbytes:
-                out.append((torch.empty(0, dtype=torch.uint8), None))
+                out.append((torch.empty(0, dtype=torch.uint8), None, 0))
                 continue
             body = map_guarded(s.pages, f.fileno(), s.offset - _ZONE)
             if body is None:
                 return None
-            out.append((torch.frombuffer(body, dtype=torch.uint8, count=s.nbytes, offset=_ZONE), body))
+            out.append((torch.frombuffer(body, dtype=torch.uint8, count=s.nbytes, offset=_ZONE), body,
+                        guard_span(s.pages)))  # fmt: skip
     return out
 
 
@@ -439,11 +441,11 @@ def _child(request_dir: Path) -> int:
         mapped = _guarded_storages(Path(request["shared_file"]), spans)
         if mapped is None:
             mm = _map(Path(request["shared_file"]), request["shared_bytes"])
-            mapped = [(storage, mm) for storage in _storages(mm, spans)]
-        storages = [storage for storage, _ in mapped]
-        for s, (storage, owner) in zip(spans, mapped):  # the parent filled them
+            mapped = [(storage, mm, 0) for storage in _storages(mm, spans)]
+        storages = [storage for storage, _, _ in mapped]
+        for s, (storage, owner, reach) in zip(spans, mapped):  # the parent filled them
             if s.nbytes:
-                adopt_zones(storage, *s.zones, owner=owner)
+                adopt_zones(storage, *s.zones, owner=owner, reach=reach)
         views = _views(storages, regions)
         args = [v if v is not None else a["scalar"] for v, a in zip(views, request["args"])]
         info = launch(build, load_binaries(build), args, config, kernel_index=request["kernel_index"])

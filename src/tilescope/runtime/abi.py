@@ -110,6 +110,7 @@ class TsGuardZone(ctypes.Structure):
         ("bytes", ctypes.c_int64),
         ("before", ctypes.c_int64),
         ("after", ctypes.c_int64),
+        ("reach", ctypes.c_int64),
     ]
 
 

@@ -45,7 +45,7 @@ GUARD_SPAN_MIN = 16 << 20
 GUARD_SPAN_MAX = 4 << 30
 GUARD_SPAN_FACTOR = 64
 
-_zones: dict[int, tuple[int, int, int]] = {}  # data address -> (bytes, before, after)
+_zones: dict[int, tuple[int, int, int, int]] = {}  # data address -> (bytes, before, after, reach)
 # NOTE: reentrant: a garbage collection while it is held (guard_zones) can run a copy's finalizer,
 # _forget, on the same thread
 _lock = threading.RLock()
@@ -115,9 +115,9 @@ def guarded_clone(t: torch.Tensor) -> torch.Tensor:
         return t.clone()
     page = mmap.PAGESIZE
     body = -(-(HEAD_BYTES + nbytes + MIN_TAIL_BYTES) // page) * page
-    m = map_guarded(body)
+    m, reach = map_guarded(body), guard_span(body)
     if m is None:
-        m = _paged(body)
+        m, reach = _paged(body)
         if m is None:
             log.debug("[guard] no mapping for a %d-byte tensor: a copy without guard zones", nbytes)
             return t.clone()
@@ -128,28 +128,31 @@ def guarded_clone(t: torch.Tensor) -> torch.Tensor:
     out = torch.frombuffer(m, dtype=t.dtype, count=t.numel(), offset=HEAD_BYTES).view(t.shape)
     out.copy_(t)
     with _lock:
-        _zones[data] = (nbytes, HEAD_BYTES, tail)
+        _zones[data] = (nbytes, HEAD_BYTES, tail, reach)
     weakref.finalize(m, _forget, data)
     return out
 
 
-def _paged(body: int) -> Any | None:
+def _paged(body: int) -> tuple[Any | None, int]:
     """``body`` bytes between two inaccessible pages (where ``map_guarded`` cannot map): a ctypes
-    array over them, kept alive with the mapping."""
+    array over them, kept alive with the mapping, and the inaccessible bytes on each side (0
+    where the pages could not be protected)."""
     page = mmap.PAGESIZE
     try:
         m = mmap.mmap(-1, body + 2 * page)
     except OSError:
-        return None
+        return None, 0
     anchor = ctypes.c_char.from_buffer(m)
     base = ctypes.addressof(anchor)
     del anchor  # NOTE: an exported buffer would keep the mapping from being closed
+    reach = page
     if not (_mprotect_none(base, page) and _mprotect_none(base + page + body, page)):
         log.debug("[guard] no guard pages for a %d-byte mapping: its zones are still checked", body)
+        reach = 0
     view = (ctypes.c_char * body).from_address(base + page)
     _kept[id(view)] = m
     weakref.finalize(view, _kept.pop, id(view), None)
-    return view
+    return view, reach
 
 
 _kept: dict[int, mmap.mmap] = {}
@@ -178,13 +181,14 @@ def guarded_args(values: list) -> list:
     ]
 
 
-def adopt_zones(t: torch.Tensor, before: int, after: int, owner: object) -> None:
+def adopt_zones(t: torch.Tensor, before: int, after: int, owner: object, reach: int = 0) -> None:
     """Register ``before`` and ``after`` bytes of GUARD_BYTE around ``t``'s storage, which the
     caller wrote there (the isolated child's shared file), for as long as ``owner`` (the memory
-    holding them) lives. The runtime refuses the run if they do not hold GUARD_BYTE."""
+    holding them) lives, with ``reach`` bytes of inaccessible address space beyond them (0: none
+    known). The runtime refuses the run if they do not hold GUARD_BYTE."""
     address = t.untyped_storage().data_ptr()
     with _lock:
-        _zones[address] = (t.untyped_storage().nbytes(), before, after)
+        _zones[address] = (t.untyped_storage().nbytes(), before, after, reach)
     weakref.finalize(owner, _forget, address)
 
 

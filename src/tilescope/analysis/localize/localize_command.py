@@ -256,12 +256,16 @@ def localize(
 
 def internal_error(e: Exception, tool: str = "localize") -> str:
     """What stopped ``tool``, in one line: the machine's state for an OSError (a read-only file
-    system, a file where a directory belongs, no space left, a name too long: ``os_problem``), else
-    a defect of the tool itself, what was raised and where. A value it quotes is clipped."""
+    system, a file where a directory belongs, no space left, a name too long: ``os_problem``), the
+    first line of a tilescope error (worded for its user: a build's file it refuses, a link out of
+    the build), else a defect of the tool itself, what was raised and where. A value a defect's
+    line quotes is clipped."""
     import traceback
 
     if isinstance(e, OSError):
         return f"{tool} stopped: {os_problem(e)}; the build and its data are as they were"
+    if isinstance(e, TilescopeError):
+        return f"{tool} stopped: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
     frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
     where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
     return (

@@ -80,13 +80,17 @@ CATEGORIES = (
     "uninitialized", "codegen", "algorithm", "precision", "pass", "unknown",
 )  # fmt: skip
 # A failed run's category and summary, by the Failure's (kind, cause) (debug/failures.py); a kind
-# missing here is a crash. ("crash", "fault") is looked up only for the runs of the later steps,
-# whose tensors have guard pages: the first, isolated run's lie side by side.
+# missing here is a crash. ("crash", "fault") is looked up for a fault in the guard pages around a
+# tensor (the crash report names it), and for any fault in the runs of the later steps, whose
+# tensors all have guard pages (the first run's may lie side by side where they could not be mapped
+# apart).
 _FAILURES: dict[tuple[str, str], tuple[str, str]] = {
     ("kernel_error", "bounds"): ("out_of_bounds", "a checked {op} of {tensor} left its tensor"),
     ("guard", ""): ("out_of_bounds", "a kernel wrote outside its tensor (a guard zone changed)"),
     ("crash", "fault"): ("out_of_bounds", "a kernel read or wrote outside its tensors: it faulted in a later run, "
                          "whose tensors have guard pages"),
+    ("crash", "fault_near"): ("out_of_bounds", "a kernel read or wrote outside {tensor}: it faulted in the guard "
+                              "pages around it"),
     ("error", "region"): ("out_of_bounds", "the orchestration gave a task a region, or read an element, outside its "
                           "tensor"),
     ("timeout", ""): ("hang", "a task (or the orchestration) never finished: stopped past its budget"),
@@ -424,7 +428,7 @@ class _Triage(Steps):
             raise KeyboardInterrupt
         culprit = Culprit(f.task_id if f.task_id >= 0 else None, f.kernel or None, f.op or None, f.dsl_line or None,
                           _in_build(self.work, f.cpp_line) if f.cpp_line else None)  # fmt: skip
-        cause = f.cause if f.cause != "fault" or guarded else ""
+        cause = f.cause if f.cause != "fault" or guarded else "fault_near" if f.tensor else ""
         category, summary = _FAILURES.get((f.kind, cause)) or _FAILURES.get((f.kind, "")) or ("crash", "")
         if (f.kind, cause) == ("kernel_error", "bounds") and not f.op:
             summary = _UNCHECKED_BOUNDS

@@ -154,8 +154,8 @@ void *GuardZones::allocate(const ts_tensor &desc, size_t bytes) {
 
 std::string GuardZones::adopt(int32_t index, const ts_tensor &t, const ts_guard_zone &zone) {
     const std::string which = "guard_zones: program argument " + std::to_string(index);
-    if (zone.bytes < 0 || zone.before < 0 || zone.after < 0)
-        return which + ": bytes, before and after must be >= 0";
+    if (zone.bytes < 0 || zone.before < 0 || zone.after < 0 || zone.reach < 0)
+        return which + ": bytes, before, after and reach must be >= 0";
     if (by_data_.count(t.data) != 0) return which + ": its buffer already has guard zones";
     auto *data = static_cast<unsigned char *>(t.data);
     if (!intact(data - zone.before, zone.before) || !intact(data + zone.bytes, zone.after))
@@ -166,6 +166,7 @@ std::string GuardZones::adopt(int32_t index, const ts_tensor &t, const ts_guard_
     z->head_bytes = zone.before;
     z->tail_bytes = zone.after;
     z->program_arg = index;
+    z->reach = zone.reach;
     z->tensor = t;
     all_.push_back(z);
     by_data_.emplace(z->data, z);

@@ -54,6 +54,7 @@ struct GuardZone {
     std::string label;              // an intermediate's orchestration variable, or ""
     void *map = nullptr;            // the intermediate's own mapping, or heap block, to free
     size_t map_bytes = 0;           // 0: `map` is a heap block
+    int64_t reach = 0;              // a program argument's inaccessible bytes beyond each zone
 };
 
 // What a damaged zone looked like: the side and the changed bytes, relative to the tensor's first

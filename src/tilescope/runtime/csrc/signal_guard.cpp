@@ -175,9 +175,13 @@ FaultNear fault_near(const Task &t, uint64_t addr) {
     FaultNear near;
     for (int32_t i = 0; i < t.nzones; ++i) {
         const GuardZone &z = *t.zones[i];
-        const auto lo = reinterpret_cast<uint64_t>(z.map);
         const auto data = reinterpret_cast<uint64_t>(z.data);
-        if (z.map_bytes == 0 || addr < lo || addr >= lo + z.map_bytes) continue;
+        // an intermediate's own mapping; a program argument's zones and the space it says is beyond them
+        const auto around = static_cast<uint64_t>(z.head_bytes + z.reach);
+        const uint64_t lo = z.map_bytes ? reinterpret_cast<uint64_t>(z.map) : data - std::min(data, around);
+        const uint64_t hi = z.map_bytes ? lo + z.map_bytes
+                                        : data + static_cast<uint64_t>(z.bytes + z.tail_bytes + z.reach);
+        if ((z.map_bytes == 0 && z.reach == 0) || addr < lo || addr >= hi) continue;
         for (int32_t a = 0; a < t.nargs && near.arg < 0; ++a)
             if (t.args[a].kind == TS_ARG_TENSOR && t.args[a].u.t.data == z.data) near.arg = a;
         near.after = addr >= data + static_cast<uint64_t>(z.bytes);

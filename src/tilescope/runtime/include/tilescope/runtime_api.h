@@ -30,13 +30,16 @@ extern "C" {
 
 /* A program argument allocated with guard zones: `before` bytes just before its buffer (of `bytes`
  * bytes, starting at its ts_tensor::data) and `after` bytes just after it, each TS_GUARD_BYTE.
- * The runtime checks them as it checks the zones of the tensors it allocates. */
+ * The runtime checks them as it checks the zones of the tensors it allocates. `reach`: bytes of
+ * inaccessible address space beyond each zone (0: none known); a fault there is reported as near
+ * this argument (the crash report's fault_near). */
 typedef struct ts_guard_zone {
     int32_t program_arg;
     int32_t reserved;
     int64_t bytes;
     int64_t before;
     int64_t after;
+    int64_t reach;
 } ts_guard_zone;
 
 typedef struct ts_run_config {
