@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from tilescope.ir import op_registry as reg
+from tilescope.runtime.unary_ops import unary_fn
 
 F32, F16, BF16, I32 = "f32", "f16", "bf16", "i32"
 FLOATS = (F32, F16, BF16)
@@ -47,21 +48,26 @@ SCALAR_MAG = 2.0
 # (tile_math.hpp); torch measured as exp2 0.80, log2 0.58, erf 0.74, gelu_tanh 1.7, pow 0.59 ulp,
 # gelu 4.6 ulp of max(|gelu(x)|, |x|) (its 1 + erf cancels for x < 0: the gelu rules use that
 # magnitude, never |gelu(x)| alone). softplus/log1p: sim 0.5000 each; torch (f32, bf16/f16
-# through f32 as interp) measured as softplus 1.5 and log1p 0.63 ulp.
+# through f32 as interp) measured as softplus 1.5 and log1p 0.63 ulp. The activations
+# (expm1 ... logsigmoid): sim in double, rounded once; interp the same formulas in float64
+# (runtime/unary_ops.py), rounded once.
+ACTIVATIONS = ("expm1", "elu", "selu", "hardsigmoid", "hardswish", "mish", "softsign", "logsigmoid")
 SIM_ULPS = {
     "exp": 1.0, "log": 1.0, "tanh": 0.51, "sigmoid": 0.51, "silu": 0.51,
     "exp2": 0.51, "log2": 0.51, "erf": 0.51, "gelu": 0.51, "gelu_tanh": 0.51, "pow": 0.51,
-    "softplus": 0.51, "log1p": 0.51,
+    "softplus": 0.51, "log1p": 0.51, **dict.fromkeys(ACTIVATIONS, 0.51),
 }  # fmt: skip
 TORCH_ULPS = {
     "exp": 1.0, "log": 1.0, "tanh": 1.0, "sigmoid": 3.0, "silu": 3.0,
     "exp2": 1.0, "log2": 1.0, "erf": 1.0, "gelu": 6.0, "gelu_tanh": 3.0, "pow": 1.0,
-    "softplus": 2.0, "log1p": 1.0,
+    "softplus": 2.0, "log1p": 1.0, **dict.fromkeys(ACTIVATIONS, 0.51),
 }  # fmt: skip
 # Lipschitz constants on the whole line (log: 1 / lower end of the interval, exp: e^upper end;
-# log2, log1p and exp2 likewise; gelu/gelu_tanh: max |f'| = 1.1290 at x = +-1.41; softplus' = sigmoid)
+# log2, log1p, exp2 and expm1 likewise; gelu/gelu_tanh: max |f'| = 1.1290 at x = +-1.41;
+# softplus' = sigmoid; selu: scale * alpha; hardswish: (2x + 3) / 6 at x = 3; mish: 1.0885)
 LIPSCHITZ = {"tanh": 1.0, "sigmoid": 0.25, "silu": 1.1, "erf": 2 / math.sqrt(math.pi) * 1.0001, "gelu": 1.13, "gelu_tanh": 1.13,
-             "softplus": 1.0}  # fmt: skip
+             "softplus": 1.0, "elu": 1.0, "selu": 1.7581, "hardsigmoid": 1 / 6, "hardswish": 1.5, "mish": 1.09,
+             "softsign": 1.0, "logsigmoid": 1.0}  # fmt: skip
 GELU_MIN = -0.1701  # min of gelu and gelu_tanh (-0.16997, -0.17004)
 U32 = 2.0**-24  # unit roundoff of f32 (the accumulator of sums and matmuls)
 # The bound of a zero whose sign may differ (known bug zero_sign_minmax): the smallest positive
@@ -347,6 +353,7 @@ _TORCH_UNARY = {
     "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
     "softplus": lambda x: _via_f32(torch.nn.functional.softplus, x),
     "log1p": lambda x: _via_f32(torch.log1p, x),
+    **{name: unary_fn(name) for name in ACTIVATIONS},  # interp's own: torch's formulas in float64
 }
 
 
@@ -360,6 +367,19 @@ def _softplus(x: float) -> float:
 
 def _sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x)) if x > -700 else 0.0
+
+
+MISH_MIN = -0.30885  # min of mish (-0.308840 at x = -1.1924)
+_ACTIVATION = {  # the activations on one float, for interval bounds
+    "expm1": math.expm1,
+    "elu": lambda x: x if x >= 0 else math.expm1(x),
+    "selu": lambda x: 1.0507009873554805 * (x if x >= 0 else 1.6732632423543772 * math.expm1(x)),
+    "hardsigmoid": lambda x: min(max(x + 3, 0.0), 6.0) / 6,
+    "hardswish": lambda x: x * min(max(x + 3, 0.0), 6.0) / 6,
+    "mish": lambda x: x * math.tanh(_softplus(x)),
+    "softsign": lambda x: x / (1 + abs(x)),
+    "logsigmoid": lambda x: -_softplus(-x),
+}
 
 
 class Unary(Expr):
@@ -400,6 +420,13 @@ class Unary(Expr):
         elif op == "log1p":
             assert lo > -0.5, "log1p of a value possibly near or below -1"
             self.lo, self.hi = math.log1p(lo), math.log1p(hi)
+        elif op in ("expm1", "elu", "selu", "hardsigmoid", "softsign", "logsigmoid"):  # increasing
+            self.lo, self.hi = _ACTIVATION[op](lo), _ACTIVATION[op](hi)
+        elif op == "hardswish":  # decreasing to -0.375 at -1.5, then increasing
+            ends = (_ACTIVATION[op](lo), _ACTIVATION[op](hi))
+            self.lo, self.hi = (-0.375 if lo <= -1.5 <= hi else min(ends)), max(ends)
+        elif op == "mish":  # >= MISH_MIN, <= max(x, 0)
+            self.lo, self.hi = (MISH_MIN if lo < 0 else _ACTIVATION[op](lo)), max(hi, 0.0)
         elif op in ("gelu", "gelu_tanh"):  # x Phi(x): >= GELU_MIN, <= max(x, 0)
             self.lo, self.hi = (GELU_MIN if lo < 0 else lo * 0.5 * math.erfc(-lo / math.sqrt(2))), max(hi, 0.0)
 
@@ -443,6 +470,9 @@ class Unary(Expr):
             scale = 1.0 if self.op == "log" else 1 / math.log(2)
             lip = torch.where(lo_in > 0, scale / lo_in.clamp(min=1e-300), torch.full_like(lo_in, math.inf))
             top = scale * torch.maximum(torch.log(hi_in).abs(), torch.log(lo_in.clamp(min=1e-300)).abs())
+        elif self.op == "expm1":  # f' = e^x, increasing, > -1
+            lip = torch.exp(hi_in)
+            top = torch.maximum(torch.expm1(hi_in).abs(), torch.expm1(lo_in).abs())
         elif self.op == "log1p":  # |f'| = 1 / (1 + x)
             room = 1 + lo_in
             lip = torch.where(room > 0, 1 / room.clamp(min=1e-300), torch.full_like(lo_in, math.inf))
@@ -455,6 +485,14 @@ class Unary(Expr):
                 top = torch.sigmoid(hi_in)
             elif self.op == "softplus":  # increasing, positive
                 top = torch.clamp(hi_in, min=0) + torch.log1p(torch.exp(-hi_in.abs()))
+            elif self.op == "hardsigmoid":  # in [0, 1], |f| <= 1/2 + |x| / 6
+                top = torch.clamp((xv.abs() + ex) / 6 + 0.5, max=1.0)
+            elif self.op == "softsign":  # |f| <= min(|x|, 1)
+                top = torch.clamp(xv.abs() + ex, max=1.0)
+            elif self.op == "selu":  # |selu x| <= scale alpha |x|
+                top = LIPSCHITZ["selu"] * (xv.abs() + ex)
+            elif self.op == "logsigmoid":  # negative, increasing: largest at the low end
+                top = torch.clamp(-lo_in, min=0) + torch.log1p(torch.exp(-lo_in.abs()))
             elif self.op == "erf":  # |erf x| <= min(L |x|, 1)
                 top = torch.clamp(LIPSCHITZ["erf"] * (xv.abs() + ex), max=1.0)
             else:  # |silu x| = |x| sigmoid(x) <= |x|; gelu's errors are in ulps of max(|gelu x|, |x|) = |x|

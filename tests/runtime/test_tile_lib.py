@@ -41,6 +41,7 @@ import pytest
 import torch
 
 from tilescope.ir import op_registry as reg
+from tilescope.runtime.unary_ops import unary_fn
 from tilescope.toolchain import BASE_FLAGS, march_flag
 
 pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
@@ -1246,6 +1247,9 @@ NEW_MATH = {
     "gelu_tanh": (_gelu_tanh_ref, 0.51),
     "softplus": (_softplus_ref, 0.51),
     "log1p": (torch.log1p, 0.51),
+    # torch's formulas in float64 (interp's own, runtime/unary_ops.py), with the limits at +-inf
+    **{name: (unary_fn(name), 0.51) for name in ("expm1", "elu", "selu", "hardsigmoid", "hardswish", "mish", "softsign",
+                                                 "logsigmoid")},  # fmt: skip
 }
 
 
@@ -1313,6 +1317,8 @@ def test_new_math_f64(built):
         ("gelu_tanh", _gelu_tanh_ref),
         ("softplus", torch.nn.functional.softplus),  # torch's formula and threshold, as the double version
         ("log1p", torch.log1p),
+        *((name, NEW_MATH[name][0]) for name in ("expm1", "elu", "selu", "hardsigmoid", "hardswish", "mish", "softsign",
+                                                 "logsigmoid")),  # fmt: skip
     ]:
         got, want = unary_op(built, f"{name}_f64", x), fn(x)
         rtol = 1e-12 if name.startswith("gelu") else 1e-14  # e^{-x^2/2}: rounding of x^2 costs x^2 ulp
@@ -1336,6 +1342,14 @@ NEW_SPECIALS = {
     "gelu": ("0 -0 inf -inf nan -20 -1e30 20 1e30", "0 -0 inf -0 nan -0 -0 20 1e30"),
     "gelu_tanh": ("0 -0 inf -inf nan -20 -1e30 20 1e30", "0 -0 inf -0 nan -0 -0 20 1e30"),
     "softplus": ("inf -inf nan 20 21 30 1e30 -110 -200 -1e30", "inf 0 nan 20 21 30 1e30 0 0 0"),
+    "expm1": ("0 -0 inf -inf nan 1e-45 -1e-45 89 -20 -1e30", "0 -0 inf -1 nan 1e-45 -1e-45 inf -1 -1"),
+    "elu": ("0 -0 inf -inf nan 1e-45 -1e-45 -20 5", "0 -0 inf -1 nan 1e-45 -1e-45 -1 5"),
+    "selu": ("0 -0 inf -inf nan 1 -1", "0 -0 inf -1.7580993175506592 nan 1.0507010221481323 -1.1113307476043701"),
+    "hardsigmoid": ("0 -0 inf -inf nan -3 3 -1e30 1e30", "0.5 0.5 1 0 nan 0 1 0 1"),
+    "hardswish": ("0 -0 inf -inf nan -3 3 -1e30 1e30 -1.5", "0 -0 inf -0 nan -0 3 -0 1e30 -0.375"),
+    "mish": ("0 -0 inf -inf nan -200 -1e30 1e30", "0 -0 inf -0 nan -0 -0 1e30"),
+    "softsign": ("0 -0 inf -inf nan 1 -3 1e30", "0 -0 1 -1 nan 0.5 -0.75 1"),
+    "logsigmoid": ("0 -0 inf -inf nan -1e30 1e30 -200", "-0.6931471824645996 -0.6931471824645996 0 -inf nan -1e30 0 -200"),
     "log1p": (
         "0 -0 -1 -1.5 -2 -1e30 -inf inf nan 1e-45 -1e-45 1e-30 -1e-30 3e38",
         "0 -0 -inf nan nan nan nan inf nan 1e-45 -1e-45 1e-30 -1e-30 88.596848",

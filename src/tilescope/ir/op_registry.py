@@ -67,6 +67,7 @@ class ErrorModel:
     - ``exact``: the result carries the input's bound unchanged (neg, abs).
     - ``slope``: the input's bound times ``slope``, the largest ``|f'|`` on the whole line.
     - ``exp``: ``f(x) = b^x`` with ``scale = ln b``: ``f(hi) (exp(scale e) - 1)``.
+    - ``expm1``: ``f(x) = e^x - 1``: ``e^hi (exp(e) - 1)``.
     - ``log``: ``|f'(x)| <= 1 / (scale (x - pole))`` for ``x > pole``, unbounded at the pole.
     - ``sqrt``, ``rsqrt``, ``reciprocal``, ``pow``: the bound's own formula for that function.
     """
@@ -224,11 +225,32 @@ _DEFS: tuple[OpDef, ...] = (
            "nn.functional.softplus", ErrorModel(2.0, _SLOPE, slope=1.0), interp="f64"),  # softplus' = sigmoid
     _unary("log1p", "Elementwise log(1 + x), accurate for x near 0.", "log1p",
            ErrorModel(1.0, "log", pole=-1.0), interp="f64", python="math.log1p({})"),
+    _unary("expm1", "Elementwise e**x - 1, accurate for x near 0.", "expm1", ErrorModel(1.0, "expm1"), interp="own",
+           python="math.expm1({})"),
+    _unary("elu", "Elementwise ELU (alpha 1): x for x >= 0, else e**x - 1.", "nn.functional.elu",
+           ErrorModel(1.0, _SLOPE, slope=1.0), interp="own"),
+    _unary("selu", "Elementwise SELU: scale * (x for x >= 0, else alpha * (e**x - 1)).", "nn.functional.selu",
+           ErrorModel(2.0, _SLOPE, slope=1.7581), interp="own"),
+    _unary("hardsigmoid", "Elementwise min(max(x + 3, 0), 6) / 6.", "nn.functional.hardsigmoid",
+           ErrorModel(1.0, _SLOPE, slope=1.0 / 6.0), interp="own"),
+    _unary("hardswish", "Elementwise x * min(max(x + 3, 0), 6) / 6.", "nn.functional.hardswish",
+           ErrorModel(2.0, _SLOPE, slope=1.5), interp="own"),
+    _unary("mish", "Elementwise x * tanh(softplus(x)).", "nn.functional.mish", ErrorModel(4.0, _SLOPE, slope=1.09),
+           interp="own"),
+    _unary("softsign", "Elementwise x / (1 + |x|).", "nn.functional.softsign", ErrorModel(2.0, _SLOPE, slope=1.0),
+           interp="own"),
+    _unary("logsigmoid", "Elementwise log(sigmoid(x)) = -softplus(-x).", "nn.functional.logsigmoid",
+           ErrorModel(2.0, _SLOPE, slope=1.0), interp="own"),
     # binary
     _op("pow", BINARY, "(x, exponent)", "Elementwise x**exponent (tiles or a scalar, broadcasting).", arity=2,
         dtypes=FLOAT, torch="pow", cpp="pow", functor="pow_op", error=ErrorModel(2.0, "pow")),
     _op("clamp", COMPOSITE, "(x, min=None, max=None)", "Elementwise min(max(x, min), max), as torch.clamp.",
         torch="clamp"),
+    _op("relu", COMPOSITE, "(x)", "Elementwise max(x, 0), as torch.relu.", torch="relu"),
+    _op("leaky_relu", COMPOSITE, "(x, negative_slope=0.01)",
+        "Elementwise x where x > 0, else x * negative_slope, as torch's leaky_relu.", torch="nn.functional.leaky_relu"),
+    _op("hardtanh", COMPOSITE, "(x, min_val=-1.0, max_val=1.0)",
+        "Elementwise min(max(x, min_val), max_val), as torch's hardtanh.", torch="nn.functional.hardtanh"),
     _op("maximum", BINARY, "(a, b)", "Elementwise maximum (broadcasting); of two scalars or indices, the larger.",
         kind="both", arity=2, dtypes=NUMBER, torch="maximum", cpp="maximum", functor="maximum_op", fusable=True),
     _op("minimum", BINARY, "(a, b)", "Elementwise minimum (broadcasting); of two scalars or indices, the smaller.",

@@ -334,6 +334,26 @@ class OpLowering:
             x = self.binop("minimum", x, a["max"], node)
         return x
 
+    def op_relu(self, node: ast.Call) -> BinOp:
+        """``ts.relu(x)``: ``ts.maximum(x, 0)`` as torch.relu (NaN stays NaN, -0 stays -0)."""
+        x = self.tile_arg(self.bind(node, ["x"])["x"], node, "ts.relu's operand")
+        return self.binop("maximum", x, 0, node)
+
+    def op_leaky_relu(self, node: ast.Call) -> Where:
+        """``ts.leaky_relu(x, negative_slope=0.01)``: ``ts.where(x > 0, x, x * negative_slope)``,
+        torch's formula (NaN stays NaN)."""
+        a = self.bind(node, ["x", "negative_slope"], {"negative_slope": 0.01})
+        x = self.tile_arg(a["x"], node, "ts.leaky_relu's operand")
+        loc = self.loc(node)
+        cond, lhs, rhs = self.binop("gt", x, 0, node), x, self.binop("mul", x, a["negative_slope"], node)
+        return Where(cond, lhs, rhs, rules.where_type(cond, lhs, rhs, loc), loc)
+
+    def op_hardtanh(self, node: ast.Call) -> Any:
+        """``ts.hardtanh(x, min_val=-1.0, max_val=1.0)``: ``ts.minimum(ts.maximum(x, min_val), max_val)``."""
+        a = self.bind(node, ["x", "min_val", "max_val"], {"min_val": -1.0, "max_val": 1.0})
+        x = self.tile_arg(a["x"], node, "ts.hardtanh's operand")
+        return self.binop("minimum", self.binop("maximum", x, a["min_val"], node), a["max_val"], node)
+
     def op_where(self, node: ast.Call) -> Where:
         """``ts.where(cond, a, b)``: a bool tile selects between two tiles or numbers (two numbers
         make a tile of the condition's shape: f32, or i32 when both are ints)."""

@@ -8,6 +8,7 @@ bf16/f16 op is computed in f32 and rounded once.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -60,7 +61,61 @@ def _gelu(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * xd * torch.special.erfc(xd * -0.70710678118654752440)
 
 
-_OWN = {"sqrt": _sqrt, "rsqrt": _rsqrt, "gelu": _through_f64(_gelu)}  # the registry's interp="own" ops
+_SELU_SCALE, _SELU_ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
+
+
+def _expm1(x: torch.Tensor) -> torch.Tensor:
+    return torch.expm1(x)
+
+
+def _elu(x: torch.Tensor) -> torch.Tensor:
+    """x for x >= 0 (-0 kept), else expm1(x): torch's ELU takes exp(x) - 1, which cancels near 0."""
+    return torch.where(x >= 0, x, torch.expm1(x))
+
+
+def _selu(x: torch.Tensor) -> torch.Tensor:
+    return torch.where(x >= 0, _SELU_SCALE * x, (_SELU_SCALE * _SELU_ALPHA) * torch.expm1(x))
+
+
+def _hardsigmoid(x: torch.Tensor) -> torch.Tensor:
+    return torch.clamp(x + 3.0, 0.0, 6.0) / 6.0
+
+
+def _hardswish(x: torch.Tensor) -> torch.Tensor:
+    """-0 for x <= -3 (the limit at -inf too, where torch's formula gives NaN)."""
+    return torch.where(x <= -3.0, torch.tensor(-0.0, dtype=x.dtype), x * torch.clamp(x + 3.0, 0.0, 6.0) / 6.0)
+
+
+def _softplus_wide(x: torch.Tensor) -> torch.Tensor:
+    """log(1 + e^x) as max(x, 0) + log1p(e^-|x|): nothing cancels."""
+    return torch.clamp(x, min=0.0) + torch.log1p(torch.exp(-x.abs()))
+
+
+def _mish(x: torch.Tensor) -> torch.Tensor:
+    """x tanh(softplus(x)), tanh(s) as m / (m + 2) with m = expm1(2s); mish(-inf) = -0, the limit
+    (torch's formula gives NaN)."""
+    m = torch.expm1(2.0 * _softplus_wide(x))
+    r = x * torch.where(torch.isinf(m), torch.ones_like(m), m / (m + 2.0))
+    return torch.where(x == -math.inf, torch.tensor(-0.0, dtype=x.dtype), r)
+
+
+def _softsign(x: torch.Tensor) -> torch.Tensor:
+    """x / (1 + |x|); +-1 at +-inf (the limits, where torch's formula gives NaN)."""
+    return torch.where(torch.isinf(x), torch.sign(x), x / (1.0 + x.abs()))
+
+
+def _logsigmoid(x: torch.Tensor) -> torch.Tensor:
+    return torch.clamp(x, max=0.0) - torch.log1p(torch.exp(-x.abs()))
+
+
+# the registry's interp="own" ops: those of the tile library's formulas not torch's own are
+# computed in float64 and rounded once, as the tile library computes them
+_OWN = {
+    "sqrt": _sqrt, "rsqrt": _rsqrt, "gelu": _through_f64(_gelu), "expm1": _through_f64(_expm1),
+    "elu": _through_f64(_elu), "selu": _through_f64(_selu), "hardsigmoid": _through_f64(_hardsigmoid),
+    "hardswish": _through_f64(_hardswish), "mish": _through_f64(_mish), "softsign": _through_f64(_softsign),
+    "logsigmoid": _through_f64(_logsigmoid),
+}  # fmt: skip
 _ROUTES = {"torch": lambda fn: fn, "f32": _through_f32, "f64": _through_f64}
 
 

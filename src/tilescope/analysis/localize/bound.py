@@ -316,6 +316,9 @@ class _BoundKernel(_KernelInterp):
         if model.rule == "exp":  # b^x, scale = ln b
             top = fn(hi)
             err = _mul0(top, torch.expm1(x.e * model.scale))
+        elif model.rule == "expm1":  # e^x - 1: the slope e^x
+            top = torch.maximum(v.abs(), fn(hi).abs())
+            err = _mul0(torch.exp(hi), torch.expm1(x.e))
         elif model.rule == "log":  # |f'(x)| <= 1 / (scale (x - pole))
             room = lo - model.pole
             err = torch.where(room > 0, x.e / (room.clamp(min=1e-300) * model.scale), torch.full_like(lo, _INF))

@@ -268,6 +268,38 @@ struct log1p_op {
     template <class X>
     X operator()(X a) const { check_floating<X>(); return fmath::log1p(a); }
 };
+struct expm1_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::expm1(a); }
+};
+struct elu_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::elu(a); }
+};
+struct selu_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::selu(a); }
+};
+struct hardsigmoid_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::hardsigmoid(a); }
+};
+struct hardswish_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::hardswish(a); }
+};
+struct mish_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::mish(a); }
+};
+struct softsign_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::softsign(a); }
+};
+struct logsigmoid_op {
+    template <class X>
+    X operator()(X a) const { check_floating<X>(); return fmath::logsigmoid(a); }
+};
 struct reciprocal_op {
     template <class X>
     X operator()(X a) const { check_floating<X>(); return fmath::reciprocal(a); }
@@ -409,6 +441,31 @@ inline Tile<T, R, C> softplus(const Tile<T, R, C> &a) { return detail::map<detai
 /// log(1 + x), accurate for x near 0.
 template <class T, int R, int C>
 inline Tile<T, R, C> log1p(const Tile<T, R, C> &a) { return detail::map<detail::log1p_op>(a); }
+
+/// e^x - 1, accurate near 0.
+template <class T, int R, int C>
+inline Tile<T, R, C> expm1(const Tile<T, R, C> &a) { return detail::map<detail::expm1_op>(a); }
+/// torch's ELU (alpha 1): x for x >= 0, else e^x - 1.
+template <class T, int R, int C>
+inline Tile<T, R, C> elu(const Tile<T, R, C> &a) { return detail::map<detail::elu_op>(a); }
+/// torch's SELU: scale (x for x >= 0, else alpha (e^x - 1)).
+template <class T, int R, int C>
+inline Tile<T, R, C> selu(const Tile<T, R, C> &a) { return detail::map<detail::selu_op>(a); }
+/// torch's hardsigmoid: min(max(x + 3, 0), 6) / 6.
+template <class T, int R, int C>
+inline Tile<T, R, C> hardsigmoid(const Tile<T, R, C> &a) { return detail::map<detail::hardsigmoid_op>(a); }
+/// torch's hardswish: x min(max(x + 3, 0), 6) / 6.
+template <class T, int R, int C>
+inline Tile<T, R, C> hardswish(const Tile<T, R, C> &a) { return detail::map<detail::hardswish_op>(a); }
+/// torch's mish: x tanh(softplus(x)).
+template <class T, int R, int C>
+inline Tile<T, R, C> mish(const Tile<T, R, C> &a) { return detail::map<detail::mish_op>(a); }
+/// torch's softsign: x / (1 + |x|).
+template <class T, int R, int C>
+inline Tile<T, R, C> softsign(const Tile<T, R, C> &a) { return detail::map<detail::softsign_op>(a); }
+/// torch's logsigmoid: log(1 / (1 + e^-x)).
+template <class T, int R, int C>
+inline Tile<T, R, C> logsigmoid(const Tile<T, R, C> &a) { return detail::map<detail::logsigmoid_op>(a); }
 
 // ---- where ----------------------------------------------------------------------------------
 

@@ -191,6 +191,14 @@ TS_FUSED_UNARY(gelu, gelu_op)
 TS_FUSED_UNARY(gelu_tanh, gelu_tanh_op)
 TS_FUSED_UNARY(softplus, softplus_op)
 TS_FUSED_UNARY(log1p, log1p_op)
+TS_FUSED_UNARY(expm1, expm1_op)
+TS_FUSED_UNARY(elu, elu_op)
+TS_FUSED_UNARY(selu, selu_op)
+TS_FUSED_UNARY(hardsigmoid, hardsigmoid_op)
+TS_FUSED_UNARY(hardswish, hardswish_op)
+TS_FUSED_UNARY(mish, mish_op)
+TS_FUSED_UNARY(softsign, softsign_op)
+TS_FUSED_UNARY(logsigmoid, logsigmoid_op)
 #undef TS_FUSED_UNARY
 
 /// Stores a fused expression into the box of `view` at `offsets`, computing each element once,
