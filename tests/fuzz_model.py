@@ -722,7 +722,9 @@ class Where(Expr):
         return Val(v, torch.where(c.e > 0, flipped, chosen).expand(v.shape).clone())
 
 
-REDUCE = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min", "row_mean", "col_mean")
+REDUCE = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min", "row_mean", "col_mean", "row_logsumexp",
+          "col_logsumexp", "row_argmax", "row_argmin", "col_argmax", "col_argmin")  # fmt: skip
+FLOAT_REDUCE = ("mean", "logsumexp")  # of float tiles only
 
 
 class Reduce(Expr):
@@ -734,9 +736,11 @@ class Reduce(Expr):
         self.dtype = x.dtype
         if op.endswith("sum"):
             self.lo, self.hi = self.n * x.lo, self.n * x.hi
-        elif op.endswith("mean"):
-            assert x.dtype in FLOATS, "mean of integers"
-            self.lo, self.hi = x.lo, x.hi
+        elif op.endswith(("mean", "logsumexp")):
+            assert x.dtype in FLOATS, f"{op} of integers"
+            self.lo, self.hi = x.lo, x.hi + (math.log(self.n) if op.endswith("logsumexp") else 0.0)
+        elif op.endswith(("argmax", "argmin")):  # an i32 index
+            self.dtype, self.lo, self.hi = I32, 0, self.n - 1
         else:
             self.lo, self.hi = x.lo, x.hi
 
@@ -754,6 +758,18 @@ class Reduce(Expr):
             v = x.v.sum(dim=dim, keepdim=True, dtype=x.v.dtype)
         elif kind == "mean":
             v = x.v.mean(dim=dim, keepdim=True)
+        elif kind in ("argmax", "argmin"):  # exact, unless another element is the extreme within the errors
+            v = getattr(torch, kind)(x.v, dim=dim, keepdim=True)
+            xv = f64(x.v)
+            best, reach = torch.gather(xv, dim % 2, v), torch.gather(x.e, dim % 2, v) + x.e
+            other = torch.arange(xv.shape[dim]).view((1, -1) if dim == -1 else (-1, 1)) != v
+            rival = (((xv - best).abs() <= reach) & other).any(dim=dim, keepdim=True)
+            return Val(v.to(torch.int32), torch.where(rival, math.inf, 0.0).to(torch.float64))
+        elif kind == "logsumexp":  # slopes summing to 1; both sides compute in double and round once
+            v = torch.logsumexp(f64(x.v), dim=dim, keepdim=True).to(x.v.dtype)
+            e = x.e.amax(dim=dim, keepdim=True)
+            top = f64(v).abs() + e
+            return Val(v, e + 2 * (ulp(F32, top) if self.dtype == F32 else rounding(self.dtype, top)))
         else:
             v = (torch.amax if kind == "max" else torch.amin)(x.v, dim=dim, keepdim=True)
         if kind not in ("sum", "mean"):  # exact, 1-Lipschitz

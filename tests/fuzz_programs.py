@@ -33,6 +33,7 @@ from fuzz_model import (  # noqa: F401  (some are re-exported for test_fuzz)
     CMP,
     F16,
     F32,
+    FLOAT_REDUCE,
     FLOATS,
     I32,
     IN_MAG,
@@ -292,13 +293,14 @@ class KernelGen:
     def unary(self, x: Expr) -> Expr:
         if x.dtype == I32:
             return Unary(self.draw(st.sampled_from(["neg", "abs"])), x)
-        choices = ["neg", "abs", "tanh", "sqrt", "log", "log2", "log1p", "reciprocal", "erf", "softplus"]
+        choices = ["neg", "abs", "tanh", "sqrt", "log", "log2", "log1p", "reciprocal", "erf", "softplus", "softsign",
+                   "hardsigmoid"]  # fmt: skip
         if -30 <= x.lo and x.hi <= 7:
-            choices.append("exp")
+            choices += ["exp", "expm1"]
         if -40 <= x.lo and x.hi <= 10:
             choices.append("exp2")
         if x.mag <= 60:
-            choices += ["sigmoid", "silu", "gelu", "gelu_tanh"]
+            choices += ["sigmoid", "silu", "gelu", "gelu_tanh", "elu", "selu", "hardswish", "mish", "logsigmoid"]
         op = self.draw(st.sampled_from(choices))
         if op in ("sqrt", "log", "log2", "log1p", "reciprocal"):
             if (op == "sqrt" and x.lo >= 0) or (op == "log1p" and x.lo >= -0.25) or (op != "sqrt" and x.lo >= 0.5):
@@ -397,11 +399,11 @@ class KernelGen:
     def reduce(self, a: Expr) -> Expr | None:
         r, c = a.shape
         ops = [o for o in REDUCE if (o.startswith("row") and c > 1) or (o.startswith("col") and r > 1)]
-        ops = [o for o in ops if a.dtype in FLOATS or not o.endswith("mean")]
+        ops = [o for o in ops if a.dtype in FLOATS or not o.endswith(FLOAT_REDUCE)]
         if not ops:
             return None
         e = Reduce(self.draw(st.sampled_from(ops)), a)
-        return e if self.ok(e) else Reduce(e.op.replace("sum", "max"), a)
+        return e if self.ok(e) else Reduce(e.op.split("_")[0] + "_max", a)
 
     def matmul(self, pool: list, a: Expr) -> Expr | None:
         if a.dtype not in FLOATS:

@@ -180,6 +180,75 @@ def test_means_and_minimums_match_torch(grid_dir, shape, dtype):
     check_kernel(grid_dir, args, body, lambda t: {o: fn(t["a"]) for o, fn in REDUCTIONS.items()})
 
 
+def _with_edges(shape, dtype):
+    """Values in [-3, 3) rounded to quarters (so rows and columns have ties), with a NaN, two
+    infinities, a row of -inf and a signed zero planted (float dtypes)."""
+
+    def init(g: torch.Generator) -> torch.Tensor:
+        t = torch.floor(uniform(-3.0, 3.0, shape, "f32")(g) * 4) / 4
+        if dtype != "i32":
+            r, c = shape
+            t[0, c // 2] = math.nan
+            t[1 % r, 0] = math.inf
+            t[2 % r, :] = -math.inf
+            t[(3 % r), c - 1] = -0.0
+        return t.to(DTYPES_BY_NAME[dtype])
+
+    return init
+
+
+DTYPES_BY_NAME = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "i32": torch.int32}
+ARG_REDUCTIONS = {  # output -> torch
+    "row_argmax": lambda x: x.argmax(-1, keepdim=True).int(),
+    "row_argmin": lambda x: x.argmin(-1, keepdim=True).int(),
+    "col_argmax": lambda x: x.argmax(0, keepdim=True).int(),
+    "col_argmin": lambda x: x.argmin(0, keepdim=True).int(),
+}
+LOGSUMEXP = {  # computed in float64, rounded once
+    "row_logsumexp": lambda x: torch.logsumexp(x.double(), -1, keepdim=True).to(x.dtype),
+    "col_logsumexp": lambda x: torch.logsumexp(x.double(), 0, keepdim=True).to(x.dtype),
+}
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, "i32"])
+@pytest.mark.parametrize("shape", [(8, 16), (5, 40)], ids=lambda s: "x".join(map(str, s)))
+def test_arg_reductions_and_logsumexp_match_torch_on_ties_nan_and_infinities(grid_dir, shape, dtype):
+    """argmax/argmin give torch's index exactly: the first extreme, a NaN counting as one; logsumexp
+    is torch's float64 value rounded once: NaN for a NaN, +inf for a +inf, -inf for a row of -inf."""
+    r, c = shape
+    args = [Arg("a", shape, dtype, init=_with_edges(shape, dtype))]
+    args += [Arg(o, (r, 1) if o.startswith("row") else (1, c), "i32", kind="out") for o in ARG_REDUCTIONS]
+    lse = LOGSUMEXP if dtype != "i32" else {}
+    args += [Arg(o, (r, 1) if o.startswith("row") else (1, c), dtype, kind="out") for o in lse]
+    body = f"x = ts.load(a, [0, 0], [{r}, {c}])\n" + "".join(
+        f"ts.store({o}, [0, 0], ts.{o}(x))\n" for o in [*ARG_REDUCTIONS, *lse]
+    )
+    outcomes = check_kernel(grid_dir, args, body, lambda t: {o: fn(t["a"]) for o, fn in {**ARG_REDUCTIONS, **lse}.items()},
+                            tolerance={d: (0.0, 0.0) for d in FLOATS})  # fmt: skip
+    if dtype != "i32":
+        got = outcomes[0].outputs
+        assert int(got["row_argmax"][0, 0]) == c // 2 and int(got["row_argmin"][0, 0]) == c // 2  # the NaN
+        assert math.isnan(float(got["row_logsumexp"][0, 0])) and float(got["row_logsumexp"][2 % r, 0]) == -math.inf
+        assert float(got["row_logsumexp"][1 % r, 0]) == math.inf
+
+
+def test_an_arg_reduction_is_an_i32_tile_and_logsumexp_needs_floats(tmp_path):
+    from tilescope.errors import VerifyError
+    from tilescope.language.frontend import load_source
+
+    def source(d: str, o: str, call: str) -> str:
+        params = f"x: ts.Tensor[[4, 8], ts.{d}], y: ts.Out[[4, 1], ts.{o}]"
+        return (f"import tilescope as ts\n\n@ts.kernel\ndef k({params}):\n"
+                f"    ts.store(y, [0, 0], ts.{call}(ts.load(x, [0, 0], [4, 8])))\n\n"
+                f"@ts.jit\ndef p({params}):\n    k(x, y)\n")  # fmt: skip
+
+    assert load_source(source("f32", "i32", "row_argmax"), "<argmax>").kernels[0].name == "k"
+    with pytest.raises(VerifyError, match="i32"):
+        load_source(source("f32", "f32", "row_argmin"), "<argmin into f32>")
+    with pytest.raises(VerifyError, match="row_logsumexp needs a float tile"):
+        load_source(source("i32", "i32", "row_logsumexp"), "<logsumexp of ints>")
+
+
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "f16", "i8"])
 @pytest.mark.parametrize("mkn", [(16, 32, 8), (5, 7, 3)], ids=lambda s: "x".join(map(str, s)))
 def test_matmul_with_transposes_matches_torch(grid_dir, mkn, dtype):

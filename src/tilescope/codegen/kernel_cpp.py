@@ -76,6 +76,7 @@ from tilescope.ir.types import Direction, TileType
 # + - * / are operators (cpp_common)
 _TILE_FN = {n: OPS[n].cpp for n in (*binary_ops(), *compare_ops(), *logical_ops()) if OPS[n].cpp and OPS[n].functor}
 _FUSED = fusable_ops()  # the elementwise ops of the tile library's fused expressions
+_FUSED_REDUCTIONS = ("row_sum", "row_max", "row_min", "row_mean")  # the tile library reads a fused row
 
 
 MAX_FUSED_OPS = 24  # ops of one fused expression (fused_leaves)
@@ -215,7 +216,7 @@ class _KernelEmitter(ExprEmitter):
             case Cast(value=v, mode=mode, type=tt):
                 m = "" if mode == "rint" else f", RoundMode::{mode}"
                 return f"cast<{tt.dtype.cpp}>({self.emit(v)}{m})"
-            case Reduce(op=op, value=v) if op.startswith("row_"):
+            case Reduce(op=op, value=v) if op in _FUSED_REDUCTIONS:
                 # a row reduction reads a fused operand element by element: no tile for even one op
                 outer = self.fused
                 self.fused = outer | fused_leaves(v, min_ops=1)

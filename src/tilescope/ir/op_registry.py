@@ -173,7 +173,8 @@ def _operator(name: str, category: str, functor: str | None, cpp: str | None, to
 
 def _reduce(name: str, doc: str, torch: str) -> OpDef:
     dim = -1 if name.startswith("row_") else 0
-    return OpDef(name, REDUCE, signature="(x)", doc=doc, arity=1, dtypes=FLOAT if name.endswith("_mean") else NUMBER,
+    floats = name.endswith(("_mean", "_logsumexp"))
+    return OpDef(name, REDUCE, signature="(x)", doc=doc, arity=1, dtypes=FLOAT if floats else NUMBER,
                  torch=torch, torch_kwargs=(("dim", dim), ("keepdim", True)), cpp=name)  # fmt: skip
 
 
@@ -271,7 +272,13 @@ _DEFS: tuple[OpDef, ...] = (
     _reduce("col_sum", "Sum over rows: [R, C] -> [1, C].", "sum"),
     _reduce("col_max", "Max over rows: [R, C] -> [1, C].", "amax"),
     _reduce("col_min", "Min over rows: [R, C] -> [1, C].", "amin"),
+    _reduce("row_logsumexp", "log(sum(exp(x))) over columns, stable: [R, C] -> [R, 1].", "logsumexp"),
+    _reduce("row_argmax", "Index (i32) of the first maximum over columns: [R, C] -> [R, 1].", "argmax"),
+    _reduce("row_argmin", "Index (i32) of the first minimum over columns: [R, C] -> [R, 1].", "argmin"),
     _reduce("col_mean", "Mean over rows: [R, C] -> [1, C].", "mean"),
+    _reduce("col_logsumexp", "log(sum(exp(x))) over rows, stable: [R, C] -> [1, C].", "logsumexp"),
+    _reduce("col_argmax", "Index (i32) of the first maximum over rows: [R, C] -> [1, C].", "argmax"),
+    _reduce("col_argmin", "Index (i32) of the first minimum over rows: [R, C] -> [1, C].", "argmin"),
     _op("matmul", MATMUL, "(a, b, acc=None, transpose_a=False, transpose_b=False)",
         "[M, K] @ [K, N] (after the transposes asked for) with fp32 accumulation (i32 for int8), + acc.",
         torch="matmul", cpp="matmul"),

@@ -266,7 +266,8 @@ def unop_type(op: str, operand: Expr, loc: SourceLoc | None) -> Type:
 
 
 def reduce_type(op: str, operand: Expr, loc: SourceLoc | None) -> TileType:
-    """``[R, 1]`` for a row reduction, ``[1, C]`` for a column one; VerifyError unless a 2-D number tile."""
+    """``[R, 1]`` for a row reduction, ``[1, C]`` for a column one (i32 for an arg-reduction);
+    VerifyError unless a 2-D number tile (a float one for a mean or logsumexp)."""
     t = operand.type
     if op not in _REDUCE_OPS:
         raise _fail(f"unknown reduction {op!r}", loc)
@@ -274,10 +275,11 @@ def reduce_type(op: str, operand: Expr, loc: SourceLoc | None) -> TileType:
         raise _fail(f"ts.{op} needs a 2-D tile, got {t}", loc)
     if t.dtype == dt.bool_:
         raise _fail(f"ts.{op} on a bool tile", loc, "cast to a number type first")
-    if op.endswith("_mean") and not t.dtype.is_float:
+    if op.endswith(("_mean", "_logsumexp")) and not t.dtype.is_float:
         raise _fail(f"ts.{op} needs a float tile, got {t}", loc, "cast first: ts.cast(t, ts.f32)")
     r, c = t.shape
-    return TileType((r, 1) if op.startswith("row") else (1, c), t.dtype)
+    index = op.endswith(("_argmax", "_argmin"))  # an i32 index along the reduced dim
+    return TileType((r, 1) if op.startswith("row") else (1, c), dt.i32 if index else t.dtype)
 
 
 def matmul_type(

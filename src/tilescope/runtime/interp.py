@@ -306,6 +306,10 @@ class _KernelInterp(_Interp):
                     return _sum(x, dim, self.sum_order)
                 if kind == "mean":
                     return _mean(x, dim, self.sum_order)
+                if kind in ("argmax", "argmin"):  # the first extreme, a NaN counting as one (torch's)
+                    return getattr(torch, kind)(x, dim=dim, keepdim=True).to(torch.int32)
+                if kind == "logsumexp":  # in float64, rounded once (the tile library's)
+                    return torch.logsumexp(x.double(), dim=dim, keepdim=True).to(x.dtype)
                 fn = torch.amax if kind == "max" else torch.amin
                 return fn(x, dim=dim, keepdim=True)
             case MatMul(lhs=a, rhs=b, acc=c, transpose_a=ta, transpose_b=tb, type=tt):

@@ -28,7 +28,9 @@ from tilescope.ir.op_registry import reduce_ops
 
 _MODE_WORDS = {"rint": "to nearest, ties to even, as torch", "round": "to nearest, ties away from zero",
                "floor": "toward -Inf", "ceil": "toward +Inf", "trunc": "toward zero"}  # fmt: skip
-REDUCTIONS = tuple(tuple(r for r in reduce_ops() if r.startswith(side)) for side in ("row_", "col_"))  # siblings
+# siblings: the reductions of one side giving values, and those giving indices (argmax, argmin)
+REDUCTIONS = tuple(tuple(r for r in reduce_ops() if r.startswith(side) and r.endswith(("_argmax", "_argmin")) == index)
+                   for side in ("row_", "col_") for index in (False, True))  # fmt: skip
 _OPERATORS = {"add": ast.Add, "sub": ast.Sub, "mul": ast.Mult, "div": ast.Div}
 _SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 

@@ -352,6 +352,18 @@ class _BoundKernel(_KernelInterp):
         if kind in ("max", "min"):
             fn = torch.amax if kind == "max" else torch.amin
             return Bounded(fn(x.v, dim=dim, keepdim=True), _clean(torch.amax(x.e, dim=dim, keepdim=True)))
+        if kind in ("argmax", "argmin"):  # exact, unless another element may be the extreme within the errors
+            v = getattr(torch, kind)(x.v, dim=dim, keepdim=True)
+            best = torch.gather(x.v.double(), dim % 2, v)
+            reach = torch.gather(x.e, dim % 2, v) + x.e
+            rival = ((x.v.double() - best).abs() <= reach) & (torch.arange(x.v.shape[dim]).view(
+                (1, -1) if dim == -1 else (-1, 1)) != v)  # fmt: skip
+            err = torch.where(rival.any(dim=dim, keepdim=True), torch.full_like(best, _INF), torch.zeros_like(best))
+            return Bounded(v.to(torch.int32), err)
+        if kind == "logsumexp":  # its slopes are a softmax: the largest input error, plus its rounding
+            v = torch.logsumexp(x.v.double(), dim=dim, keepdim=True)
+            err = torch.amax(x.e, dim=dim, keepdim=True) + rounding(t.dtype.name, v) + ulp("f64", v)
+            return self.finish(op, t.dtype, v, err, _finite(x.v).all(dim=dim, keepdim=True))
         n = x.v.shape[dim]
         v = x.v.sum(dim=dim, keepdim=True)
         mags = x.v.abs().double().sum(dim=dim, keepdim=True)

@@ -16,6 +16,9 @@
 // whose terms are all -0.0 is +0.0 as torch's (which starts from +0.0); no other result changes.
 // row_mean/col_mean (floating tiles only) are that sum, in the compute type and in exactly
 // row_sum's/col_sum's order, divided by the count in the compute type and rounded to T once.
+// row_argmax/row_argmin/col_argmax/col_argmin give int32 indices as torch's (the first extreme,
+// a NaN counting as the extreme); row_logsumexp/col_logsumexp are computed in double around the
+// maximum and rounded once.
 #pragma once
 
 #include <tilescope/tile_elementwise.hpp>
@@ -139,6 +142,56 @@ inline Tile<T, 1, C> reduce_cols(const Tile<T, R, C> &t) {
     return out;
 }
 
+/// The index of the first maximum (Greater: the first minimum with less) of x[0..n) read at
+/// x[i * stride], as torch.argmax/argmin: a NaN counts as the extreme (the first NaN wins), ties
+/// give the first index.
+template <bool Greater, class X>
+inline int32_t arg_extreme(const X &x, int n, int stride) {
+    using A = compute_t<std::remove_cv_t<std::remove_reference_t<decltype(x[0])>>>;
+    A best = A(x[0]);
+    int32_t at = 0;
+    for (int i = 1; i < n; ++i) {
+        const A v = A(x[i * stride]);
+        bool better = Greater ? v > best : v < best;
+        if constexpr (std::is_floating_point_v<A>) better = (better || v != v) && best == best;
+        if (better) {
+            best = v;
+            at = i;
+        }
+    }
+    return at;
+}
+
+/// log(sum(e^x)) of x[0..n) read at x[i * stride], as torch.logsumexp: m + log(sum(e^(x - m)))
+/// with m the maximum, in double (std::exp for double tiles), rounded to T once; the maximum
+/// itself when it is NaN or infinite (+Inf for a +Inf, -Inf for all -Inf).
+template <class T, class X>
+inline T logsumexp_of(const X &x, int n, int stride) {
+    double m = static_cast<double>(compute_t<T>(x[0]));
+    for (int i = 1; i < n; ++i) {
+        const double v = static_cast<double>(compute_t<T>(x[i * stride]));
+        m = (v > m || v != v) && m == m ? v : m;
+    }
+    if (m != m || m == HUGE_VAL || m == -HUGE_VAL) return convert<T>(compute_t<T>(m));
+    double sum = 0.0;
+    for (int i = 0; i < n; ++i) {
+        const double d = static_cast<double>(compute_t<T>(x[i * stride])) - m;
+        if constexpr (std::is_same_v<T, double>) sum += std::exp(d);
+        else sum += fmath::detail::exp_wide(d);
+    }
+    return convert<T>(compute_t<T>(m + std::log(sum)));
+}
+
+template <class T>
+inline constexpr void check_logsumexp() {
+    static_assert(is_floating_v<T>, "row_logsumexp/col_logsumexp need a floating tile; cast<>() first");
+}
+
+template <class T>
+inline constexpr void check_arg() {
+    static_assert(!std::is_same_v<T, bool>, "argmax/argmin need a number tile; cast<>() first");
+}
+
 template <class T>
 inline constexpr void check_mean() {
     static_assert(is_floating_v<T>, "row_mean/col_mean need a floating tile (float, double, bf16, f16); cast<>() first");
@@ -199,6 +252,55 @@ template <class T, int R, int C>
 inline Tile<T, 1, C> col_mean(const Tile<T, R, C> &t) {
     detail::check_mean<T>();
     return detail::reduce_cols<detail::add_op, R>(t);
+}
+
+/// The column of the first maximum (minimum) of each row, as torch.argmax(t, -1, keepdim=True)
+/// (argmin): a NaN counts as the extreme, ties give the first column.
+template <class T, int R, int C>
+inline Tile<int32_t, R, 1> row_argmax(const Tile<T, R, C> &t) {
+    detail::check_arg<T>();
+    Tile<int32_t, R, 1> out;
+    for (int r = 0; r < R; ++r) out.data[r] = detail::arg_extreme<true>(t.data + r * C, C, 1);
+    return out;
+}
+template <class T, int R, int C>
+inline Tile<int32_t, R, 1> row_argmin(const Tile<T, R, C> &t) {
+    detail::check_arg<T>();
+    Tile<int32_t, R, 1> out;
+    for (int r = 0; r < R; ++r) out.data[r] = detail::arg_extreme<false>(t.data + r * C, C, 1);
+    return out;
+}
+/// The row of the first maximum (minimum) of each column, as torch.argmax(t, 0, keepdim=True).
+template <class T, int R, int C>
+inline Tile<int32_t, 1, C> col_argmax(const Tile<T, R, C> &t) {
+    detail::check_arg<T>();
+    Tile<int32_t, 1, C> out;
+    for (int c = 0; c < C; ++c) out.data[c] = detail::arg_extreme<true>(t.data + c, R, C);
+    return out;
+}
+template <class T, int R, int C>
+inline Tile<int32_t, 1, C> col_argmin(const Tile<T, R, C> &t) {
+    detail::check_arg<T>();
+    Tile<int32_t, 1, C> out;
+    for (int c = 0; c < C; ++c) out.data[c] = detail::arg_extreme<false>(t.data + c, R, C);
+    return out;
+}
+
+/// log(sum(e^x)) of each row (column), stable, as torch.logsumexp(t, dim, keepdim=True):
+/// computed in double around the maximum and rounded once.
+template <class T, int R, int C>
+inline Tile<T, R, 1> row_logsumexp(const Tile<T, R, C> &t) {
+    detail::check_logsumexp<T>();
+    Tile<T, R, 1> out;
+    for (int r = 0; r < R; ++r) out.data[r] = detail::logsumexp_of<T>(t.data + r * C, C, 1);
+    return out;
+}
+template <class T, int R, int C>
+inline Tile<T, 1, C> col_logsumexp(const Tile<T, R, C> &t) {
+    detail::check_logsumexp<T>();
+    Tile<T, 1, C> out;
+    for (int c = 0; c < C; ++c) out.data[c] = detail::logsumexp_of<T>(t.data + c, R, C);
+    return out;
 }
 
 }  // namespace ts
