@@ -1,14 +1,15 @@
 """Tracebacks that end at the user's call.
 
 A TilescopeError that leaves a public entry point (``api_boundary``: calling a ``@ts.jit``
-function, ``fn.compile()``, ``fn.program()``, ``kernel_ir``, ``CompiledProgram.run`` and
-``CompiledProgram.from_dir``) carries a traceback without tilescope's own frames, so it ends at
-the user's line; the exceptions it chains are trimmed the same way, and a note on the error says
-so. ``TILESCOPE_TRACEBACK=full`` (the ``traceback`` knob) keeps every frame.
+function, ``fn.compile()``, ``fn.program()``, ``kernel_ir``, ``CompiledProgram.run``,
+``CompiledProgram.from_dir`` and ``run_jit``) carries a traceback without tilescope's own frames,
+so it ends at the user's line; the exceptions it chains are trimmed the same way, and a note on
+the error says so. A Ctrl-C (KeyboardInterrupt) is the user's too: its traceback ends at their
+call. ``TILESCOPE_TRACEBACK=full`` (the ``traceback`` knob) keeps every frame.
 
-Invariants: only TilescopeError is touched (any other exception is a tilescope bug and keeps
-its whole traceback); the error object raised is the one the code below raised; nested entry
-points add the note once.
+Invariants: only TilescopeError and KeyboardInterrupt are touched (any other exception is a
+tilescope bug and keeps its whole traceback); the error object raised is the one the code below
+raised; nested entry points add the note once.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def api_boundary(fn: _F) -> _F:
     def entry_point(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except TilescopeError as e:
+        except (TilescopeError, KeyboardInterrupt) as e:
             if env_setting("traceback") == "full":
                 raise
             seen: set[int] = set()

@@ -25,7 +25,7 @@ INPUTS = {"x": torch.ones(4, 8), "w": torch.ones(8)}
 GOLDEN = {"y": torch.full((4, 8), 2.0)}
 FULL = (
     "cannot save the data snapshot into {data}: no space left on its device; nothing was kept. "
-    "Free space there (or make the build writable) and run again with --save-data"
+    "To keep it, free space there and run again with --save-data"
 )
 
 

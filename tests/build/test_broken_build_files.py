@@ -3,6 +3,7 @@ what was expected and what to do) or a correct report; nothing outside a build i
 because a build's data file names it; nothing the user made is overwritten."""
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -287,6 +288,42 @@ def test_dump_export_refuses_to_overwrite_unless_forced(build, tmp_path, capsys)
     assert "--force only applies to --export" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_dump_export_force_replaces_a_link_and_never_writes_through_it(build, tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's own file")
+    assert cli(["dump", str(build), "-i", "0", "--export"]) == 0
+    txt = build / "dfx_outputs" / "tensor_dump" / "txt" / "r0000_t0_add_before_input_a0.txt"
+    txt.unlink()
+    txt.symlink_to(victim)
+    assert cli(["dump", str(build), "-i", "0", "--export", "--force"]) == 0
+    assert victim.read_text() == "the user's own file"
+    assert not txt.is_symlink() and txt.read_text().startswith("# tilescope tensor dump: record 0")
+    (build / "dfx_outputs" / "tensor_dump" / "txt").rename(tmp_path / "elsewhere")
+    (build / "dfx_outputs" / "tensor_dump" / "txt").symlink_to(tmp_path / "elsewhere")
+    capsys.readouterr()
+    assert cli(["dump", str(build), "-i", "0", "--export", "--force"]) == 1
+    assert "txt is a symbolic link to " in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_dump_export_on_a_full_disk_is_one_line_and_leaves_no_half_file(build, tmp_path, capsys, monkeypatch):
+    import errno
+
+    import tilescope.build.paths as paths
+
+    def full(path, data, parents=True):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(paths, "atomic_write_bytes", full)
+    out = tmp_path / "export"
+    assert cli(["dump", str(build), "-i", "0", "--export", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "--export stopped: no space left on the device holding " in err and err.endswith("; nothing was written\n")
+    assert list(out.iterdir()) == []
+
+
 # -- numbers on the command line and in data/meta.json ---------------------------------------------
 
 
@@ -563,7 +600,7 @@ def test_save_data_on_a_full_disk_is_a_clear_error_and_keeps_no_half_snapshot(bu
     )
     assert result.error == (
         f"cannot save the data snapshot into {build / 'data'}: no space left on its device; nothing was kept. "
-        "Free space there (or make the build writable) and run again with --save-data"
+        "To keep it, free space there and run again with --save-data"
     )
     assert len(saved) == 2
     assert not (build / "data").exists()

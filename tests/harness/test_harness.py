@@ -344,3 +344,25 @@ def test_mismatch_lines_print_enough_digits_and_the_differences():
         "i", torch.tensor([1234567], dtype=torch.int32), torch.tensor([1234568], dtype=torch.int32), 0, 0
     )
     assert ints.lines(0, 0)[-1] == "      [0]: got 1234567, expected 1234568 (abs diff 1, rel diff 8.1e-07)"
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_outside_the_run_names_its_phase_and_its_traceback_ends_at_the_users_call(tmp_path, capsys):
+    import traceback
+
+    def pressed(shape, dtype):
+        raise KeyboardInterrupt
+
+    specs = [s if s.name != vector_dag.SPECS[0].name else TensorSpec(s.name, s.shape, s.dtype, init_value=pressed)
+             for s in vector_dag.SPECS]  # fmt: skip
+    with pytest.raises(KeyboardInterrupt) as e:
+        run_jit(vector_dag.vector_dag, specs, golden_fn=vector_dag.golden)
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "[INTERRUPTED] run_jit stopped in its phase 'generate inputs' (Ctrl-C); the build and any data saved before "
+        "stay as they were"
+    )
+    # the user's frames, and the entry point's `raise e  # the error from your call above, ...`
+    frames = [(Path(f.filename).name, f.line) for f in traceback.extract_tb(e.value.__traceback__)]
+    inner = [f for f in frames if f[0] != "test_harness.py"]
+    assert inner == [("_tracebacks.py", "raise e  # the error from your call above, with tilescope's own frames left out")]

@@ -125,3 +125,13 @@ def test_every_path_argument_of_the_command_is_checked():
 
     walk(build_parser(), "tilescope")
     assert unchecked == []
+
+
+@pytest.mark.parametrize("command", [["replay", ""], ["builds", ""], ["triage", ""], ["dump", ""]])
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(command, capsys):
+    from tilescope.cli import main as cli
+
+    with pytest.raises(SystemExit) as e:
+        cli(command)
+    assert e.value.code == 2
+    assert "an empty path; name a directory (`.` for this one)" in capsys.readouterr().err

@@ -102,9 +102,12 @@ def save_snapshot(
     except OSError as e:
         if e.errno in (errno.ENOTEMPTY, errno.EEXIST) and data_dir.is_dir():
             _refuse_to_save_over(data_dir)  # another process saved there first
+        fix = ("free space there" if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else
+               "make the build writable" if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM) else
+               "move what is in the way")  # fmt: skip
         raise DataError(
             f"cannot save the data snapshot into {data_dir}: {write_problem(e, data_dir)}; nothing was kept. "
-            "Free space there (or make the build writable) and run again with --save-data"
+            f"To keep it, {fix} and run again with --save-data"
         ) from None
     return data_dir
 

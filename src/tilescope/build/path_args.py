@@ -26,9 +26,11 @@ def _limits() -> tuple[int, int]:
 
 
 def path_problem(path: Any) -> str | None:
-    """Why the system cannot look ``path`` up at all, in words with what to do: too long, a loop of
-    symbolic links, a directory on it that cannot be searched, a NUL character; None when it can
+    """Why the system cannot look ``path`` up at all, in words with what to do: empty, too long, a loop
+    of symbolic links, a directory on it that cannot be searched, a NUL character; None when it can
     (whether it exists or not: a missing path is for its user to explain)."""
+    if isinstance(path, str | bytes) and not path:
+        return "an empty path; name a directory (`.` for this one)"
     try:
         os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -72,7 +74,7 @@ class PathArg:
         """``text`` itself, once the system can look it up."""
         problem = path_problem(text)
         if problem is not None:
-            raise argparse.ArgumentTypeError(f"{clipped(text)}: {problem}")
+            raise argparse.ArgumentTypeError(f"{clipped(text)}: {problem}" if text else problem)
         return text
 
 

@@ -26,6 +26,7 @@ import torch
 
 from tilescope import knobs
 from tilescope._logging import configure, level_number
+from tilescope._tracebacks import api_boundary
 from tilescope.analysis.compare import CompareReport, check_tolerances, compare_outputs
 from tilescope.analysis.data import Second, load_snapshot, save_snapshot, second_seed
 from tilescope.analysis.fix.copies import candidate_import
@@ -37,7 +38,7 @@ from tilescope.build.manifest import ArgSpec, Build
 from tilescope.build.paths import DATA_DIR, LAST_RUN, inside, write_into_build
 from tilescope.build.state import source_hashes
 from tilescope.debug.failures import Failure
-from tilescope.errors import DSLError, HarnessError, RuntimeFailure, TilescopeError
+from tilescope.errors import DSLError, HarnessError, RunInterrupted, RuntimeFailure, TilescopeError
 from tilescope.harness.checks import (
     NO_CHECKS,
     Checks,
@@ -108,6 +109,11 @@ class Phases:
         except TilescopeError:
             self.timings[key] = time.perf_counter() - t0
             self.say(f"[RUN] {label} … FAILED")
+            raise
+        except KeyboardInterrupt as e:  # a run's own Ctrl-C printed its report (RunInterrupted)
+            if not isinstance(e, RunInterrupted):
+                print(f"[INTERRUPTED] run_jit stopped in its phase '{label}' (Ctrl-C); the build and any data saved "
+                      "before stay as they were", file=sys.stderr, flush=True)  # fmt: skip
             raise
         self.timings[key] = dt = time.perf_counter() - t0
         extra = f", {detail(out)}" if detail else ""
@@ -347,6 +353,7 @@ class JitRequest:
     checks: Checks
 
 
+@api_boundary
 def run_jit(
     fn,
     specs: list[Spec],

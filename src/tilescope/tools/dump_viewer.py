@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from tilescope.build.path_args import PATH_ARG
-from tilescope.build.paths import torch_save
+from tilescope.build.paths import atomic_save, atomic_write, inside, os_problem
 from tilescope.debug.intermediates import value_stats
 from tilescope.tools.dump_data import (  # noqa: F401 - re-exported: the viewer's API
     _DIFF_SHOWN,
@@ -322,11 +322,15 @@ def export(
 ) -> list[Path]:
     """Write each record as ``<stem>.txt`` and (when it decodes) ``<stem>.pt``; return the paths.
 
+    Each file is written whole or not at all, and replaces what is at its name (with ``force``):
+    a symbolic link there is replaced, never written through.
+
     Raises:
         DumpError: ``out_dir`` is not a directory, or (without ``force``) a file of this export
-            already exists in it; nothing is written then.
+            already exists in it; nothing is written then. Or a write failed (a full disk, a file
+            size limit): the files written before it stay, the failed one is not left half written.
     """
-    out = Path(out_dir) if out_dir else d.dir / "txt"
+    out = Path(out_dir) if out_dir else inside(d.dir, "txt")
     if out.exists() and not out.is_dir():
         raise DumpError(f"--export {out}: a file, not a directory; name a directory (created if missing)")
     names = [f"{export_name(r)}{ext}" for r in records for ext in (".txt", ".pt")]
@@ -342,16 +346,20 @@ def export(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise DumpError(f"--export {out}: cannot create it ({e.strerror}); name another directory") from None
-    paths = []
+    paths: list[Path] = []
     for r in records:
         text, t = record_text(d, r, limit)
         txt = out / f"{export_name(r)}.txt"
-        txt.write_text(text, encoding="utf-8")
-        paths.append(txt)
-        if t is not None:
-            pt = out / f"{export_name(r)}.pt"
-            torch_save(t, pt)
-            paths.append(pt)
+        try:
+            atomic_write(txt, text, parents=False)
+            paths.append(txt)
+            if t is not None:
+                pt = out / f"{export_name(r)}.pt"
+                atomic_save(t, pt)
+                paths.append(pt)
+        except OSError as e:
+            done = f"{len(paths)} file(s) of this export were written before it" if paths else "nothing was written"
+            raise DumpError(f"--export stopped: {os_problem(e, txt)}; {done}") from None
     return paths
 
 
@@ -473,7 +481,7 @@ def add_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--export",
         type=PATH_ARG,
         nargs="?",
-        const="",
+        const=Path(),  # NOTE: not a str: argparse would check it as a path argument (an empty one is refused)
         default=None,
         metavar="OUT_DIR",
         help="write the chosen records as text and .pt (default OUT_DIR: <tensor_dump>/txt/)",
@@ -542,7 +550,7 @@ def run_cli(args: argparse.Namespace) -> int:
             print("\n" + record_text(d, r, _VALUES_SHOWN if args.limit is None else args.limit)[0].rstrip())
         return 0
     try:
-        paths = export(d, records, args.export or None, args.limit, force=args.force)
+        paths = export(d, records, None if args.export == Path() else args.export, args.limit, force=args.force)
     except DumpError as e:
         return fail(str(e))
     print("\n".join(_header(d)))
