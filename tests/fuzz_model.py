@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from tilescope.ir import op_registry as reg
-from tilescope.runtime.unary_ops import unary_fn
+from tilescope.runtime.unary_ops import scan, unary_fn
 
 F32, F16, BF16, I32 = "f32", "f16", "bf16", "i32"
 FLOATS = (F32, F16, BF16)
@@ -355,6 +355,8 @@ _TORCH_UNARY = {
     "log1p": lambda x: _via_f32(torch.log1p, x),
     **{name: unary_fn(name) for name in ACTIVATIONS},  # interp's own: torch's formulas in float64
 }
+# the ops interp computes in float64 or by its own functions: the model computes them the same way
+_TORCH_UNARY.update({n: unary_fn(n) for n in _TORCH_UNARY if reg.OPS[n].interp in ("f64", "own") and n != "sqrt"})
 
 
 def _silu(x: float) -> float:
@@ -799,6 +801,47 @@ class Reduce(Expr):
         if self.dtype != F32:
             e = e + rounding(self.dtype, absum)
         return Val(v, e)
+
+
+class Scan(Expr):
+    """ts.cumsum / ts.cumprod along ``dim``: sim and interp both run one float64 (int64) value along
+    the dim and round each output once, so they agree bit for bit on equal inputs; their inputs'
+    differences are carried along (a sum's add up, a product's are bounded by the widened
+    magnitudes' product), and each output may then round the other way."""
+
+    def __init__(self, op: str, x: Expr, dim: int, reverse: bool, exclusive: bool):
+        self.op, self.x, self.dim, self.reverse, self.exclusive = op, x, dim, reverse, exclusive
+        self.shape, self.dtype = x.shape, x.dtype
+        n = x.shape[dim]
+        if op == "cumsum":
+            self.lo, self.hi = n * min(x.lo, 0.0), n * max(x.hi, 0.0)
+        else:
+            assert max(abs(x.lo), abs(x.hi)) <= 1.0, "cumprod of values that may grow"
+            self.lo, self.hi = -1.0, 1.0
+
+    def children(self):
+        return (self.x,)
+
+    def render(self) -> str:
+        flags = f", dim={self.dim}" if self.dim == 0 else ""
+        flags += ", reverse=True" if self.reverse else ""
+        flags += ", exclusive=True" if self.exclusive else ""
+        return f"ts.{self.op}({self.x.render()}{flags})"
+
+    def ev(self, env):
+        x = self.x.ev(env)
+        run = lambda t, op=self.op: scan(t, op, self.dim, self.reverse, self.exclusive)  # noqa: E731
+        v = run(x.v)
+        mags = f64(x.v).abs()
+        if self.op == "cumsum":
+            prop, top = run(x.e, "cumsum"), run(mags + x.e, "cumsum")
+        else:
+            top = run(mags + x.e, "cumprod")
+            prop = top - run(mags, "cumprod")
+        if self.dtype == I32:
+            return Val(v, prop)
+        flip = rounding(self.dtype, top) + (rounding(F32, top) if self.dtype != F32 else 0)
+        return Val(v, torch.where(prop > 0, prop + 2 * flip, torch.zeros_like(prop)))
 
 
 MODES = ("rint", "round", "floor", "ceil", "trunc")

@@ -73,6 +73,7 @@ from fuzz_model import (  # noqa: F401  (some are re-exported for test_fuzz)
     Rng,
     SArg,
     ScalarParam,
+    Scan,
     Store,
     TArg,
     TileSlice,
@@ -219,6 +220,7 @@ OP_KINDS = (
     "clamp",
     "iota",
     "slice",
+    "scan",
 )
 
 
@@ -405,6 +407,17 @@ class KernelGen:
         e = Reduce(self.draw(st.sampled_from(ops)), a)
         return e if self.ok(e) else Reduce(e.op.split("_")[0] + "_max", a)
 
+    def scan(self, a: Expr) -> Expr:
+        """ts.cumsum, or ts.cumprod of values squashed into [-1, 1] (tanh, or a clamp for i32), along a
+        dim of a 2-D tile, maybe reversed and exclusive."""
+        dim = self.draw(st.integers(0, 1))
+        rev, exc = self.draw(st.booleans()), self.draw(st.booleans())
+        if self.draw(st.booleans()):
+            return Scan("cumsum", a, dim, rev, exc)
+        x = a if max(abs(a.lo), abs(a.hi)) <= 1.0 else (
+            Unary("tanh", a) if a.dtype in FLOATS else Clamp(a, Lit(-1, I32), Lit(1, I32)))  # fmt: skip
+        return Scan("cumprod", x, dim, rev, exc)
+
     def matmul(self, pool: list, a: Expr) -> Expr | None:
         if a.dtype not in FLOATS:
             return None
@@ -465,6 +478,8 @@ class KernelGen:
             e = self.clamp_op(pool, a)
         elif kind in ("iota", "slice"):
             e = self.slice_or_iota(kind, pool, a)
+        elif kind == "scan":
+            e = self.scan(a)
         if e is None or not self.ok(e):
             e = Unary("neg", a)
         if self.draw(st.integers(0, 3)) == 0 and e.dtype != "bool":  # a deeper expression

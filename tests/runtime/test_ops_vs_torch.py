@@ -232,6 +232,60 @@ def test_arg_reductions_and_logsumexp_match_torch_on_ties_nan_and_infinities(gri
         assert float(got["row_logsumexp"][1 % r, 0]) == math.inf
 
 
+def _scan_ref(op: str, dim: int, reverse: bool, exclusive: bool):
+    """torch's cumsum/cumprod in float64 (int64), flipped and shifted as asked, rounded once."""
+
+    def ref(x: torch.Tensor) -> torch.Tensor:
+        v = x.flip(dim) if reverse else x
+        run = getattr(torch, op)(v.double() if x.is_floating_point() else v.long(), dim=dim)
+        if exclusive:
+            first = torch.full_like(run.narrow(dim, 0, 1), 1 if op == "cumprod" else 0)
+            run = torch.cat([first, run.narrow(dim, 0, run.shape[dim] - 1)], dim=dim)
+        run = run.flip(dim) if reverse else run
+        return run.float().to(x.dtype) if x.is_floating_point() else run.to(x.dtype)
+
+    return ref
+
+
+SCANS = {  # output -> (DSL call, torch)
+    f"{op}_{dim}_{int(rev)}{int(exc)}": (
+        f"ts.{op}(x{'' if dim == 1 else ', dim=0'}{', reverse=True' if rev else ''}{', exclusive=True' if exc else ''})",
+        _scan_ref(op, dim, rev, exc),
+    )
+    for op in ("cumsum", "cumprod") for dim in (0, 1) for rev in (False, True) for exc in (False, True)
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, "i32"])
+def test_scans_along_each_dim_reversed_and_exclusive_match_torch(grid_dir, dtype):
+    """Every cumsum/cumprod form on rows and columns equals torch's float64 (int64) scan rounded once:
+    exactly, on sim and interp (products of values in [0.5, 1.5) stay far from overflow)."""
+    shape = (6, 12)
+    lo, hi = (0.5, 1.5) if dtype != "i32" else (-3, 4)
+    args = [Arg("a", shape, dtype, init=uniform(lo, hi, shape, dtype))]
+    args += [Arg(o, shape, dtype, kind="out") for o in SCANS]
+    body = "x = ts.load(a, [0, 0], [6, 12])\n" + "".join(f"ts.store({o}, [0, 0], {call})\n" for o, (call, _) in SCANS.items())
+    check_kernel(grid_dir, args, body, lambda t: {o: ref(t["a"]) for o, (_, ref) in SCANS.items()},
+                 tolerance={d: (0.0, 0.0) for d in FLOATS})  # fmt: skip
+
+
+def test_a_scan_of_a_1d_tile_and_its_errors(grid_dir):
+    from tilescope.errors import VerifyError
+    from tilescope.language.frontend import load_source
+
+    args = [Arg("a", (16,), "f32", init=uniform(-2.0, 2.0, (16,), "f32")), Arg("y", (16,), "f32", kind="out")]
+    check_kernel(grid_dir, args, "ts.store(y, [0], ts.cumsum(ts.load(a, [0], [16]), reverse=True))\n",
+                 lambda t: {"y": t["a"].double().flip(0).cumsum(0).flip(0).float()}, tolerance={"f32": (0.0, 0.0)})  # fmt: skip
+    head = "import tilescope as ts\n\n@ts.kernel\ndef k(x: ts.Tensor[[4, 8], ts.f32], y: ts.Out[[4, 8], ts.f32]):\n"
+    tail = "\n@ts.jit\ndef p(x: ts.Tensor[[4, 8], ts.f32], y: ts.Out[[4, 8], ts.f32]):\n    k(x, y)\n"
+    for call, message in [("ts.cumsum(t, dim=2)", r"ts.cumsum dim must be a compile-time int in \[-2, 1\]"),
+                          ("ts.cumprod(t, exclusive=1)", "ts.cumprod exclusive= must be a compile-time True or False"),
+                          ("ts.cumsum(t > 0.0)", "ts.cumsum of a bool tile")]:  # fmt: skip
+        text = head + f"    t = ts.load(x, [0, 0], [4, 8])\n    ts.store(y, [0, 0], {call})\n" + tail
+        with pytest.raises(VerifyError, match=message):
+            load_source(text, "<scan>")
+
+
 def test_an_arg_reduction_is_an_i32_tile_and_logsumexp_needs_floats(tmp_path):
     from tilescope.errors import VerifyError
     from tilescope.language.frontend import load_source

@@ -59,6 +59,7 @@ from tilescope.ir.nodes import (
     MatMul,
     Probe,
     Reduce,
+    Scan,
     Stmt,
     Store,
     TileSlice,
@@ -231,6 +232,9 @@ class _KernelEmitter(ExprEmitter):
                 return f"matmul({self.matmul_operands(e)}{extra})"
             case Transpose(value=v):
                 return f"transpose({self.emit(v)})"
+            case Scan(op=op, value=v, dim=d, reverse=rev, exclusive=exc, type=tt):
+                axis = 1 if len(tt.shape) == 1 else d  # a 1-D tile is 1 x N in C++
+                return f"{op}<{axis}, {str(rev).lower()}, {str(exc).lower()}>({self.emit(v)})"
             case Where(cond=c, lhs=a, rhs=b):
                 d = e.type.dtype
                 return f"where({self.emit(c)}, {self.emit(a, d)}, {self.emit(b, d)})"

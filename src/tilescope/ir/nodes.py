@@ -151,6 +151,21 @@ class Reduce:
 
 
 @dataclass(frozen=True, slots=True)
+class Scan:
+    """``ts.cumsum(value, dim, reverse, exclusive)`` (``op`` "cumsum") or ``ts.cumprod`` ("cumprod"):
+    the running sum (product) along ``dim`` of a number tile, from its end when ``reverse``,
+    without the element itself when ``exclusive`` (the first one is then 0, or 1)."""
+
+    op: str  # "cumsum" or "cumprod"
+    value: Expr
+    dim: int  # 0 or 1 (of a 2-D tile; 0 of a 1-D one), normalized
+    reverse: bool
+    exclusive: bool
+    type: TileType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
 class MatMul:
     """``ts.matmul(lhs, rhs, acc=None, transpose_a=False, transpose_b=False)``: ``lhs @ rhs``
     (either operand transposed first) + ``acc``, accumulated in f32 (i32 for int8 inputs)."""
@@ -264,6 +279,7 @@ Expr = (
     | Reduce
     | MatMul
     | Transpose
+    | Scan
     | Where
     | CreateTensor
     | Slice

@@ -41,6 +41,7 @@ REDUCE = "reduce"  # a row or column reduction of a 2-D tile
 CAST = "cast"
 MATMUL = "matmul"
 LAYOUT = "layout"  # transpose
+SCAN = "scan"  # cumsum, cumprod
 SELECT = "select"  # where
 COMPOSITE = "composite"  # lowered to other ops (clamp)
 CREATE = "create"  # a tile made from nothing (zeros, full, iota)
@@ -283,6 +284,12 @@ _DEFS: tuple[OpDef, ...] = (
         "[M, K] @ [K, N] (after the transposes asked for) with fp32 accumulation (i32 for int8), + acc.",
         torch="matmul", cpp="matmul"),
     _op("transpose", LAYOUT, "(x)", "[R, C] -> [C, R].", torch="transpose", cpp="transpose"),
+    _op("cumsum", SCAN, "(x, dim=-1, reverse=False, exclusive=False)",
+        "Running sum along `dim` (from the end with `reverse`; without the element itself with `exclusive`).",
+        dtypes=NUMBER, torch="cumsum", cpp="cumsum"),
+    _op("cumprod", SCAN, "(x, dim=-1, reverse=False, exclusive=False)",
+        "Running product along `dim` (from the end with `reverse`; without the element itself with `exclusive`).",
+        dtypes=NUMBER, torch="cumprod", cpp="cumprod"),
     # orchestration
     _op("create_tensor", ORCHESTRATION, "(shape, dtype)", "Allocate an intermediate tensor for this run.", kind="orch"),
     _op("submit", ORCHESTRATION, "(kernel, *args, name=None, deps=(), dumps=())",

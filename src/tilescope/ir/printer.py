@@ -31,6 +31,7 @@ from tilescope.ir.nodes import (
     Probe,
     Program,
     Reduce,
+    Scan,
     Slice,
     Stmt,
     Store,
@@ -163,6 +164,11 @@ def expr_str(e: Expr) -> str:
             return f"ts.matmul({expr_str(a)}, {expr_str(b)}{extra})"
         case Transpose(value=v):
             return f"ts.transpose({expr_str(v)})"
+        case Scan(op=op, value=v, dim=d, reverse=rev, exclusive=exc, type=t):
+            extra = "" if d == len(t.shape) - 1 else f", dim={d}"
+            extra += ", reverse=True" if rev else ""
+            extra += ", exclusive=True" if exc else ""
+            return f"ts.{op}({expr_str(v)}{extra})"
         case Where(cond=c, lhs=a, rhs=b):
             return f"ts.where({expr_str(c)}, {expr_str(a)}, {expr_str(b)})"
         case CreateTensor(type=t):

@@ -41,6 +41,7 @@ from tilescope.ir.nodes import (
     Probe,
     Program,
     Reduce,
+    Scan,
     Slice,
     Stmt,
     Store,
@@ -55,7 +56,7 @@ from tilescope.ir.nodes import (
 from tilescope.ir.traverse import child_exprs, walk_stmts
 from tilescope.ir.types import Direction, IndexType, ScalarType, TaskType, TensorType, TileType
 
-_KERNEL_ONLY = (Load, LoadRows, Iota, TileSlice, Full, Cast, Reduce, MatMul, Transpose, Where)
+_KERNEL_ONLY = (Load, LoadRows, Iota, TileSlice, Full, Cast, Reduce, MatMul, Transpose, Scan, Where)
 _ORCH_ONLY = (CreateTensor, Slice, TensorRead, Submit, DumpTag)
 
 
@@ -170,6 +171,11 @@ class _Verifier:
             case Transpose(value=a):
                 r, c = a.type.shape
                 return TileType((c, r), a.type.dtype)
+            case Scan(value=a, dim=d):
+                t = a.type
+                if not isinstance(t, TileType) or t.dtype.name == "bool" or not 0 <= d < len(t.shape):
+                    raise self.fail(f"ts.{e.op} dim {d} of a {t}", loc)
+                return t
             case Load():
                 self.load(e)
                 return None

@@ -32,6 +32,7 @@ from tilescope.ir.nodes import (
     Param,
     Probe,
     Reduce,
+    Scan,
     Slice,
     Store,
     Submit,
@@ -406,6 +407,30 @@ class OpLowering:
                     self.loc(node),
                 )
         return self.matmul(a["a"], a["b"], a["acc"], node, a["transpose_a"], a["transpose_b"])
+
+    def op_cumsum(self, node: ast.Call) -> Scan:
+        """``ts.cumsum(x, dim=-1, reverse=False, exclusive=False)``: a running sum along ``dim``."""
+        return self._scan("cumsum", node)
+
+    def op_cumprod(self, node: ast.Call) -> Scan:
+        """``ts.cumprod(x, dim=-1, reverse=False, exclusive=False)``: a running product along ``dim``."""
+        return self._scan("cumprod", node)
+
+    def _scan(self, op: str, node: ast.Call) -> Scan:
+        a = self.bind(node, ["x", "dim", "reverse", "exclusive"], {"dim": -1, "reverse": False, "exclusive": False})
+        loc = self.loc(node)
+        x = self.tile_arg(a["x"], node, f"ts.{op}'s operand")
+        rank = len(x.type.shape)
+        dim = a["dim"]
+        if not isinstance(dim, int) or isinstance(dim, bool) or not -rank <= dim < rank:
+            raise VerifyError(f"ts.{op} dim must be a compile-time int in [{-rank}, {rank - 1}] for a {x.type}, got "
+                              f"{value_str(dim)}", loc)  # fmt: skip
+        for flag in ("reverse", "exclusive"):
+            if not isinstance(a[flag], bool):
+                raise VerifyError(f"ts.{op} {flag}= must be a compile-time True or False, got {described(a[flag])}", loc)
+        if x.type.dtype == dt.bool_:
+            raise VerifyError(f"ts.{op} of a bool tile", loc, "cast to a number type first: ts.cast(t, ts.i32)")
+        return Scan(op, x, dim % rank, a["reverse"], a["exclusive"], x.type, loc)
 
     def op_transpose(self, node: ast.Call) -> Transpose:
         """``ts.transpose(x)``: a 2-D tile ``[R, C]`` as ``[C, R]``."""

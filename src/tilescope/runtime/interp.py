@@ -55,6 +55,7 @@ from tilescope.ir.nodes import (
     Probe,
     Program,
     Reduce,
+    Scan,
     Slice,
     Stmt,
     Store,
@@ -71,7 +72,7 @@ from tilescope.ir.printer import expr_str
 from tilescope.ir.traverse import recursion_room, walk_exprs
 from tilescope.ir.types import Direction, ScalarType, TileType
 from tilescope.runtime.casts import float_to_int, narrow_float
-from tilescope.runtime.unary_ops import unary_fn
+from tilescope.runtime.unary_ops import scan, unary_fn
 
 _SCALAR_OPS = {
     "add": operator.add,
@@ -321,6 +322,8 @@ class _KernelInterp(_Interp):
                 acc_dtype = torch.float64 if self.float64 else torch.float32
                 out = x.to(acc_dtype) @ y.to(acc_dtype)
                 return out if c is None else self.expr(c, env) + out
+            case Scan(op=op, value=v, dim=d, reverse=rev, exclusive=exc):
+                return scan(self.expr(v, env), op, d, rev, exc)
             case Transpose(value=v):
                 return self.expr(v, env).transpose(0, 1).contiguous()
             case Where(cond=c, lhs=a, rhs=b, type=tt):

@@ -125,3 +125,18 @@ def unary_fn(op: str) -> Any:
     if d.interp == "own":
         return _OWN[op]
     return _ROUTES[d.interp](torch_reference(d))
+
+
+def scan(x: torch.Tensor, op: str, dim: int, reverse: bool, exclusive: bool) -> torch.Tensor:
+    """``ts.cumsum``/``ts.cumprod`` of a tile as the tile library computes it: one running value
+    along ``dim`` in float64 (floats; as torch's CPU f32 cumsum) or int64 (integers, wrapped to the
+    tile's dtype), each output rounded to f32 and then to the tile's dtype; ``exclusive`` takes
+    the value before the element (0 or 1 first), ``reverse`` runs from the end."""
+    if reverse:
+        x = x.flip(dim)
+    run = getattr(torch, op)(x.to(torch.float64 if x.is_floating_point() else torch.int64), dim=dim)
+    if exclusive:
+        first = torch.zeros_like(run.narrow(dim, 0, 1)) + (1 if op == "cumprod" else 0)
+        run = torch.cat([first, run.narrow(dim, 0, run.shape[dim] - 1)], dim=dim)
+    out = run.to(torch.float32).to(x.dtype) if x.dtype in (torch.bfloat16, torch.float16) else run.to(x.dtype)
+    return out.flip(dim) if reverse else out

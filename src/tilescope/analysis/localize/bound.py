@@ -32,6 +32,7 @@ bound of what the dtypes themselves allow.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,7 @@ from tilescope.ir.nodes import (
     Probe,
     Program,
     Reduce,
+    Scan,
     Store,
     TileSlice,
     Transpose,
@@ -270,6 +272,8 @@ class _BoundKernel(_KernelInterp):
             case Transpose(value=val):
                 x = self.expr(val, env)
                 return Bounded(x.v.transpose(0, 1).contiguous(), x.e.transpose(0, 1).contiguous())
+            case Scan(op=op, value=val, dim=d, reverse=rev, exclusive=exc, type=tt):
+                return self.scan(op, self.tile(self.expr(val, env), tt), d, rev, exc, tt)
             case Where(cond=c, lhs=a, rhs=b, type=tt):
                 return self.where(self.expr(c, env), self.tile(self.expr(a, env), tt), self.tile(self.expr(b, env), tt), tt)
             case Const(value=v, type=ScalarType(dtype=d)) if d in (dt.bf16, dt.f16):
@@ -371,6 +375,21 @@ class _BoundKernel(_KernelInterp):
         if kind == "mean":  # the sum divided by n, rounded once more
             v, err = v / n, err / n + rounding(t.dtype.name, v / n)
         return self.finish(op, t.dtype, v, err, _finite(x.v).all(dim=dim, keepdim=True))
+
+    def scan(self, op: str, x: Bounded, dim: int, reverse: bool, exclusive: bool, t: TileType) -> Bounded:
+        """A running sum or product: the inputs' errors carried along (a sum's add up; a product's
+        are bounded by the product of the widened magnitudes), plus the one rounding of each output
+        (the running value is in float64)."""
+        run = functools.partial(unary_ops.scan, op=op, dim=dim, reverse=reverse, exclusive=exclusive)
+        v = run(x.v)
+        if op == "cumsum":
+            err = run(x.e) + x.v.shape[dim] * ulp("f64", run(x.v.abs().double()))
+        else:
+            mags = x.v.abs().double()
+            err = run(mags + x.e) - run(mags)
+        if t.dtype.is_float:  # bf16/f16 round to f32 first
+            err = err + rounding(t.dtype.name, v) + (rounding("f32", v) if t.dtype.name in ("bf16", "f16") else 0)
+        return self.finish(op, t.dtype, v, err, _finite(x.v))
 
     def power(self, a: Bounded, b: Bounded, t: TileType) -> Bounded:
         """``a ** b``: ``|v| (|b| e_a / (|a| - e_a) + |ln a| e_b)`` plus the library's ulps."""

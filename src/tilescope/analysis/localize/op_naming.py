@@ -19,6 +19,7 @@ from tilescope.ir.nodes import (
     LoadRows,
     MatMul,
     Reduce,
+    Scan,
     Store,
     TileSlice,
     Transpose,
@@ -61,6 +62,8 @@ def expr_op(e: Expr) -> str:
             return "where"
         case Transpose():
             return "transpose"
+        case Scan(op=op):
+            return op
     return type(e).__name__.lower()
 
 

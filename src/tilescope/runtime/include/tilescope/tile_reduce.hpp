@@ -303,4 +303,45 @@ inline Tile<T, 1, C> col_logsumexp(const Tile<T, R, C> &t) {
     return out;
 }
 
+namespace detail {
+
+/// The running value of a scan: double for floating tiles; for integer ones uint64 (modular, so
+/// an overflow wraps as torch's int64 does, never undefined), wrapped to T.
+template <class T>
+using scan_acc_t = std::conditional_t<is_floating_v<T>, double, uint64_t>;
+
+template <bool Prod, int Dim, bool Reverse, bool Exclusive, class T, int R, int C>
+inline Tile<T, R, C> scan(const Tile<T, R, C> &t) {
+    static_assert(Dim == 0 || Dim == 1, "a scan runs along dim 0 or 1");
+    static_assert(!std::is_same_v<T, bool>, "cumsum/cumprod need a number tile; cast<>() first");
+    using A = scan_acc_t<T>;
+    constexpr int n = Dim == 1 ? C : R, lines = Dim == 1 ? R : C;
+    Tile<T, R, C> out;
+    for (int line = 0; line < lines; ++line) {
+        A acc = Prod ? A(1) : A(0);
+        for (int k = 0; k < n; ++k) {
+            const int i = Reverse ? n - 1 - k : k;
+            const int at = Dim == 1 ? line * C + i : i * C + line;
+            const A x = static_cast<A>(static_cast<compute_t<T>>(t.data[at]));
+            if constexpr (!Exclusive) acc = Prod ? A(acc * x) : A(acc + x);
+            if constexpr (std::is_integral_v<A>) out.data[at] = static_cast<T>(acc);
+            else out.data[at] = convert<T>(static_cast<compute_t<T>>(acc));
+            if constexpr (Exclusive) acc = Prod ? A(acc * x) : A(acc + x);
+        }
+    }
+    return out;
+}
+
+}  // namespace detail
+
+/// Running sum along Dim (0: down each column, 1: along each row), from the end when Reverse,
+/// without the element itself when Exclusive (the first is then 0): torch.cumsum, in double for
+/// floating tiles (as torch's CPU f32 cumsum) and int64 for integer ones, each output rounded once
+/// (to float, then to a bf16/f16 tile's type) or wrapped to T.
+template <int Dim, bool Reverse, bool Exclusive, class T, int R, int C>
+inline Tile<T, R, C> cumsum(const Tile<T, R, C> &t) { return detail::scan<false, Dim, Reverse, Exclusive>(t); }
+/// Running product, as cumsum (the first of an exclusive one is 1).
+template <int Dim, bool Reverse, bool Exclusive, class T, int R, int C>
+inline Tile<T, R, C> cumprod(const Tile<T, R, C> &t) { return detail::scan<true, Dim, Reverse, Exclusive>(t); }
+
 }  // namespace ts
