@@ -257,6 +257,18 @@ def test_missing_compiler_says_how_to_install(tmp_path, monkeypatch):
     assert results["g++"][0] is False and "apt-get install g++" in results["g++"][1]
 
 
+def test_a_compiler_that_writes_nothing_is_named_not_its_empty_output(tmp_path, monkeypatch, private_cache):
+    fake = write(tmp_path / "quiet-cxx", "#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CXX", str(fake))
+    src = write(tmp_path / "a.cpp", value_source(1))
+    with pytest.raises(ToolchainError) as info:
+        build([BuildJob(src, tmp_path / "a.so")])
+    assert f"the compiler '{fake}' exited with status 0 but wrote no object file" in str(info.value)
+    assert "set CXX to a C++17 g++" in str(info.value)
+    assert not (tmp_path / "a.so").exists()
+
+
 @pytest.mark.slow
 def test_check_passes_with_a_working_toolchain(private_cache):
     results = check()

@@ -441,10 +441,25 @@ def _cached_object(job: BuildJob, cxx: str, key: CacheKey, package_headers: str)
             raise _compile_error(job, proc.stderr or proc.stdout, reproduce)
         if proc.stderr.strip():
             logger.warning("g++ diagnostics for %s:\n%s", job.source, proc.stderr.rstrip())
+        if not _is_elf(tmp):
+            raise ToolchainError(
+                f"cannot build {job.source}: the compiler {cxx!r} exited with status 0 but wrote no object file "
+                f"({shlex.join(command[:1])} is not a C++ compiler tilescope can use); set CXX to a C++17 g++ "
+                "(GCC 8 or newer), or unset it"
+            )
         os.replace(tmp, obj)
     finally:
         tmp.unlink(missing_ok=True)
     return obj, command
+
+
+def _is_elf(path: Path) -> bool:
+    """Whether ``path`` starts as an ELF object does (what g++ writes)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
 
 
 def file_size_limit_problem() -> str:
