@@ -77,6 +77,28 @@ def test_load_region_out_of_bounds_is_found_through_the_loop_range():
 
 
 @ts.kernel
+def starts_before(x: ts.Tensor[[8, 64], F], y: ts.Out[[8, 64], F]):
+    for c in ts.range(0, 64, 16):
+        ts.store(y, [0, c], ts.load(x, [0, c - 1], [8, 16]))
+
+
+@ts.jit
+def p_before(x: ts.Tensor[[8, 64], F], y: ts.Out[[8, 64], F]):
+    starts_before(x, y)
+
+
+def test_a_region_starting_before_the_tensor_names_its_negative_start():
+    with pytest.raises(ts.VerifyError) as info:
+        verify(p_before)
+    assert info.value.message == (
+        "kernel starts_before: ts.load: region out of bounds of x[8, 64] in dim 1: offset in [-1, 47] starts at -1, "
+        "before the tensor's first element (0)"
+    )
+    assert info.value.hint == "keep offsets >= 0"
+    assert info.value.loc.line == line_of(starts_before, "ts.load(x, [0, c - 1]")
+
+
+@ts.kernel
 def big(x: ts.Tensor[[256, 256], F], y: ts.Out[[256, 256], F]):
     t = ts.load(x, [0, 0], [256, 256])
     ts.store(y, [0, 0], ts.exp(t) + t)

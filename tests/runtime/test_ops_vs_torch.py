@@ -512,6 +512,26 @@ ts.store(o2, [0, 0], ts.load(a, [0, k], [4, 8]))
     check_kernel(grid_dir, args, body, golden, tolerance={"f32": (1e-5, 1e-5)})
 
 
+def test_a_loop_may_start_at_a_run_time_scalar(grid_dir):
+    args = [
+        Arg("a", (4, 256), "f32", init=uniform(-3.0, 3.0, (4, 256), "f32")),
+        Arg("o", (4, 256), "f32", kind="inout", init=lambda g: torch.zeros(4, 256)),
+        Arg("start", None, "i32", kind="scalar", value=64),
+        Arg("end", None, "i32", kind="scalar", value=192),
+    ]
+    body = """
+for c in ts.range(start, end, 32):
+    ts.store(o, [0, c], ts.load(a, [0, c], [4, 32]) * 2.0)
+"""
+
+    def golden(t):
+        out = torch.zeros(4, 256)
+        out[:, 64:192] = t["a"][:, 64:192] * 2.0
+        return {"o": out}
+
+    check_kernel(grid_dir, args, body, golden, tolerance={"f32": (0.0, 0.0)})
+
+
 def test_int8_quantize_matmul_and_per_channel_dequantize(grid_dir):
     args = [
         Arg("x", (16, 64), "f32", init=uniform(-4.0, 4.0, (16, 64), "f32")),

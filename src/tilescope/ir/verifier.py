@@ -223,10 +223,18 @@ class _Verifier:
             if rng is None:
                 continue
             lo, hi = rng
-            if lo < 0 or hi + size > extent:
+            offset = f"offset {lo}" if lo == hi else f"offset in [{lo}, {hi}]"
+            if lo < 0:  # the start itself is before the tensor: say so, whatever the end
+                raise self.fail(
+                    f"{op}: region out of bounds of {name}{list(shape)} in dim {dim}: {offset} starts at {lo}, "
+                    "before the tensor's first element (0)",
+                    loc,
+                    "keep offsets >= 0",
+                )
+            if hi + size > extent:
                 raise self.fail(
                     f"{op}: region out of bounds of {name}{list(shape)} in dim {dim}: "
-                    f"offset in [{lo}, {hi}] + size {size} reaches {hi + size} (dim size {extent})",
+                    f"{offset} + size {size} reaches {hi + size} (dim size {extent})",
                     loc,
                     "keep offset + size within the tensor's shape",
                 )
@@ -416,7 +424,7 @@ class _Verifier:
                 if isinstance(a, Const) and isinstance(b, Const) and b.value > a.value:
                     last = a.value + (b.value - 1 - a.value) // c.value * c.value
                     self.ranges[var] = (a.value, last)
-                self.nested(inner, var, a.type)
+                self.nested(inner, var, IndexType())  # a loop variable is an index, whatever its start
                 self.ranges.pop(var, None)
                 if outer is not None:
                     self.ranges[var] = outer
