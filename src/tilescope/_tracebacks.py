@@ -51,7 +51,10 @@ def filter_traceback(tb: types.TracebackType | None) -> types.TracebackType | No
         tb = tb.tb_next
     out = None
     for t in reversed(kept):
-        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+        # NOTE: an exception raised between two lines (a Ctrl-C inside the import machinery) may
+        # carry no line number; the frame's own is the next best
+        line = t.tb_lineno if t.tb_lineno is not None else (t.tb_frame.f_lineno or 0)
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, line)
     return out
 
 

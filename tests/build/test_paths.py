@@ -120,3 +120,16 @@ def test_an_absurd_path_is_refused_at_once_and_never_echoed_whole():
     assert path_args.path_problem("/tmp/some/build") is None
     text = paths.os_problem(OSError(errno.ENAMETOOLONG, "File name too long", huge))
     assert len(text) < 400
+
+
+def test_a_file_too_large_names_the_size_limit_and_what_to_do():
+    import errno
+    import resource
+
+    from tilescope.build.paths import os_problem
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    limit = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft} bytes"
+    text = os_problem(OSError(errno.EFBIG, "File too large", "/x/out.txt"))
+    assert text == (f"/x/out.txt would be larger than the file size limit of this process (ulimit -f: {limit}): "
+                    "raise it (ulimit -f unlimited) and run again")  # fmt: skip

@@ -314,3 +314,17 @@ def test_numpy_arrays_and_meta_scalars_are_refused_with_what_to_pass(tmp_path):
     assert ("argument 'eps': a meta tensor, which has no value (expected a Python number, scalar f32): pass the "
             "value itself") in msg  # fmt: skip
     prog.run(x, g, y, torch.tensor(eps))  # a 0-d CPU tensor is a scalar's value
+
+
+def test_a_traceback_entry_without_a_line_number_is_kept_with_its_frames_line():
+    """A Ctrl-C between two lines (inside the import machinery) leaves an entry whose tb_lineno is
+    None: the filtered traceback takes the frame's line instead of failing."""
+    import sys
+    import types
+
+    from tilescope._tracebacks import filter_traceback
+
+    frame = sys._getframe()
+    entry = types.SimpleNamespace(tb_frame=frame, tb_lasti=0, tb_lineno=None, tb_next=None)
+    kept = filter_traceback(entry)
+    assert kept is not None and kept.tb_frame is frame and isinstance(kept.tb_lineno, int) and kept.tb_lineno > 0

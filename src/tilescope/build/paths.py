@@ -38,6 +38,7 @@ import errno
 import itertools
 import os
 import re
+import resource
 import shutil
 import stat
 import sys
@@ -299,6 +300,11 @@ def os_problem(exc: OSError, path: Path | None = None) -> str:
                 "you can write")  # fmt: skip
     if code == errno.ENOENT:
         return f"{where} does not exist"
+    if code == errno.EFBIG:
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        limit = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft} bytes"
+        return (f"{where} would be larger than the file size limit of this process (ulimit -f: {limit}): raise it "
+                "(ulimit -f unlimited) and run again")  # fmt: skip
     return f"{where}: {exc.strerror or type(exc).__name__}"
 
 
