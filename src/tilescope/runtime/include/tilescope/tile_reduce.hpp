@@ -254,54 +254,60 @@ inline Tile<T, 1, C> col_mean(const Tile<T, R, C> &t) {
     return detail::reduce_cols<detail::add_op, R>(t);
 }
 
+namespace detail {
+
+template <bool Greater, class T, int R, int C>
+inline Tile<int32_t, R, 1> row_arg(const Tile<T, R, C> &t) {
+    check_arg<T>();
+    Tile<int32_t, R, 1> out;
+    for (int r = 0; r < R; ++r) out.data[r] = arg_extreme<Greater>(t.data + r * C, C, 1);
+    return out;
+}
+
+template <bool Greater, class T, int R, int C>
+inline Tile<int32_t, 1, C> col_arg(const Tile<T, R, C> &t) {
+    check_arg<T>();
+    Tile<int32_t, 1, C> out;
+    for (int c = 0; c < C; ++c) out.data[c] = arg_extreme<Greater>(t.data + c, R, C);
+    return out;
+}
+
+template <class T, int R, int C>
+inline Tile<T, R, 1> row_logsumexp(const Tile<T, R, C> &t) {
+    check_logsumexp<T>();
+    Tile<T, R, 1> out;
+    for (int r = 0; r < R; ++r) out.data[r] = logsumexp_of<T>(t.data + r * C, C, 1);
+    return out;
+}
+
+template <class T, int R, int C>
+inline Tile<T, 1, C> col_logsumexp(const Tile<T, R, C> &t) {
+    check_logsumexp<T>();
+    Tile<T, 1, C> out;
+    for (int c = 0; c < C; ++c) out.data[c] = logsumexp_of<T>(t.data + c, R, C);
+    return out;
+}
+
+}  // namespace detail
+
 /// The column of the first maximum (minimum) of each row, as torch.argmax(t, -1, keepdim=True)
-/// (argmin): a NaN counts as the extreme, ties give the first column.
+/// (argmin); the row of each column's, as torch.argmax(t, 0, keepdim=True): a NaN counts as the
+/// extreme, ties give the first index.
 template <class T, int R, int C>
-inline Tile<int32_t, R, 1> row_argmax(const Tile<T, R, C> &t) {
-    detail::check_arg<T>();
-    Tile<int32_t, R, 1> out;
-    for (int r = 0; r < R; ++r) out.data[r] = detail::arg_extreme<true>(t.data + r * C, C, 1);
-    return out;
-}
+inline Tile<int32_t, R, 1> row_argmax(const Tile<T, R, C> &t) { return detail::row_arg<true>(t); }
 template <class T, int R, int C>
-inline Tile<int32_t, R, 1> row_argmin(const Tile<T, R, C> &t) {
-    detail::check_arg<T>();
-    Tile<int32_t, R, 1> out;
-    for (int r = 0; r < R; ++r) out.data[r] = detail::arg_extreme<false>(t.data + r * C, C, 1);
-    return out;
-}
-/// The row of the first maximum (minimum) of each column, as torch.argmax(t, 0, keepdim=True).
+inline Tile<int32_t, R, 1> row_argmin(const Tile<T, R, C> &t) { return detail::row_arg<false>(t); }
 template <class T, int R, int C>
-inline Tile<int32_t, 1, C> col_argmax(const Tile<T, R, C> &t) {
-    detail::check_arg<T>();
-    Tile<int32_t, 1, C> out;
-    for (int c = 0; c < C; ++c) out.data[c] = detail::arg_extreme<true>(t.data + c, R, C);
-    return out;
-}
+inline Tile<int32_t, 1, C> col_argmax(const Tile<T, R, C> &t) { return detail::col_arg<true>(t); }
 template <class T, int R, int C>
-inline Tile<int32_t, 1, C> col_argmin(const Tile<T, R, C> &t) {
-    detail::check_arg<T>();
-    Tile<int32_t, 1, C> out;
-    for (int c = 0; c < C; ++c) out.data[c] = detail::arg_extreme<false>(t.data + c, R, C);
-    return out;
-}
+inline Tile<int32_t, 1, C> col_argmin(const Tile<T, R, C> &t) { return detail::col_arg<false>(t); }
 
 /// log(sum(e^x)) of each row (column), stable, as torch.logsumexp(t, dim, keepdim=True):
 /// computed in double around the maximum and rounded once.
 template <class T, int R, int C>
-inline Tile<T, R, 1> row_logsumexp(const Tile<T, R, C> &t) {
-    detail::check_logsumexp<T>();
-    Tile<T, R, 1> out;
-    for (int r = 0; r < R; ++r) out.data[r] = detail::logsumexp_of<T>(t.data + r * C, C, 1);
-    return out;
-}
+inline Tile<T, R, 1> row_logsumexp(const Tile<T, R, C> &t) { return detail::row_logsumexp(t); }
 template <class T, int R, int C>
-inline Tile<T, 1, C> col_logsumexp(const Tile<T, R, C> &t) {
-    detail::check_logsumexp<T>();
-    Tile<T, 1, C> out;
-    for (int c = 0; c < C; ++c) out.data[c] = detail::logsumexp_of<T>(t.data + c, R, C);
-    return out;
-}
+inline Tile<T, 1, C> col_logsumexp(const Tile<T, R, C> &t) { return detail::col_logsumexp(t); }
 
 namespace detail {
 
