@@ -38,6 +38,8 @@ _STDLIB_DIRS = tuple(
 
 
 def _internal(tb: types.TracebackType) -> bool:
+    if tb.tb_frame.f_code.co_filename.startswith("<frozen "):  # the standard library's frozen modules (importlib)
+        return True
     path = os.path.abspath(tb.tb_frame.f_code.co_filename)
     return path.startswith(_PACKAGE_DIR) or (path.startswith(_STDLIB_DIRS) and "site-packages" not in path)
 
