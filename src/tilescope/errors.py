@@ -76,6 +76,11 @@ class UnsupportedSyntaxError(DSLError):
     """A Python construct the DSL front-end does not accept."""
 
 
+class AnnotationError(DSLError, TypeError):
+    """A parameter annotation that is not one (``ts.Tensor[[16, 0], ts.f32]``); a TypeError too, as
+    Python's own subscripts raise."""
+
+
 class VerifyError(DSLError):
     """The IR verifier rejected a program (shape, dtype, bounds, memory, direction);
     ``pass_name`` is the pass after which it did ("" for the front-end's IR). A kernel that reads

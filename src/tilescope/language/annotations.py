@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilescope._tracebacks import api_boundary
+from tilescope.errors import AnnotationError
 from tilescope.ir.dtypes import DType, from_torch
 from tilescope.ir.printer import dtype_str
 from tilescope.ir.types import MAX_TENSOR_DIMS, Direction
@@ -34,10 +36,10 @@ def torch_dtype_hint(dtype) -> str:
 def _tensor_spec(direction: Direction, item) -> ParamSpec:
     what = direction.annotation
     if not (isinstance(item, tuple) and len(item) == 2):
-        raise TypeError(f"{what}[...] takes a shape and a dtype, e.g. {what}[[64, 128], ts.f32]")
+        raise AnnotationError(f"{what}[...] takes a shape and a dtype, e.g. {what}[[64, 128], ts.f32]")
     shape, dtype = item
     if not isinstance(dtype, DType):
-        raise TypeError(
+        raise AnnotationError(
             f"{what}[shape, dtype]: dtype must be a tilescope dtype such as ts.f32, got {dtype!r}"
             + torch_dtype_hint(dtype)
         )
@@ -46,15 +48,16 @@ def _tensor_spec(direction: Direction, item) -> ParamSpec:
         or not shape
         or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)
     ):
-        raise TypeError(f"{what}[shape, dtype]: shape must be a list of positive ints, got {shape!r}")
+        raise AnnotationError(f"{what}[shape, dtype]: shape must be a list of positive ints, got {shape!r}")
     if len(shape) > MAX_TENSOR_DIMS:
-        raise TypeError(f"{what}: at most {MAX_TENSOR_DIMS} dims are supported, got {len(shape)}")
+        raise AnnotationError(f"{what}: at most {MAX_TENSOR_DIMS} dims are supported, got {len(shape)}")
     return ParamSpec(direction, tuple(int(s) for s in shape), dtype)
 
 
 class Tensor:
     """An input tensor parameter (read only): ``ts.Tensor[[rows, cols], ts.f32]``."""
 
+    @api_boundary
     def __class_getitem__(cls, item) -> ParamSpec:
         return _tensor_spec(Direction.IN, item)
 
@@ -62,6 +65,7 @@ class Tensor:
 class Out:
     """An output tensor parameter (written, never read): ``ts.Out[[rows, cols], ts.f32]``."""
 
+    @api_boundary
     def __class_getitem__(cls, item) -> ParamSpec:
         return _tensor_spec(Direction.OUT, item)
 
@@ -69,6 +73,7 @@ class Out:
 class InOut:
     """A read-write tensor parameter: ``ts.InOut[[rows, cols], ts.f32]``."""
 
+    @api_boundary
     def __class_getitem__(cls, item) -> ParamSpec:
         return _tensor_spec(Direction.INOUT, item)
 
@@ -76,9 +81,10 @@ class InOut:
 class Scalar:
     """A scalar parameter: ``ts.Scalar[ts.f32]``."""
 
+    @api_boundary
     def __class_getitem__(cls, item) -> ParamSpec:
         if not isinstance(item, DType):
-            raise TypeError(
+            raise AnnotationError(
                 f"ts.Scalar[dtype]: dtype must be a tilescope dtype such as ts.f32, got {item!r}"
                 + torch_dtype_hint(item)
             )

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tilescope._tracebacks import api_boundary
 from tilescope.errors import DSLError, SourceLoc, TilescopeError
 from tilescope.ir.nodes import Kernel, Program
 
@@ -91,6 +92,7 @@ class KernelFunction:
         self.name = fn.__name__
         self.cached_ir: Kernel | None = None  # set by frontend.kernel_ir
 
+    @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         """Always raises: a kernel runs as a task, called from a ``@ts.jit`` orchestration."""
         raise TilescopeError(
