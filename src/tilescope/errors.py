@@ -32,6 +32,14 @@ class SourceLoc:
 SHOWN_CHARS = 200  # the most of a value a message quotes (an argument echoed back, a path)
 
 
+def file_size_limit() -> str:
+    """This process's file size limit (``ulimit -f``) in words: ``4096 bytes``, or ``unlimited``."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return "unlimited" if soft == resource.RLIM_INFINITY else f"{soft} bytes"
+
+
 def clipped(text: Any, limit: int = SHOWN_CHARS) -> str:
     """``text`` as a message quotes it: whole up to ``limit`` characters, else its start, its
     end and how long it is (a 20 MB argument is never echoed back whole)."""

@@ -38,7 +38,6 @@ import errno
 import itertools
 import os
 import re
-import resource
 import shutil
 import stat
 import sys
@@ -47,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from tilescope.errors import BuildFileError, TilescopeError, clipped
+from tilescope.errors import BuildFileError, TilescopeError, clipped, file_size_limit
 from tilescope.knobs import COMPILE_KNOBS
 
 KERNEL_CONFIG = "kernel_config.py"  # written last: a build without it is incomplete
@@ -301,10 +300,8 @@ def os_problem(exc: OSError, path: Path | None = None) -> str:
     if code == errno.ENOENT:
         return f"{where} does not exist"
     if code == errno.EFBIG:
-        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        limit = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft} bytes"
-        return (f"{where} would be larger than the file size limit of this process (ulimit -f: {limit}): raise it "
-                "(ulimit -f unlimited) and run again")  # fmt: skip
+        return (f"{where} would be larger than the file size limit of this process (ulimit -f: {file_size_limit()}): "
+                "raise it (ulimit -f unlimited) and run again")  # fmt: skip
     return f"{where}: {exc.strerror or type(exc).__name__}"
 
 

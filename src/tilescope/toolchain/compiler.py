@@ -24,7 +24,6 @@ import functools
 import logging
 import os
 import re
-import resource
 import shlex
 import shutil
 import subprocess
@@ -37,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilescope import knobs
-from tilescope.errors import ConfigError, ToolchainError
+from tilescope.errors import ConfigError, ToolchainError, file_size_limit
 from tilescope.toolchain import cache, pch
 from tilescope.toolchain.cache import CacheKey
 
@@ -436,7 +435,10 @@ def _cached_object(job: BuildJob, cxx: str, key: CacheKey, package_headers: str)
             if "No space left on device" in proc.stderr:
                 raise OSError(errno.ENOSPC, "No space left on device (g++ writing into the cache)", str(tmp))
             if "File size limit exceeded" in proc.stderr or "File too large" in proc.stderr:
-                raise ToolchainError(f"cannot build {job.source}: {file_size_limit_problem()}")
+                raise ToolchainError(
+                    f"cannot build {job.source}: the file size limit of this process (ulimit -f: {file_size_limit()}) "
+                    "is smaller than the object g++ writes, in any directory; raise it (ulimit -f unlimited) and run again"
+                )
             reproduce = compile_command(cxx, job, Path(job.output))
             raise _compile_error(job, proc.stderr or proc.stdout, reproduce)
         if proc.stderr.strip():
@@ -460,16 +462,6 @@ def _is_elf(path: Path) -> bool:
             return f.read(4) == b"\x7fELF"
     except OSError:
         return False
-
-
-def file_size_limit_problem() -> str:
-    """Why g++ could not write an object: this process's file size limit (``ulimit -f``), in words."""
-    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    limit = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft} bytes"
-    return (
-        f"the file size limit of this process (ulimit -f: {limit}) is smaller than the object g++ writes, "
-        "in any directory; raise it (ulimit -f unlimited) and run again"
-    )
 
 
 def _without_pch(
