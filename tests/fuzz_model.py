@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from tilescope.ir import op_registry as reg
-from tilescope.runtime.unary_ops import scan, unary_fn
+from tilescope.runtime.unary_ops import logsumexp, scan, unary_fn
 
 F32, F16, BF16, I32 = "f32", "f16", "bf16", "i32"
 FLOATS = (F32, F16, BF16)
@@ -768,7 +768,7 @@ class Reduce(Expr):
             rival = (((xv - best).abs() <= reach) & other).any(dim=dim, keepdim=True)
             return Val(v.to(torch.int32), torch.where(rival, math.inf, 0.0).to(torch.float64))
         elif kind == "logsumexp":  # slopes summing to 1; both sides compute in double and round once
-            v = torch.logsumexp(f64(x.v), dim=dim, keepdim=True).to(x.v.dtype)
+            v = logsumexp(x.v, dim)  # interp's
             e = x.e.amax(dim=dim, keepdim=True)
             top = f64(v).abs() + e
             return Val(v, e + 2 * (ulp(F32, top) if self.dtype == F32 else rounding(self.dtype, top)))

@@ -237,13 +237,7 @@ class OpLowering:
         if not 1 <= len(shape) <= MAX_TILE_DIMS or any(s <= 0 for s in shape):
             raise VerifyError(f"ts.iota shape must have 1 or 2 positive dims, got {list(shape)}", loc)
         dtype = self.dtype_arg(a["dtype"], node, "ts.iota dtype")
-        dim = a["dim"]
-        if not isinstance(dim, int) or isinstance(dim, bool) or not -len(shape) <= dim < len(shape):
-            raise VerifyError(
-                f"ts.iota dim must be a compile-time int in [{-len(shape)}, {len(shape) - 1}], got {value_str(dim)}",
-                loc,
-            )
-        dim %= len(shape)
+        dim = self.static_dim(a["dim"], len(shape), node, "ts.iota dim")
         if dtype == dt.bool_:
             raise VerifyError("ts.iota makes numbers, not bools", loc, "use ts.i32 (the default)")
         rules.check_literal(shape[dim] - 1, dtype, f"ts.iota of {shape[dim]} along dim {dim}", loc)
@@ -401,11 +395,7 @@ class OpLowering:
         names = ["a", "b", "acc", "transpose_a", "transpose_b"]
         a = self.bind(node, names, {"acc": None, "transpose_a": False, "transpose_b": False})
         for flag in ("transpose_a", "transpose_b"):
-            if not isinstance(a[flag], bool):
-                raise VerifyError(
-                    f"ts.matmul {flag}= must be a compile-time True or False, got {described(a[flag])}",
-                    self.loc(node),
-                )
+            self.static_flag(a[flag], node, f"ts.matmul {flag}=")
         return self.matmul(a["a"], a["b"], a["acc"], node, a["transpose_a"], a["transpose_b"])
 
     def op_cumsum(self, node: ast.Call) -> Scan:
@@ -420,17 +410,25 @@ class OpLowering:
         a = self.bind(node, ["x", "dim", "reverse", "exclusive"], {"dim": -1, "reverse": False, "exclusive": False})
         loc = self.loc(node)
         x = self.tile_arg(a["x"], node, f"ts.{op}'s operand")
-        rank = len(x.type.shape)
-        dim = a["dim"]
-        if not isinstance(dim, int) or isinstance(dim, bool) or not -rank <= dim < rank:
-            raise VerifyError(f"ts.{op} dim must be a compile-time int in [{-rank}, {rank - 1}] for a {x.type}, got "
-                              f"{value_str(dim)}", loc)  # fmt: skip
+        dim = self.static_dim(a["dim"], len(x.type.shape), node, f"ts.{op} dim")
         for flag in ("reverse", "exclusive"):
-            if not isinstance(a[flag], bool):
-                raise VerifyError(f"ts.{op} {flag}= must be a compile-time True or False, got {described(a[flag])}", loc)
+            self.static_flag(a[flag], node, f"ts.{op} {flag}=")
         if x.type.dtype == dt.bool_:
             raise VerifyError(f"ts.{op} of a bool tile", loc, "cast to a number type first: ts.cast(t, ts.i32)")
-        return Scan(op, x, dim % rank, a["reverse"], a["exclusive"], x.type, loc)
+        return Scan(op, x, dim, a["reverse"], a["exclusive"], x.type, loc)
+
+    def static_dim(self, dim: Any, rank: int, node: ast.Call, what: str) -> int:
+        """``dim`` of a tile of ``rank`` dims as a compile-time int in ``[0, rank)`` (a negative one
+        counts from the end); a VerifyError naming ``what`` otherwise."""
+        if not isinstance(dim, int) or isinstance(dim, bool) or not -rank <= dim < rank:
+            raise VerifyError(f"{what} must be a compile-time int in [{-rank}, {rank - 1}], got {value_str(dim)}",
+                              self.loc(node))  # fmt: skip
+        return dim % rank
+
+    def static_flag(self, value: Any, node: ast.Call, what: str) -> None:
+        """A VerifyError naming ``what`` unless ``value`` is a compile-time True or False."""
+        if not isinstance(value, bool):
+            raise VerifyError(f"{what} must be a compile-time True or False, got {described(value)}", self.loc(node))
 
     def op_transpose(self, node: ast.Call) -> Transpose:
         """``ts.transpose(x)``: a 2-D tile ``[R, C]`` as ``[C, R]``."""

@@ -72,7 +72,7 @@ from tilescope.ir.printer import expr_str
 from tilescope.ir.traverse import recursion_room, walk_exprs
 from tilescope.ir.types import Direction, ScalarType, TileType
 from tilescope.runtime.casts import float_to_int, narrow_float
-from tilescope.runtime.unary_ops import scan, unary_fn
+from tilescope.runtime.unary_ops import logsumexp, scan, unary_fn
 
 _SCALAR_OPS = {
     "add": operator.add,
@@ -309,8 +309,8 @@ class _KernelInterp(_Interp):
                     return _mean(x, dim, self.sum_order)
                 if kind in ("argmax", "argmin"):  # the first extreme, a NaN counting as one (torch's)
                     return getattr(torch, kind)(x, dim=dim, keepdim=True).to(torch.int32)
-                if kind == "logsumexp":  # in float64, rounded once (the tile library's)
-                    return torch.logsumexp(x.double(), dim=dim, keepdim=True).to(x.dtype)
+                if kind == "logsumexp":
+                    return logsumexp(x, dim)
                 fn = torch.amax if kind == "max" else torch.amin
                 return fn(x, dim=dim, keepdim=True)
             case MatMul(lhs=a, rhs=b, acc=c, transpose_a=ta, transpose_b=tb, type=tt):

@@ -1,6 +1,7 @@
 """How the interpreter computes each unary op of the registry: torch's function, routed through
 f32 or float64 where torch's own rounds differently from the tile library, or a function of the
-interpreter's own (``OpDef.interp``).
+interpreter's own (``OpDef.interp``); and the ops it computes in float64 as the tile library
+does (scans, logsumexp), which the localize bounds and the tests' fuzz model call too.
 
 Invariants: each op rounds as the tile library's does on every CPU (AVX2 and AVX-512 alike); a
 bf16/f16 op is computed in f32 and rounded once.
@@ -127,6 +128,17 @@ def unary_fn(op: str) -> Any:
     return _ROUTES[d.interp](torch_reference(d))
 
 
+def _from_f64(run: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A float64 (int64) result as the tile library rounds it: to f32 first for bf16/f16 tiles."""
+    return run.to(torch.float32).to(dtype) if dtype in (torch.bfloat16, torch.float16) else run.to(dtype)
+
+
+def logsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``ts.row_logsumexp``/``col_logsumexp`` as the tile library computes it: in float64 around the
+    maximum (torch's), rounded as ``_from_f64``."""
+    return _from_f64(torch.logsumexp(x.double(), dim=dim, keepdim=True), x.dtype)
+
+
 def scan(x: torch.Tensor, op: str, dim: int, reverse: bool, exclusive: bool) -> torch.Tensor:
     """``ts.cumsum``/``ts.cumprod`` of a tile as the tile library computes it: one running value
     along ``dim`` in float64 (floats; as torch's CPU f32 cumsum) or int64 (integers, wrapped to the
@@ -138,5 +150,5 @@ def scan(x: torch.Tensor, op: str, dim: int, reverse: bool, exclusive: bool) -> 
     if exclusive:
         first = torch.zeros_like(run.narrow(dim, 0, 1)) + (1 if op == "cumprod" else 0)
         run = torch.cat([first, run.narrow(dim, 0, run.shape[dim] - 1)], dim=dim)
-    out = run.to(torch.float32).to(x.dtype) if x.dtype in (torch.bfloat16, torch.float16) else run.to(x.dtype)
+    out = _from_f64(run, x.dtype)
     return out.flip(dim) if reverse else out

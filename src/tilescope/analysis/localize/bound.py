@@ -101,6 +101,12 @@ def rounding(dtype: str, mag: torch.Tensor, directed: bool = False) -> torch.Ten
     return 2 * r if directed else r
 
 
+def _f64_rounded(dtype: str, v: torch.Tensor) -> torch.Tensor:
+    """The most the tile library's rounding of a float64 result to ``dtype`` moves it: once, or
+    twice for bf16/f16 (to f32 first)."""
+    return rounding(dtype, v) + (rounding("f32", v) if dtype in ("bf16", "f16") else 0)
+
+
 def _clean(e: torch.Tensor) -> torch.Tensor:
     """A bound with NaN (inf - inf, 0 * inf) made infinite: unknown, never smaller."""
     return torch.where(torch.isnan(e), torch.full_like(e, _INF), e)
@@ -366,7 +372,7 @@ class _BoundKernel(_KernelInterp):
             return Bounded(v.to(torch.int32), err)
         if kind == "logsumexp":  # its slopes are a softmax: the largest input error, plus its rounding
             v = torch.logsumexp(x.v.double(), dim=dim, keepdim=True)
-            err = torch.amax(x.e, dim=dim, keepdim=True) + rounding(t.dtype.name, v) + ulp("f64", v)
+            err = torch.amax(x.e, dim=dim, keepdim=True) + _f64_rounded(t.dtype.name, v) + ulp("f64", v)
             return self.finish(op, t.dtype, v, err, _finite(x.v).all(dim=dim, keepdim=True))
         n = x.v.shape[dim]
         v = x.v.sum(dim=dim, keepdim=True)
@@ -387,8 +393,8 @@ class _BoundKernel(_KernelInterp):
         else:
             mags = x.v.abs().double()
             err = run(mags + x.e) - run(mags)
-        if t.dtype.is_float:  # bf16/f16 round to f32 first
-            err = err + rounding(t.dtype.name, v) + (rounding("f32", v) if t.dtype.name in ("bf16", "f16") else 0)
+        if t.dtype.is_float:
+            err = err + _f64_rounded(t.dtype.name, v)
         return self.finish(op, t.dtype, v, err, _finite(x.v))
 
     def power(self, a: Bounded, b: Bounded, t: TileType) -> Bounded:

@@ -18,7 +18,7 @@
 // row_sum's/col_sum's order, divided by the count in the compute type and rounded to T once.
 // row_argmax/row_argmin/col_argmax/col_argmin give int32 indices as torch's (the first extreme,
 // a NaN counting as the extreme); row_logsumexp/col_logsumexp are computed in double around the
-// maximum and rounded once.
+// maximum and rounded to the compute type, then to T.
 #pragma once
 
 #include <tilescope/tile_elementwise.hpp>
@@ -163,8 +163,9 @@ inline int32_t arg_extreme(const X &x, int n, int stride) {
 }
 
 /// log(sum(e^x)) of x[0..n) read at x[i * stride], as torch.logsumexp: m + log(sum(e^(x - m)))
-/// with m the maximum, in double (std::exp for double tiles), rounded to T once; the maximum
-/// itself when it is NaN or infinite (+Inf for a +Inf, -Inf for all -Inf).
+/// with m the maximum, in double with libm's exp and log (a reduction's cost is the sum, and
+/// libm's double results round to the same float on every CPU), then rounded to compute_t<T> and
+/// to T; the maximum itself when it is NaN or infinite (+Inf for a +Inf, -Inf for all -Inf).
 template <class T, class X>
 inline T logsumexp_of(const X &x, int n, int stride) {
     double m = static_cast<double>(compute_t<T>(x[0]));
@@ -175,9 +176,7 @@ inline T logsumexp_of(const X &x, int n, int stride) {
     if (m != m || m == HUGE_VAL || m == -HUGE_VAL) return convert<T>(compute_t<T>(m));
     double sum = 0.0;
     for (int i = 0; i < n; ++i) {
-        const double d = static_cast<double>(compute_t<T>(x[i * stride])) - m;
-        if constexpr (std::is_same_v<T, double>) sum += std::exp(d);
-        else sum += fmath::detail::exp_wide(d);
+        sum += std::exp(static_cast<double>(compute_t<T>(x[i * stride])) - m);
     }
     return convert<T>(compute_t<T>(m + std::log(sum)));
 }
