@@ -630,5 +630,5 @@ def test_a_torch_dtype_in_an_annotation_names_the_tilescope_one():
     with pytest.raises(TypeError) as e:
         ts.Scalar[torch.bfloat16]
     assert str(e.value).endswith("got torch.bfloat16; write ts.bf16")
-    with pytest.raises(TypeError, match=r"shape must be a list of positive ints, got \[True, 8\]"):
+    with pytest.raises(TypeError, match=r"shape must be a list of positive ints \(\[\] for a 0-dim tensor\), got \[True, 8\]"):
         ts.Tensor[[True, 8], ts.f32]

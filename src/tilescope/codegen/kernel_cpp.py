@@ -71,7 +71,8 @@ from tilescope.ir.nodes import (
 from tilescope.ir.op_registry import OPS, binary_ops, compare_ops, fusable_ops, logical_ops
 from tilescope.ir.printer import dropped_dim
 from tilescope.ir.traverse import walk_exprs, walk_stmts
-from tilescope.ir.types import Direction, TileType
+from tilescope.ir.type_rules import access_dims
+from tilescope.ir.types import Direction, TensorType, TileType
 
 # BinOps on tiles emitted as a call of the tile library (maximum(a, b), eq(a, b), pow(a, b)...);
 # + - * / are operators (cpp_common)
@@ -190,14 +191,18 @@ class _KernelEmitter(ExprEmitter):
                 return f"{_TILE_FN[op]}({self.emit(a, sub)}, {self.emit(b, sub)})"
             case UnOp(op=op, operand=a):
                 return f"{OPS[op].cpp}({self.emit(a)})"
-            case Load(tensor=t, offsets=offs, valid=valid, fill=fill, type=tt):
+            case Load(tensor=t, offsets=offs, valid=valid, fill=fill, pad=pad, type=tt):
                 r, c = tile_dims(tt)
-                args = f"{self.name(t.name)}, {{{', '.join(self.emit(o) for o in offs)}}}"
+                args = f"{self.name(t.name)}, {self.offsets(offs)}"
                 fn = "load"
                 if valid:
                     fn = "load_valid"
                     args += f", {self.valid(valid)}, {self.emit(fill, tt.dtype)}"
-                return f"{fn}<{r}, {c}>({args}{self.site('load', t.name, e.loc, bool(valid))})"
+                elif pad is not None:
+                    fn = "load_pad"
+                    args += f", {self.emit(pad, tt.dtype)}"
+                axes = axes_arg(t.type, tt, e.dims, e.strides)
+                return f"{fn}<{r}, {c}{', ' + axes if axes else ''}>({args}{self.site('load', t.name, e.loc, bool(valid))})"
             case LoadRows(tensor=t, rows=rows, col=col, valid=valid, fill=fill, type=tt):
                 args = f"{self.name(t.name)}, {self.emit(rows)}, {self.emit(col)}"
                 if valid is not None:
@@ -245,6 +250,10 @@ class _KernelEmitter(ExprEmitter):
         a, b = self.emit(e.lhs), self.emit(e.rhs)
         return f"{f'transpose({a})' if e.transpose_a else a}, {f'transpose({b})' if e.transpose_b else b}"
 
+    def offsets(self, offs: tuple[Expr, ...]) -> str:
+        """The ``{o0, o1, ...}`` offsets of a load/store (a 0-dim tensor is one element: ``{0}``)."""
+        return f"{{{', '.join(self.emit(o) for o in offs) or '0'}}}"
+
     def valid(self, valid: tuple[Expr, ...]) -> str:
         """The ``{rows, cols}`` valid counts of a load/store (a 1-D tile's one row: ``{1, n}``)."""
         counts = [self.emit(v) for v in valid]
@@ -256,6 +265,18 @@ class _KernelEmitter(ExprEmitter):
         if self.sites is None or not (self.checked or always):
             return ""
         return f", {self.sites.add(op, tensor, loc)}"
+
+
+def axes_arg(tensor: TensorType, tile: TileType, dims: tuple[int, ...], strides: tuple[int, ...]) -> str:
+    """``Axes<RowDim, ColDim, RowStep, ColStep>`` of an access along ``dims`` every ``strides``
+    elements (tile_core.hpp); "" for the default (the last dims, unit steps)."""
+    if not dims and not strides:
+        return ""
+    nd = len(tensor.shape)
+    along = access_dims(nd, len(tile.shape), dims)
+    row, col = (-1, along[0]) if len(along) == 1 else along
+    steps = strides or (1,) * nd
+    return f"Axes<{row}, {col}, {1 if row < 0 else steps[row]}, {steps[col]}>"
 
 
 def _zeros(e: Full) -> bool:
@@ -341,11 +362,12 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
                 else:
                     declared[-1].add(t)
                     lines.append(f"{ind}{value_type(v.type)} {name} = {rhs};{m}")
-            case Store(tensor=t, offsets=offs, value=v, valid=valid):
-                offsets = ", ".join(em.emit(o) for o in offs)
+            case Store(tensor=t, offsets=offs, value=v, valid=valid, dims=dims, strides=strides):
                 fn = "store_valid" if valid else "store"
+                axes = axes_arg(t.type, v.type, dims, strides)
+                fn += f"<{axes}>" if axes else ""
                 value = em.emit(v) if valid else em.emit_fused(v)  # store_valid takes tiles
-                args = f"{name_of(t.name)}, {{{offsets}}}, {value}"
+                args = f"{name_of(t.name)}, {em.offsets(offs)}, {value}"
                 if valid:
                     args += f", {em.valid(valid)}"
                 lines.append(f"{ind}{fn}({args}{em.site('store', t.name, s.loc, bool(valid))});{m}")

@@ -154,7 +154,7 @@ def orchestration_cpp(p: Program) -> str:
                 value = em.emit(a, dtype)
                 lines.append(f"{inner}task.add_scalar(TS_{dtype.name.upper()}, {value});")
             else:
-                shape = ", ".join(map(str, prm.type.shape))
+                shape = ", ".join(map(str, prm.type.shape)) or "1"  # a 0-dim tensor is one element: [1]
                 lines.append(f"{inner}task.{_ADD[prm.direction]}({em.emit(a)}, {{{shape}}});")
         for d in e.deps:
             dep = em.emit(d)

@@ -71,10 +71,15 @@ class UnOp:
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    """Read a tile from a tensor param: ``ts.load(tensor, offsets, sizes, valid=, fill=)``.
+    """Read a tile from a tensor param: ``ts.load(tensor, offsets, sizes, valid=, fill=, pad=,
+    dims=, strides=)``.
 
     ``valid`` (empty: the whole tile) gives one run-time count per tile dim: only the elements
-    below them are read, the others take ``fill`` and touch no memory."""
+    below them are read, the others take ``fill`` and touch no memory. With ``pad`` every
+    element whose index lies outside the tensor reads as ``pad`` and touches no memory.
+    ``dims`` names the tensor dim of each tile dim (empty: the last ones); ``strides`` the step
+    between consecutive elements in each tensor dim (empty: all 1). ``sizes`` has one count
+    per tensor dim: the tile's dims take theirs, every other dim 1."""
 
     tensor: Var
     offsets: tuple[Expr, ...]
@@ -83,6 +88,9 @@ class Load:
     fill: Expr | None
     type: TileType
     loc: SourceLoc | None = _LOC
+    pad: Expr | None = None
+    dims: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,14 +312,17 @@ class Assign:
 
 @dataclass(frozen=True, slots=True)
 class Store:
-    """``ts.store(tensor, offsets, value, valid=)``: write a tile into an Out/InOut tensor param
-    (only the elements below the run-time counts ``valid``, one per tile dim, when given)."""
+    """``ts.store(tensor, offsets, value, valid=, dims=, strides=)``: write a tile into an
+    Out/InOut tensor param (only the elements below the run-time counts ``valid``, one per tile
+    dim, when given), along ``dims`` every ``strides`` elements (as ``Load``'s)."""
 
     tensor: Var
     offsets: tuple[Expr, ...]
     value: Expr
     valid: tuple[Expr, ...]
     loc: SourceLoc | None = _LOC
+    dims: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

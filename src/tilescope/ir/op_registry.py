@@ -184,11 +184,13 @@ _GELU_ERROR = ErrorModel(4.0, _SLOPE, slope=1.13, of_x=True)  # max |gelu'| = 1.
 
 _DEFS: tuple[OpDef, ...] = (
     # memory
-    _op("load", MEMORY, "(tensor, offsets, sizes, valid=None, fill=0)",
-        "Read a tile of `sizes` at `offsets` from a tensor param; with `valid=(rows, cols)` only that "
-        "part is read and the rest is `fill`.", cpp="load"),
-    _op("store", MEMORY, "(tensor, offsets, tile, valid=None)",
-        "Write a tile into an Out/InOut tensor param at `offsets` (only its `valid=(rows, cols)` part).", cpp="store"),
+    _op("load", MEMORY, "(tensor, offsets, sizes, valid=None, fill=0, pad=None, dims=None, strides=None)",
+        "Read a tile of `sizes` at `offsets` from a tensor param (over any two `dims`, every `strides` "
+        "elements); with `valid=(rows, cols)` only that part is read and the rest is `fill`; with `pad=` "
+        "the elements outside the tensor read as `pad`.", cpp="load"),
+    _op("store", MEMORY, "(tensor, offsets, tile, valid=None, dims=None, strides=None)",
+        "Write a tile into an Out/InOut tensor param at `offsets`, along `dims` every `strides` elements "
+        "(only its `valid=(rows, cols)` part).", cpp="store"),
     _op("load_rows", MEMORY, "(tensor, rows, cols, valid=None, fill=0)",
         "Gather the rows of a 2-D tensor param named by the integer tile `rows`: columns `cols` "
         "(a count, or (start, count)); rows at or past `valid` are `fill`.", cpp="load_rows"),

@@ -131,8 +131,9 @@ def expr_str(e: Expr) -> str:
             return f'ts.{form.op}({expr_str(a)}, {form.keyword}="{form.value}")'
         case UnOp(op=op, operand=a):
             return f"ts.{op}({expr_str(a)})"
-        case Load(tensor=t, offsets=offs, sizes=sizes, valid=valid, fill=fill):
+        case Load(tensor=t, offsets=offs, sizes=sizes, valid=valid, fill=fill, pad=pad, dims=dims, strides=strides):
             extra = _valid_str(valid) + ("" if fill is None or _is_positive_zero(fill) else f", fill={expr_str(fill)}")
+            extra += ("" if pad is None else f", pad={expr_str(pad)}") + _axes_str(dims, strides)
             return f"ts.load({t.name}, {_list(map(expr_str, offs))}, {_list(map(str, sizes))}{extra})"
         case LoadRows(tensor=t, rows=rows, col=col, valid=valid, fill=fill, type=tt):
             cols = str(tt.shape[1]) if _is_const(col, 0) else f"({expr_str(col)}, {tt.shape[1]})"
@@ -239,13 +240,21 @@ def _is_const(e: Expr, value: int) -> bool:
     return isinstance(e, Const) and isinstance(e.type, IndexType | ScalarType) and e.value == value
 
 
+def _axes_str(dims: tuple[int, ...], strides: tuple[int, ...]) -> str:
+    """A load's or store's ``dims=`` and ``strides=`` keywords (none for the defaults)."""
+    return ("" if not dims else f", dims={_list(map(str, dims))}") + (
+        "" if not strides else f", strides={_list(map(str, strides))}"
+    )
+
+
 def stmt_lines(s: Stmt, indent: str) -> list[str]:
     """A statement's DSL source lines at ``indent``, nested bodies included."""
     match s:
         case Assign(target=t, value=v):
             return [f"{indent}{t} = {expr_str(v)}"]
-        case Store(tensor=t, offsets=offs, value=v, valid=valid):
-            return [f"{indent}ts.store({t.name}, {_list(map(expr_str, offs))}, {expr_str(v)}{_valid_str(valid)})"]
+        case Store(tensor=t, offsets=offs, value=v, valid=valid, dims=dims, strides=strides):
+            extra = _valid_str(valid) + _axes_str(dims, strides)
+            return [f"{indent}ts.store({t.name}, {_list(map(expr_str, offs))}, {expr_str(v)}{extra})"]
         case Probe(value=v, name=n):
             return [f"{indent}ts.probe({expr_str(v)}, {n!r})"]
         case Evaluate(value=v):

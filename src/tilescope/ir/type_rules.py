@@ -362,22 +362,125 @@ def where_type(cond: Expr, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> TileT
     return tile
 
 
-def load_tile_shape(
-    tensor: TensorType, sizes: tuple[int, ...], what: str, loc: SourceLoc | None
-) -> tuple[int, ...]:
-    """The tile shape of a load/store region: the last two dims; leading dims must be 1."""
-    if len(sizes) != len(tensor.shape):
-        raise _fail(
-            f"{what}: {len(sizes)} sizes for a {len(tensor.shape)}-D tensor {tensor}",
-            loc,
-            "give one size per tensor dim",
-        )
-    lead = sizes[: max(0, len(sizes) - MAX_TILE_DIMS)]
-    if any(s != 1 for s in lead):
-        raise _fail(
-            f"{what}: sizes {list(sizes)}: a tile covers the last {MAX_TILE_DIMS} dims; leading sizes must be 1",
-            loc,
-        )
+def load_tile(
+    tensor: TensorType, sizes: tuple[int, ...], dims: tuple[int, ...] | None, what: str, loc: SourceLoc | None
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The tile shape of a load of ``sizes`` (one per tensor dim) and the tensor dim of each tile
+    dim (``()``: the default, the last ones). The tile's dims are ``dims`` when given, else the
+    last two dims when every size above 1 lies there, else the two dims whose sizes are above 1;
+    every other size must be 1. A 0-dim tensor (no sizes) loads as a [1, 1] tile."""
+    nd = len(tensor.shape)
+    if len(sizes) != nd:
+        raise _fail(f"{what}: {len(sizes)} sizes for a {nd}-D tensor {tensor}", loc, "give one size per tensor dim")
     if any(s <= 0 for s in sizes):
         raise _fail(f"{what}: sizes must be positive, got {list(sizes)}", loc)
-    return tuple(sizes[-MAX_TILE_DIMS:])
+    if nd == 0:
+        if dims:
+            raise _fail(f"{what}: dims= {list(dims)} for the 0-dim tensor {tensor}", loc, "leave dims= out")
+        return (1, 1), ()
+    if dims is None:
+        big = [d for d, n in enumerate(sizes) if n != 1]
+        if all(d >= nd - MAX_TILE_DIMS for d in big):
+            return tuple(sizes[-MAX_TILE_DIMS:]), ()
+        if len(big) > MAX_TILE_DIMS:
+            raise _fail(
+                f"{what}: sizes {list(sizes)} are above 1 in {len(big)} dims {big}; a tile has at most "
+                f"{MAX_TILE_DIMS} dims",
+                loc,
+                "load a tile over two dims at a time (size 1 in every other dim)",
+            )
+        if len(big) == MAX_TILE_DIMS:
+            return tuple(sizes[d] for d in big), tuple(big)
+        d = big[0]
+        raise _fail(
+            f"{what}: sizes {list(sizes)} are above 1 in dim {d} only, which is not one of the last two: "
+            "which tile is meant is ambiguous",
+            loc,
+            f"say which dims the tile covers: dims=[{d}] for a [{sizes[d]}] tile, dims=[{d}, {nd - 1}] for a "
+            f"[{sizes[d]}, {sizes[nd - 1]}] one",
+        )
+    others = [d for d in range(nd) if d not in dims and sizes[d] != 1]
+    if others:
+        raise _fail(
+            f"{what}: sizes {list(sizes)} with dims={list(dims)}: dim {others[0]} is not a tile dim, so its size "
+            "must be 1",
+            loc,
+            f"add dim {others[0]} to dims=, or give it size 1",
+        )
+    tile = tuple(sizes[d] for d in dims)
+    return tile, canonical_dims(nd, dims)
+
+
+def tile_dims_given(v: object, ndim: int, rank: int | None, what: str, loc: SourceLoc | None) -> tuple[int, ...]:
+    """``dims=``: one or two tensor dims (``rank`` of them when the tile's rank is known),
+    negative ones counted from the end, in increasing order."""
+    items = list(v) if isinstance(v, list | tuple) else [v]
+    if not items or not all(isinstance(d, int) and not isinstance(d, bool) for d in items):
+        raise _fail(f"{what}: dims= takes one or two compile-time tensor dims, got {v!r}", loc)
+    out = []
+    for d in items:
+        if not -ndim <= d < ndim:
+            raise _fail(f"{what}: dims= {items}: dim {d} is outside the tensor's {ndim} dims", loc)
+        out.append(d % ndim)
+    if len(out) > MAX_TILE_DIMS or (rank is not None and len(out) != rank):
+        need = f"{rank}, one per tile dim" if rank is not None else f"1 or {MAX_TILE_DIMS}"
+        raise _fail(f"{what}: dims= {items} names {len(out)} dims; it takes {need}", loc)
+    if len(out) == 2 and not out[0] < out[1]:
+        raise _fail(
+            f"{what}: dims= {items}: the row dim must come before the column dim",
+            loc,
+            "transpose the tile (ts.transpose) for the other order",
+        )
+    return tuple(out)
+
+
+def canonical_dims(ndim: int, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """``dims`` as the IR keeps it: ``()`` when they are the default (the last ones)."""
+    return () if dims == tuple(range(ndim - len(dims), ndim)) and len(dims) == min(ndim, MAX_TILE_DIMS) else dims
+
+
+def access_dims(ndim: int, tile_rank: int, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The tensor dim of each tile dim of an access (``dims``, or by default the last ones)."""
+    if dims:
+        return dims
+    return tuple(range(max(0, ndim - tile_rank), ndim))
+
+
+def access_sizes(ndim: int, tile: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The count of an access of a ``tile`` along ``dims`` in each tensor dim (1 off the tile)."""
+    out = [1] * ndim
+    for d, n in zip(access_dims(ndim, len(tile), dims), tile if ndim else ()):
+        out[d] = n
+    return tuple(out)
+
+
+def access_strides(
+    v: object, ndim: int, dims: tuple[int, ...], tile_rank: int, what: str, loc: SourceLoc | None
+) -> tuple[int, ...]:
+    """``strides=``: one positive compile-time step per tensor dim, 1 in every dim the tile does
+    not cover; ``()`` (the IR's default) when every step is 1."""
+    if v is None:
+        return ()
+    items = list(v) if isinstance(v, list | tuple) else [v]
+    if len(items) != ndim or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in items):
+        raise _fail(
+            f"{what}: strides= takes one positive compile-time step per tensor dim ({ndim}), got {v!r}",
+            loc,
+            "element [i, j] of the tile is the tensor's [offset + i * step, ...]: give 1 for unit steps",
+        )
+    tile_dims = access_dims(ndim, tile_rank, dims)
+    off = [d for d in range(ndim) if d not in tile_dims and items[d] != 1]
+    if off:
+        raise _fail(
+            f"{what}: strides= {items}: dim {off[0]} is not one of the tile's dims {list(tile_dims)}, so its step "
+            "must be 1",
+            loc,
+        )
+    return () if all(s == 1 for s in items) else tuple(items)
+
+
+def access_extents(sizes: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
+    """The span of tensor elements an access of ``sizes`` with ``strides`` covers in each dim
+    (``(n - 1) * step + 1``; 0 for a count of 0)."""
+    steps = strides or (1,) * len(sizes)
+    return tuple(0 if n == 0 else (n - 1) * s + 1 for n, s in zip(sizes, steps))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tilescope.ir.dtypes import DType
 
-MAX_TENSOR_DIMS = 4
+MAX_TENSOR_DIMS = 8  # TS_MAX_DIMS (abi.h)
 MAX_TILE_DIMS = 2
 
 

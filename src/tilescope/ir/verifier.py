@@ -253,7 +253,9 @@ class _Verifier:
 
     def load(self, e: Load) -> None:
         p = self.read_param(e.tensor, "ts.load", e.loc)
-        self.region_bounds("ts.load", p.name, p.type.shape, e.offsets, self.checked_sizes(e.sizes, e.valid), e.loc)
+        if e.pad is None:  # a padded load reads only what lies inside: never out of bounds
+            extents = rules.access_extents(self.checked_sizes(e.sizes, e.valid, e.dims, e.type.shape), e.strides)
+            self.region_bounds("ts.load", p.name, p.type.shape, e.offsets, extents, e.loc)
         self.valid_counts("ts.load", e.valid, e.type.shape, e.loc)
 
     def load_rows(self, e: LoadRows) -> None:
@@ -265,13 +267,15 @@ class _Verifier:
             self.valid_counts("ts.load_rows", (e.valid,), e.type.shape[:1], e.loc)
 
     @staticmethod
-    def checked_sizes(sizes, valid) -> tuple[int, ...]:
-        """The extents a region check can rely on: a tile dim with a run-time valid count reads at
-        least nothing (0), one with a constant count that many elements."""
+    def checked_sizes(sizes, valid, dims, tile) -> tuple[int, ...]:
+        """The counts per tensor dim a region check can rely on: a tile dim with a run-time valid
+        count reads at least nothing (0), one with a constant count that many elements."""
         if not valid:
             return tuple(sizes)
-        lead = tuple(sizes[: len(sizes) - len(valid)])
-        return lead + tuple(v.value if isinstance(v, Const) else 0 for v in valid)
+        out = list(sizes)
+        for d, v in zip(rules.access_dims(len(sizes), len(tile), dims), valid):
+            out[d] = v.value if isinstance(v, Const) else 0
+        return tuple(out)
 
     def valid_counts(self, op: str, valid, shape, loc) -> None:
         for dim, (v, size) in enumerate(zip(valid, shape)):
@@ -297,8 +301,9 @@ class _Verifier:
         if not isinstance(t, TileType) or t.dtype != p.type.dtype:
             raise self.fail(f"ts.store: storing a {t} into {p.name}: {p.type}", s.loc)
         shape = p.type.shape
-        sizes = (1,) * (len(shape) - len(t.shape)) + t.shape
-        self.region_bounds("ts.store", p.name, shape, s.offsets, self.checked_sizes(sizes, s.valid), s.loc)
+        sizes = rules.access_sizes(len(shape), t.shape, s.dims)
+        extents = rules.access_extents(self.checked_sizes(sizes, s.valid, s.dims, t.shape), s.strides)
+        self.region_bounds("ts.store", p.name, shape, s.offsets, extents, s.loc)
         self.valid_counts("ts.store", s.valid, t.shape, s.loc)
 
     def slice(self, e: Slice) -> None:

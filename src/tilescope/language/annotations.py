@@ -45,10 +45,9 @@ def _tensor_spec(direction: Direction, item) -> ParamSpec:
         )
     if (
         not isinstance(shape, list | tuple)
-        or not shape
         or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)
     ):
-        raise AnnotationError(f"{what}[shape, dtype]: shape must be a list of positive ints, got {shape!r}")
+        raise AnnotationError(f"{what}[shape, dtype]: shape must be a list of positive ints ([] for a 0-dim tensor), got {shape!r}")
     if len(shape) > MAX_TENSOR_DIMS:
         raise AnnotationError(f"{what}: at most {MAX_TENSOR_DIMS} dims are supported, got {len(shape)}")
     return ParamSpec(direction, tuple(int(s) for s in shape), dtype)

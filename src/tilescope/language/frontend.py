@@ -49,6 +49,7 @@ from tilescope.ir.types import (
     TensorType,
 )
 from tilescope.language import ops
+from tilescope.language.access_lowering import AccessLowering
 from tilescope.language.annotations import ParamSpec
 from tilescope.language.decorators import InlineFunction, KernelFunction, Orchestration
 from tilescope.language.expressions import (
@@ -81,7 +82,7 @@ _SUPPORTED_HINT = (
 # Lowering
 
 
-class _Lowering(Scopes, Expressions, Subscripts, OpLowering):
+class _Lowering(Scopes, Expressions, Subscripts, OpLowering, AccessLowering):
     """Lowers one DSL function (and the helpers it inlines): statements, calls and the entry;
     names and scopes come from ``Scopes``, operators and values from ``Expressions``."""
 

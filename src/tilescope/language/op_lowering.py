@@ -11,7 +11,6 @@ checked against the kernel's parameters.
 from __future__ import annotations
 
 import ast
-import math
 from typing import Any
 
 from tilescope.errors import VerifyError
@@ -26,15 +25,12 @@ from tilescope.ir.nodes import (
     Full,
     Iota,
     Kernel,
-    Load,
-    LoadRows,
     MatMul,
     Param,
     Probe,
     Reduce,
     Scan,
     Slice,
-    Store,
     Submit,
     Transpose,
     UnOp,
@@ -45,6 +41,7 @@ from tilescope.ir.op_registry import REDUCE, OpDef, forms_of
 from tilescope.ir.printer import described, value_str
 from tilescope.ir.traverse import is_expr
 from tilescope.ir.types import (
+    MAX_TENSOR_DIMS,
     MAX_TILE_DIMS,
     TASK,
     Direction,
@@ -95,139 +92,6 @@ class OpLowering:
         raise AssertionError(f"ts.{op.name} has no lowering")  # test_op_registry lowers every op
 
     # kernel ops
-
-    def op_load(self, node: ast.Call) -> Load:
-        """``ts.load(tensor, offsets, sizes, valid=None, fill=0)``: a tile of static ``sizes`` read
-        from a tensor parameter; with ``valid`` only the elements below those counts are read."""
-        a = self.bind(node, ["tensor", "offsets", "sizes", "valid", "fill"], {"valid": None, "fill": None})
-        loc = self.loc(node)
-        tensor = self.tensor_param(a["tensor"], node, "ts.load's tensor")
-        sizes = self.static_ints(a["sizes"], node, "ts.load sizes")
-        offsets = self._offsets(a["offsets"], tensor, node, "ts.load")
-        tile = TileType(rules.load_tile_shape(tensor.type, sizes, "ts.load", loc), tensor.type.dtype)
-        valid = self._valid(a["valid"], tile.shape, node, "ts.load")
-        fill = self._fill_value(a["fill"], valid, tile, node, "ts.load")
-        return Load(tensor, offsets, sizes, valid, fill, tile, loc)
-
-    def _valid(self, v: Any, shape: tuple[int, ...], node: ast.AST, what: str) -> tuple:
-        """``valid=``: one count per tile dim, each a compile-time int in ``[0, size]`` or a run-time
-        integer (checked when the load or store runs); ``()`` for None."""
-        if v is None:
-            return ()
-        loc = self.loc(node)
-        counts = v if isinstance(v, list | tuple) else [v]
-        dims = "(rows, cols)" if len(shape) == 2 else "(count,)"
-        if len(counts) != len(shape):
-            raise VerifyError(
-                f"{what} valid= takes one count per tile dim {dims} of the [{shape_str(shape)}] tile, "
-                f"got {value_str(v)}",
-                loc,
-            )
-        out = []
-        for dim, (c, size) in enumerate(zip(counts, shape)):
-            e = self.index(c, node, f"{what} valid count of dim {dim}")
-            if isinstance(c, int) and not 0 <= c <= size:
-                raise VerifyError(
-                    f"{what} valid= {value_str(list(counts))}: dim {dim} count {c} is outside [0, {size}] "
-                    f"(the [{shape_str(shape)}] tile)",
-                    loc,
-                    "valid counts how many leading rows/columns of the tile are real; it is at most the tile's size",
-                )
-            out.append(e)
-        return tuple(out)
-
-    def _fill_value(self, v: Any, valid: tuple, tile: TileType, node: ast.AST, what: str) -> Any:
-        """``fill=``: the scalar the elements outside ``valid`` take (0 by default); None without ``valid``."""
-        if v is None:
-            return None if not valid else self.as_expr(0, node, like=ScalarType(tile.dtype), what=f"{what} fill")
-        if not valid:
-            raise VerifyError(
-                f"{what} fill= without valid=: every element of the tile is read",
-                self.loc(node),
-                "give valid=(rows, cols) to say which part is real",
-            )
-        if is_expr(v):
-            if not isinstance(v.type, ScalarType | IndexType):
-                raise VerifyError(f"{what} fill must be a scalar, got {described(v)}", self.loc(node))
-            if isinstance(v.type, ScalarType) and v.type.dtype.is_float and not tile.dtype.is_float:
-                raise VerifyError(f"{what} fill: a float scalar for a {tile}", self.loc(node))
-            return v
-        if isinstance(v, float) and not tile.dtype.is_float and not math.isfinite(v):
-            raise VerifyError(f"{what} fill {v!r} for a {tile}: an integer tile holds no infinity", self.loc(node))
-        return self.as_expr(v, node, like=ScalarType(tile.dtype), what=f"{what} fill")
-
-    def _offsets(self, offs: Any, tensor: Var, node: ast.AST, what: str) -> tuple:
-        if not isinstance(offs, list | tuple) or len(offs) != len(tensor.type.shape):
-            raise VerifyError(
-                f"{what}: give one offset per dim of {tensor.name} ({len(tensor.type.shape)}-D), got {value_str(offs)}",
-                self.loc(node),
-            )
-        return tuple(self.index(o, node, f"{what} offset") for o in offs)
-
-    def op_store(self, node: ast.Call) -> None:
-        """``ts.store(tensor, offsets, tile, valid=None)``: emits a Store into a tensor parameter; the
-        tile's dtype must be the tensor's. Returns None (the call has no value).
-        """
-        a = self.bind(node, ["tensor", "offsets", "tile", "valid"], {"valid": None})
-        loc = self.loc(node)
-        tensor = self.tensor_param(a["tensor"], node, "ts.store's tensor")
-        value = a["tile"]
-        if is_number(value):
-            raise VerifyError("ts.store needs a tile", loc, "make one with ts.full(shape, value, dtype)")
-        value = self.tile_arg(value, node, "ts.store's value")
-        if value.type.dtype != tensor.type.dtype:
-            raise VerifyError(
-                f"ts.store: dtype mismatch: storing a {value.type} into {tensor.name}: {tensor.type}",
-                loc,
-                f"cast first: ts.cast(value, ts.{tensor.type.dtype.name})",
-            )
-        if len(value.type.shape) > len(tensor.type.shape):
-            raise VerifyError(f"ts.store: a {value.type} does not fit the {tensor.type} {tensor.name}", loc)
-        offsets = self._offsets(a["offsets"], tensor, node, "ts.store")
-        valid = self._valid(a["valid"], value.type.shape, node, "ts.store")
-        self.emit(Store(tensor, offsets, value, valid, loc))
-        return None
-
-    def op_load_rows(self, node: ast.Call) -> LoadRows:
-        """``ts.load_rows(tensor, rows, cols, valid=None, fill=0)``: the rows of a 2-D tensor parameter
-        named by an integer tile, columns ``cols`` (a count from column 0, or ``(start, count)``)."""
-        a = self.bind(node, ["tensor", "rows", "cols", "valid", "fill"], {"valid": None, "fill": None})
-        loc = self.loc(node)
-        tensor = self.tensor_param(a["tensor"], node, "ts.load_rows's tensor")
-        if len(tensor.type.shape) != 2:
-            raise VerifyError(
-                f"ts.load_rows gathers rows of a 2-D tensor, got {tensor.name}: {tensor.type}",
-                loc,
-                "pass the kernel a 2-D region (x[b, :, :] in the orchestration)",
-            )
-        rows = self.tile_arg(a["rows"], node, "ts.load_rows's rows")
-        rt = rows.type
-        if not (rt.dtype.is_int and (len(rt.shape) == 1 or 1 in rt.shape)):
-            raise VerifyError(
-                f"ts.load_rows's rows must be an integer tile of shape [N], [N, 1] or [1, N], got a {rt}",
-                loc,
-                "make row indices with ts.load of an integer tensor, ts.iota or ts.cast(t, ts.i32)",
-            )
-        cols = a["cols"]
-        if isinstance(cols, list | tuple) and len(cols) == 2:
-            col, width = self.index(cols[0], node, "ts.load_rows column start"), cols[1]
-        else:
-            col, width = self.index(0, node, "ts.load_rows column start"), cols
-        if not isinstance(width, int) or isinstance(width, bool) or width <= 0:
-            raise VerifyError(
-                f"ts.load_rows cols must be a positive compile-time count or (start, count), got {value_str(cols)}",
-                loc,
-            )
-        if width > tensor.type.shape[1]:
-            raise VerifyError(
-                f"ts.load_rows: {width} columns of {tensor.name}, which has {tensor.type.shape[1]}",
-                loc,
-            )
-        n = max(rt.shape)
-        tile = TileType((n, width), tensor.type.dtype)
-        valid = () if a["valid"] is None else self._valid([a["valid"]], (n,), node, "ts.load_rows")
-        fill = self._fill_value(a["fill"], valid, tile, node, "ts.load_rows")
-        return LoadRows(tensor, rows, col, valid[0] if valid else None, fill, tile, loc)
 
     def op_iota(self, node: ast.Call) -> Iota:
         """``ts.iota(shape, dtype=ts.i32, dim=-1)``: each element's index along ``dim``."""
@@ -442,13 +306,13 @@ class OpLowering:
     # orchestration ops
 
     def op_create_tensor(self, node: ast.Call) -> CreateTensor:
-        """``ts.create_tensor(shape, dtype)``: an intermediate tensor of 1 to 4 static positive dims."""
+        """``ts.create_tensor(shape, dtype)``: an intermediate tensor of 1 to MAX_TENSOR_DIMS (8) static positive dims."""
         a = self.bind(node, ["shape", "dtype"])
         loc = self.loc(node)
         shape = self.static_ints(a["shape"], node, "ts.create_tensor shape")
-        if not 1 <= len(shape) <= 4 or any(s <= 0 for s in shape):
+        if not 1 <= len(shape) <= MAX_TENSOR_DIMS or any(s <= 0 for s in shape):
             raise VerifyError(
-                f"ts.create_tensor shape must have 1 to 4 positive dims, got {list(shape)}", loc
+                f"ts.create_tensor shape must have 1 to {MAX_TENSOR_DIMS} positive dims, got {list(shape)}", loc
             )
         return CreateTensor(
             TensorType(shape, self.dtype_arg(a["dtype"], node, "ts.create_tensor dtype")), loc

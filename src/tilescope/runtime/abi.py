@@ -12,9 +12,9 @@ import ctypes
 import enum
 
 from tilescope.errors import ArgumentError
-from tilescope.ir.types import Direction
+from tilescope.ir.types import MAX_TENSOR_DIMS, Direction
 
-MAX_DIMS = 4  # TS_MAX_DIMS
+MAX_DIMS = MAX_TENSOR_DIMS  # TS_MAX_DIMS (abi.h)
 DUMP_STAGES = ("before_dispatch", "after_completion", "probe")  # ts_dump_stage
 DUMP_ROLES = ("input", "output", "inout", "scalar", "probe")  # by ts_dir; "probe": TS_DUMP_ROLE_PROBE
 DUMP_TRUNCATED, DUMP_OVERWRITTEN = 1, 2  # ts_dump_record flags

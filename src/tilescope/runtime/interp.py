@@ -70,8 +70,10 @@ from tilescope.ir.nodes import (
 from tilescope.ir.op_registry import binary_ops, compare_ops, logical_ops, torch_reference, unary_ops
 from tilescope.ir.printer import expr_str
 from tilescope.ir.traverse import recursion_room, walk_exprs
+from tilescope.ir.type_rules import access_sizes
 from tilescope.ir.types import Direction, ScalarType, TileType
 from tilescope.runtime.casts import float_to_int, narrow_float
+from tilescope.runtime.tile_access import counted_sizes, padded_window, region
 from tilescope.runtime.unary_ops import logsumexp, scan, unary_fn
 
 _SCALAR_OPS = {
@@ -231,14 +233,14 @@ class _KernelInterp(_Interp):
         tile = self.expr(s.value, env)
         view = env[s.tensor.name]
         offsets = [self.expr(o, env) for o in s.offsets]
-        sizes = _store_sizes(view, tile)
+        sizes = access_sizes(view.dim(), tuple(tile.shape), s.dims)
         if s.valid:
             counts = self.valid_counts(s.valid, tile.shape, env, "store", s)
-            sizes = sizes[: len(sizes) - len(counts)] + tuple(counts)
+            sizes = counted_sizes(sizes, s.dims, tuple(tile.shape), counts)
             tile = tile[tuple(slice(0, n) for n in counts)]
-        region = _region(view, offsets, sizes, self.site("store", s), s.tensor.name)
-        region.copy_(tile.reshape(region.shape).to(view.dtype))
-        self.stored(s, region)
+        part = region(view, offsets, sizes, self.site("store", s), s.tensor.name, s.strides)
+        part.copy_(tile.reshape(part.shape).to(view.dtype))
+        self.stored(s, part)
 
     def site(self, op: str, node: Any) -> str:
         """``kernel k: load of x at m.py:12: ``, how an error names a load or store (as sim's do)."""
@@ -273,17 +275,24 @@ class _KernelInterp(_Interp):
                 return _TILE_OPS[op](x, y)
             case UnOp(op=op, operand=a) if isinstance(e.type, TileType):
                 return _UNARY[op](self.expr(a, env))
-            case Load(tensor=t, offsets=offs, sizes=sizes, valid=(), type=tt):
-                region = _region(env[t.name], [self.expr(o, env) for o in offs], sizes, self.site("load", e), t.name)
-                return region.reshape(tt.shape).to(self.tile_dtype(tt.dtype), copy=True)
+            case Load(tensor=t, offsets=offs, sizes=sizes, valid=(), pad=None, type=tt):
+                at = [self.expr(o, env) for o in offs]
+                part = region(env[t.name], at, sizes, self.site("load", e), t.name, e.strides)
+                return part.reshape(tt.shape).to(self.tile_dtype(tt.dtype), copy=True)
+            case Load(tensor=t, offsets=offs, valid=(), pad=pad, type=tt):
+                out = torch.full(tt.shape, self.expr(pad, env), dtype=self.tile_dtype(tt.dtype))
+                inside, part = padded_window(env[t.name], e, [self.expr(o, env) for o in offs])
+                if part is not None:
+                    out[inside] = part.reshape(out[inside].shape).to(out.dtype)
+                return out
             case Load(tensor=t, offsets=offs, sizes=sizes, valid=valid, fill=fill, type=tt):
                 counts = self.valid_counts(valid, tt.shape, env, "load", e)
                 out = torch.full(tt.shape, self.expr(fill, env), dtype=self.tile_dtype(tt.dtype))
                 if all(counts):
-                    lead = tuple(sizes[: len(sizes) - len(counts)])
-                    region = _region(env[t.name], [self.expr(o, env) for o in offs], lead + tuple(counts),
-                                     self.site("load", e), t.name)  # fmt: skip
-                    out[tuple(slice(0, n) for n in counts)] = region.reshape(counts).to(out.dtype)
+                    at = [self.expr(o, env) for o in offs]
+                    part = region(env[t.name], at, counted_sizes(sizes, e.dims, tt.shape, counts),
+                                  self.site("load", e), t.name, e.strides)  # fmt: skip
+                    out[tuple(slice(0, n) for n in counts)] = part.reshape(counts).to(out.dtype)
                 return out
             case LoadRows(tensor=t, rows=rows, col=col, fill=fill):
                 value = 0 if fill is None else self.expr(fill, env)
@@ -389,26 +398,6 @@ def _mean(x: torch.Tensor, dim: int, order: str) -> torch.Tensor:
         return x.mean(dim=dim, keepdim=True)
     wide = x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
     return (_sum(wide, dim, order) / x.shape[dim]).to(x.dtype)
-
-
-def _store_sizes(view: torch.Tensor, tile: torch.Tensor) -> tuple[int, ...]:
-    return (1,) * (view.dim() - tile.dim()) + tuple(tile.shape)
-
-
-def _region(view: torch.Tensor, offsets: list[int], sizes, site: str = "", name: str = "") -> torch.Tensor:
-    """The region of ``view`` a load or store at ``site`` touches; IndexError naming the site, the
-    tensor ``name`` and the first dim out of bounds, as a checked sim build words it."""
-    index = []
-    whose = f"{name}'s" if name else "the tensor's"
-    for dim, (o, s) in enumerate(zip(offsets, sizes)):
-        if o < 0 or o + s > view.shape[dim]:
-            why = f"{o} < 0" if o < 0 else f"{o} + {s} > {view.shape[dim]}"
-            raise IndexError(
-                f"{site}offset {list(offsets)} + tile {list(sizes)} is outside {whose} shape {list(view.shape)} "
-                f"(dim {dim}: {why})"
-            )
-        index.append(slice(o, o + s))
-    return view[tuple(index)]
 
 
 class _OrchInterp(_Interp):

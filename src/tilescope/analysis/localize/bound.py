@@ -64,10 +64,12 @@ from tilescope.ir.nodes import (
     Where,
 )
 from tilescope.ir.op_registry import OPS
+from tilescope.ir.type_rules import access_sizes
 from tilescope.ir.types import ScalarType, TileType
 from tilescope.runtime import interp, unary_ops
 from tilescope.runtime.casts import float_to_int
-from tilescope.runtime.interp import _KernelInterp, _OrchInterp, _region, _store_sizes
+from tilescope.runtime.interp import _KernelInterp, _OrchInterp
+from tilescope.runtime.tile_access import counted_sizes, padded_window, region
 
 _INF = math.inf
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "bf16": 2.0**-8, "f16": 2.0**-11, "f64": 2.0**-53}
@@ -189,12 +191,12 @@ class _BoundKernel(_KernelInterp):
         tile = self.tile(self.expr(s.value, env), s.value.type)
         view = env[s.tensor.name]
         offs = [self.expr(o, env) for o in s.offsets]
-        sizes = _store_sizes(view.v, tile.v)
+        sizes = access_sizes(view.v.dim(), tuple(tile.shape), s.dims)
         if s.valid:
             counts = self.valid_counts(s.valid, tuple(tile.shape), env, "store", s)
-            sizes = sizes[: len(sizes) - len(counts)] + tuple(counts)
+            sizes = counted_sizes(sizes, s.dims, tuple(tile.shape), counts)
             tile = tile[tuple(slice(0, n) for n in counts)]
-        region_v, region_e = _region(view.v, offs, sizes), _region(view.e, offs, sizes)
+        region_v, region_e = (region(x, offs, sizes, strides=s.strides) for x in (view.v, view.e))
         region_v.copy_(tile.v.reshape(region_v.shape).to(region_v.dtype))
         region_e.copy_(tile.e.reshape(region_e.shape))
         if self.keep_values:
@@ -242,17 +244,23 @@ class _BoundKernel(_KernelInterp):
             case Load(tensor=t, offsets=offs, sizes=sizes, valid=valid, fill=fill, type=tt):
                 view = env[t.name]
                 at = [self.expr(o, env) for o in offs]
-                if not valid:
-                    v = _region(view.v, at, sizes).reshape(tt.shape).clone()
-                    return Bounded(v, _region(view.e, at, sizes).reshape(tt.shape).clone())
-                counts = self.valid_counts(valid, tt.shape, env, "load", e)
-                out = self.tile(self.expr(fill, env), tt)
+                if not valid and e.pad is None:
+                    v, err = (region(x, at, sizes, strides=e.strides).reshape(tt.shape).clone() for x in (view.v, view.e))
+                    return Bounded(v, err)
+                out = self.tile(self.expr(fill if e.pad is None else e.pad, env), tt)
                 out = Bounded(out.v.expand(tt.shape).clone(), out.e.expand(tt.shape).clone())
+                if e.pad is not None:
+                    inside, part = padded_window(view.v, e, at)
+                    if part is not None:
+                        out.v[inside] = part.reshape(out.v[inside].shape).to(out.v.dtype)
+                        out.e[inside] = padded_window(view.e, e, at)[1].reshape(out.e[inside].shape)
+                    return out
+                counts = self.valid_counts(valid, tt.shape, env, "load", e)
                 if all(counts):
-                    box = tuple(sizes[: len(sizes) - len(counts)]) + tuple(counts)
+                    box = counted_sizes(sizes, e.dims, tt.shape, counts)
                     inside = tuple(slice(0, n) for n in counts)
-                    out.v[inside] = _region(view.v, at, box).reshape(counts).to(out.v.dtype)
-                    out.e[inside] = _region(view.e, at, box).reshape(counts)
+                    out.v[inside] = region(view.v, at, box, strides=e.strides).reshape(counts).to(out.v.dtype)
+                    out.e[inside] = region(view.e, at, box, strides=e.strides).reshape(counts)
                 return out
             case LoadRows(tensor=t, rows=rows, col=col, type=tt):
                 view = env[t.name]

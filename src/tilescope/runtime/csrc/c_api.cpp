@@ -12,16 +12,16 @@
 #include "tilescope/runtime_api.h"
 #include "validation.hpp"
 
-static_assert(sizeof(ts_task_arg_record) == 120, "ts_task_arg_record layout changed: update runtime/abi.py");
-static_assert(sizeof(ts_buffer_record) == 104, "ts_buffer_record layout changed: update runtime/abi.py");
-static_assert(sizeof(ts_dump_record) == 160, "ts_dump_record layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_task_arg_record) == 184, "ts_task_arg_record layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_buffer_record) == 168, "ts_buffer_record layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_dump_record) == 224, "ts_dump_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_run_config) == 112, "ts_run_config layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_failure_record) == 576, "ts_failure_record layout changed: update runtime/abi.py");
-static_assert(sizeof(ts_wait_record) == 144, "ts_wait_record layout changed: update runtime/abi.py");
-static_assert(sizeof(ts_orch_read_record) == 104, "ts_orch_read_record layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_wait_record) == 208, "ts_wait_record layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_orch_read_record) == 136, "ts_orch_read_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_nan_record) == 64, "ts_nan_record layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_pmu_record) == 72, "ts_pmu_record layout changed: update runtime/abi.py");
-static_assert(sizeof(ts_arg) == 104, "ts_arg layout changed: update the Python ctypes mirror in runtime/abi.py");
+static_assert(sizeof(ts_arg) == 168, "ts_arg layout changed: update the Python ctypes mirror in runtime/abi.py");
 static_assert(sizeof(ts_run_summary) == 152, "ts_run_summary layout changed: update runtime/abi.py");
 
 struct ts_runtime {

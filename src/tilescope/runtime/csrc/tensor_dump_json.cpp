@@ -29,7 +29,7 @@
 #include "dtype.hpp"
 #include "tilescope/runtime_api.h"
 
-static_assert(sizeof(ts_dump_buffer_name) == 96, "ts_dump_buffer_name layout changed: update runtime/abi.py");
+static_assert(sizeof(ts_dump_buffer_name) == 160, "ts_dump_buffer_name layout changed: update runtime/abi.py");
 static_assert(sizeof(ts_dump_probe_name) == 24, "ts_dump_probe_name layout changed: update runtime/abi.py");
 
 namespace {

@@ -17,8 +17,8 @@
 extern "C" {
 #endif
 
-#define TS_ABI_VERSION 1
-#define TS_MAX_DIMS 4
+#define TS_ABI_VERSION 2
+#define TS_MAX_DIMS 8
 
 typedef enum ts_dtype {
     TS_F32 = 0,

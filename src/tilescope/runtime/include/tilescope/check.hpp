@@ -8,8 +8,9 @@
 //
 // Invariants:
 //  - The box checked is exactly the box load/store address (tile_core.hpp): one offset per
-//    tensor dim; the tile covers the last two dims (R rows, C columns; a 1-D tensor's only dim
-//    gets C), every leading dim an extent of 1. It is checked against the view's run-time
+//    tensor dim; the tile's rows and columns run along its Axes (by default the last two dims;
+//    a 1-D tensor's only dim gets C), every other dim an extent of 1; a strided dim's extent is
+//    the span its elements cover ((C - 1) * step + 1). It is checked against the view's run-time
 //    shape, and the offset count against its ndim.
 //  - The cost when nothing is wrong is two compares per dim and one well-predicted branch per
 //    op; the message is built only on failure, in a cold function.
@@ -44,14 +45,6 @@ namespace ts {
 // defined in bounds_error.hpp (unchecked ragged loads throw it too, with no site).
 
 namespace detail {
-
-/// Extent of the R x C box in dim d of an N-dim tensor (see load/store).
-template <int R, int C, std::size_t N>
-constexpr int64_t box_extent(std::size_t d) {
-    if (d + 1 == N) return C;
-    if (d + 2 == N) return R;
-    return 1;
-}
 
 inline std::string int_list(const int64_t *v, int n) {
     std::string s = "[";
@@ -97,38 +90,24 @@ inline std::string site_prefix(const CheckSite &site) {
     throw BoundsError(msg, site);
 }
 
-/// Throws BoundsError unless `offsets` index a valid R x C box of `view`.
-template <int R, int C, class T, std::size_t N>
-inline void check_box(const TensorView<T> &view, const int64_t (&offsets)[N], const CheckSite &site) {
-    static_assert(N >= 1 && N <= TS_MAX_DIMS, "load/store take one offset per tensor dim (1 to 4 dims)");
+/// Throws BoundsError unless `offsets` index a valid box of rows x cols elements along `A` (its
+/// extents: the span each dim's elements cover, strides included) of `view`; an empty box
+/// always passes. `box` names the extents in the message.
+template <class A, class T, std::size_t N>
+inline void check_box(const TensorView<T> &view, const int64_t (&offsets)[N], int64_t rows, int64_t cols,
+                      const CheckSite &site, const char *box = "tile") {
+    static_assert(N >= 1 && N <= TS_MAX_DIMS, "load/store take one offset per tensor dim (1 to TS_MAX_DIMS dims)");
+    if (rows == 0 || cols == 0) return;
+    constexpr AxesSpec ax = A::template spec<N>();
+    int64_t extents[N];
+    for (std::size_t d = 0; d < N; ++d) extents[d] = span_in(ax, static_cast<int>(d), rows, cols);
     // NOTE: `offset > size - extent`, not `offset + extent > size`: a huge scalar offset must
     // not overflow into a pass.
-    bool bad = static_cast<int>(N) != view.ndim;
-    for (std::size_t d = 0; d < N; ++d) {
-        bad |= (offsets[d] < 0) | (offsets[d] > view.shape[d] - box_extent<R, C, N>(d));
-    }
-    if (__builtin_expect(bad, 0)) {
-        int64_t extents[N];
-        for (std::size_t d = 0; d < N; ++d) extents[d] = box_extent<R, C, N>(d);
-        const int ndim = view.ndim < 0 ? 0 : (view.ndim > TS_MAX_DIMS ? TS_MAX_DIMS : view.ndim);
-        throw_bounds_error(site, offsets, extents, static_cast<int>(N), view.shape, ndim);
-    }
-}
-
-/// Throws BoundsError unless the valid box of a ragged access (valid[0] rows, valid[1] columns
-/// at `offsets`) lies inside `view`; an empty box always passes.
-template <class T, std::size_t N>
-inline void check_valid_box(const TensorView<T> &view, const int64_t (&offsets)[N], const int64_t (&valid)[2],
-                            const CheckSite &site) {
-    static_assert(N >= 1 && N <= TS_MAX_DIMS, "load/store take one offset per tensor dim (1 to 4 dims)");
-    if (valid[0] == 0 || valid[1] == 0) return;
-    int64_t extents[N];
-    for (std::size_t d = 0; d < N; ++d) extents[d] = d + 1 == N ? valid[1] : (d + 2 == N ? valid[0] : 1);
     bool bad = static_cast<int>(N) != view.ndim;
     for (std::size_t d = 0; d < N; ++d) bad |= (offsets[d] < 0) | (offsets[d] > view.shape[d] - extents[d]);
     if (__builtin_expect(bad, 0)) {
         const int ndim = view.ndim < 0 ? 0 : (view.ndim > TS_MAX_DIMS ? TS_MAX_DIMS : view.ndim);
-        throw_bounds_error(site, offsets, extents, static_cast<int>(N), view.shape, ndim, "valid box");
+        throw_bounds_error(site, offsets, extents, static_cast<int>(N), view.shape, ndim, box);
     }
 }
 
@@ -176,51 +155,65 @@ inline void check_rows(const TensorView<T> &view, const I *rows, int n, int64_t 
 }  // namespace detail
 
 /// load<R, C>(view, offsets), after checking the box against the view's shape (`line`: the caller's).
-template <int R, int C, class T, std::size_t N>
+template <int R, int C, class A = LastAxes, class T, std::size_t N>
 inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N], const CheckSite &site,
                           int line = __builtin_LINE()) {
-    detail::check_box<R, C>(view, offsets, site);
-    return load<R, C>(view, offsets, line);
+    detail::check_box<A>(view, offsets, R, C, site);
+    return load<R, C, A>(view, offsets, line);
 }
 
 /// store(view, offsets, tile), after checking the box against the view's shape (`line`: the caller's).
-template <class T, std::size_t N, class U, int R, int C>
+template <class A = LastAxes, class T, std::size_t N, class U, int R, int C>
 inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
                   const CheckSite &site, int line = __builtin_LINE()) {
-    detail::check_box<R, C>(view, offsets, site);
-    store(view, offsets, tile, line);
+    detail::check_box<A>(view, offsets, R, C, site);
+    store<A>(view, offsets, tile, line);
 }
 
 /// store(view, offsets, fused expression), checked as store of a tile is.
-template <class T, std::size_t N, class U, int R, int C, class F>
+template <class A = LastAxes, class T, std::size_t N, class U, int R, int C, class F>
 inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const detail::Fused<U, R, C, F> &e,
                   const CheckSite &site, int line = __builtin_LINE()) {
-    detail::check_box<R, C>(view, offsets, site);
-    store(view, offsets, e, line);
+    detail::check_box<A>(view, offsets, R, C, site);
+    store<A>(view, offsets, e, line);
 }
 
 /// load_valid<R, C>(view, offsets, valid, fill): valid counts outside the tile throw with the
 /// site's prefix, then only the valid box is checked against the view's shape (a ragged tail
 /// whose whole tile would pass the tensor's end is fine).
-template <int R, int C, class T, std::size_t N, class V, class = std::enable_if_t<is_fill_v<V>>>
+template <int R, int C, class A = LastAxes, class T, std::size_t N, class V,
+          class = std::enable_if_t<is_fill_v<V>>>
 inline Tile<T, R, C> load_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const int64_t (&valid)[2],
                                 V fill, const CheckSite &site, int line = __builtin_LINE()) {
     if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
         detail::throw_valid_error(detail::site_prefix(site), "load", R, C, valid[0], valid[1], false, site);
     }
-    detail::check_valid_box(view, offsets, valid, site);
-    return load_valid<R, C>(view, offsets, valid, fill, line);
+    detail::check_box<A>(view, offsets, valid[0], valid[1], site, "valid box");
+    return load_valid<R, C, A>(view, offsets, valid, fill, line);
+}
+
+/// load_pad<R, C, A>(view, offsets, pad): never out of bounds; only the offset count is checked
+/// against the view's dims.
+template <int R, int C, class A = LastAxes, class T, std::size_t N, class V, class = std::enable_if_t<is_fill_v<V>>>
+inline Tile<T, R, C> load_pad(const TensorView<T> &view, const int64_t (&offsets)[N], V pad, const CheckSite &site,
+                              int line = __builtin_LINE()) {
+    if (__builtin_expect(static_cast<int>(N) != view.ndim, 0)) {
+        int64_t extents[N] = {};
+        const int ndim = view.ndim < 0 ? 0 : (view.ndim > TS_MAX_DIMS ? TS_MAX_DIMS : view.ndim);
+        detail::throw_bounds_error(site, offsets, extents, static_cast<int>(N), view.shape, ndim);
+    }
+    return load_pad<R, C, A>(view, offsets, pad, line);
 }
 
 /// store_valid(view, offsets, tile, valid), checked as load_valid is.
-template <class T, std::size_t N, class U, int R, int C>
+template <class A = LastAxes, class T, std::size_t N, class U, int R, int C>
 inline void store_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
                         const int64_t (&valid)[2], const CheckSite &site, int line = __builtin_LINE()) {
     if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
         detail::throw_valid_error(detail::site_prefix(site), "store", R, C, valid[0], valid[1], false, site);
     }
-    detail::check_valid_box(view, offsets, valid, site);
-    store_valid(view, offsets, tile, valid, line);
+    detail::check_box<A>(view, offsets, valid[0], valid[1], site, "valid box");
+    store_valid<A>(view, offsets, tile, valid, line);
 }
 
 /// load_rows<C>(view, rows, col0), after checking every index against the view's rows and

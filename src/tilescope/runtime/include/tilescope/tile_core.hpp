@@ -6,9 +6,10 @@
 //    its data and copies like a struct. Tiles are at most 2-D; a 1-D tile is Tile<T, 1, N>.
 //  - A TensorView<T> is a non-owning view of one kernel tensor argument: `data` already
 //    points at the view's first element (the ABI's offset applied); strides are in elements.
-//  - load/store take one offset per tensor dim. The tile covers the LAST TWO dims (for a
-//    1-D tensor: its only dim, and the tile has one row); leading dims contribute only their
-//    offset. With TS_CHECK_BOUNDS defined, every load/store checks the offset count and the
+//  - load/store take one offset per tensor dim. By default (LastAxes) the tile covers the LAST
+//    TWO dims (for a 1-D tensor: its only dim, and the tile has one row); other dims contribute
+//    only their offset. Axes<RowDim, ColDim, RowStep, ColStep> puts the rows and columns along
+//    any two dims, every RowStep-th / ColStep-th element (strided loads and stores). With TS_CHECK_BOUNDS defined, every load/store checks the offset count and the
 //    box against the tensor's shape and calls ts::bounds_violation() when they are wrong.
 //    With TS_AUDIT_ACCESSES defined, every load/store reports its box and its caller's C++ line
 //    (the defaulted `line` argument) to the access audit before touching an element (audit.hpp).
@@ -22,6 +23,8 @@
 //    col0 + C]. Its ragged form reads only the first valid_rows indices (the others are not
 //    even looked at); valid_rows outside [0, N] throws ts::BoundsError. The audit gets one
 //    record per row read.
+//  - load_pad reads only the elements whose index lies inside the view in every dim; the others
+//    are `pad` and touch no memory, so it is never out of bounds.
 #pragma once
 
 #include <cstddef>
@@ -210,31 +213,58 @@ inline bool valid_in_tile(const int64_t (&valid)[2]) {
     return (valid[0] >= 0) & (valid[0] <= R) & (valid[1] >= 0) & (valid[1] <= C);
 }
 
-/// Checks that `offsets` index a valid R x C box of the view (used under TS_CHECK_BOUNDS).
-template <int R, int C, class T, std::size_t N>
-inline void check_box(const char *op, const TensorView<T> &view, const int64_t (&offsets)[N]) {
-    bool ok = static_cast<int>(N) == view.ndim;
-    const int tile_dims = N >= 2 ? 2 : 1;
-    for (int d = 0; ok && d < static_cast<int>(N); ++d) {
-        const int64_t extent = d == static_cast<int>(N) - 1 ? C : (d == static_cast<int>(N) - 2 ? R : 1);
-        const bool tile_dim = d >= static_cast<int>(N) - tile_dims;
-        ok = offsets[d] >= 0 && offsets[d] + (tile_dim ? extent : 1) <= view.shape[d];
+}  // namespace detail
+
+/// Which tensor dims a tile's rows and columns run along, and the step between consecutive rows
+/// and columns in elements of that dim (ts.load / ts.store's `dims=` and `strides=`): element
+/// (r, c) of the tile is the tensor's element at offsets[RowDim] + r * RowStep, offsets[ColDim]
+/// + c * ColStep, every other dim at its offset. RowDim -1: a one-row tile with no row dim (a
+/// 1-D tensor's).
+struct AxesSpec {
+    int row_dim;
+    int col_dim;
+    int64_t row_step;
+    int64_t col_step;
+};
+
+template <int RowDim, int ColDim, int RowStep = 1, int ColStep = 1>
+struct Axes {
+    template <std::size_t N>
+    static constexpr AxesSpec spec() {
+        static_assert(RowDim >= -1 && RowDim < ColDim && ColDim < static_cast<int>(N),
+                      "Axes: the row dim must come before the column dim, both within the tensor's dims");
+        static_assert(RowStep >= 1 && ColStep >= 1, "Axes: steps are at least 1");
+        return {RowDim, ColDim, RowStep, ColStep};
     }
-    if (!ok) bounds_violation(op, offsets, static_cast<int>(N), R, C, view.shape, view.ndim);
+};
+
+/// The default: the last two dims (a 1-D tensor's one dim), step 1.
+struct LastAxes {
+    template <std::size_t N>
+    static constexpr AxesSpec spec() {
+        return {N >= 2 ? static_cast<int>(N) - 2 : -1, static_cast<int>(N) - 1, 1, 1};
+    }
+};
+
+namespace detail {
+
+/// The extent an access of `rows` x `cols` elements spans in dim d (strides included).
+constexpr int64_t span_in(const AxesSpec &ax, int d, int64_t rows, int64_t cols) {
+    if (d == ax.col_dim) return cols == 0 ? 0 : (cols - 1) * ax.col_step + 1;
+    if (d == ax.row_dim) return rows == 0 ? 0 : (rows - 1) * ax.row_step + 1;
+    return 1;
 }
 
-/// check_box for a box of rows x cols known at run time (the valid box of a ragged access);
-/// an empty box is never out of bounds.
-template <class T, std::size_t N>
+/// Checks that `offsets` index a valid box of rows x cols elements (along `ax`) of the view (used
+/// under TS_CHECK_BOUNDS); an empty box is never out of bounds.
+template <class A, class T, std::size_t N>
 inline void check_box_extents(const char *op, const TensorView<T> &view, const int64_t (&offsets)[N], int rows,
                               int cols) {
     if (rows == 0 || cols == 0) return;
+    constexpr AxesSpec ax = A::template spec<N>();
     bool ok = static_cast<int>(N) == view.ndim;
-    const int tile_dims = N >= 2 ? 2 : 1;
     for (int d = 0; ok && d < static_cast<int>(N); ++d) {
-        const int64_t extent = d == static_cast<int>(N) - 1 ? cols : (d == static_cast<int>(N) - 2 ? rows : 1);
-        const bool tile_dim = d >= static_cast<int>(N) - tile_dims;
-        ok = offsets[d] >= 0 && offsets[d] + (tile_dim ? extent : 1) <= view.shape[d];
+        ok = offsets[d] >= 0 && offsets[d] <= view.shape[d] - span_in(ax, d, rows, cols);
     }
     if (!ok) bounds_violation(op, offsets, static_cast<int>(N), rows, cols, view.shape, view.ndim);
 }
@@ -247,46 +277,65 @@ struct Box {
     int64_t col_stride;
 };
 
-template <class T, std::size_t N>
+template <class A, class T, std::size_t N>
 inline Box<T> locate(const TensorView<T> &view, const int64_t (&offsets)[N]) {
-    static_assert(N >= 1 && N <= TS_MAX_DIMS, "load/store take one offset per tensor dim (1 to 4 dims)");
+    static_assert(N >= 1 && N <= TS_MAX_DIMS, "load/store take one offset per tensor dim (1 to TS_MAX_DIMS dims)");
+    constexpr AxesSpec ax = A::template spec<N>();
     T *base = view.data;
     for (std::size_t d = 0; d < N; ++d) base += offsets[d] * view.strides[d];
-    if constexpr (N == 1) {
-        return {base, 0, view.strides[0]};
-    } else {
-        return {base, view.strides[N - 2], view.strides[N - 1]};
-    }
+    const int64_t row_stride = ax.row_dim < 0 ? 0 : view.strides[ax.row_dim] * ax.row_step;
+    return {base, row_stride, view.strides[ax.col_dim] * ax.col_step};
 }
 
-/// What a load (`store` false) or a store of an R x C box does before touching memory: the access
-/// audit's record (TS_AUDIT_ACCESSES) and the bounds check (TS_CHECK_BOUNDS).
-template <int R, int C, class T, std::size_t N>
-inline void access_checks(bool store, const TensorView<T> &view, const int64_t (&offsets)[N], int line) {
+/// The access audit's record of a box of rows x cols elements at `box` (audit.hpp): the view's own
+/// offsets and strides when the box is the default axes' at `offsets`, else a 3-dim description
+/// whose lead dim (offset 1, stride the first element's distance from the view's start) places it.
+template <class A, class T, std::size_t N>
+inline void audit_box(bool store, const TensorView<T> &view, const int64_t (&offsets)[N], const Box<T> &box, int rows,
+                      int cols, int line, bool at_offsets = true) {
 #ifdef TS_AUDIT_ACCESSES
-    audit::record(store ? audit::kStore : audit::kLoad, view.data, sizeof(T), offsets, view.strides,
-                  static_cast<int>(N), R, C, line);
+    const int64_t op = store ? audit::kStore : audit::kLoad;
+    if (std::is_same_v<A, LastAxes> && at_offsets) {
+        audit::record(op, view.data, sizeof(T), offsets, view.strides, static_cast<int>(N), rows, cols, line);
+        return;
+    }
+    const int64_t at[3] = {1, 0, 0};
+    const int64_t steps[3] = {static_cast<int64_t>(box.base - view.data), box.row_stride, box.col_stride};
+    audit::record(op, view.data, sizeof(T), at, steps, 3, rows, cols, line);
 #else
-    (void)line;
+    (void)store, (void)view, (void)offsets, (void)box, (void)rows, (void)cols, (void)line, (void)at_offsets;
 #endif
+}
+
+/// What a load (`store` false) or a store of an R x C box does before touching memory: the bounds
+/// check (TS_CHECK_BOUNDS) and the access audit's record (TS_AUDIT_ACCESSES).
+template <int R, int C, class A, class T, std::size_t N>
+inline Box<T> checked_box(bool store, const TensorView<T> &view, const int64_t (&offsets)[N], int line) {
 #ifdef TS_CHECK_BOUNDS
-    check_box<R, C>(store ? "store" : "load", view, offsets);
-#else
-    (void)store;
-    (void)view;
-    (void)offsets;
+    check_box_extents<A>(store ? "store" : "load", view, offsets, R, C);
 #endif
+    const auto box = locate<A>(view, offsets);
+    audit_box<A>(store, view, offsets, box, R, C, line);
+    return box;
+}
+
+/// The indices i in [0, count) whose o + i * step lies in [0, size): [first, last).
+inline void inside_span(int64_t o, int64_t step, int64_t count, int64_t size, int64_t &first, int64_t &last) {
+    first = o >= 0 ? 0 : (-o + step - 1) / step;
+    last = o >= size ? 0 : (size - o + step - 1) / step;
+    if (first > count) first = count;
+    if (last > count) last = count;
+    if (last < first) last = first;
 }
 
 }  // namespace detail
 
-/// Loads the R x C box of `view` starting at `offsets` (one offset per tensor dim). `line` is the
-/// caller's C++ line (what the access audit records, audit.hpp).
-template <int R, int C, class T, std::size_t N>
+/// Loads the R x C box of `view` starting at `offsets` (one offset per tensor dim), along `A`'s
+/// dims and steps. `line` is the caller's C++ line (what the access audit records, audit.hpp).
+template <int R, int C, class A = LastAxes, class T, std::size_t N>
 inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N], int line = __builtin_LINE()) {
     static_assert(N >= 2 || R == 1, "a tile loaded from a 1-D tensor must have exactly one row");
-    detail::access_checks<R, C>(false, view, offsets, line);
-    const auto box = detail::locate(view, offsets);
+    const auto box = detail::checked_box<R, C, A>(false, view, offsets, line);
     Tile<T, R, C> t;
     for (int r = 0; r < R; ++r) {
         const T *src = box.base + r * box.row_stride;
@@ -300,15 +349,14 @@ inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N]
     return t;
 }
 
-/// Stores `tile` into the box of `view` starting at `offsets` (one offset per tensor dim). `line` is
-/// the caller's C++ line (what the access audit records, audit.hpp).
-template <class T, std::size_t N, class U, int R, int C>
+/// Stores `tile` into the box of `view` starting at `offsets` (one offset per tensor dim), along
+/// `A`'s dims and steps. `line` is the caller's C++ line (what the access audit records, audit.hpp).
+template <class A = LastAxes, class T, std::size_t N, class U, int R, int C>
 inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
                   int line = __builtin_LINE()) {
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
     static_assert(N >= 2 || R == 1, "a tile stored to a 1-D tensor must have exactly one row");
-    detail::access_checks<R, C>(true, view, offsets, line);
-    const auto box = detail::locate(view, offsets);
+    const auto box = detail::checked_box<R, C, A>(true, view, offsets, line);
     for (int r = 0; r < R; ++r) {
         const T *src = tile.data + r * C;
         T *dst = box.base + r * box.row_stride;
@@ -324,11 +372,11 @@ inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const 
 template <class V>
 inline constexpr bool is_fill_v = std::is_arithmetic_v<V> || is_half_v<V>;
 
-/// load<R, C>(view, offsets) of a ragged tile: elements (r, c) with r < valid[0] and c < valid[1]
-/// are read as load reads them, the others are `fill` (converted to T) and touch no memory.
-/// Throws BoundsError unless 0 <= valid[0] <= R and 0 <= valid[1] <= C. (A 1-D tensor's tile
-/// has one row: valid = {1, n}.)
-template <int R, int C, class T, std::size_t N, class V, class = std::enable_if_t<is_fill_v<V>>>
+/// load<R, C, A>(view, offsets) of a ragged tile: elements (r, c) with r < valid[0] and c <
+/// valid[1] are read as load reads them, the others are `fill` (converted to T) and touch no
+/// memory. Throws BoundsError unless 0 <= valid[0] <= R and 0 <= valid[1] <= C. (A 1-D tensor's
+/// tile has one row: valid = {1, n}.)
+template <int R, int C, class A = LastAxes, class T, std::size_t N, class V, class = std::enable_if_t<is_fill_v<V>>>
 inline Tile<T, R, C> load_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const int64_t (&valid)[2],
                                 V fill, int line = __builtin_LINE()) {
     static_assert(N >= 2 || R == 1, "a tile loaded from a 1-D tensor must have exactly one row");
@@ -343,15 +391,11 @@ inline Tile<T, R, C> load_valid(const TensorView<T> &view, const int64_t (&offse
         for (int i = 0; i < R * C; ++i) t.data[i] = f;
         return t;
     }
-#ifdef TS_AUDIT_ACCESSES
-    audit::record(audit::kLoad, view.data, sizeof(T), offsets, view.strides, static_cast<int>(N), vr, vc, line);
-#else
-    (void)line;
-#endif
 #ifdef TS_CHECK_BOUNDS
-    detail::check_box_extents("load", view, offsets, vr, vc);
+    detail::check_box_extents<A>("load", view, offsets, vr, vc);
 #endif
-    const auto box = detail::locate(view, offsets);
+    const auto box = detail::locate<A>(view, offsets);
+    detail::audit_box<A>(false, view, offsets, box, vr, vc, line);
     for (int r = 0; r < R; ++r) {
         T *dst = t.data + r * C;
         int c = 0;
@@ -368,9 +412,9 @@ inline Tile<T, R, C> load_valid(const TensorView<T> &view, const int64_t (&offse
     return t;
 }
 
-/// store(view, offsets, tile) of a ragged tile: writes only elements (r, c) with r < valid[0]
+/// store<A>(view, offsets, tile) of a ragged tile: writes only elements (r, c) with r < valid[0]
 /// and c < valid[1]. Throws BoundsError unless 0 <= valid[0] <= R and 0 <= valid[1] <= C.
-template <class T, std::size_t N, class U, int R, int C>
+template <class A = LastAxes, class T, std::size_t N, class U, int R, int C>
 inline void store_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
                         const int64_t (&valid)[2], int line = __builtin_LINE()) {
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
@@ -381,13 +425,11 @@ inline void store_valid(const TensorView<T> &view, const int64_t (&offsets)[N], 
     const int vr = static_cast<int>(valid[0]), vc = static_cast<int>(valid[1]);
     (void)line;
     if (vr == 0 || vc == 0) return;
-#ifdef TS_AUDIT_ACCESSES
-    audit::record(audit::kStore, view.data, sizeof(T), offsets, view.strides, static_cast<int>(N), vr, vc, line);
-#endif
 #ifdef TS_CHECK_BOUNDS
-    detail::check_box_extents("store", view, offsets, vr, vc);
+    detail::check_box_extents<A>("store", view, offsets, vr, vc);
 #endif
-    const auto box = detail::locate(view, offsets);
+    const auto box = detail::locate<A>(view, offsets);
+    detail::audit_box<A>(true, view, offsets, box, vr, vc, line);
     for (int r = 0; r < vr; ++r) {
         const T *src = tile.data + r * C;
         T *dst = box.base + r * box.row_stride;
@@ -397,6 +439,41 @@ inline void store_valid(const TensorView<T> &view, const int64_t (&offsets)[N], 
             for (int c = 0; c < vc; ++c) dst[c * box.col_stride] = src[c];
         }
     }
+}
+
+/// load<R, C, A>(view, offsets) of a padded tile: element (r, c) whose tensor index lies outside
+/// the view in any dim (a negative offset, or past the end) is `pad` (converted to T) and touches
+/// no memory; the others are read as load reads them. Never out of bounds; the audit sees the
+/// box read, none when it is empty.
+template <int R, int C, class A = LastAxes, class T, std::size_t N, class V, class = std::enable_if_t<is_fill_v<V>>>
+inline Tile<T, R, C> load_pad(const TensorView<T> &view, const int64_t (&offsets)[N], V pad,
+                              int line = __builtin_LINE()) {
+    static_assert(N >= 2 || R == 1, "a tile loaded from a 1-D tensor must have exactly one row");
+    constexpr AxesSpec ax = A::template spec<N>();
+    const T f = convert<T>(pad);
+    bool inside = true;
+    for (int d = 0; d < static_cast<int>(N); ++d) {
+        if (d != ax.row_dim && d != ax.col_dim) inside &= (offsets[d] >= 0) & (offsets[d] < view.shape[d]);
+    }
+    int64_t r0 = 0, r1 = R, c0 = 0, c1 = C;
+    if (ax.row_dim >= 0) detail::inside_span(offsets[ax.row_dim], ax.row_step, R, view.shape[ax.row_dim], r0, r1);
+    detail::inside_span(offsets[ax.col_dim], ax.col_step, C, view.shape[ax.col_dim], c0, c1);
+    Tile<T, R, C> t;
+    for (int i = 0; i < R * C; ++i) t.data[i] = f;
+    if (!inside || r0 == r1 || c0 == c1) {
+        (void)line;
+        return t;
+    }
+    auto box = detail::locate<A>(view, offsets);
+    box.base += r0 * box.row_stride + c0 * box.col_stride;
+    detail::audit_box<A>(false, view, offsets, box, static_cast<int>(r1 - r0), static_cast<int>(c1 - c0), line,
+                         r0 == 0 && c0 == 0);
+    for (int64_t r = r0; r < r1; ++r) {
+        const T *src = box.base + (r - r0) * box.row_stride;
+        T *dst = t.data + r * C;
+        for (int64_t c = c0; c < c1; ++c) dst[c] = src[(c - c0) * box.col_stride];
+    }
+    return t;
 }
 
 namespace detail {
@@ -421,7 +498,7 @@ inline void gather_rows(Tile<T, N, C> &t, const TensorView<T> &view, const I *ro
         audit::record(audit::kLoad, view.data, sizeof(T), offsets, view.strides, 2, 1, C, line);
 #endif
 #ifdef TS_CHECK_BOUNDS
-        check_box<1, C>("load_rows", view, offsets);
+        check_box_extents<LastAxes>("load_rows", view, offsets, 1, C);
 #endif
         const T *src = view.data + row * view.strides[0] + col0 * view.strides[1];
         T *dst = t.data + i * C;

@@ -203,13 +203,12 @@ TS_FUSED_UNARY(logsigmoid, logsigmoid_op)
 
 /// Stores a fused expression into the box of `view` at `offsets`, computing each element once,
 /// straight into the tensor (as store() of the expression's tile, without the tile).
-template <class T, std::size_t N, class U, int R, int C, class F>
+template <class A = LastAxes, class T, std::size_t N, class U, int R, int C, class F>
 inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const detail::Fused<U, R, C, F> &e,
                   int line = __builtin_LINE()) {
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
     static_assert(N >= 2 || R == 1, "a tile stored to a 1-D tensor must have exactly one row");
-    detail::access_checks<R, C>(true, view, offsets, line);
-    const auto box = detail::locate(view, offsets);
+    const auto box = detail::checked_box<R, C, A>(true, view, offsets, line);
     for (int r = 0; r < R; ++r) {
         T *dst = box.base + r * box.row_stride;
         if (box.col_stride == 1) {
