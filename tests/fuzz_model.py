@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from tilescope.ir import op_registry as reg
+from tilescope.runtime.philox import philox_uniform
 from tilescope.runtime.unary_ops import logsumexp, scan, unary_fn
 
 F32, F16, BF16, I32 = "f32", "f16", "bf16", "i32"
@@ -242,24 +243,38 @@ def render_valid(valid) -> str:
 
 class Load(Expr):
     """ts.load(param, [row, col], [rows, cols]); ``col`` may be a loop variable's name. With
-    ``valid=(rows, cols)`` (ints or run-time counts) the elements outside it are ``fill``."""
+    ``valid=(rows, cols)`` (ints or run-time counts) the elements outside it are ``fill``; with
+    ``pad`` element [i, j] is ``param[row + i * s0, col + j * s1]`` (``strides``) where that lies
+    inside the param, else ``pad``."""
 
-    def __init__(self, param: str, offsets: tuple, sizes, dtype: str, lo: float, hi: float, valid=None, fill=None):
+    def __init__(self, param: str, offsets: tuple, sizes, dtype: str, lo: float, hi: float, valid=None, fill=None,
+                 pad=None, strides=(1, 1)):  # fmt: skip
         self.param, self.offsets, self.shape, self.dtype = param, offsets, tuple(sizes), dtype
         self.lo, self.hi = lo, hi
-        self.valid, self.fill = valid, fill
+        self.valid, self.fill, self.pad, self.strides = valid, fill, pad, tuple(strides)
         if valid is not None:
             self.lo, self.hi = min(lo, float(fill)), max(hi, float(fill))
+        if pad is not None:
+            self.lo, self.hi = min(lo, float(pad)), max(hi, float(pad))
 
     def render(self) -> str:
         offs = ", ".join(str(o) for o in self.offsets)
         extra = "" if self.valid is None else f"{render_valid(self.valid)}, fill={self.fill!r}"
+        extra += "" if self.pad is None else f", pad={self.pad!r}"
+        extra += "" if self.strides == (1, 1) else f", strides={list(self.strides)}"
         return f"ts.load({self.param}, [{offs}], {list(self.shape)}{extra})"
 
     def ev(self, env):
         view, err = env[self.param]
         r0, c0 = (env[o] if isinstance(o, str) else o for o in self.offsets)
         r, c = self.shape
+        if self.pad is not None:
+            rows = torch.arange(r) * self.strides[0] + r0
+            cols = torch.arange(c) * self.strides[1] + c0
+            inside = ((rows >= 0) & (rows < view.shape[0]))[:, None] & ((cols >= 0) & (cols < view.shape[1]))[None, :]
+            ri, ci = rows.clamp(0, view.shape[0] - 1), cols.clamp(0, view.shape[1] - 1)
+            v = torch.where(inside, view[ri[:, None], ci[None, :]], torch.tensor(self.pad, dtype=TORCH[self.dtype]))
+            return Val(v.to(TORCH[self.dtype]), torch.where(inside, err[ri[:, None], ci[None, :]], 0.0))
         if self.valid is None:
             return Val(view[r0 : r0 + r, c0 : c0 + c].clone(), err[r0 : r0 + r, c0 : c0 + c].clone())
         vr, vc = (eval_count(n, env) for n in self.valid)
@@ -284,6 +299,22 @@ class Iota(Expr):
         n = self.shape[self.dim]
         idx = torch.arange(n, dtype=torch.int64).reshape([n if i == self.dim else 1 for i in range(2)])
         v = idx.expand(self.shape).to(TORCH[self.dtype]).contiguous()
+        return Val(v, _zero_err(v))
+
+
+class Rand(Expr):
+    """ts.rand(shape, seed, offset): uniform [0, 1) f32 numbers (exact: sim and interp draw the
+    same bits)."""
+
+    def __init__(self, shape, seed: int, offset: int):
+        self.shape, self.dtype, self.seed, self.offset = tuple(shape), F32, seed, offset
+        self.lo, self.hi = 0.0, 1.0
+
+    def render(self) -> str:
+        return f"ts.rand({list(self.shape)}, {self.seed}, {self.offset})"
+
+    def ev(self, env):
+        v = philox_uniform(self.seed, self.offset, self.shape)
         return Val(v, _zero_err(v))
 
 

@@ -68,6 +68,7 @@ from fuzz_model import (  # noqa: F401  (some are re-exported for test_fuzz)
     OLoop,
     Param,
     Pow,
+    Rand,
     Rebind,
     Reduce,
     Rng,
@@ -346,6 +347,10 @@ class KernelGen:
 
     def slice_or_iota(self, kind: str, pool: list, a: Expr) -> Expr | None:
         r, c = a.shape
+        if kind == "iota" and a.dtype == F32 and self.draw(st.integers(0, 2)) == 0:  # random numbers with a
+            shape = (r, c) if self.draw(st.booleans()) else (1, c)
+            return Binary(self.draw(st.sampled_from(["add", "mul"])), a,
+                          Rand(shape, self.draw(st.integers(0, 2**40)), self.draw(st.integers(-(2**40), 2**40))))  # fmt: skip
         if kind == "iota":  # an index tile combined with a
             it = Iota((r, c) if self.draw(st.booleans()) else ((r, 1) if self.draw(st.booleans()) else (1, c)), a.dtype, 0)
             it.dim = self.draw(st.integers(0, 1))
@@ -502,10 +507,16 @@ class KernelGen:
         for p in self.params:
             if p.kind in ("in", "inout"):
                 lo, hi = self.ranges[p.name]
-                if self.draw(st.integers(0, 3)) == 0:  # a ragged load: the rest is the fill
+                form = self.draw(st.integers(0, 5))
+                if form == 0:  # a ragged load: the rest is the fill
                     valid = (self.count(p.shape[0]), self.count(p.shape[1]))
                     fill = self.draw(st.sampled_from([0, -3, 7] if p.dtype == I32 else [0.0, -1.0, 1.5, -0.0]))
                     self.define(Load(p.name, (0, 0), p.shape, p.dtype, lo, hi, valid, fill))
+                elif form == 1:  # a padded (and maybe strided) load: what lies outside is the pad
+                    offs = (self.draw(st.integers(-2, 2)), self.draw(st.integers(-2, 2)))
+                    steps = (self.draw(st.integers(1, 2)), self.draw(st.integers(1, 2)))
+                    pad = self.draw(st.sampled_from([0, -3, 7] if p.dtype == I32 else [0.0, -1.0, 1.5, -0.0]))
+                    self.define(Load(p.name, offs, p.shape, p.dtype, lo, hi, pad=pad, strides=steps))
                 else:
                     self.define(Load(p.name, (0, 0), p.shape, p.dtype, lo, hi))
 

@@ -312,7 +312,7 @@ KERNEL_OPS = (
     "ts.col_min, ts.col_sum, ts.cumprod, ts.cumsum, ts.elu, ts.erf, ts.exp, ts.exp2, ts.expm1, ts.full, ts.gelu, "
     "ts.hardsigmoid, ts.hardswish, ts.hardtanh, ts.iota, ts.leaky_relu, ts.load, ts.load_rows, ts.log, ts.log1p, "
     "ts.log2, ts.logical_and, ts.logical_not, ts.logical_or, ts.logsigmoid, ts.matmul, ts.maximum, ts.minimum, "
-    "ts.mish, ts.neg, ts.pow, ts.probe, ts.range, ts.reciprocal, ts.relu, ts.row_argmax, ts.row_argmin, "
+    "ts.mish, ts.neg, ts.pow, ts.probe, ts.rand, ts.range, ts.reciprocal, ts.relu, ts.row_argmax, ts.row_argmin, "
     "ts.row_logsumexp, ts.row_max, ts.row_mean, ts.row_min, ts.row_sum, ts.rsqrt, ts.selu, ts.sigmoid, ts.silu, "
     "ts.softplus, ts.softsign, ts.sqrt, ts.store, ts.tanh, ts.transpose, ts.where, ts.zeros"
 )
@@ -359,7 +359,7 @@ def test_unknown_attribute_of_the_tilescope_module_lists_close_matches():
         "ts.col_min, ts.col_sum, ts.create_tensor, ts.cumprod, ts.cumsum, ts.dump_tag, ts.elu, ts.erf, ts.exp, "
         "ts.exp2, ts.expm1, ts.full, ts.gelu, ts.hardsigmoid, ts.hardswish, ts.hardtanh, ts.iota, ts.leaky_relu, "
         "ts.load, ts.load_rows, ts.log, ts.log1p, ts.log2, ts.logical_and, ts.logical_not, ts.logical_or, "
-        "ts.logsigmoid, ts.matmul, ts.maximum, ts.minimum, ts.mish, ts.neg, ts.pow, ts.probe, ts.range, "
+        "ts.logsigmoid, ts.matmul, ts.maximum, ts.minimum, ts.mish, ts.neg, ts.pow, ts.probe, ts.rand, ts.range, "
         "ts.reciprocal, ts.relu, ts.row_argmax, ts.row_argmin, ts.row_logsumexp, ts.row_max, ts.row_mean, "
         "ts.row_min, ts.row_sum, ts.rsqrt, ts.selu, ts.sigmoid, ts.silu, ts.softplus, ts.softsign, ts.sqrt, "
         "ts.store, ts.submit, ts.tanh, ts.transpose, ts.where, ts.zeros"

@@ -275,7 +275,7 @@ def T(pred, succ, arg, kind):
 
 def test_ctypes_mirror_matches_the_core(libs):
     lib = library.load_core()
-    assert lib.ts_core_sizeof_arg() == 104 == ctypes.sizeof(abi.TsArg)
+    assert lib.ts_core_sizeof_arg() == 168 == ctypes.sizeof(abi.TsArg)
     assert lib.ts_core_abi_version() == 2
     # every struct size the core pins with a static_assert, against its ctypes twin ...
     sources = "".join(path.read_text() for path in sorted(library.CSRC_DIR.glob("*.cpp")))

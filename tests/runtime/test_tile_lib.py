@@ -41,6 +41,7 @@ import pytest
 import torch
 
 from tilescope.ir import op_registry as reg
+from tilescope.runtime.abi import MAX_DIMS
 from tilescope.runtime.unary_ops import unary_fn
 from tilescope.toolchain import BASE_FLAGS, march_flag
 
@@ -2029,8 +2030,8 @@ class _TsTensor(ctypes.Structure):
         ("buffer_id", ctypes.c_int64),
         ("dtype", ctypes.c_int32),
         ("ndim", ctypes.c_int32),
-        ("shape", ctypes.c_int64 * 4),
-        ("strides", ctypes.c_int64 * 4),
+        ("shape", ctypes.c_int64 * MAX_DIMS),
+        ("strides", ctypes.c_int64 * MAX_DIMS),
         ("offset", ctypes.c_int64),
     ]
 

@@ -58,6 +58,7 @@ from tilescope.ir.nodes import (
     LoadRows,
     MatMul,
     Probe,
+    Rand,
     Reduce,
     Scan,
     Stmt,
@@ -208,6 +209,9 @@ class _KernelEmitter(ExprEmitter):
                 if valid is not None:
                     args += f", {self.emit(valid)}, {self.emit(fill, tt.dtype)}"
                 return f"load_rows<{tt.shape[1]}>({args}{self.site('load_rows', t.name, e.loc, True)})"
+            case Rand(seed=seed, offset=offset, type=tt):
+                r, c = tile_dims(tt)
+                return f"rand<{r}, {c}>({self.emit(seed)}, {self.emit(offset)})"
             case Iota(dim=d, type=tt):
                 r, c = tile_dims(tt)
                 return f"iota<{tt.dtype.cpp}, {r}, {c}, {1 if len(tt.shape) == 1 else d}>()"

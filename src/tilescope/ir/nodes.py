@@ -118,6 +118,17 @@ class Iota:
 
 
 @dataclass(frozen=True, slots=True)
+class Rand:
+    """``ts.rand(shape, seed, offset)``: uniform [0, 1) f32 elements, element i (row-major) a
+    function of ``(seed, offset + i)`` only (Philox4x32-10; runtime/philox.py)."""
+
+    seed: Expr
+    offset: Expr
+    type: TileType
+    loc: SourceLoc | None = _LOC
+
+
+@dataclass(frozen=True, slots=True)
 class TileSlice:
     """``t[r0:r1, c0:c1]``: the static sub-tile of ``value`` starting at ``starts`` (one per
     dim of ``value``) with ``type.shape``; an integer index drops its dim (numpy)."""
@@ -281,6 +292,7 @@ Expr = (
     | Load
     | LoadRows
     | Iota
+    | Rand
     | TileSlice
     | Full
     | Cast

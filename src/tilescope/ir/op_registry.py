@@ -197,6 +197,9 @@ _DEFS: tuple[OpDef, ...] = (
     # creation and debugging
     _op("iota", CREATE, "(shape, dtype=ts.i32, dim=-1)", "A tile whose elements are their index along `dim`.",
         cpp="iota"),
+    _op("rand", CREATE, "(shape, seed, offset=0)",
+        "A tile of uniform [0, 1) f32 numbers, element i (row-major) a function of (`seed`, `offset` + i) only "
+        "(Philox4x32-10): the same on sim and interp and on every schedule.", cpp="rand"),
     _op("probe", DEBUG, '(tile, "name")',
         "Capture the tile's value (with its task and line) when a run has probes on; nothing otherwise.", cpp="probe"),
     _op("zeros", CREATE, "(shape, dtype)", "A tile of zeros.", cpp="zeros"),

@@ -30,6 +30,7 @@ from tilescope.ir.nodes import (
     Param,
     Probe,
     Program,
+    Rand,
     Reduce,
     Scan,
     Slice,
@@ -140,6 +141,9 @@ def expr_str(e: Expr) -> str:
             extra = "" if valid is None else f", valid={expr_str(valid)}"
             extra += "" if fill is None or _is_positive_zero(fill) else f", fill={expr_str(fill)}"
             return f"ts.load_rows({t.name}, {expr_str(rows)}, {cols}{extra})"
+        case Rand(seed=seed, offset=offset, type=t):
+            at = "" if _is_const(offset, 0) else f", {expr_str(offset)}"
+            return f"ts.rand({_list(map(str, t.shape))}, {expr_str(seed)}{at})"
         case Iota(dim=d, type=t):
             dtype = "" if t.dtype.name == "i32" else f", {dtype_str(t.dtype)}"
             dim = "" if d == len(t.shape) - 1 else f", dim={d}"

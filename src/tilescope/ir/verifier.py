@@ -40,6 +40,7 @@ from tilescope.ir.nodes import (
     MatMul,
     Probe,
     Program,
+    Rand,
     Reduce,
     Scan,
     Slice,
@@ -56,7 +57,7 @@ from tilescope.ir.nodes import (
 from tilescope.ir.traverse import child_exprs, walk_stmts
 from tilescope.ir.types import Direction, IndexType, ScalarType, TaskType, TensorType, TileType
 
-_KERNEL_ONLY = (Load, LoadRows, Iota, TileSlice, Full, Cast, Reduce, MatMul, Transpose, Scan, Where)
+_KERNEL_ONLY = (Load, LoadRows, Iota, Rand, TileSlice, Full, Cast, Reduce, MatMul, Transpose, Scan, Where)
 _ORCH_ONLY = (CreateTensor, Slice, TensorRead, Submit, DumpTag)
 
 
@@ -185,6 +186,13 @@ class _Verifier:
             case Iota(dim=d, type=t):
                 if not 0 <= d < len(t.shape):
                     raise self.fail(f"ts.iota dim {d} of a {t}", loc)
+                return None
+            case Rand(seed=seed, offset=offset, type=t):
+                for what, v in (("seed", seed), ("offset", offset)):
+                    if not (isinstance(v.type, IndexType) or (isinstance(v.type, ScalarType) and v.type.dtype.is_int)):
+                        raise self.fail(f"ts.rand {what} is a {v.type}, not an integer", loc)
+                if t.dtype.name != "f32":
+                    raise self.fail(f"ts.rand makes f32 tiles, typed {t}", loc)
                 return None
             case TileSlice(value=a, starts=starts, sizes=sizes, type=t):
                 shape = a.type.shape

@@ -28,6 +28,7 @@ from tilescope.ir.nodes import (
     MatMul,
     Param,
     Probe,
+    Rand,
     Reduce,
     Scan,
     Slice,
@@ -106,6 +107,17 @@ class OpLowering:
             raise VerifyError("ts.iota makes numbers, not bools", loc, "use ts.i32 (the default)")
         rules.check_literal(shape[dim] - 1, dtype, f"ts.iota of {shape[dim]} along dim {dim}", loc)
         return Iota(dim, TileType(shape, dtype), loc)
+
+    def op_rand(self, node: ast.Call) -> Rand:
+        """``ts.rand(shape, seed, offset=0)``: uniform [0, 1) f32 numbers of counter ``offset + i``."""
+        a = self.bind(node, ["shape", "seed", "offset"], {"offset": 0})
+        loc = self.loc(node)
+        shape = self.static_ints(a["shape"], node, "ts.rand shape")
+        if not 1 <= len(shape) <= MAX_TILE_DIMS or any(s <= 0 for s in shape):
+            raise VerifyError(f"ts.rand shape must have 1 or 2 positive dims, got {list(shape)}", loc)
+        seed = self.index(a["seed"], node, "ts.rand seed")
+        offset = self.index(a["offset"], node, "ts.rand offset")
+        return Rand(seed, offset, TileType(shape, dt.f32), loc)
 
     def op_probe(self, node: ast.Call) -> None:
         """``ts.probe(tile, "name")``: emits a Probe of a tile (captured when a run has probes on).

@@ -54,6 +54,7 @@ from tilescope.ir.nodes import (
     MatMul,
     Probe,
     Program,
+    Rand,
     Reduce,
     Scan,
     Slice,
@@ -73,6 +74,7 @@ from tilescope.ir.traverse import recursion_room, walk_exprs
 from tilescope.ir.type_rules import access_sizes
 from tilescope.ir.types import Direction, ScalarType, TileType
 from tilescope.runtime.casts import float_to_int, narrow_float
+from tilescope.runtime.philox import philox_uniform
 from tilescope.runtime.tile_access import counted_sizes, padded_window, region
 from tilescope.runtime.unary_ops import logsumexp, scan, unary_fn
 
@@ -297,6 +299,10 @@ class _KernelInterp(_Interp):
             case LoadRows(tensor=t, rows=rows, col=col, fill=fill):
                 value = 0 if fill is None else self.expr(fill, env)
                 return self.load_rows(env[t.name], e, self.expr(rows, env).reshape(-1), self.expr(col, env), value, env)
+            case Rand(seed=seed, offset=offset, type=tt):
+                return philox_uniform(int(self.expr(seed, env)), int(self.expr(offset, env)), tt.shape).to(
+                    self.tile_dtype(tt.dtype)
+                )
             case Iota(dim=d, type=tt):
                 n = tt.shape[d]
                 index = torch.arange(n, dtype=torch.int64).reshape([n if i == d else 1 for i in range(len(tt.shape))])

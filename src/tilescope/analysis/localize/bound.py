@@ -55,6 +55,7 @@ from tilescope.ir.nodes import (
     MatMul,
     Probe,
     Program,
+    Rand,
     Reduce,
     Scan,
     Store,
@@ -268,7 +269,7 @@ class _BoundKernel(_KernelInterp):
                 fill = 0 if e.fill is None else self.expr(e.fill, env)
                 v = self.load_rows(view.v, e, index, at, fill, env)
                 return Bounded(v, self.load_rows(view.e, e, index, at, 0.0, env).to(torch.float64))
-            case Iota():
+            case Iota() | Rand():
                 return Bounded.exact(super().expr(e, env))
             case TileSlice(value=val, starts=starts, sizes=sizes, type=tt):
                 x = self.expr(val, env)

@@ -42,12 +42,12 @@ FiniteScan scan_finite(const ts_tensor &t) {
         default: return out;
     }
     const Rows r = rows_of(t);
-    const int64_t step = r.strides[3] * r.itemsize;
+    const int64_t step = r.strides[kRowDim] * r.itemsize;
     for_each_row(r, [&](const char *row, int64_t index) {
         switch (r.itemsize) {
-            case 2: scan_row<uint16_t>(row, r.shape[3], step, f, index, out); break;
-            case 4: scan_row<uint32_t>(row, r.shape[3], step, f, index, out); break;
-            default: scan_row<uint64_t>(row, r.shape[3], step, f, index, out); break;
+            case 2: scan_row<uint16_t>(row, r.shape[kRowDim], step, f, index, out); break;
+            case 4: scan_row<uint32_t>(row, r.shape[kRowDim], step, f, index, out); break;
+            default: scan_row<uint64_t>(row, r.shape[kRowDim], step, f, index, out); break;
         }
         return true;
     });

@@ -12,7 +12,10 @@
 
 namespace ts::rt {
 
-// A view padded with leading unit dims to TS_MAX_DIMS; rows run along the last dim.
+// The last dim of a Rows view: its rows run along it.
+constexpr int kRowDim = TS_MAX_DIMS - 1;
+
+// A view padded with leading unit dims to TS_MAX_DIMS; rows run along the last dim (kRowDim).
 struct Rows {
     int64_t shape[TS_MAX_DIMS];
     int64_t strides[TS_MAX_DIMS];  // in elements
@@ -36,14 +39,19 @@ inline Rows rows_of(const ts_tensor &t) {
 // row's first element, row-major within the region); stop early when it returns false.
 template <class Row>
 void for_each_row(const Rows &r, Row &&row) {
+    for (int d = 0; d < kRowDim; ++d)
+        if (r.shape[d] <= 0) return;
+    int64_t at[kRowDim] = {};  // the row's index in each leading dim (an odometer, last dim fastest)
     int64_t index = 0;
-    for (int64_t i0 = 0; i0 < r.shape[0]; ++i0)
-        for (int64_t i1 = 0; i1 < r.shape[1]; ++i1)
-            for (int64_t i2 = 0; i2 < r.shape[2]; ++i2) {
-                const char *first = r.base + (i0 * r.strides[0] + i1 * r.strides[1] + i2 * r.strides[2]) * r.itemsize;
-                if (!row(first, index)) return;
-                index += r.shape[3];
-            }
+    while (true) {
+        int64_t offset = 0;
+        for (int d = 0; d < kRowDim; ++d) offset += at[d] * r.strides[d];
+        if (!row(r.base + offset * r.itemsize, index)) return;
+        index += r.shape[kRowDim];
+        int d = kRowDim - 1;
+        while (d >= 0 && ++at[d] == r.shape[d]) at[d--] = 0;
+        if (d < 0) return;
+    }
 }
 
 // Bytes of the region's elements, contiguous.

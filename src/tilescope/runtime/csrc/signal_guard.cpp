@@ -149,14 +149,14 @@ void write_payload(Out &out, const ts_tensor &t) {
     char buf[4096];
     int64_t used = 0;
     for_each_row(r, [&](const char *row, int64_t) {
-        if (r.strides[3] == 1) {
+        if (r.strides[kRowDim] == 1) {
             if (used) out.bytes(buf, used), used = 0;
-            out.bytes(row, r.shape[3] * r.itemsize);
+            out.bytes(row, r.shape[kRowDim] * r.itemsize);
             return true;
         }
-        for (int64_t j = 0; j < r.shape[3]; ++j) {
+        for (int64_t j = 0; j < r.shape[kRowDim]; ++j) {
             if (used + r.itemsize > static_cast<int64_t>(sizeof(buf))) out.bytes(buf, used), used = 0;
-            std::memcpy(buf + used, row + j * r.strides[3] * r.itemsize, static_cast<size_t>(r.itemsize));
+            std::memcpy(buf + used, row + j * r.strides[kRowDim] * r.itemsize, static_cast<size_t>(r.itemsize));
             used += r.itemsize;
         }
         return true;

@@ -27,8 +27,8 @@ int64_t copy_region(char *dst, const ts_tensor &t, int64_t itemsize, int64_t lim
         std::memcpy(dst, r.base, static_cast<size_t>(n));
         return n;
     }
-    const bool rows_dense = r.strides[3] == 1 || r.shape[3] == 1;
-    const int64_t row_bytes = r.shape[3] * itemsize;
+    const bool rows_dense = r.strides[kRowDim] == 1 || r.shape[kRowDim] == 1;
+    const int64_t row_bytes = r.shape[kRowDim] * itemsize;
     int64_t written = 0;
     for_each_row(r, [&](const char *src, int64_t) {
         const int64_t n = std::min(row_bytes, limit - written);
@@ -36,7 +36,7 @@ int64_t copy_region(char *dst, const ts_tensor &t, int64_t itemsize, int64_t lim
             std::memcpy(dst + written, src, static_cast<size_t>(n));
         } else {
             for (int64_t b = 0; b < n; b += itemsize)
-                std::memcpy(dst + written + b, src + (b / itemsize) * r.strides[3] * itemsize,
+                std::memcpy(dst + written + b, src + (b / itemsize) * r.strides[kRowDim] * itemsize,
                             static_cast<size_t>(std::min(itemsize, n - b)));
         }
         written += n;

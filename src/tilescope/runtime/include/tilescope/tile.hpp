@@ -49,3 +49,4 @@
 #include <tilescope/tile_cast.hpp>
 #include <tilescope/tile_reduce.hpp>
 #include <tilescope/tile_matmul.hpp>
+#include <tilescope/tile_random.hpp>
