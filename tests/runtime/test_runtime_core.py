@@ -204,7 +204,7 @@ ORCHESTRATIONS = {
 extern "C" int orchestration_entry(const ts_orch_api *api, void *ctx, const ts_arg *args, int32_t nargs) {
     (void)nargs;
     ts_arg a = args[0];
-    a.u.t.ndim = 7;
+    a.u.t.ndim = 9;
     return api->submit(ctx, 0, &a, 1, nullptr, 0, "raw_task") < 0 ? 1 : 0;
 }
 """,
@@ -633,7 +633,7 @@ def test_invalid_ndim_is_rejected_at_submit(libs):
         run(libs, "bad_ndim", ["noop"], [tensor_arg(x, Direction.INOUT)])
     assert (
         str(info.value)
-        == "task 0 'raw_task' (func_id 0, kernel 'noop'), arg 0: ndim 7 is out of range [1, 4]"
+        == "task 0 'raw_task' (func_id 0, kernel 'noop'), arg 0: ndim 9 is out of range [1, 8]"
     )
 
 
