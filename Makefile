@@ -59,7 +59,7 @@ bench: venv
 	$(PY) benchmarks/run_all.py
 
 lint: venv
-	$(VENV)/bin/ruff check src tests models benchmarks
+	$(VENV)/bin/ruff check src tests models benchmarks problems
 
 clean:
 	rm -rf build_output .pytest_cache

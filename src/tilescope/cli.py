@@ -3,6 +3,7 @@
 tilescope doctor      check g++ (version, C++17), torch and the cache directory
 tilescope localize    name the culprit of a wrong answer on a build's saved data
 tilescope triage      classify any failure of a build on its saved data and name its culprit
+tilescope problems    run KernelBench-style problems (Model vs ModelNew): correctness, speedup, fast_p
 tilescope builds      list the build directories; tilescope clean --keep N removes old ones
 tilescope mcp         serve the debugging tools to a coding agent (Model Context Protocol, stdio)
 
@@ -22,6 +23,7 @@ from tilescope.analysis.localize import localize_command as localize
 from tilescope.analysis.triage import triage_command as triage
 from tilescope.errors import TilescopeError
 from tilescope.harness import replay
+from tilescope.harness.problems import problems_command as problems
 from tilescope.runtime import library
 from tilescope.toolchain import compiler
 from tilescope.tools import builds, deps, dump_viewer, trace
@@ -124,6 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     triage.add_triage_args(p)
     p.set_defaults(fn=triage.run_cli)
+    p = sub.add_parser(
+        "problems",
+        help="run KernelBench-style problems: each reference Model against its ModelNew solution (correct, speedup, "
+        "fast_p)",
+        description=problems.DESCRIPTION,
+    )
+    problems.add_problems_args(p)
+    p.set_defaults(fn=problems.run_cli)
     dump_viewer.register(sub)
     deps.register(sub)
     trace.register(sub)

@@ -44,18 +44,24 @@ def function_name(fn: Callable[..., Any]) -> str:
     return name or repr(fn)
 
 
+def user_frame(e: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of ``e``'s traceback in the user's own code (not tilescope, torch or
+    the standard library), or None."""
+    libs = _library_dirs()
+    user = [f for f in traceback.extract_tb(e.__traceback__) if not os.path.realpath(f.filename).startswith(libs)]
+    return user[-1] if user else None
+
+
 def user_failure(what: str, fn: Callable[..., Any], e: BaseException, context: str = "") -> str:
     """``<what> <name> raised at <file>:<line><context>: <Type>: <message>`` and that line's
     source: the innermost frame of the user's own code, else ``fn``'s definition; a function
     with neither (a builtin such as ``torch.randn``) is named without a place."""
-    frames = traceback.extract_tb(e.__traceback__)
-    libs = _library_dirs()
-    user = [f for f in frames if not os.path.realpath(f.filename).startswith(libs)]
+    frame = user_frame(e)
     text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     source = ""
-    if user:
-        where = f" at {user[-1].filename}:{user[-1].lineno}"
-        source = (user[-1].line or "").strip()
+    if frame is not None:
+        where = f" at {frame.filename}:{frame.lineno}"
+        source = (frame.line or "").strip()
     else:
         code = getattr(fn, "__code__", None)
         where = f" at {code.co_filename}:{code.co_firstlineno}" if code else ""

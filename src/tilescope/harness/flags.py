@@ -69,10 +69,16 @@ def add_runtime_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser
     return parser
 
 
+def add_compile_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The compile flags: one per compile knob with a flag (``knobs.COMPILE_KNOBS``)."""
+    _add_flags(parser, COMPILE_KNOBS)
+    return parser
+
+
 def add_harness_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The run flags, the compile knobs' flags, and the harness's own (builds, data, seed)."""
     add_runtime_args(parser)
-    _add_flags(parser, COMPILE_KNOBS)
+    add_compile_args(parser)
     g = parser.add_argument_group("tilescope harness")
     g.add_argument(
         "--runtime-dir", type=PATH_ARG, default=None, help="reuse a build directory: only edited files are rebuilt"
@@ -123,11 +129,16 @@ def runtime_cfg_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return _given(args, RUNTIME_KNOBS)
 
 
+def compile_cfg_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """``compile_cfg`` from parsed compile flags (only the flags that were given)."""
+    return _given(args, COMPILE_KNOBS)
+
+
 def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``run_jit`` keyword arguments from parsed harness flags."""
     return {
         "runtime_cfg": runtime_cfg_from_args(args),
-        "compile_cfg": _given(args, COMPILE_KNOBS),
+        "compile_cfg": compile_cfg_from_args(args),
         "runtime_dir": args.runtime_dir,
         "golden_data": args.golden_data,
         "save_data": args.save_data,

@@ -9,6 +9,8 @@ Invariants:
 - A sim run goes through the one run path (``launch.run.launch``): in this process, or in a
   child process with ``isolate`` (``launch.isolate``), which runs ``launch`` there.
 - The build's libraries are loaded on the first sim run and stay loaded while the object lives.
+- Every run whose arguments and platform were accepted is noted to an open
+  ``program_calls.recording()`` block (none open: nothing is noted or copied).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tilescope.build.state import load_state, refresh
 from tilescope.build.target import check_target
 from tilescope.errors import ArgumentError, ConfigError
 from tilescope.ir.nodes import Program
+from tilescope.launch import program_calls
 from tilescope.launch.inputs_kept import KeptInputs
 from tilescope.launch.isolate import run_isolated
 from tilescope.launch.run import Binaries, RunInfo, launch, load_binaries
@@ -133,6 +136,7 @@ class CompiledProgram(Build):
                 f"{self.work_dir} was compiled for platform(s) {', '.join(rc['platforms'])}, not "
                 f"{config.platform!r}: compile it again with this tilescope"
             )
+        program_calls.note(self, args)
         if config.platform == "interp":
             t0 = time.perf_counter()
             kept = KeptInputs(self.args, args)

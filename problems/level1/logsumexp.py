@@ -1,0 +1,26 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Simple model that performs a LogSumExp reduction over one dimension (kept)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.logsumexp(x, dim=self.dim, keepdim=True)
+
+
+batch_size = 128
+dim1 = 1024
+
+
+def get_inputs():
+    x = 4 * torch.randn(batch_size, dim1)
+    return [x]
+
+
+def get_init_inputs():
+    return [1]
