@@ -222,6 +222,7 @@ OP_KINDS = (
     "iota",
     "slice",
     "scan",
+    "rand",
 )
 
 
@@ -347,7 +348,7 @@ class KernelGen:
 
     def slice_or_iota(self, kind: str, pool: list, a: Expr) -> Expr | None:
         r, c = a.shape
-        if kind == "iota" and a.dtype == F32 and self.draw(st.integers(0, 2)) == 0:  # random numbers with a
+        if kind == "rand" and a.dtype == F32:  # random numbers with a
             shape = (r, c) if self.draw(st.booleans()) else (1, c)
             return Binary(self.draw(st.sampled_from(["add", "mul"])), a,
                           Rand(shape, self.draw(st.integers(0, 2**40)), self.draw(st.integers(-(2**40), 2**40))))  # fmt: skip
@@ -481,7 +482,7 @@ class KernelGen:
             e = self.pow(pool, a)
         elif kind == "clamp":
             e = self.clamp_op(pool, a)
-        elif kind in ("iota", "slice"):
+        elif kind in ("iota", "slice", "rand"):
             e = self.slice_or_iota(kind, pool, a)
         elif kind == "scan":
             e = self.scan(a)
