@@ -233,3 +233,38 @@ def test_rand_is_the_same_bits_on_sim_and_interp_and_a_function_of_seed_and_inde
     y = ys["sim"]
     assert float(y.min()) >= 0.0 and float(y.max()) < 1.0
     assert abs(float(y.mean()) - 0.5) < 5 * (1 / 12 / y.numel()) ** 0.5  # 5 sigma of a uniform's mean
+
+
+@ts.kernel
+def halve(x: ts.Tensor[[4, 2, 6, 8], ts.f32], y: ts.InOut[[4, 3, 2, 4], ts.f32]):
+    for c in ts.range(0, 2, 1):
+        t = ts.load(x, [0, c, -1, 0], [4, 1, 3, 1], dims=[0, 2], strides=[1, 1, 2, 1], pad=0.0)
+        u = ts.load(x, [0, c, 0, 1], [4, 1, 1, 4], dims=[0, 3], strides=[1, 1, 1, 2])
+        ts.store(y, [0, 0, c, 0], t, dims=[0, 1])
+        ts.store(y, [0, 1, c, 0], u, dims=[0, 3])
+
+
+@ts.jit
+def halves(x: ts.Tensor[[8, 2, 6, 8], ts.f32], y: ts.InOut[[8, 3, 2, 4], ts.f32]):
+    for b in ts.range(0, 8, 4):
+        halve(x[b : b + 4, :, :, :], y[b : b + 4, :, :, :])
+
+
+def test_the_access_audit_sees_every_form_inside_its_region(tmp_path):
+    from tilescope.analysis.audit import audit_run
+
+    x = torch.randn(8, 2, 6, 8)
+    y = torch.zeros(8, 3, 2, 4)
+    prog = halves.compile(build_dir=str(tmp_path))
+    prog(x, y)
+    want = torch.zeros(8, 3, 2, 4)
+    for c in range(2):
+        rows = torch.zeros(8, 3)
+        rows[:, 1:] = x[:, c, 1:5:2, 0]
+        want[:, :, c, 0] = rows
+        want[:, 1, c, :] = x[:, c, 0, 1::2]
+    assert torch.equal(y, want)
+    audit = audit_run(prog, {"x": x, "y": torch.zeros(8, 3, 2, 4)})
+    assert audit.failure is None and audit.strays == [] and audit.hazards == []
+    # per task: two loads (the padded one records only the rows inside) and two stores, per channel
+    assert len(audit.audited) == 2 * 2 * 4 and {s.op for s in audit.audited} == {"load", "store"}

@@ -22,6 +22,7 @@ from tilescope.errors import SourceLoc
 from tilescope.ir.affine import INDEX_OPS
 from tilescope.ir.nodes import Assign, BinOp, Const, Expr, For, Kernel, Program, Stmt, Store, UnOp, Var
 from tilescope.ir.traverse import walk_stmts
+from tilescope.ir.type_rules import access_extents, access_sizes
 from tilescope.ir.types import Direction, IndexType, ScalarType, TileType
 
 _MAX_COMBOS = 1 << 16
@@ -186,7 +187,9 @@ class _Walk:
         there are too many to enumerate."""
         t = s.value.type
         tile = t.shape if isinstance(t, TileType) else ()
-        sizes = (1,) * (len(shape) - len(tile)) + tuple(tile)
+        # NOTE: a strided store counts its bounding box as written: a gap it leaves is missed, never
+        # a written element reported
+        sizes = access_extents(access_sizes(len(shape), tuple(tile), s.dims), s.strides)
         loops = [_loops(f) for f in forms]
         whole = [any(self.values.get(k) is None for k in ks) or _has_unknown(f) for ks, f in zip(loops, forms)]
         # dims that share a loop variable are enumerated together; the others independently
