@@ -94,7 +94,7 @@ def test_a_region_starting_before_the_tensor_names_its_negative_start():
         "kernel starts_before: ts.load: region out of bounds of x[8, 64] in dim 1: offset in [-1, 47] starts at -1, "
         "before the tensor's first element (0)"
     )
-    assert info.value.hint == "keep offsets >= 0"
+    assert info.value.hint == "keep offsets >= 0, or read what lies outside as a constant with pad="
     assert info.value.loc.line == line_of(starts_before, "ts.load(x, [0, c - 1]")
 
 

@@ -237,14 +237,15 @@ class _Verifier:
                     f"{op}: region out of bounds of {name}{list(shape)} in dim {dim}: {offset} starts at {lo}, "
                     "before the tensor's first element (0)",
                     loc,
-                    "keep offsets >= 0",
+                    "keep offsets >= 0" + (", or read what lies outside as a constant with pad=" if op == "ts.load" else ""),
                 )
             if hi + size > extent:
                 raise self.fail(
                     f"{op}: region out of bounds of {name}{list(shape)} in dim {dim}: "
                     f"{offset} + size {size} reaches {hi + size} (dim size {extent})",
                     loc,
-                    "keep offset + size within the tensor's shape",
+                    "keep offset + size within the tensor's shape"
+                    + (", or read what lies outside as a constant with pad=" if op == "ts.load" else ""),
                 )
 
     def read_param(self, v: Var, op: str, loc):
