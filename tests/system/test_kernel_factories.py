@@ -4,6 +4,7 @@ tensor dump; and a kernel given its name (the front-end's naming rules are in
 tests/language/test_kernel_names.py)."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -74,6 +75,20 @@ def test_a_factorys_kernels_have_their_names_in_the_build_and_it_loads_back():
         c = torch.zeros(96, 32)
         again.run(a, b, c, platform=platform)
         torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_the_fix_search_finds_a_factorys_kernels_by_the_line_their_cpp_names():
+    from tilescope.analysis.fix.candidates import _kernel_function, read_source
+    from tilescope.analysis.fix.edit import Source
+    from tilescope.build.manifest import Build
+
+    build = Build(two_shapes.compile().work_dir)
+    src = Source(__file__, read_source(Path(__file__)))
+    for name in ("mm_block_BM64", "mm_block_BM32"):  # no function of that name: the def of both
+        fn = _kernel_function(build, src, name)
+        assert fn is not None and (fn.name, fn.lineno) == ("mm_block", line_of(mm_factory, "def mm_block("))
+    other = Source("elsewhere.py", "def mm_block():\n    pass\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n")
+    assert _kernel_function(build, other, "mm_block_BM64") is None  # the C++ names another file
 
 
 # -- a failing task of a factory's kernel: the report, its replay, the dump --------------------------
