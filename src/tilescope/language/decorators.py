@@ -178,7 +178,9 @@ _NO_FUNCTION: Any = object()
 
 
 @api_boundary
-def kernel(fn: Callable = _NO_FUNCTION, /, *, name: str | None = None, **options: Any) -> Any:
+def kernel(
+    fn: Callable = _NO_FUNCTION, /, *, name: str | None = None, **options: Any
+) -> KernelFunction | Callable[[Callable], KernelFunction]:
     """Declare an in-core kernel: ``@ts.kernel``, ``@ts.kernel()`` or ``@ts.kernel(name="mm_128x64")``.
 
     Args:
