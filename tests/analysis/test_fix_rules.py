@@ -83,6 +83,16 @@ def test_inout_for_a_kernel_defined_inside_a_builder_function():
     assert rules.inout_edits(src(text), "acc", "x") == []
 
 
+def test_inout_for_a_kernel_named_apart_from_its_def_is_found_by_the_line_of_the_read():
+    text = (
+        "def build():\n    @ts.kernel(name='acc_4')\n    def acc(x: ts.Tensor[[4], ts.f32], y: ts.Out[[4], ts.f32]):\n"
+        "        t = ts.load(y, [0], [4])\n"
+    )
+    assert rules.inout_edits(src(text), "acc_4", "y") == []  # no function of that name
+    (e,) = rules.inout_edits(src(text), "acc_4", "y", line=4)
+    assert e.line == 3 and "y: ts.InOut[[4], ts.f32]" in e.after
+
+
 def test_a_loop_bound_with_literal_numbers_gives_each_distinct_stop_once():
     text = "def k(x, y):\n    for c in ts.range(0, 256 - 64, 64):\n        pass\n"
     got = afters(loop_bound_edits(src(text), 2, 256, 64))

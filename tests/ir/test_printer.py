@@ -20,6 +20,7 @@ MODELS = {
     "softmax": softmax.softmax,
     "matmul": matmul.matmul,
     "matmul_bf16": matmul.matmul_bf16,
+    "matmul_ragged": matmul.matmul_ragged,
     "vector_dag": vector_dag.vector_dag,
 }
 

@@ -361,9 +361,24 @@ def _generator():
             "a function is one of @ts.kernel, @ts.jit or @ts.inline: keep one decorator",
         ),
         (
-            lambda: ts.kernel(),
-            "@ts.kernel takes no arguments",
-            "write @ts.kernel, without parentheses, on the line above 'def name(...):'",
+            lambda: ts.inline(),
+            "@ts.inline takes no arguments",
+            "write @ts.inline, without parentheses, on the line above 'def name(...):'",
+        ),
+        (
+            lambda: ts.kernel(block=128),
+            "@ts.kernel has no option block=; its only option is name=",
+            'write @ts.kernel, or @ts.kernel(name="...") to name the kernel',
+        ),
+        (
+            lambda: ts.kernel("mm_128"),
+            "@ts.kernel decorates a function, got 'mm_128' (str)",
+            "to name the kernel, write @ts.kernel(name='mm_128')",
+        ),
+        (
+            lambda: ts.kernel(name="mm")(3),
+            "@ts.kernel decorates a function, got 3 (int)",
+            "write @ts.kernel on the line above 'def name(...):'",
         ),
     ],
 )

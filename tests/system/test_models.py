@@ -1,6 +1,7 @@
 """Every model on sim and interp against its torch golden, through the harness."""
 
 import pytest
+import torch
 
 from tilescope.harness import run_jit
 
@@ -37,6 +38,12 @@ CASES = {
     ),
     "matmul_f32": (matmul.matmul, matmul.specs(), matmul.golden, 1e-4, 1e-3),
     "matmul_bf16": (matmul.matmul_bf16, matmul.specs(dtype="bf16"), matmul.golden, 1e-4, 1e-3),
+    # M, N, K not multiples of the 64 tile: one kernel, ragged blocks at the edges
+    "matmul_ragged": (matmul.matmul_ragged, matmul.specs(200, 136, 100), matmul.golden, 1e-4, 1e-3),
+    "matmul_ragged_bf16": (
+        matmul.build_ragged(130, 70, 150, dtype="bf16"), matmul.specs(130, 70, 150, dtype="bf16"), matmul.golden, 1e-4, 1e-3
+    ),
+    "matmul_ragged_below_a_tile": (matmul.build_ragged(30, 20, 10), matmul.specs(30, 20, 10), matmul.golden, 1e-4, 1e-3),
     "layernorm": (layernorm.layernorm, layernorm.specs(), layernorm.golden, *layernorm.TOLERANCE["f32"]),
     "layernorm_chunked": (
         layernorm.build(512, 1024, chunk=256), layernorm.specs(512, 1024), layernorm.golden, *layernorm.TOLERANCE["f32"]
@@ -78,6 +85,35 @@ def test_models_run_as_scripts(capsys):
     out = capsys.readouterr().out
     assert "[RUN] compile rms_norm … done" in out
     assert "[COMPARE] y: PASS" in out and "[PASS] rms_norm on sim" in out
+    assert matmul.main(["-p", "interp", "--size", "70", "50", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "[COMPARE] c: PASS  3500 elements match" in out and "[PASS] matmul_ragged on interp" in out
+
+
+def test_the_ragged_matmul_is_one_kernel_whose_edge_tasks_are_ordered_after_their_neighbours():
+    program = matmul.matmul_ragged.program()
+    assert [k.name for k in program.kernels] == ["matmul_block"]
+    prog = matmul.matmul_ragged.compile()
+    a, b, c = torch.randn(200, 100), torch.randn(100, 136), torch.zeros(200, 136)
+    info = prog.run(a, b, c, enable_dep_gen=True)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-3)
+    # one task per block, ceil(200 / 64) x ceil(136 / 64); the window of C a block's task is given
+    # ends at the tensor's end for the last row (column) of blocks
+    windows = [(min(i, 200 - 64), min(j, 136 - 64)) for i in range(0, 200, 64) for j in range(0, 136, 64)]
+    assert info.num_tasks == len(windows) == 12
+    overlapping = {
+        (p, s)
+        for s, (i, j) in enumerate(windows)
+        for p, (pi, pj) in enumerate(windows[:s])
+        if abs(i - pi) < 64 and abs(j - pj) < 64
+    }
+    ordered = {(e.pred, e.succ) for e in info.report.edges}
+    while True:  # every pair a chain of dependencies orders
+        more = ordered | {(p, s) for p, m in ordered for m2, s in ordered if m == m2}
+        if more == ordered:
+            break
+        ordered = more
+    assert ordered == overlapping  # the edge tasks wait for the neighbours they overlap, and only those
 
 
 def test_interp_float64_reference_is_closer_to_a_float64_golden():

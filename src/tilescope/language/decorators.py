@@ -20,6 +20,7 @@ from typing import Any
 from tilescope._tracebacks import api_boundary
 from tilescope.errors import DSLError, SourceLoc, TilescopeError
 from tilescope.ir.nodes import Kernel, Program
+from tilescope.language.kernel_names import NAME_RULE, name_problem
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
 
@@ -83,14 +84,45 @@ def check_dsl_function(fn: Any, decorator: str) -> None:
 
 
 class KernelFunction:
-    """An in-core kernel: loads tiles from its tensor params, computes, stores."""
+    """An in-core kernel: loads tiles from its tensor params, computes, stores.
 
-    def __init__(self, fn: Callable):
+    Its ``name`` is the ``def`` name, or the one ``@ts.kernel(name=...)`` (or setting ``.name``
+    before its first compile) gave it; a program whose kernels share a ``def`` name tells them
+    apart (``language.kernel_names``).
+    """
+
+    def __init__(self, fn: Callable, name: str | None = None):
         check_dsl_function(fn, "@ts.kernel")
         functools.update_wrapper(self, fn)
         self.fn = fn
-        self.name = fn.__name__
+        self.given_name = name  # checked by the caller (``kernel``)
         self.cached_ir: Kernel | None = None  # set by frontend.kernel_ir
+
+    @property
+    def name(self) -> str:
+        """The kernel's name: the one given, else the ``def`` name."""
+        return self.given_name or self.fn.__name__
+
+    @name.setter
+    @api_boundary
+    def name(self, value: str) -> None:
+        problem = name_problem(value)
+        if problem is not None:
+            raise DSLError(f"kernel {self.name}: .name = {value!r} is not a kernel name: {problem}", caller_loc(),
+                           f"{NAME_RULE}, e.g. 'mm_128x64'")  # fmt: skip
+        if self.cached_ir is not None and value != self.name:
+            raise DSLError(
+                f"kernel {self.name}: .name cannot change once the kernel is compiled (a program holds it "
+                "under its name)",
+                caller_loc(),
+                f"name it where it is made: @ts.kernel(name={value!r}), or set .name before its first compile",
+            )
+        self.given_name = value
+
+    @property
+    def name_given(self) -> bool:
+        """Whether the name was given (``@ts.kernel(name=...)`` or ``.name = ...``), so kept as is."""
+        return self.given_name is not None
 
     @api_boundary
     def __call__(self, *args: Any, **kwargs: Any) -> None:
@@ -142,11 +174,45 @@ def _no_options(decorator: str, options: dict[str, Any]) -> None:
     )
 
 
-def kernel(fn: Callable | None = None, /, **options: Any) -> KernelFunction:
-    """Declare an in-core kernel (``@ts.kernel``, no arguments)."""
-    if fn is None or options:
-        _no_options("@ts.kernel", options)
-    return KernelFunction(fn)
+_NO_FUNCTION: Any = object()
+
+
+@api_boundary
+def kernel(
+    fn: Callable = _NO_FUNCTION, /, *, name: str | None = None, **options: Any
+) -> KernelFunction | Callable[[Callable], KernelFunction]:
+    """Declare an in-core kernel: ``@ts.kernel``, ``@ts.kernel()`` or ``@ts.kernel(name="mm_128x64")``.
+
+    Args:
+        fn: the kernel's function (given when used without parentheses).
+        name: the kernel's name in the build, reports, traces and dumps (default: the ``def``
+            name; kernels of one program that share a ``def`` name get distinct names).
+    """
+    if options:
+        raise DSLError(
+            f"@ts.kernel has no option {', '.join(f'{k}=' for k in options)}; its only option is name=",
+            caller_loc(),
+            'write @ts.kernel, or @ts.kernel(name="...") to name the kernel',
+        )
+    if name is not None:
+        problem = name_problem(name)
+        if problem is not None:
+            raise DSLError(f"@ts.kernel(name={name!r}): not a kernel name: {problem}", caller_loc(),
+                           f"{NAME_RULE}, e.g. @ts.kernel(name=\"mm_128x64\")")  # fmt: skip
+    if fn is _NO_FUNCTION:
+
+        @api_boundary
+        def decorate(f: Callable) -> KernelFunction:
+            return KernelFunction(f, name)
+
+        return decorate
+    if isinstance(fn, str):
+        raise DSLError(
+            f"@ts.kernel decorates a function, got {fn!r} (str)",
+            caller_loc(),
+            f"to name the kernel, write @ts.kernel(name={fn!r})",
+        )
+    return KernelFunction(fn, name)
 
 
 def inline(fn: Callable | None = None, /, **options: Any) -> InlineFunction:

@@ -59,6 +59,7 @@ from tilescope.language.expressions import (
     is_dsl_name,
     shadowed_message,
 )
+from tilescope.language.kernel_names import ProgramKernels
 from tilescope.language.op_lowering import OpLowering
 from tilescope.language.scopes import Frame, Scopes
 from tilescope.language.source import FunctionSource, function_source, syntax_name
@@ -93,7 +94,7 @@ class _Lowering(Scopes, Expressions, Subscripts, OpLowering, AccessLowering):
         self.frames = [Frame(src.tree.name, src.file, src.namespace)]
         self.blocks: list[list[Stmt]] = [[]]
         self.params: dict[str, Param] = {}
-        self.kernels: dict[str, Kernel] = {}
+        self.kernels = ProgramKernels()  # the kernels an orchestration submits
         self.kernel_ir = kernel_ir
         self.inline_depth = 0
         self.expr_depth = 0  # expressions being lowered, innermost last (MAX_EXPR_DEPTH at most)
@@ -531,12 +532,12 @@ class _Lowering(Scopes, Expressions, Subscripts, OpLowering, AccessLowering):
         return params, tuple(self.blocks[0])
 
 
-def parse_kernel(fn: Callable) -> Kernel:
-    """Lower a ``@ts.kernel`` function's source to a Kernel."""
+def parse_kernel(fn: Callable, name: str | None = None) -> Kernel:
+    """Lower a ``@ts.kernel`` function's source to a Kernel (named ``name``, else its ``def`` name)."""
     src = function_source(fn)
     low = _Lowering("kernel", src)
     params, body = low.lower_function()
-    return Kernel(src.tree.name, params, body, SourceLoc(src.file, src.tree.lineno))
+    return Kernel(name or src.tree.name, params, body, SourceLoc(src.file, src.tree.lineno))
 
 
 @api_boundary
@@ -544,7 +545,7 @@ def parse_kernel(fn: Callable) -> Kernel:
 def kernel_ir(k: KernelFunction) -> Kernel:
     """The IR of a ``@ts.kernel`` (parsed on first use, then cached on it)."""
     if k.cached_ir is None:
-        k.cached_ir = parse_kernel(k.fn)
+        k.cached_ir = parse_kernel(k.fn, k.name)
     return k.cached_ir
 
 
@@ -553,9 +554,7 @@ def parse_program(fn: Callable) -> Program:
     src = function_source(fn)
     low = _Lowering("orch", src, kernel_ir)
     params, body = low.lower_function()
-    return Program(
-        src.tree.name, params, body, tuple(low.kernels.values()), SourceLoc(src.file, src.tree.lineno)
-    )
+    return low.kernels.program(src.tree.name, params, body, SourceLoc(src.file, src.tree.lineno))
 
 
 @recursion_room()

@@ -360,16 +360,13 @@ class OpLowering:
     ) -> Submit:
         """A call of ``kfn`` as a task (a plain kernel call or ``ts.submit``).
 
-        Records the kernel (two different kernels may not share a name), checks the options
-        (``name`` a string, ``deps`` task handles, ``dumps`` tensors) and each positional argument
-        against its parameter.
+        Records the kernel (``kernel_names.ProgramKernels``: the Submit names it as the program
+        will), checks the options (``name`` a string, ``deps`` task handles, ``dumps`` tensors) and
+        each positional argument against its parameter.
         """
         loc = self.loc(node)
         kernel = self.kernel_ir(kfn)
-        known = self.kernels.get(kernel.name)
-        if known is not None and known != kernel:
-            raise VerifyError(f"two different kernels are named {kernel.name!r}", loc, "rename one of them")
-        self.kernels[kernel.name] = kernel
+        ref = self.kernels.use(kfn, kernel, loc)
         opts: dict[str, Any] = {"name": None, "deps": [], "dumps": []}
         for kw in keywords:
             if kw.arg not in opts:
@@ -402,7 +399,7 @@ class OpLowering:
         for d in dumps:
             if not (is_expr(d) and isinstance(d.type, TensorType)):
                 raise VerifyError(f"dumps= takes tensors, got {described(d)}", loc)
-        return Submit(kernel.name, lowered, name, tuple(deps), tuple(dumps), TASK, loc)
+        return Submit(ref, lowered, name, tuple(deps), tuple(dumps), TASK, loc)
 
     def kernel_arg(self, kernel: Kernel, p: Param, a: Any, node: ast.AST) -> Any:
         """An argument checked against kernel parameter ``p``: a scalar of its dtype (a number

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,13 +34,16 @@ from tilescope.analysis.localize.source_map import (
 from tilescope.analysis.report import Report
 from tilescope.build.build_report import load_report
 from tilescope.build.manifest import Build
-from tilescope.build.paths import IR_DIR
+from tilescope.build.paths import IR_DIR, confined
 from tilescope.build.state import hand_edited, sha256_file
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
 from tilescope.debug.symbolize import dsl_file
 from tilescope.errors import TilescopeError
 from tilescope.ir.nodes import Const, For, Store
 from tilescope.ir.traverse import walk_stmts
+
+# the first line of a kernel's C++ names the DSL line of its def (``codegen.cpp_common.header_comment``)
+_ORIGIN = re.compile(r" from (?P<file>.+):(?P<line>\d+)\.$")
 
 
 @dataclass(frozen=True)
@@ -347,11 +351,31 @@ def wide_candidates(build: Build, rep: Report, found: Found) -> None:
     except (OSError, TilescopeError):
         names = []
     names = sorted(reversed(names), key=lambda n: n != rep.culprit.kernel)
-    functions = [src.function(n) for n in names] + [src.function_at(line)]
+    functions = [_kernel_function(build, src, n) for n in names] + [src.function_at(line)]
     for fn in dict.fromkeys(f for f in functions if f is not None):
         for lines in _statements(src, fn):
             for rule in CATALOGUE:
                 found.add(rule.edits(src, lines, ""), target, rule.name, culprit=False, rank=2)
+
+
+def _kernel_function(build: Build, src: Source, name: str) -> ast.FunctionDef | None:
+    """Kernel ``name``'s ``def`` in ``src``: the function of that name, else (a kernel named apart
+    from its ``def``: a factory's, told apart by its constants, or ``@ts.kernel(name=...)``) the
+    function at the DSL line its C++ names as its origin, when that line is in ``src``'s file."""
+    fn = src.function(name)
+    row = next((k for k in build.kernels if k["name"] == name), None)
+    if fn is not None or row is None:
+        return fn
+    try:
+        with open(confined(build.work_dir, row["source"], "kernel_config.py's source"), encoding="utf-8") as f:
+            origin = _ORIGIN.search(f.readline())
+    except (OSError, TilescopeError, UnicodeDecodeError):
+        return None
+    file = _built_from(build, origin["file"])[0] if origin else None
+    if file is None or file.resolve() != Path(src.file).resolve():
+        return None
+    fn = src.function_at(int(origin["line"]))
+    return fn if fn is not None and fn.lineno == int(origin["line"]) else None
 
 
 def _statements(src: Source, fn: ast.FunctionDef) -> list[list[int]]:

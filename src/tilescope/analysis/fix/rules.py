@@ -264,9 +264,15 @@ def orchestration_loop_edits(src: Source, fn: ast.FunctionDef) -> list[Edit]:
     return unique(out)
 
 
-def inout_edits(src: Source, kernel: str, param: str) -> list[Edit]:
-    """Kernel ``kernel``'s param ``param``, declared ``ts.Out[...]``, declared ``ts.InOut[...]``."""
+def inout_edits(src: Source, kernel: str, param: str, line: int | None = None) -> list[Edit]:
+    """Kernel ``kernel``'s param ``param``, declared ``ts.Out[...]``, declared ``ts.InOut[...]``;
+    the kernel is the function of that name, else (a kernel named apart from its ``def``) the
+    innermost function around ``line`` (the read's) that has a param ``param``."""
     fn = src.function(kernel)
+    if fn is None and line is not None:
+        around = [f for f in ast.walk(src.tree) if isinstance(f, ast.FunctionDef) and f.lineno <= line <= f.end_lineno
+                  and any(a.arg == param for a in f.args.args)]  # fmt: skip
+        fn = max(around, key=lambda f: f.lineno, default=None)
     arg = next((a for a in fn.args.args if a.arg == param), None) if fn is not None else None
     ann = arg.annotation if arg is not None else None
     if not (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Attribute | ast.Name)):

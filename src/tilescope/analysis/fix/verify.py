@@ -187,7 +187,7 @@ def _propose_for_compile_error(fn: JitFunction, e: DSLError, data: Callable[[Com
     root = Path(compile_cfg.get("build_dir") or fn.compile_cfg.get("build_dir") or knobs.COMPILE_KNOBS["build_dir"].value())
     kernel, param = out_read
     found = Found()
-    found.add(rules.inout_edits(src, kernel, param), "dsl", "InOut")
+    found.add(rules.inout_edits(src, kernel, param, e.loc.line), "dsl", "InOut")
     edits = [c.edit for c in found.candidates]
     folder = work_folder(root / f"_fix_{fn.name}") if edits else None
     tried: list[TriedEdit] = []
