@@ -170,3 +170,24 @@ def endless_prog(x: ts.Tensor[[64, 8], ts.f32], y: ts.Out[[64, 8], ts.f32]):
 
 def test_a_loop_too_long_to_count_is_not_enumerated():
     assert gaps_of(endless_prog) == []
+
+
+@ts.kernel
+def phases(x: ts.Tensor[[4, 3, 8], ts.f32], y: ts.Out[[4, 6, 16], ts.f32], z: ts.Out[[4, 6, 16], ts.f32]):
+    for r in ts.range(0, 6):
+        for p in ts.range(0, 2):  # columns p, p + 2, ...: every column, one phase at a time
+            ts.store(y, [0, r, p], ts.load(x, [0, 0, 0], [4, 1, 8], dims=[0, 2]), dims=[0, 2], strides=[1, 1, 2])
+        ts.store(z, [0, r, 0], ts.load(x, [0, 0, 0], [4, 1, 8], dims=[0, 2]), dims=[0, 2], strides=[1, 1, 2])
+
+
+@ts.jit
+def phases_prog(x: ts.Tensor[[4, 3, 8], ts.f32], y: ts.Out[[4, 6, 16], ts.f32], z: ts.Out[[4, 6, 16], ts.f32]):
+    phases(x, y, z)
+
+
+def test_a_store_covers_its_dims_every_stride_elements():
+    # y: the tile's rows run along dim 0 and its columns along every other element of dim 2
+    (kernel, param, regions, elements, line), = gaps_of(phases_prog)
+    assert (kernel, param, elements) == ("phases", "z", 4 * 6 * 8)  # z's odd columns only
+    assert regions == [f"z[:, :, {c}:{c + 1}]" for c in range(1, 16, 2)]
+    assert line == line_of(phases, "ts.store(z, [0, r, 0]")

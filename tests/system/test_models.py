@@ -5,12 +5,15 @@ import torch
 
 from tilescope.harness import run_jit
 
+import conv2d
+import conv_transpose2d
 import flash_attention
 import layernorm
 import matmul
 import mla_decode
 import moe_expert
 import paged_attention_decode
+import pool2d
 import rms_norm
 import rope
 import softmax
@@ -62,6 +65,9 @@ CASES = {
     ),
     "mla_decode": (mla_decode.mla_decode, mla_decode.specs(), mla_decode.golden, 2e-2, 2e-2),
     "moe_expert": (moe_expert.moe_expert, moe_expert.specs(), moe_expert.golden, 1e-2, 5e-3),
+    **{f"conv2d_{c}": (*conv2d.case(c), *conv2d.TOLERANCE) for c in conv2d.CONFIGS},
+    **{f"conv_transpose2d_{c}": (*conv_transpose2d.case(c), *conv_transpose2d.TOLERANCE) for c in conv_transpose2d.CONFIGS},
+    **{f"pool2d_{c}": (*pool2d.case(c), *pool2d.TOLERANCE) for c in pool2d.CONFIGS},
 }
 
 

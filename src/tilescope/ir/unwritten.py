@@ -22,7 +22,7 @@ from tilescope.errors import SourceLoc
 from tilescope.ir.affine import INDEX_OPS
 from tilescope.ir.nodes import Assign, BinOp, Const, Expr, For, Kernel, Program, Stmt, Store, UnOp, Var
 from tilescope.ir.traverse import walk_stmts
-from tilescope.ir.type_rules import access_extents, access_sizes
+from tilescope.ir.type_rules import access_sizes
 from tilescope.ir.types import Direction, IndexType, ScalarType, TileType
 
 _MAX_COMBOS = 1 << 16
@@ -185,11 +185,7 @@ class _Walk:
     def boxes(self, s: Store, forms: tuple[Form, ...], shape: tuple[int, ...]) -> list[Box] | None:
         """The boxes one store writes over all its iterations (clipped to ``shape``); None when
         there are too many to enumerate."""
-        t = s.value.type
-        tile = t.shape if isinstance(t, TileType) else ()
-        # NOTE: a strided store counts its bounding box as written: a gap it leaves is missed, never
-        # a written element reported
-        sizes = access_extents(access_sizes(len(shape), tuple(tile), s.dims), s.strides)
+        sizes, steps = _extents(s, shape)
         loops = [_loops(f) for f in forms]
         whole = [any(self.values.get(k) is None for k in ks) or _has_unknown(f) for ks, f in zip(loops, forms)]
         # dims that share a loop variable are enumerated together; the others independently
@@ -211,17 +207,15 @@ class _Walk:
                 continue
             order = sorted(keys)
             ranges = [self.values[k] for k in order]
-            if math.prod(_count(r) for r in ranges) > _MAX_COMBOS:  # NOTE: len() overflows past sys.maxsize
+            # NOTE: len() overflows past sys.maxsize; a strided dim writes one interval per element
+            pieces = math.prod(sizes[d] for d in dims if steps[d] > 1)
+            if math.prod(_count(r) for r in ranges) * pieces > _MAX_COMBOS:
                 return None
             got: set[Box] = set()
             for combo in itertools.product(*ranges):
                 env = dict(zip(order, combo))
-                box = []
-                for d in dims:
-                    lo = _eval(forms[d], env)
-                    box.append((max(lo, 0), min(lo + sizes[d], shape[d])))
-                if all(lo < hi for lo, hi in box):
-                    got.add(tuple(box))
+                per_dim = [_intervals(_eval(forms[d], env), sizes[d], steps[d], shape[d]) for d in dims]
+                got.update(itertools.product(*per_dim))
             parts.append((dims, _merged(got) if len(dims) == 1 else sorted(got)))
         if math.prod(len(p[1]) for p in parts) > _MAX_BOXES:
             return None
@@ -233,6 +227,24 @@ class _Walk:
                     box[d] = iv
             out.append(tuple(box))
         return out
+
+
+def _extents(s: Store, shape: tuple[int, ...]) -> tuple[list[int], list[int]]:
+    """The elements a store writes along each tensor dim from its offset, and the step between
+    them: the tile's dims (``dims``, the last ones by default) take the tile's sizes and
+    ``strides``, the others 1."""
+    t = s.value.type
+    tile = tuple(t.shape) if isinstance(t, TileType) else ()
+    return list(access_sizes(len(shape), tile, s.dims)), list(s.strides) or [1] * len(shape)
+
+
+def _intervals(lo: int, size: int, step: int, extent: int) -> list[Interval]:
+    """The intervals of ``[0, extent)`` that ``size`` elements from ``lo``, ``step`` apart, cover."""
+    if step == 1 or size == 1:
+        got = [(max(lo, 0), min(lo + size, extent))]
+    else:
+        got = [(i, i + 1) for i in range(lo, lo + size * step, step)]
+    return [(a, b) for a, b in got if max(a, 0) < min(b, extent)]
 
 
 def _count(r: range) -> int:

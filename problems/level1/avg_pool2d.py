@@ -1,0 +1,32 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """2D average pooling: a 3x3 window, stride 2, padding 1 (the padding counts in the average, torch's
+    default count_include_pad=True)."""
+
+    def __init__(self, kernel_size: int, stride: int, padding: int):
+        super().__init__()
+        self.avgpool = nn.AvgPool2d(kernel_size=kernel_size, stride=stride, padding=padding)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.avgpool(x)
+
+
+batch_size = 4
+channels = 32
+height = 63
+width = 64
+kernel_size = 3
+stride = 2
+padding = 1
+
+
+def get_inputs():
+    x = torch.randn(batch_size, channels, height, width)
+    return [x]
+
+
+def get_init_inputs():
+    return [kernel_size, stride, padding]
