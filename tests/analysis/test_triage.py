@@ -533,3 +533,34 @@ def test_a_serial_environment_does_not_make_a_deterministic_program_a_race(tmp_p
     data = triaged(work)
     assert data["category"] == "pass" and data["deterministic"] is True, data
     assert "the same bit for bit across 6 shuffled schedules" in data["summary"] and data["limitations"] == []
+
+
+@ts.kernel
+def loss_partials(x: ts.Tensor[[4, 8], ts.f32], p: ts.Out[[1, 1], ts.f32]):
+    ts.store(p, [0, 0], ts.row_sum(ts.col_sum(ts.load(x, [0, 0], [4, 8]))))
+
+
+@ts.kernel
+def loss_total(p: ts.Tensor[[2, 1], ts.f32], loss: ts.Out[[], ts.f32]):
+    ts.store(loss, [], ts.col_sum(ts.load(p, [0, 0], [2, 1])) * 2.0)  # planted: the sum doubled
+
+
+@ts.jit
+def loss_sum(x: ts.Tensor[[8, 8], ts.f32], loss: ts.Out[[], ts.f32]):
+    p = ts.create_tensor([2, 1], ts.f32)
+    for r in ts.range(0, 8, 4):
+        loss_partials(x[r : r + 4, :], p[r // 4 : r // 4 + 1, :])
+    loss_total(p, loss)
+
+
+def test_a_wrong_0_dim_loss_is_blamed_on_the_kernel_that_stores_it(tmp_path):
+    prog = loss_sum.compile(build_dir=str(tmp_path))
+    x = torch.randn(8, 8)
+    work = with_data(prog, {"x": x, "loss": torch.zeros(())}, {"loss": x.sum()})
+    data = triaged(work)
+    assert data["category"] == "algorithm", data
+    assert (data["culprit"]["task"], data["culprit"]["kernel"]) == (2, "loss_total")
+    # the regions read as the program writes them (not as a submission mismatch of loss[0:1] and loss[])
+    assert any("the 1 mismatching elements of loss lie in the output regions of task 2 (kernel loss_total): loss[]" in e
+               for e in data["evidence"]), data["evidence"]  # fmt: skip
+    assert not any("tilescope defect" in x for x in data["limitations"]), data["limitations"]

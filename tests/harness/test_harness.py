@@ -366,3 +366,39 @@ def test_a_ctrl_c_outside_the_run_names_its_phase_and_its_traceback_ends_at_the_
     frames = [(Path(f.filename).name, f.line) for f in traceback.extract_tb(e.value.__traceback__)]
     inner = [f for f in frames if f[0] != "test_harness.py"]
     assert inner == [("_tracebacks.py", "raise e  # the error from your call above, with tilescope's own frames left out")]
+
+
+@ts.kernel
+def _loss_rows(x: ts.Tensor[[4, 8], ts.f32], loss: ts.Out[[], ts.f32]):
+    ts.store(loss, [], ts.row_sum(ts.col_sum(ts.load(x, [0, 0], [4, 8]))))
+
+
+@ts.jit
+def _loss_program(x: ts.Tensor[[4, 8], ts.f32], loss: ts.Out[[], ts.f32]):
+    _loss_rows(x, loss)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("platform", ["sim", "interp"])
+def test_a_0_dim_output_is_a_spec_of_shape_empty_compared_and_replayed(platform, capsys):
+    specs = [TensorSpec("x", [4, 8], torch.float32), TensorSpec("loss", [], torch.float32, is_output=True)]
+    assert specs[1].make().shape == ()
+
+    def golden(t):
+        t["loss"].copy_(t["x"].sum())
+
+    result = run_jit(_loss_program, specs, golden_fn=golden, save_data=True, runtime_cfg={"platform": platform})
+    out = capsys.readouterr().out
+    assert result.passed, out
+    assert "[COMPARE] loss: PASS  1 elements match" in out
+    assert torch.load(result.work_dir / "data" / "out" / "loss.pt").shape == ()
+    replay = run_jit(_loss_program, specs, golden_data=result.work_dir / "data", runtime_cfg={"platform": platform})
+    assert replay.passed, capsys.readouterr().out
+
+    def far(t):
+        t["loss"].fill_(1e3)
+
+    wrong = run_jit(_loss_program, specs, golden_fn=far, runtime_cfg={"platform": platform})
+    out = capsys.readouterr().out
+    assert not wrong.passed and "[COMPARE] loss: FAIL  1 of 1 elements mismatch" in out
+    assert "\n      []: got " in out

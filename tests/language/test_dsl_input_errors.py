@@ -519,9 +519,12 @@ def test_bad_specs_are_refused_when_they_are_made():
     with pytest.raises(ts.ArgumentError) as info:  # was a torch RuntimeError inside run_jit
         TensorSpec("x", [-64, 128], torch.float32)
     assert str(info.value) == (
-        "TensorSpec 'x': shape must be a non-empty list of positive ints (the program parameter's shape), "
-        "got [-64, 128]"
+        "TensorSpec 'x': shape must be a list of 0 to 8 positive ints (the program parameter's shape; "
+        "[] for a 0-dim tensor), got [-64, 128]"
     )
+    with pytest.raises(ts.ArgumentError, match=r"shape must be a list of 0 to 8 positive ints .* got \[1, 1, 1, 1, 1, 1, 1, 1, 1\]"):
+        TensorSpec("x", [1] * 9, torch.float32)
+    assert TensorSpec("loss", [], torch.float32, is_output=True).make().shape == ()
     with pytest.raises(ts.ArgumentError) as info:  # was AttributeError: 'str' object has no attribute ...
         TensorSpec("x", [64, 128], "float32")
     assert str(info.value) == (

@@ -5,9 +5,13 @@ import torch
 
 from tilescope.harness import run_jit
 
+import argmax
 import conv2d
 import conv_transpose2d
+import cross_entropy
+import cumsum
 import flash_attention
+import group_norm
 import layernorm
 import matmul
 import mla_decode
@@ -68,6 +72,31 @@ CASES = {
     **{f"conv2d_{c}": (*conv2d.case(c), *conv2d.TOLERANCE) for c in conv2d.CONFIGS},
     **{f"conv_transpose2d_{c}": (*conv_transpose2d.case(c), *conv_transpose2d.TOLERANCE) for c in conv_transpose2d.CONFIGS},
     **{f"pool2d_{c}": (*pool2d.case(c), *pool2d.TOLERANCE) for c in pool2d.CONFIGS},
+    "group_norm": (
+        group_norm.build(2, 32, 8, 12, groups=8), group_norm.specs(2, 32, 8, 12), group_norm.golden_for(8), 1e-5, 1e-5
+    ),
+    "cross_entropy": (  # 256-class chunks, the last one ragged; about 1 target in 8 ignored
+        cross_entropy.build(64, 1000, block=16, chunk=256), cross_entropy.specs(64, 1000), cross_entropy.golden, 1e-5, 1e-6
+    ),
+    "cross_entropy_whole_rows": (
+        cross_entropy.build(64, 300, block=16, chunk=None), cross_entropy.specs(64, 300), cross_entropy.golden, 1e-5, 1e-6
+    ),
+    "cross_entropy_all_ignored": (  # 0 / 0: NaN, as torch
+        cross_entropy.build(32, 100, block=16, chunk=None),
+        cross_entropy.specs(32, 100, ignored=1.0),
+        cross_entropy.golden,
+        1e-5,
+        1e-6,
+    ),
+    "cumsum": (cumsum.build(64, 1024, block=16, chunk=256), cumsum.specs(64, 1024), cumsum.golden, 1e-6, 1e-6),
+    "cumsum_reverse_exclusive": (
+        cumsum.build(64, 1024, block=16, chunk=256, reverse=True, exclusive=True),
+        cumsum.specs(64, 1024),
+        cumsum.golden_for(reverse=True, exclusive=True),
+        1e-6,
+        1e-6,
+    ),
+    "argmax": (argmax.build(64, 4096, block=16, chunk=512), argmax.specs(64, 4096), argmax.golden, 0, 0),
 }
 
 

@@ -180,9 +180,16 @@ def _tensors(program: Build, report: RunReport) -> tuple[list[dict[str, Any]], l
 
 def buffer_names(program: Build, report: RunReport) -> dict[int, tuple[str, tuple]]:
     """Each buffer's display name (its program argument's name, or the intermediate's) and layout
-    (shape, strides, offset), by buffer id."""
+    (shape, strides, offset), by buffer id. A 0-dim program argument has the layout ``([], (), offset)``
+    (the runtime holds it as one element of shape [1]), so its regions read ``loss[]`` and index
+    the program's 0-dim tensor as they do on interp."""
     rows, ids = _tensors(program, report)
-    return {i: (r["name"], (r["shape"], r["strides"], r["offset"])) for i, r in zip(ids, rows)}
+    zero_dim = {program.args[b.program_arg].name for b in report.buffers
+                if b.program_arg >= 0 and program.args[b.program_arg].shape == ()}  # fmt: skip
+    return {
+        i: (r["name"], ([], (), r["offset"]) if r["name"] in zero_dim else (r["shape"], r["strides"], r["offset"]))
+        for i, r in zip(ids, rows)
+    }
 
 
 def region_text(a: TaskArgRecord, names: dict[int, tuple[str, tuple]]) -> str:

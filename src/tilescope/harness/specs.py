@@ -1,7 +1,7 @@
 """Argument specs of a harness run: ``TensorSpec`` and ``ScalarSpec``, in the order of the
 program's parameters, and how inputs are generated from them.
 
-Invariants: a spec is checked when it is made (a name, positive int dims, a dtype tilescope
+Invariants: a spec is checked when it is made (a name, 0 to 8 positive int dims, a dtype tilescope
 has, a number for a scalar), so a bad one is an ArgumentError at the user's line before
 anything runs; a tilescope dtype (``ts.f32``) is accepted and stored as its torch dtype. An
 ``init_value`` function that raises is a UserCodeError naming the user's line.
@@ -67,12 +67,12 @@ class TensorSpec:
         shape = self.shape
         if (
             not isinstance(shape, list | tuple | torch.Size)
-            or not shape
+            or len(shape) > 8
             or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)
         ):
             raise ArgumentError(
-                f"TensorSpec {self.name!r}: shape must be a non-empty list of positive ints (the program "
-                f"parameter's shape), got {shape!r}"
+                f"TensorSpec {self.name!r}: shape must be a list of 0 to 8 positive ints (the program "
+                f"parameter's shape; [] for a 0-dim tensor), got {shape!r}"
             )
         self.dtype = _torch_dtype("TensorSpec", self.name, self.dtype)
         v = self.init_value
