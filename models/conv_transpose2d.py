@@ -83,13 +83,13 @@ def build(
             for rh in ts.range(0, sh):  # output row s*(i0 + i) + rh
                 for rw in ts.range(0, sw):  # output columns rw, rw + s, ...
                     acc = ts.zeros([cog, ows], ts.f32)
-                    for a in ts.range((rh + ph) % sh, kh, sh):
-                        ih = i0 + i + (rh + ph - a) // sh
-                        for c in ts.range((rw + pw) % sw, kw, sw):
+                    for ki in ts.range((rh + ph) % sh, kh, sh):  # the kernel rows that reach row rh
+                        ih = i0 + i + (rh + ph - ki) // sh
+                        for kj in ts.range((rw + pw) % sw, kw, sw):
                             rows = ts.load(
-                                x, [0, ih, (rw + pw - c) // sw], [cg, 1, ows], dims=[0, 2], pad=0.0
+                                x, [0, ih, (rw + pw - kj) // sw], [cg, 1, ows], dims=[0, 2], pad=0.0
                             )
-                            tap = ts.load(wt, [0, 0, a, c], [cg, cog, 1, 1], dims=[0, 1])
+                            tap = ts.load(wt, [0, 0, ki, kj], [cg, cog, 1, 1], dims=[0, 1])
                             acc = acc + ts.matmul(tap, rows, transpose_a=True)
                     ts.store(y, [0, i * sh + rh, rw], acc + b, dims=[0, 2], strides=[1, 1, sw])
 

@@ -52,6 +52,7 @@ from tilescope.ir.nodes import (
     Transpose,
     Var,
 )
+from tilescope.ir.type_rules import access_sizes
 from tilescope.ir.types import TileType
 
 MATCHED, CONSTANT, UNMATCHED, WRONG = "matched", "constant", "unmatched", "wrong"
@@ -220,9 +221,13 @@ class Aligner:
         extra = len(box) - len(offs)  # dims an integer index dropped from the view (extent 1)
         if extra < 0 or any(hi - lo != 1 for lo, hi in box[:extra]) or len(shape) > len(box):
             return None
+        store: Store = inst.expr
         offs = (0,) * extra + tuple(offs)
-        sizes = (1,) * (len(box) - len(shape)) + shape
-        return name, tuple(slice(lo + o, lo + o + n) for (lo, _), o, n in zip(box, offs, sizes))
+        sizes = (1,) * extra + access_sizes(len(box) - extra, shape, store.dims)
+        steps = (1,) * extra + (store.strides or (1,) * (len(box) - extra))
+        return name, tuple(
+            slice(lo + o, lo + o + (n - 1) * st + 1, st) for (lo, _), o, n, st in zip(box, offs, sizes, steps)
+        )
 
     # -- the culprit ---------------------------------------------------------------------------
 
@@ -275,7 +280,7 @@ class Aligner:
         what = ", ".join(f"{r.op} (golden {self.trace.values[r.windows[0].value].where()})" for r in matched[:3])
         if i.status == WRONG:
             name, box = self.destination(tv, i)
-            where = name + "[" + ", ".join(f"{s.start}:{s.stop}" for s in box) + "]"
+            where = name + _box_text(box)
             ev.append(f"aligned with the golden, task {t.task_id} (kernel {tv.kernel.name}) first computes a value the "
                       f"golden does not where its {i.op} writes {where}" + (f", from {what}" if what else ""))  # fmt: skip
             moved = self.moved_load(tv, i)
@@ -361,7 +366,11 @@ def _origin(w: Window, shape: torch.Size) -> list[int] | None:
 
 
 def _box_text(box: tuple[slice, ...]) -> str:
-    return "[" + ", ".join(f"{s.start}:{s.stop}" for s in box) + "]"
+    return "[" + ", ".join(_slice_text(s) for s in box) + "]"
+
+
+def _slice_text(s: slice) -> str:
+    return f"{s.start}:{s.stop}" + (f":{s.step}" if s.step not in (None, 1) else "")
 
 
 def writers_of(tasks: list[CapturedTask], name: str, box: tuple[tuple[int, int], ...], before: int) -> list[CapturedTask]:

@@ -37,7 +37,7 @@ from tilescope.toolchain import BuildJob
 from tilescope.toolchain import build as build_objects
 
 _TARGET = re.compile(r"^(?:matmul_acc\((?P<acc>\w+),|(?:[\w:]+(?:<[^=]*>)?\s+)?(?P<name>\w+)\s*=)")
-_STORE = re.compile(r"^store\((?P<view>\w+),\s*(?P<offs>\{[^}]*\})")
+_STORE = re.compile(r"^store(?:<(?P<axes>.*?)>)?\((?P<view>\w+),\s*(?P<offs>\{[^}]*\})")
 _USER_PROBE = re.compile(r"^probe\(probe_sink,\s*\d+")
 _SINK = [
     "// localize's probe build: probe_sink is pointed at the runtime's recorder for the replayed task.",
@@ -88,7 +88,8 @@ def _probe_call(site: StmtSite, code: str) -> str | None:
         if m is None:
             raise ProbeBuildError(f"cannot tell which box line {site.cpp_line} ({code!r}) stores")
         r, c = tile_dims(s.value.type)
-        return f"probe_box<{r}, {c}>(probe_sink, {site.index}, {m.group('view')}, {m.group('offs')});"
+        axes = f", {m.group('axes')}" if m.group("axes") else ""
+        return f"probe_box<{r}, {c}{axes}>(probe_sink, {site.index}, {m.group('view')}, {m.group('offs')});"
     return None
 
 

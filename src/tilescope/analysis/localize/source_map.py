@@ -26,6 +26,7 @@ from tilescope.ir.nodes import Assign, Evaluate, For, If, Kernel, Probe, Program
 
 _MARKER = re.compile(r"//\s*@\s*(?P<loc>\S+:\d+)\s*$")
 _LOC = re.compile(r'[^\s"{},]+:\d+')
+_STORE_CALL = re.compile(r"store(_valid)?(<.*?>)?\(")
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ def _fits(s: Stmt, text: str) -> bool:
     match s:
         case Assign(target=t):  # a name C++ reserves is written with a trailing underscore (gt -> gt_)
             return re.search(rf"\b{re.escape(t)}_?\b", text) is not None
-        case Store():
-            return text.startswith("store(")
+        case Store():  # store(, store_valid(, either with its axes: store<Axes<0, 2, 1, 2>>(
+            return _STORE_CALL.match(text) is not None
         case Probe():
             return text.startswith("probe(")
         case For():
@@ -99,10 +100,17 @@ def kernel_sites(build: Build, kernel: Kernel) -> tuple[dict[int, StmtSite], str
         if m and not code.startswith(("TensorView<", "const ", "check_bound(")):
             marked.append((no, code, m.group("loc")))
     stmts = statements(kernel.body)
-    if len(marked) != len(stmts) or not all(_fits(s, c) for s, (_, c, _) in zip(stmts, marked)):
+    if len(marked) != len(stmts):
         return {}, (
             f"{rel}'s statements no longer pair up with kernel {kernel.name}'s IR ({len(marked)} marked C++ "
             f"lines for {len(stmts)} statements): lines were added or removed by hand"
+        )
+    unfit = next(((s, no, c) for s, (no, c, _) in zip(stmts, marked) if not _fits(s, c)), None)
+    if unfit is not None:
+        s, no, code = unfit
+        return {}, (
+            f"{rel}'s statements no longer pair up with kernel {kernel.name}'s IR: line {no} (`{code}`) is not "
+            f"the {type(s).__name__.lower()} the IR has there: it was edited by hand"
         )
     sites = {
         id(s): StmtSite(i, s, rel, no, loc, code) for i, (s, (no, code, loc)) in enumerate(zip(stmts, marked))

@@ -23,12 +23,12 @@ inline void probe(ProbeSink sink, int32_t id, const Tile<T, R, C> &t) {
     if (__builtin_expect(sink != nullptr, 0)) sink(id, t.data, dtype_of<T>(), R, C);
 }
 
-/// Hands the R x C box of `view` at `offsets` to `sink` as probe `id` (what a store there just
-/// wrote); nothing when `sink` is null.
-template <int R, int C, class T, std::size_t N>
+/// Hands the R x C box of `view` at `offsets` (along the axes A of the store) to `sink` as probe
+/// `id` (what a store there just wrote); nothing when `sink` is null.
+template <int R, int C, class A = LastAxes, class T, std::size_t N>
 inline void probe_box(ProbeSink sink, int32_t id, const TensorView<T> &view, const int64_t (&offsets)[N]) {
     if (__builtin_expect(sink != nullptr, 0)) {
-        const Tile<T, R, C> t = load<R, C>(view, offsets);
+        const Tile<T, R, C> t = load<R, C, A>(view, offsets);
         sink(id, t.data, dtype_of<T>(), R, C);
     }
 }
