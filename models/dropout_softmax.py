@@ -14,7 +14,7 @@ and that the share of zeros is p within 5 standard deviations of a binomial draw
 
 Default size: [512, 1024] f32, 16 rows per task, p = 0.1, seed 1234.
 
-python models/dropout_softmax.py -p sim      # or -p interp; --p 0.5, --dropout-seed 7
+python models/dropout_softmax.py -p sim      # or -p interp; --dropout-p 0.5, --dropout-seed 7
 """
 
 import argparse
@@ -95,13 +95,13 @@ dropout_softmax = build()
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--p", type=float, default=0.1, help="the drop probability (default: 0.1)")
+    parser.add_argument("--dropout-p", type=float, default=0.1, help="the drop probability (default: 0.1)")
     parser.add_argument("--dropout-seed", type=int, default=1234, help="the seed of the mask (default: 1234)")
     add_harness_args(parser)
     args = parser.parse_args(argv)
     result = run_jit(
-        dropout_softmax, specs(seed=args.dropout_seed, p=args.p), golden_fn=golden,
-        compare_fn=lambda y, kept_value: check_dropout(y, kept_value, args.p), **harness_kwargs(args),
+        dropout_softmax, specs(seed=args.dropout_seed, p=args.dropout_p), golden_fn=golden,
+        compare_fn=lambda y, kept_value: check_dropout(y, kept_value, args.dropout_p), **harness_kwargs(args),
     )  # fmt: skip
     return 0 if result.passed else 1
 

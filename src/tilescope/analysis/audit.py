@@ -116,7 +116,7 @@ def _layouts(report: RunReport) -> dict[int, tuple[tuple[int, ...] | None, int]]
 
 def declared_spans(build: Build, report: RunReport) -> list[Span]:
     """Every tensor argument of every task, as the access it declares."""
-    names = buffer_names(build, report)
+    names = buffer_names(build, report, program_shapes=True)
     layouts = _layouts(report)
     out = []
     for a in report.task_args:
@@ -142,7 +142,7 @@ def audited_spans(build: Build, report: RunReport) -> list[Span]:
     dump = report.dump
     if dump is None:
         return []
-    names = buffer_names(build, report)
+    names = buffer_names(build, report, program_shapes=True)
     args: dict[int, list[TaskArgRecord]] = {}
     for a in report.task_args:
         if a.kind == "tensor":
@@ -329,5 +329,5 @@ def audit_of(build: CompiledProgram, report: RunReport, failure: str | None = No
     kernels = {t: build.kernels[f]["name"] for t, f in func_ids.items()}
     sources = {t: build.kernels[f]["source"] for t, f in func_ids.items()}
     dsl = {(s.task, s.line or 0): dsl_line(build, func_ids[s.task], s.line) for s in extra if s.task in func_ids}
-    return Audit(report, declared, audited, found, hazards(declared + extra, order), buffer_names(build, report),
+    return Audit(report, declared, audited, found, hazards(declared + extra, order), buffer_names(build, report, program_shapes=True),
                  kernels, sources, dsl, failure)  # fmt: skip

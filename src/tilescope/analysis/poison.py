@@ -249,7 +249,7 @@ class _Places:
     """Where each task argument lies in its buffer (from a run recorded with ``record_edges``)."""
 
     def __init__(self, build: Build, report: RunReport):
-        names = buffer_names(build, report)
+        names = buffer_names(build, report, program_shapes=True)
         self.boxes = {
             (a.task_id, a.arg_index): (a.buffer_id, region_box(a, names.get(a.buffer_id, (None, None))[1]))
             for a in report.task_args

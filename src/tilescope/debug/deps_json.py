@@ -178,16 +178,18 @@ def _tensors(program: Build, report: RunReport) -> tuple[list[dict[str, Any]], l
     return rows, ids
 
 
-def buffer_names(program: Build, report: RunReport) -> dict[int, tuple[str, tuple]]:
+def buffer_names(program: Build, report: RunReport, program_shapes: bool = False) -> dict[int, tuple[str, tuple]]:
     """Each buffer's display name (its program argument's name, or the intermediate's) and layout
-    (shape, strides, offset), by buffer id. A 0-dim program argument has the layout ``([], (), offset)``
-    (the runtime holds it as one element of shape [1]), so its regions read ``loss[]`` and index
-    the program's 0-dim tensor as they do on interp."""
+    (shape, strides, offset), by buffer id, as the runtime holds it (a 0-dim argument is one
+    element of shape [1]). With ``program_shapes``, a 0-dim program argument has the layout
+    ``([], (), offset)``, so its regions read ``loss[]`` and index the program's 0-dim tensor, as
+    the analyses that compare with interp and the golden need."""
     rows, ids = _tensors(program, report)
-    zero_dim = {program.args[b.program_arg].name for b in report.buffers
-                if b.program_arg >= 0 and program.args[b.program_arg].shape == ()}  # fmt: skip
+    zero_dim = set()
+    if program_shapes:
+        zero_dim = {b.buffer_id for b in report.buffers if b.program_arg >= 0 and program.args[b.program_arg].shape == ()}
     return {
-        i: (r["name"], ([], (), r["offset"]) if r["name"] in zero_dim else (r["shape"], r["strides"], r["offset"]))
+        i: (r["name"], ([], (), r["offset"]) if i in zero_dim else (r["shape"], r["strides"], r["offset"]))
         for i, r in zip(ids, rows)
     }
 

@@ -83,7 +83,7 @@ def intermediates(build: Build, report: RunReport) -> dict[str, tuple[torch.Tens
     """Every orchestration intermediate (by its name) as the tasks that wrote it left it, from
     the run's level-2 dump, and the mask of the elements a task wrote."""
     assert report.dump is not None
-    names = buffer_names(build, report)
+    names = buffer_names(build, report, program_shapes=True)
     inter = {b.buffer_id: b for b in report.buffers if b.program_arg < 0}
     out: dict[str, torch.Tensor] = {}
     written: dict[str, torch.Tensor] = {}
@@ -107,7 +107,7 @@ def intermediates(build: Build, report: RunReport) -> dict[str, tuple[torch.Tens
 
 
 def _writers_of(build: Build, report: RunReport, name: str) -> list[tuple[int, tuple[slice, ...]]]:
-    names = buffer_names(build, report)
+    names = buffer_names(build, report, program_shapes=True)
     ids = {b for b, (n, _) in names.items() if n == name}
     out = []
     for a in report.task_args:

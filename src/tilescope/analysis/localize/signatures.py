@@ -66,7 +66,7 @@ class Signature:
 def writers(build: Build, report: RunReport) -> dict[int, list[Writer]]:
     """Every task's Out/InOut region of each program argument (by its index), in task order."""
     kernels = [k["name"] for k in build.kernels]
-    names = buffer_names(build, report)
+    names = buffer_names(build, report, program_shapes=True)
     arg_of = {b.buffer_id: b.program_arg for b in report.buffers if b.program_arg >= 0}
     func = {t.task_id: t.func_id for t in report.tasks}
     out: dict[int, list[Writer]] = {}

@@ -59,7 +59,7 @@ def captured_tasks(build: Build, report: RunReport) -> list[CapturedTask]:
     """The tasks of ``report``'s level-2 dump, in task id order."""
     assert report.dump is not None
     kernels = [k["name"] for k in build.kernels]
-    buffers = buffer_names(build, report)
+    buffers = buffer_names(build, report, program_shapes=True)
     tasks: dict[int, CapturedTask] = {}
     for r in report.dump.records:
         t = tasks.get(r.task_id)
@@ -261,7 +261,7 @@ class SubmitMismatch:
 def sim_submissions(build: Build, report: RunReport) -> list[tuple[str, tuple[str, ...]]]:
     """Every task of ``report`` (recorded with edges) as (kernel, argument texts), in task order."""
     kernels = [k["name"] for k in build.kernels]
-    names = buffer_names(build, report)
+    names = buffer_names(build, report, program_shapes=True)
     by_task: dict[int, list[TaskArgRecord]] = {}
     for a in report.task_args:
         by_task.setdefault(a.task_id, []).append(a)
