@@ -14,6 +14,18 @@ from tilescope.runtime.philox import philox, philox_uniform
 pytestmark = pytest.mark.slow  # g++ builds
 
 PLATFORMS = ["sim", "interp"]
+
+
+@pytest.fixture(scope="module")
+def _module_builds(tmp_path_factory):
+    return tmp_path_factory.mktemp("access_runs")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_build_dir(_module_builds, monkeypatch):
+    """One build directory for the module: its @ts.jit programs compile once and are called by
+    several tests (conftest's own fixture gives each test a directory removed when it passes)."""
+    monkeypatch.setenv("TILESCOPE_BUILD_DIR", str(_module_builds / "build_output"))
 N, C, H, W = 2, 3, 5, 6
 
 
