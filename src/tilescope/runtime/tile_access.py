@@ -39,7 +39,7 @@ def region(
                 f"{site}offset {list(offsets)} + tile {list(spans)} is outside {whose} shape {list(view.shape)} "
                 f"(dim {dim}: {why})"
             )
-        index.append(slice(o, o + max(n, 1), step) if n else slice(o, o))
+        index.append(slice(o, o + n, step))
     return view[tuple(index)]
 
 
