@@ -59,7 +59,7 @@ def build(
     block_rows: int = 8,
 ):
     """The conv2d program for x [n, c_in, h, w], weight [c_out, c_in // groups, kh, kw] and bias
-    [c_out, 1] (torch's bias as a column), y [n, c_out, oh, ow]; ``k``, ``stride``, ``padding`` and
+    [c_out] (read as a column of the output tile), y [n, c_out, oh, ow]; ``k``, ``stride``, ``padding`` and
     ``dilation`` are an int or an (h, w) pair, as torch's. A task computes up to ``block_rows``
     output rows (the largest count that divides oh)."""
     kh, kw = _pair(k)
@@ -77,11 +77,11 @@ def build(
     def conv_rows(
         x: ts.Tensor[[cg, h, w], ts.f32],
         wt: ts.Tensor[[cog, cg, kh, kw], ts.f32],
-        bias: ts.Tensor[[cog, 1], ts.f32],
+        bias: ts.Tensor[[cog], ts.f32],
         y: ts.Out[[cog, bh, ow], ts.f32],
         oh0: ts.Scalar[ts.i32],
     ):
-        b = ts.load(bias, [0, 0], [cog, 1])
+        b = ts.load(bias, [0], [cog], dims=[0, None])  # bias[:, None]
         for r in ts.range(0, bh):
             ih = (oh0 + r) * sh - ph
             acc = ts.zeros([cog, ow], ts.f32)
@@ -102,12 +102,12 @@ def build(
     def depthwise_rows(
         x: ts.Tensor[[c_in, h, w], ts.f32],
         wt: ts.Tensor[[c_out, 1, kh, kw], ts.f32],
-        bias: ts.Tensor[[c_out, 1], ts.f32],
+        bias: ts.Tensor[[c_out], ts.f32],
         y: ts.Out[[c_out, bh, ow], ts.f32],
         oh0: ts.Scalar[ts.i32],
     ):
         for m in ts.range(0, cog):  # output channel c * cog + m reads input channel c
-            b = ts.load(bias, [m, 0], [c_in, 1], strides=[cog, 1])
+            b = ts.load(bias, [m], [c_in], dims=[0, None], strides=[cog])  # bias[m::cog, None]
             for r in ts.range(0, bh):
                 ih = (oh0 + r) * sh - ph
                 acc = ts.zeros([c_in, ow], ts.f32)
@@ -129,7 +129,7 @@ def build(
     def conv2d(
         x: ts.Tensor[[n, c_in, h, w], ts.f32],
         weight: ts.Tensor[[c_out, cg, kh, kw], ts.f32],
-        bias: ts.Tensor[[c_out, 1], ts.f32],
+        bias: ts.Tensor[[c_out], ts.f32],
         y: ts.Out[[n, c_out, oh, ow], ts.f32],
     ):
         for b in ts.range(0, n):
@@ -141,7 +141,7 @@ def build(
                         conv_rows(
                             x[b, g * cg : g * cg + cg, :, :],
                             weight[g * cog : g * cog + cog, :, :, :],
-                            bias[g * cog : g * cog + cog, :],
+                            bias[g * cog : g * cog + cog],
                             y[b, g * cog : g * cog + cog, r : r + bh, :],
                             r,
                         )
@@ -156,7 +156,7 @@ def golden_for(stride=1, padding=0, dilation=1, groups: int = 1):
         t["y"][:] = torch.nn.functional.conv2d(
             t["x"],
             t["weight"],
-            t["bias"][:, 0],
+            t["bias"],
             stride=stride,
             padding=padding,
             dilation=dilation,
@@ -184,7 +184,7 @@ def specs(
     return [
         TensorSpec("x", [n, c_in, h, w], torch.float32, init_value=torch.randn),
         TensorSpec("weight", [c_out, c_in // groups, kh, kw], torch.float32, init_value=torch.randn),
-        TensorSpec("bias", [c_out, 1], torch.float32, init_value=torch.randn),
+        TensorSpec("bias", [c_out], torch.float32, init_value=torch.randn),
         TensorSpec("y", [n, c_out, oh, ow], torch.float32, is_output=True),
     ]
 

@@ -52,7 +52,7 @@ def build(
     block: int = 4,
 ):
     """The conv_transpose2d program for x [n, c_in, h, w], weight [c_in, c_out // groups, kh, kw]
-    (torch's layout), bias [c_out, 1] (torch's bias as a column), y [n, c_out, oh, ow];
+    (torch's layout), bias [c_out] (read as a column of the output tile), y [n, c_out, oh, ow];
     ``k``, ``stride``, ``padding`` and ``output_padding`` are an int or an (h, w) pair. The output
     height and width must be multiples of the stride (each column phase is one [Cout, OW/s] tile).
     A task computes ``block`` * stride output rows (``block`` reduced until it divides oh / s)."""
@@ -74,11 +74,11 @@ def build(
     def conv_t_rows(
         x: ts.Tensor[[cg, h, w], ts.f32],
         wt: ts.Tensor[[cg, cog, kh, kw], ts.f32],
-        bias: ts.Tensor[[cog, 1], ts.f32],
+        bias: ts.Tensor[[cog], ts.f32],
         y: ts.Out[[cog, block * sh, ow], ts.f32],
         i0: ts.Scalar[ts.i32],
     ):
-        b = ts.load(bias, [0, 0], [cog, 1])
+        b = ts.load(bias, [0], [cog], dims=[0, None])  # bias[:, None]
         for i in ts.range(0, block):
             for rh in ts.range(0, sh):  # output row s*(i0 + i) + rh
                 for rw in ts.range(0, sw):  # output columns rw, rw + s, ...
@@ -97,7 +97,7 @@ def build(
     def conv_transpose2d(
         x: ts.Tensor[[n, c_in, h, w], ts.f32],
         weight: ts.Tensor[[c_in, cog, kh, kw], ts.f32],
-        bias: ts.Tensor[[c_out, 1], ts.f32],
+        bias: ts.Tensor[[c_out], ts.f32],
         y: ts.Out[[n, c_out, oh, ow], ts.f32],
     ):
         for bt in ts.range(0, n):
@@ -106,7 +106,7 @@ def build(
                     conv_t_rows(
                         x[bt, g * cg : g * cg + cg, :, :],
                         weight[g * cg : g * cg + cg, :, :, :],
-                        bias[g * cog : g * cog + cog, :],
+                        bias[g * cog : g * cog + cog],
                         y[bt, g * cog : g * cog + cog, i * sh : i * sh + block * sh, :],
                         i,
                     )
@@ -121,7 +121,7 @@ def golden_for(stride=2, padding=1, output_padding=0, groups: int = 1):
         t["y"][:] = torch.nn.functional.conv_transpose2d(
             t["x"],
             t["weight"],
-            t["bias"][:, 0],
+            t["bias"],
             stride=stride,
             padding=padding,
             output_padding=output_padding,
@@ -148,7 +148,7 @@ def specs(
     return [
         TensorSpec("x", [n, c_in, h, w], torch.float32, init_value=torch.randn),
         TensorSpec("weight", [c_in, c_out // groups, kh, kw], torch.float32, init_value=torch.randn),
-        TensorSpec("bias", [c_out, 1], torch.float32, init_value=torch.randn),
+        TensorSpec("bias", [c_out], torch.float32, init_value=torch.randn),
         TensorSpec(
             "y",
             [n, c_out, out_size(h, kh, sh, ph, qh), out_size(w, kw, sw, pw, qw)],

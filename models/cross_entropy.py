@@ -50,9 +50,7 @@ def build(
         target: ts.Tensor[[block], ts.i64],
         partial: ts.Out[[1, 2], ts.f32],
     ):
-        # NOTE: a 1-D tensor loads as a 1-D tile, which broadcasts as a row; the transpose of its
-        # [1, block] broadcast is the [block, 1] column the mask compares against.
-        tgt = ts.transpose(ts.zeros([1, block], ts.i32) + ts.cast(ts.load(target, [0], [block]), ts.i32))
+        tgt = ts.cast(ts.load(target, [0], [block], dims=[0, None]), ts.i32)  # target[:, None]
         if chunk == classes:
             t = ts.load(logits, [0, 0], [block, classes])
             lse = ts.row_logsumexp(t)

@@ -245,13 +245,14 @@ class Load(Expr):
     """ts.load(param, [row, col], [rows, cols]); ``col`` may be a loop variable's name. With
     ``valid=(rows, cols)`` (ints or run-time counts) the elements outside it are ``fill``; with
     ``pad`` element [i, j] is ``param[row + i * s0, col + j * s1]`` (``strides``) where that lies
-    inside the param, else ``pad``."""
+    inside the param, else ``pad``. ``dims=(0, None)``: a ``[rows, 1]`` column read along dim 0
+    only (the tile's column has no tensor dim)."""
 
     def __init__(self, param: str, offsets: tuple, sizes, dtype: str, lo: float, hi: float, valid=None, fill=None,
-                 pad=None, strides=(1, 1)):  # fmt: skip
+                 pad=None, strides=(1, 1), dims=None):  # fmt: skip
         self.param, self.offsets, self.shape, self.dtype = param, offsets, tuple(sizes), dtype
         self.lo, self.hi = lo, hi
-        self.valid, self.fill, self.pad, self.strides = valid, fill, pad, tuple(strides)
+        self.valid, self.fill, self.pad, self.strides, self.dims = valid, fill, pad, tuple(strides), dims
         if valid is not None:
             self.lo, self.hi = min(lo, float(fill)), max(hi, float(fill))
         if pad is not None:
@@ -262,6 +263,7 @@ class Load(Expr):
         extra = "" if self.valid is None else f"{render_valid(self.valid)}, fill={self.fill!r}"
         extra += "" if self.pad is None else f", pad={self.pad!r}"
         extra += "" if self.strides == (1, 1) else f", strides={list(self.strides)}"
+        extra += "" if self.dims is None else f", dims={list(self.dims)}"
         return f"ts.load({self.param}, [{offs}], {list(self.shape)}{extra})"
 
     def ev(self, env):

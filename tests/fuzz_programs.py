@@ -518,6 +518,9 @@ class KernelGen:
                     steps = (self.draw(st.integers(1, 2)), self.draw(st.integers(1, 2)))
                     pad = self.draw(st.sampled_from([0, -3, 7] if p.dtype == I32 else [0.0, -1.0, 1.5, -0.0]))
                     self.define(Load(p.name, offs, p.shape, p.dtype, lo, hi, pad=pad, strides=steps))
+                elif form == 2:  # one column, its tile dim with no tensor dim (dims=[0, None])
+                    c = self.draw(st.integers(0, p.shape[1] - 1))
+                    self.define(Load(p.name, (0, c), (p.shape[0], 1), p.dtype, lo, hi, dims=(0, None)))
                 else:
                     self.define(Load(p.name, (0, 0), p.shape, p.dtype, lo, hi))
 

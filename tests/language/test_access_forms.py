@@ -1,4 +1,4 @@
-"""ts.load / ts.store forms: a tile over any two dims (dims=), strides=, pad=, 0-dim tensors and
+"""ts.load / ts.store forms: a tile over any two dims (dims=, None for a size-1 dim), strides=, pad=, 0-dim tensors and
 tensors of up to 8 dims: the IR they make, how it prints, and each misuse's message and line."""
 
 from __future__ import annotations
@@ -114,6 +114,71 @@ def test_a_stores_dims_name_one_dim_per_tile_dim():
 
     err = _error(k, "dims=[1]")
     assert err.message == "ts.store: dims= [1] names 1 dims; it takes 2, one per tile dim"
+
+
+def test_none_in_dims_reads_and_writes_a_1d_tensor_as_a_column():
+    @ts.kernel
+    def k(b: ts.Tensor[[8], F], x: ts.Tensor[[8, 4], F], y: ts.Out[[8, 4], F], s: ts.Out[[8], F]):
+        col = ts.load(b, [0], [8], dims=[0, None])  # b[:, None]
+        row = ts.load(b, [0], [4], dims=[None, 0])  # b[None, :4]
+        ts.store(y, [0, 0], ts.load(x, [0, 0], [8, 4]) + col + row)
+        ts.store(s, [0], ts.row_sum(ts.load(x, [0, 0], [8, 4])), dims=[0, None])
+
+    @ts.jit
+    def prog(b: ts.Tensor[[8], F], x: ts.Tensor[[8, 4], F], y: ts.Out[[8, 4], F], s: ts.Out[[8], F]):
+        k(b, x, y, s)
+
+    col, row = _loads(k)[:2]
+    assert (col.type.shape, col.dims) == ((8, 1), (0, None))
+    assert (row.type.shape, row.dims) == ((1, 4), (None, 0))
+    text = program_str(prog.program())
+    assert "col = ts.load(b, [0], [8], dims=[0, None])" in text
+    assert "ts.store(s, [0], ts.row_sum(ts.load(x, [0, 0], [8, 4])), dims=[0, None])" in text
+    assert program_str(load_source(text, "<printed>")) == text
+
+
+def test_a_column_stored_into_a_1d_tensor_without_dims_points_at_none():
+    @ts.kernel
+    def k(x: ts.Tensor[[8, 4], F], s: ts.Out[[8], F]):
+        ts.store(s, [0], ts.row_sum(ts.load(x, [0, 0], [8, 4])))
+
+    err = _error(k, "ts.store(s, [0]")
+    assert err.message == "ts.store: a tile[8, 1] f32 does not fit s: tensor[8] f32"
+    assert err.hint == "dims=[0, None] stores the [8, 1] column along its one dim"
+
+    @ts.kernel
+    def wide(x: ts.Tensor[[8, 4], F], s: ts.Out[[8], F]):
+        ts.store(s, [0], ts.load(x, [0, 0], [8, 4]), dims=[0, None])
+
+    err = _error(wide, "dims=[0, None]")
+    assert err.message == "ts.store: dims=[0, None]: None is a tile dim of size 1, but the tile is a tile[8, 4] f32"
+
+
+@pytest.mark.parametrize(
+    ("dims", "message"),
+    [
+        ("[None, None]", "ts.load: dims= [None, None]: None adds a size-1 tile dim beside a tensor dim"),
+        ("[None]", "ts.load: dims= [None]: None adds a size-1 tile dim beside a tensor dim"),
+        ("[0, 'x']", "ts.load: dims= takes one or two compile-time tensor dims (or None), got [0, 'x']"),
+    ],
+)
+def test_a_misused_none_in_dims_names_itself(dims, message):
+    source = f"""
+import tilescope as ts
+
+@ts.kernel
+def k(b: ts.Tensor[[8], ts.f32], y: ts.Out[[8], ts.f32]):
+    t = ts.load(b, [0], [8], dims={dims})
+    ts.store(y, [0], ts.load(b, [0], [8]))
+
+@ts.jit
+def prog(b: ts.Tensor[[8], ts.f32], y: ts.Out[[8], ts.f32]):
+    k(b, y)
+"""
+    with pytest.raises(ts.DSLError) as info:
+        load_source(source, "<access>")
+    assert info.value.message == message
+    assert info.value.loc.line == 6
 
 
 def test_zero_dim_tensors_load_and_store_one_by_one_tiles():

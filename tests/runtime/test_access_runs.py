@@ -1,6 +1,6 @@
 """The access forms run the same on sim and interp: a tile over any two dims of an N-d tensor,
-strided loads and stores, padded loads, 0-dim tensors, tensors of 5 to 8 dims, and ts.rand;
-checked builds name a strided access's span."""
+strided loads and stores, padded loads, a 1-D tensor as a column, 0-dim tensors, tensors of 5
+to 8 dims, and ts.rand; checked builds name a strided access's span."""
 
 from __future__ import annotations
 
@@ -155,6 +155,72 @@ def test_a_checked_strided_load_names_the_span_it_covers():
         decimate(x, y, 2, platform="interp")
     assert "load of x at tests/runtime/test_access_runs.py:" in str(info.value)
     assert "offset [0, 2] + tile [7, 7] is outside x's shape [8, 8] (dim 1: 2 + 7 > 8)" in str(info.value)
+
+
+@ts.kernel
+def bias_rows(
+    x: ts.Tensor[[12, 5], ts.f32], b: ts.Tensor[[12], ts.f32], y: ts.Out[[12, 5], ts.f32], s: ts.Out[[12], ts.f32],
+    shift: ts.Scalar[ts.i32],
+):
+    for r in ts.range(0, 12, 8):
+        n = ts.minimum(12 - r, 8)
+        t = ts.load(x, [r, 0], [8, 5], valid=(n, 5)) + ts.load(b, [r + shift], [8], pad=0.5, dims=[0, None])
+        ts.store(y, [r, 0], t, valid=(n, 5))
+        ts.store(s, [r], ts.row_sum(t), valid=(n, 1), dims=[0, None])
+
+
+@ts.jit
+def biased(
+    x: ts.Tensor[[12, 5], ts.f32], b: ts.Tensor[[12], ts.f32], y: ts.Out[[12, 5], ts.f32], s: ts.Out[[12], ts.f32],
+    shift: ts.Scalar[ts.i32],
+):
+    bias_rows(x, b, y, s, shift)
+
+
+@ts.kernel
+def col_at(b: ts.Tensor[[12], ts.f32], y: ts.Out[[8, 1], ts.f32], r: ts.Scalar[ts.i32]):
+    ts.store(y, [0, 0], ts.load(b, [r], [8], dims=[0, None]))
+
+
+@ts.jit
+def column(b: ts.Tensor[[12], ts.f32], y: ts.Out[[8, 1], ts.f32], r: ts.Scalar[ts.i32]):
+    col_at(b, y, r)
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("shift", [-3, 0, 2])
+def test_a_1d_tensor_read_and_written_as_a_column(platform, shift):
+    x, b = torch.randn(12, 5), torch.randn(12)
+    y, s = torch.empty(12, 5), torch.empty(12)
+    biased(x, b, y, s, shift, platform=platform)
+    shifted = torch.full((12,), 0.5)  # b[i + shift], 0.5 outside b
+    lo, hi = max(0, -shift), min(12, 12 - shift)
+    shifted[lo:hi] = b[lo + shift : hi + shift]
+    # rows 8..11 read b in the second block: the pad covers what lies past b's end there too
+    want = x + shifted[:, None]
+    assert torch.equal(y, want)
+    assert torch.allclose(s, want.sum(1))
+
+
+def test_the_access_audit_sees_a_column_inside_its_region(tmp_path):
+    from tilescope.analysis.audit import audit_run
+
+    prog = biased.compile(build_dir=str(tmp_path))
+    x, b = torch.randn(12, 5), torch.randn(12)
+    audit = audit_run(prog, {"x": x, "b": b, "y": torch.zeros(12, 5), "s": torch.zeros(12), "shift": -3})
+    assert audit.failure is None and audit.strays == [] and audit.hazards == []
+    # two blocks of two loads and two stores; the padded column records only its rows inside b
+    assert len(audit.audited) == 8
+
+
+def test_a_column_out_of_bounds_names_its_offset_on_sim_and_interp():
+    b, y = torch.randn(12), torch.empty(8, 1)
+    column(b, y, 4)
+    assert torch.equal(y[:, 0], b[4:])
+    for platform in PLATFORMS:
+        with pytest.raises(ts.RuntimeFailure) as info:
+            column(b, y, 5, platform=platform)
+        assert "offset [5] + tile [8] is outside b's shape [12] (dim 0: 5 + 8 > 12)" in str(info.value)
 
 
 @ts.kernel

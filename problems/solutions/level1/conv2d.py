@@ -16,11 +16,11 @@ BH = 8  # output rows per task
 def conv_rows(
     x: ts.Tensor[[CIN, H, W], ts.f32],
     w: ts.Tensor[[COUT, CIN, K, K], ts.f32],
-    bias: ts.Tensor[[COUT, 1], ts.f32],
+    bias: ts.Tensor[[COUT], ts.f32],
     y: ts.Out[[COUT, BH, OW], ts.f32],
     oh0: ts.Scalar[ts.i32],
 ):
-    b = ts.load(bias, [0, 0], [COUT, 1])
+    b = ts.load(bias, [0], [COUT], dims=[0, None])
     for r in ts.range(0, BH):
         acc = ts.zeros([COUT, OW], ts.f32)
         for i in ts.range(0, K):
@@ -34,7 +34,7 @@ def conv_rows(
 def conv2d(
     x: ts.Tensor[[BATCH, CIN, H, W], ts.f32],
     w: ts.Tensor[[COUT, CIN, K, K], ts.f32],
-    bias: ts.Tensor[[COUT, 1], ts.f32],
+    bias: ts.Tensor[[COUT], ts.f32],
     y: ts.Out[[BATCH, COUT, OH, OW], ts.f32],
 ):
     for n in ts.range(0, BATCH):
@@ -51,5 +51,5 @@ class ModelNew(nn.Module):
         c = self.conv2d
         bias = c.bias if c.bias is not None else torch.zeros(c.out_channels)
         y = torch.empty(x.shape[0], c.out_channels, OH, OW)
-        conv2d(x, c.weight, bias.reshape(-1, 1), y)
+        conv2d(x, c.weight, bias, y)
         return y

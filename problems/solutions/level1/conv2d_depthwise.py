@@ -16,11 +16,11 @@ BH = 8  # output rows per task
 def depthwise_rows(
     x: ts.Tensor[[C, H, W], ts.f32],
     w: ts.Tensor[[C, 1, K, K], ts.f32],
-    bias: ts.Tensor[[C, 1], ts.f32],
+    bias: ts.Tensor[[C], ts.f32],
     y: ts.Out[[C, BH, OW], ts.f32],
     oh0: ts.Scalar[ts.i32],
 ):
-    b = ts.load(bias, [0, 0], [C, 1])
+    b = ts.load(bias, [0], [C], dims=[0, None])
     for r in ts.range(0, BH):
         acc = ts.zeros([C, OW], ts.f32)
         for i in ts.range(0, K):
@@ -34,7 +34,7 @@ def depthwise_rows(
 def conv2d_depthwise(
     x: ts.Tensor[[BATCH, C, H, W], ts.f32],
     w: ts.Tensor[[C, 1, K, K], ts.f32],
-    bias: ts.Tensor[[C, 1], ts.f32],
+    bias: ts.Tensor[[C], ts.f32],
     y: ts.Out[[BATCH, C, OH, OW], ts.f32],
 ):
     for n in ts.range(0, BATCH):
@@ -53,5 +53,5 @@ class ModelNew(nn.Module):
         c = self.conv2d
         bias = c.bias if c.bias is not None else torch.zeros(c.out_channels)
         y = torch.empty(x.shape[0], C, OH, OW)
-        conv2d_depthwise(x, c.weight, bias.reshape(-1, 1), y)
+        conv2d_depthwise(x, c.weight, bias, y)
         return y

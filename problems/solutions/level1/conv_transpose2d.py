@@ -19,11 +19,11 @@ BI = 4  # input rows per task: BI * S output rows
 def conv_t_rows(
     x: ts.Tensor[[CIN, H, W], ts.f32],
     w: ts.Tensor[[CIN, COUT, K, K], ts.f32],
-    bias: ts.Tensor[[COUT, 1], ts.f32],
+    bias: ts.Tensor[[COUT], ts.f32],
     y: ts.Out[[COUT, BI * S, OW], ts.f32],
     i0: ts.Scalar[ts.i32],
 ):
-    b = ts.load(bias, [0, 0], [COUT, 1])
+    b = ts.load(bias, [0], [COUT], dims=[0, None])
     for i in ts.range(0, BI):
         for rh in ts.range(0, S):  # output row S * (i0 + i) + rh
             for rw in ts.range(0, S):  # output columns rw, rw + S, ...
@@ -41,7 +41,7 @@ def conv_t_rows(
 def conv_transpose2d(
     x: ts.Tensor[[BATCH, CIN, H, W], ts.f32],
     w: ts.Tensor[[CIN, COUT, K, K], ts.f32],
-    bias: ts.Tensor[[COUT, 1], ts.f32],
+    bias: ts.Tensor[[COUT], ts.f32],
     y: ts.Out[[BATCH, COUT, OH, OW], ts.f32],
 ):
     for n in ts.range(0, BATCH):
@@ -62,5 +62,5 @@ class ModelNew(nn.Module):
         c = self.conv_transpose2d
         bias = c.bias if c.bias is not None else torch.zeros(c.out_channels)
         y = torch.empty(x.shape[0], c.out_channels, OH, OW)
-        conv_transpose2d(x, c.weight, bias.reshape(-1, 1), y)
+        conv_transpose2d(x, c.weight, bias, y)
         return y

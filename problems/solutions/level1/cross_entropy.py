@@ -16,8 +16,7 @@ IGNORE = -100
 def cross_entropy_rows(
     logits: ts.Tensor[[B, C], ts.f32], target: ts.Tensor[[B], ts.i64], partial: ts.Out[[1, 2], ts.f32]
 ):
-    # a 1-D tile broadcasts as a row: the transpose of its [1, B] broadcast is the target column
-    tgt = ts.transpose(ts.zeros([1, B], ts.i32) + ts.cast(ts.load(target, [0], [B]), ts.i32))
+    tgt = ts.cast(ts.load(target, [0], [B], dims=[0, None]), ts.i32)  # target[:, None]
     t = ts.load(logits, [0, 0], [B, C])
     picked = ts.row_sum(ts.where(ts.iota([B, C], dim=1) == tgt, t, 0.0))
     counted = tgt != IGNORE

@@ -13,21 +13,21 @@ EPS = 1e-5
 @ts.kernel
 def layernorm_rows(
     x: ts.Tensor[[BLOCK, COLS], ts.f32],
-    w: ts.Tensor[[1, COLS], ts.f32],
-    b: ts.Tensor[[1, COLS], ts.f32],
+    w: ts.Tensor[[COLS], ts.f32],
+    b: ts.Tensor[[COLS], ts.f32],
     y: ts.Out[[BLOCK, COLS], ts.f32],
 ):
     t = ts.load(x, [0, 0], [BLOCK, COLS])
     d = t - ts.row_mean(t)
     inv = ts.rsqrt(ts.row_mean(d * d) + EPS)
-    ts.store(y, [0, 0], d * inv * ts.load(w, [0, 0], [1, COLS]) + ts.load(b, [0, 0], [1, COLS]))
+    ts.store(y, [0, 0], d * inv * ts.load(w, [0], [COLS]) + ts.load(b, [0], [COLS]))
 
 
 @ts.jit
 def layernorm(
     x: ts.Tensor[[ROWS, COLS], ts.f32],
-    w: ts.Tensor[[1, COLS], ts.f32],
-    b: ts.Tensor[[1, COLS], ts.f32],
+    w: ts.Tensor[[COLS], ts.f32],
+    b: ts.Tensor[[COLS], ts.f32],
     y: ts.Out[[ROWS, COLS], ts.f32],
 ):
     for r in ts.range(0, ROWS, BLOCK):
@@ -41,5 +41,5 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.empty_like(x)
-        layernorm(x, self.ln.weight.reshape(1, -1), self.ln.bias.reshape(1, -1), y)
+        layernorm(x, self.ln.weight, self.ln.bias, y)
         return y

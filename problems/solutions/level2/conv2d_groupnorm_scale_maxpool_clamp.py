@@ -26,11 +26,11 @@ BH = 10  # conv output rows per task
 def conv_rows(
     x: ts.Tensor[[CIN, H, W], ts.f32],
     w: ts.Tensor[[COUT, CIN, K, K], ts.f32],
-    bias: ts.Tensor[[COUT, 1], ts.f32],
+    bias: ts.Tensor[[COUT], ts.f32],
     y: ts.Out[[COUT, BH, OW], ts.f32],
     oh0: ts.Scalar[ts.i32],
 ):
-    b = ts.load(bias, [0, 0], [COUT, 1])
+    b = ts.load(bias, [0], [COUT], dims=[0, None])
     for r in ts.range(0, BH):
         acc = ts.zeros([COUT, OW], ts.f32)
         for i in ts.range(0, K):
@@ -43,9 +43,9 @@ def conv_rows(
 @ts.kernel
 def norm_pool(
     h: ts.Tensor[[CPG, OH, OW], ts.f32],
-    gamma: ts.Tensor[[CPG, 1], ts.f32],
-    beta: ts.Tensor[[CPG, 1], ts.f32],
-    scale: ts.Tensor[[CPG, 1], ts.f32],
+    gamma: ts.Tensor[[CPG], ts.f32],
+    beta: ts.Tensor[[CPG], ts.f32],
+    scale: ts.Tensor[[CPG, 1, 1], ts.f32],
     y: ts.Out[[CPG, PH, PW], ts.f32],
     eps: ts.Scalar[ts.f32],
     lo: ts.Scalar[ts.f32],
@@ -61,9 +61,9 @@ def norm_pool(
         sq = sq + ts.row_sum(ts.col_sum(d * d))
     inv = ts.rsqrt(sq / float(CPG * OH * OW) + eps)
     for c in ts.range(0, CPG):
-        g = ts.load(gamma, [c, 0], [1, 1])
-        b = ts.load(beta, [c, 0], [1, 1])
-        s = ts.load(scale, [c, 0], [1, 1])
+        g = ts.load(gamma, [c], [1])
+        b = ts.load(beta, [c], [1])
+        s = ts.load(scale, [c, 0, 0], [1, 1, 1])
         m = ts.full([PH, PW], float("-inf"), ts.f32)
         for i in ts.range(0, POOL):
             for j in ts.range(0, POOL):
@@ -76,10 +76,10 @@ def norm_pool(
 def conv2d_groupnorm_scale_maxpool_clamp(
     x: ts.Tensor[[BATCH, CIN, H, W], ts.f32],
     w: ts.Tensor[[COUT, CIN, K, K], ts.f32],
-    bias: ts.Tensor[[COUT, 1], ts.f32],
-    gamma: ts.Tensor[[COUT, 1], ts.f32],
-    beta: ts.Tensor[[COUT, 1], ts.f32],
-    scale: ts.Tensor[[COUT, 1], ts.f32],
+    bias: ts.Tensor[[COUT], ts.f32],
+    gamma: ts.Tensor[[COUT], ts.f32],
+    beta: ts.Tensor[[COUT], ts.f32],
+    scale: ts.Tensor[[COUT, 1, 1], ts.f32],
     y: ts.Out[[BATCH, COUT, PH, PW], ts.f32],
     eps: ts.Scalar[ts.f32],
     lo: ts.Scalar[ts.f32],
@@ -93,9 +93,9 @@ def conv2d_groupnorm_scale_maxpool_clamp(
         for g in ts.range(0, COUT, CPG):
             norm_pool(
                 conv[n, g : g + CPG, :, :],
-                gamma[g : g + CPG, :],
-                beta[g : g + CPG, :],
-                scale[g : g + CPG, :],
+                gamma[g : g + CPG],
+                beta[g : g + CPG],
+                scale[g : g + CPG, :, :],
                 y[n, g : g + CPG, :, :],
                 eps,
                 lo,
@@ -128,10 +128,10 @@ class ModelNew(nn.Module):
         conv2d_groupnorm_scale_maxpool_clamp(
             x,
             self.conv.weight,
-            self.conv.bias.reshape(-1, 1),
-            gn.weight.reshape(-1, 1),
-            gn.bias.reshape(-1, 1),
-            self.scale.reshape(-1, 1),
+            self.conv.bias,
+            gn.weight,
+            gn.bias,
+            self.scale,
             y,
             gn.eps,
             self.clamp_min,

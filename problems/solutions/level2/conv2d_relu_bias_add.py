@@ -16,13 +16,13 @@ BH = 10  # output rows per task
 def conv_relu_bias_rows(
     x: ts.Tensor[[CIN, H, W], ts.f32],
     w: ts.Tensor[[COUT, CIN, K, K], ts.f32],
-    conv_bias: ts.Tensor[[COUT, 1], ts.f32],
-    bias: ts.Tensor[[COUT, 1], ts.f32],
+    conv_bias: ts.Tensor[[COUT], ts.f32],
+    bias: ts.Tensor[[COUT, 1, 1], ts.f32],
     y: ts.Out[[COUT, BH, OW], ts.f32],
     oh0: ts.Scalar[ts.i32],
 ):
-    cb = ts.load(conv_bias, [0, 0], [COUT, 1])
-    b = ts.load(bias, [0, 0], [COUT, 1])
+    cb = ts.load(conv_bias, [0], [COUT], dims=[0, None])
+    b = ts.load(bias, [0, 0, 0], [COUT, 1, 1], dims=[0, 2])  # bias[:, :, 0]
     for r in ts.range(0, BH):
         acc = ts.zeros([COUT, OW], ts.f32)
         for i in ts.range(0, K):
@@ -36,8 +36,8 @@ def conv_relu_bias_rows(
 def conv2d_relu_bias_add(
     x: ts.Tensor[[BATCH, CIN, H, W], ts.f32],
     w: ts.Tensor[[COUT, CIN, K, K], ts.f32],
-    conv_bias: ts.Tensor[[COUT, 1], ts.f32],
-    bias: ts.Tensor[[COUT, 1], ts.f32],
+    conv_bias: ts.Tensor[[COUT], ts.f32],
+    bias: ts.Tensor[[COUT, 1, 1], ts.f32],
     y: ts.Out[[BATCH, COUT, OH, OW], ts.f32],
 ):
     for n in ts.range(0, BATCH):
@@ -53,5 +53,5 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.empty(x.shape[0], self.conv.out_channels, OH, OW)
-        conv2d_relu_bias_add(x, self.conv.weight, self.conv.bias.reshape(-1, 1), self.bias.reshape(-1, 1), y)
+        conv2d_relu_bias_add(x, self.conv.weight, self.conv.bias, self.bias, y)
         return y

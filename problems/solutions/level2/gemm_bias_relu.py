@@ -14,26 +14,26 @@ BM, BN, BK = 32, 64, 128
 def gemm_bias_relu_block(
     x: ts.Tensor[[BM, IN], ts.f32],
     w: ts.Tensor[[BN, IN], ts.f32],
-    bias: ts.Tensor[[1, BN], ts.f32],
+    bias: ts.Tensor[[BN], ts.f32],
     y: ts.Out[[BM, BN], ts.f32],
 ):
     acc = ts.zeros([BM, BN], ts.f32)
     for k in ts.range(0, IN, BK):
         acc = acc + ts.matmul(ts.load(x, [0, k], [BM, BK]), ts.load(w, [0, k], [BN, BK]), transpose_b=True)
-    ts.store(y, [0, 0], ts.relu(acc + ts.load(bias, [0, 0], [1, BN])))
+    ts.store(y, [0, 0], ts.relu(acc + ts.load(bias, [0], [BN])))
 
 
 @ts.jit
 def gemm_bias_relu(
     x: ts.Tensor[[BATCH, IN], ts.f32],
     w: ts.Tensor[[OUT, IN], ts.f32],
-    bias: ts.Tensor[[1, OUT], ts.f32],
+    bias: ts.Tensor[[OUT], ts.f32],
     y: ts.Out[[BATCH, OUT], ts.f32],
 ):
     for i in ts.range(0, BATCH, BM):
         for j in ts.range(0, OUT, BN):
             gemm_bias_relu_block(
-                x[i : i + BM, :], w[j : j + BN, :], bias[:, j : j + BN], y[i : i + BM, j : j + BN]
+                x[i : i + BM, :], w[j : j + BN, :], bias[j : j + BN], y[i : i + BM, j : j + BN]
             )
 
 
@@ -44,5 +44,5 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.empty(x.shape[0], self.gemm.out_features)
-        gemm_bias_relu(x, self.gemm.weight, self.gemm.bias.reshape(1, -1), y)
+        gemm_bias_relu(x, self.gemm.weight, self.gemm.bias, y)
         return y

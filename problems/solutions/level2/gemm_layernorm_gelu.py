@@ -15,27 +15,27 @@ EPS = 1e-5
 def gemm_layernorm_gelu_rows(
     x: ts.Tensor[[BM, IN], ts.f32],
     w: ts.Tensor[[OUT, IN], ts.f32],
-    bias: ts.Tensor[[1, OUT], ts.f32],
-    gamma: ts.Tensor[[1, OUT], ts.f32],
-    beta: ts.Tensor[[1, OUT], ts.f32],
+    bias: ts.Tensor[[OUT], ts.f32],
+    gamma: ts.Tensor[[OUT], ts.f32],
+    beta: ts.Tensor[[OUT], ts.f32],
     y: ts.Out[[BM, OUT], ts.f32],
 ):
     acc = ts.zeros([BM, OUT], ts.f32)
     for k in ts.range(0, IN, BK):
         acc = acc + ts.matmul(ts.load(x, [0, k], [BM, BK]), ts.load(w, [0, k], [OUT, BK]), transpose_b=True)
-    h = acc + ts.load(bias, [0, 0], [1, OUT])
+    h = acc + ts.load(bias, [0], [OUT])
     d = h - ts.row_mean(h)
     n = d * ts.rsqrt(ts.row_mean(d * d) + EPS)
-    ts.store(y, [0, 0], ts.gelu(n * ts.load(gamma, [0, 0], [1, OUT]) + ts.load(beta, [0, 0], [1, OUT])))
+    ts.store(y, [0, 0], ts.gelu(n * ts.load(gamma, [0], [OUT]) + ts.load(beta, [0], [OUT])))
 
 
 @ts.jit
 def gemm_layernorm_gelu(
     x: ts.Tensor[[BATCH, IN], ts.f32],
     w: ts.Tensor[[OUT, IN], ts.f32],
-    bias: ts.Tensor[[1, OUT], ts.f32],
-    gamma: ts.Tensor[[1, OUT], ts.f32],
-    beta: ts.Tensor[[1, OUT], ts.f32],
+    bias: ts.Tensor[[OUT], ts.f32],
+    gamma: ts.Tensor[[OUT], ts.f32],
+    beta: ts.Tensor[[OUT], ts.f32],
     y: ts.Out[[BATCH, OUT], ts.f32],
 ):
     for i in ts.range(0, BATCH, BM):
@@ -50,8 +50,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.empty(x.shape[0], self.gemm.out_features)
-        row = lambda p: p.reshape(1, -1)  # noqa: E731
         gemm_layernorm_gelu(
-            x, self.gemm.weight, row(self.gemm.bias), row(self.ln.weight), row(self.ln.bias), y
+            x, self.gemm.weight, self.gemm.bias, self.ln.weight, self.ln.bias, y
         )
         return y

@@ -26,8 +26,7 @@ def matmul_cross_entropy_rows(
     for k in ts.range(0, IN, BK):
         acc = acc + ts.matmul(ts.load(x, [0, k], [BM, BK]), ts.load(w, [0, k], [CLASSES, BK]), transpose_b=True)
     logits = acc + ts.load(bias, [0], [CLASSES])
-    # a 1-D tile broadcasts as a row: the transpose of its [1, BM] broadcast is the target column
-    tgt = ts.transpose(ts.zeros([1, BM], ts.i32) + ts.cast(ts.load(target, [0], [BM]), ts.i32))
+    tgt = ts.cast(ts.load(target, [0], [BM], dims=[0, None]), ts.i32)  # target[:, None]
     picked = ts.row_sum(ts.where(ts.iota([BM, CLASSES], dim=1) == tgt, logits, 0.0))
     counted = tgt != IGNORE
     ts.store(partial, [0, 0], ts.col_sum(ts.where(counted, ts.row_logsumexp(logits) - picked, 0.0)))

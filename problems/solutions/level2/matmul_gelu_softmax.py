@@ -13,13 +13,13 @@ BM, BK = 16, 64
 def matmul_gelu_softmax_rows(
     x: ts.Tensor[[BM, IN], ts.f32],
     w: ts.Tensor[[OUT, IN], ts.f32],
-    bias: ts.Tensor[[1, OUT], ts.f32],
+    bias: ts.Tensor[[OUT], ts.f32],
     y: ts.Out[[BM, OUT], ts.f32],
 ):
     acc = ts.zeros([BM, OUT], ts.f32)
     for k in ts.range(0, IN, BK):
         acc = acc + ts.matmul(ts.load(x, [0, k], [BM, BK]), ts.load(w, [0, k], [OUT, BK]), transpose_b=True)
-    g = ts.gelu(acc + ts.load(bias, [0, 0], [1, OUT]))
+    g = ts.gelu(acc + ts.load(bias, [0], [OUT]))
     e = ts.exp(g - ts.row_max(g))
     ts.store(y, [0, 0], e / ts.row_sum(e))
 
@@ -28,7 +28,7 @@ def matmul_gelu_softmax_rows(
 def matmul_gelu_softmax(
     x: ts.Tensor[[BATCH, IN], ts.f32],
     w: ts.Tensor[[OUT, IN], ts.f32],
-    bias: ts.Tensor[[1, OUT], ts.f32],
+    bias: ts.Tensor[[OUT], ts.f32],
     y: ts.Out[[BATCH, OUT], ts.f32],
 ):
     for i in ts.range(0, BATCH, BM):
@@ -42,5 +42,5 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.empty(x.shape[0], self.linear.out_features)
-        matmul_gelu_softmax(x, self.linear.weight, self.linear.bias.reshape(1, -1), y)
+        matmul_gelu_softmax(x, self.linear.weight, self.linear.bias, y)
         return y

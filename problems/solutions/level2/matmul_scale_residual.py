@@ -13,14 +13,14 @@ BM, BN, BK = 32, 64, 128
 def matmul_scale_residual_block(
     x: ts.Tensor[[BM, IN], ts.f32],
     w: ts.Tensor[[BN, IN], ts.f32],
-    bias: ts.Tensor[[1, BN], ts.f32],
+    bias: ts.Tensor[[BN], ts.f32],
     y: ts.Out[[BM, BN], ts.f32],
     scale: ts.Scalar[ts.f32],
 ):
     acc = ts.zeros([BM, BN], ts.f32)
     for k in ts.range(0, IN, BK):
         acc = acc + ts.matmul(ts.load(x, [0, k], [BM, BK]), ts.load(w, [0, k], [BN, BK]), transpose_b=True)
-    h = acc + ts.load(bias, [0, 0], [1, BN])
+    h = acc + ts.load(bias, [0], [BN])
     ts.store(y, [0, 0], h * scale + h)
 
 
@@ -28,14 +28,14 @@ def matmul_scale_residual_block(
 def matmul_scale_residual(
     x: ts.Tensor[[BATCH, IN], ts.f32],
     w: ts.Tensor[[OUT, IN], ts.f32],
-    bias: ts.Tensor[[1, OUT], ts.f32],
+    bias: ts.Tensor[[OUT], ts.f32],
     y: ts.Out[[BATCH, OUT], ts.f32],
     scale: ts.Scalar[ts.f32],
 ):
     for i in ts.range(0, BATCH, BM):
         for j in ts.range(0, OUT, BN):
             matmul_scale_residual_block(
-                x[i : i + BM, :], w[j : j + BN, :], bias[:, j : j + BN], y[i : i + BM, j : j + BN], scale
+                x[i : i + BM, :], w[j : j + BN, :], bias[j : j + BN], y[i : i + BM, j : j + BN], scale
             )
 
 
@@ -47,5 +47,5 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.empty(x.shape[0], self.matmul.out_features)
-        matmul_scale_residual(x, self.matmul.weight, self.matmul.bias.reshape(1, -1), y, self.scaling_factor)
+        matmul_scale_residual(x, self.matmul.weight, self.matmul.bias, y, self.scaling_factor)
         return y

@@ -14,7 +14,7 @@ BM, BK = 16, 64
 def matmul_sigmoid_sum_rows(
     x: ts.Tensor[[BM, IN], ts.f32],
     w: ts.Tensor[[HIDDEN, IN], ts.f32],
-    bias: ts.Tensor[[1, HIDDEN], ts.f32],
+    bias: ts.Tensor[[HIDDEN], ts.f32],
     y: ts.Out[[BM, 1], ts.f32],
 ):
     acc = ts.zeros([BM, HIDDEN], ts.f32)
@@ -22,14 +22,14 @@ def matmul_sigmoid_sum_rows(
         acc = acc + ts.matmul(
             ts.load(x, [0, k], [BM, BK]), ts.load(w, [0, k], [HIDDEN, BK]), transpose_b=True
         )
-    ts.store(y, [0, 0], ts.row_sum(ts.sigmoid(acc + ts.load(bias, [0, 0], [1, HIDDEN]))))
+    ts.store(y, [0, 0], ts.row_sum(ts.sigmoid(acc + ts.load(bias, [0], [HIDDEN]))))
 
 
 @ts.jit
 def matmul_sigmoid_sum(
     x: ts.Tensor[[BATCH, IN], ts.f32],
     w: ts.Tensor[[HIDDEN, IN], ts.f32],
-    bias: ts.Tensor[[1, HIDDEN], ts.f32],
+    bias: ts.Tensor[[HIDDEN], ts.f32],
     y: ts.Out[[BATCH, 1], ts.f32],
 ):
     for i in ts.range(0, BATCH, BM):
@@ -43,5 +43,5 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.empty(x.shape[0], 1)
-        matmul_sigmoid_sum(x, self.linear.weight, self.linear.bias.reshape(1, -1), y)
+        matmul_sigmoid_sum(x, self.linear.weight, self.linear.bias, y)
         return y

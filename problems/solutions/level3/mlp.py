@@ -15,41 +15,41 @@ BM, BN, BK = 16, 128, 64
 def hidden_block(
     x: ts.Tensor[[BM, IN], ts.f32],
     w: ts.Tensor[[BN, IN], ts.f32],
-    bias: ts.Tensor[[1, BN], ts.f32],
+    bias: ts.Tensor[[BN], ts.f32],
     h: ts.Out[[BM, BN], ts.f32],
 ):
     acc = ts.zeros([BM, BN], ts.f32)
     for k in ts.range(0, IN, BK):
         acc = acc + ts.matmul(ts.load(x, [0, k], [BM, BK]), ts.load(w, [0, k], [BN, BK]), transpose_b=True)
-    ts.store(h, [0, 0], ts.relu(acc + ts.load(bias, [0, 0], [1, BN])))
+    ts.store(h, [0, 0], ts.relu(acc + ts.load(bias, [0], [BN])))
 
 
 @ts.kernel
 def output_block(
     h: ts.Tensor[[BM, HIDDEN], ts.f32],
     w: ts.Tensor[[OUT, HIDDEN], ts.f32],
-    bias: ts.Tensor[[1, OUT], ts.f32],
+    bias: ts.Tensor[[OUT], ts.f32],
     y: ts.Out[[BM, OUT], ts.f32],
 ):
     acc = ts.zeros([BM, OUT], ts.f32)
     for k in ts.range(0, HIDDEN, BK):
         acc = acc + ts.matmul(ts.load(h, [0, k], [BM, BK]), ts.load(w, [0, k], [OUT, BK]), transpose_b=True)
-    ts.store(y, [0, 0], acc + ts.load(bias, [0, 0], [1, OUT]))
+    ts.store(y, [0, 0], acc + ts.load(bias, [0], [OUT]))
 
 
 @ts.jit
 def mlp(
     x: ts.Tensor[[BATCH, IN], ts.f32],
     w1: ts.Tensor[[HIDDEN, IN], ts.f32],
-    b1: ts.Tensor[[1, HIDDEN], ts.f32],
+    b1: ts.Tensor[[HIDDEN], ts.f32],
     w2: ts.Tensor[[OUT, HIDDEN], ts.f32],
-    b2: ts.Tensor[[1, OUT], ts.f32],
+    b2: ts.Tensor[[OUT], ts.f32],
     y: ts.Out[[BATCH, OUT], ts.f32],
 ):
     h = ts.create_tensor([BATCH, HIDDEN], ts.f32)
     for i in ts.range(0, BATCH, BM):
         for j in ts.range(0, HIDDEN, BN):
-            hidden_block(x[i : i + BM, :], w1[j : j + BN, :], b1[:, j : j + BN], h[i : i + BM, j : j + BN])
+            hidden_block(x[i : i + BM, :], w1[j : j + BN, :], b1[j : j + BN], h[i : i + BM, j : j + BN])
     for i in ts.range(0, BATCH, BM):
         output_block(h[i : i + BM, :], w2, b2, y[i : i + BM, :])
 
@@ -64,5 +64,5 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         first, last = self.network[0], self.network[2]
         y = torch.empty(x.shape[0], last.out_features)
-        mlp(x, first.weight, first.bias.reshape(1, -1), last.weight, last.bias.reshape(1, -1), y)
+        mlp(x, first.weight, first.bias, last.weight, last.bias, y)
         return y

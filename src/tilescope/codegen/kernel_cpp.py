@@ -271,16 +271,17 @@ class _KernelEmitter(ExprEmitter):
         return f", {self.sites.add(op, tensor, loc)}"
 
 
-def axes_arg(tensor: TensorType, tile: TileType, dims: tuple[int, ...], strides: tuple[int, ...]) -> str:
+def axes_arg(tensor: TensorType, tile: TileType, dims: tuple[int | None, ...], strides: tuple[int, ...]) -> str:
     """``Axes<RowDim, ColDim, RowStep, ColStep>`` of an access along ``dims`` every ``strides``
-    elements (tile_core.hpp); "" for the default (the last dims, unit steps)."""
+    elements (tile_core.hpp; -1 for a tile dim with no tensor dim); "" for the default (the last
+    dims, unit steps)."""
     if not dims and not strides:
         return ""
     nd = len(tensor.shape)
     along = access_dims(nd, len(tile.shape), dims)
-    row, col = (-1, along[0]) if len(along) == 1 else along
+    row, col = (-1 if d is None else d for d in ((None, along[0]) if len(along) == 1 else along))
     steps = strides or (1,) * nd
-    return f"Axes<{row}, {col}, {1 if row < 0 else steps[row]}, {steps[col]}>"
+    return f"Axes<{row}, {col}, {1 if row < 0 else steps[row]}, {1 if col < 0 else steps[col]}>"
 
 
 def _zeros(e: Full) -> bool:

@@ -77,9 +77,10 @@ class Load:
     ``valid`` (empty: the whole tile) gives one run-time count per tile dim: only the elements
     below them are read, the others take ``fill`` and touch no memory. With ``pad`` every
     element whose index lies outside the tensor reads as ``pad`` and touches no memory.
-    ``dims`` names the tensor dim of each tile dim (empty: the last ones); ``strides`` the step
-    between consecutive elements in each tensor dim (empty: all 1). ``sizes`` has one count
-    per tensor dim: the tile's dims take theirs, every other dim 1."""
+    ``dims`` names the tensor dim of each tile dim (empty: the last ones; None: a size-1 tile
+    dim with no tensor dim); ``strides`` the step between consecutive elements in each tensor
+    dim (empty: all 1). ``sizes`` has one count per tensor dim: the tile's dims take theirs,
+    every other dim 1."""
 
     tensor: Var
     offsets: tuple[Expr, ...]
@@ -89,7 +90,7 @@ class Load:
     type: TileType
     loc: SourceLoc | None = _LOC
     pad: Expr | None = None
-    dims: tuple[int, ...] = ()
+    dims: tuple[int | None, ...] = ()
     strides: tuple[int, ...] = ()
 
 
@@ -333,7 +334,7 @@ class Store:
     value: Expr
     valid: tuple[Expr, ...]
     loc: SourceLoc | None = _LOC
-    dims: tuple[int, ...] = ()
+    dims: tuple[int | None, ...] = ()
     strides: tuple[int, ...] = ()
 
 

@@ -363,8 +363,8 @@ def where_type(cond: Expr, lhs: Expr, rhs: Expr, loc: SourceLoc | None) -> TileT
 
 
 def load_tile(
-    tensor: TensorType, sizes: tuple[int, ...], dims: tuple[int, ...] | None, what: str, loc: SourceLoc | None
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    tensor: TensorType, sizes: tuple[int, ...], dims: tuple[int | None, ...] | None, what: str, loc: SourceLoc | None
+) -> tuple[tuple[int, ...], tuple[int | None, ...]]:
     """The tile shape of a load of ``sizes`` (one per tensor dim) and the tensor dim of each tile
     dim (``()``: the default, the last ones). The tile's dims are ``dims`` when given, else the
     last two dims when every size above 1 lies there, else the two dims whose sizes are above 1;
@@ -407,25 +407,34 @@ def load_tile(
             loc,
             f"add dim {others[0]} to dims=, or give it size 1",
         )
-    tile = tuple(sizes[d] for d in dims)
+    tile = tuple(1 if d is None else sizes[d] for d in dims)
     return tile, canonical_dims(nd, dims)
 
 
-def tile_dims_given(v: object, ndim: int, rank: int | None, what: str, loc: SourceLoc | None) -> tuple[int, ...]:
-    """``dims=``: one or two tensor dims (``rank`` of them when the tile's rank is known),
-    negative ones counted from the end, in increasing order."""
+def tile_dims_given(
+    v: object, ndim: int, rank: int | None, what: str, loc: SourceLoc | None
+) -> tuple[int | None, ...]:
+    """``dims=``: the tensor dim of each tile dim (``rank`` of them when the tile's rank is known),
+    negative ones counted from the end, in increasing order; ``None`` is a tile dim of size 1 with
+    no tensor dim (numpy's ``newaxis``: ``dims=[0, None]`` reads a 1-D tensor as a column)."""
     items = list(v) if isinstance(v, list | tuple) else [v]
-    if not items or not all(isinstance(d, int) and not isinstance(d, bool) for d in items):
-        raise _fail(f"{what}: dims= takes one or two compile-time tensor dims, got {v!r}", loc)
-    out = []
+    if not items or not all(d is None or (isinstance(d, int) and not isinstance(d, bool)) for d in items):
+        raise _fail(f"{what}: dims= takes one or two compile-time tensor dims (or None), got {v!r}", loc)
+    out: list[int | None] = []
     for d in items:
-        if not -ndim <= d < ndim:
+        if d is not None and not -ndim <= d < ndim:
             raise _fail(f"{what}: dims= {items}: dim {d} is outside the tensor's {ndim} dims", loc)
-        out.append(d % ndim)
+        out.append(None if d is None else d % ndim)
     if len(out) > MAX_TILE_DIMS or (rank is not None and len(out) != rank):
         need = f"{rank}, one per tile dim" if rank is not None else f"1 or {MAX_TILE_DIMS}"
         raise _fail(f"{what}: dims= {items} names {len(out)} dims; it takes {need}", loc)
-    if len(out) == 2 and not out[0] < out[1]:
+    if None in out and (len(out) != MAX_TILE_DIMS or out == [None, None]):
+        raise _fail(
+            f"{what}: dims= {items}: None adds a size-1 tile dim beside a tensor dim",
+            loc,
+            "dims=[d, None] is a column tile along dim d, dims=[None, d] a row",
+        )
+    if len(out) == 2 and None not in out and not out[0] < out[1]:
         raise _fail(
             f"{what}: dims= {items}: the row dim must come before the column dim",
             loc,
@@ -434,28 +443,30 @@ def tile_dims_given(v: object, ndim: int, rank: int | None, what: str, loc: Sour
     return tuple(out)
 
 
-def canonical_dims(ndim: int, dims: tuple[int, ...]) -> tuple[int, ...]:
+def canonical_dims(ndim: int, dims: tuple[int | None, ...]) -> tuple[int | None, ...]:
     """``dims`` as the IR keeps it: ``()`` when they are the default (the last ones)."""
-    return () if dims == tuple(range(ndim - len(dims), ndim)) and len(dims) == min(ndim, MAX_TILE_DIMS) else dims
+    return () if None not in dims and dims == tuple(range(ndim - len(dims), ndim)) and len(dims) == min(ndim, MAX_TILE_DIMS) else dims
 
 
-def access_dims(ndim: int, tile_rank: int, dims: tuple[int, ...]) -> tuple[int, ...]:
-    """The tensor dim of each tile dim of an access (``dims``, or by default the last ones)."""
+def access_dims(ndim: int, tile_rank: int, dims: tuple[int | None, ...]) -> tuple[int | None, ...]:
+    """The tensor dim of each tile dim of an access (``dims``, or by default the last ones); None
+    for a size-1 tile dim with no tensor dim."""
     if dims:
         return dims
     return tuple(range(max(0, ndim - tile_rank), ndim))
 
 
-def access_sizes(ndim: int, tile: tuple[int, ...], dims: tuple[int, ...]) -> tuple[int, ...]:
+def access_sizes(ndim: int, tile: tuple[int, ...], dims: tuple[int | None, ...]) -> tuple[int, ...]:
     """The count of an access of a ``tile`` along ``dims`` in each tensor dim (1 off the tile)."""
     out = [1] * ndim
     for d, n in zip(access_dims(ndim, len(tile), dims), tile if ndim else ()):
-        out[d] = n
+        if d is not None:
+            out[d] = n
     return tuple(out)
 
 
 def access_strides(
-    v: object, ndim: int, dims: tuple[int, ...], tile_rank: int, what: str, loc: SourceLoc | None
+    v: object, ndim: int, dims: tuple[int | None, ...], tile_rank: int, what: str, loc: SourceLoc | None
 ) -> tuple[int, ...]:
     """``strides=``: one positive compile-time step per tensor dim, 1 in every dim the tile does
     not cover; ``()`` (the IR's default) when every step is 1."""

@@ -283,7 +283,8 @@ class _Verifier:
             return tuple(sizes)
         out = list(sizes)
         for d, v in zip(rules.access_dims(len(sizes), len(tile), dims), valid):
-            out[d] = v.value if isinstance(v, Const) else 0
+            if d is not None:
+                out[d] = v.value if isinstance(v, Const) else 0
         return tuple(out)
 
     def valid_counts(self, op: str, valid, shape, loc) -> None:

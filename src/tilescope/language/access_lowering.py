@@ -142,9 +142,20 @@ class AccessLowering:
                     loc,
                     "store a [1, 1] tile (a reduction's ts.row_sum(ts.col_sum(t)), say) with [] offsets",
                 )
-        elif len(shape) > nd:
-            raise VerifyError(f"ts.store: a {value.type} does not fit the {tensor.type} {tensor.name}", loc)
+        elif len(shape) > nd and a["dims"] is None:
+            column = nd == 1 and shape[1] == 1
+            raise VerifyError(
+                f"ts.store: a {value.type} does not fit {tensor.name}: {tensor.type}",
+                loc,
+                f"dims=[0, None] stores the [{shape[0]}, 1] column along its one dim" if column else None,
+            )
         dims = () if a["dims"] is None or nd == 0 else rules.tile_dims_given(a["dims"], nd, len(shape), "ts.store", loc)
+        if any(d is None and n != 1 for d, n in zip(dims, shape)):
+            raise VerifyError(
+                f"ts.store: dims={list(dims)}: None is a tile dim of size 1, but the tile is a {value.type}",
+                loc,
+                "None adds no tensor dim, so the tile's size there must be 1",
+            )
         dims = rules.canonical_dims(nd, dims) if dims else ()
         strides = rules.access_strides(a["strides"], nd, dims, len(shape), "ts.store", loc)
         offsets = self._offsets(a["offsets"], tensor, node, "ts.store")

@@ -43,12 +43,13 @@ def region(
     return view[tuple(index)]
 
 
-def counted_sizes(sizes: tuple[int, ...], dims: tuple[int, ...], tile: tuple[int, ...], counts) -> tuple:
+def counted_sizes(sizes: tuple[int, ...], dims: tuple[int | None, ...], tile: tuple[int, ...], counts) -> tuple:
     """``sizes`` (one per tensor dim) with each tile dim's count replaced by ``counts`` (one per
-    tile dim: a ragged access's valid counts)."""
+    tile dim: a ragged access's valid counts; a tile dim with no tensor dim has none to replace)."""
     out = list(sizes)
     for d, n in zip(access_dims(len(sizes), len(tile), dims), counts):
-        out[d] = n
+        if d is not None:
+            out[d] = n
     return tuple(out)
 
 
@@ -63,7 +64,7 @@ def padded_window(view: torch.Tensor, e: Load, offsets: list[int]) -> tuple[tupl
     steps = e.strides or (1,) * nd
     first = list(offsets)
     counts = list(e.sizes)
-    inside: list[slice] = []
+    inside = {None: slice(0, 1)}
     for d in range(nd):
         o, size = offsets[d], view.shape[d]
         if d not in along:
@@ -77,5 +78,5 @@ def padded_window(view: torch.Tensor, e: Load, offsets: list[int]) -> tuple[tupl
         if hi <= lo:
             return (), None
         first[d], counts[d] = o + lo * step, hi - lo
-        inside.append(slice(lo, hi))
-    return tuple(inside), region(view, first, tuple(counts), strides=e.strides)
+        inside[d] = slice(lo, hi)
+    return tuple(inside[d] for d in along), region(view, first, tuple(counts), strides=e.strides)

@@ -218,10 +218,11 @@ class Aligner:
             return None
         name, box = at
         shape = tuple(inst.value.v.shape)
-        extra = len(box) - len(offs)  # dims an integer index dropped from the view (extent 1)
-        if extra < 0 or any(hi - lo != 1 for lo, hi in box[:extra]) or len(shape) > len(box):
-            return None
         store: Store = inst.expr
+        extra = len(box) - len(offs)  # dims an integer index dropped from the view (extent 1)
+        # NOTE: a tile dim with no tensor dim (dims=[d, None]) takes no dim of the box
+        if extra < 0 or any(hi - lo != 1 for lo, hi in box[:extra]) or len(shape) - store.dims.count(None) > len(box):
+            return None
         offs = (0,) * extra + tuple(offs)
         sizes = (1,) * extra + access_sizes(len(box) - extra, shape, store.dims)
         steps = (1,) * extra + (store.strides or (1,) * (len(box) - extra))

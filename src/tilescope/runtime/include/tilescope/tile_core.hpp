@@ -219,7 +219,8 @@ inline bool valid_in_tile(const int64_t (&valid)[2]) {
 /// and columns in elements of that dim (ts.load / ts.store's `dims=` and `strides=`): element
 /// (r, c) of the tile is the tensor's element at offsets[RowDim] + r * RowStep, offsets[ColDim]
 /// + c * ColStep, every other dim at its offset. RowDim -1: a one-row tile with no row dim (a
-/// 1-D tensor's).
+/// 1-D tensor's row); ColDim -1: a one-column tile with no column dim (a 1-D tensor read as a
+/// column, `dims=[0, None]`).
 struct AxesSpec {
     int row_dim;
     int col_dim;
@@ -231,8 +232,10 @@ template <int RowDim, int ColDim, int RowStep = 1, int ColStep = 1>
 struct Axes {
     template <std::size_t N>
     static constexpr AxesSpec spec() {
-        static_assert(RowDim >= -1 && RowDim < ColDim && ColDim < static_cast<int>(N),
-                      "Axes: the row dim must come before the column dim, both within the tensor's dims");
+        static_assert(RowDim >= -1 && ColDim >= -1 && RowDim < static_cast<int>(N) && ColDim < static_cast<int>(N),
+                      "Axes: the row and column dims must be within the tensor's dims (-1: none)");
+        static_assert(RowDim < 0 || ColDim < 0 || RowDim < ColDim, "Axes: the row dim must come before the column dim");
+        static_assert(RowDim >= 0 || ColDim >= 0, "Axes: a tile runs along at least one tensor dim");
         static_assert(RowStep >= 1 && ColStep >= 1, "Axes: steps are at least 1");
         return {RowDim, ColDim, RowStep, ColStep};
     }
@@ -247,6 +250,13 @@ struct LastAxes {
 };
 
 namespace detail {
+
+/// Whether an R x C tile fits axes `A` of an N-dim tensor: a tile dim with no tensor dim has size 1.
+template <class A, std::size_t N, int R, int C>
+constexpr bool fits_axes() {
+    constexpr AxesSpec ax = A::template spec<N>();
+    return (ax.row_dim >= 0 || R == 1) && (ax.col_dim >= 0 || C == 1);
+}
 
 /// The extent an access of `rows` x `cols` elements spans in dim d (strides included).
 constexpr int64_t span_in(const AxesSpec &ax, int d, int64_t rows, int64_t cols) {
@@ -284,7 +294,8 @@ inline Box<T> locate(const TensorView<T> &view, const int64_t (&offsets)[N]) {
     T *base = view.data;
     for (std::size_t d = 0; d < N; ++d) base += offsets[d] * view.strides[d];
     const int64_t row_stride = ax.row_dim < 0 ? 0 : view.strides[ax.row_dim] * ax.row_step;
-    return {base, row_stride, view.strides[ax.col_dim] * ax.col_step};
+    const int64_t col_stride = ax.col_dim < 0 ? 0 : view.strides[ax.col_dim] * ax.col_step;
+    return {base, row_stride, col_stride};
 }
 
 /// The access audit's record of a box of rows x cols elements at `box` (audit.hpp): the view's own
@@ -334,7 +345,7 @@ inline void inside_span(int64_t o, int64_t step, int64_t count, int64_t size, in
 /// dims and steps. `line` is the caller's C++ line (what the access audit records, audit.hpp).
 template <int R, int C, class A = LastAxes, class T, std::size_t N>
 inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N], int line = __builtin_LINE()) {
-    static_assert(N >= 2 || R == 1, "a tile loaded from a 1-D tensor must have exactly one row");
+    static_assert(detail::fits_axes<A, N, R, C>(), "a tile dim with no tensor dim (1-D rows, dims=[d, None]) has size 1");
     const auto box = detail::checked_box<R, C, A>(false, view, offsets, line);
     Tile<T, R, C> t;
     for (int r = 0; r < R; ++r) {
@@ -355,7 +366,7 @@ template <class A = LastAxes, class T, std::size_t N, class U, int R, int C>
 inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
                   int line = __builtin_LINE()) {
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
-    static_assert(N >= 2 || R == 1, "a tile stored to a 1-D tensor must have exactly one row");
+    static_assert(detail::fits_axes<A, N, R, C>(), "a tile dim with no tensor dim (1-D rows, dims=[d, None]) has size 1");
     const auto box = detail::checked_box<R, C, A>(true, view, offsets, line);
     for (int r = 0; r < R; ++r) {
         const T *src = tile.data + r * C;
@@ -379,7 +390,7 @@ inline constexpr bool is_fill_v = std::is_arithmetic_v<V> || is_half_v<V>;
 template <int R, int C, class A = LastAxes, class T, std::size_t N, class V, class = std::enable_if_t<is_fill_v<V>>>
 inline Tile<T, R, C> load_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const int64_t (&valid)[2],
                                 V fill, int line = __builtin_LINE()) {
-    static_assert(N >= 2 || R == 1, "a tile loaded from a 1-D tensor must have exactly one row");
+    static_assert(detail::fits_axes<A, N, R, C>(), "a tile dim with no tensor dim (1-D rows, dims=[d, None]) has size 1");
     if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
         detail::throw_valid_error("", "load", R, C, valid[0], valid[1]);
     }
@@ -418,7 +429,7 @@ template <class A = LastAxes, class T, std::size_t N, class U, int R, int C>
 inline void store_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
                         const int64_t (&valid)[2], int line = __builtin_LINE()) {
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
-    static_assert(N >= 2 || R == 1, "a tile stored to a 1-D tensor must have exactly one row");
+    static_assert(detail::fits_axes<A, N, R, C>(), "a tile dim with no tensor dim (1-D rows, dims=[d, None]) has size 1");
     if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
         detail::throw_valid_error("", "store", R, C, valid[0], valid[1]);
     }
@@ -448,7 +459,7 @@ inline void store_valid(const TensorView<T> &view, const int64_t (&offsets)[N], 
 template <int R, int C, class A = LastAxes, class T, std::size_t N, class V, class = std::enable_if_t<is_fill_v<V>>>
 inline Tile<T, R, C> load_pad(const TensorView<T> &view, const int64_t (&offsets)[N], V pad,
                               int line = __builtin_LINE()) {
-    static_assert(N >= 2 || R == 1, "a tile loaded from a 1-D tensor must have exactly one row");
+    static_assert(detail::fits_axes<A, N, R, C>(), "a tile dim with no tensor dim (1-D rows, dims=[d, None]) has size 1");
     constexpr AxesSpec ax = A::template spec<N>();
     const T f = convert<T>(pad);
     bool inside = true;
@@ -457,7 +468,7 @@ inline Tile<T, R, C> load_pad(const TensorView<T> &view, const int64_t (&offsets
     }
     int64_t r0 = 0, r1 = R, c0 = 0, c1 = C;
     if (ax.row_dim >= 0) detail::inside_span(offsets[ax.row_dim], ax.row_step, R, view.shape[ax.row_dim], r0, r1);
-    detail::inside_span(offsets[ax.col_dim], ax.col_step, C, view.shape[ax.col_dim], c0, c1);
+    if (ax.col_dim >= 0) detail::inside_span(offsets[ax.col_dim], ax.col_step, C, view.shape[ax.col_dim], c0, c1);
     Tile<T, R, C> t;
     for (int i = 0; i < R * C; ++i) t.data[i] = f;
     if (!inside || r0 == r1 || c0 == c1) {

@@ -207,7 +207,7 @@ template <class A = LastAxes, class T, std::size_t N, class U, int R, int C, cla
 inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const detail::Fused<U, R, C, F> &e,
                   int line = __builtin_LINE()) {
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
-    static_assert(N >= 2 || R == 1, "a tile stored to a 1-D tensor must have exactly one row");
+    static_assert(detail::fits_axes<A, N, R, C>(), "a tile dim with no tensor dim (1-D rows, dims=[d, None]) has size 1");
     const auto box = detail::checked_box<R, C, A>(true, view, offsets, line);
     for (int r = 0; r < R; ++r) {
         T *dst = box.base + r * box.row_stride;
