@@ -238,6 +238,33 @@ def _ir_at(build: Build, kernel: str | None, dsl_line: str,
     return src, line, "build"
 
 
+def _ir_source(build: Build, found: Found) -> Source | None:
+    """The build's IR dump, parsed (None, with a note, when it cannot be read)."""
+    rel = f"{IR_DIR}/{build.name}.py"
+    try:
+        return Source(rel, read_source(confined(build.work_dir, rel, "the IR dump")))
+    except (OSError, SyntaxError, ValueError, TilescopeError) as e:
+        found.note(f"the build's IR dump {rel} cannot be read: {str(e).splitlines()[0]}")
+        return None
+
+
+def ir_line_origins(build: Build) -> dict[int, str]:
+    """Each line of the build's IR dump that holds a kernel statement, and the DSL line (``file:line``)
+    the statement was written on (the C++ markers pair them)."""
+    b = Build(build.work_dir)
+    out: dict[int, str] = {}
+    try:
+        kernels = b.program().kernels
+    except (OSError, TilescopeError):
+        return out
+    for k in kernels:
+        sites, _ = kernel_sites(b, k)
+        for s in sites.values():
+            if s.dsl_line and s.stmt.loc is not None:
+                out.setdefault(s.stmt.loc.line, s.dsl_line)
+    return out
+
+
 def _same_place(loc: str) -> tuple[str, str]:
     path, _, line = loc.rpartition(":")
     return os.path.basename(path), line
@@ -340,10 +367,16 @@ def _enclosing_loop(src: Source, store_line: int, dim: int) -> int | None:
 def wide_candidates(build: Build, rep: Report, found: Found) -> None:
     """Every catalogue rule over every statement of the kernels and of the orchestration in the
     program's DSL file (the culprit's kernel first, then the kernels nearest the outputs): the
-    search when the culprit's line is unknown, or no edit there makes the outputs match."""
-    at = build.config.get("SOURCE")
-    src, line, target = _dsl_at(build, None, at if isinstance(at, str) else None, found)
-    if src is None or line is None or target != "dsl":
+    search when the culprit's line is unknown, or no edit there makes the outputs match. With
+    ``found.ir_only`` (a program built inside a function), over the build's IR dump instead."""
+    if found.ir_only:
+        src, line, target = _ir_source(build, found), None, "build"
+    else:
+        at = build.config.get("SOURCE")
+        src, line, target = _dsl_at(build, None, at if isinstance(at, str) else None, found)
+        if line is None or target != "dsl":
+            return
+    if src is None:
         return
     found.source, found.target = src, target
     try:
@@ -351,7 +384,8 @@ def wide_candidates(build: Build, rep: Report, found: Found) -> None:
     except (OSError, TilescopeError):
         names = []
     names = sorted(reversed(names), key=lambda n: n != rep.culprit.kernel)
-    functions = [_kernel_function(build, src, n) for n in names] + [src.function_at(line)]
+    calls = src.function(build.name) if line is None else src.function_at(line)
+    functions = [_kernel_function(build, src, n) for n in names] + [calls]
     for fn in dict.fromkeys(f for f in functions if f is not None):
         for lines in _statements(src, fn):
             for rule in CATALOGUE:

@@ -36,7 +36,14 @@ from typing import Any
 import torch
 
 from tilescope.analysis.data import Second, load_second
-from tilescope.analysis.fix.candidates import Candidate, Found, candidates, read_source, wide_candidates
+from tilescope.analysis.fix.candidates import (
+    Candidate,
+    Found,
+    candidates,
+    ir_line_origins,
+    read_source,
+    wide_candidates,
+)
 from tilescope.analysis.fix.copies import NOT_TOP_LEVEL
 from tilescope.analysis.fix.edit import Edit, Source, changed_op
 from tilescope.analysis.fix.screen import Score, Screen
@@ -142,9 +149,45 @@ class _Search:
                 fix = self._pairs()
             if fix is not None:
                 return fix
+        elif self._built_in_function():
+            if (fix := self._ir_search()) is not None:
+                return fix
         elif (fix := self._unranked([c for c in dsl if c.culprit])) is not None:  # NOTE: unranked, the wider
             return fix  # search's hundreds of candidates would each cost a compile: only the culprit's are tried
         return self._none()
+
+    def _built_in_function(self) -> bool:
+        """Whether the DSL file cannot give the program because it is built inside a function (a
+        factory's: ``build(**config)``), so the screening could not import it."""
+        return self.screen is not None and NOT_TOP_LEVEL in self.screen.baseline.error and self.wide
+
+    def _ir_search(self) -> Fix | None:
+        """The search over the build's IR dump, the program as built (a module with the program at
+        its top level): the culprit's statement there, then every statement, screened on the
+        interpreter and verified on sim like edits of the user's file."""
+        ir = ir_dump(self.build)
+        self.found.note(f"the program is built inside a function, so edits of its file cannot be screened: "
+                        f"proposing against the build's IR dump {ir}, the program as built")  # fmt: skip
+        self.screen.close()
+        self.screen = None
+        found = Found()
+        found.ir_only = True
+        candidates(self.build, self.rep, found)
+        wide_candidates(self.build, self.rep, found)
+        for n in found.notes:
+            self.found.note(n)
+        todo = [c for c in found.candidates if c.target == "build" and c.edit.file == ir]
+        if found.source is None or not todo:
+            return None
+        self.found.ir_only, self.found.source, self.found.target = True, found.source, "build"
+        self.found.candidates, self.found.rules, self.found.why = found.candidates, found.rules, ""
+        self.found.notes = [n for n in self.found.notes if NOT_TOP_LEVEL not in n]  # NOTE: the IR dump's screen replaces it
+        if self._screen() is None:
+            return self._unranked([c for c in todo if c.culprit])
+        fix = self._screened(todo)
+        if fix is None and self._left() > 0:
+            fix = self._pairs()
+        return fix
 
     def _unranked(self, todo: list[Candidate]) -> Fix | None:
         """Verify ``todo`` in the catalogue's order (the interpreter cannot rank them). A DSL file
@@ -181,7 +224,8 @@ class _Search:
         """The interpreter's screen of the culprit's file, when it reproduces the failure."""
         if self.screen is None:
             src = self.found.source
-            self.screen = Screen(self.build, src.text, Path(src.file), self.data.inputs, self.data.golden,
+            file = Path(src.file) if self.found.target == "dsl" else self.build.work_dir / src.file
+            self.screen = Screen(self.build, src.text, file, self.data.inputs, self.data.golden,
                                  self.data.second, self.rep.rtol, self.rep.atol, self._work() / "screen",
                                  parallel=self.parallel)  # fmt: skip
             if not self.screen.useful:
@@ -216,7 +260,7 @@ class _Search:
         base = self.screen.baseline.bad
         better = sorted((c for c, s in self.scores.items() if s.bad is not None and s.bad < base and not c.also),
                         key=lambda c: (self.scores[c].bad, c.size))[:PAIR_POOL]  # fmt: skip
-        pairs = [Candidate(a.edit, "dsl", (b.edit,), f"{a.rule} + {b.rule}", a.culprit or b.culprit)
+        pairs = [Candidate(a.edit, a.target, (b.edit,), f"{a.rule} + {b.rule}", a.culprit or b.culprit)
                  for a, b in itertools.combinations(better, 2) if a.edit.line != b.edit.line]  # fmt: skip
         if pairs:
             self.found.rules[PAIRS] = self.found.rules.get(PAIRS, 0) + len(pairs)
@@ -281,17 +325,27 @@ def unified_diff(c: Candidate) -> str:
 
 
 def repair_culprit(build: Build, fix: Fix, culprit: Culprit) -> Culprit | None:
-    """The culprit a verified repair of the DSL source names: its line, the op it changes and the
-    kernel holding it (None for the orchestration's own code); None when the fix is not one."""
+    """The culprit a verified repair of the DSL source (or of the build's IR dump, for a program
+    built inside a function) names: its line (for the IR dump, the DSL line its statement was
+    written on), the op it changes and the kernel holding it (None for the orchestration's own
+    code); None when the fix is not one."""
     e = fix.edit
-    if not fix.verified or fix.kind != "dsl" or e is None:
+    in_ir = e is not None and fix.kind == "build" and e.file == ir_dump(build)
+    if not fix.verified or not (fix.kind == "dsl" or in_ir) or e is None:
         return None
+    path = build.work_dir / e.file if in_ir else Path(e.file)
     try:
-        src = Source(e.file, read_source(Path(e.file)))
+        src = Source(e.file, read_source(path))
     except (OSError, SyntaxError, ValueError):
         return None
     fn = src.function_at(e.line)
     kernels = {k["name"] for k in build.kernels}
     kernel = fn.name if fn is not None and fn.name in kernels else None
     task = culprit.task if kernel is not None and kernel == culprit.kernel else None
-    return Culprit(task, kernel, changed_op(src, Edit(e.file, e.line, e.before, e.after, e.why)), f"{display_path(e.file)}:{e.line}")
+    line = (ir_line_origins(build).get(e.line) if in_ir else None) or f"{display_path(str(path))}:{e.line}"
+    return Culprit(task, kernel, changed_op(src, Edit(e.file, e.line, e.before, e.after, e.why)), line)
+
+
+def ir_dump(build: Build) -> str:
+    """The build's IR dump, relative to the build (what edits of it name as their file)."""
+    return f"{IR_DIR}/{build.name}.py"

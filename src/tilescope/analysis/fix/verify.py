@@ -69,7 +69,10 @@ def verify_candidate(build: Build, c: Candidate, inputs: dict[str, Any], golden:
             made = folder / "build"
             shutil.copytree(build.work_dir, made, ignore=shutil.ignore_patterns(DFX_DIR, DATA_DIR, ".lock"))
             target = made / c.edit.file
-            target.write_text(c.edit.apply(read_source(target)))
+            text = read_source(target)
+            for e in c.edits:  # NOTE: every edit of a two-line repair is of the one file
+                text = e.apply(text)
+            target.write_text(text)
             compiled = CompiledProgram.from_dir(made)
         ok, text = _check_run(compiled, inputs, golden, rtol, atol, deadline)
         if ok and second is not None:

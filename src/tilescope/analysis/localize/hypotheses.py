@@ -41,7 +41,7 @@ from tilescope.build.manifest import Build
 from tilescope.errors import TilescopeError
 from tilescope.ir.nodes import BinOp, Const, For, Kernel, Load, LoadRows
 from tilescope.ir.traverse import child_exprs, walk_exprs
-from tilescope.ir.types import TileType
+from tilescope.ir.types import ScalarType, TileType
 
 _MAX_TRIES = 256  # regions tried per argument
 
@@ -140,6 +140,12 @@ class WrongOffset:
     def text(self, dsl_line: str | None) -> str:
         """The evidence line."""
         at = f" at {dsl_line}" if dsl_line else ""
+        if self.change.startswith(("padded", "masked")):
+            what = "pad" if self.change.startswith("padded") else "fill"
+            return (
+                f"with the load of {self.load.tensor.name} in kernel {self.kernel}{at} reading its {self.change}, "
+                f"task {self.task}'s outputs match the golden (run again alone): the load's {what} is the wrong value"
+            )
         return (
             f"with the load of {self.load.tensor.name} in kernel {self.kernel}{at} reading at its {self.change}, "
             f"task {self.task}'s outputs match the golden (run again alone): the load reads the wrong place"
@@ -148,14 +154,16 @@ class WrongOffset:
 
 class _Moved(_BoundKernel):
     """A kernel on Bounded tiles with one load read otherwise: its offsets computed by
-    ``change(offsets, env)``, or (``fill``) the fill of its masked elements replaced."""
+    ``change(offsets, env)``, or (``fill``) the value of its masked or padded elements replaced."""
 
     def __init__(self, kernel: Kernel, load: Load, change, fill: float | None = None):
         super().__init__(kernel)
         self.load, self.change, self.fill = load, change, fill
 
     def expr(self, e, env):
-        if e is self.load and self.fill is not None:
+        if e is self.load and self.fill is not None and e.pad is not None:
+            e = dataclasses.replace(e, pad=Const(self.fill, ScalarType(e.type.dtype)))
+        elif e is self.load and self.fill is not None:
             e = dataclasses.replace(e, fill=Const(self.fill, e.fill.type))
         elif e is self.load:
             given = _offsets(e)
@@ -171,14 +179,20 @@ def _offsets(load: Load | LoadRows) -> tuple[Any, ...]:
 
 
 def _offset_changes(load: Load, loop_vars: list[str]):
-    """Each way a load's offsets could have been meant: two exchanged, a loop variable added to one
-    or standing for one."""
+    """Each way a load's offsets could have been meant: two exchanged, one off by one (a window
+    or a padding shifted, an index counted from 1), a loop variable added to one or standing for
+    one."""
     offsets = _offsets(load)
     n = len(offsets)
     for i, j in itertools.combinations(range(n), 2):
         if offsets[i] != offsets[j]:
             yield f"offsets {i} and {j} exchanged", lambda o, env, i=i, j=j: [
                 o[j] if k == i else o[i] if k == j else x for k, x in enumerate(o)]  # fmt: skip
+    for d in range(n):
+        if not isinstance(offsets[d], Const):  # NOTE: a constant one off is the catalogue's "offset" repair
+            for step in (1, -1):
+                yield f"offset {d} {'+' if step > 0 else '-'} 1", lambda o, env, d=d, step=step: [
+                    x + step if k == d else x for k, x in enumerate(o)]  # fmt: skip
     for v in loop_vars:
         for d in range(n):
             yield f"offset {d} + {v}", lambda o, env, d=d, v=v: [x + env[v] if k == d else x for k, x in enumerate(o)]
@@ -186,10 +200,12 @@ def _offset_changes(load: Load, loop_vars: list[str]):
 
 
 def _fills(load: Load | LoadRows) -> list[float]:
-    """The fills a masked load of floats could have been meant to have (its own left out): the
-    identities of a max, a min and a sum."""
-    f = getattr(load, "fill", None)
-    if not (isinstance(load, Load) and load.valid and isinstance(f, Const) and load.type.dtype.is_float):
+    """The fills a masked load of floats, or the pads a padded one, could have been meant to have
+    (its own left out): the identities of a max, a min and a sum."""
+    if not (isinstance(load, Load) and load.type.dtype.is_float):
+        return []
+    f = load.pad if load.pad is not None else load.fill if load.valid else None
+    if not isinstance(f, Const):
         return []
     return [v for v in (float("-inf"), float("inf"), 0.0) if float(f.value) != v]
 
@@ -216,7 +232,9 @@ def wrong_offset(build: Build, kernel: Kernel, task: CapturedTask, golden: dict[
     tries = 0
     for stmt, load, scope in _loads_in_loops(kernel.body):
         changes = [(what, change, None) for what, change in _offset_changes(load, list(scope))]
-        changes += [(f"masked elements as {v} (fill={v})", None, v) for v in _fills(load)]
+        padded = isinstance(load, Load) and load.pad is not None
+        word = "padded elements as {v} (pad={v})" if padded else "masked elements as {v} (fill={v})"
+        changes += [(word.format(v=v), None, v) for v in _fills(load)]
         for what, change, fill in changes:
             tries += 1
             if tries > limit:

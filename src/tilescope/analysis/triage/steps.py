@@ -405,9 +405,10 @@ class Analysis(Steps):
             return
         e = fix.edit
         self.rep.culprit = named
+        made = "" if fix.kind == "dsl" else f" (made in the build's IR dump {e.file}:{e.line}, the program as built)"
         self.rep.evidence.append(f"no reference names the line: the smallest catalogue repair that makes every output "
-                                 f"match, verified on {fix.verified_on}, edits {named.dsl_line}: `{e.before.strip()}` "
-                                 f"-> `{e.after.strip()}`")  # fmt: skip
+                                 f"match, verified on {fix.verified_on}, edits {named.dsl_line}{made}: "
+                                 f"`{e.before.strip()}` -> `{e.after.strip()}`")  # fmt: skip
         if not keep:
             self.rep.next.append(f"tilescope triage {self.build.work_dir} --fix   # the repair as a diff")
 
