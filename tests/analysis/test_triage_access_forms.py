@@ -1,7 +1,8 @@
-"""triage on the bugs of convolution and pooling kernels: a padded load's pad that is not the
-identity of the reduction after it, a window one element off, and a kernel built inside a
-function (a factory's), whose repair is found in the build's IR dump and named at the user's
-line."""
+"""triage on the bugs of convolution, pooling, scan and epilogue kernels: a padded load's pad
+that is not the identity of the reduction after it, a window one element off, a per-channel
+vector read as a row, an inclusive scan for an exclusive one, rows a store never reaches, and a
+kernel built inside a function (a factory's), whose repair is found in the build's IR dump and
+named at the user's line."""
 
 from __future__ import annotations
 
@@ -86,6 +87,81 @@ def test_a_window_one_element_off_is_named():
     assert (rep.category, c.task, c.kernel, c.op) == ("algorithm", 0, "taps", "load"), rep.evidence
     assert c.dsl_line == dsl(taps, "ts.load(x, [0, j]")
     assert any("reading at its offset 1 - 1" in e for e in rep.evidence), rep.evidence
+
+
+@ts.kernel
+def scale_bias(x: ts.Tensor[[C, C], ts.f32], b: ts.Tensor[[C], ts.f32], y: ts.Out[[C, C], ts.f32]):
+    bc = ts.load(b, [0], [C], dims=[None, 0])  # the defect: a row where the per-channel column bc[:, None] belongs
+    ts.store(y, [0, 0], ts.relu(ts.load(x, [0, 0], [C, C]) * 2.0 + bc))
+
+
+@ts.jit
+def channel_bias(x: ts.Tensor[[2, C, C], ts.f32], b: ts.Tensor[[C], ts.f32], y: ts.Out[[2, C, C], ts.f32]):
+    for n in ts.range(0, 2):
+        scale_bias(x[n, :, :], b, y[n, :, :])
+
+
+def channel_bias_golden(t):
+    t["y"][:] = torch.relu(t["x"] * 2.0 + t["b"][None, :, None])
+
+
+@ts.kernel
+def prefix_rows(x: ts.Tensor[[R, C], ts.f32], y: ts.Out[[R, C], ts.f32]):
+    ts.store(y, [0, 0], ts.cumsum(ts.load(x, [0, 0], [R, C]), dim=-1))  # the defect: inclusive
+
+
+@ts.jit
+def exclusive_prefix(x: ts.Tensor[[2 * R, C], ts.f32], y: ts.Out[[2 * R, C], ts.f32]):
+    for r in ts.range(0, 2 * R, R):
+        prefix_rows(x[r : r + R, :], y[r : r + R, :])
+
+
+def exclusive_golden(t):
+    x = t["x"]
+    t["y"][:] = torch.cumsum(x, dim=-1) - x
+
+
+@ts.kernel
+def pairs(x: ts.Tensor[[R, C], ts.f32], y: ts.Out[[R, C], ts.f32]):
+    for i in ts.range(0, R // 2):
+        ts.store(y, [i, 0], ts.load(x, [2 * i, 0], [2, C]))  # the defect: row i where 2 * i belongs
+
+
+@ts.jit
+def copy_pairs(x: ts.Tensor[[2, R, C], ts.f32], y: ts.Out[[2, R, C], ts.f32]):
+    for n in ts.range(0, 2):
+        pairs(x[n, :, :], y[n, :, :])
+
+
+def copy_golden(t):
+    t["y"][:] = t["x"]
+
+
+def test_a_1d_tensor_read_along_the_wrong_axis_is_named():
+    specs = [TensorSpec("x", [2, C, C], torch.float32), TensorSpec("b", [C], torch.float32),
+             TensorSpec("y", [2, C, C], torch.float32, is_output=True)]  # fmt: skip
+    rep = _triaged(channel_bias, specs, channel_bias_golden)
+    c = rep.culprit
+    assert (rep.category, c.kernel, c.op) == ("algorithm", "scale_bias", "load"), rep.evidence
+    assert c.dsl_line == dsl(scale_bias, "dims=[None, 0]")
+    assert any("other axis (dims=[0, None])" in e for e in rep.evidence), rep.evidence
+
+
+def test_an_inclusive_scan_where_an_exclusive_one_belongs_is_named():
+    specs = [TensorSpec("x", [2 * R, C], torch.float32), TensorSpec("y", [2 * R, C], torch.float32, is_output=True)]
+    rep = _triaged(exclusive_prefix, specs, exclusive_golden)
+    c = rep.culprit
+    assert (rep.category, c.kernel, c.op) == ("algorithm", "prefix_rows", "cumsum"), rep.evidence
+    assert c.dsl_line == dsl(prefix_rows, "ts.cumsum(")
+    assert any("with exclusive=True in the cumsum" in e for e in rep.evidence), rep.evidence
+
+
+def test_rows_a_store_never_reaches_name_the_store():
+    specs = [TensorSpec("x", [2, R, C], torch.float32), TensorSpec("y", [2, R, C], torch.float32, is_output=True)]
+    rep = _triaged(copy_pairs, specs, copy_golden)
+    c = rep.culprit
+    assert (rep.category, c.kernel, c.op) == ("uninitialized", "pairs", "store"), rep.evidence
+    assert c.dsl_line == dsl(pairs, "ts.store(y, [i, 0]")
 
 
 FACTORY = '''

@@ -326,12 +326,12 @@ class _Analysis(CodegenQuestions, PrecisionQuestions):
 
     def compare_off(self, sigs: list[Signature]) -> bool:
         """Name a comparison when the first wrong task's outputs match the golden with it strict
-        where it is not or the reverse, facing the other way, or negated (``hypotheses.comparison``)."""
+        where it is not or the reverse, facing the other way, or negated; or a scan, exclusive where
+        it is inclusive (or the reverse) or running the other way (``hypotheses.comparison``)."""
         task = self.first_task(sigs)
         kernel = self.kernels[task.kernel] if task is not None else None
         found = kernel and comparison(self.build, kernel, task, self.src.golden, self.src.rtol, self.src.atol)
-        return bool(found) and self.confirmed(found, kernel, found.compare.op, found.stmt,
-                                              "a comparison of kernel {k} is the wrong one")  # fmt: skip
+        return bool(found) and self.confirmed(found, kernel, found.op, found.stmt, found.summary)
 
     def confirmed(self, found: Any, kernel: Kernel, op: str, stmt: Any, summary: str) -> bool:
         """The culprit a re-run confirmed (``found``: a hypothesis of ``hypotheses`` about task

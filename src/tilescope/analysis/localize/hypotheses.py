@@ -39,7 +39,7 @@ from tilescope.analysis.localize.source_map import statements
 from tilescope.analysis.localize.tasks import CapturedTask
 from tilescope.build.manifest import Build
 from tilescope.errors import TilescopeError
-from tilescope.ir.nodes import BinOp, Const, For, Kernel, Load, LoadRows
+from tilescope.ir.nodes import BinOp, Const, For, Kernel, Load, LoadRows, Scan
 from tilescope.ir.traverse import child_exprs, walk_exprs
 from tilescope.ir.types import ScalarType, TileType
 
@@ -140,6 +140,11 @@ class WrongOffset:
     def text(self, dsl_line: str | None) -> str:
         """The evidence line."""
         at = f" at {dsl_line}" if dsl_line else ""
+        if self.change.startswith("other axis"):
+            return (
+                f"with the load of {self.load.tensor.name} in kernel {self.kernel}{at} reading along its {self.change}, "
+                f"task {self.task}'s outputs match the golden (run again alone): the load's tile runs along the wrong axis"
+            )
         if self.change.startswith(("padded", "masked")):
             what = "pad" if self.change.startswith("padded") else "fill"
             return (
@@ -154,14 +159,17 @@ class WrongOffset:
 
 class _Moved(_BoundKernel):
     """A kernel on Bounded tiles with one load read otherwise: its offsets computed by
-    ``change(offsets, env)``, or (``fill``) the value of its masked or padded elements replaced."""
+    ``change(offsets, env)``, (``fill``) the value of its masked or padded elements replaced, or
+    (``flip``) its one tensor dim read as the tile's other axis (a row for a column)."""
 
-    def __init__(self, kernel: Kernel, load: Load, change, fill: float | None = None):
+    def __init__(self, kernel: Kernel, load: Load, change, fill: float | None = None, flip: bool = False):
         super().__init__(kernel)
-        self.load, self.change, self.fill = load, change, fill
+        self.load, self.change, self.fill, self.flip = load, change, fill, flip
 
     def expr(self, e, env):
-        if e is self.load and self.fill is not None and e.pad is not None:
+        if e is self.load and self.flip:
+            e = dataclasses.replace(e, dims=e.dims[::-1], type=TileType(e.type.shape[::-1], e.type.dtype))
+        elif e is self.load and self.fill is not None and e.pad is not None:
             e = dataclasses.replace(e, pad=Const(self.fill, ScalarType(e.type.dtype)))
         elif e is self.load and self.fill is not None:
             e = dataclasses.replace(e, fill=Const(self.fill, e.fill.type))
@@ -231,18 +239,21 @@ def wrong_offset(build: Build, kernel: Kernel, task: CapturedTask, golden: dict[
         return None
     tries = 0
     for stmt, load, scope in _loads_in_loops(kernel.body):
-        changes = [(what, change, None) for what, change in _offset_changes(load, list(scope))]
+        changes = [(what, change, None, False) for what, change in _offset_changes(load, list(scope))]
         padded = isinstance(load, Load) and load.pad is not None
         word = "padded elements as {v} (pad={v})" if padded else "masked elements as {v} (fill={v})"
-        changes += [(word.format(v=v), None, v) for v in _fills(load)]
-        for what, change, fill in changes:
+        changes += [(word.format(v=v), None, v, False) for v in _fills(load)]
+        if isinstance(load, Load) and None in load.dims:  # NOTE: a 1-D tensor read as a row where a column was meant
+            flipped = ", ".join(map(str, load.dims[::-1]))
+            changes.append((f"other axis (dims=[{flipped}])", None, None, True))
+        for what, change, fill, flip in changes:
             tries += 1
             if tries > limit:
                 return None
             args = task.arguments(params, Bounded.exact)
             try:
                 with torch.no_grad():
-                    _Moved(kernel, load, change, fill).run(args)
+                    _Moved(kernel, load, change, fill, flip).run(args)
             except (IndexError, ValueError, RuntimeError, TilescopeError):
                 continue  # it reads outside the tensor
             if _judged(args, task, golden, outs, rtol, atol):
@@ -274,39 +285,74 @@ class Comparison:
         )
 
 
-class _Flipped(_BoundKernel):
-    """A kernel on Bounded tiles with one comparison changed to ``op``."""
+    op = property(lambda self: self.compare.op)
+    summary = "a comparison of kernel {k} is the wrong one"
 
-    def __init__(self, kernel: Kernel, compare: BinOp, op: str):
+
+@dataclass(frozen=True)
+class ScanFlags:
+    """A scan of ``kernel`` (cumsum, cumprod) that, with ``meant`` flags, makes a task's outputs the golden's."""
+
+    task: int
+    kernel: str
+    stmt: Any
+    compare: Any  # the Scan
+    meant: str  # ``exclusive=True``, ``reverse=False``
+
+    def text(self, dsl_line: str | None) -> str:
+        """The evidence line."""
+        at = f" at {dsl_line}" if dsl_line else ""
+        return (
+            f"with {self.meant} in the {self.compare.op} of kernel {self.kernel}{at}, task {self.task}'s outputs "
+            f"match the golden (run again alone): the scan's flags are the wrong ones"
+        )
+
+    op = property(lambda self: self.compare.op)
+    summary = "a scan of kernel {k} has the wrong flags"
+
+
+class _Flipped(_BoundKernel):
+    """A kernel on Bounded tiles with one node (a comparison, a scan) changed as ``fields`` say."""
+
+    def __init__(self, kernel: Kernel, node: Any, **fields: Any):
         super().__init__(kernel)
-        self.compare, self.op = compare, op
+        self.node, self.fields = node, fields
 
     def expr(self, e, env):
-        return super().expr(dataclasses.replace(e, op=self.op) if e is self.compare else e, env)
+        return super().expr(dataclasses.replace(e, **self.fields) if e is self.node else e, env)
+
+
+def _variants(e: Any):
+    """Each way a comparison or a scan could have been meant: (fields to replace, what, the result's class)."""
+    if isinstance(e, BinOp) and e.op in _COMPARISONS and isinstance(e.type, TileType):
+        for op in _COMPARISONS[e.op]:
+            yield {"op": op}, op, Comparison
+    elif isinstance(e, Scan):
+        for flag in ("exclusive", "reverse"):
+            yield {flag: not getattr(e, flag)}, f"{flag}={not getattr(e, flag)}", ScanFlags
 
 
 def comparison(build: Build, kernel: Kernel, task: CapturedTask, golden: dict[str, torch.Tensor], rtol: float,
-               atol: float) -> Comparison | None:  # fmt: skip
+               atol: float) -> Comparison | ScanFlags | None:  # fmt: skip
     """The first comparison of ``kernel`` (``<``, ``<=``, ``>``, ``>=``) that, with its other
-    strictness, its other direction or negated (in that order), makes all of ``task``'s outputs
-    the golden's."""
+    strictness, its other direction or negated (in that order), or scan that, exclusive where it
+    is inclusive (or the reverse) or running the other way, makes all of ``task``'s outputs the
+    golden's."""
     params = build.kernel_params(task.func_id)
     outs = [i for i, p in enumerate(params) if p.shape is not None and p.is_output]
     if task.lost or not outs or any(task.boxes.get(i, ("",))[0] not in golden for i in outs):
         return None
     for stmt in statements(kernel.body):
         for e in walk_exprs(child_exprs(stmt)):
-            if not (isinstance(e, BinOp) and e.op in _COMPARISONS and isinstance(e.type, TileType)):
-                continue
-            for op in _COMPARISONS[e.op]:
+            for fields, meant, result in _variants(e):
                 args = task.arguments(params, Bounded.exact)
                 try:
                     with torch.no_grad():
-                        _Flipped(kernel, e, op).run(args)
+                        _Flipped(kernel, e, **fields).run(args)
                 except (IndexError, ValueError, RuntimeError, TilescopeError):
                     continue
                 if _judged(args, task, golden, outs, rtol, atol):
-                    return Comparison(task.task_id, kernel.name, stmt, e, op)
+                    return result(task.task_id, kernel.name, stmt, e, meant)
     return None
 
 

@@ -41,6 +41,7 @@ from tilescope.analysis.recorded import crash_report_to
 from tilescope.analysis.report import Culprit, Report, Step
 from tilescope.analysis.shuffle import shuffle_lines, shuffle_runs
 from tilescope.build.paths import atomic_write
+from tilescope.codegen.cpp_common import display_path
 from tilescope.errors import RuntimeFailure, TilescopeError
 from tilescope.launch.inputs_kept import inputs_unchecked
 from tilescope.launch.program import CompiledProgram
@@ -266,9 +267,13 @@ class Analysis(Steps):
             return False
         blamed = next((u for u in rep.unstored if u.read_later), None)
         r = rep.reads[0] if rep.reads else None
+        if blamed is None and r is None and rep.outputs and rep.unstored:
+            blamed = rep.unstored[0]  # NOTE: no read explains the outputs' poison: the part a task never stored does
         if blamed is not None:
             found = p.static_for(blamed.kernel, blamed.param)
-            culprit = Culprit(blamed.task, blamed.kernel, "store", found["at"] if found else None)
+            at = found["at"] if found else None
+            path, _, line = (at or "").rpartition(":")
+            culprit = Culprit(blamed.task, blamed.kernel, "store", f"{display_path(path)}:{line}" if path else at)
             summary = f"kernel {blamed.kernel} does not store all of its output {blamed.param}: {blamed.where} is never written"
         else:
             culprit = Culprit(r.task, r.kernel) if r else None
