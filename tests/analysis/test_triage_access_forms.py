@@ -210,3 +210,34 @@ def test_a_factory_built_kernel_is_repaired_in_its_ir_dump_and_named_at_the_user
     repair = next(e for e in rep.evidence if "smallest catalogue repair" in e)
     assert "made in the build's IR dump ir/conv_rows.py:" in repair
     assert "[0, j + 1]" in repair and "[0, j - 1]" in repair, repair
+
+
+@ts.kernel
+def block_sum(x: ts.Tensor[[R, C], ts.f32], p: ts.Out[[1, 1], ts.f32]):
+    ts.store(p, [0, 0], ts.row_sum(ts.col_sum(ts.load(x, [0, 0], [R, C]))))
+
+
+@ts.kernel
+def total(p: ts.Tensor[[4, 1], ts.f32], loss: ts.Out[[], ts.f32]):
+    ts.store(loss, [], ts.col_sum(ts.load(p, [0, 0], [4, 1])))
+
+
+@ts.jit
+def summed(x: ts.Tensor[[4 * R, C], ts.f32], loss: ts.Out[[], ts.f32]):
+    p = ts.create_tensor([4, 1], ts.f32)
+    for b in ts.range(0, 3):  # the defect: 3 blocks of 4
+        block_sum(x[b * R : b * R + R, :], p[b : b + 1, :])
+    total(p, loss)
+
+
+def sum_golden(t):
+    t["loss"].copy_(t["x"].sum())
+
+
+def test_a_0_dim_loss_that_reads_memory_nothing_wrote_is_uninitialized():
+    specs = [TensorSpec("x", [4 * R, C], torch.float32), TensorSpec("loss", [], torch.float32, is_output=True)]
+    rep = _triaged(summed, specs, sum_golden)
+    assert rep.category == "uninitialized" and not any("defect" in x for x in rep.limitations), rep.limitations
+    assert any("elements of output loss depend on memory nothing wrote: loss" in e for e in rep.evidence), rep.evidence
+    # the loop one step longer writes every block: the culprit is the orchestration's loop
+    assert (rep.culprit.op, rep.culprit.dsl_line) == ("range", dsl(summed, "for b in ts.range(0, 3)")), rep.evidence

@@ -88,6 +88,8 @@ def mask_boxes(mask: torch.Tensor, limit: int = 16) -> list[Box]:
 
 
 def _boxes(mask: torch.Tensor) -> list[Box]:
+    if mask.dim() == 0:  # a 0-dim tensor: its one element, a box of no dims
+        return [()] if bool(mask) else []
     if mask.dim() == 1:
         m = torch.cat([torch.zeros(1, dtype=torch.int8), mask.to(torch.int8), torch.zeros(1, dtype=torch.int8)])
         edges = (m[1:] - m[:-1]).nonzero().reshape(-1).tolist()

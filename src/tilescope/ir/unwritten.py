@@ -99,7 +99,7 @@ class Unwritten:
 def slice_text(name: str, box: Box, shape) -> str:
     """``box`` of a tensor ``name`` of ``shape`` as a slice: ``y[:, 448:512]`` (``:`` for a whole dim)."""
     dims = [":" if (lo, hi) == (0, n) else f"{lo}:{hi}" for (lo, hi), n in zip(box, shape)]
-    return f"{name}[{', '.join(dims)}]"
+    return f"{name}[{', '.join(dims)}]" if dims else name  # NOTE: a 0-dim tensor's one element
 
 
 def unwritten(program: Program) -> list[Unwritten]:
