@@ -86,6 +86,9 @@ def test_an_ambiguous_tile_is_an_error_that_spells_both_meanings():
         ("ts.load(x, [0, 0, 0, 0], [1, 1, 5, 6], strides=[1, 1, 0, 1])", "ts.load: strides= takes one positive compile-time step per tensor dim (4), got [1, 1, 0, 1]"),
         ("ts.load(x, [0, 0, 0, 0], [1, 1, 5, 6], pad=0.0, valid=(2, 3))", "ts.load takes pad= or valid=, not both"),
         ("ts.load(x, [0, 0, 0, 0], [1, 1, 5, 6], pad=x)", "ts.load pad must be a scalar"),
+        ("ts.load(x, [0, 0, 0, 0], [1, 1, 1, 6], dims=[None, None])", "ts.load: dims= [None, None]: None adds a size-1 tile dim beside a tensor dim"),
+        ("ts.load(x, [0, 0, 0, 0], [1, 1, 1, 6], dims=[None])", "ts.load: dims= [None]: None adds a size-1 tile dim beside a tensor dim"),
+        ("ts.load(x, [0, 0, 0, 0], [1, 1, 1, 6], dims=[3, 'x'])", "ts.load: dims= takes one or two compile-time tensor dims (or None), got [3, 'x']"),
     ],
 )
 def test_a_misused_access_keyword_names_itself(call, message):
@@ -152,33 +155,6 @@ def test_a_column_stored_into_a_1d_tensor_without_dims_points_at_none():
 
     err = _error(wide, "dims=[0, None]")
     assert err.message == "ts.store: dims=[0, None]: None is a tile dim of size 1, but the tile is a tile[8, 4] f32"
-
-
-@pytest.mark.parametrize(
-    ("dims", "message"),
-    [
-        ("[None, None]", "ts.load: dims= [None, None]: None adds a size-1 tile dim beside a tensor dim"),
-        ("[None]", "ts.load: dims= [None]: None adds a size-1 tile dim beside a tensor dim"),
-        ("[0, 'x']", "ts.load: dims= takes one or two compile-time tensor dims (or None), got [0, 'x']"),
-    ],
-)
-def test_a_misused_none_in_dims_names_itself(dims, message):
-    source = f"""
-import tilescope as ts
-
-@ts.kernel
-def k(b: ts.Tensor[[8], ts.f32], y: ts.Out[[8], ts.f32]):
-    t = ts.load(b, [0], [8], dims={dims})
-    ts.store(y, [0], ts.load(b, [0], [8]))
-
-@ts.jit
-def prog(b: ts.Tensor[[8], ts.f32], y: ts.Out[[8], ts.f32]):
-    k(b, y)
-"""
-    with pytest.raises(ts.DSLError) as info:
-        load_source(source, "<access>")
-    assert info.value.message == message
-    assert info.value.loc.line == 6
 
 
 def test_zero_dim_tensors_load_and_store_one_by_one_tiles():
