@@ -101,6 +101,18 @@ def channel_bias(x: ts.Tensor[[2, C, C], ts.f32], b: ts.Tensor[[C], ts.f32], y: 
         scale_bias(x[n, :, :], b, y[n, :, :])
 
 
+@ts.kernel
+def scale_bias_row(x: ts.Tensor[[C, C], ts.f32], b: ts.Tensor[[C], ts.f32], y: ts.Out[[C, C], ts.f32]):
+    bc = ts.load(b, [0], [C])  # the defect: a 1-D tensor loads as a row; the column needs dims=[0, None]
+    ts.store(y, [0, 0], ts.relu(ts.load(x, [0, 0], [C, C]) * 2.0 + bc))
+
+
+@ts.jit
+def channel_bias_row(x: ts.Tensor[[2, C, C], ts.f32], b: ts.Tensor[[C], ts.f32], y: ts.Out[[2, C, C], ts.f32]):
+    for n in ts.range(0, 2):
+        scale_bias_row(x[n, :, :], b, y[n, :, :])
+
+
 def channel_bias_golden(t):
     t["y"][:] = torch.relu(t["x"] * 2.0 + t["b"][None, :, None])
 
@@ -137,13 +149,15 @@ def copy_golden(t):
     t["y"][:] = t["x"]
 
 
-def test_a_1d_tensor_read_along_the_wrong_axis_is_named():
+@pytest.mark.parametrize(("prog", "kernel", "text"), [(channel_bias, scale_bias, "dims=[None, 0]"),
+                                                     (channel_bias_row, scale_bias_row, "ts.load(b, [0], [C])")])
+def test_a_1d_tensor_read_along_the_wrong_axis_is_named(prog, kernel, text):
     specs = [TensorSpec("x", [2, C, C], torch.float32), TensorSpec("b", [C], torch.float32),
              TensorSpec("y", [2, C, C], torch.float32, is_output=True)]  # fmt: skip
-    rep = _triaged(channel_bias, specs, channel_bias_golden)
+    rep = _triaged(prog, specs, channel_bias_golden)
     c = rep.culprit
-    assert (rep.category, c.kernel, c.op) == ("algorithm", "scale_bias", "load"), rep.evidence
-    assert c.dsl_line == dsl(scale_bias, "dims=[None, 0]")
+    assert (rep.category, c.kernel, c.op) == ("algorithm", kernel.name, "load"), rep.evidence
+    assert c.dsl_line == dsl(kernel, text)
     assert any("other axis (dims=[0, None])" in e for e in rep.evidence), rep.evidence
 
 

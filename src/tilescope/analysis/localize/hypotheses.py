@@ -168,7 +168,7 @@ class _Moved(_BoundKernel):
 
     def expr(self, e, env):
         if e is self.load and self.flip:
-            e = dataclasses.replace(e, dims=e.dims[::-1], type=TileType(e.type.shape[::-1], e.type.dtype))
+            e = dataclasses.replace(e, dims=_flipped(e), type=TileType(_flipped_shape(e), e.type.dtype))
         elif e is self.load and self.fill is not None and e.pad is not None:
             e = dataclasses.replace(e, pad=Const(self.fill, ScalarType(e.type.dtype)))
         elif e is self.load and self.fill is not None:
@@ -218,6 +218,22 @@ def _fills(load: Load | LoadRows) -> list[float]:
     return [v for v in (float("-inf"), float("inf"), 0.0) if float(f.value) != v]
 
 
+def _flippable(load: Load | LoadRows) -> bool:
+    """Whether the load reads one tensor dim as a row or a column (a 1-D tensor's, or ``dims=``
+    with None), so the tile's other axis is another reading of it."""
+    return isinstance(load, Load) and (None in load.dims or (len(load.tensor.type.shape) == 1 and not load.dims))
+
+
+def _flipped(load: Load) -> tuple[int | None, ...]:
+    """The dims of ``load`` read along the tile's other axis (a 1-D tensor's default row: a column)."""
+    return load.dims[::-1] if load.dims else (0, None)
+
+
+def _flipped_shape(load: Load) -> tuple[int, ...]:
+    shape = load.type.shape
+    return shape[::-1] if len(shape) == 2 else (shape[0], 1)
+
+
 def _loads_in_loops(body, outer: tuple[str, ...] = ()) -> list[tuple[Any, Load, tuple[str, ...]]]:
     """Every (statement, load, loop variables in scope) of a kernel body, in source order."""
     out = []
@@ -243,8 +259,8 @@ def wrong_offset(build: Build, kernel: Kernel, task: CapturedTask, golden: dict[
         padded = isinstance(load, Load) and load.pad is not None
         word = "padded elements as {v} (pad={v})" if padded else "masked elements as {v} (fill={v})"
         changes += [(word.format(v=v), None, v, False) for v in _fills(load)]
-        if isinstance(load, Load) and None in load.dims:  # NOTE: a 1-D tensor read as a row where a column was meant
-            flipped = ", ".join(map(str, load.dims[::-1]))
+        if _flippable(load):  # NOTE: a 1-D tensor read as a row where a column was meant, or the reverse
+            flipped = ", ".join(map(str, _flipped(load)))
             changes.append((f"other axis (dims=[{flipped}])", None, None, True))
         for what, change, fill, flip in changes:
             tries += 1
