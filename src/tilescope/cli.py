@@ -4,6 +4,7 @@ tilescope doctor      check g++ (version, C++17), torch and the cache directory
 tilescope localize    name the culprit of a wrong answer on a build's saved data
 tilescope triage      classify any failure of a build on its saved data and name its culprit
 tilescope problems    run KernelBench-style problems (Model vs ModelNew): correctness, speedup, fast_p
+tilescope sweep       run a command over a grid of values; one report, each failure triaged
 tilescope builds      list the build directories; tilescope clean --keep N removes old ones
 tilescope mcp         serve the debugging tools to a coding agent (Model Context Protocol, stdio)
 
@@ -24,6 +25,7 @@ from tilescope.analysis.triage import triage_command as triage
 from tilescope.errors import TilescopeError
 from tilescope.harness import replay
 from tilescope.harness.problems import problems_command as problems
+from tilescope.harness.sweep import sweep_command as sweep
 from tilescope.runtime import library
 from tilescope.toolchain import compiler
 from tilescope.tools import builds, deps, dump_viewer, trace
@@ -134,6 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     problems.add_problems_args(p)
     p.set_defaults(fn=problems.run_cli)
+    p = sub.add_parser(
+        "sweep",
+        help="run a command over a grid of values (platforms, seeds, shapes) and report each case, failures triaged",
+        description=sweep.__doc__.split("\n\n")[0],
+        epilog="example: tilescope sweep --grid platform=sim,interp --grid seed=0:4 --out sweeps/rms -- "
+        "python models/rms_norm.py -p {platform} --seed {seed} --save-data",
+    )
+    sweep.add_sweep_args(p)
+    p.set_defaults(fn=sweep.run_cli)
     dump_viewer.register(sub)
     deps.register(sub)
     trace.register(sub)

@@ -1,0 +1,1 @@
+"""``tilescope sweep``: a grid of cases run by an engine, one report (``sweep_command``)."""

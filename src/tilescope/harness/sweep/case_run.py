@@ -1,0 +1,146 @@
+"""One case of a sweep, run where an engine puts it: the command in its own process group with the
+case's own build directory, its output kept, and for a failure the triage of its build.
+
+Invariants:
+- A case's files live in ``OUT/cases/<id>/``: ``output.log`` (the command's stdout and stderr),
+  ``builds/`` (``TILESCOPE_BUILD_DIR`` for the command), ``triage.json`` (the triage report of a
+  failed case's build). Nothing else is written.
+- Status: ``pass`` (exit 0), ``fail`` (exit 1: the harness's failed comparison or a failed
+  check), ``error`` (any other exit, or the command could not start), ``timeout`` (still running
+  after ``timeout`` seconds: its whole process group is killed), ``interrupted`` (the sweep was
+  stopped while it ran).
+- The record is plain JSON (what ``sweep.json`` holds), so an engine can ship it back from
+  another machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tilescope.build.paths import BUILD_STATE, DATA_DIR
+from tilescope.harness.sweep.grid import Case
+
+STATUSES = ("pass", "fail", "error", "timeout", "interrupted")
+TRIAGE_TIMEOUT_S = 600.0  # a triage that runs this long is stopped (its budget is CPU time: far less)
+
+_live: set[subprocess.Popen] = set()
+_lock = threading.Lock()
+
+
+def case_dir(out: Path, case: Case) -> Path:
+    """The folder of ``case``'s files in the sweep's ``out``."""
+    return out / "cases" / case.id
+
+
+def run_case(case: Case, out: str | os.PathLike, timeout: float | None, triage: bool, cwd: str | None = None) -> dict[str, Any]:
+    """Run ``case`` and return its record (see the module docstring)."""
+    folder = case_dir(Path(out), case)
+    builds = folder / "builds"
+    builds.mkdir(parents=True, exist_ok=True)
+    log = folder / "output.log"
+    env = dict(os.environ, TILESCOPE_BUILD_DIR=str(builds.resolve()))
+    record: dict[str, Any] = {"id": case.id, "values": case.values, "argv": list(case.argv),
+                              "log": str(log.relative_to(out)), "builds": [], "triage": None}  # fmt: skip
+    started = time.perf_counter()
+    try:
+        rc = _run(list(case.argv), log, env, timeout, cwd)
+    except OSError as e:
+        record.update(status="error", returncode=None, why=f"the command could not start: {e}",
+                      seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+        log.write_text(f"{record['why']}\n")
+        return record
+    record["seconds"] = round(time.perf_counter() - started, 3)
+    record["returncode"] = rc
+    if rc is None:
+        record.update(status="timeout", why=f"still running after {timeout:g} s: its process group was killed")
+    elif rc == 0:
+        record["status"] = "pass"
+    elif rc == 1:
+        record["status"] = "fail"
+    elif rc < 0 and -rc in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL) and _stopping.is_set():
+        record.update(status="interrupted", why="the sweep was stopped while it ran")
+    else:
+        record.update(status="error", why=f"exit status {rc}" + (f" (signal {-rc})" if rc < 0 else ""))
+    record["builds"] = [str(p.relative_to(out)) for p in _builds(builds)]
+    if triage and record["status"] in ("fail", "error", "timeout") and not _stopping.is_set():
+        record["triage"] = _triage(Path(out), folder, record["builds"], cwd)
+    return record
+
+
+_stopping = threading.Event()
+
+
+def stop_all() -> None:
+    """Kill every case still running here (the sweep was interrupted)."""
+    _stopping.set()
+    with _lock:
+        for p in list(_live):
+            _kill(p)
+
+
+def _run(argv: list[str], log: Path, env: dict[str, str], timeout: float | None, cwd: str | None) -> int | None:
+    """The command's exit status (None: it ran past ``timeout`` and was killed)."""
+    with open(log, "wb") as f:
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                             start_new_session=True)  # fmt: skip
+        with _lock:
+            _live.add(p)
+        try:
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill(p)
+            p.wait()
+            return None
+        finally:
+            with _lock:
+                _live.discard(p)
+
+
+def _kill(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _builds(base: Path) -> list[Path]:
+    """The build directories the case's command made, oldest first."""
+    if not base.is_dir():
+        return []
+    found = [p for p in base.iterdir() if p.is_dir() and (p / BUILD_STATE).is_file()]
+    return sorted(found, key=lambda p: p.stat().st_mtime)
+
+
+def _triage(out: Path, folder: Path, builds: list[str], cwd: str | None) -> dict[str, Any]:
+    """``tilescope triage --json`` on the case's last build with saved data: its category and
+    culprit, and where its report was saved; or why there is none."""
+    with_data = [b for b in builds if (out / b / DATA_DIR).is_dir()]
+    if not with_data:
+        why = ("the command made no build" if not builds else
+               "its build has no saved data: add --save-data (or --triage) to the command")  # fmt: skip
+        return {"ran": False, "why": why}
+    build = out / with_data[-1]
+    try:
+        p = subprocess.run([sys.executable, "-m", "tilescope", "triage", str(build), "--json"], capture_output=True,
+                           text=True, timeout=TRIAGE_TIMEOUT_S, cwd=cwd, stdin=subprocess.DEVNULL)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return {"ran": False, "why": f"triage ran past {TRIAGE_TIMEOUT_S:g} s"}
+    try:
+        rep = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        last = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"ran": False, "why": f"triage gave no report (exit {p.returncode}): {last}"}
+    path = folder / "triage.json"
+    path.write_text(json.dumps(rep, indent=1) + "\n")
+    c = rep.get("culprit") or {}
+    return {"ran": True, "report": str(path.relative_to(out)), "build": str(with_data[-1]),
+            "category": rep.get("category"), "summary": rep.get("summary"), "task": c.get("task"),
+            "kernel": c.get("kernel"), "op": c.get("op"), "line": c.get("dsl_line")}  # fmt: skip
