@@ -161,3 +161,42 @@ def test_an_interrupted_sweep_keeps_what_ended_and_says_how_to_finish(tmp_path):
     assert "interrupted: finish it with tilescope sweep --resume" in err
     data = json.loads((out / "sweep.json").read_text())
     assert [c["status"] for c in data["cases"]] == ["pass", "interrupted"]
+
+
+@pytest.mark.slow  # a local Ray cluster, g++ builds and a triage
+@pytest.mark.serial  # one local Ray on the machine at a time
+def test_the_same_sweep_on_a_local_ray_cluster_brings_the_failures_files_back(tmp_path):
+    script = tmp_path / "scaled_model.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "sweep"
+    rc = main(["sweep", "--engine", "ray", "--grid", "platform=sim,interp", "--grid", "seed=0:4", "--out", str(out),
+               "--", sys.executable, str(script), "-p", "{platform}", "--seed", "{seed}"])  # fmt: skip
+    assert rc == 1
+    data = json.loads((out / "sweep.json").read_text())
+    assert data["engine"] == "ray" and data["summary"] == {"pass": 6, "fail": 2, "pending": 0}
+    assert data["ray_nodes"] == ["127.0.0.1"]  # the local Ray the sweep started lives on the loopback
+    by = {(c["values"]["platform"], c["values"]["seed"]): c for c in data["cases"]}
+    t = by[("interp", "3")]["triage"]
+    assert t["ran"] and (t["category"], t["kernel"], t["op"]) == ("algorithm", "scaled", "mul"), t
+    # the failure's build, its data and its triage report came back through the object store
+    assert Path(out, t["build"], "data", "in").is_dir() and json.loads((out / t["report"]).read_text())["culprit"]
+    assert sorted(p.name for p in (out / "cases" / by[("sim", "0")]["id"]).iterdir()) == ["output.log"]
+
+
+@pytest.mark.slow  # a local Ray cluster
+@pytest.mark.serial  # one local Ray on the machine at a time
+def test_a_ray_worker_killed_mid_sweep_is_reported_and_the_sweep_finishes(tmp_path):
+    out = tmp_path / "out"
+    code = "import os, sys; {n} == 2 and os.kill(os.getppid(), 9); sys.exit(0)"  # case 2 kills its Ray worker
+    rc = main(["sweep", "--engine", "ray", "--grid", "n=0:4", "--out", str(out), "--", sys.executable, "-c", code])
+    assert rc == 1
+    got = {c["values"]["n"]: c for c in json.loads((out / "sweep.json").read_text())["cases"]}
+    assert [got[n]["status"] for n in "0123"] == ["pass", "pass", "error", "pass"]
+    assert got["2"]["why"] == "the Ray worker running it died (its process was killed or crashed)"
+
+
+def test_the_ray_engine_without_a_cluster_to_reach_says_so(tmp_path, capsys):
+    rc = main(["sweep", "--engine", "ray", "--ray-address", "ray://127.0.0.1:9", "--grid", "n=0:2", "--out",
+               str(tmp_path / "out"), "--", "echo", "{n}"])  # fmt: skip
+    assert rc == 2
+    assert "cannot start or reach the Ray cluster at ray://127.0.0.1:9" in capsys.readouterr().err

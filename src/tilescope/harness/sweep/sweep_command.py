@@ -5,8 +5,9 @@ triaged where it ran.
         -- python models/rms_norm.py -p {platform} --seed {seed} --save-data
 
 Each case is the command with its grid values in place of ``{NAME}`` (``grid``), run by an engine
-(``local``: ``-j N`` cases at once, the CPUs by default) in its own process group with its own
-build directory (``case_run``); a failed case's build is triaged (``--triage``, on by default) so
+(``local``: ``-j N`` cases at once, the CPUs by default; ``ray``: one Ray task per case, on a local
+Ray bound to the loopback or the cluster ``--ray-address`` names, ``ray_engine``) in its own
+process group with its own build directory (``case_run``); a failed case's build is triaged (``--triage``, on by default) so
 the report names culprits, not just failures. ``--out`` receives ``sweep.json`` and an offline
 ``sweep.html`` (``sweep_report``), rewritten as each case ends; ``--resume`` runs again only the
 cases with no result (never run, interrupted, or an error of the command itself) and keeps the
@@ -23,6 +24,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from tilescope.build.path_args import PATH_ARG
 from tilescope.harness.sweep import sweep_report
 from tilescope.harness.sweep.case_run import run_case, stop_all
 from tilescope.harness.sweep.grid import Case, GridError, cases
+from tilescope.harness.sweep.ray_engine import RayUnavailable, run_on_ray
 
 KEPT = ("pass", "fail", "timeout")  # the results --resume keeps; the others run again
 
@@ -42,10 +45,19 @@ def add_sweep_args(p: argparse.ArgumentParser) -> None:
                    help="a dimension of the grid: NAME=a,b,c or NAME=START:STOP[:STEP] (integers); {NAME} in the "
                         "command takes each value; repeat for more dimensions (the cases are their product)")  # fmt: skip
     p.add_argument("--out", required=True, metavar="DIR", type=PATH_ARG, help="where sweep.json, sweep.html and each case's files go")
-    p.add_argument("--engine", choices=["local"], default="local",
-                   help="where cases run: local (processes on this machine, -j at once)")  # fmt: skip
+    p.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="where cases run: local (processes on this machine, -j at once) or ray (Ray tasks on a "
+                        "local Ray bound to 127.0.0.1, or on the cluster --ray-address names)")  # fmt: skip
     p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
                    help="cases run at once by the local engine (default: the CPUs)")  # fmt: skip
+    p.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                   help="with --engine ray: the cluster to use (auto: the one `ray start` made here; ray://host:port); "
+                        "default: a local Ray started for the sweep on 127.0.0.1")  # fmt: skip
+    p.add_argument("--ray-shared", action="store_true",
+                   help="with --engine ray: the workers see --out at the same path (a shared filesystem), so cases "
+                        "write there; by default their files come back through Ray's object store")  # fmt: skip
+    p.add_argument("--case-cpus", type=_positive_float, default=1.0, metavar="N",
+                   help="with --engine ray: the CPUs Ray reserves for each case (default: 1)")
     p.add_argument("--timeout", type=seconds_arg, default=None, metavar="SECONDS",
                    help="a case still running after this long is killed and reported as a timeout (default: none)")
     p.add_argument("--triage", action=argparse.BooleanOptionalAction, default=True,
@@ -54,6 +66,16 @@ def add_sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true",
                    help="finish the sweep already in --out: run only the cases with no result, keep the others")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command, with {NAME} placeholders")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: expected a number of CPUs > 0")
+    return v
 
 
 def _positive_int(text: str) -> int:
@@ -89,7 +111,21 @@ def run_cli(args: argparse.Namespace) -> int:
     say = _Say(len(todo), len(records))
     if records:
         say.line(f"{len(records)} of {len(todo)} cases kept from the last run; running {len(run)}")
-    interrupted = _local(run, out, args, records, meta, order, say)
+
+    def ended(case: Case, record: dict[str, Any]) -> None:
+        records[case.id] = record
+        sweep_report.write(out, meta, records, order)
+        say.case(record)
+
+    if args.engine == "ray":
+        try:
+            interrupted, meta["ray_nodes"] = run_on_ray(run, out, args.timeout, args.triage, args.ray_address,
+                                                        args.ray_shared, args.case_cpus, os.getcwd(), ended)  # fmt: skip
+        except RayUnavailable as e:
+            print(f"tilescope sweep: error: {e}", file=sys.stderr)
+            return 2
+    else:
+        interrupted = _local(run, out, args, ended)
     sweep_report.write(out, meta, records, order)
     counts = sweep_report.summary([records[i] for i in order if i in records], len(order))
     say.line(", ".join(f"{n} {k}" for k, n in counts.items() if n) + f": {out / sweep_report.SWEEP_HTML}")
@@ -119,9 +155,9 @@ def _previous(out: Path, meta: dict[str, Any], resume: bool) -> dict[str, dict[s
     return {r["id"]: r for r in data["cases"] if isinstance(r, dict) and "id" in r}
 
 
-def _local(run: list[Case], out: Path, args: argparse.Namespace, records: dict[str, dict[str, Any]],
-           meta: dict[str, Any], order: list[str], say: _Say) -> bool:  # fmt: skip
-    """Run ``run`` on this machine, ``-j`` at once; whether the sweep was interrupted."""
+def _local(run: list[Case], out: Path, args: argparse.Namespace, ended: Callable[[Case, dict[str, Any]], None]) -> bool:
+    """Run ``run`` on this machine, ``-j`` at once, calling ``ended(case, record)`` as each ends;
+    whether the sweep was interrupted."""
     jobs = args.jobs or os.cpu_count() or 1
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="sweep")
     pending: dict[Future, Case] = {}
@@ -134,17 +170,12 @@ def _local(run: list[Case], out: Path, args: argparse.Namespace, records: dict[s
             done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
             for f in done:
                 c = pending.pop(f)
-                records[c.id] = _record(f, c)
-                sweep_report.write(out, meta, records, order)
-                say.case(records[c.id])
+                ended(c, _record(f, c))
         return False
     except KeyboardInterrupt:
         stop_all()
         for f, c in pending.items():
-            try:
-                records[c.id] = f.result()
-            except Exception:  # noqa: BLE001 - a case stopped mid-way is recorded as interrupted
-                records[c.id] = {"id": c.id, "values": c.values, "argv": list(c.argv), "status": "interrupted"}
+            ended(c, _record(f, c))
         return True
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
