@@ -5,6 +5,7 @@ tilescope localize    name the culprit of a wrong answer on a build's saved data
 tilescope triage      classify any failure of a build on its saved data and name its culprit
 tilescope problems    run KernelBench-style problems (Model vs ModelNew): correctness, speedup, fast_p
 tilescope sweep       run a command over a grid of values; one report, each failure triaged
+tilescope bisect      the first commit at which a command went wrong, and its culprit line
 tilescope builds      list the build directories; tilescope clean --keep N removes old ones
 tilescope mcp         serve the debugging tools to a coding agent (Model Context Protocol, stdio)
 
@@ -24,6 +25,7 @@ from tilescope.analysis.localize import localize_command as localize
 from tilescope.analysis.triage import triage_command as triage
 from tilescope.errors import TilescopeError
 from tilescope.harness import replay
+from tilescope.harness.bisect import bisect_command as bisect
 from tilescope.harness.problems import problems_command as problems
 from tilescope.harness.sweep import sweep_command as sweep
 from tilescope.runtime import library
@@ -145,6 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sweep.add_sweep_args(p)
     p.set_defaults(fn=sweep.run_cli)
+    p = sub.add_parser(
+        "bisect",
+        help="find the first commit at which a command went wrong (or a precision drifted), and its culprit line",
+        description=bisect.__doc__.split("\n\n")[0],
+    )
+    bisect.add_bisect_args(p)
+    p.set_defaults(fn=bisect.run_cli)
     dump_viewer.register(sub)
     deps.register(sub)
     trace.register(sub)

@@ -313,12 +313,16 @@ def _golden_of(phases: Phases, run: Execution, golden: Callable[[dict[str, Any]]
 
 
 def record_last_run(result: RunResult) -> None:
-    """Write ``last_run.json`` (passed, platform, time) into the build, for ``tilescope builds``;
-    nothing into a build that is gone or incomplete (``paths.write_into_build``)."""
+    """Write ``last_run.json`` (passed, platform, time, and each compared output's figures) into the
+    build, for ``tilescope builds`` and ``tilescope bisect --metric``; nothing into a build that is
+    gone or incomplete (``paths.write_into_build``)."""
     if result.work_dir is None:
         return
     stamp = _dt.datetime.now().isoformat(timespec="seconds")
-    text = json.dumps({"passed": result.passed, "platform": result.platform, "time": stamp}) + "\n"
+    outputs = {c.name: {"max_abs_err": c.max_abs_diff, "max_rel_err": c.max_rel_diff, "mismatches": c.mismatches,
+                        "numel": c.numel} for c in result.comparisons}  # fmt: skip
+    record = {"passed": result.passed, "platform": result.platform, "time": stamp, "outputs": outputs}
+    text = json.dumps(record) + "\n"
     try:
         write_into_build(Path(result.work_dir), LAST_RUN, text)
     except OSError:

@@ -51,7 +51,7 @@ def run_case(case: Case, out: str | os.PathLike, timeout: float | None, triage: 
                               "log": str(log.relative_to(out)), "builds": [], "triage": None}  # fmt: skip
     started = time.perf_counter()
     try:
-        rc = _run(list(case.argv), log, env, timeout, cwd)
+        rc = run_in_group(list(case.argv), log, env, timeout, cwd)
     except OSError as e:
         record.update(status="error", returncode=None, why=f"the command could not start: {e}",
                       seconds=round(time.perf_counter() - started, 3))  # fmt: skip
@@ -69,7 +69,7 @@ def run_case(case: Case, out: str | os.PathLike, timeout: float | None, triage: 
         record.update(status="interrupted", why="the sweep was stopped while it ran")
     else:
         record.update(status="error", why=f"exit status {rc}" + (f" (signal {-rc})" if rc < 0 else ""))
-    record["builds"] = [str(p.relative_to(out)) for p in _builds(builds)]
+    record["builds"] = [str(p.relative_to(out)) for p in made_builds(builds)]
     if triage and record["status"] in ("fail", "error", "timeout") and not _stopping.is_set():
         record["triage"] = _triage(Path(out), folder, record["builds"], cwd)
     return record
@@ -86,8 +86,9 @@ def stop_all() -> None:
             _kill(p)
 
 
-def _run(argv: list[str], log: Path, env: dict[str, str], timeout: float | None, cwd: str | None) -> int | None:
-    """The command's exit status (None: it ran past ``timeout`` and was killed)."""
+def run_in_group(argv: list[str], log: Path, env: dict[str, str], timeout: float | None, cwd: str | None) -> int | None:
+    """Run ``argv`` in a process group of its own, its output into ``log``; its exit status (None:
+    it ran past ``timeout`` and its whole group was killed)."""
     with open(log, "wb") as f:
         p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd,
                              start_new_session=True)  # fmt: skip
@@ -111,7 +112,7 @@ def _kill(p: subprocess.Popen) -> None:
         pass
 
 
-def _builds(base: Path) -> list[Path]:
+def made_builds(base: Path) -> list[Path]:
     """The build directories the case's command made, oldest first."""
     if not base.is_dir():
         return []
@@ -120,14 +121,27 @@ def _builds(base: Path) -> list[Path]:
 
 
 def _triage(out: Path, folder: Path, builds: list[str], cwd: str | None) -> dict[str, Any]:
-    """``tilescope triage --json`` on the case's last build with saved data: its category and
-    culprit, and where its report was saved; or why there is none."""
-    with_data = [b for b in builds if (out / b / DATA_DIR).is_dir()]
+    """The case's triage (``triage_build``), its report saved as the case's ``triage.json`` and its
+    paths relative to the sweep's ``out``."""
+    found = triage_build([out / b for b in builds], cwd)
+    report = found.pop("report", None)
+    if report is not None:
+        path = folder / "triage.json"
+        path.write_text(json.dumps(report, indent=1) + "\n")
+        found["report"] = str(path.relative_to(out))
+        found["build"] = str(Path(found["build"]).relative_to(out))
+    return found
+
+
+def triage_build(builds: list[Path], cwd: str | os.PathLike | None) -> dict[str, Any]:
+    """``tilescope triage --json`` on the last of ``builds`` with saved data: the report, its
+    category and culprit (``ran``); or why there is none."""
+    with_data = [b for b in builds if (b / DATA_DIR).is_dir()]
     if not with_data:
         why = ("the command made no build" if not builds else
                "its build has no saved data: add --save-data (or --triage) to the command")  # fmt: skip
         return {"ran": False, "why": why}
-    build = out / with_data[-1]
+    build = with_data[-1]
     try:
         p = subprocess.run([sys.executable, "-m", "tilescope", "triage", str(build), "--json"], capture_output=True,
                            text=True, timeout=TRIAGE_TIMEOUT_S, cwd=cwd, stdin=subprocess.DEVNULL)  # fmt: skip
@@ -138,9 +152,7 @@ def _triage(out: Path, folder: Path, builds: list[str], cwd: str | None) -> dict
     except json.JSONDecodeError:
         last = (p.stderr.strip().splitlines() or ["no output"])[-1]
         return {"ran": False, "why": f"triage gave no report (exit {p.returncode}): {last}"}
-    path = folder / "triage.json"
-    path.write_text(json.dumps(rep, indent=1) + "\n")
     c = rep.get("culprit") or {}
-    return {"ran": True, "report": str(path.relative_to(out)), "build": str(with_data[-1]),
-            "category": rep.get("category"), "summary": rep.get("summary"), "task": c.get("task"),
-            "kernel": c.get("kernel"), "op": c.get("op"), "line": c.get("dsl_line")}  # fmt: skip
+    return {"ran": True, "report": rep, "build": str(build), "category": rep.get("category"),
+            "summary": rep.get("summary"), "task": c.get("task"), "kernel": c.get("kernel"), "op": c.get("op"),
+            "line": c.get("dsl_line")}  # fmt: skip
