@@ -106,7 +106,7 @@ def test_the_api_refuses_a_long_build_path_clearly():
 def test_every_path_argument_of_the_command_is_checked():
     """A string argument is either a path (checked by ``PathArg``) or one of these, which are not."""
     not_paths = {"--kernel", "--stage", "--role", "--tensor", "--kernel-filter", "--platform", "--log-level",
-                 "--dump-tensor", "--print-intermediates", "--grid", "command", "--good", "--bad"}  # fmt: skip
+                 "--dump-tensor", "--print-intermediates", "--grid", "command", "--good", "--bad", "--ray-address"}  # fmt: skip
     unchecked = []
 
     def walk(parser, where):
