@@ -26,7 +26,7 @@ import anyio  # noqa: E402 - the SDK's dependency: only there when it is
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-TOOLS = {"triage", "propose_fix", "localize", "replay", "dump_records", "dump_values", "deps", "trace"}
+TOOLS = {"triage", "propose_fix", "localize", "replay", "dump_records", "dump_values", "deps", "trace", "bisect"}
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,9 @@ def test_the_tools_are_listed_each_with_its_input_schema(tmp_path):
     assert set(tools) == TOOLS
     for t in tools.values():
         assert t.description and t.input_schema["type"] == "object" and t.input_schema["additionalProperties"] is False
-        assert "build_dir" in t.input_schema["properties"] and "build_dir" in t.input_schema["required"]
+        first = "repo_dir" if t.name == "bisect" else "build_dir"  # bisect works on a repository, not a build
+        assert first in t.input_schema["properties"] and first in t.input_schema["required"]
+    assert tools["bisect"].input_schema["required"] == ["repo_dir", "good", "bad", "command"]
     assert tools["dump_values"].input_schema["required"] == ["build_dir", "index"]
     assert tools["triage"].input_schema["properties"]["budget"] == {
         "type": "number", "exclusiveMinimum": 0,

@@ -119,7 +119,7 @@ def _scales(repo, scales) -> list[str]:
     _git(repo, "config", "user.name", "D")
     hashes = []
     for i, scale in enumerate(scales):
-        (repo / "model.py").write_text(MODEL.format(scale=scale, drift=0.0).replace("* SCALE", f"* {scale}"))
+        (repo / "model.py").write_text(MODEL.format(scale=2.0, drift=0.0).replace("* SCALE", f"* {scale}"))
         (repo / "VERSION").write_text(f"{i}\n")
         _git(repo, "add", "-A")
         _git(repo, "commit", "-q", "-m", f"scale {scale}")

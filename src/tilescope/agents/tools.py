@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -299,6 +300,25 @@ def _trace(build_dir: str) -> dict[str, Any]:
     return summarize_trace(build_dir).to_json()
 
 
+def _bisect(repo_dir: str, good: str, bad: str, command: str, metric: str | None, threshold: float | None,
+            jobs: int, timeout: float | None) -> dict[str, Any]:  # fmt: skip
+    # NOTE: in a child, as `tilescope bisect --json` run in repo_dir: the command runs at each revision
+    try:
+        argv = shlex.split(command)
+    except ValueError as e:
+        raise ToolArgumentError("command", f"command {command!r} is not a shell command line: {e}") from None
+    args = ["-m", "tilescope", "bisect", "--good", good, "--bad", bad, "-j", str(jobs), "--json"]
+    for flag, v in (("--metric", metric), ("--threshold", threshold), ("--timeout", timeout)):
+        args += [flag, str(v)] if v is not None else []
+    ended = run_contained([*args, "--", *argv], stdout="capture", stderr="capture", cwd=repo_dir)
+    try:
+        return json.loads(ended.stdout)
+    except ValueError:
+        said = [x.removeprefix("tilescope bisect: error: ") for x in ended.stderr.splitlines() if "error:" in x]
+        raise TilescopeError(said[-1] if said else f"bisect stopped (exit status {ended.returncode}): "
+                             + " | ".join(ended.stderr.strip().splitlines()[-3:])) from None  # fmt: skip
+
+
 _BUILD = Param("build_dir", "string", "the path of a build directory (build_output/_jit_<fn>_<stamp>; `tilescope builds` "
                "lists them)", required=True, directory=True)  # fmt: skip
 _RUN_BUILD = replace(_BUILD, help=_BUILD.help + " with saved data (a run with --save-data)")
@@ -363,6 +383,22 @@ TOOLS: tuple[Tool, ...] = (
     Tool("trace", "The run trace summarized (a run with --trace): wall time, per kernel its tasks and time, per "
          "worker its use, and the critical path (with --enable-dep-gen).",
          (replace(_BUILD, help="a build directory whose run wrote dfx_outputs/trace.json"),), _trace),
+    Tool("bisect", "The first commit between a good and a bad revision at which a command (a model script run with "
+         "--save-data) goes wrong, or a comparison metric passes a threshold: its hash, subject, author, date and "
+         "the kernel sources it changed, and the triage of its failing build (category, kernel, op, line). The "
+         "JSON of `tilescope bisect --json`, run in repo_dir; the user's checkout is never touched.",
+         (Param("repo_dir", "string", "the directory the command runs in, inside the git repository", required=True,
+                directory=True),
+          Param("good", "string", "a revision where the command passes", required=True),
+          Param("bad", "string", "a later revision where it fails (e.g. HEAD)", required=True),
+          Param("command", "string", "the command line run at each revision (e.g. python models/attn.py --save-data)",
+                required=True),
+          Param("metric", "string", "decide by this comparison figure instead of the exit status",
+                enum=("max_abs_err", "max_rel_err", "mismatch_fraction")),
+          Param("threshold", "number", "with metric: a revision whose figure is above it is bad", minimum=0),
+          Param("jobs", "integer", "revisions tested at once (a k-ary search)", default=1, minimum=1),
+          Param("timeout", "number", "seconds a run may take before the revision counts as a hang", minimum=0,
+                above=True)), _bisect, read_only=False, runs=True),
 )  # fmt: skip
 
 

@@ -179,9 +179,11 @@ def run_contained(
     on_line: Callable[[str], bool] | None = None,
     timeout_s: float | None = None,
     idle_s: float | None = None,
+    cwd: str | None = None,
 ) -> Exit:
     """Run ``python <args>`` (this interpreter) as a contained child and wait for it (see the
-    module docstring). ``on_line`` receives the lines of a stream in ``lines`` mode.
+    module docstring), in ``cwd`` (default: this process's). ``on_line`` receives the lines of a
+    stream in ``lines`` mode.
 
     Raises:
         ValueError: a stream mode not in STREAM_MODES.
@@ -196,7 +198,7 @@ def run_contained(
 
     pipe = {m: (subprocess.DEVNULL if m == "drop" else subprocess.PIPE) for m in (stdout, stderr)}
     proc = subprocess.Popen([sys.executable, *args], stdin=subprocess.DEVNULL, stdout=pipe[stdout],
-                            stderr=pipe[stderr], env=child_env())  # fmt: skip
+                            stderr=pipe[stderr], env=child_env(), cwd=cwd)  # fmt: skip
     readers = [_Reader(p, name, mode, on_line, touched)
                for p, name, mode in ((proc.stdout, "stdout", stdout), (proc.stderr, "stderr", stderr)) if p is not None]  # fmt: skip
     for r in readers:

@@ -6,8 +6,9 @@
 
 The command runs at revisions between ``--good`` and ``--bad`` (``revisions``), each in a
 temporary detached worktree, with ``git bisect run``'s conventions: exit 0 good, 125 skip, any
-other exit bad; a run that the program could not even be built for (no compiled build) is a skip
-with the reason, a run past ``--timeout`` is bad (a hang). With ``--metric`` a revision is bad
+other exit bad; a run whose program the harness could not compile (its ``[RUN] compile NAME …
+FAILED``: the user's code does not build there) is a skip with the reason, a run past
+``--timeout`` is bad (a hang). With ``--metric`` a revision is bad
 when the harness's comparison figure (``last_run.json``: ``max_abs_err``, ``max_rel_err``, or
 ``mismatch_fraction``, the largest over the outputs) is above ``--threshold``: a precision that
 drifts over many commits. ``-j N`` tests N revisions of the range at once (a k-ary search).
@@ -44,7 +45,7 @@ from typing import Any
 
 from tilescope.analysis.progress import seconds_arg
 from tilescope.build.path_args import PATH_ARG
-from tilescope.build.paths import KERNEL_CONFIG, LAST_RUN
+from tilescope.build.paths import LAST_RUN
 from tilescope.harness.bisect import revisions as git
 from tilescope.harness.bisect.revisions import BisectError, Commit
 from tilescope.harness.sweep.case_run import made_builds, run_in_group, triage_build
@@ -196,7 +197,6 @@ class _Bisect:
         seconds = round(time.perf_counter() - t0, 2)
         builds = made_builds(here / "builds")
         t = Tested(rev, "bad", "", seconds, rc, None, [str(b) for b in builds], str(log))
-        compiled = any((b / KERNEL_CONFIG).is_file() for b in builds)
         if rc is None:
             t.why = f"still running after {self.args.timeout:g} s (a hang)"
         elif rc == SKIP:
@@ -204,7 +204,7 @@ class _Bisect:
         elif rc not in (0, 1) or not self.args.metric:
             if rc == 0:
                 t.state = "good"
-            elif 0 < rc < 128 and not compiled:
+            elif 0 < rc < 128 and _build_failed(log):
                 t.state, t.why = "skip", f"the program could not be built at this revision: {_last_error(log)}"
             else:
                 t.why = f"exit status {rc}" + (f" (signal {-rc})" if rc < 0 else "")
@@ -273,6 +273,18 @@ def _metric(builds: list[Path], name: str) -> float | None:
             elif name in o:
                 values.append(float(o[name]))
     return max(values) if values else None
+
+
+_COMPILE_FAILED = re.compile(r"^\[RUN\] compile \S+ … FAILED", re.MULTILINE)
+
+
+def _build_failed(log: Path) -> bool:
+    """Whether the run's output says the harness could not compile the program (the line
+    ``[RUN] compile NAME … FAILED``): a revision where the user's code does not build."""
+    try:
+        return _COMPILE_FAILED.search(log.read_text(errors="replace")) is not None
+    except OSError:
+        return False
 
 
 def _last_error(log: Path) -> str:
