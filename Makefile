@@ -36,24 +36,34 @@ test-fast: venv
 	status=$$?; rm -rf $(FAST_CACHE); exit $$status
 
 # The fuzz net's "fuzz" profile: FUZZ_EXAMPLES programs (>= 10,000) split into FUZZ_SHARDS
-# shards, each with its own seed derived from SEED, run by pytest-xdist on every core. A failure
-# prints the seed, its shard and the DSL source; `make fuzz SEED=n FUZZ_SHARD=k` reruns one shard.
+# shards, each with its own seed derived from SEED, each shard a case of `tilescope sweep` (the
+# local engine on every core; FUZZ_ENGINE=ray: Ray tasks, FUZZ_RAY_ADDRESS a cluster), then the
+# front-end property. sweep.json/sweep.html in FUZZ_OUT say which shard failed, its output the
+# seed and the DSL source; `make fuzz SEED=n FUZZ_SHARD=k` reruns one shard.
 SEED ?= $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 FUZZ_SEED := $(SEED)
 FUZZ_SHARDS ?= 32
 FUZZ_EXAMPLES ?= 10000
 FUZZ_SHARD ?=
+FUZZ_ENGINE ?= local
+FUZZ_RAY_ADDRESS ?=
+FUZZ_OUT ?= $(CURDIR)/build_output/fuzz-sweep
 # its own object cache (every program's objects, ~1 MB each), removed afterwards
 FUZZ_CACHE ?= $(CURDIR)/build_output/fuzz-cache
+FUZZ_ENV = TILESCOPE_FUZZ_SEED=$(FUZZ_SEED) TILESCOPE_FUZZ_SHARDS=$(FUZZ_SHARDS) TILESCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) \
+	TILESCOPE_LOG_LEVEL=error TILESCOPE_CACHE_DIR=$(FUZZ_CACHE)
 
 fuzz: venv
-	@echo "make fuzz: SEED=$(FUZZ_SEED), $(FUZZ_EXAMPLES) programs in $(FUZZ_SHARDS) shards (reproduce: make fuzz SEED=$(FUZZ_SEED))"
-	rm -rf $(FUZZ_CACHE)
-	TILESCOPE_FUZZ_SEED=$(FUZZ_SEED) TILESCOPE_FUZZ_SHARDS=$(FUZZ_SHARDS) TILESCOPE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) \
-	TILESCOPE_FUZZ_SHARD=$(FUZZ_SHARD) TILESCOPE_LOG_LEVEL=error TILESCOPE_CACHE_DIR=$(FUZZ_CACHE) \
-	$(PY) -m pytest tests/system/test_fuzz.py -k 'test_fuzz_programs or test_fuzz_frontend' \
-	    --hypothesis-profile=fuzz -n auto -q -p no:cacheprovider; \
-	status=$$?; rm -rf $(FUZZ_CACHE); echo "make fuzz: SEED=$(FUZZ_SEED)"; exit $$status
+	@echo "make fuzz: SEED=$(FUZZ_SEED), $(FUZZ_EXAMPLES) programs in $(FUZZ_SHARDS) shards on $(FUZZ_ENGINE) (reproduce: make fuzz SEED=$(FUZZ_SEED))"
+	rm -rf $(FUZZ_CACHE) $(FUZZ_OUT)
+	$(PY) -m tilescope sweep --engine $(FUZZ_ENGINE) $(if $(FUZZ_RAY_ADDRESS),--ray-address $(FUZZ_RAY_ADDRESS)) \
+	    --grid shard=$(if $(FUZZ_SHARD),$(FUZZ_SHARD),0:$(FUZZ_SHARDS)) --no-triage --out $(FUZZ_OUT) \
+	    -- env $(FUZZ_ENV) TILESCOPE_FUZZ_SHARD={shard} $(abspath $(PY)) -m pytest $(CURDIR)/tests/system/test_fuzz.py \
+	    -k test_fuzz_programs --hypothesis-profile=fuzz -q -p no:cacheprovider; \
+	status=$$?; \
+	env $(FUZZ_ENV) $(PY) -m pytest tests/system/test_fuzz.py -k test_fuzz_frontend --hypothesis-profile=fuzz -q \
+	    -p no:cacheprovider || status=1; \
+	rm -rf $(FUZZ_CACHE); echo "make fuzz: SEED=$(FUZZ_SEED) (shards: $(FUZZ_OUT)/sweep.html)"; exit $$status
 
 bench: venv
 	$(PY) benchmarks/run_all.py
