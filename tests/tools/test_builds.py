@@ -110,7 +110,11 @@ def test_builds_lists_program_time_size_data_use_and_last_result(base, capsys):
         "compile, or not a tilescope build)",
         f"not a build, left alone: {base / 'notes'} (not named _jit_<program>_<YYYYMMDD_HHMMSS>)",
     ]
-    assert json.loads((a1 / "last_run.json").read_text()).keys() == {"passed", "platform", "time"}
+    last_run = json.loads((a1 / "last_run.json").read_text())
+    assert last_run.keys() == {"passed", "platform", "time", "outputs"}
+    # each compared output's figures, what `tilescope bisect --metric` reads
+    assert last_run["outputs"] and all(o.keys() == {"max_abs_err", "max_rel_err", "mismatches", "numel"}
+                                       and o["mismatches"] == 0 for o in last_run["outputs"].values())  # fmt: skip
     del held
     gc.collect()
     assert not in_use(a3)  # the lock goes with the program

@@ -45,7 +45,8 @@ from typing import Any
 
 from tilescope.analysis.progress import seconds_arg
 from tilescope.build.path_args import PATH_ARG
-from tilescope.build.paths import LAST_RUN
+from tilescope.build.paths import LAST_RUN, REPORT_DIR, REPORT_JSON, inside
+from tilescope.errors import TilescopeError
 from tilescope.harness.bisect import revisions as git
 from tilescope.harness.bisect.revisions import BisectError, Commit
 from tilescope.harness.sweep.case_run import made_builds, run_in_group, triage_build
@@ -240,8 +241,8 @@ class _Bisect:
         sources: set[str] = set()
         for b in self.tested[rev].builds:
             try:
-                recorded = json.loads((Path(b) / "report" / "report.json").read_text()).get("dsl_sources") or {}
-            except (OSError, ValueError):
+                recorded = json.loads(inside(b, REPORT_DIR, REPORT_JSON).read_text()).get("dsl_sources") or {}
+            except (OSError, ValueError, TilescopeError):
                 continue
             for f in recorded:
                 p = Path(f).resolve()
@@ -264,8 +265,8 @@ def _metric(builds: list[Path], name: str) -> float | None:
     values = []
     for b in builds:
         try:
-            outputs = json.loads((b / LAST_RUN).read_text()).get("outputs") or {}
-        except (OSError, ValueError):
+            outputs = json.loads(inside(b, LAST_RUN).read_text()).get("outputs") or {}
+        except (OSError, ValueError, TilescopeError):
             continue
         for o in outputs.values():
             if name == "mismatch_fraction":

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tilescope.build.paths import BUILD_STATE, DATA_DIR
+from tilescope.build.paths import BUILD_STATE, DATA_DIR, inside
+from tilescope.errors import TilescopeError
 from tilescope.harness.sweep.grid import Case
 
 STATUSES = ("pass", "fail", "error", "timeout", "interrupted")
@@ -112,11 +113,19 @@ def _kill(p: subprocess.Popen) -> None:
         pass
 
 
+def _holds(build: Path, name: str) -> bool:
+    """Whether ``build`` holds ``name`` (a link leading out of it holds nothing)."""
+    try:
+        return inside(build, name).exists()
+    except TilescopeError:
+        return False
+
+
 def made_builds(base: Path) -> list[Path]:
     """The build directories the case's command made, oldest first."""
     if not base.is_dir():
         return []
-    found = [p for p in base.iterdir() if p.is_dir() and (p / BUILD_STATE).is_file()]
+    found = [p for p in base.iterdir() if p.is_dir() and _holds(p, BUILD_STATE)]
     return sorted(found, key=lambda p: p.stat().st_mtime)
 
 
@@ -136,7 +145,7 @@ def _triage(out: Path, folder: Path, builds: list[str], cwd: str | None) -> dict
 def triage_build(builds: list[Path], cwd: str | os.PathLike | None) -> dict[str, Any]:
     """``tilescope triage --json`` on the last of ``builds`` with saved data: the report, its
     category and culprit (``ran``); or why there is none."""
-    with_data = [b for b in builds if (b / DATA_DIR).is_dir()]
+    with_data = [b for b in builds if _holds(b, DATA_DIR)]
     if not with_data:
         why = ("the command made no build" if not builds else
                "its build has no saved data: add --save-data (or --triage) to the command")  # fmt: skip
