@@ -130,13 +130,13 @@ def test_a_dying_case_and_a_hanging_one_are_reported_and_resume_reruns_only_what
     code = ("import os, signal, sys, time, pathlib; n = {n}; m = pathlib.Path(sys.argv[1]); "
             "n == 1 and not m.exists() and os.kill(os.getpid(), signal.SIGKILL); "
             "n == 2 and time.sleep(600); sys.exit(0)")  # fmt: skip
-    argv = ["sweep", "--grid", "n=0:4", "--out", str(out), "--timeout", "30", "--no-triage", "--", sys.executable,
+    argv = ["sweep", "--grid", "n=0:4", "--out", str(out), "--timeout", "90", "--no-triage", "--", sys.executable,
             "-c", code, str(marker)]  # fmt: skip
     assert main(argv) == 1
     cases_ = {c["values"]["n"]: c for c in json.loads((out / "sweep.json").read_text())["cases"]}
     assert [cases_[n]["status"] for n in "0123"] == ["pass", "error", "timeout", "pass"]
     assert cases_["1"]["why"] == "exit status -9 (signal 9)"
-    assert cases_["2"]["why"] == "still running after 30 s: its process group was killed"
+    assert cases_["2"]["why"] == "still running after 90 s: its process group was killed"
     # the dead case runs again (the marker lets it pass now); the timeout is a result and is kept
     marker.write_text("x")
     assert main(["sweep", "--resume", *argv[1:]]) == 1
