@@ -306,6 +306,16 @@ def test_a_suite_that_cannot_start_is_one_line(tmp_path, capsys):
         ([str(suite), "--refs", str(suite)], f"pass the references once: DIR ({suite}) or --refs ({suite}), not both"),
         ([], "no problems named: pass DIR (references, solutions in DIR/solutions), or --refs DIR --solutions DIR"),
         ([str(suite), "--budget", "5"], "--budget is triage's: it needs --triage"),
+        ([str(suite), "-j", "2"], "-j needs --engine local or --engine ray (each problem a process of its own)"),
+        ([str(suite), "--out", str(tmp_path)], "--out needs --engine local or --engine ray (each problem a process "
+                                               "of its own)"),
+        ([str(suite), "--engine", "ray", "-j", "2"], "-j is the local engine's number of processes: it does not "
+                                                     "apply to --engine ray"),
+        ([str(suite), "--engine", "local", "--ray-shared"], "--ray-shared is for --engine ray (the engine is local)"),
+        ([str(suite), "--problem", "rel"], "--problem 'rel' is not one of the 1 problems (did you mean relu?): a "
+                                           "problem's name is its path under the solutions without .py"),
+        ([str(suite), "--engine", "local", "--out", str(tmp_path)], f"--out {tmp_path} is not empty: choose a new "
+                                                                    "folder (nothing there is overwritten)"),
         (["--refs", str(suite), "--solutions", str(tmp_path / "nowhere")],
          f"solutions folder (--solutions) {tmp_path / 'nowhere'} does not exist; pass the folder that holds your "
          "ModelNew files"),
@@ -464,3 +474,77 @@ def test_fast_p_is_kernelbenchs():
     assert fast_p(outcomes, 1.0) == 0.25  # correct and faster than eager (speedup > 1)
     assert fast_p(outcomes, 2.0) == 0.25 and fast_p(outcomes, 3.0) == 0.0
     assert fast_p([], 0.0) == 0.0
+
+
+# A solution whose process dies at import: its row says so, with the end of its output.
+DIES = "import os\nimport sys\n\nprint('loading the weights', flush=True)\nsys.stdout.flush()\nos._exit(3)\n"
+HANGS = ("import time\n\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+         "        time.sleep(3600)\n")  # fmt: skip
+
+
+def _engine_suite(tmp_path: Path) -> Path:
+    ref, good = _shipped("level1/relu")
+    return _suite(tmp_path / "suite", {"relu": (ref, good), "linear_relu": (LINEAR_RELU, LINEAR_SIGMOID),
+                                       "dies": (ref, DIES)})  # fmt: skip
+
+
+def _check_engine_run(suite: Path, out: Path, text: str, data: dict) -> None:
+    """What an engine run of ``_engine_suite`` gives, whichever engine ran it."""
+    rows = _rows(text)
+    assert rows["relu"][1:3] == ["2/2", "0"] and rows["linear_relu"][1] == "0/2" and rows["dies"][1] == "0/2"
+    dies = "\n".join(_notes(text, "dies"))
+    assert dies.startswith("its process gave no result (exit status 3); its output (") and "loading the weights" in dies
+    assert [p["name"] for p in data["problems"]] == ["dies", "linear_relu", "relu"]  # the suite's order
+    assert data["summary"]["correct"] == 1 and data["summary"]["total"] == 3
+    wrong = data["problems"][1]
+    build = Path(wrong["build"])
+    assert build.is_relative_to(out / "cases") and (build / "data" / "in" / "x.pt").is_file()
+    assert wrong["triage_command"] == f"tilescope triage {build}"
+    culprit = wrong["triage"]["culprit"]
+    line = LINEAR_SIGMOID.splitlines().index("    ts.store(y, [0, 0], ts.sigmoid(t))") + 1
+    assert (wrong["triage"]["category"], culprit["kernel"], culprit["op"]) == ("algorithm", "bias_act", "sigmoid")
+    assert culprit["dsl_line"] == f"{suite / 'solutions' / 'linear_relu.py'}:{line}"
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert sweep["summary"] == {"pass": 1, "fail": 1, "error": 1, "pending": 0}
+    failed = next(c for c in sweep["cases"] if c["values"] == {"problem": "linear_relu"})
+    assert (failed["triage"]["kernel"], failed["triage"]["op"]) == ("bias_act", "sigmoid")
+    assert (out / failed["triage"]["report"]).is_file() and "linear_relu" in (out / "sweep.html").read_text()
+
+
+@pytest.mark.slow
+def test_each_problem_a_process_of_the_local_engine(tmp_path, capsys):
+    suite, out = _engine_suite(tmp_path), tmp_path / "cases"
+    status = main(["problems", str(suite), "--engine", "local", "-j", "2", "--out", str(out), "--trials", "2",
+                   "--perf-trials", "1", "--triage", "--json", str(tmp_path / "r.json")])  # fmt: skip
+    text = capsys.readouterr().out
+    assert status == 1
+    _check_engine_run(suite, out, text, json.loads((tmp_path / "r.json").read_text()))
+    assert text.splitlines()[-1] == f"(each problem's output and builds: {out}; the table: {out / 'sweep.html'})"
+    # the saved data came back where triage finds it
+    wrong = json.loads((tmp_path / "r.json").read_text())["problems"][1]
+    assert main(["triage", wrong["build"], "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["culprit"]["op"] == "sigmoid"
+
+
+@pytest.mark.slow
+def test_a_problem_past_the_timeout_is_killed_and_reported(tmp_path, capsys):
+    ref, good = _shipped("level1/relu")
+    suite = _suite(tmp_path / "suite", {"hangs": (ref, HANGS)})
+    out = tmp_path / "cases"
+    assert main(["problems", str(suite), "--engine", "local", "--timeout", "5", "--out", str(out), "--trials",
+                 "1", "--perf-trials", "0"]) == 1  # fmt: skip
+    text = capsys.readouterr().out
+    assert _rows(text)["hangs"][1] == "0/1"
+    assert _notes(text, "hangs")[0].startswith("its process ran past --timeout and was killed; its output (")
+    assert json.loads((out / "sweep.json").read_text())["cases"][0]["status"] == "timeout"
+
+
+@pytest.mark.slow
+@pytest.mark.serial  # one local Ray on the machine at a time
+def test_each_problem_a_ray_task_its_failures_files_brought_back(tmp_path, capsys):
+    suite, out = _engine_suite(tmp_path), tmp_path / "cases"
+    status = main(["problems", str(suite), "--engine", "ray", "--out", str(out), "--trials", "2", "--perf-trials",
+                   "1", "--triage", "--json", str(tmp_path / "r.json")])  # fmt: skip
+    assert status == 1
+    _check_engine_run(suite, out, capsys.readouterr().out, json.loads((tmp_path / "r.json").read_text()))
+    assert json.loads((out / "sweep.json").read_text())["engine"] == "ray"

@@ -145,6 +145,22 @@ def test_a_dying_case_and_a_hanging_one_are_reported_and_resume_reruns_only_what
     assert again["0"] == cases_["0"] and again["2"] == cases_["2"]
 
 
+def test_what_a_case_writes_to_its_result_path_is_its_records_result(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = ("import json, os, sys; n = {n}; p = os.environ['TILESCOPE_SWEEP_RESULT']; "
+            "n < 2 and open(p, 'w').write(json.dumps({{'n': n, 'err': n / 4}}) if n == 0 else '{{not json'); "
+            "sys.exit(0)")  # fmt: skip
+    assert main(["sweep", "--grid", "n=0:3", "--out", str(out), "--no-triage", "--", sys.executable, "-c", code]) == 0
+    got = {c["values"]["n"]: c for c in json.loads((out / "sweep.json").read_text())["cases"]}
+    assert got["0"]["result"] == {"n": 0, "err": 0.0} and "result_error" not in got["0"]
+    assert "result" not in got["1"] and got["1"]["result_error"].startswith("result.json cannot be read: ")
+    assert "result" not in got["2"] and "result_error" not in got["2"]  # it wrote none
+    capsys.readouterr()
+    assert main(["sweep", "--engine", "local", "--ray-shared", "--grid", "n=0:1", "--out", str(tmp_path / "o2"), "--",
+                 "echo", "{n}"]) == 2  # fmt: skip
+    assert "--ray-shared is for --engine ray (the engine is local)" in capsys.readouterr().err
+
+
 def test_an_interrupted_sweep_keeps_what_ended_and_says_how_to_finish(tmp_path):
     out = tmp_path / "out"
     code = "import sys, time; time.sleep(0 if {n} == 0 else 600)"

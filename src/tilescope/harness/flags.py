@@ -134,6 +134,26 @@ def compile_cfg_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return _given(args, COMPILE_KNOBS)
 
 
+def knob_argv(options: dict[str, Any]) -> list[str]:
+    """The flags that set ``options`` (knob name to value, as ``runtime_cfg_from_args`` and
+    ``compile_cfg_from_args`` give them) again: what a child process is given to run the same way."""
+    knobs = {**RUNTIME_KNOBS, **COMPILE_KNOBS}
+    argv: list[str] = []
+    for name, value in options.items():
+        knob = knobs[name]
+        if knob.flag is None or value is None:
+            raise ValueError(f"{name} has no flag: it cannot be passed on a command line")
+        flag = max(knob.flag.names, key=len)
+        action = knob.flag.options.get("action")
+        if action == "store_true":
+            argv += [flag] if value else []
+        elif action == "BooleanOptionalAction":
+            argv.append(flag if value else "--no-" + flag[2:])
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
 def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``run_jit`` keyword arguments from parsed harness flags."""
     return {

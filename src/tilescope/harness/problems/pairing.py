@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,9 +82,10 @@ def _folder(path: Path, what: str, fix: str) -> None:
 
 
 def find_pairs(refs: str | os.PathLike, solutions: str | os.PathLike | None = None,
-               filters: list[str] | None = None) -> Suite:  # fmt: skip
+               filters: list[str] | None = None, names: list[str] | None = None) -> Suite:  # fmt: skip
     """The problems under ``refs`` with their solutions under ``solutions`` (default
-    ``refs/solutions``), those whose name contains one of ``filters`` (any case) when given.
+    ``refs/solutions``), those whose name contains one of ``filters`` (any case) when given, and
+    those named exactly in ``names`` when given.
 
     Raises:
         ProblemsError: a folder that does not exist (or is a file), or no problem to run.
@@ -115,6 +117,15 @@ def find_pairs(refs: str | os.PathLike, solutions: str | os.PathLike | None = No
             raise ProblemsError(f"--filter {' '.join(repr(f) for f in filters)} matches none of the {len(pairs)} "
                                 f"problems ({names})")  # fmt: skip
         pairs = chosen
+    if names:
+        known = {p.name for p in pairs}
+        missing = [n for n in names if n not in known]
+        if missing:
+            close = difflib.get_close_matches(missing[0], sorted(known), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ProblemsError(f"--problem {missing[0]!r} is not one of the {len(known)} problems{hint}: a problem's "
+                                "name is its path under the solutions without .py")  # fmt: skip
+        pairs = [p for p in pairs if p.name in names]
     return Suite(refs, sols, pairs, unsolved)
 
 

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tilescope.analysis.report import Report
+from tilescope.harness.problems.pairing import Pair
 from tilescope.harness.problems.problem_eval import Outcome
 
 FORMAT = "tilescope-problems"
@@ -116,6 +118,20 @@ def _finite(value: float | None) -> float | str | None:
     return str(value)
 
 
+def _number_back(value: Any) -> float | None:
+    return float(value) if isinstance(value, str) else value
+
+
+def outcome_from_json(item: dict[str, Any], pair: Pair) -> Outcome:
+    """The Outcome of ``pair`` that one entry of ``to_json``'s ``problems`` describes (a problem
+    run in a process of its own, ``problem_cases``)."""
+    triage = item.get("triage")
+    return Outcome(pair, int(item["trials"]), int(item["trials_correct"]), _number_back(item.get("max_abs_error")),
+                   item.get("atol"), item.get("solution_ms"), item.get("eager_ms"), item.get("error"),
+                   item.get("build"), item.get("note"),
+                   Report.from_json(triage) if isinstance(triage, dict) else None)  # fmt: skip
+
+
 def to_json(outcomes: list[Outcome], info: RunInfo) -> dict[str, Any]:
     """The suite's results as one JSON object."""
     problems = []
@@ -159,4 +175,5 @@ def to_json(outcomes: list[Outcome], info: RunInfo) -> dict[str, Any]:
     }
 
 
-__all__ = ["COLUMNS", "FORMAT", "RunInfo", "Table", "cells", "fast_p", "notes", "summary", "to_json"]
+__all__ = ["COLUMNS", "FORMAT", "RunInfo", "Table", "cells", "fast_p", "notes", "outcome_from_json", "summary",
+           "to_json"]

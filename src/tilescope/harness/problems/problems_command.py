@@ -26,7 +26,7 @@ from tilescope import knobs
 from tilescope.analysis.progress import Progress, seconds_arg
 from tilescope.analysis.triage.triage_command import triage
 from tilescope.build.path_args import PATH_ARG
-from tilescope.build.paths import atomic_write, os_problem
+from tilescope.build.paths import atomic_write, build_base, os_problem
 from tilescope.errors import TilescopeError
 from tilescope.harness.flags import (
     add_compile_args,
@@ -37,8 +37,11 @@ from tilescope.harness.flags import (
 )
 from tilescope.harness.problems.failing_data import save_failing_data
 from tilescope.harness.problems.pairing import ProblemsError, find_pairs
+from tilescope.harness.problems.problem_cases import Interrupted, default_out, make_out, run_on_engine
 from tilescope.harness.problems.problem_eval import KERNELBENCH_SEED, Outcome, evaluate
 from tilescope.harness.problems.problem_table import RunInfo, Table, summary, to_json
+from tilescope.harness.sweep.engines import add_engine_args, engine_from_args
+from tilescope.harness.sweep.sweep_report import SWEEP_HTML
 
 DESCRIPTION = (
     "Run problems in KernelBench's format: each reference REFS/REL.py (class Model, get_inputs, "
@@ -69,6 +72,14 @@ def _substring(text: str) -> str:
     return text.strip()
 
 
+def _name(text: str) -> str:
+    """``--problem``'s type: a problem's name, its path under the solutions without ``.py``."""
+    name = text.strip().removesuffix(".py")
+    if not name:
+        raise argparse.ArgumentTypeError("an empty name names no problem: REL of SOLUTIONS/REL.py, e.g. level1/relu")
+    return name
+
+
 def add_problems_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """``tilescope problems``'s arguments: the suite, the evaluation, and the run and compile flags."""
     p.add_argument("dir", metavar="DIR", nargs="?", type=PATH_ARG, default=None,
@@ -81,6 +92,9 @@ def add_problems_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="the solutions: SOLUTIONS/REL.py solves REFS/REL.py (default: REFS/solutions)")  # fmt: skip
     g.add_argument("--filter", type=_substring, action="append", default=None, metavar="SUBSTR",
                    help="only the problems whose name (REL without .py) contains SUBSTR, in any case; repeat for "
+                        "more")  # fmt: skip
+    g.add_argument("--problem", type=_name, action="append", default=None, metavar="NAME",
+                   help="only the problem named NAME exactly (its path under the solutions without .py); repeat for "
                         "more")  # fmt: skip
     g.add_argument("--trials", type=_count(1, 1000, "trials"), default=5, metavar="K",
                    help="correctness trials per problem, each on fresh seeded get_inputs() (default: 5)")  # fmt: skip
@@ -104,6 +118,11 @@ def add_problems_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     g.add_argument("--budget", type=seconds_arg, default=None, metavar="SECONDS",
                    help="with --triage: the CPU seconds each triage may spend (default: $TILESCOPE_TRIAGE_BUDGET, "
                         "else 60)")  # fmt: skip
+    e = p.add_argument_group("engines (each problem a process of its own; default: all in this process)")
+    add_engine_args(e, engine_default=None, what="problem")
+    e.add_argument("--out", type=PATH_ARG, default=None, metavar="DIR",
+                   help="with --engine: a new folder for each problem's output, builds and saved data, and sweep.json "
+                        "and sweep.html (default: problems-<time> under the build directory)")  # fmt: skip
     add_runtime_args(p)
     add_compile_args(p)
     return p
@@ -128,12 +147,28 @@ def run_problems(args: argparse.Namespace, write) -> tuple[list[Outcome], RunInf
     if args.budget is not None and not args.triage:
         raise ProblemsError("--budget is triage's: it needs --triage")
     options = _options(args)
-    suite = find_pairs(refs, args.solutions, args.filter)
+    try:
+        engine = engine_from_args(args) if args.engine else None
+    except ValueError as e:
+        raise ProblemsError(str(e)) from None
+    if engine is None:
+        given = [f for f, v in (("-j", args.jobs), ("--timeout", args.timeout), ("--out", args.out)) if v is not None]
+        if given or args.ray_address or args.ray_shared or args.case_cpus != 1.0:
+            raise ProblemsError(f"{(given or ['--ray-address/--ray-shared/--case-cpus'])[0]} needs --engine local or "
+                                "--engine ray (each problem a process of its own)")  # fmt: skip
+    suite = find_pairs(refs, args.solutions, args.filter, args.problem)
     platform = knobs.RUNTIME_KNOBS["platform"].value(options.get("platform"))
     info = RunInfo(platform, args.trials, args.perf_trials, args.seed, str(suite.refs), str(suite.solutions),
                    suite.unsolved)  # fmt: skip
     table = Table([p.name for p in suite.pairs], write)
+    if engine is not None:
+        out = Path(args.out) if args.out is not None else default_out(build_base())
+        make_out(out)
     table.header()
+    if engine is not None:
+        outcomes = run_on_engine(args, engine, suite, options, table, out)
+        write(summary(outcomes, info) + f"\n(each problem's output and builds: {out}; the table: {out / SWEEP_HTML})")
+        return outcomes, info
     outcomes = []
     for pair in suite.pairs:
         outcome = evaluate(pair, args.trials, args.seed, args.perf_trials, options)
@@ -150,15 +185,20 @@ def run_problems(args: argparse.Namespace, write) -> tuple[list[Outcome], RunInf
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """``tilescope problems``: 0 when every problem is correct, 1 otherwise."""
+    """``tilescope problems``: 0 when every problem is correct, 1 otherwise, 130 when an engine's
+    run was interrupted."""
     to_stdout = args.json == "-"
     stdout = sys.stdout
 
     def write(line: str) -> None:
         print(line, file=sys.stderr if to_stdout else stdout, flush=True)
 
-    with contextlib.redirect_stdout(sys.stderr) if to_stdout else contextlib.nullcontext():
-        outcomes, info = run_problems(args, write)
+    try:
+        with contextlib.redirect_stdout(sys.stderr) if to_stdout else contextlib.nullcontext():
+            outcomes, info = run_problems(args, write)
+    except Interrupted as e:
+        print(f"tilescope problems: {e}", file=sys.stderr)
+        return 130
     if args.json is not None:
         text = json.dumps(to_json(outcomes, info), indent=2) + "\n"
         if to_stdout:

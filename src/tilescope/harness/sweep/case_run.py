@@ -4,7 +4,11 @@ case's own build directory, its output kept, and for a failure the triage of its
 Invariants:
 - A case's files live in ``OUT/cases/<id>/``: ``output.log`` (the command's stdout and stderr),
   ``builds/`` (``TILESCOPE_BUILD_DIR`` for the command), ``triage.json`` (the triage report of a
-  failed case's build). Nothing else is written.
+  failed case's build), ``result.json`` (what the command wrote to ``$TILESCOPE_SWEEP_RESULT``,
+  when it did). Nothing else is written.
+- A command may write one JSON value to the path ``$TILESCOPE_SWEEP_RESULT`` names: the record
+  holds it as ``result`` (``result_error`` says why a file there could not be read), so what a
+  case measured travels back with its status from any engine.
 - Status: ``pass`` (exit 0), ``fail`` (exit 1: the harness's failed comparison or a failed
   check), ``error`` (any other exit, or the command could not start), ``timeout`` (still running
   after ``timeout`` seconds: its whole process group is killed), ``interrupted`` (the sweep was
@@ -30,6 +34,8 @@ from tilescope.errors import TilescopeError
 from tilescope.harness.sweep.grid import Case
 
 STATUSES = ("pass", "fail", "error", "timeout", "interrupted")
+RESULT_JSON = "result.json"
+RESULT_MAX_BYTES = 16 << 20
 TRIAGE_TIMEOUT_S = 600.0  # a triage that runs this long is stopped (its budget is CPU time: far less)
 
 _live: set[subprocess.Popen] = set()
@@ -47,7 +53,9 @@ def run_case(case: Case, out: str | os.PathLike, timeout: float | None, triage: 
     builds = folder / "builds"
     builds.mkdir(parents=True, exist_ok=True)
     log = folder / "output.log"
-    env = dict(os.environ, TILESCOPE_BUILD_DIR=str(builds.resolve()))
+    result = folder / RESULT_JSON
+    result.unlink(missing_ok=True)  # NOTE: an interrupted earlier run's answer is not this run's
+    env = dict(os.environ, TILESCOPE_BUILD_DIR=str(builds.resolve()), TILESCOPE_SWEEP_RESULT=str(result.resolve()))
     record: dict[str, Any] = {"id": case.id, "values": case.values, "argv": list(case.argv),
                               "log": str(log.relative_to(out)), "builds": [], "triage": None}  # fmt: skip
     started = time.perf_counter()
@@ -71,12 +79,26 @@ def run_case(case: Case, out: str | os.PathLike, timeout: float | None, triage: 
     else:
         record.update(status="error", why=f"exit status {rc}" + (f" (signal {-rc})" if rc < 0 else ""))
     record["builds"] = [str(p.relative_to(out)) for p in made_builds(builds)]
+    _read_result(record, result)
     if triage and record["status"] in ("fail", "error", "timeout") and not _stopping.is_set():
         record["triage"] = _triage(Path(out), folder, record["builds"], cwd)
     return record
 
 
 _stopping = threading.Event()
+
+
+def _read_result(record: dict[str, Any], path: Path) -> None:
+    """The JSON value the command left at ``path`` as the record's ``result`` (or why it cannot be)."""
+    try:
+        if not path.is_file():
+            return
+        if path.stat().st_size > RESULT_MAX_BYTES:
+            record["result_error"] = f"{RESULT_JSON} is over {RESULT_MAX_BYTES >> 20} MiB: not read"
+            return
+        record["result"] = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        record["result_error"] = f"{RESULT_JSON} cannot be read: {e}"
 
 
 def stop_all() -> None:

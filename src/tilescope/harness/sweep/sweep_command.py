@@ -6,7 +6,7 @@ triaged where it ran.
 
 Each case is the command with its grid values in place of ``{NAME}`` (``grid``), run by an engine
 (``local``: ``-j N`` cases at once, the CPUs by default; ``ray``: one Ray task per case, on a local
-Ray bound to the loopback or the cluster ``--ray-address`` names, ``ray_engine``) in its own
+Ray bound to the loopback or the cluster ``--ray-address`` names; ``engines``) in its own
 process group with its own build directory (``case_run``); a failed case's build is triaged (``--triage``, on by default) so
 the report names culprits, not just failures. ``--out`` receives ``sweep.json`` and an offline
 ``sweep.html`` (``sweep_report``), rewritten as each case ends; ``--resume`` runs again only the
@@ -24,17 +24,14 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from tilescope.analysis.progress import seconds_arg
 from tilescope.build.path_args import PATH_ARG
 from tilescope.harness.sweep import sweep_report
-from tilescope.harness.sweep.case_run import run_case, stop_all
+from tilescope.harness.sweep.engines import add_engine_args, engine_from_args, run_cases
 from tilescope.harness.sweep.grid import Case, GridError, cases
-from tilescope.harness.sweep.ray_engine import RayUnavailable, run_on_ray
+from tilescope.harness.sweep.ray_engine import RayUnavailable
 
 KEPT = ("pass", "fail", "timeout")  # the results --resume keeps; the others run again
 
@@ -45,21 +42,7 @@ def add_sweep_args(p: argparse.ArgumentParser) -> None:
                    help="a dimension of the grid: NAME=a,b,c or NAME=START:STOP[:STEP] (integers); {NAME} in the "
                         "command takes each value; repeat for more dimensions (the cases are their product)")  # fmt: skip
     p.add_argument("--out", required=True, metavar="DIR", type=PATH_ARG, help="where sweep.json, sweep.html and each case's files go")
-    p.add_argument("--engine", choices=["local", "ray"], default="local",
-                   help="where cases run: local (processes on this machine, -j at once) or ray (Ray tasks on a "
-                        "local Ray bound to 127.0.0.1, or on the cluster --ray-address names)")  # fmt: skip
-    p.add_argument("-j", "--jobs", type=_positive_int, default=None, metavar="N",
-                   help="cases run at once by the local engine (default: the CPUs)")  # fmt: skip
-    p.add_argument("--ray-address", default=None, metavar="ADDRESS",
-                   help="with --engine ray: the cluster to use (auto: the one `ray start` made here; ray://host:port); "
-                        "default: a local Ray started for the sweep on 127.0.0.1")  # fmt: skip
-    p.add_argument("--ray-shared", action="store_true",
-                   help="with --engine ray: the workers see --out at the same path (a shared filesystem), so cases "
-                        "write there; by default their files come back through Ray's object store")  # fmt: skip
-    p.add_argument("--case-cpus", type=_positive_float, default=1.0, metavar="N",
-                   help="with --engine ray: the CPUs Ray reserves for each case (default: 1)")
-    p.add_argument("--timeout", type=seconds_arg, default=None, metavar="SECONDS",
-                   help="a case still running after this long is killed and reported as a timeout (default: none)")
+    add_engine_args(p)
     p.add_argument("--triage", action=argparse.BooleanOptionalAction, default=True,
                    help="triage each failed case's build where it ran (default: on; the command must save its data, "
                         "--save-data)")  # fmt: skip
@@ -68,32 +51,13 @@ def add_sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command, with {NAME} placeholders")
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < v < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text}: expected a number of CPUs > 0")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text}: expected at least 1")
-    return n
-
-
 def run_cli(args: argparse.Namespace) -> int:
     """Run the sweep ``args`` describe; its exit status (see the module docstring)."""
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     try:
         todo = cases(args.grid, command)
-    except GridError as e:
+        engine = engine_from_args(args)
+    except (GridError, ValueError) as e:
         print(f"tilescope sweep: error: {e}", file=sys.stderr)
         return 2
     out = Path(args.out)
@@ -117,15 +81,13 @@ def run_cli(args: argparse.Namespace) -> int:
         sweep_report.write(out, meta, records, order)
         say.case(record)
 
-    if args.engine == "ray":
-        try:
-            interrupted, meta["ray_nodes"] = run_on_ray(run, out, args.timeout, args.triage, args.ray_address,
-                                                        args.ray_shared, args.case_cpus, os.getcwd(), ended)  # fmt: skip
-        except RayUnavailable as e:
-            print(f"tilescope sweep: error: {e}", file=sys.stderr)
-            return 2
-    else:
-        interrupted = _local(run, out, args, ended)
+    try:
+        interrupted, nodes = run_cases(engine, run, out, args.triage, os.getcwd(), ended)
+    except RayUnavailable as e:
+        print(f"tilescope sweep: error: {e}", file=sys.stderr)
+        return 2
+    if engine.kind == "ray":
+        meta["ray_nodes"] = nodes
     sweep_report.write(out, meta, records, order)
     counts = sweep_report.summary([records[i] for i in order if i in records], len(order))
     say.line(", ".join(f"{n} {k}" for k, n in counts.items() if n) + f": {out / sweep_report.SWEEP_HTML}")
@@ -153,41 +115,6 @@ def _previous(out: Path, meta: dict[str, Any], resume: bool) -> dict[str, dict[s
         raise ValueError(f"--resume: {out} holds the sweep of another command or grid "
                          f"({shlex.join(data.get('command') or [])}): give the same command and --grid, or another --out")  # fmt: skip
     return {r["id"]: r for r in data["cases"] if isinstance(r, dict) and "id" in r}
-
-
-def _local(run: list[Case], out: Path, args: argparse.Namespace, ended: Callable[[Case, dict[str, Any]], None]) -> bool:
-    """Run ``run`` on this machine, ``-j`` at once, calling ``ended(case, record)`` as each ends;
-    whether the sweep was interrupted."""
-    jobs = args.jobs or os.cpu_count() or 1
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="sweep")
-    pending: dict[Future, Case] = {}
-    queue = list(run)
-    try:
-        while queue or pending:
-            while queue and len(pending) < jobs:
-                c = queue.pop(0)
-                pending[pool.submit(run_case, c, str(out), args.timeout, args.triage)] = c
-            done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
-            for f in done:
-                c = pending.pop(f)
-                ended(c, _record(f, c))
-        return False
-    except KeyboardInterrupt:
-        stop_all()
-        for f, c in pending.items():
-            ended(c, _record(f, c))
-        return True
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _record(f: Future, c: Case) -> dict[str, Any]:
-    """The case's record; a defect of the runner itself is the case's ``error``, never the sweep's end."""
-    try:
-        return f.result()
-    except Exception as e:  # noqa: BLE001 - one case's runner failing must not stop the sweep
-        return {"id": c.id, "values": c.values, "argv": list(c.argv), "status": "error", "log": "",
-                "why": f"the case could not be run: {type(e).__name__}: {e}", "builds": [], "triage": None}  # fmt: skip
 
 
 class _Say:
