@@ -111,6 +111,18 @@ def test_a_precision_drift_is_found_by_its_metric_and_a_k_ary_search_agrees_in_f
     assert kary["rounds"] < binary["rounds"], (kary["rounds"], binary["rounds"])
 
 
+@pytest.mark.slow
+@pytest.mark.serial  # one local Ray on the machine at a time
+def test_the_k_ary_search_on_a_local_ray_cluster_names_the_same_commit_and_culprit(history, monkeypatch, capsys):
+    repo, hashes = history
+    rc, r = _bisect(repo, monkeypatch, capsys, "--good", hashes[0], "--bad", "main", "--engine", "ray", "-j", "3")
+    assert rc == 0, r
+    assert r["engine"] == "ray" and r["ray_nodes"] == ["127.0.0.1"]  # a local Ray on the loopback
+    assert r["first_bad"]["hash"] == hashes[6]
+    line = MODEL.splitlines().index(next(x for x in MODEL.splitlines() if "* SCALE + DRIFT" in x)) + 1
+    assert (r["culprit"]["kernel"], r["culprit"]["line"]) == ("scaled", f"models/model.py:{line}"), r["culprit"]
+
+
 def _scales(repo, scales) -> list[str]:
     """A repository whose commits set the model's scale to each of ``scales`` in turn; the hashes."""
     repo.mkdir()
@@ -168,3 +180,5 @@ def test_a_range_that_cannot_be_bisected_is_an_error_naming_it(history, monkeypa
     monkeypatch.chdir(repo.parent)
     assert main(["bisect", "--good", "a", "--bad", "b", "--", "true"]) == 2
     assert "is not inside a git repository" in capsys.readouterr().err
+    assert main(["bisect", "--good", hashes[0], "--bad", hashes[3], "--case-cpus", "2", "--", "true"]) == 2
+    assert "--case-cpus is for --engine ray" in capsys.readouterr().err

@@ -38,7 +38,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,10 @@ from tilescope.build.paths import LAST_RUN, REPORT_DIR, REPORT_JSON, inside
 from tilescope.errors import TilescopeError
 from tilescope.harness.bisect import revisions as git
 from tilescope.harness.bisect.revisions import BisectError, Commit
-from tilescope.harness.sweep.case_run import made_builds, run_in_group, triage_build
+from tilescope.harness.sweep.case_run import case_dir, triage_build
+from tilescope.harness.sweep.engines import Engine, Runner, positive_float
+from tilescope.harness.sweep.grid import Case
+from tilescope.harness.sweep.ray_engine import RayUnavailable
 
 METRICS = ("max_abs_err", "max_rel_err", "mismatch_fraction")
 SKIP = 125
@@ -64,7 +66,16 @@ def add_bisect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, default=None, metavar="X",
                    help="with --metric: a revision whose figure is above X is bad")  # fmt: skip
     p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                   help="revisions tested at once (a k-ary search; default 1, a binary one)")
+                   help="revisions tested at once (a k-ary search; default 1, a binary one), on the engine --engine "
+                        "names")  # fmt: skip
+    p.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="where each revision runs: local (processes on this machine) or ray (Ray tasks on a local Ray "
+                        "bound to 127.0.0.1, or the cluster --ray-address names; --work must be on a filesystem every "
+                        "node sees at the same path)")  # fmt: skip
+    p.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                   help="with --engine ray: the cluster to use (auto: the one `ray start` made here; ray://host:port)")
+    p.add_argument("--case-cpus", type=positive_float, default=1.0, metavar="N",
+                   help="with --engine ray: the CPUs Ray reserves for each revision's run (default: 1)")
     p.add_argument("--timeout", type=seconds_arg, default=None, metavar="SECONDS",
                    help="a run still going after this long is killed and the revision is bad (a hang)")
     p.add_argument("--tool-repo", default=None, metavar="DIR", type=PATH_ARG,
@@ -73,6 +84,10 @@ def add_bisect_args(p: argparse.ArgumentParser) -> None:
                    help="where the builds and logs of each revision go (default: a new temporary folder)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run at each revision")
+
+
+class _Interrupted(TilescopeError):
+    """Ctrl-C while revisions ran (their worktrees are removed, their builds and logs kept)."""
 
 
 @dataclass
@@ -94,9 +109,12 @@ def run_cli(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     try:
         result = _Bisect(args, command).run()
-    except BisectError as e:
+    except (BisectError, RayUnavailable) as e:
         print(f"tilescope bisect: error: {e}", file=sys.stderr)
         return 2
+    except _Interrupted as e:
+        print(f"tilescope bisect: {e}", file=sys.stderr)
+        return 130
     if args.json:
         print(json.dumps(result, indent=1))
     else:
@@ -112,6 +130,10 @@ class _Bisect:
             raise BisectError("--metric and --threshold go together: a revision is bad when its figure passes the threshold")
         if args.jobs < 1:
             raise BisectError(f"-j {args.jobs}: expected at least 1")
+        if args.engine != "ray" and (args.ray_address or args.case_cpus != 1.0):
+            raise BisectError(f"{'--ray-address' if args.ray_address else '--case-cpus'} is for --engine ray")
+        self.engine = Engine(args.engine, args.jobs, args.timeout, args.ray_address, True, args.case_cpus)
+        self.runner = Runner(self.engine)
         self.args, self.command = args, command
         self.cwd = Path.cwd()
         self.tool = Path(args.tool_repo).resolve() if args.tool_repo else None
@@ -135,71 +157,108 @@ class _Bisect:
         self.say(f"{n} revision(s) after {self.good[:10]} (good) up to {self.bad[:10]} (bad), {self.args.jobs} at once; "
                  f"builds and logs in {self.work}")  # fmt: skip
         try:
-            ends = self.test([self.good, self.bad])
-            if ends[self.bad].state != "bad":
-                raise BisectError(f"--bad {self.args.bad} is not bad: {ends[self.bad].why} (log: {ends[self.bad].log})")
-            if ends[self.good].state != "good":
-                raise BisectError(f"--good {self.args.good} is not good: {ends[self.good].why} (log: {ends[self.good].log})")
-            lo, hi = -1, n - 1  # the last known good and the first known bad, as indices of self.revs
-            while True:
-                untested = [i for i in range(lo + 1, hi) if self.revs[i] not in self.tested]
-                if not untested:
-                    break
-                picks = _spread(untested, self.args.jobs)
-                self.test([self.revs[i] for i in picks])
-                states = {i: self.tested[r].state for i, r in enumerate(self.revs) if r in self.tested}
-                hi = min([i for i in range(lo + 1, hi + 1) if states.get(i) == "bad"], default=hi)
-                lo = max([i for i in range(lo + 1, hi) if states.get(i) == "good"], default=lo)
-            candidates = self.revs[lo + 1 : hi + 1]
-            first = candidates[0] if len(candidates) == 1 else None
-            culprit = self.culprit(first) if first else None
+            with Runner(self.engine) as self.runner:
+                first, candidates, culprit = self.search(n)
         finally:
             for w in self.worktrees:
                 git.remove_worktree(self.repo, w)
         commit = git.describe(self.repo, first) if first else None
         return {
             "repository": str(self.repo), "mode": "tool" if self.tool else "kernel", "good": self.good, "bad": self.bad,
-            "command": self.command, "revisions": n, "jobs": self.args.jobs, "rounds": self.rounds,
+            "command": self.command, "revisions": n, "jobs": self.args.jobs, "engine": self.engine.kind,
+            "ray_nodes": self.runner.nodes, "rounds": self.rounds,
             "tests": len(self.tested), "seconds": round(time.perf_counter() - started, 2), "work": str(self.work),
             "first_bad": (asdict(commit) | {"kernel_files": self.kernel_files(commit, first)}) if commit else None,
             "candidates": [] if first else candidates, "culprit": culprit,
             "tested": [asdict(self.tested[r]) for r in [self.good, *self.revs] if r in self.tested],
         }  # fmt: skip
 
+    def search(self, n: int) -> tuple[str | None, list[str], dict[str, Any] | None]:
+        """The k-ary search: the first bad revision (None when skips hide it), the candidates, and
+        the first bad one's culprit."""
+        ends = self.test([self.good, self.bad])
+        if ends[self.bad].state != "bad":
+            raise BisectError(f"--bad {self.args.bad} is not bad: {ends[self.bad].why} (log: {ends[self.bad].log})")
+        if ends[self.good].state != "good":
+            raise BisectError(f"--good {self.args.good} is not good: {ends[self.good].why} (log: {ends[self.good].log})")
+        lo, hi = -1, n - 1  # the last known good and the first known bad, as indices of self.revs
+        while True:
+            untested = [i for i in range(lo + 1, hi) if self.revs[i] not in self.tested]
+            if not untested:
+                break
+            picks = _spread(untested, self.args.jobs)
+            self.test([self.revs[i] for i in picks])
+            states = {i: self.tested[r].state for i, r in enumerate(self.revs) if r in self.tested}
+            hi = min([i for i in range(lo + 1, hi + 1) if states.get(i) == "bad"], default=hi)
+            lo = max([i for i in range(lo + 1, hi) if states.get(i) == "good"], default=lo)
+        candidates = self.revs[lo + 1 : hi + 1]
+        first = candidates[0] if len(candidates) == 1 else None
+        return first, candidates, self.culprit(first) if first else None
+
     def test(self, revs: list[str]) -> dict[str, Tested]:
-        """Run the command at ``revs``, at most ``-j`` at once; their results (also kept)."""
+        """Run the command at ``revs`` on the engine, at most ``-j`` at once; their results (also kept)."""
         self.rounds += 1
-        todo = [r for r in revs if r not in self.tested]
-        with ThreadPoolExecutor(max_workers=max(1, min(self.args.jobs, len(todo) or 1))) as pool:
-            for t in pool.map(self.evaluate, todo):
-                self.tested[t.rev] = t
-                self.say(f"round {self.rounds}: {t.rev[:10]} {t.state}" + (f" ({t.why})" if t.why else ""))
+        cases: dict[str, Case] = {}
+        for rev in revs:
+            if rev in self.tested:
+                continue
+            prepared = self.prepare(rev)
+            if isinstance(prepared, Tested):
+                self.record(prepared)
+            else:
+                cases[rev] = prepared
+        by_id = {c.id: rev for rev, c in cases.items()}
+
+        def ended(case: Case, record: dict[str, Any]) -> None:
+            self.record(self.classify(by_id[case.id], record))
+
+        todo = list(cases.values())
+        for start in range(0, len(todo), self.args.jobs):  # NOTE: Ray would start them all at once
+            if self.runner.run(todo[start : start + self.args.jobs], self.work, False, str(self.cwd), ended):
+                raise _Interrupted(f"interrupted: builds and logs of the revisions tested are in {self.work}")
         return {r: self.tested[r] for r in revs}
 
-    def evaluate(self, rev: str) -> Tested:
-        short = rev[:12]
-        here = self.work / short
-        tree = here / "tree"
+    def record(self, t: Tested) -> None:
+        self.tested[t.rev] = t
+        self.say(f"round {self.rounds}: {t.rev[:10]} {t.state}" + (f" ({t.why})" if t.why else ""))
+
+    def tree(self, rev: str) -> Path:
+        """The worktree of ``rev``, in its case's folder."""
+        return self.case_of(rev) / "tree"
+
+    def case_of(self, rev: str) -> Path:
+        return case_dir(self.work, Case(rev[:12], {}, ()))
+
+    def prepare(self, rev: str) -> Case | Tested:
+        """``rev``'s worktree and the case that runs the command in it (a skip when the user's
+        directory does not exist there)."""
+        tree = self.tree(rev)
+        tree.parent.mkdir(parents=True, exist_ok=True)
         with self.lock:  # NOTE: git's worktree records are one file per repository
             git.add_worktree(self.repo, rev, tree)
             self.worktrees.append(tree)
-        env = dict(os.environ, TILESCOPE_BUILD_DIR=str(here / "builds"))
+        settings = []
         if self.tool:
-            env["PYTHONPATH"] = os.pathsep.join([str(tree / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
-            env["TILESCOPE_CACHE_DIR"] = str(here / "cache")  # NOTE: the runtime core of that revision, built apart
+            path = os.pathsep.join([str(tree / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
+            # NOTE: the runtime core of that revision, built apart
+            settings = [f"PYTHONPATH={path}", f"TILESCOPE_CACHE_DIR={self.case_of(rev) / 'cache'}"]
             cwd = self.cwd
         else:
             cwd = tree / self.cwd.relative_to(self.repo)
             if not cwd.is_dir():
                 return Tested(rev, "skip", f"{cwd.relative_to(tree)} does not exist at this revision", 0.0)
-        log = here / "output.log"
-        t0 = time.perf_counter()
-        rc = run_in_group(self.command, log, env, self.args.timeout, str(cwd))
-        seconds = round(time.perf_counter() - t0, 2)
-        builds = made_builds(here / "builds")
-        t = Tested(rev, "bad", "", seconds, rc, None, [str(b) for b in builds], str(log))
-        if rc is None:
+        return Case(rev[:12], {"rev": rev}, ("env", "-C", str(cwd), *settings, *self.command))
+
+    def classify(self, rev: str, record: dict[str, Any]) -> Tested:
+        """Good, bad or skip from the case's record (its exit status, its output, its figures)."""
+        log = self.work / record["log"] if record.get("log") else self.case_of(rev) / "output.log"
+        builds = [self.work / b for b in record.get("builds") or []]
+        rc = record.get("returncode")
+        t = Tested(rev, "bad", "", float(record.get("seconds") or 0.0), rc, None, [str(b) for b in builds], str(log))
+        if record["status"] == "timeout":
             t.why = f"still running after {self.args.timeout:g} s (a hang)"
+        elif rc is None:
+            t.why = record.get("why") or record["status"]
         elif rc == SKIP:
             t.state, t.why = "skip", "the command asked to skip it (exit 125)"
         elif rc not in (0, 1) or not self.args.metric:
@@ -209,6 +268,7 @@ class _Bisect:
                 t.state, t.why = "skip", f"the program could not be built at this revision: {_last_error(log)}"
             else:
                 t.why = f"exit status {rc}" + (f" (signal {-rc})" if rc < 0 else "")
+                t.why += " (the command was not found)" if rc == 127 else ""
         else:
             t.metric = _metric(builds, self.args.metric)
             if t.metric is None:
@@ -222,7 +282,7 @@ class _Bisect:
         """The triage of the first bad revision's build (its worktree still there), its line made
         relative to the repository."""
         t = self.tested[rev]
-        tree = self.work / rev[:12] / "tree"
+        tree = self.tree(rev)
         cwd = self.cwd if self.tool else tree / self.cwd.relative_to(self.repo)
         found = triage_build([Path(b) for b in t.builds], cwd)
         found.pop("report", None)  # NOTE: saved in the build's dfx_outputs/triage/report.json
@@ -237,7 +297,7 @@ class _Bisect:
     def kernel_files(self, commit: Commit, rev: str) -> list[str]:
         """The files ``commit`` changed among the DSL sources its failing build was compiled from
         (every changed file when the build does not say)."""
-        tree = (self.work / rev[:12] / "tree").resolve()
+        tree = self.tree(rev).resolve()
         sources: set[str] = set()
         for b in self.tested[rev].builds:
             try:

@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -24,7 +25,7 @@ from typing import Any
 from tilescope.analysis.progress import seconds_arg
 from tilescope.harness.sweep.case_run import run_case, stop_all
 from tilescope.harness.sweep.grid import Case
-from tilescope.harness.sweep.ray_engine import run_on_ray
+from tilescope.harness.sweep.ray_engine import ray_session, run_in_session
 
 Ended = Callable[[Case, dict[str, Any]], None]
 
@@ -77,17 +78,42 @@ def engine_from_args(args: argparse.Namespace) -> Engine:
     return Engine(kind, args.jobs, args.timeout, args.ray_address, args.ray_shared, args.case_cpus)
 
 
-def run_cases(engine: Engine, run: list[Case], out: Path, triage: bool, cwd: str, ended: Ended) -> tuple[bool, list[str]]:
-    """Run ``run`` on ``engine``, each case's files under ``out``; whether it was interrupted, and
-    the Ray cluster's node addresses (none for the local engine).
+class Runner:
+    """An engine held open for several batches of cases (a local Ray started once, not per batch):
+    ``with Runner(engine) as r: r.run(cases, ...)``; ``nodes`` are the Ray cluster's addresses.
 
-    Raises:
+    Raises (on entering):
         RayUnavailable: ``ray`` without Ray installed, or a cluster that cannot be reached.
     """
-    if engine.kind == "ray":
-        return run_on_ray(run, out, engine.timeout, triage, engine.ray_address, engine.ray_shared, engine.case_cpus,
-                          cwd, ended)  # fmt: skip
-    return _local(run, out, engine, triage, cwd, ended), []
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.nodes: list[str] = []
+        self._stack = contextlib.ExitStack()
+        self._ray: Any = None
+
+    def __enter__(self) -> Runner:
+        if self.engine.kind == "ray":
+            self._ray, self.nodes = self._stack.enter_context(ray_session(self.engine.ray_address))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def run(self, run: list[Case], out: Path, triage: bool, cwd: str, ended: Ended) -> bool:
+        """Run ``run``, each case's files under ``out``, ``ended(case, record)`` as each ends;
+        whether it was interrupted."""
+        e = self.engine
+        if self._ray is not None:
+            return run_in_session(self._ray, run, out, e.timeout, triage, e.ray_shared, e.case_cpus, cwd, ended)
+        return _local(run, out, e, triage, cwd, ended)
+
+
+def run_cases(engine: Engine, run: list[Case], out: Path, triage: bool, cwd: str, ended: Ended) -> tuple[bool, list[str]]:
+    """Run ``run`` on ``engine`` (``Runner``, for one batch); whether it was interrupted, and the
+    Ray cluster's node addresses (none for the local engine)."""
+    with Runner(engine) as runner:
+        return runner.run(run, out, triage, cwd, ended), runner.nodes
 
 
 def _local(run: list[Case], out: Path, engine: Engine, triage: bool, cwd: str, ended: Ended) -> bool:
@@ -145,4 +171,4 @@ def positive_int(text: str) -> int:
     return n
 
 
-__all__ = ["Engine", "add_engine_args", "engine_from_args", "positive_float", "positive_int", "run_cases"]
+__all__ = ["Engine", "Runner", "add_engine_args", "engine_from_args", "positive_float", "positive_int", "run_cases"]

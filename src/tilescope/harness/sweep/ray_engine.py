@@ -18,12 +18,13 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +52,14 @@ def _ray():
     return ray
 
 
-def run_on_ray(run: list[Case], out: Path, timeout: float | None, triage: bool, address: str | None, shared: bool,
-               case_cpus: float, cwd: str, ended: Callable[[Case, dict[str, Any]], None]) -> tuple[bool, list[str]]:  # fmt: skip
-    """Run ``run`` on Ray, calling ``ended(case, record)`` as each ends; whether the sweep was
-    interrupted (Ctrl-C), and the addresses of the cluster's nodes."""
+@contextlib.contextmanager
+def ray_session(address: str | None) -> Iterator[tuple[Any, list[str]]]:
+    """Ray started on the loopback for the ``with`` block (``address`` None), or connected to the
+    cluster ``address`` names; yields the ``ray`` module and the addresses of the cluster's nodes.
+
+    Raises:
+        RayUnavailable: Ray is not installed, or the cluster cannot be started or reached.
+    """
     before = os.environ.get(_LOOPBACK_ONLY)
     if not address:
         os.environ[_LOOPBACK_ONLY] = "0"  # NOTE: read by Ray when it is imported here and in every process it starts
@@ -73,10 +78,7 @@ def run_on_ray(run: list[Case], out: Path, timeout: float | None, triage: bool, 
             where = f"the Ray cluster at {address}" if address else "a local Ray"
             raise RayUnavailable(f"cannot start or reach {where}: {type(e).__name__}: {e}") from None
         try:
-            nodes = sorted({n.get("NodeManagerAddress", "?") for n in ray.nodes()})
-            remote = ray.remote(num_cpus=case_cpus, max_retries=0)(_case_on_worker)
-            refs = {remote.remote(c, str(out) if shared else None, timeout, triage, cwd): c for c in run}
-            return _collect(ray, refs, out, ended), nodes
+            yield ray, sorted({n.get("NodeManagerAddress", "?") for n in ray.nodes()})
         finally:
             ray.shutdown()
     finally:
@@ -85,6 +87,15 @@ def run_on_ray(run: list[Case], out: Path, timeout: float | None, triage: bool, 
             os.environ.pop(_LOOPBACK_ONLY, None)
         else:
             os.environ[_LOOPBACK_ONLY] = before
+
+
+def run_in_session(ray: Any, run: list[Case], out: Path, timeout: float | None, triage: bool, shared: bool,
+                   case_cpus: float, cwd: str, ended: Callable[[Case, dict[str, Any]], None]) -> bool:  # fmt: skip
+    """Run ``run`` as Ray tasks of the session ``ray`` (``ray_session``), calling ``ended(case,
+    record)`` as each ends; whether it was interrupted (Ctrl-C)."""
+    remote = ray.remote(num_cpus=case_cpus, max_retries=0)(_case_on_worker)
+    refs = {remote.remote(c, str(out) if shared else None, timeout, triage, cwd): c for c in run}
+    return _collect(ray, refs, out, ended)
 
 
 def _collect(ray: Any, refs: dict[Any, Case], out: Path, ended: Callable[[Case, dict[str, Any]], None]) -> bool:
