@@ -499,6 +499,23 @@ def compile_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
     return _validate(cfg, COMPILE_KNOBS, "compile_cfg")
 
 
+def runtime_settings() -> tuple:
+    """What ``runtime_options`` reads besides its argument, as one hashable value: the
+    ``override`` block in effect and the runtime knobs' environment variables. Two calls give
+    equal values exactly when ``runtime_options`` of the same argument would give the same
+    options (what a cache of validated options is keyed by)."""
+    overrides = _overrides.get()
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict) and os.name == "posix":
+        # NOTE: os.environ's own store (bytes names and values, what os.environ reads and
+        # writes): one lookup each, where os.environ.get encodes and decodes (20x the time, on the
+        # path of every run of a compiled program)
+        env = tuple(map(data.get, _RUNTIME_ENV_KEYS))
+    else:
+        env = tuple(os.environ.get(var) for var in _RUNTIME_ENV_VARS)
+    return (freeze(dict(overrides)) if overrides else ()), env
+
+
 def runtime_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
     """Validated runtime options with defaults filled in (a fresh dict on every call; the
     environment is read on every call)."""
@@ -508,3 +525,7 @@ def runtime_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
 def freeze(cfg: dict[str, Any]) -> tuple:
     """A hashable, order-independent form of an options dict."""
     return tuple(sorted((k, repr(v)) for k, v in cfg.items()))
+
+
+_RUNTIME_ENV_VARS = tuple(k.env_var for k in RUNTIME_KNOBS.values() if k.env_var)
+_RUNTIME_ENV_KEYS = tuple(os.fsencode(var) for var in _RUNTIME_ENV_VARS)

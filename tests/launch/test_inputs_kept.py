@@ -54,6 +54,20 @@ def test_kept_inputs_name_the_changed_input_and_element_bit_for_bit():
         small.check("p", "BUILD")
 
 
+@pytest.mark.parametrize("shape, view", [((3, 4), lambda t: t), ((3, 4), lambda t: t.t()), ((600, 512), lambda t: t)],
+                         ids=["small", "transposed", "large"])  # fmt: skip
+def test_inputs_kept_as_bytes_or_as_a_clone_are_compared_bit_for_bit(shape, view):
+    # kept as bytes when small and contiguous; a strided view and a large input as a clone
+    for dtype in (torch.float32, torch.bfloat16):
+        base = torch.arange(shape[0] * shape[1], dtype=torch.float32).reshape(shape).to(dtype)
+        x = view(base)
+        kept = KeptInputs([_Spec("x", Direction.IN)], (x,))
+        kept.check("p", "BUILD")
+        x[1, 2] = -1
+        with pytest.raises(ts.RuntimeFailure, match=r"input 'x'.*1 of \d+ element\(s\) differ, the first at \[1, 2\]"):
+            kept.check("p", "BUILD")
+
+
 @pytest.fixture
 def writes_its_input(tmp_path):
     prog = doubled.compile(build_dir=str(tmp_path))

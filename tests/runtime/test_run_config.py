@@ -133,3 +133,21 @@ def test_an_analysis_run_takes_its_own_schedule_and_instruments_whatever_the_env
     monkeypatch.setenv("TILESCOPE_NUM_WORKERS", "-2")  # a bad value is still named, before anything runs
     with pytest.raises(ConfigError, match=r"^environment variable TILESCOPE_NUM_WORKERS='-2' \(num_workers\)"):
         RunConfig.for_analysis(serial=True)
+
+
+def test_validated_options_are_reused_only_while_keywords_overrides_and_environment_agree(monkeypatch):
+    monkeypatch.delenv("TILESCOPE_PLATFORM", raising=False)
+    first = RunConfig.from_keywords({"num_workers": 2})
+    assert RunConfig.from_keywords({"num_workers": 2}) is first  # a program run in a loop validates once
+    assert RunConfig.from_keywords({"num_workers": 3}).num_workers == 3
+    monkeypatch.setenv("TILESCOPE_PLATFORM", "interp")
+    assert RunConfig.from_keywords({"num_workers": 2}).platform == "interp"
+    monkeypatch.setenv("TILESCOPE_PLATFORM", "bogus")
+    for _ in range(2):  # an environment it refuses is refused every time, never remembered
+        with pytest.raises(ConfigError, match="TILESCOPE_PLATFORM='bogus'"):
+            RunConfig.from_keywords({"num_workers": 2})
+    monkeypatch.delenv("TILESCOPE_PLATFORM")
+    assert RunConfig.from_keywords({"num_workers": 2}) is first
+    with knobs.override(platform="interp"):
+        assert RunConfig.from_keywords({"num_workers": 2}).platform == "interp"
+    assert RunConfig.from_keywords({"num_workers": 2}).platform == "sim"

@@ -80,6 +80,7 @@ class CompiledProgram(Build):
         self._target_ok: set[str] = set()  # platforms check_target accepted (the CPU does not change)
         self._crash_report: tuple[str, str] | None = None  # a crash report's directory and path, once made
         self._args_passed: tuple | None = None  # the signature of the last arguments check_args passed
+        self._last_config: tuple[RunConfig, str | None, RunConfig] | None = None  # _with_crash_report's
         self.timings: dict[str, float] = {}
         self._refreshed = True  # False: loaded without bringing its binaries up to date
 
@@ -151,7 +152,7 @@ class CompiledProgram(Build):
             check_local_memory(int(rc.get("local_memory_bytes", 0)), run_workers(config), self.name)
             self.ensure_binaries()
             return run_isolated(self, args, config)
-        return launch(self, self.binaries(), args, config.replace(crash_report=self._crash_report_path()))
+        return launch(self, self.binaries(), args, self._with_crash_report(config))
 
     def ensure_binaries(self) -> None:
         """Build the binaries of a build compiled or loaded for the interp platform only (missing, or
@@ -160,6 +161,17 @@ class CompiledProgram(Build):
         if not self._refreshed or not all((self.work_dir / b).is_file() for b in binaries):
             refresh(self.work_dir, self.config)
             self._refreshed = True
+
+    def _with_crash_report(self, config: RunConfig) -> RunConfig:
+        """``config`` with this build's crash report path; the last one made is reused while the
+        options and the path are the same (a program run in a loop)."""
+        path = self._crash_report_path()
+        last = self._last_config
+        if last is not None and last[0] is config and last[1] == path:
+            return last[2]
+        made = config.replace(crash_report=path)
+        self._last_config = (config, path, made)
+        return made
 
     def _crash_report_path(self) -> str | None:
         """Where a crashing kernel's report goes; None when the build cannot be written (a read-only

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -99,6 +101,19 @@ class RunConfig:
                 combined.
         """
         given = dict(cfg or {})
+        key = (cls, knobs.freeze(given), knobs.runtime_settings())
+        known = _VALIDATED.get(key)
+        if known is not None:
+            return known
+        config = cls._validated(given)
+        with _VALIDATED_LOCK:
+            if len(_VALIDATED) >= _VALIDATED_MAX:
+                _VALIDATED.pop(next(iter(_VALIDATED)))  # the oldest
+            _VALIDATED[key] = config
+        return config
+
+    @classmethod
+    def _validated(cls, given: dict[str, Any]) -> RunConfig:
         opts = knobs.runtime_options(given)
         names = knobs.kernel_names(opts["kernel_filter"])
         config = cls(
@@ -178,6 +193,14 @@ class RunConfig:
         return cls(**{**data, "kernel_filter": None if names is None else tuple(names)})
 
 
+# NOTE: a program run in a loop validates the same keywords in the same environment on every
+# call; the RunConfig is frozen, so one validated is handed out again (keyed by everything the
+# validation reads: the keywords, the override block and the knobs' environment variables)
+_VALIDATED: dict[tuple, RunConfig] = {}
+_VALIDATED_MAX = 64
+_VALIDATED_LOCK = threading.Lock()
+
+
 @dataclass(frozen=True)
 class Recording:
     """What the runtime core records during a run (see ``ts_run_config``)."""
@@ -213,7 +236,23 @@ def core_config(
     """The core's ``ts_run_config`` of a run: ``config``'s options and ``recording``'s records,
     with one filter flag per func_id (None: every kernel), the workers' stack size (MiB; 0: the
     default) and the guard zones of the arguments. The struct keeps the C arrays it points to
-    alive."""
+    alive; the core only reads it, so without guard zones (which name a run's own arguments) one
+    struct serves every run with the same options."""
+    limits = (DUMP_ARENA_BYTES, DUMP_MAX_RECORDS)
+    if not guard_zones:
+        return _shared_core_config(config, recording, kernel_filter, worker_stack_mib, limits)
+    return _core_config(config, recording, kernel_filter, worker_stack_mib, guard_zones, limits)
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_core_config(config: RunConfig, recording: Recording, kernel_filter: tuple[bool, ...] | None,
+                        worker_stack_mib: int, limits: tuple[int, int]) -> TsRunConfig:  # fmt: skip
+    return _core_config(config, recording, kernel_filter, worker_stack_mib, [], limits)
+
+
+def _core_config(config: RunConfig, recording: Recording, kernel_filter: tuple[bool, ...] | None,
+                 worker_stack_mib: int, guard_zones: list[TsGuardZone], limits: tuple[int, int]) -> TsRunConfig:  # fmt: skip
+    arena, max_records = limits
     flags = None if kernel_filter is None else (ctypes.c_uint8 * len(kernel_filter))(*map(bool, kernel_filter))
     zones = (TsGuardZone * len(guard_zones))(*guard_zones) if guard_zones else None
     numbers = dict(
@@ -221,8 +260,8 @@ def core_config(
         record_edges=int(recording.record_edges),
         record_task_times=int(recording.record_task_times),
         dump_level=recording.dump_level,
-        dump_arena_bytes=DUMP_ARENA_BYTES if config.dump_arena_bytes is None else config.dump_arena_bytes,
-        dump_max_records=DUMP_MAX_RECORDS,
+        dump_arena_bytes=arena if config.dump_arena_bytes is None else config.dump_arena_bytes,
+        dump_max_records=max_records,
         task_timeout_s=float(config.task_timeout_s),
         max_tasks=int(config.max_tasks),
         serial=int(config.serial),
