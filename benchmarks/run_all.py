@@ -17,6 +17,8 @@ torch's thread count (medians of repeated runs):
 - compile: edit one kernel -> re-run, a cold 4-kernel compile (benchmarks/edit_rerun.py).
 - dump: tensor dump throughput and cost per small record (benchmarks/dump_throughput.py).
 - pmu: what ``enable_pmu`` costs a task (benchmarks/pmu_overhead.py).
+- debugger: ``tilescope triage`` on the model scripts, each with a seeded mistake, cold (its first
+  triage) and warm (the same build again), and how many it named (benchmarks/triage_models.py).
 
 The header names the CPU, its vector instruction sets, the compiler and torch. ``--json`` prints
 one object ``{"machine": {...}, "rows": [...]}``; each row has ``section``, ``case``, ``value``,
@@ -41,7 +43,7 @@ from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SECTIONS = ("bandwidth", "matmul", "models", "runtime", "compile", "dump", "pmu")
+SECTIONS = ("bandwidth", "matmul", "models", "runtime", "compile", "dump", "pmu", "debugger")
 ISA_FLAGS = (
     "sse4_2",
     "avx",
@@ -376,6 +378,21 @@ def pmu(quick: bool) -> list[dict]:
     ]
 
 
+def debugger(quick: bool) -> list[dict]:
+    r = run_script("triage_models.py", "--warm", "1" if quick else "2", *(["--only", "rms_norm,matmul"] if quick else []))
+    cold = [x["seconds"] for x in r if x.get("seconds") is not None]
+    warm = [x["warm_seconds"] for x in r if x.get("warm_seconds") is not None]
+    named = sum(bool(x.get("named")) for x in r)
+    rows = [row("debugger", f"models named by triage (category, kernel, op, line), of {len(r)}", named, "models")]
+    if cold:
+        rows.append(row("debugger", "triage of a model's failure, cold, median", statistics.median(cold), "s",
+                        {"max s": max(cold)}))  # fmt: skip
+    if warm:
+        rows.append(row("debugger", "triage of a model's failure, warm, median", statistics.median(warm), "s",
+                        {"max s": max(warm)}, "<= 10 s", statistics.median(warm) <= 10))  # fmt: skip
+    return rows
+
+
 RUNNERS = {
     "bandwidth": [bandwidth],
     "matmul": [matmul, matmul_program],
@@ -384,6 +401,7 @@ RUNNERS = {
     "compile": [compile_latency],
     "dump": [dump],
     "pmu": [pmu],
+    "debugger": [debugger],
 }
 
 
