@@ -171,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """The ``tilescope`` command on ``argv`` (default: ``sys.argv[1:]``); the subcommand's exit status."""
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a command records of how it was called
     stdout = sys.stdout
     sys.stdout = _CheckedStdout(stdout)
     try:

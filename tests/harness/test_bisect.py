@@ -182,3 +182,27 @@ def test_a_range_that_cannot_be_bisected_is_an_error_naming_it(history, monkeypa
     assert "is not inside a git repository" in capsys.readouterr().err
     assert main(["bisect", "--good", hashes[0], "--bad", hashes[3], "--case-cpus", "2", "--", "true"]) == 2
     assert "--case-cpus is for --engine ray" in capsys.readouterr().err
+    monkeypatch.chdir(repo)
+    assert main(["bisect", "--good", hashes[0], "--bad", hashes[3], "--engine", "ray", "--ray-address", "auto", "--",
+                 "true"]) == 2  # fmt: skip
+    assert "--ray-address: give --work, a folder every node of the cluster sees" in capsys.readouterr().err
+
+
+def test_a_revision_the_engine_could_not_run_stops_the_bisect_instead_of_counting_as_bad(history, monkeypatch,
+                                                                                        capsys):  # fmt: skip
+    from tilescope.harness.sweep import case_run
+
+    repo, hashes = history
+    real = case_run.run_in_group
+
+    def no_such_folder(argv, log, env, timeout, cwd):  # the worktree is not there on the node that runs it
+        return real(argv, log, env, timeout, cwd + "-elsewhere")
+
+    monkeypatch.setattr(case_run, "run_in_group", no_such_folder)
+    monkeypatch.chdir(repo)
+    assert main(["bisect", "--good", hashes[0], "--bad", hashes[3], "--work", str(repo.parent / "w_broken"), "--",
+                 "true"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "could not be run: the command could not start: [Errno 2] No such file or directory" in err, err
+    assert "nothing was concluded from it" in err
+    assert _git(repo, "worktree", "list").count("\n") == 0

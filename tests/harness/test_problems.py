@@ -4,6 +4,7 @@ and a wrong answer's data handed to ``tilescope triage``. No assertion is on a t
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from pathlib import Path
@@ -506,6 +507,7 @@ def _check_engine_run(suite: Path, out: Path, text: str, data: dict) -> None:
     assert culprit["dsl_line"] == f"{suite / 'solutions' / 'linear_relu.py'}:{line}"
     sweep = json.loads((out / "sweep.json").read_text())
     assert sweep["summary"] == {"pass": 1, "fail": 1, "error": 1, "pending": 0}
+    assert sweep["command"][1:5] == ["-m", "tilescope", "problems", str(suite)]
     failed = next(c for c in sweep["cases"] if c["values"] == {"problem": "linear_relu"})
     assert (failed["triage"]["kernel"], failed["triage"]["op"]) == ("bias_act", "sigmoid")
     assert (out / failed["triage"]["report"]).is_file() and "linear_relu" in (out / "sweep.html").read_text()
@@ -548,3 +550,22 @@ def test_each_problem_a_ray_task_its_failures_files_brought_back(tmp_path, capsy
     assert status == 1
     _check_engine_run(suite, out, capsys.readouterr().out, json.loads((tmp_path / "r.json").read_text()))
     assert json.loads((out / "sweep.json").read_text())["engine"] == "ray"
+
+
+def test_a_problems_process_gets_the_knobs_this_environment_sets_as_flags(tmp_path, monkeypatch):
+    from tilescope.harness.flags import effective_knobs
+    from tilescope.harness.problems.problem_cases import default_out, problem_argv
+
+    monkeypatch.setenv("TILESCOPE_PLATFORM", "interp")  # a Ray worker of a cluster does not have it
+    monkeypatch.setenv("TILESCOPE_KERNEL_FILTER", "a,b")
+    suite = find_pairs(_suite(tmp_path / "suite", {"relu": _shipped("level1/relu")}))
+    args = argparse.Namespace(trials=2, perf_trials=0, seed=7, triage=True, budget=5.0)
+    argv = problem_argv(args, suite, suite.pairs[0], effective_knobs({"num_workers": 3}, {"check_bounds": False}))
+    assert argv[:3] == ["sh", "-c", 'exec "$0" "$@" --json "$TILESCOPE_SWEEP_RESULT"']
+    rest = argv[3:]
+    assert rest[rest.index("--problem") + 1] == "relu" and rest[rest.index("--platform") + 1] == "interp"
+    assert rest[rest.index("--workers") + 1] == "3" and "--no-check-bounds" in rest and "--triage" in rest
+    assert rest[rest.index("--kernel-filter") + 1] == "a,b" and rest[rest.index("--budget") + 1] == "5.0"
+    # two runs started in the same second each get a folder of their own
+    first, second = default_out(tmp_path / "b"), default_out(tmp_path / "b")
+    assert first != second and first.is_dir() and second.is_dir()

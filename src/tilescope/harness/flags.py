@@ -17,7 +17,7 @@ from typing import Any
 from tilescope.analysis.progress import seconds_arg
 from tilescope.build.path_args import PATH_ARG
 from tilescope.harness.specs import seed_problem
-from tilescope.knobs import COMPILE_KNOBS, RUNTIME_KNOBS, Knob
+from tilescope.knobs import COMPILE_KNOBS, RUNTIME_KNOBS, Knob, compile_options, runtime_options
 
 _GROUPS = {"run": "run", "failures": "failures", "compile": "compile"}
 
@@ -150,8 +150,22 @@ def knob_argv(options: dict[str, Any]) -> list[str]:
         elif action == "BooleanOptionalAction":
             argv.append(flag if value else "--no-" + flag[2:])
         else:
-            argv += [flag, str(value)]
+            argv += [flag, ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)]
     return argv
+
+
+def effective_knobs(runtime_cfg: dict[str, Any], compile_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The knobs with a flag whose value, once the given flags, an ``override`` block and the
+    environment are applied, is not the default: what a process on another machine (whose
+    environment is not this one's) must be given as flags to run the same way.
+
+    Raises:
+        ConfigError: a value a knob refuses (given, or an environment variable's).
+    """
+    values = {**runtime_options(runtime_cfg), **compile_options(compile_cfg)}
+    known = {**RUNTIME_KNOBS, **COMPILE_KNOBS}
+    return {name: v for name, v in values.items()
+            if known[name].flag is not None and v is not None and v != known[name].default}  # fmt: skip
 
 
 def harness_kwargs(args: argparse.Namespace) -> dict[str, Any]:

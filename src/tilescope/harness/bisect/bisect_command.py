@@ -141,7 +141,11 @@ class _Bisect:
         self.good = git.commit(self.repo, args.good, "--good")
         self.bad = git.commit(self.repo, args.bad, "--bad")
         self.revs = git.between(self.repo, self.good, self.bad)
-        self.work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="tilescope-bisect-"))
+        if args.ray_address and not args.work:
+            raise BisectError("--ray-address: give --work, a folder every node of the cluster sees at the same path (the "
+                              "revisions' worktrees and builds go there)")  # fmt: skip
+        # NOTE: absolute: a Ray worker runs in the folder its `ray start` ran in
+        self.work = Path(args.work).resolve() if args.work else Path(tempfile.mkdtemp(prefix="tilescope-bisect-"))
         self.work.mkdir(parents=True, exist_ok=True)
         self.tested: dict[str, Tested] = {}
         self.worktrees: list[Path] = []
@@ -209,13 +213,20 @@ class _Bisect:
                 cases[rev] = prepared
         by_id = {c.id: rev for rev, c in cases.items()}
 
+        failed: list[TilescopeError] = []
+
         def ended(case: Case, record: dict[str, Any]) -> None:
-            self.record(self.classify(by_id[case.id], record))
+            try:
+                self.record(self.classify(by_id[case.id], record))
+            except (BisectError, _Interrupted) as e:  # NOTE: raised once the round's other runs ended
+                failed.append(e)
 
         todo = list(cases.values())
         for start in range(0, len(todo), self.args.jobs):  # NOTE: Ray would start them all at once
             if self.runner.run(todo[start : start + self.args.jobs], self.work, False, str(self.cwd), ended):
                 raise _Interrupted(f"interrupted: builds and logs of the revisions tested are in {self.work}")
+            if failed:
+                raise failed[0]
         return {r: self.tested[r] for r in revs}
 
     def record(self, t: Tested) -> None:
@@ -247,7 +258,8 @@ class _Bisect:
             cwd = tree / self.cwd.relative_to(self.repo)
             if not cwd.is_dir():
                 return Tested(rev, "skip", f"{cwd.relative_to(tree)} does not exist at this revision", 0.0)
-        return Case(rev[:12], {"rev": rev}, ("env", "-C", str(cwd), *settings, *self.command))
+        argv = ("env", *settings, *self.command) if settings else tuple(self.command)
+        return Case(rev[:12], {"rev": rev}, argv, str(cwd))
 
     def classify(self, rev: str, record: dict[str, Any]) -> Tested:
         """Good, bad or skip from the case's record (its exit status, its output, its figures)."""
@@ -257,8 +269,11 @@ class _Bisect:
         t = Tested(rev, "bad", "", float(record.get("seconds") or 0.0), rc, None, [str(b) for b in builds], str(log))
         if record["status"] == "timeout":
             t.why = f"still running after {self.args.timeout:g} s (a hang)"
-        elif rc is None:
-            t.why = record.get("why") or record["status"]
+        elif record["status"] == "interrupted":
+            raise _Interrupted(f"interrupted: builds and logs of the revisions tested are in {self.work}")
+        elif rc is None:  # NOTE: the engine could not run it: that says nothing of the revision
+            raise BisectError(f"revision {rev[:10]} could not be run: {record.get('why') or record['status']} "
+                              f"(its log: {log}); nothing was concluded from it")  # fmt: skip
         elif rc == SKIP:
             t.state, t.why = "skip", "the command asked to skip it (exit 125)"
         elif rc not in (0, 1) or not self.args.metric:

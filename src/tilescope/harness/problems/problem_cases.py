@@ -48,14 +48,20 @@ class Interrupted(TilescopeError):
 
 
 def default_out(base: Path) -> Path:
-    """A new folder for one run's cases under ``base``: ``problems-YYYYmmdd-HHMMSS`` (a count added
-    when that name is taken)."""
+    """A new folder for one run's cases under ``base``, made: ``problems-YYYYmmdd-HHMMSS`` (a count
+    added when that name is taken, by another run started the same second too)."""
     stem = base / time.strftime("problems-%Y%m%d-%H%M%S")
     out, n = stem, 1
-    while out.exists():
-        n += 1
-        out = stem.with_name(f"{stem.name}_{n}")
-    return out
+    while True:
+        try:
+            out.mkdir(parents=True)
+            return out
+        except FileExistsError:
+            n += 1
+            out = stem.with_name(f"{stem.name}_{n}")
+        except OSError as e:
+            raise ProblemsError(f"cannot make a folder for the problems' cases under {base}: {os_problem(e, out)}; "
+                                "pass --out DIR") from None  # fmt: skip
 
 
 def make_out(out: Path) -> None:
@@ -93,7 +99,7 @@ def run_on_engine(args: argparse.Namespace, engine: Engine, suite: Suite, option
     pairs = {f"p{i:04d}": pair for i, pair in enumerate(suite.pairs)}
     run = [Case(cid, {"problem": pair.name}, tuple(problem_argv(args, suite, pair, options)))
            for cid, pair in pairs.items()]  # fmt: skip
-    meta = {"command": [sys.executable, "-m", "tilescope", "problems", *sys.argv[1:]], "grids": ["problem"],
+    meta = {"command": [sys.executable, "-m", "tilescope", *getattr(args, "argv", ["problems"])], "grids": ["problem"],
             "engine": engine.kind, "cwd": os.getcwd()}  # fmt: skip
     records: dict[str, dict[str, Any]] = {}
     outcomes: dict[str, Outcome] = {}

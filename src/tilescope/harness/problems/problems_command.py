@@ -32,6 +32,7 @@ from tilescope.harness.flags import (
     add_compile_args,
     add_runtime_args,
     compile_cfg_from_args,
+    effective_knobs,
     runtime_cfg_from_args,
     seed_arg,
 )
@@ -162,11 +163,15 @@ def run_problems(args: argparse.Namespace, write) -> tuple[list[Outcome], RunInf
                    suite.unsolved)  # fmt: skip
     table = Table([p.name for p in suite.pairs], write)
     if engine is not None:
-        out = Path(args.out) if args.out is not None else default_out(build_base())
-        make_out(out)
+        if args.out is not None:
+            out = Path(args.out).resolve()  # NOTE: absolute: a Ray worker runs in the folder its `ray start` ran in
+            make_out(out)
+        else:
+            out = default_out(build_base().resolve())
     table.header()
     if engine is not None:
-        outcomes = run_on_engine(args, engine, suite, options, table, out)
+        forwarded = effective_knobs(runtime_cfg_from_args(args), compile_cfg_from_args(args))
+        outcomes = run_on_engine(args, engine, suite, forwarded, table, out)
         write(summary(outcomes, info) + f"\n(each problem's output and builds: {out}; the table: {out / SWEEP_HTML})")
         return outcomes, info
     outcomes = []

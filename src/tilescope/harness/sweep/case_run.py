@@ -60,7 +60,7 @@ def run_case(case: Case, out: str | os.PathLike, timeout: float | None, triage: 
                               "log": str(log.relative_to(out)), "builds": [], "triage": None}  # fmt: skip
     started = time.perf_counter()
     try:
-        rc = run_in_group(list(case.argv), log, env, timeout, cwd)
+        rc = run_in_group(list(case.argv), log, env, timeout, case.cwd or cwd)
     except OSError as e:
         record.update(status="error", returncode=None, why=f"the command could not start: {e}",
                       seconds=round(time.perf_counter() - started, 3))  # fmt: skip

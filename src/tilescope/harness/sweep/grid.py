@@ -26,11 +26,13 @@ class GridError(TilescopeError):
 
 @dataclass(frozen=True)
 class Case:
-    """One point of the grid: its id, its values by name, and the command it runs (argv)."""
+    """One point of the grid: its id, its values by name, the command it runs (argv), and the
+    folder it runs in when it has one of its own (a bisect's worktree)."""
 
     id: str
     values: dict[str, str]
     argv: tuple[str, ...]
+    cwd: str | None = None  # where it runs (None: where the engine runs cases)
 
     @property
     def label(self) -> str:

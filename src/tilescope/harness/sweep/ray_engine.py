@@ -94,7 +94,8 @@ def run_in_session(ray: Any, run: list[Case], out: Path, timeout: float | None, 
     """Run ``run`` as Ray tasks of the session ``ray`` (``ray_session``), calling ``ended(case,
     record)`` as each ends; whether it was interrupted (Ctrl-C)."""
     remote = ray.remote(num_cpus=case_cpus, max_retries=0)(_case_on_worker)
-    refs = {remote.remote(c, str(out) if shared else None, timeout, triage, cwd): c for c in run}
+    # NOTE: absolute: a worker of a cluster runs in the folder its `ray start` ran in
+    refs = {remote.remote(c, str(Path(out).resolve()) if shared else None, timeout, triage, cwd): c for c in run}
     return _collect(ray, refs, out, ended)
 
 
