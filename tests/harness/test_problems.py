@@ -307,7 +307,8 @@ def test_a_suite_that_cannot_start_is_one_line(tmp_path, capsys):
         ([str(suite), "--refs", str(suite)], f"pass the references once: DIR ({suite}) or --refs ({suite}), not both"),
         ([], "no problems named: pass DIR (references, solutions in DIR/solutions), or --refs DIR --solutions DIR"),
         ([str(suite), "--budget", "5"], "--budget is triage's: it needs --triage"),
-        ([str(suite), "-j", "2"], "-j needs --engine local or --engine ray (each problem a process of its own)"),
+        ([str(suite), "-j", "2"], "-j needs --engine local (that many problems at once, each a process of its own)"),
+        ([str(suite), "--ray-shared"], "--ray-shared needs --engine ray (each problem a Ray task)"),
         ([str(suite), "--out", str(tmp_path)], "--out needs --engine local or --engine ray (each problem a process "
                                                "of its own)"),
         ([str(suite), "--engine", "ray", "-j", "2"], "-j is the local engine's number of processes: it does not "
@@ -561,9 +562,9 @@ def test_a_problems_process_gets_the_knobs_this_environment_sets_as_flags(tmp_pa
     suite = find_pairs(_suite(tmp_path / "suite", {"relu": _shipped("level1/relu")}))
     args = argparse.Namespace(trials=2, perf_trials=0, seed=7, triage=True, budget=5.0)
     argv = problem_argv(args, suite, suite.pairs[0], effective_knobs({"num_workers": 3}, {"check_bounds": False}))
-    assert argv[:3] == ["sh", "-c", 'exec "$0" "$@" --json "$TILESCOPE_SWEEP_RESULT"']
+    assert argv[:2] == ["sh", "-c"] and 'unset TILESCOPE_SWEEP_RESULT; exec "$0" "$@" --json "$r"' in argv[2]
     rest = argv[3:]
-    assert rest[rest.index("--problem") + 1] == "relu" and rest[rest.index("--platform") + 1] == "interp"
+    assert "--problem=relu" in rest and rest[rest.index("--platform") + 1] == "interp"
     assert rest[rest.index("--workers") + 1] == "3" and "--no-check-bounds" in rest and "--triage" in rest
     assert rest[rest.index("--kernel-filter") + 1] == "a,b" and rest[rest.index("--budget") + 1] == "5.0"
     # two runs started in the same second each get a folder of their own

@@ -161,6 +161,27 @@ def test_what_a_case_writes_to_its_result_path_is_its_records_result(tmp_path, c
     assert "--ray-shared is for --engine ray (the engine is local)" in capsys.readouterr().err
 
 
+def test_a_case_leaves_nothing_running_and_a_users_folder_is_never_a_sweeps_out(tmp_path, capsys):
+    marker = tmp_path / "orphan_ran"
+    code = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+            "'import time, pathlib; time.sleep(3); pathlib.Path(sys.argv[1]).write_text(\"x\")', sys.argv[1]]); "
+            "open(__import__('os').environ['TILESCOPE_SWEEP_RESULT'], 'w').write('NaN' if {n} else '{{}}')")  # fmt: skip
+    out = tmp_path / "out"
+    assert main(["sweep", "--grid", "n=0:2", "--out", str(out), "--no-triage", "--", sys.executable, "-c", code,
+                 str(marker)]) == 0  # fmt: skip
+    got = {c["values"]["n"]: c for c in json.loads((out / "sweep.json").read_text())["cases"]}
+    assert got["0"]["result"] == {} and got["1"]["result_error"].startswith("result.json cannot be read: ValueError: NaN")
+    time.sleep(5)
+    assert not marker.exists(), "a process the case started outlived it"  # its process group ended with it
+    mine = tmp_path / "mine"
+    (mine / "cases" / "c0000").mkdir(parents=True)
+    (mine / "cases" / "c0000" / "output.log").write_text("precious")
+    capsys.readouterr()
+    assert main(["sweep", "--grid", "n=0:1", "--out", str(mine), "--", "echo", "{n}"]) == 2
+    assert f"--out {mine} is not empty and holds no sweep: choose a new folder" in capsys.readouterr().err
+    assert (mine / "cases" / "c0000" / "output.log").read_text() == "precious"
+
+
 def test_an_interrupted_sweep_keeps_what_ended_and_says_how_to_finish(tmp_path):
     out = tmp_path / "out"
     code = "import sys, time; time.sleep(0 if {n} == 0 else 600)"

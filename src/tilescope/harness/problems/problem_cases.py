@@ -38,9 +38,11 @@ from tilescope.harness.sweep.grid import Case
 from tilescope.harness.sweep.ray_engine import RayUnavailable
 
 LOG_TAIL = 6  # lines of a failed process's output shown under its row
+LOG_TAIL_BYTES = 16 << 10  # read from the end of its output for them
 # NOTE: a case's argv is fixed before it runs, and where its result goes is known only where it
-# runs (a Ray worker's folder): the shell puts the path the case runner gives in $TILESCOPE_SWEEP_RESULT
-_JSON_TO_RESULT = 'exec "$0" "$@" --json "$TILESCOPE_SWEEP_RESULT"'
+# runs where it runs (a Ray worker's folder): the shell puts the path the case runner gives in
+# $TILESCOPE_SWEEP_RESULT, and takes it out of the environment the solutions see
+_JSON_TO_RESULT = 'r=$TILESCOPE_SWEEP_RESULT; unset TILESCOPE_SWEEP_RESULT; exec "$0" "$@" --json "$r"'
 
 
 class Interrupted(TilescopeError):
@@ -78,7 +80,7 @@ def problem_argv(args: argparse.Namespace, suite: Suite, pair: Pair, options: di
     """The command that runs ``pair`` alone the way ``args`` run the suite, its JSON into
     ``$TILESCOPE_SWEEP_RESULT``."""
     argv = [sys.executable, "-m", "tilescope", "problems", "--refs", str(suite.refs.resolve()),
-            "--solutions", str(suite.solutions.resolve()), "--problem", pair.name, "--trials", str(args.trials),
+            "--solutions", str(suite.solutions.resolve()), f"--problem={pair.name}", "--trials", str(args.trials),
             "--perf-trials", str(args.perf_trials), "--seed", str(args.seed)]  # fmt: skip
     if args.triage:
         argv.append("--triage")
@@ -107,6 +109,8 @@ def run_on_engine(args: argparse.Namespace, engine: Engine, suite: Suite, option
     def ended(case: Case, record: dict[str, Any]) -> None:
         outcome = _outcome(pairs[case.id], record, out, args.trials)
         record["triage"] = _triage_cell(outcome, out)
+        if record["status"] == "pass" and not outcome.correct:
+            record["status"] = "fail"  # NOTE: the page's status is the problem's, not only its exit status
         records[case.id] = record
         sweep_report.write(out, meta, records, list(pairs))
         outcomes[case.id] = outcome
@@ -125,7 +129,8 @@ def _outcome(pair: Pair, record: dict[str, Any], out: Path, trials: int) -> Outc
     """The problem's Outcome from its case's record: its own JSON, or why there is none."""
     result = record.get("result")
     items = result.get("problems") if isinstance(result, dict) else None
-    if isinstance(items, list) and len(items) == 1 and isinstance(items[0], dict):
+    ours = isinstance(items, list) and len(items) == 1 and isinstance(items[0], dict)
+    if ours and items[0].get("name") == pair.name and record["status"] in ("pass", "fail"):
         try:
             outcome = outcome_from_json(items[0], pair)
         except (KeyError, TypeError, ValueError) as e:
@@ -133,7 +138,9 @@ def _outcome(pair: Pair, record: dict[str, Any], out: Path, trials: int) -> Outc
         outcome.saved = _here(outcome.saved, record, out)
         return outcome
     why = {"timeout": "its process ran past --timeout and was killed",
-           "interrupted": "it was stopped while it ran"}.get(record["status"])  # fmt: skip
+           "interrupted": "it was stopped while it ran",
+           "pass": "its process exited 0 without writing its result (a solution that ends the process?)"}.get(
+               record["status"])  # fmt: skip
     why = why or record.get("result_error") or f"its process gave no result ({record.get('why') or record['status']})"
     log = out / record["log"] if record.get("log") else None
     return Outcome(pair, trials, error=f"{why}{_tail(log)}")
@@ -153,7 +160,10 @@ def _here(saved: str | None, record: dict[str, Any], out: Path) -> str | None:
 def _tail(log: Path | None) -> str:
     if log is None or not log.is_file():
         return ""
-    lines = log.read_text(errors="replace").rstrip().splitlines()[-LOG_TAIL:]
+    with open(log, "rb") as f:  # NOTE: the end only: a solution may print megabytes
+        f.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
+        text = f.read().decode(errors="replace")
+    lines = [x if len(x) <= 300 else x[:300] + " …" for x in text.rstrip().splitlines()[-LOG_TAIL:]]
     return f"; its output ({log}) ends:\n" + "\n".join(lines) if lines else f"; its output ({log}) is empty"
 
 

@@ -153,10 +153,15 @@ def run_problems(args: argparse.Namespace, write) -> tuple[list[Outcome], RunInf
     except ValueError as e:
         raise ProblemsError(str(e)) from None
     if engine is None:
-        given = [f for f, v in (("-j", args.jobs), ("--timeout", args.timeout), ("--out", args.out)) if v is not None]
-        if given or args.ray_address or args.ray_shared or args.case_cpus != 1.0:
-            raise ProblemsError(f"{(given or ['--ray-address/--ray-shared/--case-cpus'])[0]} needs --engine local or "
-                                "--engine ray (each problem a process of its own)")  # fmt: skip
+        given = [f for f, v in (("--timeout", args.timeout), ("--out", args.out)) if v is not None]
+        if given:
+            raise ProblemsError(f"{given[0]} needs --engine local or --engine ray (each problem a process of its own)")
+        if args.jobs is not None:
+            raise ProblemsError("-j needs --engine local (that many problems at once, each a process of its own)")
+        ray = [f for f, v in (("--ray-address", args.ray_address), ("--ray-shared", args.ray_shared),
+                              ("--case-cpus", args.case_cpus != 1.0)) if v]  # fmt: skip
+        if ray:
+            raise ProblemsError(f"{ray[0]} needs --engine ray (each problem a Ray task)")
     suite = find_pairs(refs, args.solutions, args.filter, args.problem)
     platform = knobs.RUNTIME_KNOBS["platform"].value(options.get("platform"))
     info = RunInfo(platform, args.trials, args.perf_trials, args.seed, str(suite.refs), str(suite.solutions),

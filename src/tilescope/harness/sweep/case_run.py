@@ -91,14 +91,21 @@ _stopping = threading.Event()
 def _read_result(record: dict[str, Any], path: Path) -> None:
     """The JSON value the command left at ``path`` as the record's ``result`` (or why it cannot be)."""
     try:
-        if not path.is_file():
+        if not path.exists() and not path.is_symlink():
+            return
+        if path.is_symlink() or not path.is_file():
+            record["result_error"] = f"{RESULT_JSON} is not a plain file: not read"
             return
         if path.stat().st_size > RESULT_MAX_BYTES:
             record["result_error"] = f"{RESULT_JSON} is over {RESULT_MAX_BYTES >> 20} MiB: not read"
             return
-        record["result"] = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        record["result_error"] = f"{RESULT_JSON} cannot be read: {e}"
+        record["result"] = json.loads(path.read_text(), parse_constant=_no_constant)
+    except (OSError, ValueError, RecursionError) as e:
+        record["result_error"] = f"{RESULT_JSON} cannot be read: {type(e).__name__}: {e}"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (write it as a string)")
 
 
 def stop_all() -> None:
@@ -124,6 +131,7 @@ def run_in_group(argv: list[str], log: Path, env: dict[str, str], timeout: float
             p.wait()
             return None
         finally:
+            _kill(p)  # NOTE: what the command left running in its group (a forked child) ends with it
             with _lock:
                 _live.discard(p)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.build.path_args import PATH_ARG
+from tilescope.build.paths import os_problem
 from tilescope.harness.sweep import sweep_report
 from tilescope.harness.sweep.engines import add_engine_args, engine_from_args, run_cases
 from tilescope.harness.sweep.grid import Case, GridError, cases
@@ -62,16 +63,20 @@ def run_cli(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     meta = {"command": command, "grids": args.grid, "engine": args.engine, "cwd": os.getcwd()}
+    records: dict[str, dict[str, Any]] = {}
+    order = [c.id for c in todo]
     try:
         kept = _previous(out, meta, args.resume)
-    except ValueError as e:
+        out.mkdir(parents=True, exist_ok=True)
+        records = {i: r for i, r in kept.items() if r.get("status") in KEPT}
+        sweep_report.write(out, meta, records, order)
+    except (ValueError, KeyError, TypeError) as e:
         print(f"tilescope sweep: error: {e}", file=sys.stderr)
         return 2
-    out.mkdir(parents=True, exist_ok=True)
-    records = {i: r for i, r in kept.items() if r.get("status") in KEPT}
+    except OSError as e:
+        print(f"tilescope sweep: error: cannot write --out {out}: {os_problem(e, out)}", file=sys.stderr)
+        return 2
     run = [c for c in todo if c.id not in records]
-    order = [c.id for c in todo]
-    sweep_report.write(out, meta, records, order)
     say = _Say(len(todo), len(records))
     if records:
         say.line(f"{len(records)} of {len(todo)} cases kept from the last run; running {len(run)}")
@@ -107,6 +112,9 @@ def _previous(out: Path, meta: dict[str, Any], resume: bool) -> dict[str, dict[s
     if data is None:
         if resume:
             raise ValueError(f"--resume: {out} holds no sweep.json to resume: run the sweep without --resume")
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            what = "is not a folder" if not out.is_dir() else "is not empty and holds no sweep"
+            raise ValueError(f"--out {out} {what}: choose a new folder (nothing there is overwritten)")
         return {}
     if not resume:
         raise ValueError(f"{out} already holds a sweep: add --resume to finish it, or choose another --out "

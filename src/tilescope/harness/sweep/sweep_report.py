@@ -54,14 +54,14 @@ def page(data: dict[str, Any]) -> str:
     rows = []
     for r in data["cases"]:
         t = r.get("triage") or {}
-        links = [f'<a href="{html.escape(r["log"])}">output</a>']
+        links = [f'<a href="{html.escape(r["log"])}">output</a>'] if r.get("log") else []
         if t.get("report"):
             links.append(f'<a href="{html.escape(t["report"])}">triage</a>')
         culprit = " ".join(str(x) for x in (t.get("op"), t.get("line")) if x) or (t.get("why") or "")
-        cells = [r["id"], " ".join(f"{k}={v}" for k, v in r["values"].items()), r["status"],
+        cells = [r.get("id", "?"), " ".join(f"{k}={v}" for k, v in (r.get("values") or {}).items()), r.get("status", "?"),
                  f'{r.get("seconds", 0):.1f}', t.get("category") or "", t.get("kernel") or "", culprit]  # fmt: skip
         tds = "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + f"<td>{' '.join(links)}</td>"
-        rows.append(f'<tr class="{html.escape(r["status"])}">{tds}</tr>')
+        rows.append(f'<tr class="{html.escape(str(r.get("status", "")))}">{tds}</tr>')
     counts = ", ".join(f"{n} {k}" for k, n in data["summary"].items() if n)
     head = "".join(f'<th onclick="sortBy({i})">{h}</th>' for i, h in enumerate(
         ["case", "values", "status", "seconds", "category", "kernel", "culprit", "files"]))  # fmt: skip
