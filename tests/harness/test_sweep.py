@@ -17,6 +17,8 @@ import pytest
 from tilescope.cli import main
 from tilescope.harness.sweep.grid import GridError, cases
 
+ROOT = Path(__file__).resolve().parents[2]
+
 SCRIPT = '''
 import argparse
 
@@ -182,7 +184,25 @@ def test_a_case_leaves_nothing_running_and_a_users_folder_is_never_a_sweeps_out(
     assert (mine / "cases" / "c0000" / "output.log").read_text() == "precious"
 
 
-def test_an_interrupted_sweep_keeps_what_ended_and_says_how_to_finish(tmp_path):
+def test_two_runs_into_one_out_the_second_is_refused(tmp_path, capsys):
+    from tilescope.harness.sweep.sweep_report import Claimed
+
+    out = tmp_path / "out"
+    held = Claimed(out)  # a sweep (or problems --engine) running into it
+    try:
+        assert main(["sweep", "--grid", "n=0:1", "--out", str(out), "--", "echo", "{n}"]) == 2
+        assert f"another run is writing into --out {out}: wait for it to end" in capsys.readouterr().err
+        assert main(["problems", str(ROOT / "problems"), "--problem", "level1/relu", "--engine", "local", "--out",
+                     str(out)]) == 1  # fmt: skip
+        assert f"another run is writing into --out {out}" in capsys.readouterr().err
+        assert list(out.iterdir()) == []
+    finally:
+        held.release()
+    assert main(["sweep", "--grid", "n=0:1", "--out", str(out), "--no-triage", "--", "echo", "{n}"]) == 0
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_sweep_keeps_what_ended_and_says_how_to_finish(tmp_path, stop):
     out = tmp_path / "out"
     code = "import sys, time; time.sleep(0 if {n} == 0 else 600)"
     p = subprocess.Popen([sys.executable, "-m", "tilescope", "sweep", "--grid", "n=0:2", "--out", str(out), "-j", "2",
@@ -192,7 +212,7 @@ def test_an_interrupted_sweep_keeps_what_ended_and_says_how_to_finish(tmp_path):
         if done and (out / "cases" / "c0001" / "output.log").exists():
             break
         time.sleep(0.1)
-    os.kill(p.pid, signal.SIGINT)
+    os.kill(p.pid, stop)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, err
     assert "interrupted: finish it with tilescope sweep --resume" in err
@@ -237,3 +257,7 @@ def test_the_ray_engine_without_a_cluster_to_reach_says_so(tmp_path, capsys):
                str(tmp_path / "out"), "--", "echo", "{n}"])  # fmt: skip
     assert rc == 2
     assert "cannot start or reach the Ray cluster at ray://127.0.0.1:9" in capsys.readouterr().err
+    rc = main(["sweep", "--engine", "ray", "--ray-address", "127.0.0.1:9", "--grid", "n=0:2", "--out",
+               str(tmp_path / "out2"), "--", "echo", "{n}"])  # fmt: skip
+    assert rc == 2  # nothing listens there: said at once, not after Ray's minutes of retries
+    assert "cannot reach the Ray cluster at 127.0.0.1:9: Connection refused" in capsys.readouterr().err

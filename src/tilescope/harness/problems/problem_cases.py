@@ -66,14 +66,21 @@ def default_out(base: Path) -> Path:
                                 "pass --out DIR") from None  # fmt: skip
 
 
-def make_out(out: Path) -> None:
-    """Make ``out``, a new or empty folder; ProblemsError when it holds files or cannot be made."""
+def make_out(out: Path) -> sweep_report.Claimed:
+    """``out``, a new or empty folder, made and held for this run; ProblemsError when it holds
+    files, another run holds it, or it cannot be made."""
     try:
         if out.is_dir() and any(out.iterdir()):
             raise ProblemsError(f"--out {out} is not empty: choose a new folder (nothing there is overwritten)")
-        out.mkdir(parents=True, exist_ok=True)
+        claimed = sweep_report.Claimed(out)
+    except ValueError as e:
+        raise ProblemsError(str(e)) from None
     except OSError as e:
         raise ProblemsError(f"cannot make --out {out}: {os_problem(e, out)}") from None
+    if any(out.iterdir()):  # NOTE: another run filled it between the look and the lock
+        claimed.release()
+        raise ProblemsError(f"--out {out} is not empty: choose a new folder (nothing there is overwritten)")
+    return claimed
 
 
 def problem_argv(args: argparse.Namespace, suite: Suite, pair: Pair, options: dict[str, Any]) -> list[str]:

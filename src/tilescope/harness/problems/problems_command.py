@@ -170,13 +170,16 @@ def run_problems(args: argparse.Namespace, write) -> tuple[list[Outcome], RunInf
     if engine is not None:
         if args.out is not None:
             out = Path(args.out).resolve()  # NOTE: absolute: a Ray worker runs in the folder its `ray start` ran in
-            make_out(out)
         else:
             out = default_out(build_base().resolve())
+        claimed = make_out(out)
     table.header()
     if engine is not None:
         forwarded = effective_knobs(runtime_cfg_from_args(args), compile_cfg_from_args(args))
-        outcomes = run_on_engine(args, engine, suite, forwarded, table, out)
+        try:
+            outcomes = run_on_engine(args, engine, suite, forwarded, table, out)
+        finally:
+            claimed.release()
         write(summary(outcomes, info) + f"\n(each problem's output and builds: {out}; the table: {out / SWEEP_HTML})")
         return outcomes, info
     outcomes = []

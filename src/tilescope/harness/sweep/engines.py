@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -93,8 +95,16 @@ class Runner:
         self._ray: Any = None
 
     def __enter__(self) -> Runner:
-        if self.engine.kind == "ray":
-            self._ray, self.nodes = self._stack.enter_context(ray_session(self.engine.ray_address))
+        if threading.current_thread() is threading.main_thread():
+            # NOTE: SIGTERM (kill, a CI job's timeout) ends the cases and records them as Ctrl-C does
+            before = signal.signal(signal.SIGTERM, _terminated)
+            self._stack.callback(signal.signal, signal.SIGTERM, before)
+        try:
+            if self.engine.kind == "ray":
+                self._ray, self.nodes = self._stack.enter_context(ray_session(self.engine.ray_address))
+        except BaseException:
+            self._stack.close()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -107,6 +117,10 @@ class Runner:
         if self._ray is not None:
             return run_in_session(self._ray, run, out, e.timeout, triage, e.ray_shared, e.case_cpus, cwd, ended)
         return _local(run, out, e, triage, cwd, ended)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def run_cases(engine: Engine, run: list[Case], out: Path, triage: bool, cwd: str, ended: Ended) -> tuple[bool, list[str]]:

@@ -22,6 +22,7 @@ import contextlib
 import io
 import os
 import shutil
+import socket
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
@@ -60,6 +61,8 @@ def ray_session(address: str | None) -> Iterator[tuple[Any, list[str]]]:
     Raises:
         RayUnavailable: Ray is not installed, or the cluster cannot be started or reached.
     """
+    if address:
+        _reachable(address)
     before = os.environ.get(_LOOPBACK_ONLY)
     if not address:
         os.environ[_LOOPBACK_ONLY] = "0"  # NOTE: read by Ray when it is imported here and in every process it starts
@@ -87,6 +90,21 @@ def ray_session(address: str | None) -> Iterator[tuple[Any, list[str]]]:
             os.environ.pop(_LOOPBACK_ONLY, None)
         else:
             os.environ[_LOOPBACK_ONLY] = before
+
+
+def _reachable(address: str, wait_s: float = 10.0) -> None:
+    """RayUnavailable when ``address`` is ``host:port`` and nothing answers there: ``ray.init``
+    would retry for minutes, deaf to Ctrl-C."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return  # NOTE: Ray's own message names what it cannot parse
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=wait_s).close()
+    except OSError as e:
+        raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {e.strerror or e} (waited {wait_s:g} s): "
+                             "check the head's address and port (6379 by default), or use --engine local") from None
 
 
 def run_in_session(ray: Any, run: list[Case], out: Path, timeout: float | None, triage: bool, shared: bool,

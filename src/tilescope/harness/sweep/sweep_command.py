@@ -30,7 +30,7 @@ from typing import Any
 from tilescope.build.path_args import PATH_ARG
 from tilescope.build.paths import os_problem
 from tilescope.harness.sweep import sweep_report
-from tilescope.harness.sweep.engines import add_engine_args, engine_from_args, run_cases
+from tilescope.harness.sweep.engines import Engine, add_engine_args, engine_from_args, run_cases
 from tilescope.harness.sweep.grid import Case, GridError, cases
 from tilescope.harness.sweep.ray_engine import RayUnavailable
 
@@ -63,11 +63,25 @@ def run_cli(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     meta = {"command": command, "grids": args.grid, "engine": args.engine, "cwd": os.getcwd()}
-    records: dict[str, dict[str, Any]] = {}
+    try:
+        claimed = sweep_report.Claimed(out)
+    except ValueError as e:
+        print(f"tilescope sweep: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"tilescope sweep: error: cannot write --out {out}: {os_problem(e, out)}", file=sys.stderr)
+        return 2
+    try:
+        return _sweep(args, todo, engine, out, meta)
+    finally:
+        claimed.release()
+
+
+def _sweep(args: argparse.Namespace, todo: list[Case], engine: Engine, out: Path, meta: dict[str, Any]) -> int:
+    """The sweep, its ``--out`` held (``sweep_report.Claimed``)."""
     order = [c.id for c in todo]
     try:
         kept = _previous(out, meta, args.resume)
-        out.mkdir(parents=True, exist_ok=True)
         records = {i: r for i, r in kept.items() if r.get("status") in KEPT}
         sweep_report.write(out, meta, records, order)
     except (ValueError, KeyError, TypeError) as e:

@@ -10,8 +10,10 @@ Invariants:
 
 from __future__ import annotations
 
+import fcntl
 import html
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,28 @@ from tilescope.build.paths import atomic_write
 
 SWEEP_JSON = "sweep.json"
 SWEEP_HTML = "sweep.html"
+
+
+class Claimed:
+    """``out`` made (if missing) and held for one run: a second run into the same folder, by this
+    process or another, is refused while it is held (a lock on the folder itself, released when
+    the process ends however it ends)."""
+
+    def __init__(self, out: Path):
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--out {out} is not a folder: choose a new folder (nothing there is overwritten)")
+        out.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise ValueError(f"another run is writing into --out {out}: wait for it to end, or choose another "
+                             "--out") from None  # fmt: skip
+
+    def release(self) -> None:
+        """Let another run write into the folder."""
+        os.close(self.fd)
 
 
 def summary(records: list[dict[str, Any]], total: int) -> dict[str, int]:
