@@ -164,17 +164,25 @@ def test_what_a_case_writes_to_its_result_path_is_its_records_result(tmp_path, c
 
 
 def test_a_case_leaves_nothing_running_and_a_users_folder_is_never_a_sweeps_out(tmp_path, capsys):
-    marker = tmp_path / "orphan_ran"
-    code = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
-            "'import time, pathlib; time.sleep(3); pathlib.Path(sys.argv[1]).write_text(\"x\")', sys.argv[1]]); "
-            "open(__import__('os').environ['TILESCOPE_SWEEP_RESULT'], 'w').write('NaN' if {n} else '{{}}')")  # fmt: skip
+    pid_file = tmp_path / "orphan.pid"
+    # each case starts a child that outlives it (its pid written before the case exits), then writes its result
+    code = (
+        "import os, subprocess, sys, time, pathlib\n"
+        "p = pathlib.Path(sys.argv[1] + '{n}')\n"
+        "child = 'import os, sys, time, pathlib; pathlib.Path(sys.argv[1]).write_text(str(os.getpid())); time.sleep(600)'\n"
+        "subprocess.Popen([sys.executable, '-c', child, str(p)])\n"
+        "while not (p.exists() and p.read_text()):\n"
+        "    time.sleep(0.05)\n"
+        "open(os.environ['TILESCOPE_SWEEP_RESULT'], 'w').write('NaN' if {n} else '{{}}')\n"
+    )
     out = tmp_path / "out"
     assert main(["sweep", "--grid", "n=0:2", "--out", str(out), "--no-triage", "--", sys.executable, "-c", code,
-                 str(marker)]) == 0  # fmt: skip
+                 str(pid_file)]) == 0  # fmt: skip
     got = {c["values"]["n"]: c for c in json.loads((out / "sweep.json").read_text())["cases"]}
     assert got["0"]["result"] == {} and got["1"]["result_error"].startswith("result.json cannot be read: ValueError: NaN")
-    time.sleep(5)
-    assert not marker.exists(), "a process the case started outlived it"  # its process group ended with it
+    for n in "01":  # the child the case left was killed with its process group when the case ended
+        pid = int(Path(f"{pid_file}{n}").read_text())
+        assert _dead(pid), f"case {n}'s child {pid} outlived it"
     mine = tmp_path / "mine"
     (mine / "cases" / "c0000").mkdir(parents=True)
     (mine / "cases" / "c0000" / "output.log").write_text("precious")
@@ -182,6 +190,20 @@ def test_a_case_leaves_nothing_running_and_a_users_folder_is_never_a_sweeps_out(
     assert main(["sweep", "--grid", "n=0:1", "--out", str(mine), "--", "echo", "{n}"]) == 2
     assert f"--out {mine} is not empty and holds no sweep: choose a new folder" in capsys.readouterr().err
     assert (mine / "cases" / "c0000" / "output.log").read_text() == "precious"
+
+
+def _dead(pid: int) -> bool:
+    """Whether ``pid`` has ended (gone, or a zombie not yet reaped), waiting while SIGKILL lands."""
+    for _ in range(600):  # NOTE: a killed process ends at its next scheduling; a live one sleeps 600 s
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    return False
 
 
 def test_two_runs_into_one_out_the_second_is_refused(tmp_path, capsys):

@@ -161,7 +161,7 @@ class _Bisect:
         self.say(f"{n} revision(s) after {self.good[:10]} (good) up to {self.bad[:10]} (bad), {self.args.jobs} at once; "
                  f"builds and logs in {self.work}")  # fmt: skip
         try:
-            with Runner(self.engine) as self.runner:
+            with self.runner:
                 first, candidates, culprit = self.search(n)
         finally:
             for w in self.worktrees:
