@@ -128,6 +128,24 @@ def test_out_of_range_load_fails_the_run_and_the_build_keeps_working(start, task
     torch.testing.assert_close(ry, rx * torch.rsqrt(rx.pow(2).mean(-1, keepdim=True) + 1e-6) * gamma)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
+def test_when_every_task_fails_the_first_submitted_is_reported_however_they_were_scheduled(seed):
+    # seed 0 is the usual schedule; the others take ready tasks in a random order, so that a later
+    # task often fails first: the earlier tasks still run, and the earliest failure is the report
+    from tilescope.runtime.run_config import RunConfig
+
+    prog = gather.compile(check_bounds=True)
+    x = torch.randn(256, 128)
+    with pytest.raises(ts.RuntimeFailure) as info:
+        prog.run_with(RunConfig(num_workers=4, shuffle_seed=seed or None), x, torch.zeros(32, 128), 250)
+    detail = "offset [250, 0] + tile [8, 128] is outside x's shape [256, 128] (dim 0: 250 + 8 > 256)"
+    expected = failure_line(0, "take_rows", f"kernel take_rows: load of x (arg 0) at {LOAD_AT}: {detail}")
+    assert re.search(expected, str(info.value)), str(info.value)
+    f = info.value.failure
+    assert (f.kind, f.task_id, f.cause, f.op) == ("kernel_error", 0, "bounds", "load")
+    assert torch.equal(torch.load(prog.work_dir / "dfx_outputs" / "failure" / "task_0" / "x.pt"), x)
+
+
 def test_out_of_range_store_fails_the_run():
     prog = scatter.compile(check_bounds=True)
     x = torch.randn(8, 128)

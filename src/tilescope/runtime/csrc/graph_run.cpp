@@ -75,6 +75,7 @@ void Run::execute(ts_run_result &result) {
     RunContext context;
     context.kernels = kernels_;
     context.failed = &failed_;
+    context.run_before = &run_before_;
     context.observers = observers();
     context.hooks = this;
     context.serial = config_.serial != 0;

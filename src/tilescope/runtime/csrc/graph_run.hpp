@@ -136,6 +136,9 @@ private:
     ts_orch_api api_{};
 
     std::atomic<bool> failed_{false};
+    // Tasks with a lower id still run after failed_ is set: the id of the task whose kernel
+    // error is recorded (an earlier task's error replaces it), 0 for every other failure.
+    std::atomic<int64_t> run_before_{0};
     std::mutex fail_mu_;  // guards error_, suppressed_errors_, failure_, saved_*
     std::string error_;
     int64_t suppressed_errors_ = 0;

@@ -28,9 +28,15 @@ void copy_name(char *out, size_t size, const char *name) {
 bool Run::fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message,
                     const FailureCause &cause) {
     std::lock_guard<std::mutex> lock(fail_mu_);
+    const bool kernel_error = kind == TS_FAILURE_KERNEL_ERROR && t != nullptr;
     if (failed_.load()) {
         ++suppressed_errors_;
-        return false;
+        // NOTE: an earlier task's kernel error replaces a later one's (the earlier task was
+        // still allowed to run, see run_before_): the report names the first task in submission
+        // order that failed, as a serial run would.
+        const bool earlier = kernel_error && failure_.kind == TS_FAILURE_KERNEL_ERROR && t->id < failure_.task_id;
+        if (!earlier) return false;
+        failure_ = ts_failure_record{};
     }
     error_ = message;
     failure_.kind = kind;
@@ -42,11 +48,13 @@ bool Run::fail_with(int32_t kind, const Task *t, int32_t worker, const std::stri
     copy_name(failure_.op, sizeof(failure_.op), cause.op);
     copy_name(failure_.tensor, sizeof(failure_.tensor), cause.tensor);
     copy_name(failure_.where, sizeof(failure_.where), cause.where);
+    run_before_.store(kernel_error ? t->id : 0, std::memory_order_release);
     failed_.store(true, std::memory_order_release);
     return true;
 }
 
 void Run::interrupted(const std::vector<std::pair<const Task *, int32_t>> &running) {
+    run_before_.store(0, std::memory_order_release);  // Ctrl-C: no task starts any more
     std::string message = "Ctrl-C (SIGINT): ";
     if (running.empty()) {
         message += "no task was running; the tasks not yet run were skipped";
@@ -135,8 +143,12 @@ void Run::stopped(const Task *t, int32_t worker, const uint64_t *frames, int32_t
 
 void Run::save_inputs(const Task &t, int32_t worker) {
     std::lock_guard<std::mutex> lock(fail_mu_);
-    if (saved_task_ >= 0) return;
+    // NOTE: the failure's own task replaces whatever task was saved first (a kernel error that
+    // was replaced by an earlier task's, or a task stopped beside the one that failed).
+    if (saved_task_ >= 0 && (t.id != failure_.task_id || saved_task_ == t.id)) return;
     saved_task_ = t.id;
+    saved_.clear();
+    saved_payload_.clear();
     save_task_inputs(t, worker, nullptr, saved_, saved_payload_);
 }
 

@@ -327,7 +327,9 @@ void Scheduler::worker_main(int32_t index) {
 }
 
 void Scheduler::execute(Task &t, int32_t worker) {
-    if (context_.failed->load(std::memory_order_acquire)) return;
+    if (context_.failed->load(std::memory_order_acquire) &&
+        t.id >= context_.run_before->load(std::memory_order_acquire))
+        return;
     if (context_.shuffle_seed != 0) {
         const uint64_t r = states_[worker].delays();
         if (r & 1)

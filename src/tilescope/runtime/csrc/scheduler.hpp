@@ -16,7 +16,11 @@
 //  - A task runs exactly once, on one worker, after every predecessor it was given has finished;
 //    the run's task observers are called around its kernel (task_observer.hpp).
 //  - After `*context.failed` becomes true, tasks that have not started are finished without
-//    running their kernel (worker stays -1), so the graph drains quickly and nothing waits forever.
+//    running their kernel (worker stays -1), so the graph drains quickly and nothing waits forever;
+//    except tasks whose id is below `*context.run_before` (submitted before the task whose kernel
+//    error failed the run), which still run, so that the earliest task in submission order that
+//    fails is the one reported, however the tasks were scheduled (their predecessors have lower
+//    ids, so they run too).
 //  - A worker that finishes a task runs one newly ready successor itself (no queue round trip);
 //    other ready successors go to the shared queue.
 //  - Serial runs (RunContext::serial, one worker) hold every ready task until finish(), then run
@@ -98,6 +102,7 @@ public:
 struct RunContext {
     const ts_kernel_fn *kernels = nullptr;
     const std::atomic<bool> *failed = nullptr;
+    const std::atomic<int64_t> *run_before = nullptr;  // after a failure, tasks below this id still run
     TaskObservers observers;  // the instruments that are on
     RunHooks *hooks = nullptr;
     bool serial = false;
