@@ -2,6 +2,7 @@
 hand-edited C++ or IR (only edited files rebuilt), re-runnable builds (replay, debug/run.py,
 pytest on a build dir), and every bad build or data directory."""
 
+import logging
 import os
 import re
 import shutil
@@ -300,6 +301,11 @@ def test_replay_compiled_with_tensors_and_without_data():
     assert result.passed and torch.equal(result.outputs["out"], out) and out.abs().sum() > 0
     missing = ts.replay_compiled(prog.work_dir)
     assert not missing.passed and "has no saved data" in missing.error and "--save-data" in missing.error
+    # log_level applies to the replay only, as to a run: the caller's level is as it was
+    logger = logging.getLogger("tilescope")
+    before = logger.level
+    assert ts.replay_compiled(prog.work_dir, x, y, out, log_level="error").passed
+    assert logger.level == before and before != logging.ERROR
 
 
 def _run(cmd, cwd):

@@ -124,3 +124,22 @@ def test_a_write_far_past_an_argument_faults_in_an_isolated_run_and_its_replay(t
     assert cli(["replay", str(prog.work_dir)]) != 0
     out, err = capsys.readouterr()
     assert "SIGSEGV" in out + err and "[PASS]" not in out + err
+
+
+def test_two_runs_kept_at_once_on_one_thread_keep_their_own_copies():
+    x, z = torch.arange(4096.0), torch.full((4096,), 7.0)
+    first = KeptInputs([_Spec("x", Direction.IN)], (x,))
+    second = KeptInputs([_Spec("z", Direction.IN)], (z,))  # made while the first still holds its copy
+    assert first.buf is not second.buf
+    first.check("p", "BUILD")
+    second.check("p", "BUILD")
+    x[5] = -1.0
+    with pytest.raises(ts.RuntimeFailure, match=r"input 'x'.*1 of 4096 element\(s\) differ, the first at \[5\] \(5.0 -> -1.0\)"):
+        first.check("p", "BUILD")
+    second.check("p", "BUILD")
+    # a finished run's bytes serve the thread's next run: no fresh pages per run
+    held = second.buf
+    del second
+    third = KeptInputs([_Spec("z", Direction.IN)], (z,))
+    assert third.buf is held
+    third.check("p", "BUILD")

@@ -14,14 +14,8 @@ checked in every build: their counts and row indices come from data, and a gathe
 outside its tensor would read anywhere, so they always get their table entry.
 The table is named with ``::`` so that no kernel variable can shadow it.
 
-An assignment or plain store whose value is a tree of two or more elementwise arithmetic ops
-(+ - * /, maximum, minimum, the unary math ops) of one shape is emitted fused: one tile leaf of
-each op that has no fused operand is wrapped in ``fuse(...)``, so the tile library computes the
-tree element by element in one loop, straight into the target, with the same per-op roundings
-(``store(y, {0, 0}, fuse(t) * inv * g)``). Operands of another shape (a row's statistics) and
-every other op stay tiles; so does the value of a ragged store (``store_valid``). A row
-reduction's operand is fused from one op up (``row_sum(fuse(t) * t)``): the reduction reads it
-element by element, in its documented order.
+Elementwise trees are emitted fused and plain loads only read are emitted as tile views: see
+kernel_fusion.py.
 """
 
 from __future__ import annotations
@@ -41,8 +35,8 @@ from tilescope.codegen.cpp_common import (
     tile_dims,
     value_type,
 )
+from tilescope.codegen.kernel_fusion import FUSED_REDUCTIONS, fused_leaves, stored_tensors, views
 from tilescope.errors import SourceLoc
-from tilescope.ir import dtypes as dt
 from tilescope.ir.analysis import bound_text, kernel_core, runtime_bounds, uses
 from tilescope.ir.nodes import (
     Assign,
@@ -69,7 +63,7 @@ from tilescope.ir.nodes import (
     Var,
     Where,
 )
-from tilescope.ir.op_registry import OPS, binary_ops, compare_ops, fusable_ops, logical_ops
+from tilescope.ir.op_registry import OPS, binary_ops, compare_ops, logical_ops
 from tilescope.ir.printer import dropped_dim
 from tilescope.ir.traverse import walk_exprs, walk_stmts
 from tilescope.ir.type_rules import access_dims
@@ -78,56 +72,6 @@ from tilescope.ir.types import Direction, TensorType, TileType
 # BinOps on tiles emitted as a call of the tile library (maximum(a, b), eq(a, b), pow(a, b)...);
 # + - * / are operators (cpp_common)
 _TILE_FN = {n: OPS[n].cpp for n in (*binary_ops(), *compare_ops(), *logical_ops()) if OPS[n].cpp and OPS[n].functor}
-_FUSED = fusable_ops()  # the elementwise ops of the tile library's fused expressions
-_FUSED_REDUCTIONS = ("row_sum", "row_max", "row_min", "row_mean")  # the tile library reads a fused row
-
-
-MAX_FUSED_OPS = 24  # ops of one fused expression (fused_leaves)
-
-
-def _fusable(e: Expr) -> bool:
-    """An elementwise arithmetic op on tiles (what the tile library's fused expressions compute)."""
-    if not isinstance(e.type, TileType) or e.type.dtype == dt.bool_:
-        return False
-    return isinstance(e, BinOp | UnOp) and e.op in _FUSED
-
-
-def fused_leaves(root: Expr, min_ops: int = 2) -> set[tuple[int, int]]:
-    """(id of an op, id of its operand) for each tile operand to wrap in ``fuse()`` so that
-    ``root``'s tree of fusable ops of its shape is computed in one loop; empty when that tree has
-    fewer than ``min_ops`` ops. Positions, not nodes: a node shared with a use outside the tree (``t`` in
-    ``exp(t - row_max(t))``) is wrapped only where the tree reads it. The tree is cut after
-    MAX_FUSED_OPS ops (an expression type nested deeper costs g++ more than the loop saves): the
-    ops below the cut are computed tile by tile and read by the tree as a tile."""
-    shape = root.type.shape if isinstance(root.type, TileType) else None
-    ops: dict[int, Expr] = {}
-
-    def in_tree(e: Expr) -> bool:
-        return _fusable(e) and e.type.shape == shape
-
-    def visit(e: Expr) -> None:
-        ops[id(e)] = e
-        for x in _operands(e):
-            if in_tree(x) and len(ops) < MAX_FUSED_OPS:
-                visit(x)
-
-    if not in_tree(root):
-        return set()
-    visit(root)
-    if len(ops) < min_ops:
-        return set()
-    wrap = set()
-    for e in ops.values():
-        operands = _operands(e)
-        if not any(id(x) in ops for x in operands):
-            wrap.add((id(e), id(next(x for x in operands if isinstance(x.type, TileType)))))
-    return wrap
-
-
-def _operands(e: Expr) -> tuple[Expr, ...]:
-    return (e.lhs, e.rhs) if isinstance(e, BinOp) else (e.operand,)
-
-
 class _CheckSites:
     """The ``check_sites`` table of a checked kernel, filled as its loads and stores are emitted."""
 
@@ -226,7 +170,7 @@ class _KernelEmitter(ExprEmitter):
             case Cast(value=v, mode=mode, type=tt):
                 m = "" if mode == "rint" else f", RoundMode::{mode}"
                 return f"cast<{tt.dtype.cpp}>({self.emit(v)}{m})"
-            case Reduce(op=op, value=v) if op in _FUSED_REDUCTIONS:
+            case Reduce(op=op, value=v) if op in FUSED_REDUCTIONS:
                 # a row reduction reads a fused operand element by element: no tile for even one op
                 outer = self.fused
                 self.fused = outer | fused_leaves(v, min_ops=1)
@@ -248,6 +192,15 @@ class _KernelEmitter(ExprEmitter):
                 d = e.type.dtype
                 return f"where({self.emit(c)}, {self.emit(a, d)}, {self.emit(b, d)})"
         raise TypeError(f"cannot emit {type(e).__name__} in a kernel")
+
+    def view(self, name: str, e: Load, writes: list[str]) -> str:
+        """The declaration of tile ``name`` as a view of what load ``e`` reads (kernel_fusion.py):
+        ``TileView<float, 4, 4096> t = view<4, 4096>(x, {0, 0}, {extent(y)})``."""
+        r, c = tile_dims(e.type)
+        extents = f", {{{', '.join(f'extent({w})' for w in writes)}}}" if writes else ""
+        args = f"{self.name(e.tensor.name)}, {self.offsets(e.offsets)}{extents}"
+        decl = f"TileView<{e.type.dtype.cpp}, {r}, {c}> {name}"
+        return f"{decl} = view<{r}, {c}>({args}{self.site('load', e.tensor.name, e.loc)})"
 
     def matmul_operands(self, e: MatMul) -> str:
         """``a, b`` of a matmul, each wrapped in ``transpose()`` when the op transposes it."""
@@ -345,6 +298,8 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
             view = f"TensorView<{p.type.dtype.cpp}> {name}(args[{i}]);"
             where = marker(p.loc).replace("  // @", " @")
             lines.append(f"    {view:<44}// {p.direction.value} {list(p.type.shape)}{where}")
+    in_place = views(k)
+    writes = [name_of(n) for n in stored_tensors(k)]
     declared: list[set[str]] = [set()]
     loop_vars: set[str] = set()
 
@@ -356,6 +311,10 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
                 name = name_of(t)
                 if _accumulates_in_place(t, v):
                     lines.append(f"{ind}matmul_acc({name}, {em.matmul_operands(v)});{m}")
+                    return
+                if t in in_place:
+                    lines.append(f"{ind}{em.view(name, v, writes)};{m}")
+                    declared[-1].add(t)
                     return
                 if isinstance(v, Full) and _zeros(v):
                     r, c = tile_dims(v.type)

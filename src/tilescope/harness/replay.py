@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope import knobs
-from tilescope._logging import configure
+from tilescope._logging import configure, level_kept
 from tilescope.analysis.compare import check_tolerances
 from tilescope.analysis.data import DataError, load_meta, load_snapshot
 from tilescope.analysis.progress import tolerance_arg
@@ -50,52 +50,53 @@ def replay_compiled(
     With ``args`` (torch tensors and numbers, in parameter order) it runs on them and writes the
     outputs in place. Without, it replays saved data — ``golden_data`` or ``<work_dir>/data`` —
     and compares every output with the saved golden. Edited C++ or IR in the build is rebuilt
-    first (only what changed).
+    first (only what changed). ``log_level`` applies to this replay: the level is as it was after it.
     """
-    work = as_build_dir(work_dir)
-    if platform is not None:
-        runtime_cfg["platform"] = platform
-    phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
-    result = RunResult(
-        False,
-        work_dir=work,
-        platform=knobs.RUNTIME_KNOBS["platform"].value(runtime_cfg.get("platform")),
-        timings=phases.timings,
-    )
-    name = work.name
-    try:
-        config = RunConfig.from_keywords(runtime_cfg)
-        configure(config.log_level)
-        interp = result.platform == "interp"  # runs the IR dump: no g++
-        compiled = phases.run("compile", f"load build {work}", lambda: CompiledProgram.from_dir(work, not interp))
-        name = compiled.name
-        if args:
-            check_tolerances(rtol or 0.0, atol or 0.0)
-            compiled.check_args(args)
-            inputs = {a.name: v for a, v in zip(compiled.args, args)}
-            execute(phases, result, Execution(compiled, config, Expected(None, rtol or 0.0, atol or 0.0)), inputs)
-            return finish(result, name)
-        held = saved_data(work)  # data/, else what --triage or --localize saved for its tool
-        if not golden_data and not held:
-            raise DataError(
-                f"{work} has no saved data ({work}/{DATA_DIR}): re-run the model with --save-data, pass --golden-data "
-                "DIR, or call replay_compiled with tensors"
-            )
-        data = Path(golden_data) if golden_data else held[0][1]
-        meta = load_meta(data, given=[k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None])
-        rtol = meta.get("rtol", 1e-5) if rtol is None else rtol
-        atol = meta.get("atol", 1e-5) if atol is None else atol
-        check_tolerances(rtol, atol)
-        inputs, saved = phases.run(
-            "inputs", f"load golden data {data}", lambda: load_snapshot(data, data_args(compiled))
+    with level_kept():  # ``log_level`` applies to this replay, as to a run
+        work = as_build_dir(work_dir)
+        if platform is not None:
+            runtime_cfg["platform"] = platform
+        phases = Phases(runtime_cfg.get("log_level") or knobs.RUNTIME_KNOBS["log_level"].value())
+        result = RunResult(
+            False,
+            work_dir=work,
+            platform=knobs.RUNTIME_KNOBS["platform"].value(runtime_cfg.get("platform")),
+            timings=phases.timings,
         )
-        expected = Expected(lambda _: saved, rtol, atol, compare_fn, golden_from=data)
-        execute(phases, result, Execution(compiled, config, expected), inputs)
-    except TilescopeError as e:
-        result.error = str(e)
-        result.failure = getattr(e, "failure", None)
-        print(f"[ERROR] {e}", file=sys.stderr, flush=True)
-    return finish(result, name)
+        name = work.name
+        try:
+            config = RunConfig.from_keywords(runtime_cfg)
+            configure(config.log_level)
+            interp = result.platform == "interp"  # runs the IR dump: no g++
+            compiled = phases.run("compile", f"load build {work}", lambda: CompiledProgram.from_dir(work, not interp))
+            name = compiled.name
+            if args:
+                check_tolerances(rtol or 0.0, atol or 0.0)
+                compiled.check_args(args)
+                inputs = {a.name: v for a, v in zip(compiled.args, args)}
+                execute(phases, result, Execution(compiled, config, Expected(None, rtol or 0.0, atol or 0.0)), inputs)
+                return finish(result, name)
+            held = saved_data(work)  # data/, else what --triage or --localize saved for its tool
+            if not golden_data and not held:
+                raise DataError(
+                    f"{work} has no saved data ({work}/{DATA_DIR}): re-run the model with --save-data, pass --golden-data "
+                    "DIR, or call replay_compiled with tensors"
+                )
+            data = Path(golden_data) if golden_data else held[0][1]
+            meta = load_meta(data, given=[k for k, v in (("rtol", rtol), ("atol", atol)) if v is not None])
+            rtol = meta.get("rtol", 1e-5) if rtol is None else rtol
+            atol = meta.get("atol", 1e-5) if atol is None else atol
+            check_tolerances(rtol, atol)
+            inputs, saved = phases.run(
+                "inputs", f"load golden data {data}", lambda: load_snapshot(data, data_args(compiled))
+            )
+            expected = Expected(lambda _: saved, rtol, atol, compare_fn, golden_from=data)
+            execute(phases, result, Execution(compiled, config, expected), inputs)
+        except TilescopeError as e:
+            result.error = str(e)
+            result.failure = getattr(e, "failure", None)
+            print(f"[ERROR] {e}", file=sys.stderr, flush=True)
+        return finish(result, name)
 
 
 def result_json(result: RunResult) -> dict[str, Any]:

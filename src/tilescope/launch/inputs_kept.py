@@ -9,9 +9,13 @@ Invariants:
 - Only ``Direction.IN`` tensors are kept (InOut and Out are the run's to write; scalars are values),
   and not one sharing its storage with an Out or InOut argument (the caller passed one tensor as
   both: the run writes it).
-- The copies are made while their total is at most ``KEPT_BYTES`` (the copy and the comparison are
-  two passes over memory the run reads anyway); beyond it the check is left out, which
-  ``tilescope triage`` does not do: it checks every run it makes on the saved data.
+- The copies are made while their total is at most ``KEPT_BYTES``; beyond it the check is left
+  out, which ``tilescope triage`` does not do: it checks every run it makes on the saved data.
+- A contiguous input is copied with one memcpy into this thread's scratch buffer and compared
+  with one memcmp: no torch op, and no fresh pages once the buffer has grown to the run's inputs
+  (it is kept for the thread's next run while at most ``SCRATCH_KEPT_BYTES``). That is still a copy and a
+  comparison of every input byte: on a bandwidth-bound program the check costs about as much as
+  the run (docs/performance.md). A strided input is cloned and compared with torch.
 - ``inputs_unchecked()`` turns the check off in its block (the runs of an analysis that watches
   what a run stores, as triage's later steps and localize do: they name the store themselves).
 - A changed input is a ``RuntimeFailure`` naming the input, how many elements changed, the first
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import threading
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -34,10 +39,14 @@ from tilescope.errors import RuntimeFailure
 from tilescope.ir.types import Direction
 
 KEPT_BYTES = 256 << 20
-SMALL_BYTES = 64 << 10  # inputs up to this size are kept as bytes (``_copy``; past it, malloc maps fresh pages)
+SCRATCH_KEPT_BYTES = 64 << 20  # a thread's scratch buffer up to this size is kept for its next run
 _CHECKED: ContextVar[bool] = ContextVar("tilescope_inputs_checked", default=True)
 # the integer dtype of each element size: inputs are compared as their bits
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_libc = ctypes.CDLL(None)
+_libc.memcmp.restype = ctypes.c_int
+_libc.memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+_scratch = threading.local()
 
 
 def _tensor(value: Any) -> torch.Tensor | None:
@@ -48,15 +57,20 @@ def _tensor(value: Any) -> torch.Tensor | None:
     return None
 
 
-def _copy(t: torch.Tensor) -> bytes | torch.Tensor:
-    """What ``t`` holds now: its bytes when it is small and contiguous (a copy and a comparison
-    that cost a memcpy each, where a clone and a tensor comparison cost microseconds of torch
-    dispatch), else a clone."""
-    nbytes = t.numel() * t.element_size()
-    if nbytes <= SMALL_BYTES and t.is_contiguous():
-        return ctypes.string_at(t.data_ptr(), nbytes)
-    return t.clone()
+def _take_scratch(nbytes: int) -> np.ndarray:
+    """This thread's scratch bytes, at least ``nbytes`` of them, taken until the KeptInputs holding
+    them is gone: one made meanwhile gets a buffer of its own."""
+    buf = _scratch.__dict__.pop("buf", None)
+    return buf if buf is not None and buf.nbytes >= nbytes else np.empty(nbytes, dtype=np.uint8)
 
+
+def _give_back(buf: np.ndarray) -> None:
+    if buf.nbytes <= SCRATCH_KEPT_BYTES:
+        _scratch.buf = buf
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(_BITS[t.element_size()]) if t.dtype != torch.bool else t.view(torch.uint8)
@@ -76,29 +90,51 @@ class KeptInputs:
     """Copies of a run's input tensors, to say after it whether the run changed one."""
 
     def __init__(self, specs: list[Any], args: tuple | list, limit: int = KEPT_BYTES):
-        self.kept: list[tuple[str, torch.Tensor, torch.Tensor]] = []
+        # (name, tensor, offset of its copy in self.buf) or (name, tensor, its clone) when strided
+        self.kept: list[tuple[str, torch.Tensor, int | torch.Tensor]] = []
+        self.buf: np.ndarray | None = None
         if not _CHECKED.get():
             return
         tensors = [(s, _tensor(a)) for s, a in zip(specs, args)]
         written = {t.untyped_storage().data_ptr() for s, t in tensors if t is not None and s.direction.writes}
         inputs = [(s.name, t) for s, t in tensors if s.direction is Direction.IN and t is not None and t.numel() > 0
                   and t.untyped_storage().data_ptr() not in written]  # fmt: skip
-        if sum(t.numel() * t.element_size() for _, t in inputs) <= limit:
-            self.kept = [(name, t, _copy(t)) for name, t in inputs]
+        if sum(_nbytes(t) for _, t in inputs) > limit:
+            return
+        flat = sum(_nbytes(t) for _, t in inputs if t.is_contiguous())
+        if flat:
+            self.buf = _take_scratch(flat)
+        at = 0
+        for name, t in inputs:
+            if not t.is_contiguous():
+                self.kept.append((name, t, t.clone()))
+                continue
+            ctypes.memmove(self.buf.ctypes.data + at, t.data_ptr(), _nbytes(t))
+            self.kept.append((name, t, at))
+            at += _nbytes(t)
+
+    def __del__(self) -> None:
+        if self.buf is not None:  # the copies are no longer needed: the next run on this thread reuses the bytes
+            _give_back(self.buf)
+
+    def _before(self, now: torch.Tensor, copy: int | torch.Tensor) -> torch.Tensor | None:
+        """The input as it was when it changed since, else None."""
+        if not isinstance(copy, int):
+            return copy if bool((_bits(now) != _bits(copy)).any()) else None
+        n = _nbytes(now)
+        if _libc.memcmp(now.data_ptr(), self.buf.ctypes.data + copy, n) == 0:
+            return None
+        raw = torch.from_numpy(self.buf[copy : copy + n].copy())
+        return raw.view(now.dtype).view(now.shape)
 
     def check(self, program: str, work_dir: Any) -> None:
         """Raise RuntimeFailure when the run changed an input tensor."""
         for name, now, copy in self.kept:
-            if isinstance(copy, bytes):
-                if ctypes.string_at(now.data_ptr(), len(copy)) == copy:
-                    continue
-                before = torch.frombuffer(bytearray(copy), dtype=now.dtype).view(now.shape)
-            else:
-                before = copy
-            changed = _bits(now) != _bits(before)
-            if not bool(changed.any()):
+            before = self._before(now, copy)
+            if before is None:
                 continue
-            count, first = int(changed.sum()), [int(i) for i in changed.nonzero()[0]]
+            differ = _bits(now) != _bits(before)
+            count, first = int(differ.sum()), [int(i) for i in differ.nonzero()[0]]
             at = tuple(first)
             message = (
                 f"{program}: the run changed input {name!r}, which is a ts.Tensor (read only): {count} of "

@@ -1,7 +1,7 @@
 // Checked builds (compile_cfg check_bounds=True, --check-bounds): bounds-checked load/store.
 //
 // Generated kernels include this header only when checked. A checked kernel calls the
-// overloads of load / store / load_valid / store_valid / load_rows defined here, which take one
+// overloads of load / view / store / load_valid / store_valid / load_rows defined here, which take one
 // more argument: the op's CheckSite (kernel, op, tensor parameter, argument index, DSL
 // file:line), from a table the kernel file defines. Everything else reads exactly like the
 // unchecked kernel.
@@ -162,6 +162,22 @@ inline Tile<T, R, C> load(const TensorView<T> &view, const int64_t (&offsets)[N]
     return load<R, C, A>(view, offsets, line);
 }
 
+/// view<R, C>(tensor, offsets, writes) (tile_view.hpp), after checking the box as load's is.
+template <int R, int C, class T, std::size_t N, std::size_t W>
+inline TileView<T, R, C> view(const TensorView<T> &tensor, const int64_t (&offsets)[N], const Extent (&writes)[W],
+                              const CheckSite &site, int line = __builtin_LINE()) {
+    detail::check_box<LastAxes>(tensor, offsets, R, C, site);
+    return view<R, C>(tensor, offsets, writes, line);
+}
+
+/// view<R, C>(tensor, offsets) in a kernel that writes no tensor, checked as load's box is.
+template <int R, int C, class T, std::size_t N>
+inline TileView<T, R, C> view(const TensorView<T> &tensor, const int64_t (&offsets)[N], const CheckSite &site,
+                              int line = __builtin_LINE()) {
+    detail::check_box<LastAxes>(tensor, offsets, R, C, site);
+    return view<R, C>(tensor, offsets, line);
+}
+
 /// store(view, offsets, tile), after checking the box against the view's shape (`line`: the caller's).
 template <class A = LastAxes, class T, std::size_t N, class U, int R, int C>
 inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
@@ -176,6 +192,14 @@ inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const 
                   const CheckSite &site, int line = __builtin_LINE()) {
     detail::check_box<A>(view, offsets, R, C, site);
     store<A>(view, offsets, e, line);
+}
+
+/// store(view, offsets, tile view), checked as store of a tile is.
+template <class A = LastAxes, class T, std::size_t N, class U, int R, int C>
+inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const TileView<U, R, C> &v,
+                  const CheckSite &site, int line = __builtin_LINE()) {
+    detail::check_box<A>(view, offsets, R, C, site);
+    store<A>(view, offsets, v, line);
 }
 
 /// load_valid<R, C>(view, offsets, valid, fill): valid counts outside the tile throw with the

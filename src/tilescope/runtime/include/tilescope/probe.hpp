@@ -9,8 +9,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include <tilescope/tile_core.hpp>
+#include <tilescope/tile_view.hpp>
 
 namespace ts {
 
@@ -21,6 +23,23 @@ using ProbeSink = void (*)(int32_t probe_id, const void *data, int32_t dtype, in
 template <class T, int R, int C>
 inline void probe(ProbeSink sink, int32_t id, const Tile<T, R, C> &t) {
     if (__builtin_expect(sink != nullptr, 0)) sink(id, t.data, dtype_of<T>(), R, C);
+}
+
+/// Hands tile view `v` (tile_view.hpp) to `sink` as probe `id`: its rows as they are when they
+/// lie one after another, else copied together (on the heap: a view's tile may be as large as the
+/// worker's stack allows); nothing when `sink` is null.
+template <class T, int R, int C>
+inline void probe(ProbeSink sink, int32_t id, const TileView<T, R, C> &v) {
+    if (__builtin_expect(sink == nullptr, 1)) return;
+    if (R == 1 || v.stride == C) {
+        sink(id, v.data, dtype_of<T>(), R, C);
+        return;
+    }
+    const std::unique_ptr<T[]> rows(new T[static_cast<size_t>(R) * C]);
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) rows[static_cast<size_t>(r) * C + c] = v.data[r * v.stride + c];
+    }
+    sink(id, rows.get(), dtype_of<T>(), R, C);
 }
 
 /// Hands the R x C box of `view` at `offsets` (along the axes A of the store) to `sink` as probe

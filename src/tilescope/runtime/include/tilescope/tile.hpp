@@ -18,6 +18,7 @@
 //   tile_math.hpp         the vectorizable float transcendentals behind the unary math ops
 //                         and pow (accuracy notes there)
 //   tile_elementwise.hpp  + - * /, maximum/minimum, pow, unary math, comparisons, where, logical
+//   tile_view.hpp         TileView, view(): a box of a tensor the kernel only reads, read in place
 //   tile_fused.hpp        fuse(tile): an elementwise expression computed in one loop when stored
 //   tile_cast.hpp         cast<U>(tile, RoundMode)
 //   tile_reduce.hpp       row_sum/row_max/row_min/row_mean, col_sum/col_max/col_min/col_mean
@@ -45,6 +46,7 @@
 #include <tilescope/tile_core.hpp>
 #include <tilescope/tile_math.hpp>
 #include <tilescope/tile_elementwise.hpp>
+#include <tilescope/tile_view.hpp>
 #include <tilescope/tile_fused.hpp>
 #include <tilescope/tile_cast.hpp>
 #include <tilescope/tile_reduce.hpp>

@@ -1,12 +1,14 @@
 // tilescope tile library: fused elementwise expressions. fuse(tile) starts one; + - * /,
 // maximum/minimum and the unary math functions on it build a tree that is computed in one loop
-// when it is stored or becomes a tile (row reductions read one too, tile_reduce.hpp).
+// when it is stored or becomes a tile (row reductions read one too, tile_reduce.hpp). A tile view
+// (tile_view.hpp) is read by them in place, as a tile is.
 #pragma once
 
 #include <type_traits>
 
 #include <tilescope/tile_core.hpp>
 #include <tilescope/tile_elementwise.hpp>
+#include <tilescope/tile_view.hpp>
 
 namespace ts {
 
@@ -50,6 +52,10 @@ template <class T, int R, int C, class F>
 struct tile_elem<Fused<T, R, C, F>> {
     using type = T;
 };
+template <class T, int R, int C>
+struct tile_elem<TileView<T, R, C>> {
+    using type = T;
+};
 
 template <class T, int R, int C, class F>
 inline Fused<T, R, C, F> make_fused(F f) { return {f}; }
@@ -60,7 +66,7 @@ struct fused_shape {
     static constexpr int rows = 1, cols = 1;
 };
 template <class X>
-struct fused_shape<X, std::enable_if_t<is_tile_v<X> || is_fused_v<X>>> {
+struct fused_shape<X, std::enable_if_t<is_tile_v<X> || is_fused_v<X> || is_view_v<X>>> {
     static constexpr int rows = X::rows, cols = X::cols;
 };
 
@@ -113,6 +119,8 @@ template <class T, class X>
 inline auto operand(const X &x) {
     if constexpr (is_tile_v<X>) {
         return TileAt<X>{&x};
+    } else if constexpr (is_view_v<X>) {
+        return ViewAt<typename X::value_type, X::rows, X::cols>{x.data, x.stride};
     } else if constexpr (is_fused_v<X>) {
         return FusedAt<X>{x};
     } else {
@@ -124,12 +132,13 @@ template <class Op, class A, class B>
 inline auto fused_binary(const A &a, const B &b) {
     using TA = typename tile_elem<A>::type;
     using TB = typename tile_elem<B>::type;
-    if constexpr ((is_tile_v<A> || is_fused_v<A>) && (is_tile_v<B> || is_fused_v<B>)) {
+    constexpr bool tile_a = is_tile_v<A> || is_fused_v<A> || is_view_v<A>;
+    if constexpr (tile_a && (is_tile_v<B> || is_fused_v<B> || is_view_v<B>)) {
         static_assert(std::is_same_v<TA, TB>,
                       "elementwise op on tiles of different element types: there is no implicit promotion, "
                       "cast<>() one operand");
     }
-    using T = std::conditional_t<is_tile_v<A> || is_fused_v<A>, TA, TB>;
+    using T = std::conditional_t<tile_a, TA, TB>;
     using X = compute_t<T>;
     using S = broadcast_shape<fused_shape<A>::rows, fused_shape<A>::cols, fused_shape<B>::rows, fused_shape<B>::cols>;
     static_assert(!std::is_same_v<decltype(Op{}(X{}, X{})), bool>, "fused expressions hold arithmetic only");
@@ -143,11 +152,12 @@ inline auto fused_map(const Fused<T, R, C, F> &a) {
     return make_fused<T, R, C>(MapAt<Op, T, F>{a.f});
 }
 
-/// Operand pairs that build a fused node: at least one fused expression, the other a fused
-/// expression, a tile or a scalar.
+/// Operand pairs that build a fused node: at least one fused expression or tile view, the other a
+/// fused expression, a view, a tile or a scalar.
 template <class A, class B>
-inline constexpr bool is_fused_pair_v = (is_fused_v<A> && (is_fused_v<B> || is_tile_v<B> || is_scalar_v<B>)) ||
-                                        ((is_tile_v<A> || is_scalar_v<A>) && is_fused_v<B>);
+inline constexpr bool is_fused_pair_v =
+    ((is_fused_v<A> || is_view_v<A>) && (is_fused_v<B> || is_view_v<B> || is_tile_v<B> || is_scalar_v<B>)) ||
+    ((is_tile_v<A> || is_scalar_v<A>) && (is_fused_v<B> || is_view_v<B>));
 
 }  // namespace detail
 
@@ -155,6 +165,12 @@ inline constexpr bool is_fused_pair_v = (is_fused_v<A> && (is_fused_v<B> || is_t
 template <class T, int R, int C>
 inline auto fuse(const Tile<T, R, C> &t) {
     return detail::make_fused<T, R, C>(detail::TileAt<Tile<T, R, C>>{&t});
+}
+
+/// The start of a fused expression on a tile view: its elements, read where the view reads them.
+template <class T, int R, int C>
+inline auto fuse(const TileView<T, R, C> &v) {
+    return detail::make_fused<T, R, C>(detail::ViewAt<T, R, C>{v.data, v.stride});
 }
 
 template <class A, class B, std::enable_if_t<detail::is_fused_pair_v<A, B>, int> = 0>
@@ -170,9 +186,11 @@ inline auto maximum(const A &a, const B &b) { return detail::fused_binary<detail
 template <class A, class B, std::enable_if_t<detail::is_fused_pair_v<A, B>, int> = 0>
 inline auto minimum(const A &a, const B &b) { return detail::fused_binary<detail::minimum_op>(a, b); }
 
-#define TS_FUSED_UNARY(NAME, OP)                                                  \
-    template <class T, int R, int C, class F>                                     \
-    inline auto NAME(const detail::Fused<T, R, C, F> &a) { return detail::fused_map<detail::OP>(a); }
+#define TS_FUSED_UNARY(NAME, OP)                                                                 \
+    template <class T, int R, int C, class F>                                                    \
+    inline auto NAME(const detail::Fused<T, R, C, F> &a) { return detail::fused_map<detail::OP>(a); } \
+    template <class T, int R, int C>                                                             \
+    inline auto NAME(const TileView<T, R, C> &v) { return detail::fused_map<detail::OP>(fuse(v)); }
 TS_FUSED_UNARY(operator-, neg_op)
 TS_FUSED_UNARY(neg, neg_op)
 TS_FUSED_UNARY(abs, abs_op)
@@ -217,6 +235,13 @@ inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const 
             for (int c = 0; c < C; ++c) dst[c * box.col_stride] = e.f(r, c);
         }
     }
+}
+
+/// Stores a tile view into the box of `view` at `offsets` (as store() of the tile it views).
+template <class A = LastAxes, class T, std::size_t N, class U, int R, int C>
+inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const TileView<U, R, C> &v,
+                  int line = __builtin_LINE()) {
+    store<A>(view, offsets, fuse(v), line);
 }
 
 }  // namespace ts

@@ -113,6 +113,14 @@ inline Tile<T, R, 1> reduce_rows(const Tile<T, R, C> &t) {
     return out;
 }
 
+/// reduce_rows of a tile view (tile_view.hpp): each row read in place, in the same order.
+template <class Op, class T, int R, int C>
+inline Tile<T, R, 1> reduce_rows(const TileView<T, R, C> &v) {
+    Tile<T, R, 1> out;
+    for (int r = 0; r < R; ++r) out.data[r] = convert<T>(reduce_row<Op, C>(v.data + r * v.stride));
+    return out;
+}
+
 /// reduce_rows of a fused expression: each element is computed as the reduction reads it, once
 /// (twice for a max/min whose fast result is NaN or zero and is reduced again in lane order).
 template <class Op, class T, int R, int C, class F>
@@ -215,6 +223,25 @@ inline Tile<T, R, 1> row_mean(const Tile<T, R, C> &t) {
     using A = compute_t<T>;
     Tile<T, R, 1> out;
     for (int r = 0; r < R; ++r) out.data[r] = convert<T>(detail::reduce_row<detail::add_op, C>(t.data + r * C) / A(C));
+    return out;
+}
+
+/// row_sum/row_max/row_min/row_mean of a tile view (tile_view.hpp): the same result as of the
+/// tile it views, read in place.
+template <class T, int R, int C>
+inline Tile<T, R, 1> row_sum(const TileView<T, R, C> &v) { return detail::reduce_rows<detail::add_op>(v); }
+template <class T, int R, int C>
+inline Tile<T, R, 1> row_max(const TileView<T, R, C> &v) { return detail::reduce_rows<detail::maximum_op>(v); }
+template <class T, int R, int C>
+inline Tile<T, R, 1> row_min(const TileView<T, R, C> &v) { return detail::reduce_rows<detail::minimum_op>(v); }
+template <class T, int R, int C>
+inline Tile<T, R, 1> row_mean(const TileView<T, R, C> &v) {
+    detail::check_mean<T>();
+    using A = compute_t<T>;
+    Tile<T, R, 1> out;
+    for (int r = 0; r < R; ++r) {
+        out.data[r] = convert<T>(detail::reduce_row<detail::add_op, C>(v.data + r * v.stride) / A(C));
+    }
     return out;
 }
 

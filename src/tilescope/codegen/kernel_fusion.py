@@ -1,0 +1,159 @@
+"""What a kernel computes in one loop (fused expressions) and which loaded tiles it reads in place
+(tile views): the kernel generator's choices that change no result, only the memory traffic.
+
+## Fused expressions
+
+An assignment or plain store whose value is a tree of two or more elementwise arithmetic ops
+(+ - * /, maximum, minimum, the unary math ops) of one shape is emitted fused: one tile leaf of
+each op that has no fused operand is wrapped in ``fuse(...)``, so the tile library computes the
+tree element by element in one loop, straight into the target, with the same per-op roundings
+(``store(y, {0, 0}, fuse(t) * inv * g)``). Operands of another shape (a row's statistics) and
+every other op stay tiles; so does the value of a ragged store (``store_valid``). A row
+reduction's operand is fused from one op up (``row_sum(fuse(t) * t)``): the reduction reads it
+element by element, in its documented order.
+
+## Tile views
+
+A loaded tile is read in place (a ``TileView``, tile_view.hpp), not copied, when it can be.
+``t = ts.load(x, [0, 0], [4, 4096])`` is emitted as ``TileView<float, 4, 4096> t = view<4,
+4096>(x, {0, 0}, {extent(y)})`` when the tile library can read every use of ``t`` where ``x``
+holds it, so a row block is read from memory by its reduction and its store instead of being
+copied to the stack first. A loaded tile is a view when:
+
+- it is assigned once, from a plain load (no ``valid=``, ``pad=``, ``dims=`` or ``strides=``)
+  of a tensor the kernel does not store into;
+- every read of it is one the library takes a view at: an operand of a chain of elementwise
+  arithmetic ops (the fusable ones) that ends in a row reduction (row_sum/row_max/row_min/
+  row_mean), in a plain store's value or in an assignment's value (where the chain becomes a
+  tile), or the reduction's or the store's operand itself; any other use (a matmul, a cast, a
+  comparison, a slice, a ragged store, a probe, a copy ``u = t``) needs the tile;
+- the chain of elementwise ops it is read in has at most ``MAX_FUSED_OPS`` ops: an op on a view
+  is a fused expression in C++, so the whole chain above it becomes one expression type.
+
+The view reads what the load would have copied: view() copies the box after all when its
+columns are strided or its bytes may overlap a tensor the kernel writes (``writes``, the
+extents of the tensors it stores into), so a tensor passed as both input and output stays
+correct.
+"""
+
+from __future__ import annotations
+
+from tilescope.ir import dtypes as dt
+from tilescope.ir.nodes import Assign, BinOp, Expr, Kernel, Load, Reduce, Store, UnOp, Var
+from tilescope.ir.op_registry import fusable_ops
+from tilescope.ir.traverse import child_exprs, children, is_expr, walk_stmts
+from tilescope.ir.types import TileType
+
+_FUSED = fusable_ops()  # the elementwise ops of the tile library's fused expressions
+FUSED_REDUCTIONS = ("row_sum", "row_max", "row_min", "row_mean")  # the tile library reads a fused row
+
+
+MAX_FUSED_OPS = 24  # ops of one fused expression (fused_leaves)
+
+
+def fusable(e: Expr) -> bool:
+    """An elementwise arithmetic op on tiles (what the tile library's fused expressions compute)."""
+    if not isinstance(e.type, TileType) or e.type.dtype == dt.bool_:
+        return False
+    return isinstance(e, BinOp | UnOp) and e.op in _FUSED
+
+
+def fused_leaves(root: Expr, min_ops: int = 2) -> set[tuple[int, int]]:
+    """(id of an op, id of its operand) for each tile operand to wrap in ``fuse()`` so that
+    ``root``'s tree of fusable ops of its shape is computed in one loop; empty when that tree has
+    fewer than ``min_ops`` ops. Positions, not nodes: a node shared with a use outside the tree (``t`` in
+    ``exp(t - row_max(t))``) is wrapped only where the tree reads it. The tree is cut after
+    MAX_FUSED_OPS ops (an expression type nested deeper costs g++ more than the loop saves): the
+    ops below the cut are computed tile by tile and read by the tree as a tile."""
+    shape = root.type.shape if isinstance(root.type, TileType) else None
+    ops: dict[int, Expr] = {}
+
+    def in_tree(e: Expr) -> bool:
+        return fusable(e) and e.type.shape == shape
+
+    def visit(e: Expr) -> None:
+        ops[id(e)] = e
+        for x in _operands(e):
+            if in_tree(x) and len(ops) < MAX_FUSED_OPS:
+                visit(x)
+
+    if not in_tree(root):
+        return set()
+    visit(root)
+    if len(ops) < min_ops:
+        return set()
+    wrap = set()
+    for e in ops.values():
+        operands = _operands(e)
+        if not any(id(x) in ops for x in operands):
+            wrap.add((id(e), id(next(x for x in operands if isinstance(x.type, TileType)))))
+    return wrap
+
+
+def _operands(e: Expr) -> tuple[Expr, ...]:
+    return (e.lhs, e.rhs) if isinstance(e, BinOp) else (e.operand,)
+
+
+def stored_tensors(k: Kernel) -> list[str]:
+    """The tensor parameters ``k`` stores into, in the order of its parameters."""
+    stored = {s.tensor.name for s in walk_stmts(k.body) if isinstance(s, Store)}
+    return [p.name for p in k.params if p.name in stored]
+
+
+def _plain_load(e: Expr, stored: set[str]) -> bool:
+    return (
+        isinstance(e, Load)
+        and not e.valid
+        and e.pad is None
+        and not e.dims
+        and not e.strides
+        and e.tensor.name not in stored
+    )
+
+
+def views(k: Kernel) -> set[str]:
+    """Names of the tiles of ``k`` to emit as views (see the module's docstring)."""
+    stored = set(stored_tensors(k))
+    assigned: dict[str, list[Expr]] = {}
+    for s in walk_stmts(k.body):
+        if isinstance(s, Assign):
+            assigned.setdefault(s.target, []).append(s.value)
+    candidates = {n for n, values in assigned.items() if len(values) == 1 and _plain_load(values[0], stored)}
+    if not candidates:
+        return set()
+    refused: set[str] = set()
+    chain_ops: dict[int, int] = {}  # id of a chain's top op -> ops in the chain
+    chain_views: dict[int, set[str]] = {}
+    for s in walk_stmts(k.body):
+        for root in child_exprs(s):
+            # the statement's own consumer: an assignment's and a plain store's value take a
+            # fused expression (a store also a view); everything else (bounds, offsets, a probe,
+            # a ragged store's value) takes a tile or a scalar
+            takes_fused = (isinstance(s, Assign) and root is s.value) or (
+                isinstance(s, Store) and root is s.value and not s.valid
+            )
+            takes_view = isinstance(s, Store) and root is s.value and not s.valid
+            stack: list[tuple[Expr, bool, bool, int | None]] = [(root, takes_fused, takes_view, None)]
+            while stack:
+                e, fused_ok, view_ok, chain = stack.pop()
+                if isinstance(e, Var):
+                    if e.name in candidates:
+                        if not view_ok:
+                            refused.add(e.name)
+                        elif chain is not None:
+                            chain_views.setdefault(chain, set()).add(e.name)
+                    continue
+                if fusable(e) and fused_ok:
+                    top = chain if chain is not None else id(e)
+                    chain_ops[top] = chain_ops.get(top, 0) + 1
+                    kids = [(x, True, True, top) for x in children(e) if is_expr(x)]
+                elif isinstance(e, Reduce) and e.op in FUSED_REDUCTIONS:
+                    kids = [(x, True, True, None) for x in children(e) if is_expr(x)]
+                else:
+                    kids = [(x, False, False, None) for x in children(e) if is_expr(x)]
+                stack.extend(reversed(kids))
+    for top, names in chain_views.items():
+        if chain_ops[top] > MAX_FUSED_OPS:
+            refused |= names
+    return candidates - refused
+
