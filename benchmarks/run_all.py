@@ -144,6 +144,7 @@ def bandwidth(quick: bool) -> list[dict]:
             "eager / sim": r["eager_over_sim"],
             "compile / sim": r["compiled_over_sim"],
             "sim / copy": r["sim_over_copy"],
+            "sim with inputs unchecked / copy": r["sim_unchecked_over_copy"],
             "compile's first call s": r["compile_first"],
         }
         target = "eager / sim >= 1, compile / sim >= 1"
