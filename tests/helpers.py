@@ -1,5 +1,6 @@
 """Helpers several test files share: DSL error lines, native kernels and orchestrations built
-from C++ text, and a vector_dag build with saved data to break copies of."""
+from C++ text, test programs of the tile library's headers, and a vector_dag build with saved
+data to break copies of."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import inspect
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,9 @@ from tilescope.errors import DSLError
 from tilescope.harness import run_jit
 from tilescope.runtime import library
 from tilescope.toolchain import BuildJob, build
+from tilescope.toolchain import compiler as toolchain
+
+INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
 
 # A triage budget (seconds of wall time) that no machine runs out of, however slow or loaded: a
 # verdict under test never depends on how busy the machine is (conftest sets it as the default,
@@ -56,6 +61,18 @@ def native_entries(root: Path, kernels: dict[str, str], orchestrations: dict[str
         key: library.load_entry(job.output, "kernel_entry" if key.startswith("k_") else "orchestration_entry")
         for key, job in jobs.items()
     }
+
+
+def header_program(source: str, folder: Path) -> Path:
+    """A C++ program (``source``, a ``main`` over the tile library's headers) built in ``folder``
+    with the kernels' flags and -Werror (no warnings); its path."""
+    src, exe = folder / "main.cpp", folder / "main"
+    src.write_text(source)
+    flags = [f for f in (*toolchain.BASE_FLAGS, toolchain.march_flag()) if f not in ("-shared", "-fPIC")]
+    cmd = [toolchain.find_cxx(), *flags, "-Werror", "-I", str(INCLUDE), str(src), "-o", str(exe)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
+    return exe
 
 
 def vector_dag_build(base: Path, runtime_cfg: dict[str, Any]) -> Path:

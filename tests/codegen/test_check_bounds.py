@@ -17,17 +17,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import header_program
 
 import tilescope as ts
 from tilescope.codegen.cpp_common import display_path
-from tilescope.toolchain import compiler as toolchain
 
 import rms_norm
 import softmax
 
 pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
-
-INCLUDE = Path(__file__).resolve().parents[2] / "src" / "tilescope" / "runtime" / "include"
 
 
 def line_of(comment: str) -> int:
@@ -258,14 +256,7 @@ int main(int argc, char **argv) {
 @pytest.fixture(scope="module")
 def header_exe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """check.hpp's test program, built with the kernel flags (and -Werror: no warnings)."""
-    work = tmp_path_factory.mktemp("check_hpp")
-    src, exe = work / "main.cpp", work / "main"
-    src.write_text(HEADER_MAIN)
-    flags = [f for f in (*toolchain.BASE_FLAGS, toolchain.march_flag()) if f not in ("-shared", "-fPIC")]
-    cmd = [toolchain.find_cxx(), *flags, "-Werror", "-I", str(INCLUDE), str(src), "-o", str(exe)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
-    return exe
+    return header_program(HEADER_MAIN, tmp_path_factory.mktemp("check_hpp"))
 
 
 LOAD_X = "kernel gather_rows: load of x (arg 0) at model.py:41: "

@@ -5,16 +5,13 @@ gives the bits a load would, also when its box is strided or overlaps a tensor t
 
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 import torch
+from helpers import header_program
 
 import tilescope as ts
 from tilescope.runtime.run_config import RunConfig
-from tilescope.toolchain import compiler as toolchain
-
-INCLUDE = Path(__file__).resolve().parents[2] / "src" / "tilescope" / "runtime" / "include"
 
 R, C = 8, 16
 
@@ -328,12 +325,7 @@ int main() {
 
 
 def test_the_view_header_reads_in_place_copies_on_overlap_and_probes_any_view(tmp_path):
-    src, exe = tmp_path / "main.cpp", tmp_path / "main"
-    src.write_text(VIEW_MAIN)
-    flags = [f for f in (*toolchain.BASE_FLAGS, toolchain.march_flag()) if f not in ("-shared", "-fPIC")]
-    cmd = [toolchain.find_cxx(), *flags, "-Werror", "-I", str(INCLUDE), str(src), "-o", str(exe)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
+    exe = header_program(VIEW_MAIN, tmp_path)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out == [
         "apart in place stride 8; under copied stride 3",

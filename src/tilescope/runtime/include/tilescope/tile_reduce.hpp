@@ -106,19 +106,32 @@ inline compute_t<row_elem_t<X>> reduce_row(const X &x) {
     return finish<Op>(acc[0]);
 }
 
+/// Each of the R rows of C elements at data + r * stride reduced with op in the order above; with
+/// Mean, that sum divided by C in the compute type; each result rounded to T once.
+template <class Op, bool Mean, class T, int R, int C>
+inline Tile<T, R, 1> reduce_rows_at(const T *data, int64_t stride) {
+    using A = compute_t<T>;
+    Tile<T, R, 1> out;
+    for (int r = 0; r < R; ++r) {
+        const A v = reduce_row<Op, C>(data + r * stride);
+        if constexpr (Mean) {
+            out.data[r] = convert<T>(v / A(C));
+        } else {
+            out.data[r] = convert<T>(v);
+        }
+    }
+    return out;
+}
+
 template <class Op, class T, int R, int C>
 inline Tile<T, R, 1> reduce_rows(const Tile<T, R, C> &t) {
-    Tile<T, R, 1> out;
-    for (int r = 0; r < R; ++r) out.data[r] = convert<T>(reduce_row<Op, C>(t.data + r * C));
-    return out;
+    return reduce_rows_at<Op, false, T, R, C>(t.data, C);
 }
 
 /// reduce_rows of a tile view (tile_view.hpp): each row read in place, in the same order.
 template <class Op, class T, int R, int C>
 inline Tile<T, R, 1> reduce_rows(const TileView<T, R, C> &v) {
-    Tile<T, R, 1> out;
-    for (int r = 0; r < R; ++r) out.data[r] = convert<T>(reduce_row<Op, C>(v.data + r * v.stride));
-    return out;
+    return reduce_rows_at<Op, false, T, R, C>(v.data, v.stride);
 }
 
 /// reduce_rows of a fused expression: each element is computed as the reduction reads it, once
@@ -220,10 +233,7 @@ inline Tile<T, R, 1> row_min(const Tile<T, R, C> &t) { return detail::reduce_row
 template <class T, int R, int C>
 inline Tile<T, R, 1> row_mean(const Tile<T, R, C> &t) {
     detail::check_mean<T>();
-    using A = compute_t<T>;
-    Tile<T, R, 1> out;
-    for (int r = 0; r < R; ++r) out.data[r] = convert<T>(detail::reduce_row<detail::add_op, C>(t.data + r * C) / A(C));
-    return out;
+    return detail::reduce_rows_at<detail::add_op, true, T, R, C>(t.data, C);
 }
 
 /// row_sum/row_max/row_min/row_mean of a tile view (tile_view.hpp): the same result as of the
@@ -237,12 +247,7 @@ inline Tile<T, R, 1> row_min(const TileView<T, R, C> &v) { return detail::reduce
 template <class T, int R, int C>
 inline Tile<T, R, 1> row_mean(const TileView<T, R, C> &v) {
     detail::check_mean<T>();
-    using A = compute_t<T>;
-    Tile<T, R, 1> out;
-    for (int r = 0; r < R; ++r) {
-        out.data[r] = convert<T>(detail::reduce_row<detail::add_op, C>(v.data + r * v.stride) / A(C));
-    }
-    return out;
+    return detail::reduce_rows_at<detail::add_op, true, T, R, C>(v.data, v.stride);
 }
 
 /// row_sum/row_max/row_min/row_mean of a fused expression (tile_fused.hpp): the same
