@@ -54,6 +54,43 @@ def test_tiles_only_read_by_fused_ops_reductions_and_stores_are_views():
 
 
 @ts.kernel
+def scaled_by_one_plus(
+    x: ts.Tensor[[R, C], ts.f32],
+    g: ts.Tensor[[1, C], ts.f32],
+    col: ts.Tensor[[R, 1], ts.f32],
+    y: ts.Out[[R, C], ts.f32],
+    s: ts.Out[[R, 1], ts.f32],
+):
+    t = ts.load(x, [0, 0], [R, C])
+    w = ts.load(g, [0, 0], [1, C])
+    c = ts.load(col, [0, 0], [R, 1])
+    ts.store(y, [0, 0], (w + 1.0) * t * 2.0 - ts.exp(c))  # ops on views of other shapes than the store's
+    ts.store(s, [0, 0], ts.row_sum((w + 1.0) * t) + (2.0 - c))
+
+
+@ts.jit
+def one_plus(
+    x: ts.Tensor[[R, C], ts.f32],
+    g: ts.Tensor[[1, C], ts.f32],
+    col: ts.Tensor[[R, 1], ts.f32],
+    y: ts.Out[[R, C], ts.f32],
+    s: ts.Out[[R, 1], ts.f32],
+):
+    scaled_by_one_plus(x, g, col, y, s)
+
+
+def test_ops_on_views_of_a_smaller_shape_inside_a_larger_expression():
+    src = kernel_source(one_plus.compile(), "scaled_by_one_plus")
+    for name in "twc":
+        assert declaration(src, name).startswith("TileView<"), name
+    x, g, col = torch.randn(R, C), torch.randn(1, C), torch.randn(R, 1)
+    y, s = torch.empty(R, C), torch.empty(R, 1)
+    one_plus(x, g, col, y, s)
+    torch.testing.assert_close(y, (g + 1.0) * x * 2.0 - torch.exp(col))
+    torch.testing.assert_close(s, ((g + 1.0) * x).sum(-1, keepdim=True) + (2.0 - col))
+
+
+@ts.kernel
 def mixed(
     x: ts.Tensor[[R, C], ts.f32],
     w: ts.Tensor[[C, C], ts.f32],

@@ -167,6 +167,13 @@ inline auto fuse(const Tile<T, R, C> &t) {
     return detail::make_fused<T, R, C>(detail::TileAt<Tile<T, R, C>>{&t});
 }
 
+/// A fused expression as it is (an op on a tile view is one already: `fuse(w + 1.0f)` where the
+/// generator wraps an operand of another shape than the expression around it).
+template <class T, int R, int C, class F>
+inline auto fuse(const detail::Fused<T, R, C, F> &e) {
+    return e;
+}
+
 /// The start of a fused expression on a tile view: its elements, read where the view reads them.
 template <class T, int R, int C>
 inline auto fuse(const TileView<T, R, C> &v) {

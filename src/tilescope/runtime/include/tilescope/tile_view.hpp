@@ -10,7 +10,7 @@
 // stack first and read from there again. A view is read by fused expressions (fuse(view), or a
 // view as an operand of one), by row_sum/row_max/row_min/row_mean and by store; anything else
 // takes a tile. The kernel generator emits a view for a load whose tile is read only there, and
-// which no store of the kernel can reach (kernel_cpp.py).
+// which no store of the kernel can reach (kernel_fusion.py).
 //
 // Invariants:
 //  - A view reads exactly the values load() would have copied. The box is read in place only
