@@ -28,7 +28,7 @@ def test_a_correct_program_is_proved_race_free_and_every_access_is_inside_its_re
 @pytest.mark.slow
 def test_a_load_half_a_block_past_its_region_into_an_unordered_neighbour_is_named(tmp_path):
     prog = pipeline.compile(build_dir=str(tmp_path))
-    edit_kernel(prog, "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
+    edit_kernel(prog, "consume", "view<64, 64>(y, {0, 0}", "view<64, 64>(y, {32, 0}")
     prog = ts.CompiledProgram.from_dir(prog.work_dir)
     a = audit_run(prog, inputs())
     # consume task 4 reads y[32:96): its own block and half of the next, which task 5 (produce) writes

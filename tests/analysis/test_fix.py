@@ -162,12 +162,12 @@ def test_a_race_from_a_hand_edit_gets_the_load_that_orders_it_back(tmp_path):
     golden_y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
     save_snapshot(prog.work_dir / "data", list(prog.args), inputs, {"y": golden_y, "z": tp.pipeline_golden(inputs["x"])},
                   {"rtol": 1e-5, "atol": 1e-5})  # fmt: skip
-    source = tp.edit_kernel(prog, "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
+    source = tp.edit_kernel(prog, "consume", "view<64, 64>(y, {0, 0}", "view<64, 64>(y, {32, 0}")
     rep = triage(prog.work_dir, fix=True)
     assert rep.category == "race"
     e = rep.fix.edit
     assert rep.fix.verified is True and e.file == source
-    assert "{32, 0}" in e.before and "load<64, 64>(y, {0, 0}" in e.after
+    assert "{32, 0}" in e.before and "view<64, 64>(y, {0, 0}" in e.after
     assert e.line == int(rep.culprit.cpp_line.rpartition(":")[2])
 
 

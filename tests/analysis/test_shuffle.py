@@ -22,7 +22,7 @@ def test_a_correct_program_gives_the_same_bits_on_every_schedule(tmp_path):
 
 def test_a_read_outside_its_region_is_found_as_the_first_task_that_differs(tmp_path):
     prog = tp.pipeline.compile(build_dir=str(tmp_path))
-    tp.edit_kernel(prog, "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
+    tp.edit_kernel(prog, "consume", "view<64, 64>(y, {0, 0}", "view<64, 64>(y, {32, 0}")
     prog = ts.CompiledProgram.from_dir(prog.work_dir)
     rep = shuffle_runs(prog, tp.pipeline_inputs(), 10, seed=3)
     assert not rep.deterministic

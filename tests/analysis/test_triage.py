@@ -58,7 +58,7 @@ def test_a_load_past_its_region_into_an_unordered_neighbour_is_a_race_in_that_ke
     golden_y = torch.zeros(5 * tp.B, tp.C)
     golden_y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
     work = with_data(prog, inputs, {"y": golden_y, "z": tp.pipeline_golden(inputs["x"])})
-    source = tp.edit_kernel(prog, "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
+    source = tp.edit_kernel(prog, "consume", "view<64, 64>(y, {0, 0}", "view<64, 64>(y, {32, 0}")
     data = triaged(work)
     assert data["category"] == "race"
     c = data["culprit"]

@@ -143,7 +143,7 @@ def test_triage_of_arguments_the_program_refuses_is_bad_input(capsys):
 @pytest.mark.slow
 def test_shuffle_that_differs_names_the_accesses_no_dependency_orders(capsys):
     work = run_jit(tp.pipeline, PIPE, golden_fn=pipe_golden).work_dir
-    tp.edit_kernel(ts.CompiledProgram(work), "consume", "load<64, 64>(y, {0, 0}", "load<64, 64>(y, {32, 0}")
+    tp.edit_kernel(ts.CompiledProgram(work), "consume", "view<64, 64>(y, {0, 0}", "view<64, 64>(y, {32, 0}")
     result = run_jit(tp.pipeline, PIPE, golden_fn=pipe_golden, runtime_dir=str(work), shuffle=10)
     assert result.shuffle is not None and not result.shuffle.deterministic
     out = capsys.readouterr().out
