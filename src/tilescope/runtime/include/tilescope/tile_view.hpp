@@ -90,14 +90,7 @@ template <class T, int R, int C>
 struct ViewAt {
     const T *data;
     int64_t stride;
-    T operator()(int r, int c) const {
-        const int64_t i = (R == 1 ? 0 : r) * stride + (C == 1 ? 0 : c);
-        if constexpr (std::is_same_v<T, bool>) {
-            return reinterpret_cast<const uint8_t *>(data)[i] != 0;
-        } else {
-            return data[i];
-        }
-    }
+    T operator()(int r, int c) const { return read(data + (R == 1 ? 0 : r) * stride, C == 1 ? 0 : c); }
 };
 
 /// Whether the box's bytes (rows x cols elements at `box`) may overlap any of `writes`.
