@@ -37,13 +37,16 @@ sys.path.insert(0, str(ROOT / "models"))
 def times(calls: dict, reps: int, warmup: int = 2) -> dict[str, list[float]]:
     """Seconds of each of ``reps`` calls of every function in ``calls`` (after ``warmup`` untimed
     calls each), sorted. The functions take turns, one call each per round, so a disturbance on a
-    shared machine falls on all of them alike."""
+    shared machine falls on all of them alike; each round starts one later in the list, so each
+    follows every other equally often (a call right after a torch op shares the CPUs with torch's
+    still-spinning OpenMP threads: docs/performance.md)."""
     for fn in calls.values():
         for _ in range(warmup):
             fn()
     out: dict[str, list[float]] = {key: [] for key in calls}
-    for _ in range(reps):
-        for key, fn in calls.items():
+    order = list(calls.items())
+    for i in range(reps):
+        for key, fn in order[i % len(order):] + order[: i % len(order)]:
             t0 = time.perf_counter()
             fn()
             out[key].append(time.perf_counter() - t0)

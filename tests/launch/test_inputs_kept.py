@@ -143,3 +143,68 @@ def test_two_runs_kept_at_once_on_one_thread_keep_their_own_copies():
     third = KeptInputs([_Spec("z", Direction.IN)], (z,))
     assert third.buf is held
     third.check("p", "BUILD")
+
+
+def test_a_confined_run_keeps_only_the_inputs_whose_bytes_a_written_tensor_reaches():
+    base = np.zeros((8, 4), dtype=np.float32)
+    apart, x = torch.randn(8, 4), torch.from_numpy(base[:4])  # x and y: two storages over one array
+    y = torch.from_numpy(base[3:])
+    specs = [_Spec("apart", Direction.IN), _Spec("x", Direction.IN), _Spec("y", Direction.OUT)]
+    confined = KeptInputs(specs, (apart, x, y), confined=True)
+    assert [name for name, _, _ in confined.kept] == ["x"]
+    assert [name for name, _, _ in KeptInputs(specs, (apart, x, y)).kept] == ["apart", "x"]
+    y[0, 1] = 5.0  # row 3 of the array: x's last row
+    with pytest.raises(ts.RuntimeFailure, match=r"input 'x'.*1 of 16 element\(s\) differ, the first at \[3, 1\]"):
+        confined.check("p", "BUILD")
+    # a strided output reaching past its last row's start still overlaps
+    strided = torch.from_numpy(base[4:].T)
+    assert [n for n, _, _ in KeptInputs(specs, (apart, x, strided), confined=True).kept] == []
+    assert [n for n, _, _ in KeptInputs(specs, (apart, x, torch.from_numpy(base[2:].T)), confined=True).kept] == ["x"]
+
+
+def _loaded(prog):
+    from tilescope.launch.run import load_binaries
+
+    return load_binaries(prog)
+
+
+@pytest.mark.slow
+def test_only_a_checked_build_of_generated_code_is_confined(tmp_path):
+    prog = doubled.compile(build_dir=str(tmp_path / "checked"))
+    assert _loaded(prog).stores_confined
+    unchecked = doubled.compile(build_dir=str(tmp_path / "unchecked"), check_bounds=False)
+    assert not _loaded(unchecked).stores_confined
+    source = prog.work_dir / prog.kernels[0]["source"]
+    generated = source.read_text()
+    source.write_text(generated.replace("t * 2.0f", "t * 3.0f"))
+    edited = ts.CompiledProgram.from_dir(prog.work_dir)
+    edited.ensure_binaries()
+    assert not _loaded(edited).stores_confined
+    source.write_text(generated)  # back to the text codegen wrote
+    again = ts.CompiledProgram.from_dir(prog.work_dir)
+    again.ensure_binaries()
+    assert _loaded(again).stores_confined
+
+
+@ts.kernel
+def shifted_rows(x: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F], n: ts.Scalar[ts.i32]):
+    t = ts.load(x, [0, 0], [4, 8])
+    ts.store(y, [n, 0], t * 2.0)
+
+
+@ts.jit
+def shifted(x: ts.Tensor[[4, 8], F], y: ts.Out[[4, 8], F], n: ts.Scalar[ts.i32]):
+    shifted_rows(x, y, n)
+
+
+@pytest.mark.slow
+def test_an_unchecked_build_storing_past_its_output_into_an_input_fails_the_run(tmp_path):
+    base = np.zeros((8, 8), dtype=np.float32)
+    y, x = torch.from_numpy(base[:4]), torch.from_numpy(base[4:])  # x lies right after y
+    x.copy_(torch.arange(32.0).reshape(4, 8))
+    checked = shifted.compile(build_dir=str(tmp_path / "checked"))
+    with pytest.raises(ts.RuntimeFailure, match="out of bounds|outside"):
+        checked.run(x, y, 4)
+    unchecked = shifted.compile(build_dir=str(tmp_path / "unchecked"), check_bounds=False)
+    with pytest.raises(ts.RuntimeFailure, match=r"the run changed input 'x'.*the first at \[0, 1\] \(1.0 -> 2.0\)"):
+        unchecked.run(x, y, 4)

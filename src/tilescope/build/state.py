@@ -147,6 +147,26 @@ def hand_edited(work: Path, config: dict[str, Any]) -> list[str]:
     )
 
 
+def built_as_generated(work: Path, config: dict[str, Any], loaded: dict[str, str]) -> bool:
+    """Whether every binary of ``work`` is built from the text codegen wrote: ``loaded`` (the
+    sha256 of each binary's bytes as loaded, by binary path relative to ``work``) holds the bytes
+    recorded for it, and the source they were built from is the generated one. False when the
+    build's state cannot be read, a source was edited by hand since it was generated, or a binary
+    is not the one recorded."""
+    try:
+        state = load_state(work, config)
+    except TilescopeError:
+        return False
+    sources = state["sources"]
+    for src, binary in _sources(config):
+        entry = sources.get(src)
+        if not isinstance(entry, dict) or loaded.get(binary) is None:
+            return False
+        if entry.get("binary_sha256") != loaded[binary] or entry.get("sha256") != entry.get("generated_sha256"):
+            return False
+    return True
+
+
 @dataclass
 class RefreshReport:
     """What a refresh did: sources re-lowered from the IR dump, edited, missing and rebuilt, of ``total``."""

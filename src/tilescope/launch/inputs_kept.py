@@ -16,6 +16,12 @@ Invariants:
   (it is kept for the thread's next run while at most ``SCRATCH_KEPT_BYTES``). That is still a copy and a
   comparison of every input byte: on a bandwidth-bound program the check costs about as much as
   the run (docs/performance.md). A strided input is cloned and compared with torch.
+- A run of a checked build whose libraries are all built from the C++ codegen wrote
+  (``Binaries.stores_confined``) keeps only the inputs whose bytes overlap a written tensor's:
+  the verifier refuses a store into an In parameter and an In tensor given to an out parameter,
+  the orchestration checks every slice and the kernels every store, so a store cannot reach any
+  other input. An unchecked build (``--no-check-bounds``), a hand-edited source, or a binary not
+  the one recorded keeps every input.
 - ``inputs_unchecked()`` turns the check off in its block (the runs of an analysis that watches
   what a run stores, as triage's later steps and localize do: they name the store themselves).
 - A changed input is a ``RuntimeFailure`` naming the input, how many elements changed, the first
@@ -72,6 +78,17 @@ def _give_back(buf: np.ndarray) -> None:
 def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The first byte and one past the last byte ``t`` can reach (its strides are not negative)."""
+    last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
 def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(_BITS[t.element_size()]) if t.dtype != torch.bool else t.view(torch.uint8)
 
@@ -89,16 +106,22 @@ def inputs_unchecked() -> Iterator[None]:
 class KeptInputs:
     """Copies of a run's input tensors, to say after it whether the run changed one."""
 
-    def __init__(self, specs: list[Any], args: tuple | list, limit: int = KEPT_BYTES):
+    def __init__(self, specs: list[Any], args: tuple | list, limit: int = KEPT_BYTES, *, confined: bool = False):
+        """``confined``: the run's stores cannot leave the tensors they were given (a checked build
+        of generated C++), so only an input whose bytes overlap a written tensor's is kept."""
         # (name, tensor, offset of its copy in self.buf) or (name, tensor, its clone) when strided
         self.kept: list[tuple[str, torch.Tensor, int | torch.Tensor]] = []
         self.buf: np.ndarray | None = None
         if not _CHECKED.get():
             return
         tensors = [(s, _tensor(a)) for s, a in zip(specs, args)]
-        written = {t.untyped_storage().data_ptr() for s, t in tensors if t is not None and s.direction.writes}
+        writes = [t for s, t in tensors if t is not None and s.direction.writes]
+        written = {t.untyped_storage().data_ptr() for t in writes}
         inputs = [(s.name, t) for s, t in tensors if s.direction is Direction.IN and t is not None and t.numel() > 0
                   and t.untyped_storage().data_ptr() not in written]  # fmt: skip
+        if confined:
+            spans = [_span(t) for t in writes if t.numel() > 0]
+            inputs = [(name, t) for name, t in inputs if any(_overlap(_span(t), w) for w in spans)]
         if sum(_nbytes(t) for _, t in inputs) > limit:
             return
         flat = sum(_nbytes(t) for _, t in inputs if t.is_contiguous())

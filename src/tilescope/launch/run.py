@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from tilescope._logging import level_number
 from tilescope.build.manifest import Build
+from tilescope.build.state import built_as_generated
 from tilescope.debug.diagnose import failure_from_report
 from tilescope.debug.failures import Failure
 from tilescope.debug.observers import finish_all, observers_for, recording_of
@@ -69,6 +70,9 @@ class Binaries:
     kernels: list[int] = field(default_factory=list)
     libraries: list[ctypes.CDLL] = field(default_factory=list)
     probes: list[ProbeInstaller | None] = field(default_factory=list)  # per kernel: ts_probe_install
+    # every library is the one built from the C++ codegen wrote, with bounds checks: a store stays
+    # inside the tensor its kernel was given, so a run cannot change an input (KeptInputs)
+    stores_confined: bool = False
 
 
 _load_lock = threading.Lock()
@@ -82,11 +86,16 @@ def load_binaries(build: Build) -> Binaries:
         entry = load_entry(build.work_dir / orch["binary"], orch["function_name"])
         loaded.orchestration = entry.address
         loaded.libraries.append(entry.library)
+        digests = {orch["binary"]: entry.sha256}
         for k in build.kernels:
             entry = load_entry(build.work_dir / k["binary"], k["function_name"])
             loaded.kernels.append(entry.address)
             loaded.libraries.append(entry.library)
             loaded.probes.append(sink_installer(entry.library))
+            digests[k["binary"]] = entry.sha256
+        loaded.stores_confined = bool(build.runtime_config.get("check_bounds")) and built_as_generated(
+            build.work_dir, build.config, digests
+        )
         return loaded
 
 
@@ -159,7 +168,7 @@ def launch(
         scalar_arg(a, spec.dtype) if spec.direction is Direction.SCALAR else tensor_arg(a, spec.direction)
         for spec, a in zip(target.args, args)
     ]
-    kept = KeptInputs(target.args, args)
+    kept = KeptInputs(target.args, args, confined=binaries.stores_confined)
     try:
         report = run_graph(
             orch,

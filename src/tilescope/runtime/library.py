@@ -36,6 +36,7 @@ class EntryPoint:
     library: ctypes.CDLL
     symbol: str
     address: int
+    sha256: str  # of the library's bytes as loaded
 
 
 _load_lock = threading.Lock()
@@ -108,9 +109,10 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def open_library(path: str | os.PathLike) -> ctypes.CDLL:
+def open_library(path: str | os.PathLike) -> tuple[ctypes.CDLL, str]:
     """Load a kernel or orchestration library (RTLD_LOCAL, RTLD_NOW) through a copy named by its
-    content, so a library rebuilt in place is picked up again in this process.
+    content, so a library rebuilt in place is picked up again in this process; the library and the
+    sha256 of the bytes loaded.
 
     Raises:
         TilescopeError: ``path`` does not exist (an incomplete build).
@@ -122,9 +124,10 @@ def open_library(path: str | os.PathLike) -> ctypes.CDLL:
         raise TilescopeError(
             f"{path} is missing: the build is incomplete; recompile it (run without --runtime-dir)"
         )
-    loaded = cached_copy(path, f"loaded/{_sha256(path)}{path.suffix}")
+    digest = _sha256(path)
+    loaded = cached_copy(path, f"loaded/{digest}{path.suffix}")
     try:
-        return ctypes.CDLL(str(loaded), mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        return ctypes.CDLL(str(loaded), mode=os.RTLD_LOCAL | os.RTLD_NOW), digest
     except OSError as e:
         loaded.unlink(missing_ok=True)  # named by its content: no one can load this content
         reason = str(e).replace(f"{loaded}: ", "")
@@ -141,7 +144,7 @@ def load_entry(path: str | os.PathLike, symbol: str) -> EntryPoint:
         TilescopeError: ``path`` does not exist.
         ToolchainError: the library does not export ``symbol``.
     """
-    lib = open_library(path)
+    lib, digest = open_library(path)
     try:
         fn = getattr(lib, symbol)
     except AttributeError:
@@ -150,7 +153,7 @@ def load_entry(path: str | os.PathLike, symbol: str) -> EntryPoint:
         ) from None
     address = ctypes.cast(fn, ctypes.c_void_p).value
     assert address is not None
-    return EntryPoint(lib, symbol, address)
+    return EntryPoint(lib, symbol, address, digest)
 
 
 ProbeInstaller = Callable[[int | None], None]
