@@ -160,6 +160,14 @@ def test_a_confined_run_keeps_only_the_inputs_whose_bytes_a_written_tensor_reach
     strided = torch.from_numpy(base[4:].T)
     assert [n for n, _, _ in KeptInputs(specs, (apart, x, strided), confined=True).kept] == []
     assert [n for n, _, _ in KeptInputs(specs, (apart, x, torch.from_numpy(base[2:].T)), confined=True).kept] == ["x"]
+    # a column of the array spans every row, gaps and all; an output whose last element is the
+    # input's first overlaps it; one ending just before it does not
+    later = torch.from_numpy(base[6:])
+    assert [n for n, _, _ in KeptInputs(specs, (apart, later, torch.from_numpy(base[:, :1])), confined=True).kept] == ["x"]
+    flat = base.reshape(-1)
+    for end, kept in ((17, ["x"]), (16, [])):
+        out = torch.from_numpy(flat[:end])
+        assert [n for n, _, _ in KeptInputs(specs, (apart, torch.from_numpy(base[4:]), out), confined=True).kept] == kept
 
 
 def _loaded(prog):
@@ -169,13 +177,25 @@ def _loaded(prog):
 
 
 @pytest.mark.slow
-def test_only_a_checked_build_of_generated_code_is_confined(tmp_path):
+def test_only_a_checked_verified_build_of_generated_code_is_confined(tmp_path):
+    import shutil
+
     prog = doubled.compile(build_dir=str(tmp_path / "checked"))
     assert _loaded(prog).stores_confined
     unchecked = doubled.compile(build_dir=str(tmp_path / "unchecked"), check_bounds=False)
     assert not _loaded(unchecked).stores_confined
+    assert not _loaded(doubled.compile(build_dir=str(tmp_path / "unverified"), verify=False)).stores_confined
+    # a binary that is not the one recorded (copied over from the unchecked build, not rebuilt)
+    replaced = doubled.compile(build_dir=str(tmp_path / "replaced"))
+    binary = replaced.kernels[0]["binary"]
+    shutil.copyfile(unchecked.work_dir / binary, replaced.work_dir / binary)
+    assert not _loaded(replaced).stores_confined
+    # a build whose state cannot be read
+    (replaced.work_dir / "build_state.json").unlink()
+    assert not _loaded(replaced).stores_confined
     source = prog.work_dir / prog.kernels[0]["source"]
     generated = source.read_text()
+    assert "t * 2.0f" in generated
     source.write_text(generated.replace("t * 2.0f", "t * 3.0f"))
     edited = ts.CompiledProgram.from_dir(prog.work_dir)
     edited.ensure_binaries()
@@ -184,6 +204,17 @@ def test_only_a_checked_build_of_generated_code_is_confined(tmp_path):
     again = ts.CompiledProgram.from_dir(prog.work_dir)
     again.ensure_binaries()
     assert _loaded(again).stores_confined
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_checked_run_still_fails_when_an_output_shares_bytes_with_an_input(tmp_path, isolate):
+    prog = doubled.compile(build_dir=str(tmp_path))
+    base = np.arange(136, dtype=np.float32).reshape(17, 8)
+    x, y = torch.from_numpy(base[:16]), torch.from_numpy(base[1:])  # two storages, y one row past x
+    # only the task of y's rows 0..3 writes x's row 1: twice x's row 0
+    with pytest.raises(ts.RuntimeFailure, match=r"the run changed input 'x'.*the first at \[1, 0\] \(8.0 -> 0.0\)"):
+        prog.run(x, y, isolate=isolate)
 
 
 @ts.kernel

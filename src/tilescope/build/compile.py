@@ -39,7 +39,7 @@ from tilescope.build.paths import (
     new_build_dir,
     write_problem,
 )
-from tilescope.build.state import ir_state, record_state
+from tilescope.build.state import ir_state, record_state, sha256_text
 from tilescope.build.target import host_target
 from tilescope.codegen.build_files import run_py, scene_test
 from tilescope.codegen.kernel_config import config_data, kernel_config_source
@@ -139,12 +139,17 @@ def _compile_into(
     t_passes = time.perf_counter() - t0
 
     jobs = []
+    generated: dict[str, str] = {}  # the sha256 of the text codegen wrote, by path in the build
     for k in final.kernels:
         src = inside(work, KERNELS_DIR, kernel_core(k), f"{k.name}.cpp")
-        atomic_write(src, kernel_cpp(k, check_bounds=bool(opts["check_bounds"])))
+        text = kernel_cpp(k, check_bounds=bool(opts["check_bounds"]))
+        atomic_write(src, text)
+        generated[src.relative_to(work).as_posix()] = sha256_text(text)
         jobs.append(toolchain.BuildJob(src, src.with_suffix(".so")))
     orch_src = inside(work, ORCHESTRATION_DIR, f"{final.name}.cpp")
-    atomic_write(orch_src, orchestration_cpp(final))
+    text = orchestration_cpp(final)
+    atomic_write(orch_src, text)
+    generated[orch_src.relative_to(work).as_posix()] = sha256_text(text)
     jobs.append(toolchain.BuildJob(orch_src, orch_src.with_suffix(".so")))
     t1 = time.perf_counter()
     results = toolchain.build(jobs) if build_cpp else []
@@ -158,7 +163,8 @@ def _compile_into(
         "target": host_target(),
     }
     data = config_data(final, runtime_config)
-    record_state(work, data, ir_state(work, data, final))
+    generated_with = {"check_bounds": bool(opts["check_bounds"]), "verify": bool(opts["verify"])}
+    record_state(work, data, ir_state(work, data, final), generated, generated_with)
     atomic_write(inside(work, DEBUG_RUN), run_py(data))
     atomic_write(inside(work, SCENE_TEST), scene_test(data))
     atomic_write(inside(work, KERNEL_CONFIG), kernel_config_source(data))  # last: marks the build complete

@@ -85,13 +85,19 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def record_state(
-    work: Path, config: dict[str, Any], ir: dict[str, Any], generated: dict[str, str] | None = None
+    work: Path,
+    config: dict[str, Any],
+    ir: dict[str, Any],
+    generated: dict[str, str] | None = None,
+    generated_with: dict[str, bool] | None = None,
 ) -> None:
     """Record what every binary of ``work`` was built from (after a compile or a refresh).
 
     ``ir`` holds the IR dump's hashes (see ``ir_hashes``); ``generated`` the sha256 of the text
     codegen last wrote to each source (default: the current text, right after a compile). A
     source whose text differs from its generated text has been edited by hand.
+    ``generated_with`` records the compile options the generated text was written with
+    (``check_bounds`` and ``verify``); a re-lowered kernel is written with the same ones.
     """
     sources = {}
     for src, binary in _sources(config):
@@ -105,6 +111,8 @@ def record_state(
         }
     ir_file = f"ir/{config['PROGRAM']}.py"
     state = {"format": STATE_FORMAT, "sources": sources, "ir": {"file": ir_file, **ir}}
+    if generated_with is not None:
+        state["generated_with"] = generated_with
     _write_json(inside(work, STATE_FILE), state)
 
 
@@ -147,15 +155,27 @@ def hand_edited(work: Path, config: dict[str, Any]) -> list[str]:
     )
 
 
-def built_as_generated(work: Path, config: dict[str, Any], loaded: dict[str, str]) -> bool:
-    """Whether every binary of ``work`` is built from the text codegen wrote: ``loaded`` (the
-    sha256 of each binary's bytes as loaded, by binary path relative to ``work``) holds the bytes
-    recorded for it, and the source they were built from is the generated one. False when the
-    build's state cannot be read, a source was edited by hand since it was generated, or a binary
-    is not the one recorded."""
+def _generated_with(state: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """The options the build's C++ was generated with: as recorded, else (a build recorded
+    before they were) its kernel_config's ``check_bounds`` and ``verify`` unknown (None)."""
+    recorded = state.get("generated_with")
+    if isinstance(recorded, dict) and isinstance(recorded.get("check_bounds"), bool):
+        return recorded
+    return {"check_bounds": bool(config["RUNTIME_CONFIG"].get("check_bounds", False)), "verify": None}
+
+
+def stores_confined(work: Path, config: dict[str, Any], loaded: dict[str, str]) -> bool:
+    """Whether no store of a run of ``work`` can leave the tensor its kernel was given: every
+    binary is built from the text codegen wrote, of a program the verifier checked, with bounds
+    checks. ``loaded`` is the sha256 of each binary's bytes as loaded (by binary path relative to
+    ``work``): each must be the recorded one, built from the generated text. False when the build's
+    state cannot be read, it does not record verify=True and check_bounds=True, a source was
+    edited by hand since it was generated, or a binary is not the one recorded."""
     try:
         state = load_state(work, config)
     except TilescopeError:
+        return False
+    if state.get("generated_with") != {"check_bounds": True, "verify": True}:
         return False
     sources = state["sources"]
     for src, binary in _sources(config):
@@ -190,7 +210,7 @@ def _relower_ir(
     verify_program(program, config["RUNTIME_CONFIG"]["local_memory_bytes"])
     _check_ir_signatures(program, config, ir_path)
     hashes = ir_hashes(program)
-    check_bounds = bool(config["RUNTIME_CONFIG"].get("check_bounds", False))
+    check_bounds = bool(_generated_with(state, config)["check_bounds"])
     targets: list[tuple[str, str]] = []
     for k in program.kernels:
         if hashes["kernels"][k.name] != state["ir"]["kernels"].get(k.name):
@@ -288,5 +308,5 @@ def refresh(work: Path, config: dict[str, Any]) -> RefreshReport:
     generated = {src: rec["generated_sha256"] for src, rec in state["sources"].items()}
     generated.update({rel: sha256_file(work / rel) for rel in report.relowered})
     ir = state["ir"] if program is None else ir_state(work, config, program)
-    record_state(work, config, {k: v for k, v in ir.items() if k != "file"}, generated)
+    record_state(work, config, {k: v for k, v in ir.items() if k != "file"}, generated, state.get("generated_with"))
     return report

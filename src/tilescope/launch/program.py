@@ -151,7 +151,12 @@ class CompiledProgram(Build):
             # NOTE: the child would refuse them too: refused here, no child is started for nothing
             check_local_memory(int(rc.get("local_memory_bytes", 0)), run_workers(config), self.name)
             self.ensure_binaries()
-            return run_isolated(self, args, config)
+            # NOTE: the child gets each storage apart, so it cannot see an input sharing bytes with
+            # an output that the copy back then overwrites: those are kept here
+            kept = KeptInputs(self.args, args, confined=True)
+            info = run_isolated(self, args, config)
+            kept.check(self.name, self.work_dir)
+            return info
         return launch(self, self.binaries(), args, self._with_crash_report(config))
 
     def ensure_binaries(self) -> None:

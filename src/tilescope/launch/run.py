@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from tilescope._logging import level_number
 from tilescope.build.manifest import Build
-from tilescope.build.state import built_as_generated
+from tilescope.build.state import stores_confined
 from tilescope.debug.diagnose import failure_from_report
 from tilescope.debug.failures import Failure
 from tilescope.debug.observers import finish_all, observers_for, recording_of
@@ -70,8 +70,9 @@ class Binaries:
     kernels: list[int] = field(default_factory=list)
     libraries: list[ctypes.CDLL] = field(default_factory=list)
     probes: list[ProbeInstaller | None] = field(default_factory=list)  # per kernel: ts_probe_install
-    # every library is the one built from the C++ codegen wrote, with bounds checks: a store stays
-    # inside the tensor its kernel was given, so a run cannot change an input (KeptInputs)
+    # every library is the one built from the C++ codegen wrote for a verified program, with bounds
+    # checks: a store stays inside the tensor its kernel was given, so a run can change only an
+    # input sharing bytes with an output (KeptInputs keeps only those)
     stores_confined: bool = False
 
 
@@ -93,9 +94,7 @@ def load_binaries(build: Build) -> Binaries:
             loaded.libraries.append(entry.library)
             loaded.probes.append(sink_installer(entry.library))
             digests[k["binary"]] = entry.sha256
-        loaded.stores_confined = bool(build.runtime_config.get("check_bounds")) and built_as_generated(
-            build.work_dir, build.config, digests
-        )
+        loaded.stores_confined = stores_confined(build.work_dir, build.config, digests)
         return loaded
 
 

@@ -124,8 +124,10 @@ def open_library(path: str | os.PathLike) -> tuple[ctypes.CDLL, str]:
         raise TilescopeError(
             f"{path} is missing: the build is incomplete; recompile it (run without --runtime-dir)"
         )
-    digest = _sha256(path)
-    loaded = cached_copy(path, f"loaded/{digest}{path.suffix}")
+    loaded = cached_copy(path, f"loaded/{_sha256(path)}{path.suffix}")
+    # NOTE: the copy's own bytes: a binary replaced between the hash and the copy would make the
+    # copy's name say other bytes than it holds
+    digest = _sha256(loaded)
     try:
         return ctypes.CDLL(str(loaded), mode=os.RTLD_LOCAL | os.RTLD_NOW), digest
     except OSError as e:
