@@ -44,6 +44,7 @@ from tilescope.build.target import host_target
 from tilescope.codegen.build_files import run_py, scene_test
 from tilescope.codegen.kernel_config import config_data, kernel_config_source
 from tilescope.codegen.kernel_cpp import kernel_cpp
+from tilescope.codegen.kernel_fusion import streamed_outputs
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
 from tilescope.errors import TilescopeError, ToolchainError, VerifyError, render_at
 from tilescope.ir.analysis import kernel_core
@@ -140,9 +141,10 @@ def _compile_into(
 
     jobs = []
     generated: dict[str, str] = {}  # the sha256 of the text codegen wrote, by path in the build
+    streamed = streamed_outputs(final)
     for k in final.kernels:
         src = inside(work, KERNELS_DIR, kernel_core(k), f"{k.name}.cpp")
-        text = kernel_cpp(k, check_bounds=bool(opts["check_bounds"]))
+        text = kernel_cpp(k, check_bounds=bool(opts["check_bounds"]), streamed=streamed.get(k.name, frozenset()))
         atomic_write(src, text)
         generated[src.relative_to(work).as_posix()] = sha256_text(text)
         jobs.append(toolchain.BuildJob(src, src.with_suffix(".so")))

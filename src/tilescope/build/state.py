@@ -30,6 +30,7 @@ from tilescope.build.paths import BUILD_STATE, atomic_write, confined, inside
 from tilescope.build.signature_check import FIX, SignatureMismatch, check_sources
 from tilescope.codegen.kernel_config import arg_spec
 from tilescope.codegen.kernel_cpp import kernel_cpp
+from tilescope.codegen.kernel_fusion import streamed_outputs
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
 from tilescope.errors import TilescopeError
 from tilescope.ir.nodes import Program
@@ -212,10 +213,11 @@ def _relower_ir(
     hashes = ir_hashes(program)
     check_bounds = bool(_generated_with(state, config)["check_bounds"])
     targets: list[tuple[str, str]] = []
+    streamed = streamed_outputs(program)
     for k in program.kernels:
         if hashes["kernels"][k.name] != state["ir"]["kernels"].get(k.name):
             source = next(x["source"] for x in config["KERNELS"] if x["name"] == k.name)
-            targets.append((source, kernel_cpp(k, check_bounds=check_bounds)))
+            targets.append((source, kernel_cpp(k, check_bounds=check_bounds, streamed=streamed.get(k.name, frozenset()))))
     if hashes["orchestration"] != state["ir"]["orchestration"]:
         targets.append((config["ORCHESTRATION"]["source"], orchestration_cpp(program)))
     conflicts = [

@@ -257,7 +257,7 @@ def _accumulates_in_place(target: str, v: Expr) -> bool:
     )
 
 
-def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
+def kernel_cpp(k: Kernel, check_bounds: bool = False, streamed: frozenset[str] = frozenset()) -> str:
     """The C++ source of one kernel: ``extern "C" void kernel_entry(const ts_arg *args)``.
 
     Args:
@@ -265,6 +265,8 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
         check_bounds: emit a checked kernel, whose loads and stores throw ``ts::BoundsError``
             (naming the kernel, op, tensor, DSL line, offsets and shape) instead of reading or
             writing outside their tensor.
+        streamed: the out parameters its stores write past the caches (``streamed_outputs`` of
+            the program, kernel_fusion.py).
     """
     name_of = CppNames(function_names(k.params, k.body))
     always = any(isinstance(e, LoadRows) or (isinstance(e, Load) and e.valid) for e in walk_exprs(k.body))
@@ -298,6 +300,10 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False) -> str:
             view = f"TensorView<{p.type.dtype.cpp}> {name}(args[{i}]);"
             where = marker(p.loc).replace("  // @", " @")
             lines.append(f"    {view:<44}// {p.direction.value} {list(p.type.shape)}{where}")
+    for p in k.params:
+        if p.name in streamed:
+            line = f"{name_of(p.name)}.stream = true;"
+            lines.append(f"    {line:<44}// a large program output nothing reads: stored past the caches")
     in_place = views(k)
     writes = [name_of(n) for n in stored_tensors(k)]
     declared: list[set[str]] = [set()]

@@ -34,21 +34,97 @@ The view reads what the load would have copied: view() copies the box after all 
 columns are strided or its bytes may overlap a tensor the kernel writes (``writes``, the
 extents of the tensors it stores into), so a tensor passed as both input and output stays
 correct.
+
+## Streamed outputs
+
+A kernel's out parameter is stored into past the caches (non-temporal stores: ``y.stream =
+true;`` after its ``TensorView``) when nothing would read the written lines back from a cache:
+every task of the kernel is given, for that parameter, the whole or a slice of one of the
+program's ``ts.Out`` tensors of at least ``STREAM_MIN_BYTES``, that tensor is given to no
+kernel's In or InOut parameter and used in no other way by the orchestration, and the kernel
+does not read the parameter. A plain store then writes its rows without fetching their lines
+first, the way a large copy does; the values are the same.
 """
 
 from __future__ import annotations
 
+import math
+
 from tilescope.ir import dtypes as dt
-from tilescope.ir.nodes import Assign, BinOp, Expr, Kernel, Load, Reduce, Store, UnOp, Var
+from tilescope.ir.nodes import (
+    Assign,
+    BinOp,
+    Expr,
+    Kernel,
+    Load,
+    LoadRows,
+    Program,
+    Reduce,
+    Slice,
+    Store,
+    Submit,
+    UnOp,
+    Var,
+)
 from tilescope.ir.op_registry import fusable_ops
-from tilescope.ir.traverse import child_exprs, children, is_expr, walk_stmts
-from tilescope.ir.types import TileType
+from tilescope.ir.traverse import child_exprs, children, is_expr, walk_exprs, walk_stmts
+from tilescope.ir.types import Direction, TensorType, TileType
 
 _FUSED = fusable_ops()  # the elementwise ops of the tile library's fused expressions
 FUSED_REDUCTIONS = ("row_sum", "row_max", "row_min", "row_mean")  # the tile library reads a fused row
 
 
 MAX_FUSED_OPS = 24  # ops of one fused expression (fused_leaves)
+STREAM_MIN_BYTES = 32 << 20  # a program output at least this large is stored past the caches
+
+
+def streamed_outputs(program: Program) -> dict[str, frozenset[str]]:
+    """The out parameters each kernel of ``program`` stores into past the caches, by kernel name
+    (see the module docstring: a large program output that nothing reads)."""
+    large = {
+        p.name
+        for p in program.params
+        if p.direction is Direction.OUT and isinstance(p.type, TensorType)
+        and all(d > 0 for d in p.type.shape)
+        and math.prod(p.type.shape) * p.type.dtype.itemsize >= STREAM_MIN_BYTES
+    }  # fmt: skip
+    if not large:
+        return {}
+    kernels = {k.name: k for k in program.kernels}
+    uses = {name: 0 for name in large}  # every Var of each in the orchestration
+    for e in walk_exprs(program.body):
+        if isinstance(e, Var) and e.name in uses:
+            uses[e.name] += 1
+    streamed: dict[tuple[str, int], bool] = {}  # (kernel, param index) -> every task gives it a large output
+    as_out = {name: 0 for name in large}  # the uses that are a task's out argument
+    for submit in (e for e in walk_exprs(program.body) if isinstance(e, Submit)):
+        params = kernels[submit.kernel].params
+        for i, (param, arg) in enumerate(zip(params, submit.args)):
+            if param.direction is Direction.SCALAR:
+                continue
+            tensor = arg.tensor if isinstance(arg, Slice) else arg
+            name = tensor.name if isinstance(tensor, Var) and tensor.name in large else None
+            ok = name is not None and param.direction is Direction.OUT
+            if ok:
+                as_out[name] += 1
+            streamed[(submit.kernel, i)] = streamed.get((submit.kernel, i), True) and ok
+    written_only = {name for name in large if uses[name] == as_out[name]}
+    for submit in (e for e in walk_exprs(program.body) if isinstance(e, Submit)):
+        for i, arg in enumerate(submit.args):
+            tensor = arg.tensor if isinstance(arg, Slice) else arg
+            if isinstance(tensor, Var) and tensor.name in large and tensor.name not in written_only:
+                streamed[(submit.kernel, i)] = False
+    out: dict[str, frozenset[str]] = {}
+    for (kernel, i), ok in streamed.items():
+        param = kernels[kernel].params[i]
+        if ok and not _reads(kernels[kernel], param.name):
+            out[kernel] = out.get(kernel, frozenset()) | {param.name}
+    return out
+
+
+def _reads(k: Kernel, tensor: str) -> bool:
+    """Whether kernel ``k`` loads from its tensor parameter ``tensor``."""
+    return any(isinstance(e, Load | LoadRows) and e.tensor.name == tensor for e in walk_exprs(k.body))
 
 
 def fusable(e: Expr) -> bool:

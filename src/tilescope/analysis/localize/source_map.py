@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from tilescope.build.manifest import Build
 from tilescope.build.paths import confined
 from tilescope.codegen.kernel_cpp import kernel_cpp
+from tilescope.codegen.kernel_fusion import streamed_outputs
 from tilescope.debug.symbolize import dsl_file
 from tilescope.errors import TilescopeError
 from tilescope.ir.nodes import Assign, Evaluate, For, If, Kernel, Probe, Program, Stmt, Store, Submit
@@ -154,7 +155,9 @@ def edited_lines(build: Build, kernel: Kernel) -> list[EditedLine]:
         now, rel = kernel_text(build, kernel.name)
     except (OSError, StopIteration, TilescopeError):
         return []
-    return diff_lines(rel, kernel_cpp(kernel, check_bounds=bool(build.runtime_config.get("check_bounds"))), now)
+    streamed = streamed_outputs(build.program()).get(kernel.name, frozenset())
+    generated = kernel_cpp(kernel, check_bounds=bool(build.runtime_config.get("check_bounds")), streamed=streamed)
+    return diff_lines(rel, generated, now)
 
 
 def diff_lines(rel: str, generated: str, now: str) -> list[EditedLine]:

@@ -25,6 +25,11 @@
 //    record per row read.
 //  - load_pad reads only the elements whose index lies inside the view in every dim; the others
 //    are `pad` and touch no memory, so it is never out of bounds.
+//  - A TensorView with `stream` set is stored into past the caches: store() writes each
+//    contiguous row's aligned middle with non-temporal stores (the same values, in the same
+//    places) and fences before it returns, so whoever runs after the task sees them. The kernel
+//    generator sets it for an output nothing reads again that is too large to stay in cache
+//    (docs/build.md); a store never reads the memory it writes, so the line is not fetched first.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +39,10 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include <tilescope/abi.h>
 #include <tilescope/bounds_error.hpp>
@@ -147,6 +156,7 @@ struct TensorView {
     int ndim;
     int64_t shape[TS_MAX_DIMS];
     int64_t strides[TS_MAX_DIMS];  // in elements
+    bool stream = false;  // stores bypass the caches (see the invariants)
 
     explicit TensorView(const ts_tensor &t) : data(static_cast<T *>(t.data) + t.offset), ndim(t.ndim) {
         for (int d = 0; d < TS_MAX_DIMS; ++d) {
@@ -163,6 +173,51 @@ struct TensorView {
     }
     explicit TensorView(const ts_arg &arg) : TensorView(arg.u.t) {}
 };
+
+namespace detail {
+
+#if defined(__AVX__)
+constexpr int kStreamBytes = 32;  // one non-temporal store
+inline void stream_bytes(void *dst, const void *src) {
+    _mm256_stream_si256(static_cast<__m256i *>(dst), _mm256_load_si256(static_cast<const __m256i *>(src)));
+}
+#elif defined(__SSE2__)
+constexpr int kStreamBytes = 16;
+inline void stream_bytes(void *dst, const void *src) {
+    _mm_stream_si128(static_cast<__m128i *>(dst), _mm_load_si128(static_cast<const __m128i *>(src)));
+}
+#endif
+
+/// dst[c] = at(c) for c in [0, n): the part of dst aligned to whole non-temporal stores goes past
+/// the caches, 256 bytes at a time through a small aligned buffer; the head before it and the
+/// tail after it are plain stores. Without SSE2, all plain stores. The caller fences (stream_fence).
+template <class T, class At>
+inline void stream_row(T *dst, int n, const At &at) {
+#if defined(__SSE2__)
+    constexpr int chunk = 256 / static_cast<int>(sizeof(T));
+    int c = 0;
+    for (; c < n && reinterpret_cast<std::uintptr_t>(dst + c) % kStreamBytes != 0; ++c) dst[c] = at(c);
+    for (; c + chunk <= n; c += chunk) {
+        alignas(64) T buf[chunk];
+        for (int j = 0; j < chunk; ++j) buf[j] = at(c + j);
+        char *out = reinterpret_cast<char *>(dst + c);
+        const char *in = reinterpret_cast<const char *>(buf);
+        for (int b = 0; b < 256; b += kStreamBytes) stream_bytes(out + b, in + b);
+    }
+    for (; c < n; ++c) dst[c] = at(c);
+#else
+    for (int c = 0; c < n; ++c) dst[c] = at(c);
+#endif
+}
+
+/// Orders a task's non-temporal stores before whatever it does next (its completion included).
+inline void stream_fence() {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
+}  // namespace detail
 
 /// Reads a scalar kernel argument as T (from the ABI's double or int64 slot, whichever the
 /// argument's dtype uses), converting with ts::convert.
@@ -368,15 +423,19 @@ inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const 
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
     static_assert(detail::fits_axes<A, N, R, C>(), "a tile dim with no tensor dim (1-D rows, dims=[d, None]) has size 1");
     const auto box = detail::checked_box<R, C, A>(true, view, offsets, line);
+    const bool stream = view.stream && box.col_stride == 1;
     for (int r = 0; r < R; ++r) {
         const T *src = tile.data + r * C;
         T *dst = box.base + r * box.row_stride;
-        if (box.col_stride == 1) {
+        if (stream) {
+            detail::stream_row(dst, C, [src](int c) { return src[c]; });
+        } else if (box.col_stride == 1) {
             for (int c = 0; c < C; ++c) dst[c] = src[c];
         } else {
             for (int c = 0; c < C; ++c) dst[c * box.col_stride] = src[c];
         }
     }
+    if (stream) detail::stream_fence();
 }
 
 /// Numbers usable as a ragged load's fill value.

@@ -234,14 +234,18 @@ inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const 
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
     static_assert(detail::fits_axes<A, N, R, C>(), "a tile dim with no tensor dim (1-D rows, dims=[d, None]) has size 1");
     const auto box = detail::checked_box<R, C, A>(true, view, offsets, line);
+    const bool stream = view.stream && box.col_stride == 1;
     for (int r = 0; r < R; ++r) {
         T *dst = box.base + r * box.row_stride;
-        if (box.col_stride == 1) {
+        if (stream) {
+            detail::stream_row(dst, C, [&e, r](int c) { return e.f(r, c); });
+        } else if (box.col_stride == 1) {
             for (int c = 0; c < C; ++c) dst[c] = e.f(r, c);
         } else {
             for (int c = 0; c < C; ++c) dst[c * box.col_stride] = e.f(r, c);
         }
     }
+    if (stream) detail::stream_fence();
 }
 
 /// Stores a tile view into the box of `view` at `offsets` (as store() of the tile it views).
