@@ -20,6 +20,7 @@ kernel_fusion.py.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from tilescope._version import __version__
@@ -35,7 +36,7 @@ from tilescope.codegen.cpp_common import (
     tile_dims,
     value_type,
 )
-from tilescope.codegen.kernel_fusion import FUSED_REDUCTIONS, fused_leaves, stored_tensors, views
+from tilescope.codegen.kernel_fusion import FUSED_REDUCTIONS, fused_leaves, recomputed, stored_tensors, views
 from tilescope.errors import SourceLoc
 from tilescope.ir.analysis import bound_text, kernel_core, runtime_bounds, uses
 from tilescope.ir.nodes import (
@@ -108,9 +109,10 @@ class _KernelEmitter(ExprEmitter):
         self.fused: set[tuple[int, int]] = set()  # (op, operand) ids emit_fused wraps in fuse()
         self.parents: list[int] = []  # ids of the expressions being emitted, innermost last
 
-    def emit_fused(self, e: Expr, ctx=None) -> str:
-        """emit(), with ``e``'s elementwise tree fused where fused_leaves() finds one."""
-        self.fused = fused_leaves(e)
+    def emit_fused(self, e: Expr, ctx=None, min_ops: int = 2) -> str:
+        """emit(), with ``e``'s elementwise tree fused where fused_leaves() finds one of at least
+        ``min_ops`` ops."""
+        self.fused = fused_leaves(e, min_ops)
         try:
             return self.emit(e, ctx)
         finally:
@@ -257,6 +259,31 @@ def _accumulates_in_place(target: str, v: Expr) -> bool:
     )
 
 
+def _part_names(again: dict[str, tuple[Expr, ...]], taken: set[str]) -> dict[int, tuple[str, Var]]:
+    """A fresh name (``<tile>_<i>``, not a name of the kernel) and a Var of it for each part of
+    each recomputed tile, by the part's id."""
+    out: dict[int, tuple[str, Var]] = {}
+    for tile, parts in again.items():
+        for i, part in enumerate(parts):
+            name = f"{tile}_{i}"
+            while name in taken:
+                name += "_"
+            taken = taken | {name}
+            out[id(part)] = (name, Var(name, part.type, part.loc))
+    return out
+
+
+def _with_parts(e: Expr, parts: dict[int, Var]) -> Expr:
+    """``e`` (a tree of fusable ops) with each of its parts (by id) read from its tile."""
+    if id(e) in parts:
+        return parts[id(e)]
+    if isinstance(e, BinOp):
+        return dataclasses.replace(e, lhs=_with_parts(e.lhs, parts), rhs=_with_parts(e.rhs, parts))
+    if isinstance(e, UnOp):
+        return dataclasses.replace(e, operand=_with_parts(e.operand, parts))
+    return e
+
+
 def kernel_cpp(k: Kernel, check_bounds: bool = False, streamed: frozenset[str] = frozenset()) -> str:
     """The C++ source of one kernel: ``extern "C" void kernel_entry(const ts_arg *args)``.
 
@@ -268,7 +295,10 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False, streamed: frozenset[str] =
         streamed: the out parameters its stores write past the caches (``streamed_outputs`` of
             the program, kernel_fusion.py).
     """
-    name_of = CppNames(function_names(k.params, k.body))
+    again = recomputed(k)
+    names = function_names(k.params, k.body)
+    part_names = _part_names(again, names)
+    name_of = CppNames(names | {n for n, _ in part_names.values()})
     always = any(isinstance(e, LoadRows) or (isinstance(e, Load) and e.valid) for e in walk_exprs(k.body))
     always |= any(isinstance(s, Store) and s.valid for s in walk_stmts(k.body))
     sites = _CheckSites(k) if check_bounds or always else None
@@ -320,6 +350,17 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False, streamed: frozenset[str] =
                     return
                 if t in in_place:
                     lines.append(f"{ind}{em.view(name, v, writes)};{m}")
+                    declared[-1].add(t)
+                    return
+                if t in again:  # computed where it is read; its parts once, here (one line: one statement)
+                    decls = []
+                    for part in again[t]:
+                        part_name, _ = part_names[id(part)]
+                        rhs = em.emit_fused(part, context_dtype(part))
+                        decls.append(f"{value_type(part.type)} {name_of(part_name)} = {rhs}; ")
+                    value = _with_parts(v, {i: var for i, (_, var) in part_names.items()})
+                    fused = em.emit_fused(value, context_dtype(v), min_ops=1)
+                    lines.append(f"{ind}{''.join(decls)}auto {name} = {fused};{m}")
                     declared[-1].add(t)
                     return
                 if isinstance(v, Full) and _zeros(v):

@@ -1,5 +1,7 @@
-"""What a kernel computes in one loop (fused expressions) and which loaded tiles it reads in place
-(tile views): the kernel generator's choices that change no result, only the memory traffic.
+"""What a kernel computes in one loop (fused expressions), which loaded tiles it reads in place
+(tile views), which tiles it computes again where they are read (recomputed tiles) and which
+outputs it stores past the caches (streamed outputs): the kernel generator's choices that change
+no result, only the memory traffic.
 
 ## Fused expressions
 
@@ -35,6 +37,20 @@ columns are strided or its bytes may overlap a tensor the kernel writes (``write
 extents of the tensors it stores into), so a tensor passed as both input and output stays
 correct.
 
+## Recomputed tiles
+
+A tile assigned once, at the kernel's top level, from at most ``MAX_RECOMPUTED_OPS`` cheap
+elementwise ops of its shape (``RECOMPUTED_OPS``: + - *, neg, abs, maximum, minimum) is not
+stored into a tile when every read of it is one that takes a fused expression (the same reads a
+view is read in, at most ``MAX_RECOMPUTED_READS`` of them): it is declared as the fused
+expression itself, ``auto d = fuse(t) - d_0;``, computed again, element by element, by each
+expression that reads it. Its operands that are not such ops nor names (a row reduction, a load,
+another shape's ops) are its parts, computed once into tiles first on the same line
+(``Tile<float, 16, 1> d_0 = row_mean(t);``). The names it reads must hold one value for the
+whole kernel (assigned once, or scalar parameters), and it reads no other recomputed tile. Each
+element is computed by the same ops in the same order as the stored tile's, so the bits are the
+same; the tile's store to the stack and its loads back are what it saves.
+
 ## Streamed outputs
 
 A kernel's out parameter is stored into past the caches (non-temporal stores: ``y.stream =
@@ -54,6 +70,7 @@ from tilescope.ir import dtypes as dt
 from tilescope.ir.nodes import (
     Assign,
     BinOp,
+    Const,
     Expr,
     Kernel,
     Load,
@@ -75,6 +92,10 @@ FUSED_REDUCTIONS = ("row_sum", "row_max", "row_min", "row_mean")  # the tile lib
 
 
 MAX_FUSED_OPS = 24  # ops of one fused expression (fused_leaves)
+# a tile computed again where it is read: at most this many cheap ops, read at most this often
+RECOMPUTED_OPS = frozenset({"add", "sub", "mul", "neg", "abs", "maximum", "minimum"})
+MAX_RECOMPUTED_OPS = 3
+MAX_RECOMPUTED_READS = 4
 STREAM_MIN_BYTES = 32 << 20  # a program output at least this large is stored past the caches
 
 
@@ -187,19 +208,86 @@ def _plain_load(e: Expr, stored: set[str]) -> bool:
     )
 
 
-def views(k: Kernel) -> set[str]:
-    """Names of the tiles of ``k`` to emit as views (see the module's docstring)."""
-    stored = set(stored_tensors(k))
+def _assigned(k: Kernel) -> dict[str, list[Expr]]:
+    """The values assigned to each name of ``k``, in order."""
     assigned: dict[str, list[Expr]] = {}
     for s in walk_stmts(k.body):
         if isinstance(s, Assign):
             assigned.setdefault(s.target, []).append(s.value)
+    return assigned
+
+
+def views(k: Kernel) -> set[str]:
+    """Names of the tiles of ``k`` to emit as views (see the module's docstring)."""
+    stored = set(stored_tensors(k))
+    assigned = _assigned(k)
     candidates = {n for n, values in assigned.items() if len(values) == 1 and _plain_load(values[0], stored)}
     if not candidates:
         return set()
+    refused, chains = _fused_reads(k, candidates)
+    for ops, names in chains.values():
+        if ops > MAX_FUSED_OPS:
+            refused |= set(names)
+    return candidates - refused
+
+
+def recomputed(k: Kernel) -> dict[str, tuple[Expr, ...]]:
+    """The tiles of ``k`` to emit as fused expressions computed again where they are read, by
+    name, each with its parts: the operands of its ops that are computed once into tiles first
+    (see the module's docstring)."""
+    assigned = _assigned(k)
+    single = {n for n, values in assigned.items() if len(values) == 1}
+    scalars = {p.name for p in k.params if p.direction is Direction.SCALAR}
+    candidates: dict[str, tuple[tuple[Expr, ...], int]] = {}
+    for s in k.body:  # top-level assignments only: the expression outlives no loop scope
+        if not isinstance(s, Assign) or s.target not in single or not fusable(s.value):
+            continue
+        tree = _tree(s.value)
+        if len(tree) > MAX_RECOMPUTED_OPS or any(e.op not in RECOMPUTED_OPS for e in tree.values()):
+            continue
+        leaves = [x for e in tree.values() for x in _operands(e) if id(x) not in tree]
+        # a name it reads must hold the same value wherever the expression is computed again
+        if any(isinstance(x, Var) and x.name not in single and x.name not in scalars for x in leaves):
+            continue
+        parts = tuple(x for x in leaves if not isinstance(x, Var | Const))
+        candidates[s.target] = (parts, len(tree))
+    if not candidates:
+        return {}
+    refused, chains = _fused_reads(k, set(candidates))
+    for ops, names in chains.values():
+        if ops + sum(candidates[n][1] for n in names if n in candidates) > MAX_FUSED_OPS:
+            refused |= {n for n in names if n in candidates}
+    reads = {n: 0 for n in candidates}
+    for e in walk_exprs(k.body):
+        if isinstance(e, Var) and e.name in reads:
+            reads[e.name] += 1
+    refused |= {n for n, count in reads.items() if count > MAX_RECOMPUTED_READS}
+    # one read again inside another's expression would nest two deferred expressions: kept simple
+    for n in candidates:
+        if {x.name for x in walk_exprs(assigned[n][0]) if isinstance(x, Var)} & set(candidates):
+            refused.add(n)
+    return {n: parts for n, (parts, _) in candidates.items() if n not in refused}
+
+
+def _tree(root: Expr) -> dict[int, Expr]:
+    """The ops of ``root``'s tree of fusable ops of its shape, by id."""
+    shape = root.type.shape
+    ops: dict[int, Expr] = {}
+    stack = [root]
+    while stack:
+        e = stack.pop()
+        ops[id(e)] = e
+        stack += [x for x in _operands(e) if fusable(x) and x.type.shape == shape]
+    return ops
+
+
+def _fused_reads(k: Kernel, candidates: set[str]) -> tuple[set[str], dict[int, tuple[int, list[str]]]]:
+    """Which of the tile names ``candidates`` are read somewhere a fused expression (or a view)
+    cannot be read (refused), and, per chain of elementwise ops that reads some, its op count and
+    the candidates it reads (once per read)."""
     refused: set[str] = set()
     chain_ops: dict[int, int] = {}  # id of a chain's top op -> ops in the chain
-    chain_views: dict[int, set[str]] = {}
+    chain_reads: dict[int, list[str]] = {}
     for s in walk_stmts(k.body):
         for root in child_exprs(s):
             # the statement's own consumer: an assignment's and a plain store's value take a
@@ -217,7 +305,7 @@ def views(k: Kernel) -> set[str]:
                         if not view_ok:
                             refused.add(e.name)
                         elif chain is not None:
-                            chain_views.setdefault(chain, set()).add(e.name)
+                            chain_reads.setdefault(chain, []).append(e.name)
                     continue
                 if fusable(e) and fused_ok:
                     top = chain if chain is not None else id(e)
@@ -228,8 +316,5 @@ def views(k: Kernel) -> set[str]:
                 else:
                     kids = [(x, False, False, None) for x in children(e) if is_expr(x)]
                 stack.extend(reversed(kids))
-    for top, names in chain_views.items():
-        if chain_ops[top] > MAX_FUSED_OPS:
-            refused |= names
-    return candidates - refused
+    return refused, {top: (chain_ops[top], names) for top, names in chain_reads.items()}
 

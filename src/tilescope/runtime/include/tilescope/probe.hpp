@@ -12,6 +12,7 @@
 #include <memory>
 
 #include <tilescope/tile_core.hpp>
+#include <tilescope/tile_fused.hpp>
 #include <tilescope/tile_view.hpp>
 
 namespace ts {
@@ -38,6 +39,19 @@ inline void probe(ProbeSink sink, int32_t id, const TileView<T, R, C> &v) {
     const std::unique_ptr<T[]> rows(new T[static_cast<size_t>(R) * C]);
     for (int r = 0; r < R; ++r) {
         for (int c = 0; c < C; ++c) rows[static_cast<size_t>(r) * C + c] = v.data[r * v.stride + c];
+    }
+    sink(id, rows.get(), dtype_of<T>(), R, C);
+}
+
+/// Hands the elements of fused expression `e` (a tile the kernel computes again where it reads
+/// it, kernel_fusion.py) to `sink` as probe `id`, computed into a tile on the heap first; nothing
+/// when `sink` is null.
+template <class T, int R, int C, class F>
+inline void probe(ProbeSink sink, int32_t id, const detail::Fused<T, R, C, F> &e) {
+    if (__builtin_expect(sink == nullptr, 1)) return;
+    const std::unique_ptr<T[]> rows(new T[static_cast<size_t>(R) * C]);
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) rows[static_cast<size_t>(r) * C + c] = e.f(r, c);
     }
     sink(id, rows.get(), dtype_of<T>(), R, C);
 }
