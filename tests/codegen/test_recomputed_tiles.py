@@ -23,7 +23,7 @@ def kernel_source(prog: ts.CompiledProgram) -> str:
 def declarations(src: str) -> list[str]:
     """The kernel body's declarations of tiles and expressions, without their line markers (a
     recomputed tile's parts and its expression, on one line, one each)."""
-    lines = [line.split("  // @")[0].strip() for line in src.splitlines() if re.match(r"\s+(auto|Tile<|TileView<)", line)]
+    lines = [line.split("  // @")[0].strip() for line in src.splitlines() if re.match(r"\s+(auto|Tile<|TileView<|float )", line)]
     return [d.strip() + ";" for line in lines for d in line.split(";") if d.strip()]
 
 
@@ -140,3 +140,77 @@ def test_a_recomputed_tile_gives_the_bits_of_the_stored_tile(tmp_path):
     interp = torch.zeros(R, C)
     prog.run(x, g, interp, 1e-5, platform="interp")
     torch.testing.assert_close(a, interp, rtol=1e-5, atol=1e-5)
+
+
+@ts.inline
+def spread(a, m):
+    return (a - m) * (a + m)
+
+
+@ts.inline
+def sq(a):
+    return a * a
+
+
+@ts.kernel
+def shared_part(x: ts.Tensor[[R, C], F], y: ts.Out[[R, C], F]):
+    t = ts.load(x, [0, 0], [R, C])
+    d = spread(t, ts.row_mean(t))  # one row_mean node, read twice
+    ts.store(y, [0, 0], d * ts.row_sum(d))
+
+
+@ts.kernel
+def nested_helper(x: ts.Tensor[[R, C], F], y: ts.Out[[R, C], F]):
+    t = ts.load(x, [0, 0], [R, C])
+    d = sq(sq(t - 1.0))  # three nodes, seven ops where they are read: stored
+    ts.store(y, [0, 0], d * ts.row_sum(d))
+
+
+@ts.kernel
+def scalar_part(x: ts.Tensor[[R, C], F], y: ts.Out[[R, C], F], eps: ts.Scalar[F]):
+    t = ts.load(x, [0, 0], [R, C])
+    d = t * (eps * 2.0)
+    ts.store(y, [0, 0], d * ts.row_sum(d))
+
+
+@ts.jit
+def scalar_scaled(x: ts.Tensor[[R, C], F], y: ts.Out[[R, C], F], eps: ts.Scalar[F]):
+    scalar_part(x, y, eps)
+
+
+@pytest.mark.parametrize(
+    "program, expected",
+    [
+        (_one_kernel(shared_part), ["Tile<float, 8, 1> d_0 = row_mean(t);", "auto d = (fuse(t) - d_0) * (fuse(t) + d_0);"]),
+        (_one_kernel(nested_helper), ["Tile<float, 8, 64> d = "]),
+        (scalar_scaled, ["float d_0 = eps * 2.0f;", "auto d = fuse(t) * d_0;"]),
+    ],
+    ids=["a part read twice", "seven ops where read", "a scalar part"],
+)
+def test_parts_are_computed_once_and_ops_counted_where_read(tmp_path, program, expected):
+    prog = program.compile(build_dir=str(tmp_path))  # g++ builds it
+    decls = declarations(kernel_source(prog))
+    for line in expected:
+        assert sum(d.startswith(line) for d in decls) == 1, f"{line!r} not once among {decls}"
+    for k in prog.program().kernels:  # the IR dump read back (its shared nodes apart) gives the same C++
+        assert kernel_sites(prog, k)[1] is None
+        assert edited_lines(prog, k) == []
+    x = torch.randn(R, C)
+    args = (x, torch.zeros(R, C)) + ((0.25,) if program is scalar_scaled else ())
+    want = (x, torch.zeros(R, C)) + args[2:]
+    prog.run(*args)
+    prog.run(*want, platform="interp")
+    torch.testing.assert_close(args[1], want[1], rtol=1e-5, atol=1e-5)
+
+
+def test_the_probe_build_probes_a_recomputed_tile_not_its_part(tmp_path):
+    from tilescope.analysis.localize.probe_build import compile_probe_build, instrument
+    from tilescope.analysis.localize.source_map import kernel_text
+
+    prog = scalar_scaled.compile(build_dir=str(tmp_path))
+    (kernel,) = prog.program().kernels
+    sites, why = kernel_sites(prog, kernel)
+    assert why is None
+    text = instrument(kernel_text(prog, kernel.name)[0], sites)
+    assert "auto d = fuse(t) * d_0; probe(probe_sink, 1, d);" in text
+    assert compile_probe_build(prog, kernel.name, text).is_file()  # a probe of the expression compiles

@@ -164,3 +164,55 @@ def test_a_streamed_row_is_the_plain_row_at_every_shift_and_length(tmp_path):
     exe = header_program(STREAM_MAIN, tmp_path)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out == [f"{name} 320 cases, 0 wrong" for name in ("f32", "f64", "i8", "i16")]
+
+
+@ts.kernel
+def bump_rows(y: ts.InOut[[BLOCK, COLS], F]):
+    ts.store(y, [0, 0], ts.load(y, [0, 0], [BLOCK, COLS]) + 1.0)  # reads y back
+
+
+@ts.jit
+def one_kernel_reads_back(x: ts.Tensor[[ROWS, COLS], F], y: ts.Out[[ROWS, COLS], F]):
+    for r in ts.range(0, ROWS, BLOCK):
+        scale_rows(x[r : r + BLOCK, :], y[r : r + BLOCK, :])
+        bump_rows(y[r : r + BLOCK, :])
+
+
+@ts.jit
+def into_an_inout(x: ts.Tensor[[ROWS, COLS], F], y: ts.InOut[[ROWS, COLS], F]):
+    for r in ts.range(0, ROWS, BLOCK):
+        scale_rows(x[r : r + BLOCK, :], y[r : r + BLOCK, :])
+
+
+@ts.jit
+def scaled_twice(x: ts.Tensor[[ROWS, COLS], F], y: ts.Out[[ROWS, COLS], F], z: ts.Out[[ROWS, COLS], F]):
+    for r in ts.range(0, ROWS, BLOCK):
+        scale_rows(x[r : r + BLOCK, :], y[r : r + BLOCK, :])
+        add_rows(x[r : r + BLOCK, :], x[r : r + BLOCK, :], z[r : r + BLOCK, :])
+
+
+@pytest.mark.parametrize(
+    "program, expected",
+    [(one_kernel_reads_back, {"scale_rows": False, "bump_rows": False}), (into_an_inout, {"scale_rows": False})],
+    ids=["another kernel reads it as InOut", "a program InOut"],
+)
+def test_an_output_read_back_or_given_as_inout_is_not_streamed(tmp_path, program, expected):
+    prog = program.compile(build_dir=str(tmp_path), build_cpp=False)
+    assert {k: STREAMED in _source(prog, k) for k in expected} == expected
+
+
+def test_an_ir_edit_that_makes_an_output_read_rewrites_the_kernel_that_streamed_it(tmp_path):
+    from tilescope.build.state import refresh
+
+    prog = scaled_twice.compile(build_dir=str(tmp_path), build_cpp=False)
+    assert STREAMED in _source(prog, "scale_rows") and STREAMED in _source(prog, "add_rows")
+    ir = prog.work_dir / "ir" / "scaled_twice.py"
+    text = ir.read_text()
+    assert "add_rows(x[r:r + 8, :]" in text
+    ir.write_text(text.replace("add_rows(x[r:r + 8, :]", "add_rows(y[r:r + 8, :]"))  # y is read now
+    report = refresh(prog.work_dir, prog.config)
+    assert sorted(report.relowered) == ["kernels/vec/scale_rows.cpp", "orchestration/scaled_twice.cpp"]
+    again = ts.CompiledProgram.from_dir(prog.work_dir)
+    assert STREAMED not in _source(again, "scale_rows") and STREAMED in _source(again, "add_rows")
+    for k in again.program().kernels:
+        assert edited_lines(again, k) == []

@@ -29,7 +29,7 @@ from tilescope.build.config_check import check_state
 from tilescope.build.paths import BUILD_STATE, atomic_write, confined, inside
 from tilescope.build.signature_check import FIX, SignatureMismatch, check_sources
 from tilescope.codegen.kernel_config import arg_spec
-from tilescope.codegen.kernel_cpp import kernel_cpp
+from tilescope.codegen.kernel_cpp import kernel_cpp, with_streamed
 from tilescope.codegen.kernel_fusion import streamed_outputs
 from tilescope.codegen.orchestration_cpp import orchestration_cpp
 from tilescope.errors import TilescopeError
@@ -215,9 +215,18 @@ def _relower_ir(
     targets: list[tuple[str, str]] = []
     streamed = streamed_outputs(program)
     for k in program.kernels:
+        source = next(x["source"] for x in config["KERNELS"] if x["name"] == k.name)
+        stream = streamed.get(k.name, frozenset())
         if hashes["kernels"][k.name] != state["ir"]["kernels"].get(k.name):
-            source = next(x["source"] for x in config["KERNELS"] if x["name"] == k.name)
-            targets.append((source, kernel_cpp(k, check_bounds=check_bounds, streamed=streamed.get(k.name, frozenset()))))
+            targets.append((source, kernel_cpp(k, check_bounds=check_bounds, streamed=stream)))
+        elif sha256_file(work / source) == state["sources"][source]["generated_sha256"]:
+            # NOTE: which outputs stream depends on the whole program: a kernel whose own IR is
+            # unchanged gets the stream lines the edited program gives it, the rest as it was (one
+            # edited by hand is left to its edit)
+            now = (work / source).read_text(encoding="utf-8")
+            text = with_streamed(now, k, stream)
+            if text != now:
+                targets.append((source, text))
     if hashes["orchestration"] != state["ir"]["orchestration"]:
         targets.append((config["ORCHESTRATION"]["source"], orchestration_cpp(program)))
     conflicts = [

@@ -36,7 +36,15 @@ from tilescope.codegen.cpp_common import (
     tile_dims,
     value_type,
 )
-from tilescope.codegen.kernel_fusion import FUSED_REDUCTIONS, fused_leaves, recomputed, stored_tensors, views
+from tilescope.codegen.kernel_fusion import (
+    FUSED_REDUCTIONS,
+    fusable,
+    fused_leaves,
+    part_key,
+    recomputed,
+    stored_tensors,
+    views,
+)
 from tilescope.errors import SourceLoc
 from tilescope.ir.analysis import bound_text, kernel_core, runtime_bounds, uses
 from tilescope.ir.nodes import (
@@ -259,29 +267,49 @@ def _accumulates_in_place(target: str, v: Expr) -> bool:
     )
 
 
-def _part_names(again: dict[str, tuple[Expr, ...]], taken: set[str]) -> dict[int, tuple[str, Var]]:
+_STREAM_NOTE = "// a large program output nothing reads: stored past the caches"
+
+
+def _stream_line(cpp_name: str) -> str:
+    line = f"{cpp_name}.stream = true;"
+    return f"    {line:<44}{_STREAM_NOTE}"
+
+
+def with_streamed(text: str, k: Kernel, streamed: frozenset[str]) -> str:
+    """The generated C++ ``text`` of kernel ``k`` with its streamed outputs set to ``streamed``
+    (the lines kernel_cpp writes after the parameters' declarations), the rest as it is."""
+    name_of = CppNames(function_names(k.params, k.body))
+    lines = [line for line in text.splitlines() if not line.endswith(_STREAM_NOTE)]
+    last = max(i for i, line in enumerate(lines) if line.lstrip().startswith(("TensorView<", "const ")) or
+               line.startswith('extern "C" void kernel_entry'))  # fmt: skip
+    lines[last + 1 : last + 1] = [_stream_line(name_of(p.name)) for p in k.params if p.name in streamed]
+    return "\n".join(lines) + "\n"
+
+
+def _part_names(again: dict[str, tuple[Expr, ...]], taken: set[str]) -> dict[tuple[str, str], tuple[str, Var]]:
     """A fresh name (``<tile>_<i>``, not a name of the kernel) and a Var of it for each part of
-    each recomputed tile, by the part's id."""
-    out: dict[int, tuple[str, Var]] = {}
+    each recomputed tile, by (the tile, the part's key)."""
+    out: dict[tuple[str, str], tuple[str, Var]] = {}
     for tile, parts in again.items():
         for i, part in enumerate(parts):
             name = f"{tile}_{i}"
             while name in taken:
                 name += "_"
             taken = taken | {name}
-            out[id(part)] = (name, Var(name, part.type, part.loc))
+            out[(tile, part_key(part))] = (name, Var(name, part.type, part.loc))
     return out
 
 
-def _with_parts(e: Expr, parts: dict[int, Var]) -> Expr:
-    """``e`` (a tree of fusable ops) with each of its parts (by id) read from its tile."""
-    if id(e) in parts:
-        return parts[id(e)]
+def _with_parts(e: Expr, shape: tuple[int, ...], parts: dict[str, Var]) -> Expr:
+    """``e`` (a tree of fusable ops of ``shape``) with each of its parts (by key) read from the
+    name it was computed into."""
+    if isinstance(e, Var | Const):
+        return e
+    if not (fusable(e) and e.type.shape == shape):
+        return parts[part_key(e)]
     if isinstance(e, BinOp):
-        return dataclasses.replace(e, lhs=_with_parts(e.lhs, parts), rhs=_with_parts(e.rhs, parts))
-    if isinstance(e, UnOp):
-        return dataclasses.replace(e, operand=_with_parts(e.operand, parts))
-    return e
+        return dataclasses.replace(e, lhs=_with_parts(e.lhs, shape, parts), rhs=_with_parts(e.rhs, shape, parts))
+    return dataclasses.replace(e, operand=_with_parts(e.operand, shape, parts))
 
 
 def kernel_cpp(k: Kernel, check_bounds: bool = False, streamed: frozenset[str] = frozenset()) -> str:
@@ -330,10 +358,7 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False, streamed: frozenset[str] =
             view = f"TensorView<{p.type.dtype.cpp}> {name}(args[{i}]);"
             where = marker(p.loc).replace("  // @", " @")
             lines.append(f"    {view:<44}// {p.direction.value} {list(p.type.shape)}{where}")
-    for p in k.params:
-        if p.name in streamed:
-            line = f"{name_of(p.name)}.stream = true;"
-            lines.append(f"    {line:<44}// a large program output nothing reads: stored past the caches")
+    lines += [_stream_line(name_of(p.name)) for p in k.params if p.name in streamed]
     in_place = views(k)
     writes = [name_of(n) for n in stored_tensors(k)]
     declared: list[set[str]] = [set()]
@@ -353,12 +378,13 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False, streamed: frozenset[str] =
                     declared[-1].add(t)
                     return
                 if t in again:  # computed where it is read; its parts once, here (one line: one statement)
-                    decls = []
+                    decls, parts = [], {}
                     for part in again[t]:
-                        part_name, _ = part_names[id(part)]
+                        part_name, var = part_names[(t, part_key(part))]
                         rhs = em.emit_fused(part, context_dtype(part))
                         decls.append(f"{value_type(part.type)} {name_of(part_name)} = {rhs}; ")
-                    value = _with_parts(v, {i: var for i, (_, var) in part_names.items()})
+                        parts[part_key(part)] = var
+                    value = _with_parts(v, v.type.shape, parts)
                     fused = em.emit_fused(value, context_dtype(v), min_ops=1)
                     lines.append(f"{ind}{''.join(decls)}auto {name} = {fused};{m}")
                     declared[-1].add(t)

@@ -45,11 +45,13 @@ stored into a tile when every read of it is one that takes a fused expression (t
 view is read in, at most ``MAX_RECOMPUTED_READS`` of them): it is declared as the fused
 expression itself, ``auto d = fuse(t) - d_0;``, computed again, element by element, by each
 expression that reads it. Its operands that are not such ops nor names (a row reduction, a load,
-another shape's ops) are its parts, computed once into tiles first on the same line
-(``Tile<float, 16, 1> d_0 = row_mean(t);``). The names it reads must hold one value for the
-whole kernel (assigned once, or scalar parameters), and it reads no other recomputed tile. Each
-element is computed by the same ops in the same order as the stored tile's, so the bits are the
-same; the tile's store to the stack and its loads back are what it saves.
+another shape's ops, a scalar expression) are its parts, each distinct one computed once, into a
+tile or a scalar, first on the same line (``Tile<float, 16, 1> d_0 = row_mean(t);``). The names
+it reads must hold one value for the whole kernel (assigned once, or scalar parameters), and it
+reads no other recomputed tile. Ops and reads are counted where they are written (a read inside
+a loop computes it again on every pass). Each element is computed by the same ops in the same
+order as the stored tile's, so the bits are the same; the tile's store to the stack and its
+loads back are what it saves.
 
 ## Streamed outputs
 
@@ -57,9 +59,11 @@ A kernel's out parameter is stored into past the caches (non-temporal stores: ``
 true;`` after its ``TensorView``) when nothing would read the written lines back from a cache:
 every task of the kernel is given, for that parameter, the whole or a slice of one of the
 program's ``ts.Out`` tensors of at least ``STREAM_MIN_BYTES``, that tensor is given to no
-kernel's In or InOut parameter and used in no other way by the orchestration, and the kernel
-does not read the parameter. A plain store then writes its rows without fetching their lines
-first, the way a large copy does; the values are the same.
+kernel's In or InOut parameter and used in no other way by the orchestration (no kernel loads
+from an Out parameter: the verifier refuses it). A plain store then writes its rows without
+fetching their lines first, the way a large copy does; the values are the same. An edit of the
+IR dump re-lowers the kernels whose IR changed and rewrites only the stream lines of the others
+(``with_streamed``), since the choice depends on the whole program.
 """
 
 from __future__ import annotations
@@ -74,7 +78,6 @@ from tilescope.ir.nodes import (
     Expr,
     Kernel,
     Load,
-    LoadRows,
     Program,
     Reduce,
     Slice,
@@ -84,6 +87,7 @@ from tilescope.ir.nodes import (
     Var,
 )
 from tilescope.ir.op_registry import fusable_ops
+from tilescope.ir.printer import expr_str
 from tilescope.ir.traverse import child_exprs, children, is_expr, walk_exprs, walk_stmts
 from tilescope.ir.types import Direction, TensorType, TileType
 
@@ -137,15 +141,9 @@ def streamed_outputs(program: Program) -> dict[str, frozenset[str]]:
                 streamed[(submit.kernel, i)] = False
     out: dict[str, frozenset[str]] = {}
     for (kernel, i), ok in streamed.items():
-        param = kernels[kernel].params[i]
-        if ok and not _reads(kernels[kernel], param.name):
-            out[kernel] = out.get(kernel, frozenset()) | {param.name}
+        if ok:
+            out[kernel] = out.get(kernel, frozenset()) | {kernels[kernel].params[i].name}
     return out
-
-
-def _reads(k: Kernel, tensor: str) -> bool:
-    """Whether kernel ``k`` loads from its tensor parameter ``tensor``."""
-    return any(isinstance(e, Load | LoadRows) and e.tensor.name == tensor for e in walk_exprs(k.body))
 
 
 def fusable(e: Expr) -> bool:
@@ -233,8 +231,10 @@ def views(k: Kernel) -> set[str]:
 
 def recomputed(k: Kernel) -> dict[str, tuple[Expr, ...]]:
     """The tiles of ``k`` to emit as fused expressions computed again where they are read, by
-    name, each with its parts: the operands of its ops that are computed once into tiles first
-    (see the module's docstring)."""
+    name, each with its parts: the distinct operands of its ops that are computed once first,
+    into tiles or scalars (see the module's docstring). Ops and parts are counted by position in
+    the expression (a node the front-end shares, an inlined helper's argument, counts where it is
+    read), so a build and its IR dump read back give the same answer."""
     assigned = _assigned(k)
     single = {n for n, values in assigned.items() if len(values) == 1}
     scalars = {p.name for p in k.params if p.direction is Direction.SCALAR}
@@ -242,42 +242,56 @@ def recomputed(k: Kernel) -> dict[str, tuple[Expr, ...]]:
     for s in k.body:  # top-level assignments only: the expression outlives no loop scope
         if not isinstance(s, Assign) or s.target not in single or not fusable(s.value):
             continue
-        tree = _tree(s.value)
-        if len(tree) > MAX_RECOMPUTED_OPS or any(e.op not in RECOMPUTED_OPS for e in tree.values()):
+        ops = _tree_ops(s.value)
+        if len(ops) > MAX_RECOMPUTED_OPS or any(e.op not in RECOMPUTED_OPS for e in ops):
             continue
-        leaves = [x for e in tree.values() for x in _operands(e) if id(x) not in tree]
+        shape = s.value.type.shape
+        leaves = [x for e in ops for x in _operands(e) if not _in_tree(x, shape)]
         # a name it reads must hold the same value wherever the expression is computed again
         if any(isinstance(x, Var) and x.name not in single and x.name not in scalars for x in leaves):
             continue
-        parts = tuple(x for x in leaves if not isinstance(x, Var | Const))
-        candidates[s.target] = (parts, len(tree))
+        parts: dict[str, Expr] = {}
+        for x in leaves:
+            if not isinstance(x, Var | Const):
+                parts.setdefault(part_key(x), x)
+        candidates[s.target] = (tuple(parts.values()), len(ops))
     if not candidates:
         return {}
     refused, chains = _fused_reads(k, set(candidates))
-    for ops, names in chains.values():
-        if ops + sum(candidates[n][1] for n in names if n in candidates) > MAX_FUSED_OPS:
+    for ops_in_chain, names in chains.values():
+        if ops_in_chain + sum(candidates[n][1] for n in names if n in candidates) > MAX_FUSED_OPS:
             refused |= {n for n in names if n in candidates}
     reads = {n: 0 for n in candidates}
     for e in walk_exprs(k.body):
         if isinstance(e, Var) and e.name in reads:
             reads[e.name] += 1
     refused |= {n for n, count in reads.items() if count > MAX_RECOMPUTED_READS}
-    # one read again inside another's expression would nest two deferred expressions: kept simple
+    # one read inside another's expression would nest two deferred expressions: kept simple
     for n in candidates:
         if {x.name for x in walk_exprs(assigned[n][0]) if isinstance(x, Var)} & set(candidates):
             refused.add(n)
     return {n: parts for n, (parts, _) in candidates.items() if n not in refused}
 
 
-def _tree(root: Expr) -> dict[int, Expr]:
-    """The ops of ``root``'s tree of fusable ops of its shape, by id."""
+def part_key(e: Expr) -> str:
+    """What identifies a recomputed tile's part: its DSL text and type (equal parts are one)."""
+    return f"{expr_str(e)}: {e.type}"
+
+
+def _in_tree(e: Expr, shape: tuple[int, ...]) -> bool:
+    return fusable(e) and e.type.shape == shape
+
+
+def _tree_ops(root: Expr) -> list[Expr]:
+    """The ops of ``root``'s tree of fusable ops of its shape, by position, left operand first;
+    cut short once there are more than MAX_RECOMPUTED_OPS (enough to refuse it)."""
     shape = root.type.shape
-    ops: dict[int, Expr] = {}
+    ops: list[Expr] = []
     stack = [root]
-    while stack:
+    while stack and len(ops) <= MAX_RECOMPUTED_OPS:
         e = stack.pop()
-        ops[id(e)] = e
-        stack += [x for x in _operands(e) if fusable(x) and x.type.shape == shape]
+        ops.append(e)
+        stack += [x for x in reversed(_operands(e)) if _in_tree(x, shape)]
     return ops
 
 

@@ -79,7 +79,8 @@ def instrument(text: str, sites: dict[int, StmtSite]) -> str:
 def _probe_call(site: StmtSite, code: str) -> str | None:
     s = site.stmt
     if isinstance(s, Assign) and isinstance(s.value.type, TileType):
-        m = _TARGET.match(code)
+        # NOTE: a recomputed tile's line computes its parts first: the statement's own is the last
+        m = _TARGET.match(code.strip().rstrip(";").rsplit(";", 1)[-1].strip())
         if m is None:
             raise ProbeBuildError(f"cannot tell which variable line {site.cpp_line} ({code!r}) assigns")
         return f"probe(probe_sink, {site.index}, {m.group('acc') or m.group('name')});"
