@@ -101,14 +101,6 @@ def _open_core(path: Path) -> ctypes.CDLL:
     return lib
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def open_library(path: str | os.PathLike) -> tuple[ctypes.CDLL, str]:
     """Load a kernel or orchestration library (RTLD_LOCAL, RTLD_NOW) through a copy named by its
     content, so a library rebuilt in place is picked up again in this process; the library and the
@@ -124,10 +116,11 @@ def open_library(path: str | os.PathLike) -> tuple[ctypes.CDLL, str]:
         raise TilescopeError(
             f"{path} is missing: the build is incomplete; recompile it (run without --runtime-dir)"
         )
-    loaded = cached_copy(path, f"loaded/{_sha256(path)}{path.suffix}")
-    # NOTE: the copy's own bytes: a binary replaced between the hash and the copy would make the
-    # copy's name say other bytes than it holds
-    digest = _sha256(loaded)
+    # NOTE: read once, hashed and copied from the same bytes: a binary replaced meanwhile cannot
+    # leave a copy whose name says other bytes than it holds
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    loaded = cached_copy(path, f"loaded/{digest}{path.suffix}", data)
     try:
         return ctypes.CDLL(str(loaded), mode=os.RTLD_LOCAL | os.RTLD_NOW), digest
     except OSError as e:

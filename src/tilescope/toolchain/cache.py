@@ -121,21 +121,30 @@ def relocate(path: Path) -> Path:
     return Path(path)
 
 
-def cached_copy(src: Path, relative: str) -> Path:
-    """``<cache>/<relative>``, a copy of ``src`` made unless it is there already.
+def cached_copy(src: Path, relative: str, data: bytes | None = None) -> Path:
+    """``<cache>/<relative>``, a copy of ``src`` made unless it is there already (``data``: the
+    bytes of ``src`` already read, written as they are, so the copy holds exactly those).
 
     Raises:
         ToolchainError: even the temporary cache cannot take the copy.
     """
+
+    def copy(dst: Path) -> None:
+        if data is None:
+            atomic_copy(src, dst)
+            return
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(dst, data)
+
     dst = cache_dir() / relative
     if dst.is_file():
         return dst
     try:
-        atomic_copy(src, dst)
+        copy(dst)
     except OSError as exc:
         dst = cache_unusable(exc) / relative
         try:
-            atomic_copy(src, dst)
+            copy(dst)
         except OSError as again:
             raise ToolchainError(
                 f"cannot copy {src} to {dst} to load it: {again.strerror or again}"
