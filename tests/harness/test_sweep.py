@@ -283,3 +283,17 @@ def test_the_ray_engine_without_a_cluster_to_reach_says_so(tmp_path, capsys):
                str(tmp_path / "out2"), "--", "echo", "{n}"])  # fmt: skip
     assert rc == 2  # nothing listens there: said at once, not after Ray's minutes of retries
     assert "cannot reach the Ray cluster at 127.0.0.1:9: Connection refused" in capsys.readouterr().err
+
+
+def test_a_case_that_starts_while_the_sweep_stops_is_killed_as_it_starts(tmp_path):
+    # Ctrl-C between a case's log being made and its process being started: stop_all() found
+    # nothing to kill, and the sweep waited for the case to end on its own
+    from tilescope.harness.sweep import case_run
+
+    case_run.stop_all()
+    try:
+        rc = case_run.run_in_group([sys.executable, "-c", "import time; time.sleep(600)"], tmp_path / "log",
+                                   dict(os.environ), 120, None)  # fmt: skip
+    finally:
+        case_run.resume_all()
+    assert rc == -signal.SIGKILL  # killed as it started, not after the 120 s bound (None)

@@ -109,11 +109,17 @@ def _no_constant(name: str) -> Any:
 
 
 def stop_all() -> None:
-    """Kill every case still running here (the sweep was interrupted)."""
+    """Kill every case still running here (the sweep was interrupted), and every case that starts
+    from now on, as it starts, until ``resume_all``."""
     _stopping.set()
     with _lock:
         for p in list(_live):
             _kill(p)
+
+
+def resume_all() -> None:
+    """Cases run again (a new batch of the sweep in this process, after an interrupted one)."""
+    _stopping.clear()
 
 
 def run_in_group(argv: list[str], log: Path, env: dict[str, str], timeout: float | None, cwd: str | None) -> int | None:
@@ -124,6 +130,9 @@ def run_in_group(argv: list[str], log: Path, env: dict[str, str], timeout: float
                              start_new_session=True)  # fmt: skip
         with _lock:
             _live.add(p)
+            stopping = _stopping.is_set()
+        if stopping:  # NOTE: started while stop_all() ran, after it looked: it would run to its end
+            _kill(p)
         try:
             return p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tilescope.analysis.progress import seconds_arg
-from tilescope.harness.sweep.case_run import run_case, stop_all
+from tilescope.harness.sweep.case_run import resume_all, run_case, stop_all
 from tilescope.harness.sweep.grid import Case
 from tilescope.harness.sweep.ray_engine import ray_session, run_in_session
 
@@ -131,6 +131,7 @@ def run_cases(engine: Engine, run: list[Case], out: Path, triage: bool, cwd: str
 
 
 def _local(run: list[Case], out: Path, engine: Engine, triage: bool, cwd: str, ended: Ended) -> bool:
+    resume_all()
     jobs = engine.jobs or os.cpu_count() or 1
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="sweep")
     pending: dict[Future, Case] = {}
