@@ -280,8 +280,8 @@ def with_streamed(text: str, k: Kernel, streamed: frozenset[str]) -> str:
     (the lines kernel_cpp writes after the parameters' declarations), the rest as it is."""
     name_of = CppNames(function_names(k.params, k.body))
     lines = [line for line in text.splitlines() if not line.endswith(_STREAM_NOTE)]
-    last = max(i for i, line in enumerate(lines) if line.lstrip().startswith(("TensorView<", "const ")) or
-               line.startswith('extern "C" void kernel_entry'))  # fmt: skip
+    # the parameters' declarations (each reads its `args[i]`) follow the entry's opening line
+    last = max(i for i, line in enumerate(lines) if "(args[" in line or line.startswith('extern "C" void kernel_entry'))
     lines[last + 1 : last + 1] = [_stream_line(name_of(p.name)) for p in k.params if p.name in streamed]
     return "\n".join(lines) + "\n"
 
