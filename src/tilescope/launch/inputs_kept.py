@@ -103,27 +103,49 @@ def inputs_unchecked() -> Iterator[None]:
         _CHECKED.reset(token)
 
 
+def kept_indices(specs: list[Any], args: tuple | list, limit: int = KEPT_BYTES, *, confined: bool = False) -> tuple[int, ...]:
+    """The positions in ``args`` of the inputs a run keeps (the module's invariants): none when
+    their total passes ``limit``.
+
+    ``confined``: the run's stores cannot leave the tensors they were given (a checked build of
+    generated C++), so only an input whose bytes overlap a written tensor's is kept."""
+    tensors = [(i, s, _tensor(a)) for i, (s, a) in enumerate(zip(specs, args))]
+    writes = [t for _, s, t in tensors if t is not None and s.direction.writes]
+    written = {t.untyped_storage().data_ptr() for t in writes}
+    inputs = [(i, t) for i, s, t in tensors if s.direction is Direction.IN and t is not None and t.numel() > 0
+              and t.untyped_storage().data_ptr() not in written]  # fmt: skip
+    if confined:
+        spans = [_span(t) for t in writes if t.numel() > 0]
+        inputs = [(i, t) for i, t in inputs if any(_overlap(_span(t), w) for w in spans)]
+    if sum(_nbytes(t) for _, t in inputs) > limit:
+        return ()
+    return tuple(i for i, _ in inputs)
+
+
 class KeptInputs:
     """Copies of a run's input tensors, to say after it whether the run changed one."""
 
-    def __init__(self, specs: list[Any], args: tuple | list, limit: int = KEPT_BYTES, *, confined: bool = False):
-        """``confined``: the run's stores cannot leave the tensors they were given (a checked build
-        of generated C++), so only an input whose bytes overlap a written tensor's is kept."""
+    def __init__(
+        self,
+        specs: list[Any],
+        args: tuple | list,
+        limit: int = KEPT_BYTES,
+        *,
+        confined: bool = False,
+        indices: tuple[int, ...] | None = None,
+    ):
+        """Keep the inputs ``kept_indices(specs, args, limit, confined=confined)`` names, or those at
+        ``indices`` when given (the selection made already for the same arguments)."""
         # (name, tensor, offset of its copy in self.buf) or (name, tensor, its clone) when strided
         self.kept: list[tuple[str, torch.Tensor, int | torch.Tensor]] = []
         self.buf: np.ndarray | None = None
         if not _CHECKED.get():
             return
-        tensors = [(s, _tensor(a)) for s, a in zip(specs, args)]
-        writes = [t for s, t in tensors if t is not None and s.direction.writes]
-        written = {t.untyped_storage().data_ptr() for t in writes}
-        inputs = [(s.name, t) for s, t in tensors if s.direction is Direction.IN and t is not None and t.numel() > 0
-                  and t.untyped_storage().data_ptr() not in written]  # fmt: skip
-        if confined:
-            spans = [_span(t) for t in writes if t.numel() > 0]
-            inputs = [(name, t) for name, t in inputs if any(_overlap(_span(t), w) for w in spans)]
-        if sum(_nbytes(t) for _, t in inputs) > limit:
+        if indices is None:
+            indices = kept_indices(specs, args, limit, confined=confined)
+        if not indices:
             return
+        inputs = [(specs[i].name, _tensor(args[i])) for i in indices]
         flat = sum(_nbytes(t) for _, t in inputs if t.is_contiguous())
         if flat:
             self.buf = _take_scratch(flat)

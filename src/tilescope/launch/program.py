@@ -34,6 +34,7 @@ from tilescope.ir.nodes import Program
 from tilescope.launch import program_calls
 from tilescope.launch.inputs_kept import KeptInputs
 from tilescope.launch.isolate import run_isolated
+from tilescope.launch.launch_plan import args_key
 from tilescope.launch.run import Binaries, RunInfo, launch, load_binaries
 from tilescope.runtime.host_memory import check_local_memory, run_workers, unwritable
 from tilescope.runtime.interp import run_program
@@ -129,7 +130,7 @@ class CompiledProgram(Build):
 
     def _run(self, args: tuple, config: RunConfig) -> RunInfo:
         configure(config.log_level)
-        self._check_args_again(args)
+        key = self._check_args_again(args)
         self._check_writable(args)
         rc = self.runtime_config
         if config.platform not in rc.get("platforms", knobs.PLATFORMS):
@@ -157,7 +158,7 @@ class CompiledProgram(Build):
             info = run_isolated(self, args, config)
             kept.check(self.name, self.work_dir)
             return info
-        return launch(self, self.binaries(), args, self._with_crash_report(config))
+        return launch(self, self.binaries(), args, self._with_crash_report(config), key=key)
 
     def ensure_binaries(self) -> None:
         """Build the binaries of a build compiled or loaded for the interp platform only (missing, or
@@ -209,34 +210,15 @@ class CompiledProgram(Build):
                     f"the file) or mode='c' (copy on write), or pass a copy ({spec.name}.clone())" for spec in bad)
             )  # fmt: skip
 
-    def _check_args_again(self, args: tuple) -> None:
-        """``check_args``, skipped when the arguments' signature (``args_signature``) equals that
-        of the last arguments it passed: any change to a checked property is checked in full,
-        with the same errors."""
-        signature = args_signature(self.args, args)
+    def _check_args_again(self, args: tuple) -> tuple | None:
+        """``check_args``, skipped when the arguments' signature (``launch_plan.args_key``) equals
+        that of the last arguments it passed: any change to a checked property is checked in full,
+        with the same errors. Returns the signature (None: not told cheaply)."""
+        signature = args_key(self.args, args)
         if signature is None or signature != self._args_passed:
             self.check_args(args)
             self._args_passed = signature
-
-
-def args_signature(specs: list, args: tuple) -> tuple | None:
-    """Every property of ``args`` that ``check_args`` looks at: per tensor its shape, dtype,
-    device (CPU or not), contiguity and whether it requires grad (under grad mode); per scalar
-    its type and value. None when that cannot be told cheaply (a tensor subclass, a sparse
-    tensor, a tensor or other object where a scalar is expected): then the check runs in full."""
-    import torch
-
-    grad = torch.is_grad_enabled()
-    out = []
-    for spec, a in zip(specs, args):
-        kind = type(a)
-        if kind is torch.Tensor and spec.shape is not None and a.layout is torch.strided:
-            out.append((a.shape, a.dtype, a.is_cpu, a.is_contiguous(), a.requires_grad and grad))
-        elif kind in (int, float, bool):
-            out.append((kind, a))
-        else:
-            return None
-    return (len(args), *out)
+        return signature
 
 
 __all__ = ["CompiledProgram", "RunInfo", "compile_program", "run_config"]

@@ -32,14 +32,9 @@ from tilescope.debug.diagnose import failure_from_report
 from tilescope.debug.failures import Failure
 from tilescope.debug.observers import finish_all, observers_for, recording_of
 from tilescope.errors import ConfigError, RunInterrupted, RuntimeFailure
-from tilescope.ir.types import Direction
 from tilescope.launch.inputs_kept import KeptInputs
-from tilescope.runtime.graph import (
-    run_graph,
-    scalar_arg,
-    single_task_orchestration,
-    tensor_arg,
-)
+from tilescope.launch.launch_plan import LaunchPlans, args_key
+from tilescope.runtime.graph import run_graph, single_task_orchestration
 from tilescope.runtime.host_memory import check_local_memory, run_workers, worker_stack_mib
 from tilescope.runtime.library import ProbeInstaller, load_entry, probe_sink, sink_installer
 from tilescope.runtime.records import RunReport
@@ -74,6 +69,7 @@ class Binaries:
     # checks: a store stays inside the tensor its kernel was given, so a run can change only an
     # input sharing bytes with an output (KeptInputs keeps only those)
     stores_confined: bool = False
+    plans: LaunchPlans = field(default_factory=LaunchPlans)  # the core's arguments, per set of arguments
 
 
 _load_lock = threading.Lock()
@@ -134,12 +130,14 @@ def launch(
     *,
     kernel_index: int | None = None,
     capture: Recording | None = None,
+    key: tuple | None = None,
 ) -> RunInfo:
     """Run ``build`` (or, with ``kernel_index``, that kernel alone, as one task on one worker) on
     ``args`` in this process, with the validated options ``config``.
 
     ``capture`` asks the core for records no observer writes out (the caller reads them from
-    ``RunInfo.report``).
+    ``RunInfo.report``). ``key`` is ``launch_plan.args_key(build.args, args)`` when the caller has it
+    (a whole-program run); the run's descriptors are made once per key (``Binaries.plans``).
 
     Raises:
         RuntimeFailure: the run failed; ``.failure`` (a Failure) names the task, kernel and
@@ -163,17 +161,16 @@ def launch(
             install(sink)
     local_memory = int(build.runtime_config.get("local_memory_bytes", 0))
     check_local_memory(local_memory, 1 if kernel_index is not None else run_workers(config), build.name)
-    cargs = [
-        scalar_arg(a, spec.dtype) if spec.direction is Direction.SCALAR else tensor_arg(a, spec.direction)
-        for spec, a in zip(target.args, args)
-    ]
-    kept = KeptInputs(target.args, args, confined=binaries.stores_confined)
+    if key is None or kernel_index is not None:
+        key = args_key(target.args, args)
+    plan = binaries.plans.plan(target.args, args, key, confined=binaries.stores_confined, view=kernel_index)
+    kept = KeptInputs(target.args, args, indices=plan.kept)
     try:
         report = run_graph(
             orch,
             kernels,
             [k["name"] for k in target.kernels],
-            cargs,
+            plan.args,
             config if kernel_index is None else config.replace(num_workers=1),
             recording,
             kernel_filter=kernel_filter(target, config),

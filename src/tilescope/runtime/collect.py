@@ -41,6 +41,7 @@ from tilescope.runtime.abi import (
 from tilescope.runtime.pmu import collect_pmu
 from tilescope.runtime.records import (
     BufferRecord,
+    BufferRecords,
     DumpRecord,
     DumpReport,
     DumpTagRecord,
@@ -99,7 +100,9 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
     if num_buffers:
         buf = (TsBufferRecord * num_buffers)()
         n = lib.ts_run_copy_buffers(handle, buf, num_buffers)
-        report.buffers = _buffer_records(lib, handle, bytes(buf)[: n * BUFFER_RECORD.size])
+        raw = bytes(buf)[: n * BUFFER_RECORD.size]
+        names = _buffer_names(lib, handle, raw)
+        report.buffers = BufferRecords(raw, lambda raw: _buffer_records(raw, names))
     num_tags = counts.num_dump_tags
     if num_tags:
         buf = (TsDumpTagRecord * num_tags)()
@@ -129,16 +132,27 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
 
 # ts_buffer_record: ts_tensor (data, buffer_id, dtype, ndim, shape, strides, offset), program_arg, reserved
 BUFFER_RECORD = struct.Struct(f"=Qqii{MAX_DIMS}q{MAX_DIMS}qqii")
+_PROGRAM_ARG = struct.Struct("=i")
+_PROGRAM_ARG_AT = struct.calcsize(f"=Qqii{MAX_DIMS}q{MAX_DIMS}qq")  # where program_arg lies in a record
 
 
-def _buffer_records(lib: ctypes.CDLL, handle: int, raw: bytes) -> list[BufferRecord]:
-    """The buffer records in ``raw`` (``ts_buffer_record``s), unpacked in one pass (reading them
-    through ctypes cost a Python object per field); only intermediates are named (name_tensor),
-    so only theirs are asked for."""
+def _buffer_names(lib: ctypes.CDLL, handle: int, raw: bytes) -> dict[int, str]:
+    """The names of the intermediates among the buffer records in ``raw`` (``ts_buffer_record``s),
+    by record index: only intermediates are named (name_tensor), so only theirs are asked for."""
+    size = BUFFER_RECORD.size
+    return {
+        i: (lib.ts_run_buffer_name(handle, i) or b"").decode(errors="replace")
+        for i in range(len(raw) // size)
+        if _PROGRAM_ARG.unpack_from(raw, i * size + _PROGRAM_ARG_AT)[0] < 0
+    }
+
+
+def _buffer_records(raw: bytes, names: dict[int, str]) -> list[BufferRecord]:
+    """The buffer records in ``raw``, unpacked in one pass (reading them through ctypes cost a
+    Python object per field); ``names`` are the intermediates' (``_buffer_names``)."""
     out = []
     for i, rec in enumerate(BUFFER_RECORD.iter_unpack(raw)):
         ndim, arg = rec[3], rec[5 + 2 * MAX_DIMS]
-        name = (lib.ts_run_buffer_name(handle, i) or b"").decode(errors="replace") if arg < 0 else ""
         out.append(
             BufferRecord(
                 rec[1],
@@ -147,7 +161,7 @@ def _buffer_records(lib: ctypes.CDLL, handle: int, raw: bytes) -> list[BufferRec
                 rec[4 : 4 + ndim],
                 rec[4 + MAX_DIMS : 4 + MAX_DIMS + ndim],
                 rec[4 + 2 * MAX_DIMS],
-                name,
+                names.get(i, ""),
             )
         )
     return out

@@ -159,7 +159,7 @@ class Runtime:
         orch_fn_address: int,
         kernel_fn_addresses: list[int],
         kernel_names: list[str],
-        args: list[TsArg],
+        args: list[TsArg] | ctypes.Array,
         config: RunConfig | None = None,
         recording: Recording | None = None,
         *,
@@ -177,7 +177,7 @@ class Runtime:
         lib = self._lib
         nkernels = len(kernel_fn_addresses)
         kernels, names = _kernel_tables(tuple(kernel_fn_addresses), tuple(kernel_names))
-        arg_array = (TsArg * len(args))(*args)
+        arg_array = args if isinstance(args, ctypes.Array) else (TsArg * len(args))(*args)
         recording = recording or Recording()
         if recording.dump_level not in (0, 1, 2, 3):
             raise ArgumentError(f"Runtime.run: dump_level must be 0..3, got {recording.dump_level!r}")
@@ -336,14 +336,15 @@ def run_graph(
     orch_fn_address: int,
     kernel_fn_addresses: list[int],
     kernel_names: list[str],
-    args: list[TsArg],
+    args: list[TsArg] | ctypes.Array,
     config: RunConfig | None = None,
     recording: Recording | None = None,
     *,
     kernel_filter: tuple[bool, ...] | None = None,
     worker_stack_mib: int = 0,
 ) -> RunReport:
-    """Run an orchestration (``orchestration_entry``'s address) with kernels indexed by func_id.
+    """Run an orchestration (``orchestration_entry``'s address) with kernels indexed by func_id,
+    on ``args`` (``TsArg``s, or a ctypes array of them made already).
 
     Blocks until the orchestration returned and every task finished; the GIL is released
     meanwhile. The run's options come from ``config`` (default: ``RunConfig()``; its

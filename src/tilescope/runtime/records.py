@@ -7,7 +7,7 @@ argument indices are the runtime's own; times are nanoseconds since the run star
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -164,6 +164,40 @@ class BufferRecord:
     name: str = ""
 
 
+class BufferRecords(Sequence[BufferRecord]):
+    """A run's buffer records, kept as the core's raw bytes and decoded on first read: most runs
+    never read them (a failure's diagnosis, the dependency graph and the analyses do), and a small
+    program's run should not pay for making them."""
+
+    def __init__(self, raw: bytes, decode: Callable[[bytes], list[BufferRecord]]) -> None:
+        self._raw: bytes | None = raw
+        self._decode = decode
+        self._records: list[BufferRecord] = []
+
+    def _decoded(self) -> list[BufferRecord]:
+        if self._raw is not None:
+            self._records, self._raw = self._decode(self._raw), None
+        return self._records
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._decoded()[index]
+
+    def __len__(self) -> int:
+        return len(self._decoded())
+
+    def __iter__(self) -> Iterator[BufferRecord]:
+        return iter(self._decoded())
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(self._decoded())
+
+    def __reduce__(self):  # pickled as the plain list it stands for
+        return (list, (self._decoded(),))
+
+
 @dataclass(frozen=True, slots=True)
 class DumpTagRecord:
     """A tensor region the orchestration marked with ``dump_tag``, effective from ``first_task``."""
@@ -266,7 +300,7 @@ class RunReport:
     pmu: list[PmuRecord] = field(default_factory=list)  # with pmu: one per executed task, by task id
     pmu_note: str = ""  # with pmu: the counters available, where from, and why others are not
     task_args: list[TaskArgRecord] = field(default_factory=list)  # with record_edges
-    buffers: list[BufferRecord] = field(default_factory=list)  # with record_edges or a dump
+    buffers: Sequence[BufferRecord] = field(default_factory=list)  # every tensor argument, and intermediates
     dump_tags: list[DumpTagRecord] = field(default_factory=list)
     reads: list[OrchReadRecord] = field(default_factory=list)  # every orchestration read
     dump: DumpReport | None = None  # with dump_level 1..3
