@@ -16,6 +16,9 @@ constexpr auto kSpinTime = std::chrono::microseconds(50);
 // that runs small graphs back to back finds it awake: waking a sleeping thread costs tens of us.
 constexpr auto kLingerTime = std::chrono::microseconds(200);
 constexpr int64_t kUnknownCount = INT64_MAX / 2;  // more tasks than any run can submit
+// Batched submission (see the header): at most this many ready tasks, held at most this long.
+constexpr size_t kBatchTasks = 32;
+constexpr auto kBatchWait = std::chrono::microseconds(20);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -135,10 +138,44 @@ void Scheduler::link(Task &pred, Task &succ) {
 }
 
 void Scheduler::seal(Task &t) {
-    if (t.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) push(&t);
+    if (t.pending.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        submit_ready(&t);
+    else if (!batch_.empty() && Clock::now() - batch_since_ >= kBatchWait)
+        flush_batch();  // NOTE: a task sealed waiting does not hold back those ready before it
+}
+
+void Scheduler::submit_ready(Task *t) {
+    if (context_.serial || context_.shuffle_seed != 0) {
+        push(t);
+        return;
+    }
+    const Clock::time_point now = Clock::now();
+    if (batch_.empty()) batch_since_ = now;
+    batch_.push_back(t);
+    if (batch_.size() >= kBatchTasks || now - batch_since_ >= kBatchWait) flush_batch();
+}
+
+void Scheduler::flush_batch() {
+    if (batch_.empty()) return;
+    int32_t wake;
+    {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        for (Task *t : batch_) ready_.push_back(t);
+        queued_.store(static_cast<int64_t>(ready_.size()), std::memory_order_relaxed);
+        wake = std::min<int32_t>(sleepers_, static_cast<int32_t>(batch_.size()));
+    }
+    batch_.clear();
+    // NOTE: as in push(): a spinner re-checks the queue under the lock before it sleeps.
+    if (wake > 0 && spinners_.load(std::memory_order_seq_cst) == 0) {
+        if (wake == 1)
+            queue_cv_.notify_one();
+        else
+            queue_cv_.notify_all();
+    }
 }
 
 bool Scheduler::finish(int64_t submitted) {
+    flush_batch();
     if (context_.serial) {
         std::lock_guard<std::mutex> lock(queue_mu_);
         released_ = true;
@@ -196,6 +233,7 @@ bool Scheduler::wait_until(const std::function<bool()> &done) {
         queued_.store(static_cast<int64_t>(serial_heap_.size()), std::memory_order_relaxed);
         queue_cv_.notify_all();
     };
+    flush_batch();
     if (context_.serial) hold(true);
     bool ok = false;
     auto next_check = Clock::now() + std::chrono::milliseconds(5);

@@ -23,6 +23,11 @@
 //    ids, so they run too).
 //  - A worker that finishes a task runs one newly ready successor itself (no queue round trip);
 //    other ready successors go to the shared queue.
+//  - Batched submission: a task ready at its seal joins the orchestration's batch, which goes to
+//    the shared queue under one lock (one wake) once it holds kBatchTasks tasks, at the first
+//    seal of any task kBatchWait after its first task joined, and whenever the orchestration
+//    waits (an orchestration read) or returns (finish()); so the batch is empty whenever a
+//    deadlock is looked for. Serial and shuffled runs queue each task at its seal.
 //  - Serial runs (RunContext::serial, one worker) hold every ready task until finish(), then run
 //    them one at a time, lowest ready id first: the schedule depends on the graph only.
 //  - Shuffled runs (RunContext::shuffle_seed nonzero) take a ready task at random (a generator
@@ -174,6 +179,10 @@ private:
     Task *acquire(int32_t worker);
     Task *pop_locked(int32_t worker);
     void push(Task *t);
+    // Orchestration thread: `t` became ready at its seal; queued with the batch (see the invariants).
+    void submit_ready(Task *t);
+    // Orchestration thread: queue the batch of ready tasks, under one lock, waking what it needs.
+    void flush_batch();
     void stop_workers();
 
     const int32_t num_workers_;
@@ -195,6 +204,8 @@ private:
     uint64_t runs_ended_ = 0;  // end_run() calls: a sleeping worker wakes to linger after each
     std::atomic<int64_t> queued_{0};  // ready_.size(), readable without the lock
     std::mt19937_64 shuffle_rng_;     // shuffled runs: which ready task is taken (under queue_mu_)
+    std::vector<Task *> batch_;       // orchestration thread: ready at their seal, not queued yet
+    Clock::time_point batch_since_;   // when the batch's first task was sealed
     std::atomic<int32_t> spinners_{0};
     std::atomic<bool> run_active_{false};  // spinning is worth it only while a run is active
     std::atomic<bool> stopping_{false};  // stop_workers() in progress: no spinning
