@@ -6,7 +6,8 @@ For each model at its default size: the median time of one ``prog.run(...)`` on 
 once beforehand; Python's part of the call included), of the same computation in torch eager
 (the natural torch code: bf16 inputs stay bf16 where the model is bf16), and of that code
 under ``torch.compile`` (steady state; its first call, which compiles, is reported on its
-own). Every implementation runs with this process's torch thread count equal to the sim's
+own). A model with bf16 matmuls is also timed compiled with ``bf16_matmul="dot"`` (``sim_dot``:
+the CPU's bf16 dot-product instruction, the same bits but for subnormals). Every implementation runs with this process's torch thread count equal to the sim's
 worker count, so the ratios compare like with like. Target: sim at least as fast as torch
 eager (``eager / sim >= 1``) for every model.
 """
@@ -57,9 +58,13 @@ def bench(case: Case, reps: int, use_compile: bool) -> dict[str, float]:
     args = [values[n] for n in names]
     prog = case.program.compile()
     sim = median_time(lambda: prog.run(*args), reps)
+    dot = case.program.compile(bf16_matmul="dot")
+    uses_dot = any("_dot(" in (dot.work_dir / k["source"]).read_text() for k in dot.kernels)
     inputs = {n: v for n, v in values.items() if not getattr(next(s for s in case.specs if s.name == n), "is_output", False)}
     eager = median_time(lambda: case.eager(**inputs), reps)
     row = {"sim": sim, "eager": eager}
+    if uses_dot:
+        row["sim_dot"] = median_time(lambda: dot.run(*args), reps)
     if use_compile:
         compiled = torch.compile(case.eager)
         t0 = time.perf_counter()
@@ -98,6 +103,9 @@ def main(argv=None) -> int:
         ms = {k: v * 1e3 for k, v in r.items()}
         comp = f"{ms['compiled']:.2f} ms | {r['compiled'] / r['sim']:.2f}x | {r['compile_first']:.1f} s" if "compiled" in r else "— | — | —"
         print(f"| {name} | {c.what} | {ms['sim']:.2f} ms | {ms['eager']:.2f} ms | {r['eager'] / r['sim']:.2f}x | {comp} |")
+        if "sim_dot" in r:
+            print(f"| {name}, bf16_matmul=dot | {c.what} | {ms['sim_dot']:.2f} ms | {ms['eager']:.2f} ms | "
+                  f"{r['eager'] / r['sim_dot']:.2f}x | | | |")
     return 0
 
 

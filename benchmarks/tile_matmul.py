@@ -8,7 +8,9 @@ instruction-set path (`--isa`): `native` (-march=native), `avx512` (no VNNI), `a
 CPU lacks is skipped. `--include DIR` adds another copy of the tile headers (e.g. a previous
 version) built and timed alternately with this one, for before/after figures from one run.
 
-References (torch.set_num_threads(1)): f32 `a @ b`; bf16 both `a @ b` in bf16 and the upcast
+bf16 is timed twice: `matmul_acc` (the default) and `matmul_acc_dot` (compile option
+bf16_matmul="dot", the bf16 dot-product instruction where the CPU has it), whose bits are
+compared with the first's. References (torch.set_num_threads(1)): f32 `a @ b`; bf16 both `a @ b` in bf16 and the upcast
 `a.float() @ b.float()` (the same result as the tile library's fp32 accumulation), the faster
 of the two is the ratio's base; int8 `torch._int_mm(a, b)` (exact int32). Every ratio is
 torch time / tile time (> 1: the tile library is faster); int8's `i8_vs_f32` is the tile f32 time
@@ -53,12 +55,18 @@ using namespace ts;
 template <class T>
 using acc_t = std::conditional_t<std::is_same_v<T, int8_t>, int32_t, float>;
 
-template <class T, int TM, int TN, int TK>
+// DOT: bf16 through matmul_acc_dot (the compile option bf16_matmul="dot").
+template <class T, int TM, int TN, int TK, bool DOT = false>
 static void tiled(const TensorView<T> &a, const TensorView<T> &b, const TensorView<acc_t<T>> &c, int64_t n) {
     for (int64_t i = 0; i < n; i += TM) {
         for (int64_t j = 0; j < n; j += TN) {
             Tile<acc_t<T>, TM, TN> acc = zeros<acc_t<T>, TM, TN>();
-            for (int64_t k = 0; k < n; k += TK) matmul_acc(acc, load<TM, TK>(a, {i, k}), load<TK, TN>(b, {k, j}));
+            for (int64_t k = 0; k < n; k += TK) {
+                if constexpr (DOT)
+                    matmul_acc_dot(acc, load<TM, TK>(a, {i, k}), load<TK, TN>(b, {k, j}));
+                else
+                    matmul_acc(acc, load<TM, TK>(a, {i, k}), load<TK, TN>(b, {k, j}));
+            }
             store(c, {i, j}, acc);
         }
     }
@@ -76,7 +84,7 @@ static ts_tensor square(void *data, int32_t dtype, int64_t n) {
 }
 
 // Runs the tiled matmul `reps` times; returns the median time in seconds.
-template <class T, int TM, int TN, int TK>
+template <class T, int TM, int TN, int TK, bool DOT = false>
 static double bench(void *a, void *b, void *c, int64_t n, int reps) {
     const TensorView<T> av(square(a, dtype_of<T>(), n)), bv(square(b, dtype_of<T>(), n));
     const TensorView<acc_t<T>> cv(square(c, dtype_of<acc_t<T>>(), n));
@@ -84,18 +92,20 @@ static double bench(void *a, void *b, void *c, int64_t n, int reps) {
     reps = reps < 1 ? 1 : (reps > 64 ? 64 : reps);
     for (int r = 0; r < reps; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
-        tiled<T, TM, TN, TK>(av, bv, cv, n);
+        tiled<T, TM, TN, TK, DOT>(av, bv, cv, n);
         t[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     std::sort(t, t + reps);
     return t[reps / 2];
 }
 
-#define ENTRY(T, NAME, TM, TN, TK) \
+#define ENTRY(T, NAME, TM, TN, TK, DOT) \
     extern "C" double NAME##_##TM##x##TN##x##TK(void *a, void *b, void *c, int64_t n, int reps) { \
-        return bench<T, TM, TN, TK>(a, b, c, n, reps); \
+        return bench<T, TM, TN, TK, DOT>(a, b, c, n, reps); \
     }
-#define TILE(TM, TN, TK) ENTRY(float, f32, TM, TN, TK) ENTRY(bf16, bf16, TM, TN, TK) ENTRY(int8_t, i8, TM, TN, TK)
+#define TILE(TM, TN, TK) \
+    ENTRY(float, f32, TM, TN, TK, false) ENTRY(bf16, bf16, TM, TN, TK, false) \
+    ENTRY(bf16, bf16dot, TM, TN, TK, true) ENTRY(int8_t, i8, TM, TN, TK, false)
 TILE(64, 64, 64)
 TILE(32, 64, 128)
 TILE(128, 128, 32)
@@ -123,7 +133,7 @@ def build(work: Path, include: Path, isa: str) -> ctypes.CDLL:
     subprocess.run(["g++", *FLAGS, *ISAS[isa][0], "-I", str(include), str(src), "-o", str(out)], check=True)
     lib = ctypes.CDLL(str(out))
     for tile in TILES:
-        for kind in ("f32", "bf16", "i8"):
+        for kind in ("f32", "bf16", "bf16dot", "i8"):
             fn = getattr(lib, f"{kind}_{tile}")
             fn.restype = ctypes.c_double
             fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
@@ -155,6 +165,9 @@ def tile_times(lib: ctypes.CDLL, tile: str, n: int, reps: int) -> dict:
     out["f32_err"] = float((c.double() - a.double() @ b.double()).abs().max())
     out["bf16"] = getattr(lib, f"bf16_{tile}")(ab.data_ptr(), bb.data_ptr(), c.data_ptr(), n, reps)
     out["bf16_err"] = float((c.double() - ab.double() @ bb.double()).abs().max())
+    exact = c.clone()
+    out["bf16dot"] = getattr(lib, f"bf16dot_{tile}")(ab.data_ptr(), bb.data_ptr(), c.data_ptr(), n, reps)
+    out["bf16dot_same_bits"] = bool(torch.equal(c, exact))
     out["i8"] = getattr(lib, f"i8_{tile}")(ai.data_ptr(), bi.data_ptr(), ci.data_ptr(), n, reps)
     out["i8_exact"] = bool(torch.equal(ci, torch._int_mm(ai, bi)))
     return out
@@ -188,6 +201,8 @@ def measure(n: int = 1024, tiles=("64x64x64",), isas=("native",), reps: int = 5,
                     "bf16_vs_torch": best_bf16 / t["bf16"],
                     "bf16_vs_torch_bf16": ref["bf16"] / t["bf16"],
                     "bf16_vs_torch_upcast": ref["bf16_upcast"] / t["bf16"],
+                    "bf16dot_vs_torch": best_bf16 / t["bf16dot"],
+                    "bf16dot_vs_torch_bf16": ref["bf16"] / t["bf16dot"],
                     "i8_vs_torch": ref["i8"] / t["i8"],
                     "i8_vs_f32": t["f32"] / t["i8"],
                 })
@@ -222,6 +237,8 @@ def main() -> None:
         print(
             f"{r['include']} {r['isa']:>9} {r['tile']:>10}: f32 {r['f32'] * 1e3:6.2f} ms (x{r['f32_vs_torch']:.2f} torch)"
             f"  bf16 {r['bf16'] * 1e3:6.2f} ms (x{r['bf16_vs_torch_bf16']:.2f} bf16, x{r['bf16_vs_torch_upcast']:.2f} upcast)"
+            f"  bf16 dot {r['bf16dot'] * 1e3:6.2f} ms (x{r['bf16dot_vs_torch_bf16']:.2f} bf16"
+            f"{'' if r['bf16dot_same_bits'] else ', other bits'})"
             f"  int8 {r['i8'] * 1e3:6.2f} ms (x{r['i8_vs_torch']:.2f} torch, x{r['i8_vs_f32']:.2f} f32"
             f"{'' if r['i8_exact'] else ', NOT EXACT'})"
         )

@@ -31,6 +31,7 @@ from tilescope.errors import ConfigError
 
 LOG_LEVELS = ("debug", *(f"v{i}" for i in range(10)), "info", "warn", "error", "null")
 PLATFORMS = ("sim", "interp")
+BF16_MATMULS = ("exact", "dot")  # compile option bf16_matmul
 MAX_WORKERS = 1024  # num_workers: worker threads of one runtime
 MAX_TASKS = 4_000_000  # max_tasks' default: about 2 GB of task graph (some 550 bytes a task)
 # local_memory_bytes: a worker's tiles live on its stack, twice this size; no machine maps 2 TiB stacks
@@ -192,6 +193,17 @@ COMPILE_KNOBS: dict[str, Knob] = {
             _is_bool,
             "a bool",
             flag=Flag(("--check-bounds",), "compile", {"action": "BooleanOptionalAction"}),
+        ),
+        Knob(
+            "bf16_matmul",
+            "exact",
+            "how a kernel multiplies bf16 tiles: 'exact' (the default) widens them to f32 and takes one fused "
+            "multiply-add per k; 'dot' uses the CPU's bf16 dot-product instruction (AVX-512 BF16) where it has "
+            "one: the same order and bits, except that a subnormal input, product or partial sum is flushed to "
+            "zero (interp keeps them); elsewhere 'dot' is 'exact'",
+            lambda v: v in BF16_MATMULS,
+            "'exact' or 'dot'",
+            flag=Flag(("--bf16-matmul",), "compile", {"choices": BF16_MATMULS}),
         ),
     )
 }

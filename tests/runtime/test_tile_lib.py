@@ -342,6 +342,27 @@ MM_I8(33, 9, 40, "33x9x40")
 MM_I8(6, 1, 16, "6x1x16")
 MM_I8(2, 300, 67, "2x300x67")
 
+// bf16 through the dot-product instruction: "mmdot_<M>x<K>x<N>" (b2 = out) and "mmdotacc_..." (b2 = acc in/out)
+template <int M, int K, int N>
+void mm_dot(void **b, bool accumulate) {
+    Tile<float, M, N> acc = whole<float, M, N>(b[2]);
+    if (accumulate) {
+        matmul_acc_dot(acc, whole<bf16, M, K>(b[0]), whole<bf16, K, N>(b[1]));
+    } else {
+        acc = matmul_dot(whole<bf16, M, K>(b[0]), whole<bf16, K, N>(b[1]));
+    }
+    std::memcpy(b[2], acc.data, sizeof(acc.data));
+}
+#define MM_DOT(M, K, N, SHAPE) \
+    REG("mmdot_" SHAPE, mm_dot<M, K, N>(b, false)) REG("mmdotacc_" SHAPE, mm_dot<M, K, N>(b, true))
+MM_DOT(64, 64, 64, "64x64x64")
+MM_DOT(32, 40, 48, "32x40x48")
+MM_DOT(13, 37, 19, "13x37x19")
+MM_DOT(7, 5, 24, "7x5x24")
+MM_DOT(1, 128, 1, "1x128x1")
+MM_DOT(12, 1, 16, "12x1x16")
+MM_DOT(25, 3, 40, "25x3x40")
+
 """
 
 UNIT_OTHER = r"""
@@ -1961,6 +1982,52 @@ def test_matmul(built, dt, shape, isa):
     if fused:  # the documented order: sequential in k, one rounding per step
         assert torch.equal(out, _sequential_fma_matmul(a.float(), b.float(), torch.zeros(m, n)))
         assert torch.equal(acc, _sequential_fma_matmul(a.float(), b.float(), init))
+
+
+@pytest.mark.parametrize(
+    "shape", [(64, 64, 64), (32, 40, 48), (13, 37, 19), (7, 5, 24), (1, 128, 1), (12, 1, 16), (25, 3, 40)]
+)
+@pytest.mark.parametrize("isa", MATMUL_ISAS)
+def test_matmul_dot_gives_the_exact_orders_bits_for_normal_values(built, shape, isa):
+    """matmul_dot (vdpbf16ps where the CPU has AVX-512 BF16, matmul elsewhere) accumulates in the
+    documented order: the same bits as one fused step per k, for values that are not subnormal;
+    odd K (a padded pair) and edge columns included, and an accumulator of -0."""
+    _need_isa(isa)
+    if not _cpu_has_fma():
+        pytest.skip("the bits of one fused step per k need FMA")
+    m, k, n = shape
+    g = torch.Generator().manual_seed(17)
+    a = (torch.randn(m, k, generator=g) * 4).to(torch.bfloat16)
+    b = torch.randn(k, n, generator=g).to(torch.bfloat16)
+    a[0, -1], b[-1, 0] = float("inf"), 2.0  # the padded pair of an odd K adds +0: Inf stays Inf
+    out = torch.full((m, n), 7.0)  # matmul_dot ignores what the output held
+    call(built, f"mmdot_{m}x{k}x{n}", a, b, out, n=0, isa=isa)
+    assert torch.equal(out, _sequential_fma_matmul(a.float(), b.float(), torch.zeros(m, n)))
+    assert out[0, 0] == float("inf")
+    init = torch.randn(m, n, generator=g)
+    init[0, -1] = -0.0
+    acc = init.clone()
+    call(built, f"mmdotacc_{m}x{k}x{n}", a, b, acc, n=0, isa=isa)
+    assert torch.equal(acc, _sequential_fma_matmul(a.float(), b.float(), init + 0.0))
+    zeros = torch.zeros(m, k, dtype=torch.bfloat16)
+    signed = torch.full((m, n), -0.0)
+    call(built, f"mmdotacc_{m}x{k}x{n}", zeros, b, signed, n=0, isa=isa)
+    assert not bool(signed.signbit().any())  # -0 + (0 products) is +0, as matmul_acc gives
+
+
+def test_matmul_dot_flushes_subnormals_where_the_instruction_runs(built):
+    """The one documented difference: the instruction reads a subnormal input as zero."""
+    tiny = torch.tensor(1e-39).to(torch.bfloat16)
+    assert 0 < float(tiny) < 1.1754944e-38  # subnormal in bf16 (and float)
+    a = torch.zeros(12, 1, dtype=torch.bfloat16)
+    a[0, 0] = tiny
+    b = torch.ones(1, 16, dtype=torch.bfloat16)
+    out = torch.empty(12, 16)
+    call(built, "mmdot_12x1x16", a, b, out, n=0)
+    flushes = "avx512_bf16" in _cpu_flags()
+    assert float(out[0, 0]) == (0.0 if flushes else float(tiny))
+    call(built, "mmdot_12x1x16", a, b, out, n=0, isa="avx512" if "avx512f" in _cpu_flags() else "sse2")
+    assert float(out[0, 0]) == float(tiny)  # built without AVX-512 BF16: matmul itself
 
 
 def _wrap_i32(x: torch.Tensor) -> torch.Tensor:

@@ -144,7 +144,12 @@ def _compile_into(
     streamed = streamed_outputs(final)
     for k in final.kernels:
         src = inside(work, KERNELS_DIR, kernel_core(k), f"{k.name}.cpp")
-        text = kernel_cpp(k, check_bounds=bool(opts["check_bounds"]), streamed=streamed.get(k.name, frozenset()))
+        text = kernel_cpp(
+            k,
+            check_bounds=bool(opts["check_bounds"]),
+            streamed=streamed.get(k.name, frozenset()),
+            bf16_dot=opts["bf16_matmul"] == "dot",
+        )
         atomic_write(src, text)
         generated[src.relative_to(work).as_posix()] = sha256_text(text)
         jobs.append(toolchain.BuildJob(src, src.with_suffix(".so")))
@@ -162,6 +167,7 @@ def _compile_into(
         "platforms": list(knobs.PLATFORMS),
         "local_memory_bytes": opts["local_memory_bytes"],
         "check_bounds": bool(opts["check_bounds"]),
+        "bf16_matmul": opts["bf16_matmul"],
         "target": host_target(),
     }
     data = config_data(final, runtime_config)

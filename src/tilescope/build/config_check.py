@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tilescope import knobs
 from tilescope.build.paths import BUILD_STATE, outside_reason
 from tilescope.errors import BuildFileError
 from tilescope.ir import dtypes as dt
@@ -128,6 +129,8 @@ def check_config(work: Path, path: Path, cfg: dict[str, Any]) -> None:
         p.field(rc, "RUNTIME_CONFIG", "local_memory_bytes", lambda v: _is_int(v) and v >= 0, "a byte count")
         if not isinstance(rc.get("check_bounds", False), bool):
             p.add("RUNTIME_CONFIG['check_bounds']", rc["check_bounds"], "True or False")
+        if rc.get("bf16_matmul", "exact") not in knobs.BF16_MATMULS:
+            p.add("RUNTIME_CONFIG['bf16_matmul']", rc["bf16_matmul"], " or ".join(map(repr, knobs.BF16_MATMULS)))
         target = rc.get("target")
         if target is not None and not (
             isinstance(target, dict)

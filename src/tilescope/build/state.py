@@ -212,13 +212,14 @@ def _relower_ir(
     _check_ir_signatures(program, config, ir_path)
     hashes = ir_hashes(program)
     check_bounds = bool(_generated_with(state, config)["check_bounds"])
+    bf16_dot = config["RUNTIME_CONFIG"].get("bf16_matmul") == "dot"
     targets: list[tuple[str, str]] = []
     streamed = streamed_outputs(program)
     for k in program.kernels:
         source = next(x["source"] for x in config["KERNELS"] if x["name"] == k.name)
         stream = streamed.get(k.name, frozenset())
         if hashes["kernels"][k.name] != state["ir"]["kernels"].get(k.name):
-            targets.append((source, kernel_cpp(k, check_bounds=check_bounds, streamed=stream)))
+            targets.append((source, kernel_cpp(k, check_bounds=check_bounds, streamed=stream, bf16_dot=bf16_dot)))
         elif sha256_file(work / source) == state["sources"][source]["generated_sha256"]:
             # NOTE: which outputs stream depends on the whole program: a kernel whose own IR is
             # unchanged gets the stream lines the edited program gives it, the rest as it was (one

@@ -40,7 +40,7 @@ CPP_RESERVED = frozenset(
     not not_eq nullptr operator or or_eq private protected public register reinterpret_cast return short
     signed sizeof static static_assert static_cast struct switch template this thread_local throw true
     try typedef typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq args
-    api ctx nargs orch task ts std main matmul_acc scalar_arg Tile TensorView RoundMode int8_t int16_t
+    api ctx nargs orch task ts std main matmul_acc matmul_dot matmul_acc_dot scalar_arg Tile TensorView RoundMode int8_t int16_t
     int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t INT64_C ts_arg kernel_entry
     orchestration_entry bf16 f16 select convert probe_box probe_sink ProbeSink ts_probe_install slice
     load_valid store_valid check_bound negative_bound_message arith TileView Extent view extent fuse""".split()

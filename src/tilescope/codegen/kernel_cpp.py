@@ -2,6 +2,8 @@
 
 ``acc = ts.matmul(a, b, acc=acc)`` is emitted in place (``matmul_acc(acc, a, b)``) only when
 ``a`` and ``b`` do not read ``acc``: the in-place form writes ``acc`` while it is being read.
+With ``bf16_dot`` (compile option ``bf16_matmul="dot"``) a matmul of bf16 tiles calls
+``matmul_dot``/``matmul_acc_dot`` (tile_matmul_dot.hpp) instead.
 
 A checked build (``check_bounds=True``) also includes ``tilescope/check.hpp``, defines a
 ``check_sites`` table (kernel, op, tensor, argument index, DSL line of every load/store, in
@@ -110,10 +112,11 @@ class _CheckSites:
 
 
 class _KernelEmitter(ExprEmitter):
-    def __init__(self, names: CppNames, sites: _CheckSites | None, checked: bool):
+    def __init__(self, names: CppNames, sites: _CheckSites | None, checked: bool, bf16_dot: bool = False):
         super().__init__(names)
         self.sites = sites
         self.checked = checked
+        self.bf16_dot = bf16_dot
         self.fused: set[tuple[int, int]] = set()  # (op, operand) ids emit_fused wraps in fuse()
         self.parents: list[int] = []  # ids of the expressions being emitted, innermost last
 
@@ -192,7 +195,7 @@ class _KernelEmitter(ExprEmitter):
                 return f"{op}({self.emit(v)})"
             case MatMul(lhs=a, rhs=b, acc=c):
                 extra = "" if c is None else f", {self.emit(c)}"
-                return f"matmul({self.matmul_operands(e)}{extra})"
+                return f"{self.matmul_name(e)}({self.matmul_operands(e)}{extra})"
             case Transpose(value=v):
                 return f"transpose({self.emit(v)})"
             case Scan(op=op, value=v, dim=d, reverse=rev, exclusive=exc, type=tt):
@@ -211,6 +214,12 @@ class _KernelEmitter(ExprEmitter):
         args = f"{self.name(e.tensor.name)}, {self.offsets(e.offsets)}{extents}"
         decl = f"TileView<{e.type.dtype.cpp}, {r}, {c}> {name}"
         return f"{decl} = view<{r}, {c}>({args}{self.site('load', e.tensor.name, e.loc)})"
+
+    def matmul_name(self, e: MatMul, in_place: bool = False) -> str:
+        """The tile library function of matmul ``e``: ``matmul``/``matmul_acc``, or with ``bf16_dot`` and
+        bf16 operands ``matmul_dot``/``matmul_acc_dot``."""
+        dot = self.bf16_dot and e.lhs.type.dtype.name == "bf16"
+        return ("matmul_acc" if in_place else "matmul") + ("_dot" if dot else "")
 
     def matmul_operands(self, e: MatMul) -> str:
         """``a, b`` of a matmul, each wrapped in ``transpose()`` when the op transposes it."""
@@ -312,7 +321,9 @@ def _with_parts(e: Expr, shape: tuple[int, ...], parts: dict[str, Var]) -> Expr:
     return dataclasses.replace(e, operand=_with_parts(e.operand, shape, parts))
 
 
-def kernel_cpp(k: Kernel, check_bounds: bool = False, streamed: frozenset[str] = frozenset()) -> str:
+def kernel_cpp(
+    k: Kernel, check_bounds: bool = False, streamed: frozenset[str] = frozenset(), bf16_dot: bool = False
+) -> str:
     """The C++ source of one kernel: ``extern "C" void kernel_entry(const ts_arg *args)``.
 
     Args:
@@ -322,6 +333,8 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False, streamed: frozenset[str] =
             writing outside their tensor.
         streamed: the out parameters its stores write past the caches (``streamed_outputs`` of
             the program, kernel_fusion.py).
+        bf16_dot: bf16 matmuls through the CPU's bf16 dot-product instruction (compile option
+            ``bf16_matmul="dot"``; the same bits except for subnormals, tile_matmul_dot.hpp).
     """
     again = recomputed(k)
     names = function_names(k.params, k.body)
@@ -330,7 +343,7 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False, streamed: frozenset[str] =
     always = any(isinstance(e, LoadRows) or (isinstance(e, Load) and e.valid) for e in walk_exprs(k.body))
     always |= any(isinstance(s, Store) and s.valid for s in walk_stmts(k.body))
     sites = _CheckSites(k) if check_bounds or always else None
-    em = _KernelEmitter(name_of, sites, check_bounds)
+    em = _KernelEmitter(name_of, sites, check_bounds, bf16_dot)
     lines = header_comment(f"kernel {k.name} ({kernel_core(k)})", k.loc, __version__)
     lines.append("#include <tilescope/kernel.hpp>")
     if sites is not None:
@@ -371,7 +384,7 @@ def kernel_cpp(k: Kernel, check_bounds: bool = False, streamed: frozenset[str] =
             case Assign(target=t, value=v):
                 name = name_of(t)
                 if _accumulates_in_place(t, v):
-                    lines.append(f"{ind}matmul_acc({name}, {em.matmul_operands(v)});{m}")
+                    lines.append(f"{ind}{em.matmul_name(v, in_place=True)}({name}, {em.matmul_operands(v)});{m}")
                     return
                 if t in in_place:
                     lines.append(f"{ind}{em.view(name, v, writes)};{m}")

@@ -156,7 +156,12 @@ def edited_lines(build: Build, kernel: Kernel) -> list[EditedLine]:
     except (OSError, StopIteration, TilescopeError):
         return []
     streamed = streamed_outputs(build.program()).get(kernel.name, frozenset())
-    generated = kernel_cpp(kernel, check_bounds=bool(build.runtime_config.get("check_bounds")), streamed=streamed)
+    generated = kernel_cpp(
+        kernel,
+        check_bounds=bool(build.runtime_config.get("check_bounds")),
+        streamed=streamed,
+        bf16_dot=build.runtime_config.get("bf16_matmul") == "dot",
+    )
     return diff_lines(rel, generated, now)
 
 

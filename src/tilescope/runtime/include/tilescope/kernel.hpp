@@ -17,6 +17,14 @@ inline Tile<A, M, N> matmul(const Tile<T, M, K> &a, const Tile<T, K, N> &b, cons
     return out;
 }
 
+// The same for bf16 inputs compiled with bf16_matmul="dot" (tile_matmul_dot.hpp).
+template <int M, int K, int N>
+inline Tile<float, M, N> matmul_dot(const Tile<bf16, M, K> &a, const Tile<bf16, K, N> &b, const Tile<float, M, N> &acc) {
+    Tile<float, M, N> out = acc;
+    matmul_acc_dot(out, a, b);
+    return out;
+}
+
 }  // namespace ts
 
 #endif  // TILESCOPE_KERNEL_HPP

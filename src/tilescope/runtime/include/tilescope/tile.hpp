@@ -23,6 +23,8 @@
 //   tile_cast.hpp         cast<U>(tile, RoundMode)
 //   tile_reduce.hpp       row_sum/row_max/row_min/row_mean, col_sum/col_max/col_min/col_mean
 //   tile_matmul.hpp       matmul / matmul_acc (fp32 accumulation; int8 inputs: exact int32)
+//   tile_matmul_dot.hpp   matmul_dot / matmul_acc_dot: bf16 through vdpbf16ps (opt-in,
+//                         bf16_matmul="dot"; the same bits but for subnormals)
 //
 // Conventions: tiles are values (fixed-size, 64-byte aligned, row-major, at most 2-D; a 1-D
 // tile of N elements is Tile<T, 1, N>). Every op returns a new tile. Ops follow torch's
@@ -51,4 +53,5 @@
 #include <tilescope/tile_cast.hpp>
 #include <tilescope/tile_reduce.hpp>
 #include <tilescope/tile_matmul.hpp>
+#include <tilescope/tile_matmul_dot.hpp>
 #include <tilescope/tile_random.hpp>
