@@ -37,6 +37,11 @@ def _plans(prog):
     return prog.binaries().plans
 
 
+@pytest.fixture(autouse=True)
+def _no_plans_yet(prog):
+    prog.binaries().plans = LaunchPlans()  # each test counts the plans it makes itself
+
+
 def test_a_loop_on_the_same_arguments_makes_one_plan(prog):
     x, y = torch.randn(16, 8), torch.zeros(16, 8)
     before = len(_plans(prog))
@@ -58,6 +63,12 @@ def test_each_change_to_what_the_descriptors_say_gets_its_own_plan(prog):
     # a scalar's value
     prog.run(x, other, 3.0)
     torch.testing.assert_close(other, x * 3.0, rtol=0, atol=0)
+    # the sign of a zero (0.0 == -0.0 in Python)
+    prog.run(x, other, 0.0)
+    assert not other.signbit().any() or x.signbit().any()
+    prog.run(x, other, -0.0)
+    torch.testing.assert_close(other, x * -0.0, rtol=0, atol=0)
+    assert torch.equal(other.signbit(), (x * -0.0).signbit())
     # the same tensor object, its storage swapped under it (a new address)
     y.set_(torch.zeros(16, 8))
     prog.run(x, y, 4.0)
@@ -67,7 +78,7 @@ def test_each_change_to_what_the_descriptors_say_gets_its_own_plan(prog):
     prog.run(x, big[4:], 5.0)
     torch.testing.assert_close(big[4:], x * 5.0, rtol=0, atol=0)
     assert big[:4].eq(0).all()
-    assert len(_plans(prog)) == before + 4
+    assert len(_plans(prog)) == before + 6
 
 
 def test_a_tensor_made_where_a_freed_one_was_is_written_as_itself(prog):
@@ -110,12 +121,29 @@ def test_an_input_overlapping_an_output_is_checked_on_every_run_of_its_plan(prog
             prog.run(x, y, 2.0)
 
 
+def test_new_tensors_of_the_same_layout_skip_the_argument_check(prog, monkeypatch):
+    x = torch.randn(16, 8)
+    prog.run(x, torch.zeros(16, 8), 2.0)
+    checks, check = [], prog.check_args
+    monkeypatch.setattr(prog, "check_args", lambda args: (checks.append(args), check(args)))
+    for _ in range(3):
+        prog.run(x, torch.zeros(16, 8), 2.0)  # a fresh output each time: a new plan, not a new check
+    assert checks == []
+    prog.run(x, torch.zeros(16, 8), 3.0)  # a scalar's value is checked (its range)
+    with pytest.raises(ts.ArgumentError, match="dtype"):
+        prog.run(x, torch.zeros(16, 8, dtype=torch.float64), 3.0)
+    assert len(checks) == 2
+
+
 def test_no_key_for_arguments_that_cannot_be_told_cheaply(prog):
     x, y = torch.randn(16, 8), torch.zeros(16, 8)
     assert args_key(prog.args, (x, y, 2.0)) is not None
     assert args_key(prog.args, (x.numpy(), y, 2.0)) is None  # a NumPy array
     assert args_key(prog.args, (x, y, torch.tensor(2.0))) is None  # a tensor where a scalar goes
     assert args_key(prog.args, (x, y, 2.0)) != args_key(prog.args, (x, y, 2))  # 2.0 and 2 are told apart
+    assert args_key(prog.args, (x, y, 0.0)) != args_key(prog.args, (x, y, -0.0))
+    nan = float("nan")
+    assert args_key(prog.args, (x, y, nan)) == args_key(prog.args, (x, y, nan))  # one plan for a NaN
     with torch.no_grad():
         leaf = torch.randn(16, 8, requires_grad=True)
         no_grad = args_key(prog.args, (leaf, y, 2.0))

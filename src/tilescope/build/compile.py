@@ -171,7 +171,11 @@ def _compile_into(
         "target": host_target(),
     }
     data = config_data(final, runtime_config)
-    generated_with = {"check_bounds": bool(opts["check_bounds"]), "verify": bool(opts["verify"])}
+    generated_with = {
+        "check_bounds": bool(opts["check_bounds"]),
+        "verify": bool(opts["verify"]),
+        "bf16_matmul": opts["bf16_matmul"],
+    }
     record_state(work, data, ir_state(work, data, final), generated, generated_with)
     atomic_write(inside(work, DEBUG_RUN), run_py(data))
     atomic_write(inside(work, SCENE_TEST), scene_test(data))

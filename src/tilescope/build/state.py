@@ -90,7 +90,7 @@ def record_state(
     config: dict[str, Any],
     ir: dict[str, Any],
     generated: dict[str, str] | None = None,
-    generated_with: dict[str, bool] | None = None,
+    generated_with: dict[str, Any] | None = None,
 ) -> None:
     """Record what every binary of ``work`` was built from (after a compile or a refresh).
 
@@ -98,7 +98,7 @@ def record_state(
     codegen last wrote to each source (default: the current text, right after a compile). A
     source whose text differs from its generated text has been edited by hand.
     ``generated_with`` records the compile options the generated text was written with
-    (``check_bounds`` and ``verify``); a re-lowered kernel is written with the same ones.
+    (``check_bounds``, ``verify`` and ``bf16_matmul``); a re-lowered kernel is written with the same ones.
     """
     sources = {}
     for src, binary in _sources(config):
@@ -158,11 +158,13 @@ def hand_edited(work: Path, config: dict[str, Any]) -> list[str]:
 
 def _generated_with(state: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     """The options the build's C++ was generated with: as recorded, else (a build recorded
-    before they were) its kernel_config's ``check_bounds`` and ``verify`` unknown (None)."""
+    before they were) its kernel_config's ``check_bounds`` and ``bf16_matmul``, and ``verify``
+    unknown (None)."""
     recorded = state.get("generated_with")
+    rc = config["RUNTIME_CONFIG"]
     if isinstance(recorded, dict) and isinstance(recorded.get("check_bounds"), bool):
-        return recorded
-    return {"check_bounds": bool(config["RUNTIME_CONFIG"].get("check_bounds", False)), "verify": None}
+        return {"bf16_matmul": rc.get("bf16_matmul", "exact"), **recorded}
+    return {"check_bounds": bool(rc.get("check_bounds", False)), "verify": None, "bf16_matmul": rc.get("bf16_matmul", "exact")}
 
 
 def stores_confined(work: Path, config: dict[str, Any], loaded: dict[str, str]) -> bool:
@@ -176,7 +178,8 @@ def stores_confined(work: Path, config: dict[str, Any], loaded: dict[str, str]) 
         state = load_state(work, config)
     except TilescopeError:
         return False
-    if state.get("generated_with") != {"check_bounds": True, "verify": True}:
+    recorded = state.get("generated_with")
+    if not isinstance(recorded, dict) or recorded.get("check_bounds") is not True or recorded.get("verify") is not True:
         return False
     sources = state["sources"]
     for src, binary in _sources(config):
@@ -211,8 +214,9 @@ def _relower_ir(
     verify_program(program, config["RUNTIME_CONFIG"]["local_memory_bytes"])
     _check_ir_signatures(program, config, ir_path)
     hashes = ir_hashes(program)
-    check_bounds = bool(_generated_with(state, config)["check_bounds"])
-    bf16_dot = config["RUNTIME_CONFIG"].get("bf16_matmul") == "dot"
+    generated_with = _generated_with(state, config)
+    check_bounds = bool(generated_with["check_bounds"])
+    bf16_dot = generated_with["bf16_matmul"] == "dot"
     targets: list[tuple[str, str]] = []
     streamed = streamed_outputs(program)
     for k in program.kernels:

@@ -4,7 +4,7 @@ loop on the same tensors pays for its descriptors and its input-check selection 
 A ``LaunchPlan`` is the C array of argument descriptors (``graph.tensor_arg``/``scalar_arg``)
 and the positions of the inputs the run keeps to check (``inputs_kept.kept_indices``). Both are
 functions of the arguments' ``args_key``: per tensor its address, storage offset, shape,
-strides, dtype, device and grad flag; per scalar its type and value.
+strides, dtype, device and grad flag; per scalar its type and bits (``-0.0`` is not ``0.0``).
 
 Invariants:
 - A plan is reused only for arguments with an equal key, and the key holds everything the
@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -33,25 +34,32 @@ from tilescope.runtime.graph import scalar_arg, tensor_arg
 MAX_PLANS = 64  # per build: a program run on a few sets of tensors in turn keeps each one's
 
 
-def args_key(specs: list, args: tuple | list) -> tuple | None:
+def args_key(specs: list, args: tuple | list) -> tuple[tuple, tuple] | None:
     """Every property of ``args`` that a run's descriptors, its input-check selection and the
-    program's argument check (``Build.check_args``) look at; None when that cannot be told cheaply
-    (a tensor subclass, a sparse tensor, anything but a Python number where a scalar is expected)."""
+    program's argument check (``Build.check_args``) look at, as ``(layout, where)``: ``layout``
+    all the argument check needs (per tensor its shape, strides, dtype, device and grad flag; per
+    scalar its type and bits), ``where`` each tensor's address and storage offset. None when that
+    cannot be told cheaply (a tensor subclass, a sparse tensor, anything but a Python number where
+    a scalar is expected)."""
     import torch
 
     grad = torch.is_grad_enabled()
-    out = []
+    layout, where = [], []
     for spec, a in zip(specs, args):
         kind = type(a)
         if kind is torch.Tensor and spec.shape is not None and a.layout is torch.strided:
-            out.append(
-                (a.data_ptr(), a.storage_offset(), a.shape, a.stride(), a.dtype, a.is_cpu, a.requires_grad and grad)
-            )
-        elif kind in (int, float, bool):
-            out.append((kind, a))
+            layout.append((a.shape, a.stride(), a.dtype, a.is_cpu, a.requires_grad and grad))
+            where.append((a.data_ptr(), a.storage_offset()))
+        elif kind is float:
+            layout.append((kind, _DOUBLE.pack(a)))  # NOTE: its bits: 0.0 == -0.0, and a NaN equals nothing
+        elif kind in (int, bool):
+            layout.append((kind, a))
         else:
             return None
-    return (len(args), *out)
+    return (len(args), *layout), tuple(where)
+
+
+_DOUBLE = struct.Struct("=d")
 
 
 @dataclass(frozen=True)
@@ -82,7 +90,9 @@ class LaunchPlans:
         self._plans: dict[Any, LaunchPlan] = {}
         self._lock = threading.Lock()  # a miss's insertion (and the eviction) only; a hit takes no lock
 
-    def plan(self, specs: list, args: tuple | list, key: tuple | None, *, confined: bool, view: int | None = None) -> LaunchPlan:
+    def plan(
+        self, specs: list, args: tuple | list, key: tuple | None, *, confined: bool, view: int | None = None
+    ) -> LaunchPlan:
         """The plan of ``args`` (with key ``key``, from ``args_key``; None: made afresh, not kept)
         for parameters ``specs``; ``view`` tells apart the plans of a kernel run alone (its index)."""
         if key is None:

@@ -211,14 +211,15 @@ class CompiledProgram(Build):
             )  # fmt: skip
 
     def _check_args_again(self, args: tuple) -> tuple | None:
-        """``check_args``, skipped when the arguments' signature (``launch_plan.args_key``) equals
-        that of the last arguments it passed: any change to a checked property is checked in full,
-        with the same errors. Returns the signature (None: not told cheaply)."""
-        signature = args_key(self.args, args)
-        if signature is None or signature != self._args_passed:
+        """``check_args``, skipped when the layout part of the arguments' key
+        (``launch_plan.args_key``) equals that of the last arguments it passed: any change to a
+        checked property is checked in full, with the same errors; new tensors of the same layout
+        are not checked again. Returns the key (None: not told cheaply)."""
+        key = args_key(self.args, args)
+        if key is None or key[0] != self._args_passed:
             self.check_args(args)
-            self._args_passed = signature
-        return signature
+            self._args_passed = None if key is None else key[0]
+        return key
 
 
 __all__ = ["CompiledProgram", "RunInfo", "compile_program", "run_config"]

@@ -175,8 +175,10 @@ class BufferRecords(Sequence[BufferRecord]):
         self._records: list[BufferRecord] = []
 
     def _decoded(self) -> list[BufferRecord]:
-        if self._raw is not None:
-            self._records, self._raw = self._decode(self._raw), None
+        raw = self._raw  # NOTE: read once: another thread may be decoding too (both get the same records)
+        if raw is not None:
+            self._records = self._decode(raw)
+            self._raw = None
         return self._records
 
     def __getitem__(self, index):  # type: ignore[override]

@@ -113,6 +113,8 @@ def _failed(e: BaseException) -> str:
 def _compile_options(build: Build) -> dict[str, Any]:
     """The compile options of ``build`` that shape its code (a candidate is compiled the same way)."""
     opts = {"check_bounds": bool(build.runtime_config.get("check_bounds"))}
+    if build.runtime_config.get("bf16_matmul") in knobs.BF16_MATMULS:
+        opts["bf16_matmul"] = build.runtime_config["bf16_matmul"]
     memory = build.runtime_config.get("local_memory_bytes")
     if isinstance(memory, int) and not isinstance(memory, bool):
         opts["local_memory_bytes"] = memory

@@ -184,6 +184,7 @@ void Run::orchestrate() {
 }
 
 int Run::create_tensor(int32_t dtype, int32_t ndim, const int64_t *shape, ts_tensor *out) {
+    scheduler_.flush_batch();  // NOTE: a large tensor (poisoned, guarded) takes long to make
     if (failed_.load(std::memory_order_relaxed)) return 1;
     std::string why = out == nullptr ? "no output descriptor" : validate_new_tensor(dtype, ndim, shape);
     if (!why.empty()) {

@@ -117,7 +117,7 @@ private:
     void record_edges(int64_t succ);
     void select_dump(Task &task, const ts_arg *args, int32_t nargs);
     void flush_dump(ts_run_result &result);
-    void fail(std::string message);
+    void fail(std::string message);  // the orchestration thread only (its own errors)
     bool fail_with(int32_t kind, const Task *t, int32_t worker, const std::string &message,
                    const FailureCause &cause = FailureCause{});
     std::string describe(const Task &t) const;

@@ -14,7 +14,12 @@
 
 namespace ts::rt {
 
-void Run::fail(std::string message) { fail_with(TS_FAILURE_ERROR, nullptr, -1, message); }
+void Run::fail(std::string message) {
+    // NOTE: called on the orchestration thread only (its own errors): the tasks it made ready
+    // before the error are queued, as they were before they were batched
+    scheduler_.flush_batch();
+    fail_with(TS_FAILURE_ERROR, nullptr, -1, message);
+}
 
 namespace {
 

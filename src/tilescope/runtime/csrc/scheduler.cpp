@@ -16,7 +16,8 @@ constexpr auto kSpinTime = std::chrono::microseconds(50);
 // that runs small graphs back to back finds it awake: waking a sleeping thread costs tens of us.
 constexpr auto kLingerTime = std::chrono::microseconds(200);
 constexpr int64_t kUnknownCount = INT64_MAX / 2;  // more tasks than any run can submit
-// Batched submission (see the header): at most this many ready tasks, held at most this long.
+// Batched submission (see the header): at most this many ready tasks; past this age the batch goes
+// at the next seal.
 constexpr size_t kBatchTasks = 32;
 constexpr auto kBatchWait = std::chrono::microseconds(20);
 

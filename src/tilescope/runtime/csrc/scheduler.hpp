@@ -26,8 +26,10 @@
 //  - Batched submission: a task ready at its seal joins the orchestration's batch, which goes to
 //    the shared queue under one lock (one wake) once it holds kBatchTasks tasks, at the first
 //    seal of any task kBatchWait after its first task joined, and whenever the orchestration
-//    waits (an orchestration read) or returns (finish()); so the batch is empty whenever a
-//    deadlock is looked for. Serial and shuffled runs queue each task at its seal.
+//    creates a tensor, fails, waits (an orchestration read) or returns (finish()); so the batch
+//    is empty whenever a deadlock is looked for. A ready task waits in it no longer than the
+//    orchestration runs its own code between two of those calls (beyond kBatchWait). Serial and
+//    shuffled runs queue each task at its seal.
 //  - Serial runs (RunContext::serial, one worker) hold every ready task until finish(), then run
 //    them one at a time, lowest ready id first: the schedule depends on the graph only.
 //  - Shuffled runs (RunContext::shuffle_seed nonzero) take a ready task at random (a generator
@@ -138,6 +140,9 @@ public:
     void add_dependency(Task &pred, Task &succ);
     // Orchestration thread: all of `t`'s dependencies are added; it may run once they finish.
     void seal(Task &t);
+    // Orchestration thread: queue the batch of ready tasks now (see the invariants), under one
+    // lock, waking what it needs: before work that may take long (a large create_tensor) or a failure.
+    void flush_batch();
     // Orchestration thread: like add_dependency for a `pred` that is not sealed yet, whose edge
     // was already counted in `succ.pending` when succ was submitted (a forward explicit dep).
     void link(Task &pred, Task &succ);
@@ -181,8 +186,6 @@ private:
     void push(Task *t);
     // Orchestration thread: `t` became ready at its seal; queued with the batch (see the invariants).
     void submit_ready(Task *t);
-    // Orchestration thread: queue the batch of ready tasks, under one lock, waking what it needs.
-    void flush_batch();
     void stop_workers();
 
     const int32_t num_workers_;
