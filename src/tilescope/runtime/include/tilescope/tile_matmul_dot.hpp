@@ -49,13 +49,21 @@ inline int32_t bf16_pair(uint16_t first, uint16_t second) {
     return static_cast<int32_t>((static_cast<uint32_t>(first) << 16) | second);
 }
 
-/// ap (M x KP) = a (M x K) as pairs of columns (zeros past K).
+/// ap (M x KP) = a (M x K) as pairs of columns (zeros past K): in memory a pair of columns is one
+/// 32-bit lane with k in the low half, so each lane's halves are swapped (vprord by 16).
 template <int M, int K, int KP>
 inline void pack_a_bf16(int32_t *ap, const bf16 *a) {
+    constexpr int K32 = (K / 2) - (K / 2) % 16;  // pairs in whole vectors of 16
     for (int i = 0; i < M; ++i) {
-        for (int kp = 0; kp < KP; ++kp) {
+        const bf16 *row = a + i * K;
+        int kp = 0;
+        for (; kp < K32; kp += 16) {
+            const __m512i v = _mm512_loadu_si512(row + 2 * kp);
+            _mm512_storeu_si512(ap + i * KP + kp, _mm512_maskz_ror_epi32(0xFFFF, v, 16));
+        }
+        for (; kp < KP; ++kp) {
             const int k = 2 * kp;
-            ap[i * KP + kp] = bf16_pair(a[i * K + k].bits, k + 1 < K ? a[i * K + k + 1].bits : uint16_t{0});
+            ap[i * KP + kp] = bf16_pair(row[k].bits, k + 1 < K ? row[k + 1].bits : uint16_t{0});
         }
     }
 }
