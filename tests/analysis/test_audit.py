@@ -53,7 +53,7 @@ def test_a_load_half_a_block_past_its_region_into_an_unordered_neighbour_is_name
 def test_a_store_through_an_input_is_a_write_the_graph_never_saw(tmp_path):
     prog = pipeline.compile(build_dir=str(tmp_path))
     # through a copy of the view, which the signature check (a reading of the C++) cannot follow
-    edit_kernel(prog, "consume", "store(z, {0, 0}, t + 1.0f", "TensorView<float> w = y; store(w, {0, 0}, t + 1.0f")
+    edit_kernel(prog, "consume", "store(z, {0, 0}, fuse(t) + 1.0f", "TensorView<float> w = y; store(w, {0, 0}, fuse(t) + 1.0f")
     prog = ts.CompiledProgram.from_dir(prog.work_dir)
     a = audit_run(prog, inputs())
     stray = next(st for st in a.strays if st.access.task == 4)

@@ -71,7 +71,7 @@ def test_inputs_kept_as_bytes_or_as_a_clone_are_compared_bit_for_bit(shape, view
 @pytest.fixture
 def writes_its_input(tmp_path):
     prog = doubled.compile(build_dir=str(tmp_path))
-    tp.edit_kernel(prog, "double_rows", "store(y, {0, 0}, t * 2.0f", "TensorView<float> w = x; store(w, {0, 0}, t * 2.0f")
+    tp.edit_kernel(prog, "double_rows", "store(y, {0, 0}, fuse(t) * 2.0f", "TensorView<float> w = x; store(w, {0, 0}, fuse(t) * 2.0f")
     return ts.CompiledProgram.from_dir(prog.work_dir)
 
 
@@ -113,7 +113,7 @@ def test_a_write_far_past_an_argument_faults_in_an_isolated_run_and_its_replay(t
     from tilescope.cli import main as cli
 
     prog = doubled.compile(build_dir=str(tmp_path))
-    tp.edit_kernel(prog, "double_rows", "store(y, {0, 0}, t * 2.0f", "y.data[64 * 128] = 1.0f; store(y, {0, 0}, t * 2.0f")
+    tp.edit_kernel(prog, "double_rows", "store(y, {0, 0}, fuse(t) * 2.0f", "y.data[64 * 128] = 1.0f; store(y, {0, 0}, fuse(t) * 2.0f")
     prog = ts.CompiledProgram.from_dir(prog.work_dir)
     x = torch.randn(16, 8)
     with pytest.raises(ts.RuntimeFailure) as info:  # 32 KiB past y, 64 times its size: never near another tensor
@@ -195,8 +195,8 @@ def test_only_a_checked_verified_build_of_generated_code_is_confined(tmp_path):
     assert not _loaded(replaced).stores_confined
     source = prog.work_dir / prog.kernels[0]["source"]
     generated = source.read_text()
-    assert "t * 2.0f" in generated
-    source.write_text(generated.replace("t * 2.0f", "t * 3.0f"))
+    assert "fuse(t) * 2.0f" in generated
+    source.write_text(generated.replace("fuse(t) * 2.0f", "fuse(t) * 3.0f"))
     edited = ts.CompiledProgram.from_dir(prog.work_dir)
     edited.ensure_binaries()
     assert not _loaded(edited).stores_confined

@@ -416,7 +416,9 @@ def kernel_cpp(
                 fn = "store_valid" if valid else "store"
                 axes = axes_arg(t.type, v.type, dims, strides)
                 fn += f"<{axes}>" if axes else ""
-                value = em.emit(v) if valid else em.emit_fused(v)  # store_valid takes tiles
+                # NOTE: fused from one op up: the op is computed straight into the tensor, with no
+                # tile written and read back first (store_valid takes tiles)
+                value = em.emit(v) if valid else em.emit_fused(v, min_ops=1)
                 args = f"{name_of(t.name)}, {em.offsets(offs)}, {value}"
                 if valid:
                     args += f", {em.valid(valid)}"

@@ -5,14 +5,15 @@ no result, only the memory traffic.
 
 ## Fused expressions
 
-An assignment or plain store whose value is a tree of two or more elementwise arithmetic ops
-(+ - * /, maximum, minimum, the unary math ops) of one shape is emitted fused: one tile leaf of
-each op that has no fused operand is wrapped in ``fuse(...)``, so the tile library computes the
-tree element by element in one loop, straight into the target, with the same per-op roundings
-(``store(y, {0, 0}, fuse(t) * inv * g)``). Operands of another shape (a row's statistics) and
-every other op stay tiles; so does the value of a ragged store (``store_valid``). A row
-reduction's operand is fused from one op up (``row_sum(fuse(t) * t)``): the reduction reads it
-element by element, in its documented order.
+An assignment whose value is a tree of two or more elementwise arithmetic ops (+ - * /,
+maximum, minimum, the unary math ops) of one shape, and a plain store whose value is such a tree
+of one op or more, is emitted fused: one tile leaf of each op that has no fused operand is
+wrapped in ``fuse(...)``, so the tile library computes the tree element by element in one loop,
+straight into the target, with the same per-op roundings (``store(y, {0, 0}, fuse(t) * inv * g)``;
+a store of one op writes the tensor without a tile in between: ``store(y, {0, 0}, fuse(e) * inv)``).
+Operands of another shape (a row's statistics) and every other op stay tiles; so does the value
+of a ragged store (``store_valid``). A row reduction's operand is fused from one op up
+(``row_sum(fuse(t) * t)``): the reduction reads it element by element, in its documented order.
 
 ## Tile views
 
