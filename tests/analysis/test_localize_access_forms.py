@@ -97,8 +97,8 @@ def test_the_probe_build_probes_what_a_strided_store_wrote(monkeypatch):
     assert result.passed
     cpp = result.work_dir / "kernels" / "vec" / "interleave_rows.cpp"
     text = cpp.read_text()
-    assert "store<Axes<0, 1, 1, 2>>(y, {0, 1}, t + 1.5f, ::check_sites[2]);" in text
-    cpp.write_text(text.replace("t + 1.5f", "t + 1.25f"))
+    assert "store<Axes<0, 1, 1, 2>>(y, {0, 1}, fuse(t) + 1.5f, ::check_sites[2]);" in text
+    cpp.write_text(text.replace("fuse(t) + 1.5f", "fuse(t) + 1.25f"))
     monkeypatch.setattr(codegen_check, "edited_lines", lambda build, kernel: [])
     rep = localize(result.work_dir)
     c = rep.culprit

@@ -398,7 +398,8 @@ def test_an_unknown_jit_option_is_refused_when_it_decorates():
         ts.jit(dump_pass=True)
     assert str(info.value) == (
         f"@ts.jit at {__file__}:{line_of(test_an_unknown_jit_option_is_refused_when_it_decorates, 'dump_pass=True')}: "
-        "unknown compile_cfg key(s): dump_pass; known keys: build_dir, check_bounds, dump_passes, local_memory_bytes, strict, verify"
+        "unknown compile_cfg key(s): dump_pass; known keys: bf16_matmul, build_dir, check_bounds, dump_passes, local_memory_bytes, "
+        "strict, verify"
     )
 
 

@@ -125,6 +125,18 @@ inline void matmul_panel(float *c, const float *a, const float *b, int j0) {
     if constexpr (M % MR != 0) register_block<FloatVec, M % MR, NV>(a + i * K, K, b + j0, N, c + i * N + j0, N, K);
 }
 
+/// Columns [J0, N) of c (M x N) += a (M x K) @ b (K x N), in matmul's order, scalar fused steps:
+/// the edge columns of the vector kernels (N not a multiple of the vector width).
+template <int M, int N, int K, int J0, class T>
+inline void matmul_f32_columns(float *c, const T *a, const T *b) {
+    for (int i = 0; i < M; ++i) {
+        for (int k = 0; k < K; ++k) {
+            const float aik = static_cast<float>(a[i * K + k]);
+            for (int j = J0; j < N; ++j) c[i * N + j] = fmath::detail::fmadd(aik, static_cast<float>(b[k * N + j]), c[i * N + j]);
+        }
+    }
+}
+
 /// c (M x N) += a (M x K) @ b (K x N), row-major float arrays.
 // NOTE: noinline, so the register blocking gets the whole register file whatever the calling
 // kernel keeps live (inlined into a checked kernel, the bounds checks' values pushed the
@@ -136,14 +148,9 @@ template <int M, int N, int K>
     int j = 0;
     for (; j + NB <= N; j += NB) matmul_panel<M, N, K, kMatmulVecs>(c, a, b, j);
     for (; j + W <= N; j += W) matmul_panel<M, N, K, 1>(c, a, b, j);
-    if (j < N) {  // leftover columns (N not a multiple of W): same order, scalar fused steps
-        for (int i = 0; i < M; ++i) {
-            for (int k = 0; k < K; ++k) {
-                const float aik = a[i * K + k];
-                for (int jj = j; jj < N; ++jj) c[i * N + jj] = fmath::detail::fmadd(aik, b[k * N + jj], c[i * N + jj]);
-            }
-        }
-    }
+    // NOTE: the leftover columns' first one as a constant (where the loops above stop): from the
+    // run-time j, g++ warns of undefined behaviour it imagines in the loop below
+    if constexpr (N % W != 0) matmul_f32_columns<M, N, K, N - N % W>(c, a, b);
 }
 
 /// Columns [J0, N) of c (M x N int32) += a (M x K) @ b (K x N), int8 row-major arrays, exact

@@ -111,15 +111,7 @@ template <int M, int N, int K>
     int j = 0;
     for (; j + NB <= N; j += NB) panel(std::integral_constant<int, kMatmulVecs>{}, j);
     for (; j + W <= N; j += W) panel(std::integral_constant<int, 1>{}, j);
-    if (j < N) {  // edge columns: matmul's scalar fused steps, same order
-        for (int i = 0; i < M; ++i) {
-            for (int k = 0; k < K; ++k) {
-                const float aik = static_cast<float>(a[i * K + k]);
-                for (int jj = j; jj < N; ++jj)
-                    c[i * N + jj] = fmath::detail::fmadd(aik, static_cast<float>(b[k * N + jj]), c[i * N + jj]);
-            }
-        }
-    }
+    if constexpr (N % W != 0) matmul_f32_columns<M, N, K, N - N % W>(c, a, b);  // matmul's edge, same order
 }
 
 }  // namespace detail
