@@ -11,7 +11,8 @@
 #pragma once
 
 #include <stdexcept>
-#include <string>
+
+#include <tilescope/message.hpp>
 
 namespace ts {
 
@@ -27,9 +28,19 @@ struct CheckSite {
 /// An access outside its tensor (a checked build's load/store, check.hpp), or a ragged access
 /// whose valid counts lie outside its tile (any build).
 struct BoundsError : std::out_of_range {
-    explicit BoundsError(const std::string &what, const CheckSite &at = CheckSite{})
-        : std::out_of_range(what), site(at) {}
+    explicit BoundsError(const char *what, const CheckSite &at = CheckSite{}) : std::out_of_range(what), site(at) {}
     CheckSite site;
 };
+
+namespace detail {
+
+/// Appends "kernel <k>: <op> of <t> (arg <i>) at <file>:<line>: ", the start of every message of a
+/// checked op.
+inline Message &site_prefix(Message &m, const CheckSite &site) {
+    return m << "kernel " << site.kernel << ": " << site.op << " of " << site.tensor << " (arg " << site.arg
+             << ") at " << site.where << ": ";
+}
+
+}  // namespace detail
 
 }  // namespace ts

@@ -33,7 +33,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
-#include <string>
 
 #include <tilescope/tile_core.hpp>
 #include <tilescope/tile_elementwise.hpp>
@@ -46,48 +45,36 @@ namespace ts {
 
 namespace detail {
 
-inline std::string int_list(const int64_t *v, int n) {
-    std::string s = "[";
-    for (int i = 0; i < n; ++i) {
-        if (i) s += ", ";
-        s += std::to_string(v[i]);
-    }
-    return s + "]";
-}
-
-/// "kernel <k>: <op> of <t> (arg <i>) at <file>:<line>: ", the start of every message.
-inline std::string site_prefix(const CheckSite &site) {
-    return std::string("kernel ") + site.kernel + ": " + site.op + " of " + site.tensor + " (arg " +
-           std::to_string(site.arg) + ") at " + site.where + ": ";
-}
-
 /// Builds the message of a violation and throws it. `box` names the extents: "tile", or "valid
 /// box" for a ragged access.
 [[noreturn, gnu::cold, gnu::noinline]] inline void throw_bounds_error(const CheckSite &site, const int64_t *offsets,
                                                                        const int64_t *extents, int n,
                                                                        const int64_t *shape, int ndim,
                                                                        const char *box = "tile") {
-    const std::string t = site.tensor;
-    std::string msg = site_prefix(site);
+    const char *t = site.tensor;
+    Message m;
+    site_prefix(m, site);
     if (n != ndim) {
-        msg += std::to_string(n) + " offsets " + int_list(offsets, n) + " for " + t + "'s " + std::to_string(ndim) +
-               "-D shape " + int_list(shape, ndim);
-        throw BoundsError(msg, site);
+        m << n << " offsets ";
+        m.list(offsets, n) << " for " << t << "'s " << ndim << "-D shape ";
+        m.list(shape, ndim);
+        throw BoundsError(m.c_str(), site);
     }
-    msg += "offset " + int_list(offsets, n) + " + " + box + " " + int_list(extents, n) + " is outside " + t +
-           "'s shape " + int_list(shape, ndim);
+    m << "offset ";
+    m.list(offsets, n) << " + " << box << " ";
+    m.list(extents, n) << " is outside " << t << "'s shape ";
+    m.list(shape, ndim);
     for (int d = 0; d < n; ++d) {
         if (offsets[d] < 0) {
-            msg += " (dim " + std::to_string(d) + ": " + std::to_string(offsets[d]) + " < 0)";
+            m << " (dim " << d << ": " << offsets[d] << " < 0)";
             break;
         }
         if (offsets[d] > shape[d] - extents[d]) {
-            msg += " (dim " + std::to_string(d) + ": " + std::to_string(offsets[d]) + " + " +
-                   std::to_string(extents[d]) + " > " + std::to_string(shape[d]) + ")";
+            m << " (dim " << d << ": " << offsets[d] << " + " << extents[d] << " > " << shape[d] << ")";
             break;
         }
     }
-    throw BoundsError(msg, site);
+    throw BoundsError(m.c_str(), site);
 }
 
 /// Throws BoundsError unless `offsets` index a valid box of rows x cols elements along `A` (its
@@ -115,18 +102,21 @@ inline void check_box(const TensorView<T> &view, const int64_t (&offsets)[N], in
 [[noreturn, gnu::cold, gnu::noinline]] inline void throw_rows_error(const CheckSite &site, int ndim,
                                                                      const int64_t *shape, int64_t i, int64_t index,
                                                                      int64_t col0, int64_t cols) {
-    const std::string t = site.tensor;
-    std::string msg = site_prefix(site);
+    const char *t = site.tensor;
+    Message m;
+    site_prefix(m, site);
     if (ndim != 2) {
-        msg += "needs a 2-D tensor; " + t + " is " + std::to_string(ndim) + "-D (shape " + int_list(shape, ndim) + ")";
+        m << "needs a 2-D tensor; " << t << " is " << ndim << "-D (shape ";
+        m.list(shape, ndim) << ")";
     } else if (i < 0) {
-        msg += "columns " + std::to_string(col0) + " + " + std::to_string(cols) + " are outside " + t + "'s " +
-               std::to_string(shape[1]) + " columns (shape " + int_list(shape, 2) + ")";
+        m << "columns " << col0 << " + " << cols << " are outside " << t << "'s " << shape[1] << " columns (shape ";
+        m.list(shape, 2) << ")";
     } else {
-        msg += "index " + std::to_string(i) + " of the row tile is " + std::to_string(index) + ", outside " + t +
-               "'s " + std::to_string(shape[0]) + " rows (shape " + int_list(shape, 2) + ")";
+        m << "index " << i << " of the row tile is " << index << ", outside " << t << "'s " << shape[0]
+          << " rows (shape ";
+        m.list(shape, 2) << ")";
     }
-    throw BoundsError(msg, site);
+    throw BoundsError(m.c_str(), site);
 }
 
 /// Throws BoundsError unless `view` is 2-D, [col0, col0 + C) lies within its columns and each of
@@ -210,7 +200,7 @@ template <int R, int C, class A = LastAxes, class T, std::size_t N, class V,
 inline Tile<T, R, C> load_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const int64_t (&valid)[2],
                                 V fill, const CheckSite &site, int line = __builtin_LINE()) {
     if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
-        detail::throw_valid_error(detail::site_prefix(site), "load", R, C, valid[0], valid[1], false, site);
+        detail::throw_valid_error(&site, "load", R, C, valid[0], valid[1], false);
     }
     detail::check_box<A>(view, offsets, valid[0], valid[1], site, "valid box");
     return load_valid<R, C, A>(view, offsets, valid, fill, line);
@@ -234,7 +224,7 @@ template <class A = LastAxes, class T, std::size_t N, class U, int R, int C>
 inline void store_valid(const TensorView<T> &view, const int64_t (&offsets)[N], const Tile<U, R, C> &tile,
                         const int64_t (&valid)[2], const CheckSite &site, int line = __builtin_LINE()) {
     if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
-        detail::throw_valid_error(detail::site_prefix(site), "store", R, C, valid[0], valid[1], false, site);
+        detail::throw_valid_error(&site, "store", R, C, valid[0], valid[1], false);
     }
     detail::check_box<A>(view, offsets, valid[0], valid[1], site, "valid box");
     store_valid<A>(view, offsets, tile, valid, line);
@@ -256,7 +246,7 @@ inline Tile<T, RI * CI, C> load_rows(const TensorView<T> &view, const Tile<I, RI
                                      int64_t valid_rows, V fill, const CheckSite &site, int line = __builtin_LINE()) {
     detail::check_row_indices<I, RI, CI>();
     if (__builtin_expect(valid_rows < 0 || valid_rows > RI * CI, 0)) {
-        detail::throw_valid_error(detail::site_prefix(site), "load_rows", RI * CI, C, valid_rows, C, true, site);
+        detail::throw_valid_error(&site, "load_rows", RI * CI, C, valid_rows, C, true);
     }
     detail::check_rows<C>(view, rows.data, static_cast<int>(valid_rows), col0, site);
     return load_rows<C>(view, rows, col0, valid_rows, fill, line);

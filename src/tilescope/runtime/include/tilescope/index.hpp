@@ -20,6 +20,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <tilescope/message.hpp>
+
 namespace ts {
 
 /// What checked integer arithmetic throws: a division by zero, or a result its dtype cannot hold.
@@ -40,15 +42,6 @@ inline int64_t floormod(int64_t a, int64_t b) {
 
 namespace detail {
 
-inline std::string i128_string(__int128 v) {
-    if (v == 0) return "0";
-    const bool negative = v < 0;
-    unsigned __int128 u = negative ? -static_cast<unsigned __int128>(v) : static_cast<unsigned __int128>(v);
-    std::string digits;
-    for (; u != 0; u /= 10) digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(u % 10)));
-    return negative ? "-" + digits : digits;
-}
-
 inline const char *op_text(char op) {
     switch (op) {
         case '+': return " + ";
@@ -60,16 +53,18 @@ inline const char *op_text(char op) {
 }
 
 [[noreturn, gnu::cold, gnu::noinline]] inline void throw_by_zero(char op, __int128 a, const char *what) {
-    throw ArithmeticError(std::string("integer division by zero: ") + what + " (" + i128_string(a) + op_text(op) +
-                          "0)");
+    Message m;
+    m << "integer division by zero: " << what << " (" << a << op_text(op) << "0)";
+    throw ArithmeticError(m.c_str());
 }
 
 [[noreturn, gnu::cold, gnu::noinline]] inline void throw_overflow(char op, __int128 a, __int128 b, __int128 exact,
                                                                    __int128 lo, __int128 hi, const char *type,
                                                                    const char *what) {
-    throw ArithmeticError(std::string(type) + " overflow: " + what + " (" + i128_string(a) + op_text(op) +
-                          i128_string(b) + " = " + i128_string(exact) + ") is outside " + type + "'s range [" +
-                          i128_string(lo) + ", " + i128_string(hi) + "]");
+    Message m;
+    m << type << " overflow: " << what << " (" << a << op_text(op) << b << " = " << exact << ") is outside " << type
+      << "'s range [" << lo << ", " << hi << "]";
+    throw ArithmeticError(m.c_str());
 }
 
 }  // namespace detail
@@ -97,16 +92,31 @@ inline T arith(T a, T b, const char *type, const char *what) {
     return static_cast<T>(r);
 }
 
-/// What a negative run-time loop bound reports; `what` names the loop, its line and the bound
-/// (`ts.range(0, n, 64) at moe.py:41: stop n`).
+namespace detail {
+
+/// Appends what a negative run-time loop bound reports; `what` names the loop, its line and the
+/// bound (`ts.range(0, n, 64) at moe.py:41: stop n`).
+inline Message &negative_bound(Message &m, int64_t value, const char *what) {
+    return m << what << " is " << value << " at run time; a run-time loop bound must be >= 0";
+}
+
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_negative_bound(int64_t value, const char *what) {
+    Message m;
+    throw std::out_of_range(negative_bound(m, value, what).c_str());
+}
+
+}  // namespace detail
+
+/// The message of a negative run-time loop bound, for an orchestration's fail().
 inline std::string negative_bound_message(int64_t value, const char *what) {
-    return std::string(what) + " is " + std::to_string(value) + " at run time; a run-time loop bound must be >= 0";
+    detail::Message m;
+    return detail::negative_bound(m, value, what).c_str();
 }
 
 /// Throws std::out_of_range (reported with the task that ran it) when a kernel's run-time loop
 /// bound is negative.
 inline void check_bound(int64_t value, const char *what) {
-    if (__builtin_expect(value < 0, 0)) throw std::out_of_range(negative_bound_message(value, what));
+    if (__builtin_expect(value < 0, 0)) detail::throw_negative_bound(value, what);
 }
 
 }  // namespace ts

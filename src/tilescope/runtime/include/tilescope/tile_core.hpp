@@ -198,20 +198,23 @@ namespace detail {
 /// Throws the BoundsError of valid counts outside an R x C tile: `<prefix><op> of a [R, C] tile
 /// with valid [rows, cols]: valid rows must be within [0, R]` (or columns, [0, C]). With
 /// rows_only (load_rows, whose columns are all valid) the counts read `valid rows <rows>`.
-/// `site` is the checked op's (check.hpp), or none.
-[[noreturn, gnu::cold, gnu::noinline]] inline void throw_valid_error(const std::string &prefix, const char *op, int R,
+/// `site`: the checked op's (check.hpp), whose "kernel <k>: <op> of <t> (arg <i>) at <where>: "
+/// is the prefix; nullptr: none, and no prefix.
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_valid_error(const CheckSite *site, const char *op, int R,
                                                                       int C, int64_t rows, int64_t cols,
-                                                                      bool rows_only = false,
-                                                                      const CheckSite &site = CheckSite{}) {
-    std::string msg = prefix + op + " of a [" + std::to_string(R) + ", " + std::to_string(C) + "] tile with valid ";
-    msg += rows_only ? "rows " + std::to_string(rows)
-                     : "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
-    if (rows < 0 || rows > R) {
-        msg += ": valid rows must be within [0, " + std::to_string(R) + "]";
-    } else {
-        msg += ": valid columns must be within [0, " + std::to_string(C) + "]";
-    }
-    throw BoundsError(msg, site);
+                                                                      bool rows_only = false) {
+    Message m;
+    if (site != nullptr) site_prefix(m, *site);
+    m << op << " of a [" << R << ", " << C << "] tile with valid ";
+    if (rows_only)
+        m << "rows " << rows;
+    else
+        m << "[" << rows << ", " << cols << "]";
+    if (rows < 0 || rows > R)
+        m << ": valid rows must be within [0, " << R << "]";
+    else
+        m << ": valid columns must be within [0, " << C << "]";
+    throw BoundsError(m.c_str(), site != nullptr ? *site : CheckSite{});
 }
 
 /// True when 0 <= valid[0] <= R and 0 <= valid[1] <= C.
@@ -403,7 +406,7 @@ inline Tile<T, R, C> load_valid(const TensorView<T> &view, const int64_t (&offse
                                 V fill, int line = __builtin_LINE()) {
     static_assert(detail::fits_axes<A, N, R, C>(), "a tile dim with no tensor dim (1-D rows, dims=[d, None]) has size 1");
     if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
-        detail::throw_valid_error("", "load", R, C, valid[0], valid[1]);
+        detail::throw_valid_error(nullptr, "load", R, C, valid[0], valid[1]);
     }
     const int vr = static_cast<int>(valid[0]), vc = static_cast<int>(valid[1]);
     const T f = convert<T>(fill);
@@ -442,7 +445,7 @@ inline void store_valid(const TensorView<T> &view, const int64_t (&offsets)[N], 
     static_assert(std::is_same_v<T, U>, "store: the tile's element type must match the tensor's; cast<>() it first");
     static_assert(detail::fits_axes<A, N, R, C>(), "a tile dim with no tensor dim (1-D rows, dims=[d, None]) has size 1");
     if (__builtin_expect(!detail::valid_in_tile<R, C>(valid), 0)) {
-        detail::throw_valid_error("", "store", R, C, valid[0], valid[1]);
+        detail::throw_valid_error(nullptr, "store", R, C, valid[0], valid[1]);
     }
     const int vr = static_cast<int>(valid[0]), vc = static_cast<int>(valid[1]);
     (void)line;
@@ -554,7 +557,7 @@ inline Tile<T, RI * CI, C> load_rows(const TensorView<T> &view, const Tile<I, RI
     detail::check_row_indices<I, RI, CI>();
     constexpr int N = RI * CI;
     if (__builtin_expect(valid_rows < 0 || valid_rows > N, 0)) {
-        detail::throw_valid_error("", "load_rows", N, C, valid_rows, C, true);
+        detail::throw_valid_error(nullptr, "load_rows", N, C, valid_rows, C, true);
     }
     Tile<T, N, C> t;
     detail::gather_rows<C>(t, view, rows.data, col0, static_cast<int>(valid_rows), convert<T>(fill), line);
