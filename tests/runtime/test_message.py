@@ -54,8 +54,9 @@ def lines(tmp_path_factory) -> list[str]:
     work = tmp_path_factory.mktemp("message")
     src, exe = work / "message.cpp", work / "message"
     src.write_text(PROGRAM)
-    subprocess.run(["g++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(INCLUDE), str(src), "-o", str(exe)],
-                   check=True, capture_output=True, text=True)
+    flags = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror"]
+    cmd = ["g++", *flags, "-I", str(INCLUDE), str(src), "-o", str(exe)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
     return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
 
 
