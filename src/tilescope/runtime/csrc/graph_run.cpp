@@ -287,15 +287,21 @@ int64_t Run::submit(const SubmitRequest &req) {
     }
     std::sort(preds_.begin(), preds_.end());
     preds_.erase(std::unique(preds_.begin(), preds_.end()), preds_.end());
-    for (int64_t p : preds_) scheduler_.add_dependency(*tasks_[static_cast<size_t>(p)], *task);
+    if (!preds_.empty()) {
+        SuccessorEdge *edges = edge_arena_.allocate(preds_.size());
+        for (size_t i = 0; i < preds_.size(); ++i)
+            scheduler_.add_dependency(*tasks_[static_cast<size_t>(preds_[i])], *task, &edges[i]);
+    }
     num_dependencies_ += static_cast<int64_t>(preds_.size());
 
     tasks_.push_back(task);
     if (!forward_waiters_.empty()) {
         const auto waiting = forward_waiters_.find(id);
         if (waiting != forward_waiters_.end()) {
-            for (int64_t w : waiting->second) {
-                scheduler_.link(*task, *tasks_[static_cast<size_t>(w)]);
+            SuccessorEdge *edges = edge_arena_.allocate(waiting->second.size());
+            for (size_t i = 0; i < waiting->second.size(); ++i) {
+                const int64_t w = waiting->second[i];
+                scheduler_.link(*task, *tasks_[static_cast<size_t>(w)], &edges[i]);
                 if (config_.record_edges) edges_.push_back(ts_edge_record{id, w, -1, TS_EDGE_ORDER, TS_EDGE_EXPLICIT, 0});
             }
             num_dependencies_ += static_cast<int64_t>(waiting->second.size());

@@ -155,6 +155,7 @@ private:
 
     TensorMap tensor_map_;
     BlockArena<Task> task_arena_{16, 1024};
+    BlockArena<SuccessorEdge> edge_arena_{64, 4096};  // the tasks' successor lists
     BlockArena<ts_arg> arg_arena_{64, 8192};
     std::vector<Task *> tasks_;
     int64_t num_dependencies_ = 0;

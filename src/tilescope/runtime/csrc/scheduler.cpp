@@ -126,16 +126,40 @@ void Scheduler::begin(const RunContext &context) {
     }
 }
 
-void Scheduler::add_dependency(Task &pred, Task &succ) {
+namespace {
+
+// Appends `succ` to `pred`'s successors through `edge` (under pred.mu).
+void append_successor(Task &pred, Task &succ, SuccessorEdge *edge) {
+    edge->task = &succ;
+    edge->next = nullptr;
+    if (pred.last_successor != nullptr)
+        pred.last_successor->next = edge;
+    else
+        pred.successors = edge;
+    pred.last_successor = edge;
+}
+
+// Marks `t` done and takes its successor list (the caller walks it without the lock).
+SuccessorEdge *finish_task(Task &t) {
+    std::lock_guard<std::mutex> lock(t.mu);
+    t.done = true;
+    SuccessorEdge *first = t.successors;
+    t.successors = t.last_successor = nullptr;
+    return first;
+}
+
+}  // namespace
+
+void Scheduler::add_dependency(Task &pred, Task &succ, SuccessorEdge *edge) {
     std::lock_guard<std::mutex> lock(pred.mu);
     if (pred.done) return;
     succ.pending.fetch_add(1, std::memory_order_acq_rel);
-    pred.successors.push_back(&succ);
+    append_successor(pred, succ, edge);
 }
 
-void Scheduler::link(Task &pred, Task &succ) {
+void Scheduler::link(Task &pred, Task &succ, SuccessorEdge *edge) {
     std::lock_guard<std::mutex> lock(pred.mu);
-    pred.successors.push_back(&succ);
+    append_successor(pred, succ, edge);
 }
 
 void Scheduler::seal(Task &t) {
@@ -292,11 +316,7 @@ bool Scheduler::quiescent() {
 }
 
 void Scheduler::abandon(const std::vector<Task *> &blocked) {
-    for (Task *t : blocked) {
-        std::lock_guard<std::mutex> lock(t->mu);
-        t->done = true;
-        t->successors.clear();
-    }
+    for (Task *t : blocked) finish_task(*t);
     const int64_t n = static_cast<int64_t>(blocked.size());
     if (remaining_.fetch_sub(n, std::memory_order_acq_rel) == n) end_run();
     std::unique_lock<std::mutex> lock(done_mu_);
@@ -468,25 +488,14 @@ void Scheduler::watch(std::vector<ChargeMeter> &meters, std::vector<uint64_t> &f
 Task *Scheduler::complete(Task &t) {
     if (context_.serial) {
         // NOTE: no successor shortcut: the lowest ready id runs next, whoever made it ready.
-        std::vector<Task *> successors;
-        {
-            std::lock_guard<std::mutex> lock(t.mu);
-            t.done = true;
-            successors.swap(t.successors);
-        }
-        for (Task *s : successors)
-            if (s->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) push(s);
+        for (SuccessorEdge *e = finish_task(t); e != nullptr; e = e->next)
+            if (e->task->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) push(e->task);
         if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) end_run();
         return nullptr;
     }
-    std::vector<Task *> successors;
-    {
-        std::lock_guard<std::mutex> lock(t.mu);
-        t.done = true;
-        successors.swap(t.successors);
-    }
     Task *next = nullptr;
-    for (Task *s : successors) {
+    for (SuccessorEdge *e = finish_task(t); e != nullptr; e = e->next) {
+        Task *s = e->task;
         if (s->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
         if (next == nullptr && context_.shuffle_seed == 0)  // NOTE: shuffled: every successor is queued
             next = s;

@@ -136,8 +136,9 @@ public:
     // Before the first seal of a run: the workers' view of the run (no run may be in progress).
     void begin(const RunContext &context);
 
-    // Orchestration thread: order `succ` after `pred` (a no-op if pred has already finished).
-    void add_dependency(Task &pred, Task &succ);
+    // Orchestration thread: order `succ` after `pred` (a no-op if pred has already finished);
+    // `edge` is a node of the run's for the edge (unused when pred has finished).
+    void add_dependency(Task &pred, Task &succ, SuccessorEdge *edge);
     // Orchestration thread: all of `t`'s dependencies are added; it may run once they finish.
     void seal(Task &t);
     // Orchestration thread: queue the batch of ready tasks now (see the invariants), under one
@@ -145,7 +146,7 @@ public:
     void flush_batch();
     // Orchestration thread: like add_dependency for a `pred` that is not sealed yet, whose edge
     // was already counted in `succ.pending` when succ was submitted (a forward explicit dep).
-    void link(Task &pred, Task &succ);
+    void link(Task &pred, Task &succ, SuccessorEdge *edge);
     // After the orchestration returned: wait until all `submitted` tasks of the run finished and
     // return true, or return false as soon as the run is deadlocked (tasks remain, none is ready
     // or running); the caller then reports and abandon()s the blocked tasks.

@@ -3,8 +3,10 @@
 // Invariants:
 //  - `pending` = unfinished predecessors + 1 until the orchestration seals the task (the
 //    submission guard); the task is ready exactly when it drops to 0, which happens once.
-//  - `done` and `successors` change only under `mu`: a predecessor either takes the edge before it
-//    finishes (and will release the successor) or is seen as done (and the edge adds no count).
+//  - `done` and the successor list change only under `mu`: a predecessor either takes the edge
+//    before it finishes (and will release the successor) or is seen as done (and the edge adds no
+//    count). The list's nodes belong to the run (allocated by the orchestration thread, never
+//    freed one by one): a finished task's list is dropped, not freed, so no worker frees memory.
 //  - Fields above `mu` are written by the orchestration thread before the task is sealed and are
 //    read-only afterwards; timing fields are written by the one worker that runs the task.
 //  - Times are nanoseconds of `Clock` since the run started.
@@ -14,7 +16,6 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
-#include <vector>
 
 #include "tensor_map.hpp"
 #include "tilescope/abi.h"
@@ -22,6 +23,13 @@
 namespace ts::rt {
 
 struct GuardZone;
+struct Task;
+
+// One edge out of a task: its successor, and the next edge in the order they were added.
+struct SuccessorEdge {
+    Task *task = nullptr;
+    SuccessorEdge *next = nullptr;
+};
 
 using Clock = std::chrono::steady_clock;
 
@@ -46,7 +54,8 @@ struct Task {
 
     std::mutex mu;
     bool done = false;
-    std::vector<Task *> successors;
+    SuccessorEdge *successors = nullptr;  // in the order they were added
+    SuccessorEdge *last_successor = nullptr;
     std::atomic<int32_t> pending{1};
 
     int32_t worker = -1;  // -1 until run; stays -1 if skipped after a failure
