@@ -46,7 +46,14 @@ def worker_stack_mib(local_memory_bytes: int) -> int:
 
 def run_workers(config: RunConfig) -> int:
     """The worker threads a sim run with ``config`` runs on (``num_workers=0``: one per CPU)."""
-    return 1 if config.serial else config.num_workers or os.cpu_count() or 1
+    return 1 if config.serial else config.num_workers or _cpu_count()
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_count() -> int:
+    """os.cpu_count(), read once: it reads a file under /sys each time (2 us of every run), and the
+    runtime core sizes its default worker count once per runtime too."""
+    return os.cpu_count() or 1
 
 
 @functools.lru_cache(maxsize=1)

@@ -17,7 +17,7 @@ namespace ts::rt {
 
 Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kernels,
          std::vector<std::string> kernel_names, const ts_arg *args, int32_t nargs, Scheduler &scheduler,
-         GuardPool &pool)
+         GuardPool &pool, RunMemory &memory)
     : config_(config),
       orch_(orch),
       kernels_(kernels),
@@ -25,8 +25,10 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
       args_(args),
       nargs_(nargs),
       t0_(Clock::now()),
+      memory_(memory),
       guard_zones_(scheduler.num_workers(), *this, kernel_names_, pool),
       scheduler_(scheduler) {
+    tasks_.swap(memory_.tasks);  // NOTE: empty, with the last run's capacity
     api_.abi_version = TS_ABI_VERSION;
     api_.create_tensor = &Run::api_create_tensor;
     api_.submit = &Run::api_submit;
@@ -69,6 +71,11 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
             break;
         }
     }
+}
+
+Run::~Run() {
+    tasks_.clear();
+    memory_.tasks.swap(tasks_);
 }
 
 void Run::execute(ts_run_result &result) {

@@ -70,12 +70,21 @@ struct FailureCause {
     const char *where = nullptr;
 };
 
+// What a runtime keeps between its runs for the next one: the blocks of the run's arenas and the
+// storage of its task list (block_cache.hpp), so a large graph run again faults no fresh pages in.
+struct RunMemory {
+    BlockCache blocks;
+    std::vector<Task *> tasks;  // empty; its capacity is the last run's
+};
+
 class Run final : public RunHooks, public GuardHooks {
 public:
     // `scheduler` has its workers started and no run in progress; it is used until execute() returns.
-    // Intermediates' mappings come from `pool` and go back to it when the Run is destroyed.
+    // Intermediates' mappings come from `pool`, the arenas' blocks and the task list's storage from
+    // `memory`; both go back when the Run is destroyed.
     Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kernels, std::vector<std::string> kernel_names,
-        const ts_arg *args, int32_t nargs, Scheduler &scheduler, GuardPool &pool);
+        const ts_arg *args, int32_t nargs, Scheduler &scheduler, GuardPool &pool, RunMemory &memory);
+    ~Run() override;
     Run(const Run &) = delete;
     Run &operator=(const Run &) = delete;
 
@@ -150,13 +159,14 @@ private:
 
     std::vector<const char *> kernel_cnames_;
     std::unordered_map<int64_t, std::vector<int64_t>> forward_waiters_;  // later id -> waiting ids
-    BlockArena<FoundEdge> found_arena_{64, 4096};
-    BlockArena<int64_t> deps_arena_{64, 1024};
+    RunMemory &memory_;  // before the arenas, which take their blocks from it
+    BlockArena<FoundEdge> found_arena_{64, 4096, &memory_.blocks};
+    BlockArena<int64_t> deps_arena_{64, 1024, &memory_.blocks};
 
     TensorMap tensor_map_;
-    BlockArena<Task> task_arena_{16, 1024};
-    BlockArena<SuccessorEdge> edge_arena_{64, 4096};  // the tasks' successor lists
-    BlockArena<ts_arg> arg_arena_{64, 8192};
+    BlockArena<Task> task_arena_{16, 1024, &memory_.blocks};
+    BlockArena<SuccessorEdge> edge_arena_{64, 4096, &memory_.blocks};  // the tasks' successor lists
+    BlockArena<ts_arg> arg_arena_{64, 8192, &memory_.blocks};
     std::vector<Task *> tasks_;
     int64_t num_dependencies_ = 0;
     std::vector<FoundEdge> found_;       // scratch: tensor-map edges of the task being submitted
@@ -177,14 +187,14 @@ private:
     std::string read_deadlock_;  // a read whose producer can never run: report_deadlock names it first
     std::unordered_set<int64_t> dump_tagged_buffers_;  // level 1: buffers dumped from now on
     std::unordered_set<int64_t> dump_next_buffers_;    // level 1: buffers dumped in the next task only
-    BlockArena<uint8_t> dump_args_arena_{64, 8192};
+    BlockArena<uint8_t> dump_args_arena_{64, 8192, &memory_.blocks};
     std::unique_ptr<TensorDump> dump_;       // nullptr unless config_.dump_level is 1..3
     std::unique_ptr<NanCheck> nan_check_;    // nullptr unless config_.nan_check
     std::unique_ptr<TaskLines> task_lines_;  // nullptr unless config_.print_intermediates is 3
     std::unique_ptr<Pmu> pmu_;               // nullptr unless config_.pmu
     std::unique_ptr<TaskTimes> task_times_;  // nullptr unless config_.record_task_times
     GuardZones guard_zones_;  // after the arenas: tasks point into its zones
-    BlockArena<GuardZone *> zone_list_arena_{64, 4096};
+    BlockArena<GuardZone *> zone_list_arena_{64, 4096, &memory_.blocks};
 
     Scheduler &scheduler_;
 };

@@ -32,7 +32,7 @@ void Runtime::run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_
     std::lock_guard<std::mutex> lock(run_mu_);
     scheduler_.start_workers(static_cast<int64_t>(std::max(config.worker_stack_mib, 0)) << 20);
     const RunInFlight in_flight;
-    Run run(config, orch, kernels, std::move(kernel_names), args, nargs, scheduler_, guard_pool_);
+    Run run(config, orch, kernels, std::move(kernel_names), args, nargs, scheduler_, guard_pool_, run_memory_);
     run.execute(result);
 }
 

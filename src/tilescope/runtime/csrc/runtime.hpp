@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "graph_run.hpp"
 #include "guard_zones.hpp"
 #include "run_result.hpp"
 #include "scheduler.hpp"
@@ -43,6 +44,7 @@ private:
     std::mutex run_mu_;
     Scheduler scheduler_;
     GuardPool guard_pool_;  // intermediates' mappings, kept between runs
+    RunMemory run_memory_;  // arena blocks and the task list's storage, kept between runs
 };
 
 }  // namespace ts::rt
