@@ -1,6 +1,6 @@
-"""The runtime core's memory kept between runs (csrc/block_cache.hpp, block_arena.hpp): which kept
-block a request gets, the bound on what is kept, and arenas that value-initialize recycled
-blocks. Built with AddressSanitizer where g++ has it, so a block used after it was freed, freed
+"""The runtime core's memory kept between runs (csrc/block_cache.hpp, block_arena.hpp,
+node_pool.hpp): which kept block a request gets, the bound on what is kept, arenas that
+value-initialize recycled blocks, and the tensor map's recycled nodes. Built with AddressSanitizer where g++ has it, so a block used after it was freed, freed
 twice or leaked fails the test."""
 
 from __future__ import annotations
@@ -15,10 +15,14 @@ CSRC = Path(__file__).resolve().parents[2] / "src" / "tilescope" / "runtime" / "
 PROGRAM = r"""
 #include "block_arena.hpp"
 #include "block_cache.hpp"
+#include "node_pool.hpp"
 #include <cstdio>
 #include <cstring>
+#include <map>
 using ts::rt::BlockArena;
 using ts::rt::BlockCache;
+using ts::rt::NodePool;
+using ts::rt::PoolAllocator;
 struct Item {
     long a = 0;
     long b = 0;
@@ -66,6 +70,23 @@ int main() {
         }
         std::printf("zeroed %ld %d\n", nonzero, cache.kept_bytes() < 40 * sizeof(Item));
     }
+    {
+        NodePool pool;
+        using Map = std::multimap<long, Item, std::less<long>, PoolAllocator<std::pair<const long, Item>>>;
+        {
+            Map m{PoolAllocator<std::pair<const long, Item>>(&pool)};
+            for (long i = 0; i < 1000; ++i) m.emplace(i % 7, Item{i, -i});
+        }
+        const size_t kept = pool.kept_bytes();
+        Map again{PoolAllocator<std::pair<const long, Item>>(&pool)};
+        for (long i = 0; i < 1000; ++i) again.emplace(i, Item{i, i});
+        long sum = 0;
+        for (const auto &kv : again) sum += kv.second.a;
+        std::printf("nodes %d %d %ld %zu\n", kept > 0, kept % 1000 == 0, sum, pool.kept_bytes());
+        void *odd = pool.take(3 * kept);                            // another size: not from the pool
+        pool.give(odd, 3 * kept);
+        std::printf("other %zu\n", pool.kept_bytes());
+    }
     return 0;
 }
 """
@@ -109,3 +130,12 @@ def test_a_recycled_block_is_value_initialized(out):
     nonzero, all_returned = out["zeroed"].split()
     assert nonzero == "0"
     assert all_returned == "1"  # the second arena took the first one's blocks
+
+
+def test_map_nodes_are_recycled(out):
+    some, whole, total, left = out["nodes"].split()
+    assert some == "1"  # a destroyed map's 1000 nodes were kept
+    assert whole == "1"  # as whole nodes of one size
+    assert int(total) == sum(range(1000))  # a second map on the same nodes holds its own values
+    assert left == "0"  # and took every kept node back
+    assert out["other"] == "0"  # a request of another size neither came from nor went to the pool

@@ -70,10 +70,12 @@ struct FailureCause {
     const char *where = nullptr;
 };
 
-// What a runtime keeps between its runs for the next one: the blocks of the run's arenas and the
-// storage of its task list (block_cache.hpp), so a large graph run again faults no fresh pages in.
+// What a runtime keeps between its runs for the next one: the blocks of the run's arenas, the
+// tensor map's nodes and the storage of its task list (block_cache.hpp, node_pool.hpp), so a
+// large graph run again faults no fresh pages in and mallocs nothing per task.
 struct RunMemory {
     BlockCache blocks;
+    NodePool map_nodes;         // the tensor map's index nodes (node_pool.hpp)
     std::vector<Task *> tasks;  // empty; its capacity is the last run's
 };
 
@@ -163,7 +165,7 @@ private:
     BlockArena<FoundEdge> found_arena_{64, 4096, &memory_.blocks};
     BlockArena<int64_t> deps_arena_{64, 1024, &memory_.blocks};
 
-    TensorMap tensor_map_;
+    TensorMap tensor_map_{memory_.map_nodes};
     BlockArena<Task> task_arena_{16, 1024, &memory_.blocks};
     BlockArena<SuccessorEdge> edge_arena_{64, 4096, &memory_.blocks};  // the tasks' successor lists
     BlockArena<ts_arg> arg_arena_{64, 8192, &memory_.blocks};

@@ -10,7 +10,7 @@ void RegionIndex::insert(const Region &region, int64_t task) {
     auto it = std::lower_bound(classes_.begin(), classes_.end(), log2_span,
                                [](const SpanClass &c, int32_t v) { return c.log2_span < v; });
     if (it == classes_.end() || it->log2_span != log2_span) {
-        it = classes_.insert(it, SpanClass{});
+        it = classes_.insert(it, SpanClass(pool_));
         it->log2_span = log2_span;
     }
     it->max_span = std::max(it->max_span, region.span());

@@ -17,6 +17,7 @@
 #include <map>
 #include <vector>
 
+#include "node_pool.hpp"
 #include "region.hpp"
 
 namespace ts::rt {
@@ -28,6 +29,9 @@ struct IndexedAccess {
 
 class RegionIndex {
 public:
+    // The index's nodes come from `pool` (which must outlive it).
+    explicit RegionIndex(NodePool &pool) : pool_(&pool) {}
+
     void insert(const Region &region, int64_t task);
 
     // Call f(const IndexedAccess &) for every entry overlapping `query`.
@@ -46,11 +50,15 @@ public:
     void erase_covered_by(const Region &writer);
 
 private:
+    using Entries = std::multimap<int64_t, IndexedAccess, std::less<int64_t>,
+                                  PoolAllocator<std::pair<const int64_t, IndexedAccess>>>;
     struct SpanClass {
+        explicit SpanClass(NodePool *pool) : entries(PoolAllocator<std::pair<const int64_t, IndexedAccess>>(pool)) {}
         int32_t log2_span = 0;
         int64_t max_span = 0;
-        std::multimap<int64_t, IndexedAccess> entries;  // keyed by region.lo
+        Entries entries;  // keyed by region.lo
     };
+    NodePool *pool_;
     std::vector<SpanClass> classes_;  // sorted by log2_span
     int64_t max_hi_ = INT64_MIN;       // >= every entry's hi (never lowered by an erase)
 };

@@ -7,7 +7,7 @@ namespace ts::rt {
 void TensorMap::register_buffer(const ts_tensor &t) { buffer_for(t); }
 
 TensorMap::BufferState &TensorMap::buffer_for(const ts_tensor &t) {
-    auto [it, inserted] = buffers_.try_emplace(t.buffer_id);
+    auto [it, inserted] = buffers_.try_emplace(t.buffer_id, pool_);
     if (inserted) it->second.layout = layout_of(t);
     return it->second;
 }

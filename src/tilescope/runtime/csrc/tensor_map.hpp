@@ -46,6 +46,9 @@ struct FoundEdge {
 
 class TensorMap {
 public:
+    // The map's index nodes come from `pool` (which must outlive it).
+    explicit TensorMap(NodePool &pool) : pool_(&pool) {}
+
     // Fix the layout of `t`'s buffer from the full tensor `t`, unless the buffer is known already.
     void register_buffer(const ts_tensor &t);
 
@@ -59,6 +62,7 @@ public:
 
 private:
     struct BufferState {
+        explicit BufferState(NodePool *pool) : writers(*pool), readers(*pool) {}
         BufferLayout layout;
         RegionIndex writers;
         RegionIndex readers;
@@ -72,6 +76,7 @@ private:
 
     BufferState &buffer_for(const ts_tensor &t);
 
+    NodePool *pool_;
     std::unordered_map<int64_t, BufferState> buffers_;
     std::vector<Access> accesses_;  // scratch, reused across tasks
 };
