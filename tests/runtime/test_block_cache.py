@@ -30,28 +30,41 @@ struct Item {
 int main() {
     {
         BlockCache cache;
-        void *p = cache.take(1000);
-        cache.give(p, 1000);
-        std::printf("same %d\n", cache.take(1000) == p);           // kept, handed out again
-        cache.give(p, 1000);
-        void *big = cache.take(4000);                               // none fits: new memory
-        std::printf("fresh %d\n", big != p);
-        std::printf("half %d\n", cache.take(600) == p);             // 1000 fits 600 at most twice over
-        cache.give(p, 600);                                         // goes back as the 1000 it is
+        size_t n1 = 1000;
+        void *p = cache.take(n1);
+        cache.give(p, n1);
+        size_t n2 = 1000;
+        const bool same = cache.take(n2) == p;                      // kept, handed out again
+        std::printf("same %d %zu\n", same, n2);
+        cache.give(p, n2);
+        size_t n3 = 4000;
+        void *big = cache.take(n3);                                 // none fits: new memory
+        std::printf("fresh %d %zu\n", big != p, n3);
+        size_t n4 = 600;
+        const bool half = cache.take(n4) == p;                      // 1000 fits 600 at most twice over
+        std::printf("half %d %zu\n", half, n4);
+        cache.give(p, n4);                                          // back as the 1000 bytes it is
         std::printf("kept %zu\n", cache.kept_bytes());
-        void *small = cache.take(400);
-        std::printf("small %d\n", small != p);                     // 1000 is more than twice 400
-        cache.give(small, 400);
-        cache.give(big, 4000);
+        size_t n5 = 400;
+        void *small = cache.take(n5);
+        std::printf("small %d %zu\n", small != p, n5);             // 1000 is more than twice 400
+        cache.give(small, n5);
+        cache.give(big, n3);
     }
     {
         BlockCache cache;
-        const size_t huge = BlockCache::kKeptBytes / 2 + 1;
+        size_t huge = BlockCache::kKeptBytes / 2 + 1, huge2 = huge;
         void *a = cache.take(huge);
-        void *b = cache.take(huge);
+        void *b = cache.take(huge2);
         cache.give(a, huge);
-        cache.give(b, huge);                                        // past the bound: freed
+        cache.give(b, huge2);                                       // past the bound: freed
         std::printf("bounded %d\n", cache.kept_bytes() == huge);
+    }
+    {
+        BlockArena<Item> plain(4, 16);                              // no cache: its own blocks
+        long sum = 0;
+        for (int i = 0; i < 100; ++i) sum += plain.allocate(3)->a;
+        std::printf("plain %ld\n", sum);
     }
     {
         BlockCache cache;
@@ -115,15 +128,19 @@ def out(tmp_path_factory) -> dict[str, str]:
 
 
 def test_a_kept_block_is_handed_out_again_only_where_it_fits(out):
-    assert out["same"] == "1"
-    assert out["fresh"] == "1"
-    assert out["half"] == "1"
-    assert out["kept"] == "1000"  # given back as 600, kept as the 1000 bytes it is
-    assert out["small"] == "1"
+    assert out["same"] == "1 1000"
+    assert out["fresh"] == "1 4000"
+    assert out["half"] == "1 1000"  # the block's own size, what give() is told
+    assert out["kept"] == "1000"
+    assert out["small"] == "1 400"
 
 
 def test_what_is_kept_is_bounded(out):
     assert out["bounded"] == "1"
+
+
+def test_an_arena_without_a_cache_value_initializes_its_blocks(out):
+    assert out["plain"] == "0"
 
 
 def test_a_recycled_block_is_value_initialized(out):

@@ -6,14 +6,15 @@
 // Invariants:
 //  - A block is 64-byte aligned and at least as large as asked; a kept block is handed out again
 //    only for a request it fits at most twice over (a small arena never pins a large block).
-//  - At most kKeptBytes are kept; a block given back beyond that is freed. Every kept block is
+//    take() says how large the block it hands out is, and give() is told that size back.
+//  - At most kKeptBytes are kept; a block given back beyond that is freed, and so is one the
+//    cache cannot record (give() never throws: it runs in destructors). Every kept block is
 //    freed when the cache is destroyed.
 //  - Not thread-safe: one run at a time uses it (Runtime::run holds its lock), from the threads
 //    that allocate arena blocks and destroy the run, one after the other.
 #pragma once
 
 #include <cstddef>
-#include <iterator>
 #include <map>
 #include <new>
 
@@ -31,33 +32,31 @@ public:
         for (auto &[bytes, block] : kept_) ::operator delete(block, bytes, kAlign);
     }
 
-    // A block of `bytes` bytes: a kept one that fits, else new memory; `bytes` is what give() must be told.
-    void *take(size_t bytes) {
+    // A block of at least `bytes` bytes: a kept one that fits, else new memory. `bytes` becomes
+    // the block's size, which give() must be told.
+    void *take(size_t &bytes) {
         const auto it = kept_.lower_bound(bytes);
-        if (it != kept_.end() && it->first / 2 <= bytes) {
+        if (it != kept_.end() && it->first <= 2 * bytes) {
             void *block = it->second;
-            kept_bytes_ -= it->first;
-            // NOTE: the block stays as large as it was: hand back its own size on give()
-            sizes_[block] = it->first;
+            bytes = it->first;
+            kept_bytes_ -= bytes;
             kept_.erase(it);
             return block;
         }
         return ::operator new(bytes, kAlign);
     }
 
-    // Gives back a block take(bytes) returned.
-    void give(void *block, size_t bytes) {
-        const auto grown = sizes_.find(block);
-        if (grown != sizes_.end()) {
-            bytes = grown->second;
-            sizes_.erase(grown);
+    // Gives back a block of `bytes` bytes that take() handed out.
+    void give(void *block, size_t bytes) noexcept {
+        if (kept_bytes_ + bytes <= kKeptBytes) {
+            try {
+                kept_.emplace(bytes, block);
+                kept_bytes_ += bytes;
+                return;
+            } catch (...) {  // NOTE: no memory to record it in: free it instead
+            }
         }
-        if (kept_bytes_ + bytes > kKeptBytes) {
-            ::operator delete(block, bytes, kAlign);
-            return;
-        }
-        kept_.emplace(bytes, block);
-        kept_bytes_ += bytes;
+        ::operator delete(block, bytes, kAlign);
     }
 
     // The bytes kept now (at most kKeptBytes).
@@ -65,7 +64,6 @@ public:
 
 private:
     std::multimap<size_t, void *> kept_;  // by size
-    std::map<void *, size_t> sizes_;      // blocks handed out larger than asked: their real size
     size_t kept_bytes_ = 0;
 };
 

@@ -75,7 +75,8 @@ Run::Run(const ts_run_config &config, ts_orch_fn orch, const ts_kernel_fn *kerne
 
 Run::~Run() {
     tasks_.clear();
-    memory_.tasks.swap(tasks_);
+    // NOTE: a list past the bound (a huge or runaway run) is freed rather than kept for the runtime's life
+    if (tasks_.capacity() * sizeof(Task *) <= RunMemory::kKeptTaskBytes) memory_.tasks.swap(tasks_);
 }
 
 void Run::execute(ts_run_result &result) {
@@ -301,19 +302,20 @@ int64_t Run::submit(const SubmitRequest &req) {
     }
     num_dependencies_ += static_cast<int64_t>(preds_.size());
 
+    // NOTE: the forward edges' nodes before the task joins tasks_: out of memory here must not
+    // leave a task counted that is never sealed (a deadlock reported after the real error)
+    const auto waiting = forward_waiters_.empty() ? forward_waiters_.end() : forward_waiters_.find(id);
+    SuccessorEdge *forward =
+        waiting != forward_waiters_.end() ? edge_arena_.allocate(waiting->second.size()) : nullptr;
     tasks_.push_back(task);
-    if (!forward_waiters_.empty()) {
-        const auto waiting = forward_waiters_.find(id);
-        if (waiting != forward_waiters_.end()) {
-            SuccessorEdge *edges = edge_arena_.allocate(waiting->second.size());
-            for (size_t i = 0; i < waiting->second.size(); ++i) {
-                const int64_t w = waiting->second[i];
-                scheduler_.link(*task, *tasks_[static_cast<size_t>(w)], &edges[i]);
-                if (config_.record_edges) edges_.push_back(ts_edge_record{id, w, -1, TS_EDGE_ORDER, TS_EDGE_EXPLICIT, 0});
-            }
-            num_dependencies_ += static_cast<int64_t>(waiting->second.size());
-            forward_waiters_.erase(waiting);
+    if (forward != nullptr) {
+        for (size_t i = 0; i < waiting->second.size(); ++i) {
+            const int64_t w = waiting->second[i];
+            scheduler_.link(*task, *tasks_[static_cast<size_t>(w)], &forward[i]);
+            if (config_.record_edges) edges_.push_back(ts_edge_record{id, w, -1, TS_EDGE_ORDER, TS_EDGE_EXPLICIT, 0});
         }
+        num_dependencies_ += static_cast<int64_t>(waiting->second.size());
+        forward_waiters_.erase(waiting);
     }
     scheduler_.seal(*task);
     return id;

@@ -45,6 +45,7 @@
 #include "guard_zones.hpp"
 #include "nan_check.hpp"
 #include "pmu.hpp"
+#include "run_memory.hpp"
 #include "run_result.hpp"
 #include "scheduler.hpp"
 #include "task.hpp"
@@ -68,15 +69,6 @@ struct FailureCause {
     const char *op = nullptr;
     const char *tensor = nullptr;
     const char *where = nullptr;
-};
-
-// What a runtime keeps between its runs for the next one: the blocks of the run's arenas, the
-// tensor map's nodes and the storage of its task list (block_cache.hpp, node_pool.hpp), so a
-// large graph run again faults no fresh pages in and mallocs nothing per task.
-struct RunMemory {
-    BlockCache blocks;
-    NodePool map_nodes;         // the tensor map's index nodes (node_pool.hpp)
-    std::vector<Task *> tasks;  // empty; its capacity is the last run's
 };
 
 class Run final : public RunHooks, public GuardHooks {

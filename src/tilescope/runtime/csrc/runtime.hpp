@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "graph_run.hpp"
 #include "guard_zones.hpp"
+#include "run_memory.hpp"
 #include "run_result.hpp"
 #include "scheduler.hpp"
 #include "tilescope/abi.h"
