@@ -31,6 +31,11 @@ inline void cpu_relax() {
 
 bool later_id(const Task *a, const Task *b) { return a->id > b->id; }  // std heaps: min id on top
 
+// How often the watchdog samples for a budget of `timeout_ns`: a tenth of it, within 1 to 100 ms.
+std::chrono::nanoseconds watch_interval(int64_t timeout_ns) {
+    return std::chrono::nanoseconds(std::clamp<int64_t>(timeout_ns / 10, 1000000, 100000000));
+}
+
 }  // namespace
 
 Scheduler::Scheduler(int32_t num_workers)
@@ -123,9 +128,15 @@ void Scheduler::begin(const RunContext &context) {
     }
     run_active_.store(true, std::memory_order_relaxed);
     if (context_.timeout_ns > 0) {
+        const auto poll = watch_interval(context_.timeout_ns);
         std::lock_guard<std::mutex> lock(wd_mu_);
         wd_run_ = true;
-        wd_cv_.notify_one();
+        // NOTE: a watchdog still polling from the runs before (back-to-back runs) takes this one up
+        // at its next poll; it is woken (a futex wake and a context switch, every run) only when
+        // parked, or when this run's budget needs a shorter poll than it keeps
+        const bool wake = !wd_polling_ || poll < wd_poll_;
+        wd_poll_ = poll;
+        if (wake) wd_cv_.notify_one();
     }
 }
 
@@ -453,15 +464,23 @@ void Scheduler::watchdog_main() {
     for (;;) {
         wd_cv_.wait(lock, [&] { return wd_stop_ || wd_run_; });
         if (wd_stop_) return;
-        const int64_t budget = context_.timeout_ns;
-        const auto poll = std::chrono::nanoseconds(std::clamp<int64_t>(budget / 10, 1000000, 100000000));
         meters.assign(static_cast<size_t>(num_workers_) + 1, ChargeMeter{});
         fired.assign(meters.size(), 0);
-        while (wd_run_ && !wd_stop_) {
-            wd_cv_.wait_for(lock, poll);
-            if (!wd_run_ || wd_stop_) break;
+        wd_polling_ = true;
+        // NOTE: polls go on across back-to-back runs (a meter follows its slot's seq, so a run's
+        // user code is never charged to another's); one poll with no run in progress parks it
+        for (bool idle = false; !wd_stop_;) {
+            wd_cv_.wait_for(lock, wd_poll_);
+            if (wd_stop_) break;
+            if (!wd_run_) {
+                if (idle) break;
+                idle = true;
+                continue;
+            }
+            idle = false;
             watch(meters, fired);
         }
+        wd_polling_ = false;
     }
 }
 

@@ -42,7 +42,8 @@
 //    holding" read under the queue lock means no task can ever become ready again: finish()
 //    reports that as a deadlock instead of waiting forever.
 //  - With a time budget, the watchdog thread samples each worker's and the orchestration's
-//    ThreadSlot (every tenth of the budget, between 1 ms and 100 ms) and stops user code whose
+//    ThreadSlot (every tenth of the budget, between 1 ms and 100 ms; across back-to-back runs it
+//    keeps polling, and parks after one poll with no run) and stops user code whose
 //    charged time reached it: its thread's CPU time plus the time it was blocked, never the time
 //    it waited for a core (charged_time.hpp; wall time if those cannot be read). The stop goes
 //    through RunHooks::timed_out, then the stopped thread reports RunHooks::stopped and goes on.
@@ -223,10 +224,12 @@ private:
     bool interrupt_told_ = false;  // Ctrl-C: the run was told which tasks ran (once per run)
 
     std::thread watchdog_;
-    std::mutex wd_mu_;  // guards wd_run_, wd_stop_
+    std::mutex wd_mu_;  // guards wd_run_, wd_stop_, wd_polling_, wd_poll_
     std::condition_variable wd_cv_;
     bool wd_run_ = false;
     bool wd_stop_ = false;
+    bool wd_polling_ = false;  // the watchdog is in its polling loop (not parked)
+    std::chrono::nanoseconds wd_poll_{100000000};  // its interval: the last run's (see begin())
 };
 
 }  // namespace ts::rt
