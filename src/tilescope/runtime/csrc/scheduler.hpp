@@ -43,7 +43,7 @@
 //    reports that as a deadlock instead of waiting forever.
 //  - With a time budget, the watchdog thread samples each worker's and the orchestration's
 //    ThreadSlot (every tenth of the budget, between 1 ms and 100 ms; across back-to-back runs it
-//    keeps polling, and parks after one poll with no run) and stops user code whose
+//    keeps polling, and parks after two polls in a row with no run) and stops user code whose
 //    charged time reached it: its thread's CPU time plus the time it was blocked, never the time
 //    it waited for a core (charged_time.hpp; wall time if those cannot be read). The stop goes
 //    through RunHooks::timed_out, then the stopped thread reports RunHooks::stopped and goes on.
