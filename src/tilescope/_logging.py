@@ -12,12 +12,10 @@ one warning says why and what to do, and messages go on to stderr only.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from tilescope import knobs
@@ -128,6 +126,8 @@ class _LogFile(logging.FileHandler):
 
 
 def _attach_log_dir() -> None:
+    if not os.environ.get(_LOG_DIR_VAR):  # NOTE: the usual case, on every run: one lookup, no validation
+        return
     log_dir = knobs.env_setting("log_dir")
     if not log_dir:
         return
@@ -145,18 +145,25 @@ def _attach_log_dir() -> None:
 
 
 def configure(level: str | None = None) -> None:
-    """Set the tilescope log level (None keeps the current one) and attach a stderr handler once."""
-    if not any(getattr(h, "_tilescope", False) for h in _LOGGER.handlers):
+    """Set the tilescope log level (None keeps the current one) and attach a stderr handler once
+    (again if it was removed since)."""
+    global _stderr_handler
+    if _stderr_handler is None or _stderr_handler not in _LOGGER.handlers:
         handler = _StderrHandler()
         handler.setFormatter(_Formatter())
-        handler._tilescope = True  # type: ignore[attr-defined]
         _LOGGER.addHandler(handler)
         _LOGGER.propagate = False
+        _stderr_handler = handler
         if level is None:
             _set_level(level_number(DEFAULT_LEVEL))
     _attach_log_dir()
     if level is not None:
-        _set_level(level_number(level))
+        _set_level(_LEVELS.get(level) or level_number(level))
+
+
+_stderr_handler: _StderrHandler | None = None  # the one configure() attached
+_LOG_DIR_VAR = knobs.ENV_KNOBS["log_dir"].env_var
+_LEVELS = {name: level_number(name) for name in ("debug", "info", "warn", "error", "null", *(f"v{i}" for i in range(10)))}
 
 
 def _set_level(level: int) -> None:
@@ -168,12 +175,23 @@ def _set_level(level: int) -> None:
         _LOGGER.setLevel(level)
 
 
-@contextlib.contextmanager
-def level_kept() -> Iterator[None]:
-    """Restore the tilescope log level on leaving the block: a tool's own runs (a fix's candidate,
-    say) set the level they run at without changing the caller's."""
-    level = _LOGGER.level or level_number(DEFAULT_LEVEL)  # NOTE: never configured: the level configure() gives
-    try:
-        yield
-    finally:
-        _set_level(level)
+class _LevelKept:
+    """The block of ``level_kept``: the level on entering it, set again on leaving it (a class,
+    not a generator: it is on the path of every run of a compiled program)."""
+
+    __slots__ = ("level",)
+
+    def __enter__(self) -> None:
+        self.level = _LOGGER.level or _DEFAULT_NUMBER  # NOTE: never configured: the level configure() gives
+
+    def __exit__(self, *exc: object) -> None:
+        _set_level(self.level)
+
+
+def level_kept() -> _LevelKept:
+    """A block that restores the tilescope log level on leaving it: a tool's own runs (a fix's
+    candidate, say) set the level they run at without changing the caller's."""
+    return _LevelKept()
+
+
+_DEFAULT_NUMBER = level_number(DEFAULT_LEVEL)

@@ -250,6 +250,39 @@ def test_crash_report_cut_short_still_reads(crashing, crashed, tmp_path):
     assert [d.name for d in saved_task_dirs(program.work_dir)] == ["task_0", "task_0_1"]  # "before end" saved
 
 
+def test_a_crash_makes_dfx_outputs_again_when_it_was_removed_since_the_first_run(crashing, crashed, tmp_path):
+    """A program run in a loop does not look for dfx_outputs on every run: the core makes it again
+    when a crash finds it removed."""
+    program, line, _ = crashing
+    build = tmp_path / "build"
+    shutil.copytree(program.work_dir, build, ignore=shutil.ignore_patterns("dfx_outputs"))
+    script = (
+        "import shutil, sys, torch\n"
+        "import tilescope.launch.run as run\n"
+        "from tilescope.launch.program import CompiledProgram\n"
+        "p = CompiledProgram(sys.argv[1])\n"
+        "real = run.run_graph\n"
+        "def removed_first(*args, **kwargs):\n"
+        "    shutil.rmtree(p.work_dir / 'dfx_outputs')\n"
+        "    return real(*args, **kwargs)\n"
+        "run.run_graph = removed_first\n"
+        "x, g, y = (torch.load(f, weights_only=True) for f in sys.argv[2:5])\n"
+        "p.run(x, g, y, 1e-6, serial=True)\n"
+    )
+    for name, t in zip("xgy", crashed[1][:3]):
+        torch.save(t, tmp_path / f"{name}.pt")
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(build), *(str(tmp_path / f"{n}.pt") for n in "xgy")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == -11, proc.stderr
+    report = build / "dfx_outputs/crash_report.txt"
+    assert f"crash report: {report}" in proc.stderr
+    rep = read_crash_report(report, CompiledProgram(build), save_inputs=False)
+    assert rep.where().cpp.endswith(f"rms_rows.cpp:{line}")
+
+
 @pytest.fixture(scope="module")
 def odd_orchestration(tmp_path_factory):
     """rms_norm whose orchestration crashes when eps < 0 and waits forever when eps > 100."""

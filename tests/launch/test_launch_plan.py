@@ -174,3 +174,15 @@ def test_buffer_records_read_lazily_are_the_records_and_pickle_as_a_list(prog):
     assert buffers == list(buffers)
     again = pickle.loads(pickle.dumps(report))
     assert isinstance(again.buffers, list) and again.buffers == list(buffers)
+
+
+def test_buffer_records_read_after_later_runs_are_their_own_runs(prog):
+    """A plain run's buffer records are copied out of its own core result on first read, however
+    many runs came between."""
+    x = torch.randn(16, 8)
+    ys = [torch.zeros(16, 8) for _ in range(3)]
+    reports = [prog.run(x, y, 2.0).report for y in ys]
+    del ys[1:]  # the tensors of later runs may be gone: the records describe what each run was given
+    first = reports[0].buffers
+    assert [b.buffer_id for b in first] == [x.untyped_storage().data_ptr(), ys[0].untyped_storage().data_ptr()]
+    assert len({r.buffers[1].buffer_id for r in reports}) == 3

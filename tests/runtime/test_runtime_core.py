@@ -913,10 +913,7 @@ def test_the_c_api_without_a_pool(libs):
     args = (abi.TsArg * 1)(tensor_arg(x, Direction.INOUT))
     config = abi.TsRunConfig(2, 1, 1)
     handle = lib.ts_run(ctypes.byref(config), libs["o_overlap"].address, kernels, names, 1, args, 1)
-    try:
-        check_clean_overlap(collect.collect(lib, handle, True), 2)
-    finally:
-        lib.ts_run_free(handle)
+    check_clean_overlap(collect.collect(collect.RunResult(lib, handle), True), 2)  # freed with its RunResult
 
     runtime = lib.ts_runtime_create(3)
     try:

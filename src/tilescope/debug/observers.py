@@ -39,7 +39,7 @@ from tilescope.debug.tensor_dump import write_tensor_dump
 from tilescope.debug.trace_json import write_trace
 from tilescope.errors import TilescopeError
 from tilescope.runtime.records import RunReport
-from tilescope.runtime.run_config import Recording, RunConfig
+from tilescope.runtime.run_config import NO_RECORDING, Recording, RunConfig
 
 log = logging.getLogger("tilescope")
 
@@ -185,7 +185,7 @@ def observers_for(config: RunConfig) -> list[RunObserver]:
 
 def recording_of(observers: list[RunObserver]) -> Recording:
     """What the core must record for all of ``observers``."""
-    recording = Recording()
+    recording = NO_RECORDING
     for o in observers:
         recording = recording.merge(o.recording())
     return recording

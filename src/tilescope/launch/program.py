@@ -82,6 +82,8 @@ class CompiledProgram(Build):
         self._crash_report: tuple[str, str] | None = None  # a crash report's directory and path, once made
         self._args_passed: tuple | None = None  # the signature of the last arguments check_args passed
         self._last_config: tuple[RunConfig, str | None, RunConfig] | None = None  # _with_crash_report's
+        self._param_names = [a.name for a in self.args]
+        self._outputs = tuple(i for i, a in enumerate(self.args) if a.is_output)  # positions _check_writable checks
         self.timings: dict[str, float] = {}
         self._refreshed = True  # False: loaded without bringing its binaries up to date
 
@@ -118,7 +120,7 @@ class CompiledProgram(Build):
                 task, kernel and source line, and where the failing task's inputs were saved.
         """
         with level_kept():
-            return self._run(args, run_config(self.name, [a.name for a in self.args], runtime_cfg))
+            return self._run(args, run_config(self.name, self._param_names, runtime_cfg))
 
     __call__ = run
 
@@ -182,9 +184,10 @@ class CompiledProgram(Build):
     def _crash_report_path(self) -> str | None:
         """Where a crashing kernel's report goes; None when the build cannot be written (a read-only
         or full build still runs, and a crash is still reported, without the report file). The
-        directory is made on the first run, and again only if it was removed since."""
+        directory is made on the first run; the core makes it again if it was removed since
+        (``write_crash_report``), so a run in a loop does not look at the file system."""
         known = self._crash_report
-        if known is not None and os.path.isdir(known[0]):
+        if known is not None:
             return known[1]
         try:
             where = dfx_dir(self.work_dir)
@@ -199,8 +202,7 @@ class CompiledProgram(Build):
         every call: the signature ``_check_args_again`` compares cannot tell memory apart."""
         import torch
 
-        bad = [spec for spec, a in zip(self.args, args) if spec.is_output and isinstance(a, torch.Tensor)
-               and unwritable(a)]  # fmt: skip
+        bad = [self.args[i] for i in self._outputs if isinstance(args[i], torch.Tensor) and unwritable(args[i])]
         if bad:
             raise ArgumentError(
                 f"{len(bad)} argument(s) of {self.name} cannot be written:\n  " + "\n  ".join(

@@ -70,6 +70,10 @@ class Binaries:
     # input sharing bytes with an output (KeptInputs keeps only those)
     stores_confined: bool = False
     plans: LaunchPlans = field(default_factory=LaunchPlans)  # the core's arguments, per set of arguments
+    names: list[str] = field(default_factory=list)  # the kernels' names, by func_id
+    # NOTE: whether a probe sink may be installed in a kernel: a run without probes sets none again
+    # only then (a call into every kernel library, on every run)
+    sink_installed: bool = True
 
 
 _load_lock = threading.Lock()
@@ -89,6 +93,7 @@ def load_binaries(build: Build) -> Binaries:
             loaded.kernels.append(entry.address)
             loaded.libraries.append(entry.library)
             loaded.probes.append(sink_installer(entry.library))
+            loaded.names.append(k["name"])
             digests[k["binary"]] = entry.sha256
         loaded.stores_confined = stores_confined(build.work_dir, build.config, digests)
         return loaded
@@ -148,28 +153,32 @@ def launch(
     if kernel_index is None:
         target, orch, kernels = build, binaries.orchestration, binaries.kernels
         installers = binaries.probes
+        names = binaries.names if len(binaries.names) == len(kernels) else [k["name"] for k in build.kernels]
     else:
         target, orch = task_view(build, kernel_index), single_task_orchestration()
         kernels, installers = [binaries.kernels[kernel_index]], binaries.probes[kernel_index : kernel_index + 1]
+        names = [target.kernels[0]["name"]]
     observers = observers_for(config)
     recording = recording_of(observers)
     if capture is not None:
         recording = recording.merge(capture)
     sink = probe_sink() if recording.probes else None
-    for install in installers:
-        if install is not None:
-            install(sink)
+    if sink is not None or binaries.sink_installed:
+        for install in installers:
+            if install is not None:
+                install(sink)
+        binaries.sink_installed = sink is not None or kernel_index is not None
     local_memory = int(build.runtime_config.get("local_memory_bytes", 0))
     check_local_memory(local_memory, 1 if kernel_index is not None else run_workers(config), build.name)
     if key is None or kernel_index is not None:
         key = args_key(target.args, args)
     plan = binaries.plans.plan(target.args, args, key, confined=binaries.stores_confined, view=kernel_index)
-    kept = KeptInputs(target.args, args, indices=plan.kept)
+    kept = KeptInputs(target.args, args, indices=plan.kept) if plan.kept else None
     try:
         report = run_graph(
             orch,
             kernels,
-            [k["name"] for k in target.kernels],
+            names,
             plan.args,
             config if kernel_index is None else config.replace(num_workers=1),
             recording,
@@ -185,7 +194,7 @@ def launch(
         failure = failure_from_report(target, report)
         # NOTE: the caller reports the failure (it is the message of the error raised below);
         # logging it as an error too printed every failure twice.
-        log.log(level_number("v3"), "[runtime] %s failed: %s", target.name, failure.message)
+        log.log(_V3, "[runtime] %s failed: %s", target.name, failure.message)
         finish_all(observers, target, report, failed=True)  # what was recorded up to the failure
         if failure.kind == "interrupted":  # Ctrl-C: the report, then stop as Python would
             print("[INTERRUPTED] " + failure.render().removeprefix("[interrupted] "), file=sys.stderr, flush=True)
@@ -196,17 +205,22 @@ def launch(
         err.failure = failure  # type: ignore[attr-defined]
         err.report = report  # type: ignore[attr-defined]
         raise err from None
-    log.log(
-        level_number("v3"),
-        "[runtime] %s: %d tasks on %d workers, %d dependencies, %.3f ms",
-        target.name,
-        report.num_tasks,
-        report.num_workers,
-        report.num_dependencies,
-        report.wall_s * 1e3,
-    )
+    if log.isEnabledFor(_V3):
+        log.log(
+            _V3,
+            "[runtime] %s: %d tasks on %d workers, %d dependencies, %.3f ms",
+            target.name,
+            report.num_tasks,
+            report.num_workers,
+            report.num_dependencies,
+            report.wall_s * 1e3,
+        )
     if kernel_index is not None:
         report.saved = None
-    results = finish_all(observers, target, report, failed=False)
-    kept.check(target.name, build.work_dir)
-    return RunInfo("sim", report.wall_s, report.num_tasks, results.get("nan_check"), report)
+    nan = finish_all(observers, target, report, failed=False).get("nan_check") if observers else None
+    if kept is not None:
+        kept.check(target.name, build.work_dir)
+    return RunInfo("sim", report.wall_s, report.num_tasks, nan, report)
+
+
+_V3 = level_number("v3")

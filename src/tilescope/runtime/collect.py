@@ -1,7 +1,12 @@
 """Copying a finished run's results out of the core into ``records`` (one ctypes call per kind).
 
-Invariants: this runs after ``ts_runtime_run`` returned and before ``ts_run_free``; nothing it
-returns points into the run result, which the caller frees right after.
+Invariants:
+- ``RunResult`` owns a finished run's ``ts_run_result`` and frees it when it is collected itself
+  (no other code calls ``ts_run_free`` on it).
+- Nothing ``collect`` returns points into the result, with one exception: the buffer records of a
+  run that recorded nothing else (no dump, no edges, no task records, no saved inputs) are copied
+  out on first read, through a reference to the RunResult that keeps it alive until then; most
+  runs never read them, and what such a result holds is small.
 """
 
 from __future__ import annotations
@@ -57,11 +62,29 @@ from tilescope.runtime.records import (
 )
 
 
-def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport:
-    """The RunReport of the finished run ``handle``: everything the core recorded, copied out.
-    Task records are copied only with ``record_task_times``; the caller still owns (and frees) the
-    handle. Every count is read in one call first, and only the records there are are fetched.
+class RunResult:
+    """A finished run's ``ts_run_result`` (the handle ``ts_runtime_run`` or ``ts_run`` returned),
+    freed when this object goes."""
+
+    __slots__ = ("lib", "handle")
+
+    def __init__(self, lib: ctypes.CDLL, handle: int) -> None:
+        self.lib = lib
+        self.handle = handle
+
+    def __del__(self) -> None:
+        handle, self.handle = self.handle, None
+        if handle:
+            self.lib.ts_run_free(handle)
+
+
+def collect(result: RunResult, record_task_times: bool) -> RunReport:
+    """The RunReport of the finished run ``result``: everything the core recorded, copied out
+    (a plain run's buffer records on first read: see the module's invariants). Task records are
+    copied only with ``record_task_times``. Every count is read in one call first, and only the
+    records there are are fetched.
     """
+    lib, handle = result.lib, result.handle
     counts = TsRunSummary()
     lib.ts_run_summarize(handle, ctypes.byref(counts))
     num_tasks = counts.num_tasks
@@ -98,11 +121,20 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
         report.task_args = [_task_arg(rec) for rec in buf[:n]]
     num_buffers = counts.num_buffers
     if num_buffers:
-        buf = (TsBufferRecord * num_buffers)()
-        n = lib.ts_run_copy_buffers(handle, buf, num_buffers)
-        raw = bytes(buf)[: n * BUFFER_RECORD.size]
-        names = _buffer_names(lib, handle, raw)
-        report.buffers = BufferRecords(raw, lambda raw: _buffer_records(raw, names))
+        plain = not (
+            record_task_times
+            or num_edges
+            or counts.num_task_args
+            or counts.num_dump_records
+            or counts.num_saved
+            or counts.num_nan_saved
+            or counts.num_pmu
+        )
+        if plain:
+            report.buffers = BufferRecords(lambda: _buffer_records(result, num_buffers))
+        else:
+            records = _buffer_records(result, num_buffers)
+            report.buffers = BufferRecords(lambda: records)
     num_tags = counts.num_dump_tags
     if num_tags:
         buf = (TsDumpTagRecord * num_tags)()
@@ -116,15 +148,13 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
         report.pmu, report.pmu_note = collect_pmu(lib, handle)
     if counts.dump_level or counts.num_dump_records:  # level 0: probes only
         report.dump = _collect_dump(lib, handle)
-    if any(
-        (
-            counts.failure_kind,
-            counts.num_waits,
-            counts.num_nan,
-            counts.nan_total,
-            counts.num_saved,
-            counts.num_nan_saved,
-        )
+    if (
+        counts.failure_kind
+        or counts.num_waits
+        or counts.num_nan
+        or counts.nan_total
+        or counts.num_saved
+        or counts.num_nan_saved
     ):
         _collect_failure(lib, handle, report)
     return report
@@ -132,27 +162,19 @@ def collect(lib: ctypes.CDLL, handle: int, record_task_times: bool) -> RunReport
 
 # ts_buffer_record: ts_tensor (data, buffer_id, dtype, ndim, shape, strides, offset), program_arg, reserved
 BUFFER_RECORD = struct.Struct(f"=Qqii{MAX_DIMS}q{MAX_DIMS}qqii")
-_PROGRAM_ARG = struct.Struct("=i")
-_PROGRAM_ARG_AT = struct.calcsize(f"=Qqii{MAX_DIMS}q{MAX_DIMS}qq")  # where program_arg lies in a record
 
 
-def _buffer_names(lib: ctypes.CDLL, handle: int, raw: bytes) -> dict[int, str]:
-    """The names of the intermediates among the buffer records in ``raw`` (``ts_buffer_record``s),
-    by record index: only intermediates are named (name_tensor), so only theirs are asked for."""
-    size = BUFFER_RECORD.size
-    return {
-        i: (lib.ts_run_buffer_name(handle, i) or b"").decode(errors="replace")
-        for i in range(len(raw) // size)
-        if _PROGRAM_ARG.unpack_from(raw, i * size + _PROGRAM_ARG_AT)[0] < 0
-    }
-
-
-def _buffer_records(raw: bytes, names: dict[int, str]) -> list[BufferRecord]:
-    """The buffer records in ``raw``, unpacked in one pass (reading them through ctypes cost a
-    Python object per field); ``names`` are the intermediates' (``_buffer_names``)."""
+def _buffer_records(result: RunResult, count: int) -> list[BufferRecord]:
+    """The first ``count`` buffer records of ``result``, copied in one call and unpacked in one
+    pass (reading them through ctypes cost a Python object per field); only intermediates are
+    named (name_tensor), so only their names are asked for."""
+    lib, handle = result.lib, result.handle
+    buf = (TsBufferRecord * count)()
+    n = lib.ts_run_copy_buffers(handle, buf, count)
     out = []
-    for i, rec in enumerate(BUFFER_RECORD.iter_unpack(raw)):
+    for i, rec in enumerate(BUFFER_RECORD.iter_unpack(bytes(buf)[: n * BUFFER_RECORD.size])):
         ndim, arg = rec[3], rec[5 + 2 * MAX_DIMS]
+        name = (lib.ts_run_buffer_name(handle, i) or b"").decode(errors="replace") if arg < 0 else ""
         out.append(
             BufferRecord(
                 rec[1],
@@ -161,7 +183,7 @@ def _buffer_records(raw: bytes, names: dict[int, str]) -> list[BufferRecord]:
                 rec[4 : 4 + ndim],
                 rec[4 + MAX_DIMS : 4 + MAX_DIMS + ndim],
                 rec[4 + 2 * MAX_DIMS],
-                names.get(i, ""),
+                name,
             )
         )
     return out

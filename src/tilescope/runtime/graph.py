@@ -32,11 +32,11 @@ from tilescope.runtime.abi import (
     TsArg,
     as_direction,
 )
-from tilescope.runtime.collect import collect
+from tilescope.runtime.collect import RunResult, collect
 from tilescope.runtime.guarded import guard_zones
 from tilescope.runtime.library import load_core
 from tilescope.runtime.records import RunReport
-from tilescope.runtime.run_config import Recording, RunConfig, core_config
+from tilescope.runtime.run_config import NO_RECORDING, Recording, RunConfig, core_config
 
 MAX_IDLE_RUNTIMES = 4  # idle runtimes (each with parked workers) kept for reuse
 
@@ -178,7 +178,7 @@ class Runtime:
         nkernels = len(kernel_fn_addresses)
         kernels, names = _kernel_tables(tuple(kernel_fn_addresses), tuple(kernel_names))
         arg_array = args if isinstance(args, ctypes.Array) else (TsArg * len(args))(*args)
-        recording = recording or Recording()
+        recording = recording or NO_RECORDING
         if recording.dump_level not in (0, 1, 2, 3):
             raise ArgumentError(f"Runtime.run: dump_level must be 0..3, got {recording.dump_level!r}")
         if recording.print_intermediates not in (0, 1, 2, 3):
@@ -209,10 +209,7 @@ class Runtime:
                 arg_array,
                 len(args),
             )
-        try:
-            report = collect(lib, handle, recording.record_task_times)
-        finally:
-            lib.ts_run_free(handle)
+        report = collect(RunResult(lib, handle), recording.record_task_times)
         if report.status != 0:
             failure = RuntimeFailure(report.error)
             failure.report = report  # type: ignore[attr-defined]

@@ -165,20 +165,19 @@ class BufferRecord:
 
 
 class BufferRecords(Sequence[BufferRecord]):
-    """A run's buffer records, kept as the core's raw bytes and decoded on first read: most runs
-    never read them (a failure's diagnosis, the dependency graph and the analyses do), and a small
-    program's run should not pay for making them."""
+    """A run's buffer records, made by ``load`` on first read: most runs never read them (a
+    failure's diagnosis, the dependency graph and the analyses do), and a small program's run
+    should not pay for making them."""
 
-    def __init__(self, raw: bytes, decode: Callable[[bytes], list[BufferRecord]]) -> None:
-        self._raw: bytes | None = raw
-        self._decode = decode
+    def __init__(self, load: Callable[[], list[BufferRecord]]) -> None:
+        self._load: Callable[[], list[BufferRecord]] | None = load
         self._records: list[BufferRecord] = []
 
     def _decoded(self) -> list[BufferRecord]:
-        raw = self._raw  # NOTE: read once: another thread may be decoding too (both get the same records)
-        if raw is not None:
-            self._records = self._decode(raw)
-            self._raw = None
+        load = self._load  # NOTE: read once: another thread may be loading too (both get the same records)
+        if load is not None:
+            self._records = load()
+            self._load = None  # NOTE: after the records: a reader that sees None finds them set
         return self._records
 
     def __getitem__(self, index):  # type: ignore[override]

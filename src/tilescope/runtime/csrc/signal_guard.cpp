@@ -1,6 +1,7 @@
 #include "signal_guard.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -11,6 +12,7 @@
 #include <execinfo.h>
 #include <link.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -191,8 +193,23 @@ FaultNear fault_near(const Task &t, uint64_t addr) {
     return near;
 }
 
+// Opens the crash report for writing, first making its directory if it was removed since the
+// program's first run made it (that directory only: the build itself is where it was).
+int open_crash_report(const char *path) {
+    int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != ENOENT) return fd;
+    char dir[4096];
+    const char *slash = std::strrchr(path, '/');
+    const size_t n = slash != nullptr ? static_cast<size_t>(slash - path) : 0;
+    if (n == 0 || n >= sizeof(dir)) return -1;
+    std::memcpy(dir, path, n);
+    dir[n] = '\0';
+    if (::mkdir(dir, 0755) != 0 && errno != EEXIST) return -1;
+    return ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+
 void write_crash_report(const ThreadSlot &s, int sig, const siginfo_t *info, uint64_t pc) {
-    const int fd = ::open(s.crash_report_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int fd = open_crash_report(s.crash_report_path);
     if (fd < 0) return;
     {
         Out out(fd);
