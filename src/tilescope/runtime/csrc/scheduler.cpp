@@ -13,8 +13,10 @@ namespace {
 
 constexpr auto kSpinTime = std::chrono::microseconds(50);
 // How long a worker stays awake (yielding) after a run ended, so that the next run of a caller
-// that runs small graphs back to back finds it awake: waking a sleeping thread costs tens of us.
-constexpr auto kLingerTime = std::chrono::microseconds(200);
+// that runs graphs back to back finds it awake: waking a sleeping thread costs tens of us (50-70
+// on a 2-CPU VM, where 200 us let a worker fall asleep before the next run's first tasks in most
+// runs of a 1 ms program).
+constexpr auto kLingerTime = std::chrono::milliseconds(1);
 constexpr int64_t kUnknownCount = INT64_MAX / 2;  // more tasks than any run can submit
 // Batched submission (see the header): at most this many ready tasks; past this age the batch goes
 // at the next seal.
