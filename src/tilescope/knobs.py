@@ -528,6 +528,22 @@ def runtime_settings() -> tuple:
     return (freeze(dict(overrides)) if overrides else ()), env
 
 
+def env_is_set(var: str) -> bool:
+    """Whether the environment variable ``var`` is set to something other than "" (one dict
+    lookup in os.environ's own store on POSIX, as ``runtime_settings`` reads it: this is asked on
+    every run of a compiled program)."""
+    data = getattr(os.environ, "_data", None)
+    if isinstance(data, dict) and os.name == "posix":
+        key = _ENV_KEYS.get(var)
+        if key is None:
+            key = _ENV_KEYS[var] = os.fsencode(var)
+        return bool(data.get(key))
+    return bool(os.environ.get(var))
+
+
+_ENV_KEYS: dict[str, bytes] = {}  # env_is_set's names, encoded once
+
+
 def runtime_options(cfg: dict[str, Any] | None) -> dict[str, Any]:
     """Validated runtime options with defaults filled in (a fresh dict on every call; the
     environment is read on every call)."""
