@@ -126,7 +126,8 @@ class _LogFile(logging.FileHandler):
 
 
 def _attach_log_dir() -> None:
-    if not knobs.env_is_set(_LOG_DIR_VAR):  # NOTE: the usual case, on every run: one lookup, no validation
+    # NOTE: the usual case, on every run: two lookups, no validation
+    if not knobs.env_is_set(_LOG_DIR_VAR) and not knobs.overridden("log_dir"):
         return
     log_dir = knobs.env_setting("log_dir")
     if not log_dir:

@@ -528,6 +528,11 @@ def runtime_settings() -> tuple:
     return (freeze(dict(overrides)) if overrides else ()), env
 
 
+def overridden(name: str) -> bool:
+    """Whether an ``override`` block in effect sets the knob ``name``."""
+    return name in _overrides.get()
+
+
 def env_is_set(var: str) -> bool:
     """Whether the environment variable ``var`` is set to something other than "" (one dict
     lookup in os.environ's own store on POSIX, as ``runtime_settings`` reads it: this is asked on

@@ -234,6 +234,11 @@ def test_log_levels_filter_runtime_messages_and_log_dir_collects_them(tmp_path, 
     assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} v3 +\[runtime\] rms_norm: 4 tasks", text, re.M)
     prog.run(x, g, y, 1e-6, log_level="error")
     assert logs[0].read_text() == text  # filtered out at the error level
+    monkeypatch.delenv("TILESCOPE_LOG_DIR")
+    with ts.knobs.override(log_dir=str(tmp_path / "logs2")):  # the knob set by a block, not the environment
+        prog.run(x, g, y, 1e-6, log_level="debug")
+    (log,) = (tmp_path / "logs2").glob("tilescope_*.log")
+    assert re.search(r" v3 +\[runtime\] rms_norm: 4 tasks", log.read_text())
 
 
 def _missing_input(t):

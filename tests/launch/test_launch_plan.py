@@ -186,3 +186,24 @@ def test_buffer_records_read_after_later_runs_are_their_own_runs(prog):
     first = reports[0].buffers
     assert [b.buffer_id for b in first] == [x.untyped_storage().data_ptr(), ys[0].untyped_storage().data_ptr()]
     assert len({r.buffers[1].buffer_id for r in reports}) == 3
+
+
+def test_a_plain_runs_core_result_is_freed_when_its_buffer_records_are_first_read(prog, monkeypatch):
+    from tilescope.runtime.library import load_core
+
+    lib = load_core()
+    real, freed = lib.ts_run_free, []
+
+    def counted(handle):
+        freed.append(handle)
+        real(handle)
+
+    monkeypatch.setattr(lib, "ts_run_free", counted)
+    x, y = torch.randn(16, 8), torch.zeros(16, 8)
+    report = prog.run(x, y, 2.0).report
+    assert freed == []  # kept: the buffer records are read from it
+    assert [b.buffer_id for b in report.buffers] == [x.untyped_storage().data_ptr(), y.untyped_storage().data_ptr()]
+    assert len(freed) == 1  # freed once read
+    assert report.buffers[1].shape == (16, 8) and len(freed) == 1
+    prog.run(x, y, 2.0, enable_dep_gen=True)  # records edges: everything copied out at once
+    assert len(freed) == 2

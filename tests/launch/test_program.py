@@ -130,7 +130,7 @@ def test_wrong_arguments_are_all_listed_by_name():
 
 
 @pytest.mark.slow
-def test_later_runs_still_check_arguments_and_options_and_remake_the_dfx_directory():
+def test_later_runs_still_check_arguments_and_options_and_run_without_the_dfx_directory():
     prog = rms_norm.build(8, 16, block=1, chunk=16).compile()
     x, g, y = torch.randn(8, 16), torch.rand(1, 16), torch.zeros(8, 16)
     for _ in range(2):

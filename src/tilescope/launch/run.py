@@ -72,7 +72,9 @@ class Binaries:
     plans: LaunchPlans = field(default_factory=LaunchPlans)  # the core's arguments, per set of arguments
     names: list[str] = field(default_factory=list)  # the kernels' names, by func_id
     # NOTE: whether a probe sink may be installed in a kernel: a run without probes sets none again
-    # only then (a call into every kernel library, on every run)
+    # only then (a call into every kernel library, on every run). Kept per Binaries, while a sink is
+    # the library's: another CompiledProgram of the same library may leave one installed, which a
+    # run without probes then calls and which records nothing (no probe scope on its threads)
     sink_installed: bool = True
 
 

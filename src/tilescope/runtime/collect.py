@@ -4,9 +4,10 @@ Invariants:
 - ``RunResult`` owns a finished run's ``ts_run_result`` and frees it when it is collected itself
   (no other code calls ``ts_run_free`` on it).
 - Nothing ``collect`` returns points into the result, with one exception: the buffer records of a
-  run that recorded nothing else (no dump, no edges, no task records, no saved inputs) are copied
-  out on first read, through a reference to the RunResult that keeps it alive until then; most
-  runs never read them, and what such a result holds is small.
+  plain run (one that succeeded and recorded nothing else: no dump, edges, task records, reads,
+  saved inputs, NaN records or counters) are copied out on first read, through a reference to the
+  RunResult that keeps it alive until then; most runs never read them, and what such a result
+  holds is small (its buffer records and names).
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ class RunResult:
         if handle:
             self.lib.ts_run_free(handle)
 
+    def __reduce__(self):
+        # NOTE: a copy would be a second owner of the handle (freed twice)
+        raise TypeError("a RunResult owns the core's run result and cannot be copied or pickled")
+
 
 def collect(result: RunResult, record_task_times: bool) -> RunReport:
     """The RunReport of the finished run ``result``: everything the core recorded, copied out
@@ -122,10 +127,14 @@ def collect(result: RunResult, record_task_times: bool) -> RunReport:
     num_buffers = counts.num_buffers
     if num_buffers:
         plain = not (
-            record_task_times
+            counts.status
+            or record_task_times
             or num_edges
             or counts.num_task_args
             or counts.num_dump_records
+            or counts.num_orch_reads
+            or counts.num_waits
+            or counts.num_nan
             or counts.num_saved
             or counts.num_nan_saved
             or counts.num_pmu

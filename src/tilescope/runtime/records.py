@@ -1,8 +1,10 @@
 """What a sim run reports back: plain records converted from the core's C structs.
 
-Invariants: records are plain Python values (no ctypes objects, no pointers into the core), so
-they outlive the run result they were copied from and can be pickled; task ids, func ids and
-argument indices are the runtime's own; times are nanoseconds since the run started.
+Invariants: records are plain Python values (no ctypes objects, no pointers into the core) and
+can be pickled; task ids, func ids and argument indices are the runtime's own; times are
+nanoseconds since the run started. One exception until they are read: a plain run's
+``BufferRecords`` keeps the core's run result (``collect.RunResult``) alive to copy them out of
+on first read (``collect``'s invariants).
 """
 
 from __future__ import annotations

@@ -14,9 +14,18 @@ namespace {
 constexpr auto kSpinTime = std::chrono::microseconds(50);
 // How long a worker stays awake (yielding) after a run ended, so that the next run of a caller
 // that runs graphs back to back finds it awake: waking a sleeping thread costs tens of us (50-70
-// on a 2-CPU VM, where 200 us let a worker fall asleep before the next run's first tasks in most
-// runs of a 1 ms program).
-constexpr auto kLingerTime = std::chrono::milliseconds(1);
+// on a 2-CPU VM). At least kLingerMin; longer when the caller's last gap between two runs says
+// the next run comes later than that, up to kLingerMax (a gap longer than that: kLingerMin).
+constexpr int64_t kLingerMin = 200'000;  // ns
+constexpr int64_t kLingerMax = 1'000'000;  // ns
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+
+// The linger that covers a gap of `gap_ns` between one run's end and the next one's start.
+int64_t linger_for(int64_t gap_ns) {
+    if (gap_ns < 0 || gap_ns > kLingerMax) return kLingerMin;
+    return std::clamp<int64_t>(gap_ns + gap_ns / 2 + 100'000, kLingerMin, kLingerMax);
+}
 constexpr int64_t kUnknownCount = INT64_MAX / 2;  // more tasks than any run can submit
 // Batched submission (see the header): at most this many ready tasks; past this age the batch goes
 // at the next seal.
@@ -109,6 +118,8 @@ void Scheduler::start_workers(int64_t stack_bytes) {
 
 void Scheduler::begin(const RunContext &context) {
     context_ = context;
+    const int64_t ended = last_end_ns_.load(std::memory_order_relaxed);
+    if (ended != 0) linger_ns_.store(linger_for(now_ns() - ended), std::memory_order_relaxed);
     remaining_.store(kUnknownCount, std::memory_order_relaxed);
     {
         std::lock_guard<std::mutex> lock(done_mu_);
@@ -342,6 +353,7 @@ void Scheduler::abandon(const std::vector<Task *> &blocked) {
 }
 
 void Scheduler::end_run() {
+    last_end_ns_.store(now_ns(), std::memory_order_relaxed);
     // NOTE: before ended_, so that no worker spins for a run that is over, and so that this
     // store cannot land after the next run's begin().
     run_active_.store(false, std::memory_order_relaxed);
@@ -535,7 +547,8 @@ Task *Scheduler::acquire(int32_t worker) {
     for (;;) {
         const bool linger = !run_active_.load(std::memory_order_relaxed);
         if (spinners_.fetch_add(1, std::memory_order_seq_cst) < (linger ? num_workers_ : max_spinners_)) {
-            const auto deadline = Clock::now() + (linger ? kLingerTime : kSpinTime);
+            const auto deadline = Clock::now() + (linger ? std::chrono::nanoseconds(linger_ns_.load(std::memory_order_relaxed))
+                                                         : std::chrono::nanoseconds(kSpinTime));
             for (uint32_t i = 1; !stopping_.load(std::memory_order_relaxed); ++i) {
                 if (queued_.load(std::memory_order_relaxed) > 0) {
                     std::lock_guard<std::mutex> lock(queue_mu_);

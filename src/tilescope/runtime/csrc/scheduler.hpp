@@ -53,7 +53,8 @@
 //    most 200 us, and checks for a failure, Ctrl-C or no progress every 5 ms).
 //  - Idle workers spin briefly while a run is active (at most max(1, workers / 2) at a time, so
 //    the orchestration keeps a core). When a run ends, every worker (end_run() wakes the
-//    sleeping ones) lingers awake for a moment (kLingerTime), each yielding its core to any
+//    sleeping ones) lingers awake for a moment (200 us, up to 1 ms when the caller's last gap
+//    between two runs was longer: linger_for), each yielding its core to any
 //    thread that wants it, also once the next run started, so that a run following at once
 //    finds its workers awake; then they sleep, parked on `queue_cv_`, and cost no CPU.
 //    Stopping the workers ends every spin. A push wakes a sleeper only when nobody is spinning,
@@ -213,6 +214,8 @@ private:
     Clock::time_point batch_since_;   // when the batch's first task was sealed
     std::atomic<int32_t> spinners_{0};
     std::atomic<bool> run_active_{false};  // spinning is worth it only while a run is active
+    std::atomic<int64_t> linger_ns_{200'000};  // how long workers stay awake after a run (linger_for)
+    std::atomic<int64_t> last_end_ns_{0};  // when the last run ended (now_ns; 0: none yet)
     std::atomic<bool> stopping_{false};  // stop_workers() in progress: no spinning
 
     // kUnknownCount - completed until finish() learns the run's task count, then submitted -

@@ -204,13 +204,12 @@ int open_crash_report(const char *path) {
     if (n == 0 || n >= sizeof(dir)) return -1;
     std::memcpy(dir, path, n);
     dir[n] = '\0';
-    if (::mkdir(dir, 0755) != 0 && errno != EEXIST) return -1;
+    if (::mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;  // NOTE: the umask applies, as to Python's mkdir
     return ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 }
 
-void write_crash_report(const ThreadSlot &s, int sig, const siginfo_t *info, uint64_t pc) {
-    const int fd = open_crash_report(s.crash_report_path);
-    if (fd < 0) return;
+// Writes the crash report to `fd` (open_crash_report's) and closes it.
+void write_crash_report(int fd, const ThreadSlot &s, int sig, const siginfo_t *info, uint64_t pc) {
     {
         Out out(fd);
         const Task &t = *s.task;
@@ -339,13 +338,15 @@ void on_fatal(int sig, siginfo_t *info, void *uc) {
             err.str("[tilescope] that address is ").dec(near.distance).str(near.after ? " byte(s) past the end" : " byte(s) before the start");
             err.str(" of arg ").dec(near.arg).str("'s tensor, in the guard pages around it: the kernel went outside it\n");
         }
-        if (s->crash_report_path != nullptr) {
+        // NOTE: opened first, so that the path is named only when the report can be written there
+        const int fd = s->crash_report_path != nullptr ? open_crash_report(s->crash_report_path) : -1;
+        if (fd >= 0) {
             err.str("[tilescope] crash report: ").str(s->crash_report_path).str("\n");
         } else {
             err.str("[tilescope] run with isolate=True (--isolate) to survive this and get the C++/DSL line\n");
         }
         err.flush();
-        if (s->crash_report_path != nullptr) write_crash_report(*s, sig, info, context_pc(uc));
+        if (fd >= 0) write_crash_report(fd, *s, sig, info, context_pc(uc));
     }
     // Hand the signal on: restore what was installed before us. A fault re-executes the faulting
     // instruction on return; a sent signal (abort, kill) is raised again.
