@@ -250,34 +250,43 @@ def test_crash_report_cut_short_still_reads(crashing, crashed, tmp_path):
     assert [d.name for d in saved_task_dirs(program.work_dir)] == ["task_0", "task_0_1"]  # "before end" saved
 
 
-def test_a_crash_makes_dfx_outputs_again_when_it_was_removed_since_the_first_run(crashing, crashed, tmp_path):
+@pytest.mark.parametrize("since", ["removed", "symlink"])
+def test_a_crash_makes_dfx_outputs_again_when_it_was_removed_since_the_first_run(crashing, crashed, tmp_path, since):
     """A program run in a loop does not look for dfx_outputs on every run: the core makes it again
-    when a crash finds it removed."""
+    when a crash finds it removed, and writes nothing through a link put in its place."""
     program, line, _ = crashing
     build = tmp_path / "build"
     shutil.copytree(program.work_dir, build, ignore=shutil.ignore_patterns("dfx_outputs"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
     script = (
-        "import shutil, sys, torch\n"
+        "import os, shutil, sys, torch\n"
         "import tilescope.launch.run as run\n"
         "from tilescope.launch.program import CompiledProgram\n"
         "p = CompiledProgram(sys.argv[1])\n"
         "real = run.run_graph\n"
-        "def removed_first(*args, **kwargs):\n"
+        "def changed_first(*args, **kwargs):\n"
         "    shutil.rmtree(p.work_dir / 'dfx_outputs')\n"
+        "    if sys.argv[5] == 'symlink':\n"
+        "        os.symlink(sys.argv[6], p.work_dir / 'dfx_outputs')\n"
         "    return real(*args, **kwargs)\n"
-        "run.run_graph = removed_first\n"
+        "run.run_graph = changed_first\n"
         "x, g, y = (torch.load(f, weights_only=True) for f in sys.argv[2:5])\n"
         "p.run(x, g, y, 1e-6, serial=True)\n"
     )
     for name, t in zip("xgy", crashed[1][:3]):
         torch.save(t, tmp_path / f"{name}.pt")
     proc = subprocess.run(
-        [sys.executable, "-c", script, str(build), *(str(tmp_path / f"{n}.pt") for n in "xgy")],
+        [sys.executable, "-c", script, str(build), *(str(tmp_path / f"{n}.pt") for n in "xgy"), since, str(elsewhere)],
         capture_output=True,
         text=True,
     )
     assert proc.returncode == -11, proc.stderr
     report = build / "dfx_outputs/crash_report.txt"
+    if since == "symlink":
+        assert "crash report:" not in proc.stderr and "run with isolate=True" in proc.stderr
+        assert list(elsewhere.iterdir()) == []
+        return
     assert f"crash report: {report}" in proc.stderr
     rep = read_crash_report(report, CompiledProgram(build), save_inputs=False)
     assert rep.where().cpp.endswith(f"rms_rows.cpp:{line}")

@@ -194,18 +194,23 @@ FaultNear fault_near(const Task &t, uint64_t addr) {
 }
 
 // Opens the crash report for writing, first making its directory if it was removed since the
-// program's first run made it (that directory only: the build itself is where it was).
+// program's first run made it (that directory only: the build itself is where it was). A
+// directory or a report that is a symbolic link now is refused (-1), as the run refuses one that
+// leads out of the build: a crash writes only inside it. Async-signal-safe calls only.
 int open_crash_report(const char *path) {
-    int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0 || errno != ENOENT) return fd;
     char dir[4096];
     const char *slash = std::strrchr(path, '/');
     const size_t n = slash != nullptr ? static_cast<size_t>(slash - path) : 0;
     if (n == 0 || n >= sizeof(dir)) return -1;
     std::memcpy(dir, path, n);
     dir[n] = '\0';
-    if (::mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;  // NOTE: the umask applies, as to Python's mkdir
-    return ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    struct stat st {};
+    if (::lstat(dir, &st) != 0) {
+        if (errno != ENOENT || ::mkdir(dir, 0777) != 0) return -1;  // NOTE: the umask applies, as to Python's mkdir
+    } else if (!S_ISDIR(st.st_mode)) {
+        return -1;  // a link, or a file in the way
+    }
+    return ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 }
 
 // Writes the crash report to `fd` (open_crash_report's) and closes it.

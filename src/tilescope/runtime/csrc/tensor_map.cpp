@@ -25,10 +25,13 @@ void TensorMap::add_task(int64_t task, const ts_arg *args, int32_t nargs, std::v
 
     for (const Access &a : accesses_) {
         const int32_t after_writer = a.dir == TS_OUT ? TS_EDGE_WAW : TS_EDGE_RAW;
-        a.buffer->writers.for_each_overlapping(a.region, [&](const IndexedAccess &e) {
-            edges.push_back(FoundEdge{e.task, a.arg_index, after_writer});
-        });
+        if (a.buffer->written) {
+            a.buffer->writers.for_each_overlapping(a.region, [&](const IndexedAccess &e) {
+                edges.push_back(FoundEdge{e.task, a.arg_index, after_writer});
+            });
+        }
         if (a.dir == TS_IN) continue;
+        a.buffer->index_reads();
         a.buffer->readers.for_each_overlapping(a.region, [&](const IndexedAccess &e) {
             edges.push_back(FoundEdge{e.task, a.arg_index, TS_EDGE_WAR});
         });
@@ -38,13 +41,23 @@ void TensorMap::add_task(int64_t task, const ts_arg *args, int32_t nargs, std::v
 
     for (const Access &a : accesses_) {
         if (a.dir == TS_IN) {
-            a.buffer->readers.insert(a.region, task);
+            if (a.buffer->written)
+                a.buffer->readers.insert(a.region, task);
+            else
+                a.buffer->unindexed_reads.push_back(IndexedAccess{a.region, task});
         } else {
+            a.buffer->index_reads();  // NOTE: this task's own reads of it too, as a write erases them
+            a.buffer->written = true;
             a.buffer->writers.erase_covered_by(a.region);
             a.buffer->readers.erase_covered_by(a.region);
             a.buffer->writers.insert(a.region, task);
         }
     }
+}
+
+void TensorMap::BufferState::index_reads() {
+    for (const IndexedAccess &r : unindexed_reads) readers.insert(r.region, r.task);
+    unindexed_reads.clear();
 }
 
 void TensorMap::writers_of(const ts_tensor &t, std::vector<int64_t> &tasks) {

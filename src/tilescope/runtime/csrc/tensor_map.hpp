@@ -15,6 +15,10 @@
 //    task that wrote the element and was not covered by a later write, which it is ordered
 //    before, so when they have finished the element holds its last value. A read is not an
 //    access: every task submitted after it is submitted after it completed.
+//  - The regions read in a buffer that no task has written yet are kept in a list, in submission
+//    order, and go into the readers' index only before the buffer's first write (which is the
+//    first access that looks for readers): a program input no task writes is never indexed, and
+//    the index holds, whenever it is read, what it would hold had every read gone in at once.
 //  - Used by the orchestration thread only.
 #pragma once
 
@@ -66,6 +70,11 @@ private:
         BufferLayout layout;
         RegionIndex writers;
         RegionIndex readers;
+        std::vector<IndexedAccess> unindexed_reads;  // reads not in `readers` yet (see the invariants)
+        bool written = false;                       // some task has written the buffer
+
+        // Put the reads not indexed yet into `readers`, in their order (before a write).
+        void index_reads();
     };
     struct Access {
         BufferState *buffer;
