@@ -259,18 +259,19 @@ def test_a_crash_makes_dfx_outputs_again_when_it_was_removed_since_the_first_run
     shutil.copytree(program.work_dir, build, ignore=shutil.ignore_patterns("dfx_outputs"))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    script = (
+    script = (  # dfx_outputs changes once the run has its options, just before the core runs
         "import os, shutil, sys, torch\n"
-        "import tilescope.launch.run as run\n"
+        "import tilescope.runtime.graph as graph\n"
         "from tilescope.launch.program import CompiledProgram\n"
         "p = CompiledProgram(sys.argv[1])\n"
-        "real = run.run_graph\n"
-        "def changed_first(*args, **kwargs):\n"
+        "real = graph.core_config\n"
+        "def changed_after(*args, **kwargs):\n"
+        "    core = real(*args, **kwargs)\n"
         "    shutil.rmtree(p.work_dir / 'dfx_outputs')\n"
         "    if sys.argv[5] == 'symlink':\n"
         "        os.symlink(sys.argv[6], p.work_dir / 'dfx_outputs')\n"
-        "    return real(*args, **kwargs)\n"
-        "run.run_graph = changed_first\n"
+        "    return core\n"
+        "graph.core_config = changed_after\n"
         "x, g, y = (torch.load(f, weights_only=True) for f in sys.argv[2:5])\n"
         "p.run(x, g, y, 1e-6, serial=True)\n"
     )

@@ -292,7 +292,8 @@ def _core_config(config: RunConfig, recording: Recording, kernel_filter: tuple[b
     core = TsRunConfig(
         **numbers,
         kernel_filter=ctypes.cast(flags, ctypes.c_void_p) if flags is not None else None,
-        crash_report_path=os.fsencode(config.crash_report) if config.crash_report else None,
+        # NOTE: resolved, once per struct: the crash handler then refuses a link found in its place
+        crash_report_path=os.fsencode(os.path.realpath(config.crash_report)) if config.crash_report else None,
         guard_zones=zones,
     )
     # NOTE: ctypes cuts an integer that does not fit its field without a word (2**43 MiB of stack became 0)

@@ -157,7 +157,7 @@ private:
     BlockArena<FoundEdge> found_arena_{64, 4096, &memory_.blocks};
     BlockArena<int64_t> deps_arena_{64, 1024, &memory_.blocks};
 
-    TensorMap tensor_map_{memory_.map_nodes};
+    TensorMap tensor_map_{memory_.map_nodes, memory_.blocks};
     BlockArena<Task> task_arena_{16, 1024, &memory_.blocks};
     BlockArena<SuccessorEdge> edge_arena_{64, 4096, &memory_.blocks};  // the tasks' successor lists
     BlockArena<ts_arg> arg_arena_{64, 8192, &memory_.blocks};

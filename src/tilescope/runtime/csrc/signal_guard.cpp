@@ -194,23 +194,28 @@ FaultNear fault_near(const Task &t, uint64_t addr) {
 }
 
 // Opens the crash report for writing, first making its directory if it was removed since the
-// program's first run made it (that directory only: the build itself is where it was). A
-// directory or a report that is a symbolic link now is refused (-1), as the run refuses one that
-// leads out of the build: a crash writes only inside it. Async-signal-safe calls only.
+// program's first run made it (that directory only: the build itself is where it was). The path
+// comes resolved (run_config.core_config), so a directory or a report that is a symbolic link by
+// now was put there since, and is refused (-1): a crash writes only where the run was told.
+// Async-signal-safe calls only.
 int open_crash_report(const char *path) {
-    char dir[4096];
     const char *slash = std::strrchr(path, '/');
-    const size_t n = slash != nullptr ? static_cast<size_t>(slash - path) : 0;
-    if (n == 0 || n >= sizeof(dir)) return -1;
+    if (slash == nullptr) return ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    char dir[4096];
+    const size_t n = slash == path ? 1 : static_cast<size_t>(slash - path);  // "/name": the root
+    if (n >= sizeof(dir)) return -1;
     std::memcpy(dir, path, n);
     dir[n] = '\0';
-    struct stat st {};
-    if (::lstat(dir, &st) != 0) {
-        if (errno != ENOENT || ::mkdir(dir, 0777) != 0) return -1;  // NOTE: the umask applies, as to Python's mkdir
-    } else if (!S_ISDIR(st.st_mode)) {
-        return -1;  // a link, or a file in the way
+    constexpr int kDirFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    int dfd = ::open(dir, kDirFlags);
+    if (dfd < 0 && errno == ENOENT) {
+        if (::mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;  // NOTE: the umask applies, as to Python's mkdir
+        dfd = ::open(dir, kDirFlags);
     }
-    return ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (dfd < 0) return -1;  // a link, a file in the way, or no access
+    const int fd = ::openat(dfd, slash + 1, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    ::close(dfd);
+    return fd;
 }
 
 // Writes the crash report to `fd` (open_crash_report's) and closes it.

@@ -41,10 +41,15 @@ void TensorMap::add_task(int64_t task, const ts_arg *args, int32_t nargs, std::v
 
     for (const Access &a : accesses_) {
         if (a.dir == TS_IN) {
-            if (a.buffer->written)
-                a.buffer->readers.insert(a.region, task);
-            else
-                a.buffer->unindexed_reads.push_back(IndexedAccess{a.region, task});
+            BufferState &b = *a.buffer;
+            if (b.written) {
+                b.readers.insert(a.region, task);
+            } else {
+                ReadNode *node = reads_.allocate(1);
+                node->access = IndexedAccess{a.region, task};
+                (b.last_read != nullptr ? b.last_read->next : b.first_read) = node;
+                b.last_read = node;
+            }
         } else {
             a.buffer->index_reads();  // NOTE: this task's own reads of it too, as a write erases them
             a.buffer->written = true;
@@ -56,8 +61,8 @@ void TensorMap::add_task(int64_t task, const ts_arg *args, int32_t nargs, std::v
 }
 
 void TensorMap::BufferState::index_reads() {
-    for (const IndexedAccess &r : unindexed_reads) readers.insert(r.region, r.task);
-    unindexed_reads.clear();
+    for (const ReadNode *r = first_read; r != nullptr; r = r->next) readers.insert(r->access.region, r->access.task);
+    first_read = last_read = nullptr;
 }
 
 void TensorMap::writers_of(const ts_tensor &t, std::vector<int64_t> &tasks) {

@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "block_arena.hpp"
 #include "region.hpp"
 #include "region_index.hpp"
 #include "tilescope/abi.h"
@@ -50,8 +51,9 @@ struct FoundEdge {
 
 class TensorMap {
 public:
-    // The map's index nodes come from `pool` (which must outlive it).
-    explicit TensorMap(NodePool &pool) : pool_(&pool) {}
+    // The map's index nodes come from `pool`, its list of reads not indexed yet from blocks of
+    // `blocks` (both must outlive it).
+    TensorMap(NodePool &pool, BlockCache &blocks) : pool_(&pool), reads_(64, 4096, &blocks) {}
 
     // Fix the layout of `t`'s buffer from the full tensor `t`, unless the buffer is known already.
     void register_buffer(const ts_tensor &t);
@@ -65,13 +67,18 @@ public:
     void writers_of(const ts_tensor &t, std::vector<int64_t> &tasks);
 
 private:
+    struct ReadNode {  // a read not in its buffer's `readers` yet (see the invariants)
+        IndexedAccess access;
+        ReadNode *next;
+    };
     struct BufferState {
         explicit BufferState(NodePool *pool) : writers(*pool), readers(*pool) {}
         BufferLayout layout;
         RegionIndex writers;
         RegionIndex readers;
-        std::vector<IndexedAccess> unindexed_reads;  // reads not in `readers` yet (see the invariants)
-        bool written = false;                       // some task has written the buffer
+        ReadNode *first_read = nullptr;  // the reads not indexed yet, in submission order
+        ReadNode *last_read = nullptr;
+        bool written = false;  // some task has written the buffer
 
         // Put the reads not indexed yet into `readers`, in their order (before a write).
         void index_reads();
@@ -86,6 +93,7 @@ private:
     BufferState &buffer_for(const ts_tensor &t);
 
     NodePool *pool_;
+    BlockArena<ReadNode> reads_;  // the ReadNodes of every buffer (kept until the run ends)
     std::unordered_map<int64_t, BufferState> buffers_;
     std::vector<Access> accesses_;  // scratch, reused across tasks
 };
