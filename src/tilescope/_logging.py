@@ -13,6 +13,7 @@ one warning says why and what to do, and messages go on to stderr only.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import sys
@@ -24,6 +25,7 @@ _LOGGER = logging.getLogger("tilescope")
 DEFAULT_LEVEL = "v5"
 
 
+@functools.lru_cache(maxsize=32)
 def level_number(name: str) -> int:
     if name == "debug":
         return logging.DEBUG
@@ -159,12 +161,11 @@ def configure(level: str | None = None) -> None:
             _set_level(level_number(DEFAULT_LEVEL))
     _attach_log_dir()
     if level is not None:
-        _set_level(_LEVELS.get(level) or level_number(level))
+        _set_level(level_number(level))
 
 
 _stderr_handler: _StderrHandler | None = None  # the one configure() attached
 _LOG_DIR_VAR = knobs.ENV_KNOBS["log_dir"].env_var
-_LEVELS = {name: level_number(name) for name in ("debug", "info", "warn", "error", "null", *(f"v{i}" for i in range(10)))}
 
 
 def _set_level(level: int) -> None:
@@ -183,7 +184,7 @@ class _LevelKept:
     __slots__ = ("level",)
 
     def __enter__(self) -> None:
-        self.level = _LOGGER.level or _DEFAULT_NUMBER  # NOTE: never configured: the level configure() gives
+        self.level = _LOGGER.level or level_number(DEFAULT_LEVEL)  # NOTE: never configured: the level configure() gives
 
     def __exit__(self, *exc: object) -> None:
         _set_level(self.level)
@@ -194,5 +195,3 @@ def level_kept() -> _LevelKept:
     candidate, say) set the level they run at without changing the caller's."""
     return _LevelKept()
 
-
-_DEFAULT_NUMBER = level_number(DEFAULT_LEVEL)

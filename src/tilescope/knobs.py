@@ -517,15 +517,20 @@ def runtime_settings() -> tuple:
     equal values exactly when ``runtime_options`` of the same argument would give the same
     options (what a cache of validated options is keyed by)."""
     overrides = _overrides.get()
-    data = getattr(os.environ, "_data", None)
-    if isinstance(data, dict) and os.name == "posix":
-        # NOTE: os.environ's own store (bytes names and values, what os.environ reads and
-        # writes): one lookup each, where os.environ.get encodes and decodes (20x the time, on the
-        # path of every run of a compiled program)
+    data = _env_store()
+    if data is not None:
         env = tuple(map(data.get, _RUNTIME_ENV_KEYS))
     else:
         env = tuple(os.environ.get(var) for var in _RUNTIME_ENV_VARS)
     return (freeze(dict(overrides)) if overrides else ()), env
+
+
+def _env_store() -> dict[bytes, bytes] | None:
+    """os.environ's own store on POSIX (bytes names and values, what os.environ reads and writes),
+    else None: one lookup per variable there, where os.environ.get encodes and decodes (20x the
+    time, on the path of every run of a compiled program)."""
+    data = getattr(os.environ, "_data", None)
+    return data if isinstance(data, dict) and os.name == "posix" else None
 
 
 def overridden(name: str) -> bool:
@@ -534,11 +539,10 @@ def overridden(name: str) -> bool:
 
 
 def env_is_set(var: str) -> bool:
-    """Whether the environment variable ``var`` is set to something other than "" (one dict
-    lookup in os.environ's own store on POSIX, as ``runtime_settings`` reads it: this is asked on
-    every run of a compiled program)."""
-    data = getattr(os.environ, "_data", None)
-    if isinstance(data, dict) and os.name == "posix":
+    """Whether the environment variable ``var`` is set to something other than "" (read as
+    ``runtime_settings`` reads the environment: this is asked on every run of a compiled program)."""
+    data = _env_store()
+    if data is not None:
         key = _ENV_KEYS.get(var)
         if key is None:
             key = _ENV_KEYS[var] = os.fsencode(var)
