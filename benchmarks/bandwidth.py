@@ -12,7 +12,10 @@ output once each, the least memory traffic the model can do. ``sim_unchecked`` i
 with the check that it left its inputs alone turned off (``inputs_unchecked``): a checked build
 of generated C++ copies no input for that check (docs/failures.md), so the two columns differ
 only by the timing noise; an unchecked or hand-edited build's would show what the copy costs. Every implementation runs with the
-sim's worker count as torch's thread count. Targets: at 4096 x 4096 sim within 1.3x the copy
+sim's worker count as torch's thread count. The implementations take turns (``run_all.turns``):
+each round, each one makes a first call and then two timed ones, so a figure is the
+implementation on its own, not sharing the CPUs with the other pool's still-spinning threads;
+``sim after torch`` is the sim's first call right after a torch op, what that sharing costs. Targets: at 4096 x 4096 sim within 1.3x the copy
 (``sim / copy <= 1.3``), and from 1024 x 1024 up at least as fast as eager and compile
 (``eager / sim >= 1`` and ``compile / sim >= 1``).
 """
@@ -22,40 +25,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
+from run_all import after_other, turns
 
 from tilescope.launch.inputs_kept import inputs_unchecked
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "models"))
-
-
-def times(calls: dict, reps: int, warmup: int = 2) -> dict[str, list[float]]:
-    """Seconds of each of ``reps`` calls of every function in ``calls`` (after ``warmup`` untimed
-    calls each), sorted. The functions take turns, one call each per round, so a disturbance on a
-    shared machine falls on all of them alike; each round takes them in an order of its own (a
-    fixed seed's shuffle), so on average each follows every other as often (a call right after a
-    torch op shares the CPUs with torch's still-spinning OpenMP threads: docs/performance.md)."""
-    for fn in calls.values():
-        for _ in range(warmup):
-            fn()
-    out: dict[str, list[float]] = {key: [] for key in calls}
-    order = list(calls.items())
-    shuffle = random.Random(0).shuffle
-    for _ in range(reps):
-        shuffle(order)
-        for key, fn in order:
-            t0 = time.perf_counter()
-            fn()
-            out[key].append(time.perf_counter() - t0)
-    return {key: sorted(ts) for key, ts in out.items()}
-
 
 MODELS = ("rms_norm", "softmax", "layernorm")
 SIZES = (1024, 2048, 4096)
@@ -97,11 +78,13 @@ def setup(name: str, n: int, tiling: dict | None = None) -> tuple:
 def measure(
     name: str, n: int, reps: int = 9, threads: int | None = None, use_compile: bool = True, tiling: dict | None = None
 ) -> dict:
-    """Seconds (medians of ``reps`` runs) for model ``name`` at n x n f32: ``sim``, ``eager``,
-    ``compiled`` and ``compile_first`` (when use_compile), ``copy``; the fastest run of each as
-    ``<key>_min`` (on a shared machine the least disturbed one); and the ratios of the medians
-    ``sim_over_copy``, ``eager_over_sim``, ``compiled_over_sim``. ``tiling``: as setup()'s.
-    Checks sim's output against eager's first; the implementations are timed in turns."""
+    """Seconds for model ``name`` at n x n f32, timed in ``reps`` rounds of turns (run_all.turns):
+    ``sim``, ``sim_unchecked``, ``eager``, ``compiled`` and ``compile_first`` (when use_compile),
+    ``copy``: the medians of the calls that follow one of their own; the fastest of each as
+    ``<key>_min`` (on a shared machine the least disturbed one); ``sim_after_torch``: the median
+    of sim's calls right after a torch op (None if no round put one there); and the ratios of the
+    medians ``sim_over_copy``, ``eager_over_sim``, ``compiled_over_sim``. ``tiling``: as setup()'s.
+    Checks sim's output against eager's first."""
     threads = threads or os.cpu_count() or 1
     torch.set_num_threads(threads)
     program, args, fn, inputs, y = setup(name, n, tiling)
@@ -128,8 +111,10 @@ def measure(
         compiled(**inputs)
         row["compile_first"] = time.perf_counter() - t0
         timed["compiled"] = lambda: compiled(**inputs)
-    for key, ts in times(timed, reps).items():
-        row[key], row[f"{key}_min"] = statistics.median(ts), ts[0]
+    got = turns(timed, reps)
+    for key, ts in got.items():
+        row[key], row[f"{key}_min"] = statistics.median(ts["steady"]), ts["steady"][0]
+    row["sim_after_torch"] = after_other(got, "sim")
     if use_compile:
         row["compiled_over_sim"] = row["compiled"] / row["sim"]
     row["sim_over_copy"] = row["sim"] / row["copy"]
@@ -158,12 +143,13 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{rows[0]['threads']} threads (sim workers and torch); medians of {args.reps} runs; times in ms")
-    print("| model | size | sim | sim, inputs unchecked | eager | compile | copy | sim / copy | unchecked / copy | "
-          "eager / sim | compile / sim | compile's first call |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"{rows[0]['threads']} threads (sim workers and torch); medians of {args.reps} rounds of turns; times in ms")
+    print("| model | size | sim | sim after torch | sim, inputs unchecked | eager | compile | copy | sim / copy | "
+          "unchecked / copy | eager / sim | compile / sim | compile's first call |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ms = {k: v * 1e3 for k, v in r.items() if isinstance(v, float)}
+        after = f"{ms['sim_after_torch']:.2f}" if r["sim_after_torch"] is not None else "—"
         if "compiled" in r:
             comp = (
                 f"{ms['compiled']:.2f} | {ms['copy']:.2f} | {r['sim_over_copy']:.2f}x | "
@@ -176,7 +162,7 @@ def main(argv=None) -> int:
                 f"{r['eager_over_sim']:.2f}x | — | —"
             )
         print(
-            f"| {r['model']} | {r['size']}x{r['size']} | {ms['sim']:.2f} | {ms['sim_unchecked']:.2f} | "
+            f"| {r['model']} | {r['size']}x{r['size']} | {ms['sim']:.2f} | {after} | {ms['sim_unchecked']:.2f} | "
             f"{ms['eager']:.2f} | {comp} |"
         )
     return 0

@@ -8,8 +8,11 @@ once beforehand; Python's part of the call included), of the same computation in
 under ``torch.compile`` (steady state; its first call, which compiles, is reported on its
 own). A model with bf16 matmuls is also timed compiled with ``bf16_matmul="dot"`` (``sim_dot``:
 the CPU's bf16 dot-product instruction, the same bits but for subnormals). Every implementation runs with this process's torch thread count equal to the sim's
-worker count, so the ratios compare like with like. Target: sim at least as fast as torch
-eager (``eager / sim >= 1``) for every model.
+worker count, so the ratios compare like with like. The implementations take turns
+(``run_all.turns``): each round, each one makes a first call and then two timed ones, so a figure
+is the implementation on its own, not sharing the CPUs with the other pool's still-spinning
+threads; ``sim after torch`` is the sim's first call right after a torch op. Target: sim at least
+as fast as torch eager (``eager / sim >= 1``) for every model.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -29,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "models"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from run_all import median_time  # noqa: E402
+from run_all import after_other, turns  # noqa: E402
 
 MODELS = ("layernorm", "rope", "flash_attention", "paged_attention_decode", "moe_expert", "mla_decode")
 
@@ -51,26 +55,33 @@ def case(name: str) -> Case:
 
 
 def bench(case: Case, reps: int, use_compile: bool) -> dict[str, float]:
+    """Seconds of one call of each implementation of ``case``, in ``reps`` rounds of turns
+    (run_all.turns): the medians of the calls that follow one of their own, and ``sim_after_torch``
+    (sim's calls right after a torch op; absent when no round put one there)."""
     from tilescope.harness.specs import generate
 
     values = generate(case.specs, seed=0)
     names = [s.name for s in case.specs]
     args = [values[n] for n in names]
     prog = case.program.compile()
-    sim = median_time(lambda: prog.run(*args), reps)
     dot = case.program.compile(bf16_matmul="dot")
     uses_dot = any("_dot(" in (dot.work_dir / k["source"]).read_text() for k in dot.kernels)
     inputs = {n: v for n, v in values.items() if not getattr(next(s for s in case.specs if s.name == n), "is_output", False)}
-    eager = median_time(lambda: case.eager(**inputs), reps)
-    row = {"sim": sim, "eager": eager}
+    calls = {"sim": lambda: prog.run(*args), "eager": lambda: case.eager(**inputs)}
     if uses_dot:
-        row["sim_dot"] = median_time(lambda: dot.run(*args), reps)
+        calls["sim_dot"] = lambda: dot.run(*args)
+    row = {}
     if use_compile:
         compiled = torch.compile(case.eager)
         t0 = time.perf_counter()
         compiled(**inputs)
         row["compile_first"] = time.perf_counter() - t0
-        row["compiled"] = median_time(lambda: compiled(**inputs), reps)
+        calls["compiled"] = lambda: compiled(**inputs)
+    timed = turns(calls, reps)
+    row.update({key: statistics.median(got["steady"]) for key, got in timed.items()})
+    after = after_other(timed, "sim")
+    if after is not None:
+        row["sim_after_torch"] = after
     return row
 
 
@@ -94,17 +105,19 @@ def main(argv=None) -> int:
             rows.append({"model": name, "size": c.what, "threads": threads, **bench(c, args.reps, not args.no_compile)})
         print(json.dumps(rows))
         return 0
-    print(f"{threads} threads (sim workers and torch); medians of {args.reps} runs")
-    print("| model | size | sim | torch eager | eager / sim | torch.compile | compile / sim | compile's first call |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"{threads} threads (sim workers and torch); medians of {args.reps} rounds of turns")
+    print("| model | size | sim | sim after torch | torch eager | eager / sim | torch.compile | compile / sim | "
+          "compile's first call |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in chosen:
         c = case(name)
         r = bench(c, args.reps, not args.no_compile)
         ms = {k: v * 1e3 for k, v in r.items()}
         comp = f"{ms['compiled']:.2f} ms | {r['compiled'] / r['sim']:.2f}x | {r['compile_first']:.1f} s" if "compiled" in r else "— | — | —"
-        print(f"| {name} | {c.what} | {ms['sim']:.2f} ms | {ms['eager']:.2f} ms | {r['eager'] / r['sim']:.2f}x | {comp} |")
+        after = f"{ms['sim_after_torch']:.2f} ms" if "sim_after_torch" in r else "—"
+        print(f"| {name} | {c.what} | {ms['sim']:.2f} ms | {after} | {ms['eager']:.2f} ms | {r['eager'] / r['sim']:.2f}x | {comp} |")
         if "sim_dot" in r:
-            print(f"| {name}, bf16_matmul=dot | {c.what} | {ms['sim_dot']:.2f} ms | {ms['eager']:.2f} ms | "
+            print(f"| {name}, bf16_matmul=dot | {c.what} | {ms['sim_dot']:.2f} ms | | {ms['eager']:.2f} ms | "
                   f"{r['eager'] / r['sim_dot']:.2f}x | | | |")
     return 0
 

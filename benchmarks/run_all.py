@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -68,6 +69,53 @@ def median_time(fn, reps: int, warmup: int = 2) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+# The implementations run on torch's OpenMP threads (not the sim's workers) in turns().
+TORCH_KEYS = frozenset({"eager", "compiled", "copy"})
+
+
+def turns(calls: dict, rounds: int, per: int = 2, seed: int = 0) -> dict[str, dict[str, list]]:
+    """The functions in ``calls`` timed in turns, ``rounds`` times: each round takes them in an
+    order of its own (a fixed seed's shuffle, so on average each follows every other as often)
+    and gives each one a first call, then ``per`` more. Returns, per key, ``"steady"``: the sorted
+    seconds of the later calls, and ``"first"``: (seconds, the key that ran just before) of each
+    first call.
+
+    Why the first call is apart: the sim's workers and torch's OpenMP threads share the CPUs, and
+    each pool keeps spinning for a while after its call returns (docs/performance.md), so a call
+    right after the other pool's shares the cores with it. The later calls time an implementation
+    as it runs on its own, and a disturbance of the machine still falls on every implementation
+    alike; the first calls show what following the other pool costs (``after_other``)."""
+    for fn in calls.values():
+        fn()
+    out: dict[str, dict[str, list]] = {key: {"steady": [], "first": []} for key in calls}
+    order = list(calls.items())
+    shuffle = random.Random(seed).shuffle
+    previous = None
+    for _ in range(rounds):
+        shuffle(order)
+        for key, fn in order:
+            for i in range(per + 1):
+                t0 = time.perf_counter()
+                fn()
+                elapsed = time.perf_counter() - t0
+                if i == 0:
+                    out[key]["first"].append((elapsed, previous))
+                else:
+                    out[key]["steady"].append(elapsed)
+            previous = key
+    for got in out.values():
+        got["steady"].sort()
+    return out
+
+
+def after_other(timed: dict, key: str) -> float | None:
+    """Median seconds of ``key``'s first calls (``turns``) that followed the other pool's: a torch
+    implementation for a sim one (TORCH_KEYS), a sim one for torch's; None when none did."""
+    mine = key in TORCH_KEYS
+    secs = [s for s, before in timed[key]["first"] if before is not None and (before in TORCH_KEYS) != mine]
+    return statistics.median(secs) if secs else None
 
 
 def machine() -> dict:
@@ -147,6 +195,8 @@ def bandwidth(quick: bool) -> list[dict]:
             "sim with inputs unchecked / copy": r["sim_unchecked_over_copy"],
             "compile's first call s": r["compile_first"],
         }
+        if r["sim_after_torch"] is not None:
+            vs["sim after a torch op ms"] = r["sim_after_torch"] * 1e3
         target = "eager / sim >= 1, compile / sim >= 1"
         met = r["eager_over_sim"] >= 1 and r["compiled_over_sim"] >= 1
         if n == 4096:
@@ -233,8 +283,8 @@ def matmul_program(quick: bool) -> list[dict]:
         prog = matmul_model.build(n, n, n, tm=64, tn=64, tk=64).compile()
         a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
         reps = 5 if quick else 11
-        sim = median_time(lambda: prog.run(a, b, c, num_workers=threads), reps)
-        eager = median_time(lambda: a @ b, reps)
+        timed = turns({"sim": lambda: prog.run(a, b, c, num_workers=threads), "eager": lambda: a @ b}, reps)
+        sim, eager = (statistics.median(timed[key]["steady"]) for key in ("sim", "eager"))
     return [
         row(
             "matmul",
@@ -256,6 +306,8 @@ def models(quick: bool) -> list[dict]:
             "compile / sim": r["compiled"] / r["sim"],
             "compile's first call s": r["compile_first"],
         }
+        if "sim_after_torch" in r:
+            vs["sim after a torch op ms"] = r["sim_after_torch"] * 1e3
         met = r["eager"] >= r["sim"] and r["compiled"] >= r["sim"]
         rows.append(
             row(
