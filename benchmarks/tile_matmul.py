@@ -12,7 +12,9 @@ bf16 is timed twice: `matmul_acc` (the default) and `matmul_acc_dot` (compile op
 bf16_matmul="dot", the bf16 dot-product instruction where the CPU has it), whose bits are
 compared with the first's. References (torch.set_num_threads(1)): f32 `a @ b`; bf16 both `a @ b` in bf16 and the upcast
 `a.float() @ b.float()` (the same result as the tile library's fp32 accumulation), the faster
-of the two is the ratio's base; int8 `torch._int_mm(a, b)` (exact int32). Every ratio is
+of the two is the ratio's base; int8 `torch._int_mm(a, b)` (exact int32). For each path and tile
+the tile matmuls and torch's take turns (`run_all.turns`, one whole matmul per call), so a ratio
+compares calls made in the same seconds on a machine whose speed drifts. Every ratio is
 torch time / tile time (> 1: the tile library is faster); int8's `i8_vs_f32` is the tile f32 time
 over the tile int8 time at the same tiles.
 
@@ -25,12 +27,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import statistics
 import subprocess
 import tempfile
 from pathlib import Path
 
 import torch
-from run_all import median_time
+from run_all import turns
 
 from tilescope.toolchain.compiler import BASE_FLAGS, march_flag
 
@@ -140,47 +143,68 @@ def build(work: Path, include: Path, isa: str) -> ctypes.CDLL:
     return lib
 
 
-def torch_times(n: int, reps: int) -> dict:
-    """Median seconds of torch's ways to each result (1 thread)."""
+def operands(n: int) -> dict:
+    """The n x n inputs of every timed matmul (f32, bf16, int8) and their outputs."""
     a, b = torch.randn(n, n), torch.randn(n, n)
-    ab, bb = a.bfloat16(), b.bfloat16()
-    ai = torch.randint(-128, 128, (n, n), dtype=torch.int8)
-    bi = torch.randint(-128, 128, (n, n), dtype=torch.int8)
     return {
-        "f32": median_time(lambda: a @ b, reps, warmup=1),
-        "bf16": median_time(lambda: ab @ bb, reps, warmup=1),
-        "bf16_upcast": median_time(lambda: ab.float() @ bb.float(), reps, warmup=1),
-        "i8": median_time(lambda: torch._int_mm(ai, bi), reps, warmup=1),
+        "a": a, "b": b, "ab": a.bfloat16(), "bb": b.bfloat16(),
+        "ai": torch.randint(-128, 128, (n, n), dtype=torch.int8),
+        "bi": torch.randint(-128, 128, (n, n), dtype=torch.int8),
+        "c": torch.empty(n, n), "ci": torch.empty(n, n, dtype=torch.int32),
+    }  # fmt: skip
+
+
+def torch_calls(x: dict) -> dict:
+    """torch's ways to each result (1 thread), as calls for run_all.turns."""
+    return {
+        "torch_f32": lambda: x["a"] @ x["b"],
+        "torch_bf16": lambda: x["ab"] @ x["bb"],
+        "torch_bf16_upcast": lambda: x["ab"].float() @ x["bb"].float(),
+        "torch_i8": lambda: torch._int_mm(x["ai"], x["bi"]),
     }
 
 
-def tile_times(lib: ctypes.CDLL, tile: str, n: int, reps: int) -> dict:
-    """Median seconds of the tile library's f32, bf16 and int8 matmuls at ``tile``; checks results."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    ab, bb = a.bfloat16(), b.bfloat16()
-    ai = torch.randint(-128, 128, (n, n), dtype=torch.int8)
-    bi = torch.randint(-128, 128, (n, n), dtype=torch.int8)
-    c, ci = torch.empty(n, n), torch.empty(n, n, dtype=torch.int32)
-    out = {"f32": getattr(lib, f"f32_{tile}")(a.data_ptr(), b.data_ptr(), c.data_ptr(), n, reps)}
-    out["f32_err"] = float((c.double() - a.double() @ b.double()).abs().max())
-    out["bf16"] = getattr(lib, f"bf16_{tile}")(ab.data_ptr(), bb.data_ptr(), c.data_ptr(), n, reps)
-    out["bf16_err"] = float((c.double() - ab.double() @ bb.double()).abs().max())
-    exact = c.clone()
-    out["bf16dot"] = getattr(lib, f"bf16dot_{tile}")(ab.data_ptr(), bb.data_ptr(), c.data_ptr(), n, reps)
-    out["bf16dot_same_bits"] = bool(torch.equal(c, exact))
-    out["i8"] = getattr(lib, f"i8_{tile}")(ai.data_ptr(), bi.data_ptr(), ci.data_ptr(), n, reps)
-    out["i8_exact"] = bool(torch.equal(ci, torch._int_mm(ai, bi)))
+def tile_calls(lib: ctypes.CDLL, tile: str, x: dict) -> dict:
+    """The tile library's f32, bf16 (exact order and dot) and int8 matmuls at ``tile``, one whole
+    n x n matmul per call, as calls for run_all.turns."""
+    n = x["a"].shape[0]
+
+    def call(kind: str, a: str, b: str, c: str):
+        fn = getattr(lib, f"{kind}_{tile}")
+        return lambda: fn(x[a].data_ptr(), x[b].data_ptr(), x[c].data_ptr(), n, 1)
+
+    return {
+        "f32": call("f32", "a", "b", "c"),
+        "bf16": call("bf16", "ab", "bb", "c"),
+        "bf16dot": call("bf16dot", "ab", "bb", "c"),
+        "i8": call("i8", "ai", "bi", "ci"),
+    }
+
+
+def tile_checks(calls: dict, x: dict) -> dict:
+    """Each tile matmul's result against float64 (its largest error) or against the others."""
+    calls["f32"]()
+    out = {"f32_err": float((x["c"].double() - x["a"].double() @ x["b"].double()).abs().max())}
+    calls["bf16"]()
+    out["bf16_err"] = float((x["c"].double() - x["ab"].double() @ x["bb"].double()).abs().max())
+    exact = x["c"].clone()
+    calls["bf16dot"]()
+    out["bf16dot_same_bits"] = bool(torch.equal(x["c"], exact))
+    calls["i8"]()
+    out["i8_exact"] = bool(torch.equal(x["ci"], torch._int_mm(x["ai"], x["bi"])))
     return out
 
 
 def measure(n: int = 1024, tiles=("64x64x64",), isas=("native",), reps: int = 5, includes=()) -> dict:
     """Tile vs torch matmul timings: {"n", "torch": {...}, "runs": [{"include", "isa", "tile",
-    seconds and ratios}]}. ``includes`` adds header directories timed alternately with this one's."""
+    seconds and ratios}]}. Each run's tile matmuls and torch's take turns (run_all.turns, ``reps``
+    rounds), so its ratios compare calls made in the same seconds; ``"torch"`` holds torch's
+    medians over every run's turns. ``includes`` adds header directories timed alongside this one's."""
     torch.set_num_threads(1)
     have = cpu_flags()
     dirs = [INCLUDE, *(Path(d) for d in includes)]
-    ref = torch_times(n, reps)
-    runs = []
+    x = operands(n)
+    runs, torch_secs = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         libs = {
             (str(d), isa): build(Path(tmp), d, isa)
@@ -192,20 +216,29 @@ def measure(n: int = 1024, tiles=("64x64x64",), isas=("native",), reps: int = 5,
             if any(n % int(d) for d in tile.split("x")):
                 continue
             for (inc, isa), lib in libs.items():
-                t = tile_times(lib, tile, n, reps)
-                best_bf16 = min(ref["bf16"], ref["bf16_upcast"])
+                mine = tile_calls(lib, tile, x)
+                checks = tile_checks(mine, x)
+                timed = turns({**torch_calls(x), **mine}, reps, per=1)
+                t = {key: statistics.median(got["steady"]) for key, got in timed.items()}
+                for key in torch_calls(x):
+                    torch_secs.setdefault(key.removeprefix("torch_"), []).extend(timed[key]["steady"])
+                best_bf16 = min(t["torch_bf16"], t["torch_bf16_upcast"])
                 runs.append({
-                    "include": inc, "isa": isa, "tile": tile, **t,
+                    "include": inc, "isa": isa, "tile": tile, **{k: t[k] for k in mine}, **checks,
                     "f32_gflops": 2 * n**3 / t["f32"] / 1e9,
-                    "f32_vs_torch": ref["f32"] / t["f32"],
+                    "f32_vs_torch": t["torch_f32"] / t["f32"],
                     "bf16_vs_torch": best_bf16 / t["bf16"],
-                    "bf16_vs_torch_bf16": ref["bf16"] / t["bf16"],
-                    "bf16_vs_torch_upcast": ref["bf16_upcast"] / t["bf16"],
+                    "bf16_vs_torch_bf16": t["torch_bf16"] / t["bf16"],
+                    "bf16_vs_torch_upcast": t["torch_bf16_upcast"] / t["bf16"],
                     "bf16dot_vs_torch": best_bf16 / t["bf16dot"],
-                    "bf16dot_vs_torch_bf16": ref["bf16"] / t["bf16dot"],
-                    "i8_vs_torch": ref["i8"] / t["i8"],
+                    "bf16dot_vs_torch_bf16": t["torch_bf16"] / t["bf16dot"],
+                    "i8_vs_torch": t["torch_i8"] / t["i8"],
                     "i8_vs_f32": t["f32"] / t["i8"],
-                })
+                })  # fmt: skip
+    if not torch_secs:  # no path this CPU has, or no tile dividing n: torch's figures alone
+        timed = turns(torch_calls(x), reps, per=1)
+        torch_secs = {key.removeprefix("torch_"): got["steady"] for key, got in timed.items()}
+    ref = {key: statistics.median(secs) for key, secs in torch_secs.items()}
     return {"n": n, "torch": ref, "runs": runs}
 
 
