@@ -12,7 +12,9 @@
 // width): the block's accumulators stay in registers for the whole K loop, each step
 // broadcasts one a element per row and loads NV vectors of b. Blocks: AVX-512 12 x 32,
 // AVX2+FMA 6 x 16, otherwise 4 x 4 scalars. Edge rows use a shorter block, edge columns
-// one vector or scalar loops.
+// one vector or scalar loops. bf16/f16 inputs are widened to float tiles first, except a bf16 b
+// with fewer than two blocks of rows (M < 2 MR), which the microkernel widens in registers as it
+// loads it (the same floats, so the same bits; no float copy of b written and read back).
 //
 // int8 inputs:
 //   Tile<int32_t, M, N> matmul(a, b);     // a: Tile<int8_t, M, K>, b: Tile<int8_t, K, N>
@@ -50,6 +52,13 @@ struct FloatVec {
     using elem = float;
     static constexpr int width = 16;
     static reg load(const float *p) { return _mm512_loadu_ps(p); }
+    static reg load(const bf16 *p) {  // 16 bf16 widened: each one's bits are its float's high half
+        // NOTE: the zero-masked forms, the same instructions: the plain ones start from
+        // _mm512_undefined_epi32(), which g++ 12 warns of as used uninitialized
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+        const __m512i w = _mm512_maskz_cvtepu16_epi32(static_cast<__mmask16>(-1), h);
+        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(static_cast<__mmask16>(-1), w, 16));
+    }
     static void store(float *p, reg v) { _mm512_storeu_ps(p, v); }
     static reg splat(float x) { return _mm512_set1_ps(x); }
     static reg fmadd(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
@@ -63,6 +72,10 @@ struct FloatVec {
     using elem = float;
     static constexpr int width = 8;
     static reg load(const float *p) { return _mm256_loadu_ps(p); }
+    static reg load(const bf16 *p) {  // 8 bf16 widened: each one's bits are its float's high half
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
     static void store(float *p, reg v) { _mm256_storeu_ps(p, v); }
     static reg splat(float x) { return _mm256_set1_ps(x); }
     static reg fmadd(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
@@ -76,6 +89,7 @@ struct FloatVec {  // portable fallback: one float per "vector"
     using elem = float;
     static constexpr int width = 1;
     static reg load(const float *p) { return *p; }
+    static reg load(const bf16 *p) { return static_cast<float>(*p); }
     static void store(float *p, reg v) { *p = v; }
     static reg splat(float x) { return x; }
     static reg fmadd(reg a, reg b, reg c) { return fmath::detail::fmadd(a, b, c); }
@@ -87,10 +101,11 @@ inline constexpr int kMatmulVecs = 4;
 
 /// c[0:MR, 0:NV*W] += a[0:MR, 0:K] @ b[0:K, 0:NV*W] in registers, one V::step per a element and b
 /// vector (FloatVec: a fused multiply-add of floats; I8Vec: K counts groups of 2 or 4 int8, each
-/// step multiplies and adds a group); row strides lda, ldb, ldc in V::elem.
-template <class V, int MR, int NV>
-inline void register_block(const typename V::elem *a, int lda, const typename V::elem *b, int ldb,
-                           typename V::elem *c, int ldc, int K) {
+/// step multiplies and adds a group); row strides lda, ldb, ldc in elements. b's elements are
+/// V::elem, or bf16 for FloatVec (widened as they are loaded, exactly).
+template <class V, int MR, int NV, class B = typename V::elem>
+inline void register_block(const typename V::elem *a, int lda, const B *b, int ldb, typename V::elem *c, int ldc,
+                           int K) {
     constexpr int W = V::width;
     typename V::reg acc[MR][NV];
 #pragma GCC unroll 16
@@ -117,8 +132,8 @@ inline void register_block(const typename V::elem *a, int lda, const typename V:
 }
 
 /// Columns [j0, j0 + NV*W) of c (M x N) += a (M x K) @ b (K x N), all rows.
-template <int M, int N, int K, int NV>
-inline void matmul_panel(float *c, const float *a, const float *b, int j0) {
+template <int M, int N, int K, int NV, class B>
+inline void matmul_panel(float *c, const float *a, const B *b, int j0) {
     constexpr int MR = kMatmulRows;
     int i = 0;
     for (; i + MR <= M; i += MR) register_block<FloatVec, MR, NV>(a + i * K, K, b + j0, N, c + i * N + j0, N, K);
@@ -127,8 +142,8 @@ inline void matmul_panel(float *c, const float *a, const float *b, int j0) {
 
 /// Columns [J0, N) of c (M x N) += a (M x K) @ b (K x N), in matmul's order, scalar fused steps:
 /// the edge columns of the vector kernels (N not a multiple of the vector width).
-template <int M, int N, int K, int J0, class T>
-inline void matmul_f32_columns(float *c, const T *a, const T *b) {
+template <int M, int N, int K, int J0, class TA, class TB>
+inline void matmul_f32_columns(float *c, const TA *a, const TB *b) {
     for (int i = 0; i < M; ++i) {
         for (int k = 0; k < K; ++k) {
             const float aik = static_cast<float>(a[i * K + k]);
@@ -137,12 +152,13 @@ inline void matmul_f32_columns(float *c, const T *a, const T *b) {
     }
 }
 
-/// c (M x N) += a (M x K) @ b (K x N), row-major float arrays.
+/// c (M x N) += a (M x K) @ b (K x N), row-major arrays: a of floats, b of floats or bf16 (widened
+/// in registers as the microkernel loads it: the same floats, so the same result).
 // NOTE: noinline, so the register blocking gets the whole register file whatever the calling
 // kernel keeps live (inlined into a checked kernel, the bounds checks' values pushed the
 // microkernel's B vectors onto the stack: matmul 1024^3 ran 1.3x slower).
-template <int M, int N, int K>
-[[gnu::noinline]] inline void matmul_f32(float *c, const float *a, const float *b) {
+template <int M, int N, int K, class B>
+[[gnu::noinline]] inline void matmul_f32(float *c, const float *a, const B *b) {
     constexpr int W = FloatVec::width;
     constexpr int NB = kMatmulVecs * W;
     int j = 0;
@@ -376,6 +392,11 @@ inline void matmul_acc(Tile<float, M, N> &acc, const Tile<T, MA, K> &a, const Ti
     for (int i = 0; i < M * N; ++i) acc.data[i] += 0.0f;
     if constexpr (std::is_same_v<T, float>) {
         detail::matmul_f32<M, N, K>(acc.data, a.data, b.data);
+    } else if constexpr (std::is_same_v<T, bf16> && M < 2 * detail::kMatmulRows) {
+        // few rows: b is read by at most two row blocks, so it is widened as it is loaded instead of
+        // into a float copy first (written, then read again); the same floats either way
+        const Tile<float, M, K> af = cast<float>(a);
+        detail::matmul_f32<M, N, K>(acc.data, af.data, b.data);
     } else {
         const Tile<float, M, K> af = cast<float>(a);
         const Tile<float, K, N> bf = cast<float>(b);
