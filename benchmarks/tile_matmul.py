@@ -3,7 +3,8 @@
 The C++ side is what a generated kernel does: for every TM x TN output tile, zero an
 accumulator, loop over K in TK steps loading an a tile and a b tile from the big row-major
 matrices, `matmul_acc` them, and store the result. Built with the kernel flags, once per
-instruction-set path (`--isa`): `native` (-march=native), `avx512` (no VNNI), `avx2-vnni`
+instruction-set path (`--isa`): `native` (-march=native: AMX for int8 where the CPU has it),
+`avx512-vnni` (AVX-512 with VNNI, no AMX), `avx512` (no VNNI), `avx2-vnni`
 (AVX2 + AVX-VNNI), `avx2` (AVX2 + FMA, no VNNI), `sse2` (no AVX). A path whose instructions the
 CPU lacks is skipped. `--include DIR` adds another copy of the tile headers (e.g. a previous
 version) built and timed alternately with this one, for before/after figures from one run.
@@ -40,12 +41,14 @@ from tilescope.toolchain.compiler import BASE_FLAGS, march_flag
 INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
 FLAGS = [*BASE_FLAGS, march_flag()]
 # Extra flags per instruction-set path (after -march=native), and the /proc/cpuinfo flags it needs.
+NO_AMX = ["-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"]
 ISAS = {
     "native": ([], []),
-    "avx512": (["-mno-avx512vnni", "-mno-avxvnni", "-mno-avx512bf16"], ["avx512f", "avx512bw"]),
-    "avx2-vnni": (["-mno-avx512f"], ["avx2", "fma", "avx_vnni"]),
-    "avx2": (["-mno-avx512f", "-mno-avxvnni"], ["avx2", "fma"]),
-    "sse2": (["-mno-avx"], []),
+    "avx512-vnni": (NO_AMX, ["avx512f", "avx512bw", "avx512_vnni"]),
+    "avx512": (["-mno-avx512vnni", "-mno-avxvnni", "-mno-avx512bf16", *NO_AMX], ["avx512f", "avx512bw"]),
+    "avx2-vnni": (["-mno-avx512f", *NO_AMX], ["avx2", "fma", "avx_vnni"]),
+    "avx2": (["-mno-avx512f", "-mno-avxvnni", *NO_AMX], ["avx2", "fma"]),
+    "sse2": (["-mno-avx", *NO_AMX], []),
 }
 
 DRIVER = r"""

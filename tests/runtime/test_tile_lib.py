@@ -344,6 +344,10 @@ MM_I8(1, 128, 1, "1x128x1")
 MM_I8(33, 9, 40, "33x9x40")
 MM_I8(6, 1, 16, "6x1x16")
 MM_I8(2, 300, 67, "2x300x67")
+// whole 16 x 16 blocks of c: AMX where the CPU has it (K's last K % 64 in blocks of their own)
+MM_I8(16, 36, 48, "16x36x48")
+MM_I8(32, 68, 64, "32x68x64")
+MM_I8(16, 128, 16, "16x128x16")
 
 // bf16 through the dot-product instruction: "mmdot_<M>x<K>x<N>" (b2 = out) and "mmdotacc_..." (b2 = acc in/out)
 template <int M, int K, int N>
@@ -739,11 +743,13 @@ class Built:
 
 # Lower instruction-set paths of the matmul kernels (flags after -march=native), each with the
 # /proc/cpuinfo flags it needs to run; "native" is the plain kernel flags.
+NO_AMX = ["-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"]  # the paths below are AMX's fallbacks
 ISA_FLAGS = {
-    "avx512": (["-mno-avx512vnni", "-mno-avxvnni", "-mno-avx512bf16"], ["avx512f", "avx512bw"]),
-    "avx2-vnni": (["-mno-avx512f"], ["avx2", "fma", "avx_vnni"]),
-    "avx2": (["-mno-avx512f", "-mno-avxvnni"], ["avx2", "fma"]),
-    "sse2": (["-mno-avx"], []),
+    "avx512-vnni": (NO_AMX, ["avx512f", "avx512bw", "avx512_vnni"]),
+    "avx512": (["-mno-avx512vnni", "-mno-avxvnni", "-mno-avx512bf16", *NO_AMX], ["avx512f", "avx512bw"]),
+    "avx2-vnni": (["-mno-avx512f", *NO_AMX], ["avx2", "fma", "avx_vnni"]),
+    "avx2": (["-mno-avx512f", "-mno-avxvnni", *NO_AMX], ["avx2", "fma"]),
+    "sse2": (["-mno-avx", *NO_AMX], []),
 }
 MATMUL_ISAS = ["native", *ISA_FLAGS]
 
@@ -2068,7 +2074,19 @@ def _wrap_i32(x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(
-    "shape", [(128, 128, 128), (13, 37, 19), (7, 5, 24), (1, 128, 1), (33, 9, 40), (6, 1, 16), (2, 300, 67)]
+    "shape",
+    [
+        (128, 128, 128),
+        (13, 37, 19),
+        (7, 5, 24),
+        (1, 128, 1),
+        (33, 9, 40),
+        (6, 1, 16),
+        (2, 300, 67),
+        (16, 36, 48),
+        (32, 68, 64),
+        (16, 128, 16),
+    ],
 )
 @pytest.mark.parametrize("isa", MATMUL_ISAS)
 def test_matmul_int8_exact(built, shape, isa):

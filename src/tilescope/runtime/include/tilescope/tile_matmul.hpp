@@ -28,7 +28,11 @@
 // (u8 x s8, at most 2^15 each, sums exact); 128 * (column sum of b) is taken off c first. Without
 // VNNI (SSE2 / AVX2 / AVX-512BW), int16 pairs of rows (k, k+1) and one vpmaddwd per pair
 // (exact: at most 2^15). Packing is SIMD (SSE2). Register blocks of 8 x 2 vectors (AVX-512) or
-// 4 x 2. Elsewhere plain int32 loops. See benchmarks/tile_matmul.py for timings of each path.
+// 4 x 2. Elsewhere plain int32 loops. With AMX (AMX-INT8, on Linux, once the process may use the
+// tile registers: amx_permitted) and whole 16 x 16 blocks of c with K a multiple of 4, b is packed
+// the same way and tdpbssd multiplies 16 x 64 blocks of a by 16-row blocks of packed b, adding
+// into 16 x 16 blocks of c read and written in place (signed bytes; exact, wrapping, as above).
+// See benchmarks/tile_matmul.py for timings of each path.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +40,10 @@
 
 #if defined(__AVX512F__) || defined(__AVX2__) || defined(__SSE2__)
 #include <immintrin.h>
+#endif
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include <tilescope/tile_cast.hpp>
@@ -334,11 +342,105 @@ inline void pack_b_i8(int32_t *bp, const int8_t *b) {
 }
 #endif
 
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__)
+#define TS_MATMUL_AMX 1
+/// Whether this process may use the AMX tile registers: Linux hands out their state only to a
+/// process that asks for it (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked here once.
+/// False where the kernel refuses (too old, or a sandbox): matmul_i8 then takes the VNNI path.
+inline bool amx_permitted() {
+    static const bool permitted = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+    return permitted;
+}
+
+/// The shapes the AMX kernel takes: whole 16-row and 16-column blocks, and K in groups of 4.
+template <int M, int N, int K>
+inline constexpr bool amx_shape_v = M % 16 == 0 && N % 16 == 0 && K % 4 == 0 && M > 0 && N > 0 && K > 0;
+
+/// The tile configuration (palette 1, ldtilecfg's 64-byte layout) of matmul_i8_amx for depth K:
+/// tmm0-1 two 16 x 16 int32 blocks of c, tmm2 a 16 x 64 block of a, tmm3-4 two 16-row blocks of
+/// packed b; for K's last K % 64, tmm5 a's 16 x (K % 64) block and tmm6-7 b's (K % 64) / 4 rows.
+struct alignas(64) AmxConfig {
+    uint8_t palette = 1;
+    uint8_t start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+
+    explicit AmxConfig(int k_tail) {
+        for (int t = 0; t < 5; ++t) rows[t] = 16, colsb[t] = 64;
+        if (k_tail > 0) {
+            rows[5] = 16, colsb[5] = static_cast<uint16_t>(k_tail);
+            for (int t = 6; t < 8; ++t) rows[t] = static_cast<uint8_t>(k_tail / 4), colsb[t] = 64;
+        }
+    }
+};
+
+/// c (M x N int32) += a (M x K) @ b (K x N) int8 through AMX's tdpbssd (signed bytes, four products
+/// summed into each int32 lane, wrapping): exact mod 2^32 as every path. b is packed in groups of
+/// 4 rows (the VNNI layout, which is the layout AMX reads); a and c are read and written in place.
+template <int M, int N, int K>
+inline void matmul_i8_amx(int32_t *c, const int8_t *a, const int8_t *b) {
+    constexpr int KP = K / 4, K64 = K - K % 64, ldc = N * 4, ldb = N * 4;
+    alignas(64) int32_t bp[KP * N];
+    pack_b_i8<4, N, K, KP>(bp, b);
+    static const AmxConfig config(K % 64);
+    _tile_loadconfig(&config);
+    for (int i = 0; i < M; i += 16) {
+        const int8_t *ai = a + i * K;
+        int32_t *ci = c + i * N;
+        int j = 0;
+        for (; j + 32 <= N; j += 32) {
+            _tile_loadd(0, ci + j, ldc);
+            _tile_loadd(1, ci + j + 16, ldc);
+            for (int k = 0; k < K64; k += 64) {
+                _tile_loadd(2, ai + k, K);
+                _tile_loadd(3, bp + (k / 4) * N + j, ldb);
+                _tile_loadd(4, bp + (k / 4) * N + j + 16, ldb);
+                _tile_dpbssd(0, 2, 3);
+                _tile_dpbssd(1, 2, 4);
+            }
+            if constexpr (K % 64 != 0) {
+                _tile_loadd(5, ai + K64, K);
+                _tile_loadd(6, bp + (K64 / 4) * N + j, ldb);
+                _tile_loadd(7, bp + (K64 / 4) * N + j + 16, ldb);
+                _tile_dpbssd(0, 5, 6);
+                _tile_dpbssd(1, 5, 7);
+            }
+            _tile_stored(0, ci + j, ldc);
+            _tile_stored(1, ci + j + 16, ldc);
+        }
+        if constexpr (N % 32 != 0) {  // the last 16 columns
+            _tile_loadd(0, ci + j, ldc);
+            for (int k = 0; k < K64; k += 64) {
+                _tile_loadd(2, ai + k, K);
+                _tile_loadd(3, bp + (k / 4) * N + j, ldb);
+                _tile_dpbssd(0, 2, 3);
+            }
+            if constexpr (K % 64 != 0) {
+                _tile_loadd(5, ai + K64, K);
+                _tile_loadd(6, bp + (K64 / 4) * N + j, ldb);
+                _tile_dpbssd(0, 5, 6);
+            }
+            _tile_stored(0, ci + j, ldc);
+        }
+    }
+    _tile_release();  // the thread's tile state back to its initial one: cheaper to switch out
+}
+#endif
+
 /// c (M x N int32) += a (M x K) @ b (K x N), int8 row-major arrays, exact mod 2^32.
 // NOTE: noinline for the same reason as matmul_f32.
 template <int M, int N, int K>
 [[gnu::noinline]] inline void matmul_i8(int32_t *c, const int8_t *a, const int8_t *b) {
 #if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE2__)
+#ifdef TS_MATMUL_AMX
+    if constexpr (amx_shape_v<M, N, K>) {
+        if (amx_permitted()) {
+            matmul_i8_amx<M, N, K>(c, a, b);
+            return;
+        }
+    }
+#endif
     constexpr int W = I8Vec::width;
     constexpr int G = I8Vec::group;
     constexpr int NB = kMatmulI8Vecs * W;
