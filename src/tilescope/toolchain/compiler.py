@@ -51,10 +51,7 @@ BASE_FLAGS: tuple[str, ...] = (
     # every f32 op rounds as interp (torch) rounds it: no a * b + c fused into one rounding
     # (g++'s default, -ffp-contract=fast); the tile library's matmul and math fuse on purpose
     "-ffp-contract=off",
-    # the vectorized loops (elementwise, fused, reductions, math) in 512-bit registers where the
-    # target has AVX-512 (g++ 12 tunes -march=native to 256 there); the same bits, since g++
-    # reorders no float operation for it (nothing without AVX-512 changes)
-    "-mprefer-vector-width=512",
+    "-mprefer-vector-width=512",  # AVX-512's width for vectorized loops (g++ 12 tunes for 256); same bits
     "-Wall",
     "-Wextra",
 )
