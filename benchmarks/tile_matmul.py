@@ -41,7 +41,9 @@ from tilescope.toolchain.compiler import BASE_FLAGS, march_flag
 INCLUDE = Path(__file__).resolve().parents[1] / "src" / "tilescope" / "runtime" / "include"
 FLAGS = [*BASE_FLAGS, march_flag()]
 # Extra flags per instruction-set path (after -march=native), and the /proc/cpuinfo flags it needs.
-NO_AMX = ["-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"]
+# the lower paths are AMX's fallbacks (a g++ older than 11 knows no AMX, and no such flag)
+_KNOWS_AMX = subprocess.run(["g++", "-mno-amx-tile", "-E", "-x", "c++", "/dev/null"], capture_output=True).returncode == 0
+NO_AMX = ["-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"] if _KNOWS_AMX else []
 ISAS = {
     "native": ([], []),
     "avx512-vnni": (NO_AMX, ["avx512f", "avx512bw", "avx512_vnni"]),

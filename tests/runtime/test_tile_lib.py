@@ -24,8 +24,8 @@ flags: four shared libraries whose ops are looked up by name through `ts_test_ca
 `extern "C"` kernels taking `ts_arg` arrays, called like the runtime calls `kernel_entry`), a
 bounds-check executable built with -DTS_CHECK_BOUNDS, and the ragged-access kernels built plain
 and with -DTS_AUDIT_ACCESSES. The matmul ops are also built once per lower instruction-set path
-(ISA_FLAGS: AVX-512 without VNNI, AVX2 with and without AVX-VNNI, SSE2), each run where the CPU
-has it. Data moves through torch tensors' buffers
+(ISA_FLAGS: AVX-512 with VNNI and without it, AVX2 with and without AVX-VNNI, SSE2; none of them
+with AMX, which `native` takes for int8 where the CPU has it), each run where the CPU has it. Data moves through torch tensors' buffers
 via ctypes.
 """
 
@@ -741,9 +741,14 @@ class Built:
         self.ragged_audit = ragged_audit
 
 
+def _gxx_accepts(flag: str) -> bool:
+    return subprocess.run(["g++", flag, "-E", "-x", "c++", "/dev/null"], capture_output=True).returncode == 0
+
+
 # Lower instruction-set paths of the matmul kernels (flags after -march=native), each with the
-# /proc/cpuinfo flags it needs to run; "native" is the plain kernel flags.
-NO_AMX = ["-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"]  # the paths below are AMX's fallbacks
+# /proc/cpuinfo flags it needs to run; "native" is the plain kernel flags. None has AMX: they are
+# its fallbacks (a g++ older than 11 knows no AMX, and no -mno-amx flag).
+NO_AMX = ["-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"] if _gxx_accepts("-mno-amx-tile") else []
 ISA_FLAGS = {
     "avx512-vnni": (NO_AMX, ["avx512f", "avx512bw", "avx512_vnni"]),
     "avx512": (["-mno-avx512vnni", "-mno-avxvnni", "-mno-avx512bf16", *NO_AMX], ["avx512f", "avx512bw"]),
