@@ -84,15 +84,17 @@ def turns(calls: dict, rounds: int, per: int = 2, seed: int = 0) -> dict[str, di
 
     Why the first call is apart: the sim's workers and torch's OpenMP threads share the CPUs, and
     each pool keeps spinning for a while after its call returns (docs/performance.md), so a call
-    right after the other pool's shares the cores with it. The later calls time an implementation
+    right after the other pool's shares the cores with it (and finds its data out of the caches). The later calls time an implementation
     as it runs on its own, and a disturbance of the machine still falls on every implementation
     alike; the first calls show what following the other pool costs (``after_other``)."""
+    if per < 1:
+        raise ValueError(f"turns: per must be >= 1 (the timed calls after each first one), got {per}")
     for fn in calls.values():
         fn()
     out: dict[str, dict[str, list]] = {key: {"steady": [], "first": []} for key in calls}
     order = list(calls.items())
     shuffle = random.Random(seed).shuffle
-    previous = None
+    previous = order[-1][0] if order else None  # the warm-up's last call
     for _ in range(rounds):
         shuffle(order)
         for key, fn in order:

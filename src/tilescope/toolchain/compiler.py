@@ -23,6 +23,7 @@ import errno
 import functools
 import logging
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -48,17 +49,16 @@ BASE_FLAGS: tuple[str, ...] = (
     "-fPIC",
     "-shared",
     "-fno-math-errno",
-    # every f32 op rounds as interp (torch) rounds it: no a * b + c fused into one rounding
-    # (g++'s default, -ffp-contract=fast); the tile library's matmul and math fuse on purpose
+    # no a * b + c fused, so f32 ops round as interp's (torch's); the tile lib's matmul and math fuse by hand
     "-ffp-contract=off",
-    "-mprefer-vector-width=512",  # AVX-512's width for vectorized loops (g++ 12 tunes for 256); same bits
     "-Wall",
     "-Wextra",
+    # x86: AVX-512's width for vectorized loops (g++ 12 tunes -march=native to 256 bits); same bits
+    *(("-mprefer-vector-width=512",) if platform.machine() in ("x86_64", "AMD64") else ()),
 )
 
-# TILESCOPE_DEBUG_INFO: how much debug information a compile emits (knobs.ENV_KNOBS "debug_info").
-# Line tables and inlined frames (-g1) are all that crash reports and backtraces read; the full
-# information (-g: locals and types, for gdb) makes a kernel's compile ~1.5x slower.
+# TILESCOPE_DEBUG_INFO (knobs.ENV_KNOBS "debug_info"): -g1, line tables and inlined frames, all that crash
+# reports and backtraces read; or -g, locals and types for gdb (a kernel's compile ~1.5x slower).
 DEBUG_INFO_FLAGS = {"lines": "-g1", "full": "-g"}
 
 

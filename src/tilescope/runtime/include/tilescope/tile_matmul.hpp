@@ -29,8 +29,8 @@
 // VNNI (SSE2 / AVX2 / AVX-512BW), int16 pairs of rows (k, k+1) and one vpmaddwd per pair
 // (exact: at most 2^15). Packing is SIMD (SSE2). Register blocks of 8 x 2 vectors (AVX-512) or
 // 4 x 2. Elsewhere plain int32 loops. With AMX (AMX-INT8, on Linux, once the process may use the
-// tile registers: amx_permitted) and whole 16 x 16 blocks of c with K a multiple of 4, b is packed
-// the same way and tdpbssd multiplies 16 x 64 blocks of a by 16-row blocks of packed b, adding
+// tile registers: amx_permitted), whole 16 x 16 blocks of c and K a multiple of 4 and at least 64,
+// b is packed the same way and tdpbssd multiplies 16 x 64 blocks of a by 16-row blocks of packed b, adding
 // into 16 x 16 blocks of c read and written in place (signed bytes; exact, wrapping, as above).
 // See benchmarks/tile_matmul.py for timings of each path.
 #pragma once
@@ -41,7 +41,7 @@
 #if defined(__AVX512F__) || defined(__AVX2__) || defined(__SSE2__)
 #include <immintrin.h>
 #endif
-#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__)
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__) && defined(__x86_64__)
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -342,7 +342,7 @@ inline void pack_b_i8(int32_t *bp, const int8_t *b) {
 }
 #endif
 
-#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__)
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__linux__) && defined(__x86_64__)
 #define TS_MATMUL_AMX 1
 /// Whether this process may use the AMX tile registers: Linux hands out their state only to a
 /// process that asks for it (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked here once.
@@ -352,9 +352,11 @@ inline bool amx_permitted() {
     return permitted;
 }
 
-/// The shapes the AMX kernel takes: whole 16-row and 16-column blocks, and K in groups of 4.
+/// The shapes the AMX kernel takes: whole 16-row and 16-column blocks, and K in groups of 4 and at
+/// least 64 (a call's fixed cost, the tile configuration loaded and released, is ~50 ns: below
+/// K = 64 the VNNI kernel is as fast or faster).
 template <int M, int N, int K>
-inline constexpr bool amx_shape_v = M % 16 == 0 && N % 16 == 0 && K % 4 == 0 && M > 0 && N > 0 && K > 0;
+inline constexpr bool amx_shape_v = M % 16 == 0 && N % 16 == 0 && K % 4 == 0 && M > 0 && N > 0 && K >= 64;
 
 /// The tile configuration (palette 1, ldtilecfg's 64-byte layout) of matmul_i8_amx for depth K:
 /// tmm0-1 two 16 x 16 int32 blocks of c, tmm2 a 16 x 64 block of a, tmm3-4 two 16-row blocks of
@@ -366,7 +368,7 @@ struct alignas(64) AmxConfig {
     uint16_t colsb[16] = {};
     uint8_t rows[16] = {};
 
-    explicit AmxConfig(int k_tail) {
+    constexpr explicit AmxConfig(int k_tail) {
         for (int t = 0; t < 5; ++t) rows[t] = 16, colsb[t] = 64;
         if (k_tail > 0) {
             rows[5] = 16, colsb[5] = static_cast<uint16_t>(k_tail);
@@ -383,7 +385,7 @@ inline void matmul_i8_amx(int32_t *c, const int8_t *a, const int8_t *b) {
     constexpr int KP = K / 4, K64 = K - K % 64, ldc = N * 4, ldb = N * 4;
     alignas(64) int32_t bp[KP * N];
     pack_b_i8<4, N, K, KP>(bp, b);
-    static const AmxConfig config(K % 64);
+    static constexpr AmxConfig config(K % 64);
     _tile_loadconfig(&config);
     for (int i = 0; i < M; i += 16) {
         const int8_t *ai = a + i * K;
