@@ -75,18 +75,20 @@ def median_time(fn, reps: int, warmup: int = 2) -> float:
 TORCH_KEYS = frozenset({"eager", "compiled", "copy"})
 
 
-def turns(calls: dict, rounds: int, per: int = 2, seed: int = 0) -> dict[str, dict[str, list]]:
+def turns(calls: dict, rounds: int, per: int = 2, seed: int = 0, settle_s: float = 0.01) -> dict[str, dict[str, list]]:
     """The functions in ``calls`` timed in turns, ``rounds`` times: each round takes them in an
-    order of its own (a fixed seed's shuffle, so on average each follows every other as often)
-    and gives each one a first call, then ``per`` more. Returns, per key, ``"steady"``: the sorted
-    seconds of the later calls, and ``"first"``: (seconds, the key that ran just before) of each
+    order of its own (a fixed seed's shuffle, so on average each follows every other as often).
+    In its turn a function makes a first call, then untimed calls until ``settle_s`` has passed
+    since the turn began, then ``per`` timed calls. Returns, per key, ``"steady"``: the sorted
+    seconds of the timed calls, and ``"first"``: (seconds, the key that ran just before) of each
     first call.
 
-    Why the first call is apart: the sim's workers and torch's OpenMP threads share the CPUs, and
-    each pool keeps spinning for a while after its call returns (docs/performance.md), so a call
-    right after the other pool's shares the cores with it (and finds its data out of the caches). The later calls time an implementation
-    as it runs on its own, and a disturbance of the machine still falls on every implementation
-    alike; the first calls show what following the other pool costs (``after_other``)."""
+    Why the first calls are apart: the sim's workers and torch's OpenMP threads share the CPUs, and
+    each pool keeps spinning for a while after its call returns (torch's for ~3 ms here:
+    docs/performance.md), so a call right after the other pool's shares the cores with it (and
+    finds its data out of the caches). The timed calls measure an implementation as it runs on
+    its own, and a disturbance of the machine still falls on every implementation alike; the
+    first calls show what following the other pool costs (``after_other``)."""
     if per < 1:
         raise ValueError(f"turns: per must be >= 1 (the timed calls after each first one), got {per}")
     for fn in calls.values():
@@ -98,14 +100,15 @@ def turns(calls: dict, rounds: int, per: int = 2, seed: int = 0) -> dict[str, di
     for _ in range(rounds):
         shuffle(order)
         for key, fn in order:
-            for i in range(per + 1):
-                t0 = time.perf_counter()
+            t0 = time.perf_counter()
+            fn()
+            out[key]["first"].append((time.perf_counter() - t0, previous))
+            while time.perf_counter() - t0 < settle_s:
                 fn()
-                elapsed = time.perf_counter() - t0
-                if i == 0:
-                    out[key]["first"].append((elapsed, previous))
-                else:
-                    out[key]["steady"].append(elapsed)
+            for _ in range(per):
+                t1 = time.perf_counter()
+                fn()
+                out[key]["steady"].append(time.perf_counter() - t1)
             previous = key
     for got in out.values():
         got["steady"].sort()
