@@ -377,54 +377,48 @@ struct alignas(64) AmxConfig {
     }
 };
 
+/// The NB (1 or 2) 16 x 16 blocks of c at ci (row stride N) += the 16 rows of a at ai @ the
+/// matching columns of packed b at bp (row stride N lanes), K in 64s and then K's last K % 64.
+template <int N, int K, int NB>
+inline void amx_blocks(int32_t *ci, const int8_t *ai, const int32_t *bp) {
+    constexpr int K64 = K - K % 64, ld = N * 4;
+    _tile_loadd(0, ci, ld);
+    if constexpr (NB == 2) _tile_loadd(1, ci + 16, ld);
+    for (int k = 0; k < K64; k += 64) {
+        _tile_loadd(2, ai + k, K);
+        _tile_loadd(3, bp + (k / 4) * N, ld);
+        _tile_dpbssd(0, 2, 3);
+        if constexpr (NB == 2) {
+            _tile_loadd(4, bp + (k / 4) * N + 16, ld);
+            _tile_dpbssd(1, 2, 4);
+        }
+    }
+    if constexpr (K % 64 != 0) {
+        _tile_loadd(5, ai + K64, K);
+        _tile_loadd(6, bp + (K64 / 4) * N, ld);
+        _tile_dpbssd(0, 5, 6);
+        if constexpr (NB == 2) {
+            _tile_loadd(7, bp + (K64 / 4) * N + 16, ld);
+            _tile_dpbssd(1, 5, 7);
+        }
+    }
+    _tile_stored(0, ci, ld);
+    if constexpr (NB == 2) _tile_stored(1, ci + 16, ld);
+}
+
 /// c (M x N int32) += a (M x K) @ b (K x N) int8 through AMX's tdpbssd (signed bytes, four products
 /// summed into each int32 lane, wrapping): exact mod 2^32 as every path. b is packed in groups of
 /// 4 rows (the VNNI layout, which is the layout AMX reads); a and c are read and written in place.
 template <int M, int N, int K>
 inline void matmul_i8_amx(int32_t *c, const int8_t *a, const int8_t *b) {
-    constexpr int KP = K / 4, K64 = K - K % 64, ldc = N * 4, ldb = N * 4;
-    alignas(64) int32_t bp[KP * N];
-    pack_b_i8<4, N, K, KP>(bp, b);
+    alignas(64) int32_t bp[K / 4 * N];
+    pack_b_i8<4, N, K, K / 4>(bp, b);
     static constexpr AmxConfig config(K % 64);
     _tile_loadconfig(&config);
     for (int i = 0; i < M; i += 16) {
-        const int8_t *ai = a + i * K;
-        int32_t *ci = c + i * N;
         int j = 0;
-        for (; j + 32 <= N; j += 32) {
-            _tile_loadd(0, ci + j, ldc);
-            _tile_loadd(1, ci + j + 16, ldc);
-            for (int k = 0; k < K64; k += 64) {
-                _tile_loadd(2, ai + k, K);
-                _tile_loadd(3, bp + (k / 4) * N + j, ldb);
-                _tile_loadd(4, bp + (k / 4) * N + j + 16, ldb);
-                _tile_dpbssd(0, 2, 3);
-                _tile_dpbssd(1, 2, 4);
-            }
-            if constexpr (K % 64 != 0) {
-                _tile_loadd(5, ai + K64, K);
-                _tile_loadd(6, bp + (K64 / 4) * N + j, ldb);
-                _tile_loadd(7, bp + (K64 / 4) * N + j + 16, ldb);
-                _tile_dpbssd(0, 5, 6);
-                _tile_dpbssd(1, 5, 7);
-            }
-            _tile_stored(0, ci + j, ldc);
-            _tile_stored(1, ci + j + 16, ldc);
-        }
-        if constexpr (N % 32 != 0) {  // the last 16 columns
-            _tile_loadd(0, ci + j, ldc);
-            for (int k = 0; k < K64; k += 64) {
-                _tile_loadd(2, ai + k, K);
-                _tile_loadd(3, bp + (k / 4) * N + j, ldb);
-                _tile_dpbssd(0, 2, 3);
-            }
-            if constexpr (K % 64 != 0) {
-                _tile_loadd(5, ai + K64, K);
-                _tile_loadd(6, bp + (K64 / 4) * N + j, ldb);
-                _tile_dpbssd(0, 5, 6);
-            }
-            _tile_stored(0, ci + j, ldc);
-        }
+        for (; j + 32 <= N; j += 32) amx_blocks<N, K, 2>(c + i * N + j, a + i * K, bp + j);
+        if constexpr (N % 32 != 0) amx_blocks<N, K, 1>(c + i * N + j, a + i * K, bp + j);
     }
     _tile_release();  // the thread's tile state back to its initial one: cheaper to switch out
 }
