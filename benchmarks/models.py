@@ -10,10 +10,9 @@ own). A model with bf16 matmuls is also timed compiled with ``bf16_matmul="dot"`
 the CPU's bf16 dot-product instruction, the same bits but for subnormals). Every implementation runs with this process's torch thread count equal to the sim's
 worker count, so the ratios compare like with like. The implementations take turns
 (``run_all.turns``): each round, each one makes a first call, untimed calls for 10 ms more, then
-two timed ones, so a figure
-is the implementation on its own, not sharing the CPUs with the other pool's still-spinning
-threads; ``sim after torch`` is the sim's first call right after a torch op. Target: sim at least
-as fast as torch eager (``eager / sim >= 1``) for every model.
+two timed ones, so a figure is the implementation on its own, not sharing the CPUs with the other
+pool's still-spinning threads; ``sim after torch`` is the sim's first call right after a torch op.
+Target: sim at least as fast as torch eager (``eager / sim >= 1``) for every model.
 """
 
 from __future__ import annotations
@@ -57,8 +56,8 @@ def case(name: str) -> Case:
 
 def bench(case: Case, reps: int, use_compile: bool) -> dict[str, float]:
     """Seconds of one call of each implementation of ``case``, in ``reps`` rounds of turns
-    (run_all.turns): the medians of the calls that follow one of their own, and ``sim_after_torch``
-    (sim's calls right after a torch op; absent when no round put one there)."""
+    (run_all.turns): the medians of the timed calls, and ``sim_after_torch`` (sim's first calls
+    right after a torch op; None when no round put one there)."""
     from tilescope.harness.specs import generate
 
     values = generate(case.specs, seed=0)
@@ -80,9 +79,7 @@ def bench(case: Case, reps: int, use_compile: bool) -> dict[str, float]:
         calls["compiled"] = lambda: compiled(**inputs)
     timed = turns(calls, reps)
     row.update({key: statistics.median(got["steady"]) for key, got in timed.items()})
-    after = after_other(timed, "sim")
-    if after is not None:
-        row["sim_after_torch"] = after
+    row["sim_after_torch"] = after_other(timed, "sim")
     return row
 
 
@@ -113,9 +110,9 @@ def main(argv=None) -> int:
     for name in chosen:
         c = case(name)
         r = bench(c, args.reps, not args.no_compile)
-        ms = {k: v * 1e3 for k, v in r.items()}
+        ms = {k: v * 1e3 for k, v in r.items() if v is not None}
         comp = f"{ms['compiled']:.2f} ms | {r['compiled'] / r['sim']:.2f}x | {r['compile_first']:.1f} s" if "compiled" in r else "— | — | —"
-        after = f"{ms['sim_after_torch']:.2f} ms" if "sim_after_torch" in r else "—"
+        after = f"{ms['sim_after_torch']:.2f} ms" if r["sim_after_torch"] is not None else "—"
         print(f"| {name} | {c.what} | {ms['sim']:.2f} ms | {after} | {ms['eager']:.2f} ms | {r['eager'] / r['sim']:.2f}x | {comp} |")
         if "sim_dot" in r:
             print(f"| {name}, bf16_matmul=dot | {c.what} | {ms['sim_dot']:.2f} ms | | {ms['eager']:.2f} ms | "

@@ -123,6 +123,11 @@ def after_other(timed: dict, key: str) -> float | None:
     return statistics.median(secs) if secs else None
 
 
+def after_torch(r: dict) -> dict:
+    """The ``vs`` entry of a script's row with ``sim_after_torch`` (none when no call followed a torch op)."""
+    return {} if r["sim_after_torch"] is None else {"sim after a torch op ms": r["sim_after_torch"] * 1e3}
+
+
 def machine() -> dict:
     """The CPU model, its vector instruction sets, CPU count, compiler, Python and torch versions."""
     try:
@@ -200,8 +205,7 @@ def bandwidth(quick: bool) -> list[dict]:
             "sim with inputs unchecked / copy": r["sim_unchecked_over_copy"],
             "compile's first call s": r["compile_first"],
         }
-        if r["sim_after_torch"] is not None:
-            vs["sim after a torch op ms"] = r["sim_after_torch"] * 1e3
+        vs.update(after_torch(r))
         target = "eager / sim >= 1, compile / sim >= 1"
         met = r["eager_over_sim"] >= 1 and r["compiled_over_sim"] >= 1
         if n == 4096:
@@ -311,8 +315,7 @@ def models(quick: bool) -> list[dict]:
             "compile / sim": r["compiled"] / r["sim"],
             "compile's first call s": r["compile_first"],
         }
-        if "sim_after_torch" in r:
-            vs["sim after a torch op ms"] = r["sim_after_torch"] * 1e3
+        vs.update(after_torch(r))
         met = r["eager"] >= r["sim"] and r["compiled"] >= r["sim"]
         rows.append(
             row(

@@ -55,8 +55,6 @@ ISAS = {
 
 DRIVER = r"""
 #include <tilescope/tile.hpp>
-#include <algorithm>
-#include <chrono>
 using namespace ts;
 
 // The accumulator (and output) type: int32 for int8 inputs, float otherwise.
@@ -91,26 +89,16 @@ static ts_tensor square(void *data, int32_t dtype, int64_t n) {
     return t;
 }
 
-// Runs the tiled matmul `reps` times; returns the median time in seconds.
+// One tiled matmul of the n x n row-major matrices at a, b into c (timed by the caller).
 template <class T, int TM, int TN, int TK, bool DOT = false>
-static double bench(void *a, void *b, void *c, int64_t n, int reps) {
+static void once(void *a, void *b, void *c, int64_t n) {
     const TensorView<T> av(square(a, dtype_of<T>(), n)), bv(square(b, dtype_of<T>(), n));
     const TensorView<acc_t<T>> cv(square(c, dtype_of<acc_t<T>>(), n));
-    double t[64];
-    reps = reps < 1 ? 1 : (reps > 64 ? 64 : reps);
-    for (int r = 0; r < reps; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        tiled<T, TM, TN, TK, DOT>(av, bv, cv, n);
-        t[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    std::sort(t, t + reps);
-    return t[reps / 2];
+    tiled<T, TM, TN, TK, DOT>(av, bv, cv, n);
 }
 
 #define ENTRY(T, NAME, TM, TN, TK, DOT) \
-    extern "C" double NAME##_##TM##x##TN##x##TK(void *a, void *b, void *c, int64_t n, int reps) { \
-        return bench<T, TM, TN, TK, DOT>(a, b, c, n, reps); \
-    }
+    extern "C" void NAME##_##TM##x##TN##x##TK(void *a, void *b, void *c, int64_t n) { once<T, TM, TN, TK, DOT>(a, b, c, n); }
 #define TILE(TM, TN, TK) \
     ENTRY(float, f32, TM, TN, TK, false) ENTRY(bf16, bf16, TM, TN, TK, false) \
     ENTRY(bf16, bf16dot, TM, TN, TK, true) ENTRY(int8_t, i8, TM, TN, TK, false)
@@ -143,8 +131,8 @@ def build(work: Path, include: Path, isa: str) -> ctypes.CDLL:
     for tile in TILES:
         for kind in ("f32", "bf16", "bf16dot", "i8"):
             fn = getattr(lib, f"{kind}_{tile}")
-            fn.restype = ctypes.c_double
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+            fn.restype = None
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     return lib
 
 
@@ -176,7 +164,7 @@ def tile_calls(lib: ctypes.CDLL, tile: str, x: dict) -> dict:
 
     def call(kind: str, a: str, b: str, c: str):
         fn = getattr(lib, f"{kind}_{tile}")
-        return lambda: fn(x[a].data_ptr(), x[b].data_ptr(), x[c].data_ptr(), n, 1)
+        return lambda: fn(x[a].data_ptr(), x[b].data_ptr(), x[c].data_ptr(), n)
 
     return {
         "f32": call("f32", "a", "b", "c"),
