@@ -377,19 +377,6 @@ struct alignas(64) AmxConfig {
     }
 };
 
-/// One depth step of amx_blocks: tile A <- the 16 rows of a at ak (row stride K), B0 (and B1 when
-/// NB is 2) <- packed b's rows at bk and 16 lanes on, then c's block tile 0 (and 1) += A @ B.
-template <int N, int K, int NB, int A, int B0, int B1>
-inline void amx_step(const int8_t *ak, const int32_t *bk) {
-    _tile_loadd(A, ak, K);
-    _tile_loadd(B0, bk, N * 4);
-    _tile_dpbssd(0, A, B0);
-    if constexpr (NB == 2) {
-        _tile_loadd(B1, bk + 16, N * 4);
-        _tile_dpbssd(1, A, B1);
-    }
-}
-
 /// The NB (1 or 2) 16 x 16 blocks of c at ci (row stride N) += the 16 rows of a at ai @ the
 /// matching columns of packed b at bp (row stride N lanes), K in 64s and then K's last K % 64.
 template <int N, int K, int NB>
@@ -397,8 +384,24 @@ inline void amx_blocks(int32_t *ci, const int8_t *ai, const int32_t *bp) {
     constexpr int K64 = K - K % 64, ld = N * 4;
     _tile_loadd(0, ci, ld);
     if constexpr (NB == 2) _tile_loadd(1, ci + 16, ld);
-    for (int k = 0; k < K64; k += 64) amx_step<N, K, NB, 2, 3, 4>(ai + k, bp + (k / 4) * N);
-    if constexpr (K % 64 != 0) amx_step<N, K, NB, 5, 6, 7>(ai + K64, bp + (K64 / 4) * N);  // its own tile shapes
+    for (int k = 0; k < K64; k += 64) {
+        _tile_loadd(2, ai + k, K);
+        _tile_loadd(3, bp + (k / 4) * N, ld);
+        _tile_dpbssd(0, 2, 3);
+        if constexpr (NB == 2) {
+            _tile_loadd(4, bp + (k / 4) * N + 16, ld);
+            _tile_dpbssd(1, 2, 4);
+        }
+    }
+    if constexpr (K % 64 != 0) {
+        _tile_loadd(5, ai + K64, K);
+        _tile_loadd(6, bp + (K64 / 4) * N, ld);
+        _tile_dpbssd(0, 5, 6);
+        if constexpr (NB == 2) {
+            _tile_loadd(7, bp + (K64 / 4) * N + 16, ld);
+            _tile_dpbssd(1, 5, 7);
+        }
+    }
     _tile_stored(0, ci, ld);
     if constexpr (NB == 2) _tile_stored(1, ci + 16, ld);
 }
