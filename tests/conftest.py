@@ -1,3 +1,4 @@
+import signal
 import sys
 from pathlib import Path
 
@@ -9,6 +10,14 @@ from helpers import NO_LIMIT_S  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "models"))
+
+# A suite started with SIGINT ignored (under nohup, as a background job of a non-interactive shell,
+# by a runner that starts jobs so) hands that on to every process it starts, and Python then
+# installs no Ctrl-C handler: the tests that press Ctrl-C on a run, a sweep or the test process
+# itself would wait for a stop that cannot land. Python's own handler here is inherited as the
+# default action by every child (a handled signal is reset by exec), as at a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True, scope="session")
