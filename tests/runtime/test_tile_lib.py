@@ -403,7 +403,7 @@ void reduce(void **b, F f) {
     REG("col_max_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_max(x); })) \
     REG("col_min_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_min(x); }))
 RED_OPS(float, "f32", 16, 100, "16x100") RED_OPS(float, "f32", 8, 128, "8x128") RED_OPS(float, "f32", 5, 3, "5x3")
-RED_OPS(float, "f32", 3, 1, "3x1") RED_OPS(float, "f32", 1, 37, "1x37")
+RED_OPS(float, "f32", 3, 1, "3x1") RED_OPS(float, "f32", 1, 37, "1x37") RED_OPS(float, "f32", 3, 1000, "3x1000")
 RED_OPS(bf16, "bf16", 16, 100, "16x100") RED_OPS(bf16, "bf16", 5, 3, "5x3") RED_OPS(bf16, "bf16", 1, 37, "1x37")
 RED_OPS(f16, "f16", 16, 100, "16x100")
 RED_OPS(int32_t, "i32", 8, 128, "8x128")
@@ -412,6 +412,7 @@ RED_OPS(int32_t, "i32", 8, 128, "8x128")
     REG("col_mean_" S "_" SHAPE, reduce<T, R, C>(b, [](const auto &x) { return col_mean(x); }))
 MEAN_OPS(float, "f32", 16, 100, "16x100") MEAN_OPS(float, "f32", 8, 128, "8x128") MEAN_OPS(float, "f32", 5, 3, "5x3")
 MEAN_OPS(float, "f32", 3, 1, "3x1") MEAN_OPS(float, "f32", 1, 37, "1x37") MEAN_OPS(double, "f64", 7, 9, "7x9")
+MEAN_OPS(double, "f64", 2, 100, "2x100")
 MEAN_OPS(bf16, "bf16", 16, 100, "16x100") MEAN_OPS(bf16, "bf16", 5, 3, "5x3") MEAN_OPS(f16, "f16", 16, 100, "16x100")
 
 // ---- iota / slice: "iota_<dtype>_<dim>" (5 x 7), "slice_<r0>_<c0>_<r>x<c>" of a 9 x 11 f32 tile
@@ -1666,12 +1667,20 @@ def test_other_casts_match_torch(built, src, dst):
         assert torch.equal(got, want)
 
 
-def _emulate_row_sum(x: np.ndarray) -> np.ndarray:
-    """The documented order: lanes (16 for 4-byte floats), lane l gets elements c = l mod L, then a tree."""
-    rows, cols = x.shape
+def _row_lanes(cols: int, max_lanes: int) -> int:
+    """The documented lane count: max_lanes (256 bytes / the accumulator's size), or the row's
+    length rounded down to a power of 2 when that is smaller."""
     lanes = 1
-    while lanes * 2 <= cols and lanes * 2 <= 16:
+    while lanes * 2 <= cols and lanes * 2 <= max_lanes:
         lanes *= 2
+    return lanes
+
+
+def _emulate_row_sum(x: np.ndarray, max_lanes: int = 64) -> np.ndarray:
+    """The documented order: L lanes (64 for 4-byte accumulators, 32 for 8-byte), lane l gets
+    elements c = l mod L in order, then a tree; a float sum ends by adding +0.0."""
+    rows, cols = x.shape
+    lanes = _row_lanes(cols, max_lanes)
     acc = x[:, :lanes].copy()
     c = lanes
     while c + lanes <= cols:
@@ -1684,7 +1693,7 @@ def _emulate_row_sum(x: np.ndarray) -> np.ndarray:
     while width >= 1:
         acc[:, :width] = acc[:, :width] + acc[:, width : 2 * width]
         width //= 2
-    return acc[:, :1]
+    return acc[:, :1] + 0.0
 
 
 def _emulate_col_sum(x: np.ndarray) -> np.ndarray:
@@ -1697,7 +1706,7 @@ def _emulate_col_sum(x: np.ndarray) -> np.ndarray:
 REDUCTION_CASES = [
     (dt, tuple(int(d) for d in shape.split("x")))
     for dt, shapes in [
-        ("f32", "16x100 8x128 5x3 3x1 1x37"),
+        ("f32", "16x100 8x128 5x3 3x1 1x37 3x1000"),
         ("bf16", "16x100 5x3 1x37"),
         ("f16", "16x100"),
         ("i32", "8x128"),
@@ -1773,7 +1782,7 @@ def test_reductions_propagate_nan(built):
 
 
 def _emulate_row_extremum(x: np.ndarray, is_max: bool) -> np.ndarray:
-    """row_max/row_min in the documented lane order (16 float lanes, then a tree), element by
+    """row_max/row_min in the documented lane order (64 float lanes, then a tree), element by
     element: op(a, b) is a when a beats b or a is NaN, else b (so the order decides which zero or
     which NaN comes out)."""
 
@@ -1782,7 +1791,7 @@ def _emulate_row_extremum(x: np.ndarray, is_max: bool) -> np.ndarray:
 
     out = np.empty((x.shape[0], 1), dtype=x.dtype)
     for r, row in enumerate(x):
-        lanes = 16
+        lanes = _row_lanes(len(row), 64)
         acc = list(row[:lanes])
         for c in range(lanes, len(row)):
             acc[c % lanes] = op(acc[c % lanes], row[c])
@@ -1795,8 +1804,8 @@ def _emulate_row_extremum(x: np.ndarray, is_max: bool) -> np.ndarray:
 
 
 def test_row_max_min_keep_the_lane_order_for_zeros_and_nans(built):
-    """Rows long enough for the fast max/min (8 x 128): a zero or NaN result is still the one the
-    documented order gives (which sign of zero, which NaN payload), every other result is exact."""
+    """Rows of two 64-lane chunks (8 x 128): a zero or NaN result is the one the documented order
+    gives (which sign of zero, which NaN payload), every other result is exact."""
     g = torch.Generator().manual_seed(5)
     x = torch.randn(8, 128, generator=g)
     signs = torch.randint(0, 2, (8, 128), generator=g).bool()
@@ -1810,32 +1819,12 @@ def test_row_max_min_keep_the_lane_order_for_zeros_and_nans(built):
     x[4, [0, 64]] = nans[:2]
     x[5, 100] = nans[2]
     x[5, :50] = zeros[5, :50]
+    x[6, [32, 64]] = nans[[1, 0]]  # one lane in a 16-lane order (the first NaN wins), two in 64 lanes
     for op, is_max in [("row_max", True), ("row_min", False)]:
         out = torch.empty(8, 1)
         call(built, f"{op}_f32_8x128", x.contiguous(), out, n=0)
         want = torch.from_numpy(_emulate_row_extremum(x.numpy(), is_max))
         assert torch.equal(out.view(torch.int32), want.view(torch.int32)), (op, out[:, 0], want[:, 0])
-
-
-def _emulate_row_sum_lanes(x: np.ndarray, max_lanes: int) -> np.ndarray:
-    """_emulate_row_sum with max_lanes lanes (64 bytes / the accumulator's size)."""
-    rows, cols = x.shape
-    lanes = 1
-    while lanes * 2 <= cols and lanes * 2 <= max_lanes:
-        lanes *= 2
-    acc = x[:, :lanes].copy()
-    c = lanes
-    while c + lanes <= cols:
-        acc = acc + x[:, c : c + lanes]
-        c += lanes
-    rest = cols - c
-    if rest:
-        acc[:, :rest] = acc[:, :rest] + x[:, c:]
-    width = lanes // 2
-    while width >= 1:
-        acc[:, :width] = acc[:, :width] + acc[:, width : 2 * width]
-        width //= 2
-    return acc[:, :1] + 0.0
 
 
 MEAN_CASES = [
@@ -1845,6 +1834,7 @@ MEAN_CASES = [
     ("f32", (3, 1)),
     ("f32", (1, 37)),
     ("f64", (7, 9)),
+    ("f64", (2, 100)),
     ("bf16", (16, 100)),
     ("bf16", (5, 3)),
     ("f16", (16, 100)),
@@ -1863,7 +1853,7 @@ def test_row_col_mean(built, dt, shape):
     call(built, f"col_mean_{dt}_{rows}x{cols}", x.contiguous(), col, n=0)
     acc = np.float64 if dt == "f64" else np.float32
     xa = x.to(torch.float64 if dt == "f64" else torch.float32).numpy()
-    want_row = _emulate_row_sum_lanes(xa, 8 if dt == "f64" else 16) / acc(cols)
+    want_row = _emulate_row_sum(xa, 32 if dt == "f64" else 64) / acc(cols)
     want_col = _emulate_col_sum(xa) / acc(rows)
     assert_same_floats(row, torch.from_numpy(want_row).to(dtype), "row_mean")
     assert_same_floats(col, torch.from_numpy(want_col).to(dtype), "col_mean")

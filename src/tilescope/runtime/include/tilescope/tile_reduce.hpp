@@ -4,13 +4,14 @@
 // col_mean reduce each column to Tile<T, 1, C>.
 //
 // Summation order (fixed, so results are reproducible and vectorize without -ffast-math):
-//  - Rows: L lanes, L = min(64 bytes / sizeof(accumulator), C rounded down to a power of 2)
-//    (16 for float). Element c goes to lane c % L in order; then lanes are combined as a
-//    tree: lane l += lane l + L/2, then + L/4, ..., down to lane 0.
+//  - Rows: L lanes, L = min(256 bytes / sizeof(accumulator), C rounded down to a power of 2)
+//    (64 for float, 32 for double). Element c goes to lane c % L in order; then lanes are
+//    combined as a tree: lane l += lane l + L/2, then + L/4, ..., down to lane 0. 256 bytes are
+//    four AVX-512 or eight AVX2 registers, independent chains, so a long row's loop is not
+//    bound by the latency of one add after another; the order is the same on every
+//    instruction set.
 //  - Columns: in row order, r = 0, 1, ..., R-1.
-// Long rows' max/min run four independent lane sets first and keep that result when the order
-// cannot show in it (an integer, or a float neither NaN nor zero); else the row is redone in the
-// order above, so the result is always the documented order's, bit for bit.
+// max/min take the same lane order (it shows only in which NaN or which zero they return).
 // bf16/f16 accumulate in float and round the result once. Integer sums wrap around in T
 // (torch would widen to int64). max/min propagate NaN. A float sum ends by adding +0.0, so a sum
 // whose terms are all -0.0 is +0.0 as torch's (which starts from +0.0); no other result changes.
@@ -35,9 +36,6 @@ inline A finish(A a) {
     else return a;
 }
 
-template <class Op>
-inline constexpr bool is_extremum_v = std::is_same_v<Op, maximum_op> || std::is_same_v<Op, minimum_op>;
-
 /// The element type x[i] reads (x: a pointer to a row, or a fused expression's row).
 template <class X>
 using row_elem_t = std::remove_cv_t<std::remove_reference_t<decltype(std::declval<const X &>()[0])>>;
@@ -50,49 +48,16 @@ struct FusedRow {
     T operator[](int c) const { return e.f(r, c); }
 };
 
-/// max/min over the C elements x[0..C) in an order of its own: Groups accumulators of `lanes`
-/// lanes each, independent chains, so the compare-and-select latency does not bound the loop.
-template <class Op, int C, int lanes, int Groups, class X>
-inline compute_t<row_elem_t<X>> reduce_row_unordered(const X &x) {
-    using A = compute_t<row_elem_t<X>>;
-    A acc[Groups][lanes];
-    for (int g = 0; g < Groups; ++g) {
-        for (int l = 0; l < lanes; ++l) acc[g][l] = A(x[g * lanes + l]);
-    }
-    constexpr int step = Groups * lanes;
-    constexpr int body_end = C / step * step;  // the tail's bounds are constants (no bound analysis)
-    for (int c = step; c < body_end; c += step) {
-        for (int g = 0; g < Groups; ++g) {
-            for (int l = 0; l < lanes; ++l) acc[g][l] = Op{}(acc[g][l], A(x[c + g * lanes + l]));
-        }
-    }
-    for (int c = body_end; c < C; ++c) acc[0][0] = Op{}(acc[0][0], A(x[c]));
-    for (int g = 1; g < Groups; ++g) {
-        for (int l = 0; l < lanes; ++l) acc[0][l] = Op{}(acc[0][l], acc[g][l]);
-    }
-    for (int l = 1; l < lanes; ++l) acc[0][0] = Op{}(acc[0][0], acc[0][l]);
-    return acc[0][0];
-}
-
 /// op over the C elements x[0..C), in the lane order described at the top of this file.
 template <class Op, int C, class X>
 inline compute_t<row_elem_t<X>> reduce_row(const X &x) {
     using A = compute_t<row_elem_t<X>>;
-    constexpr int max_lanes = static_cast<int>(64 / sizeof(A));
+    constexpr int max_lanes = static_cast<int>(256 / sizeof(A));
     constexpr int lanes = [] {
         int l = 1;
         while (l * 2 <= C && l * 2 <= max_lanes) l *= 2;
         return l;
     }();
-    constexpr int groups = 4;
-    if constexpr (is_extremum_v<Op> && C >= 2 * groups * lanes) {
-        // The lane order fixes which NaN or which zero a max/min returns, and nothing else:
-        // an integer result, or a float one that is neither NaN nor zero, has one bit pattern
-        // whatever the order (equal non-zero floats are identical), so the fast order is taken
-        // then; otherwise the row is reduced again in the documented order.
-        const A fast = reduce_row_unordered<Op, C, lanes, groups>(x);
-        if (!std::is_floating_point_v<A> || (fast == fast && fast != A(0))) return fast;
-    }
     A acc[lanes];
     for (int l = 0; l < lanes; ++l) acc[l] = A(x[l]);
     constexpr int body_end = C / lanes * lanes;
@@ -134,8 +99,7 @@ inline Tile<T, R, 1> reduce_rows(const TileView<T, R, C> &v) {
     return reduce_rows_at<Op, false, T, R, C>(v.data, v.stride);
 }
 
-/// reduce_rows of a fused expression: each element is computed as the reduction reads it, once
-/// (twice for a max/min whose fast result is NaN or zero and is reduced again in lane order).
+/// reduce_rows of a fused expression: each element is computed as the reduction reads it, once.
 template <class Op, class T, int R, int C, class F>
 inline Tile<T, R, 1> reduce_rows(const Fused<T, R, C, F> &e) {
     Tile<T, R, 1> out;
