@@ -333,7 +333,7 @@ def test_a_read_far_past_a_tensor_faults_in_its_guard_pages_and_is_named_out_of_
     golden_y = torch.zeros(5 * tp.B, tp.C)
     golden_y[: 4 * tp.B] = inputs["x"][: 4 * tp.B] * 2
     work = with_data(prog, inputs, {"y": golden_y, "z": tp.pipeline_golden(inputs["x"])})
-    tp.edit_kernel(prog, "produce", "load<64, 64>(x, {0, 0}", "load<64, 64>(x, {300, 0}")
+    tp.edit_kernel(prog, "produce", "view<64, 64>(x, {0, 0}", "view<64, 64>(x, {300, 0}")
     data = triaged(work)
     assert data["category"] == "out_of_bounds", data["summary"]
     assert data["summary"] == "a kernel read or wrote outside x: it faulted in the guard pages around it"

@@ -154,6 +154,82 @@ def test_a_view_gives_the_bits_of_the_load_it_stands_for(checked):
     assert torch.equal(y_view, y_load)
 
 
+@ts.kernel
+def affine_rows(
+    x: ts.Tensor[[R, C], ts.f32],
+    g: ts.Tensor[[1, C], ts.f32],
+    b: ts.Tensor[[1, C], ts.f32],
+    w: ts.Tensor[[C, C], ts.f32],
+    y: ts.Out[[R, C], ts.f32],
+    s: ts.Out[[R, 1], ts.f32],
+):
+    t = ts.load(x, [0, 0], [R, C])
+    inv = 1.0 / ts.row_sum(ts.load(x, [0, 0], [R, C]) * ts.load(x, [0, 0], [R, C]))
+    peak = ts.row_max(ts.load(x, [0, 0], [R, C]))
+    ts.store(y, [0, 0], t * inv * ts.load(g, [0, 0], [1, C]) + ts.load(b, [0, 0], [1, C]))
+    ts.store(s, [0, 0], peak + ts.row_sum(ts.matmul(ts.load(x, [0, 0], [R, C]), ts.load(w, [0, 0], [C, C]))))
+
+
+@ts.jit
+def affine(
+    x: ts.Tensor[[R, C], ts.f32],
+    g: ts.Tensor[[1, C], ts.f32],
+    b: ts.Tensor[[1, C], ts.f32],
+    w: ts.Tensor[[C, C], ts.f32],
+    y: ts.Out[[R, C], ts.f32],
+    s: ts.Out[[R, 1], ts.f32],
+):
+    affine_rows(x, g, b, w, y, s)
+
+
+def test_loads_read_only_by_a_fused_expression_are_views_where_they_stand():
+    """A load with no name read by a fused op or a row reduction is a view in that expression
+    (gamma/beta rows, the reductions' operands); one read by a matmul stays a load; the results
+    are the bits of the same build with those views edited back into loads."""
+    prog = affine.compile(check_bounds=False)
+    src = kernel_source(prog, "affine_rows")
+    assert "fuse(t) * inv * view<1, 16>(g, {0, 0}, {extent(y), extent(s)}) + view<1, 16>(b, {0, 0}, " in src
+    assert "row_sum(fuse(view<8, 16>(x, {0, 0}, {extent(y), extent(s)})) * view<8, 16>(x, " in src
+    assert "row_max(view<8, 16>(x, {0, 0}, {extent(y), extent(s)}))" in src
+    assert "matmul(load<8, 16>(x, {0, 0}), load<16, 16>(w, {0, 0}))" in src
+    assert src.count("load<") == 2
+    x, g, b, w = torch.randn(R, C), torch.rand(1, C), torch.randn(1, C), torch.randn(C, C)
+    y, s = torch.empty(R, C), torch.empty(R, 1)
+    prog(x, g, b, w, y, s)
+    torch.testing.assert_close(y, x / (x * x).sum(-1, keepdim=True) * g + b)
+    torch.testing.assert_close(s, x.max(-1, keepdim=True).values + (x @ w).sum(-1, keepdim=True))
+    (k,) = prog.kernels
+    cpp = prog.work_dir / k["source"]
+    loads = re.sub(r"view<(\d+), (\d+)>\((\w+), (\{[^}]*\}), \{[^}]*\}\)", r"load<\1, \2>(\3, \4)", cpp.read_text())
+    loads = loads.replace("TileView<", "Tile<")
+    assert "view<" not in loads
+    cpp.write_text(loads)
+    y_load, s_load = torch.empty(R, C), torch.empty(R, 1)
+    assert ts.replay_compiled(prog.work_dir, x, g, b, w, y_load, s_load, log_level="error").passed
+    assert torch.equal(y, y_load) and torch.equal(s, s_load)
+
+
+@ts.kernel
+def scale_by_first_row_unnamed(x: ts.Tensor[[R, C], ts.f32], y: ts.Out[[R, C], ts.f32]):
+    ts.store(y, [0, 0], ts.load(x, [0, 0], [R, C]) * ts.load(x, [0, 0], [1, C]) + 1.0)
+
+
+@ts.jit
+def scale_in_place_unnamed(z: ts.InOut[[R, C], ts.f32]):
+    scale_by_first_row_unnamed(z, z)
+
+
+def test_a_view_with_no_name_of_the_tensor_being_stored_reads_it_as_it_was_before():
+    # read in place, row 0 would be overwritten while rows 1..7 still read it: both views see
+    # the overlap with y and copy their boxes, as loads would
+    src = kernel_source(scale_in_place_unnamed.compile(), "scale_by_first_row_unnamed")
+    assert "fuse(view<8, 16>(x, {0, 0}, {extent(y)}" in src and "view<1, 16>(x, {0, 0}, {extent(y)}" in src
+    z = torch.randn(R, C)
+    want = z * z[0:1] + 1.0
+    scale_in_place_unnamed(z)
+    torch.testing.assert_close(z, want)
+
+
 @ts.jit
 def normalized_strided(x: ts.Tensor[[R, C, 2], ts.f32], g: ts.Tensor[[1, C], ts.f32], y: ts.Out[[R, C], ts.f32]):
     normalize(x[:, :, 1], g, y)

@@ -40,9 +40,12 @@ from tilescope.codegen.cpp_common import (
 )
 from tilescope.codegen.kernel_fusion import (
     FUSED_REDUCTIONS,
+    NO_TREE,
+    FusedTree,
     fusable,
-    fused_leaves,
+    fused_tree,
     part_key,
+    plain_load,
     recomputed,
     stored_tensors,
     views,
@@ -112,29 +115,41 @@ class _CheckSites:
 
 
 class _KernelEmitter(ExprEmitter):
-    def __init__(self, names: CppNames, sites: _CheckSites | None, checked: bool, bf16_dot: bool = False):
+    def __init__(
+        self,
+        names: CppNames,
+        sites: _CheckSites | None,
+        checked: bool,
+        bf16_dot: bool = False,
+        stored: frozenset[str] = frozenset(),
+        writes: tuple[str, ...] = (),
+    ):
         super().__init__(names)
         self.sites = sites
         self.checked = checked
         self.bf16_dot = bf16_dot
-        self.fused: set[tuple[int, int]] = set()  # (op, operand) ids emit_fused wraps in fuse()
+        self.stored = stored  # the tensors the kernel stores into: no view of them
+        self.writes = writes  # their C++ names, whose extents a view must not overlap
+        self.tree: FusedTree = NO_TREE  # the fused tree being emitted
+        self.wrapped: set[tuple[int, int]] = set()  # its (op, operand) pairs already wrapped in fuse()
         self.parents: list[int] = []  # ids of the expressions being emitted, innermost last
 
     def emit_fused(self, e: Expr, ctx=None, min_ops: int = 2) -> str:
-        """emit(), with ``e``'s elementwise tree fused where fused_leaves() finds one of at least
+        """emit(), with ``e``'s elementwise tree fused where fused_tree() finds one of at least
         ``min_ops`` ops."""
-        self.fused = fused_leaves(e, min_ops)
+        self.tree = fused_tree(e, min_ops)
         try:
             return self.emit(e, ctx)
         finally:
-            self.fused = set()
+            self.tree, self.wrapped = NO_TREE, set()
 
     def _emit(self, e: Expr, ctx) -> tuple[str, int]:
-        if not self.fused:
+        if not self.tree.ops:
             return super()._emit(e, ctx)
-        wrap = bool(self.parents) and (self.parents[-1], id(e)) in self.fused
+        pair = (self.parents[-1], id(e)) if self.parents else None
+        wrap = pair in self.tree.wrap and pair not in self.wrapped
         if wrap:  # one fused operand per op is enough: `fuse(t) * t`
-            self.fused = self.fused - {(self.parents[-1], id(e))}
+            self.wrapped.add(pair)
         self.parents.append(id(e))
         try:
             text, prec = super()._emit(e, ctx)
@@ -149,6 +164,8 @@ class _KernelEmitter(ExprEmitter):
                 return f"{_TILE_FN[op]}({self.emit(a, sub)}, {self.emit(b, sub)})"
             case UnOp(op=op, operand=a):
                 return f"{OPS[op].cpp}({self.emit(a)})"
+            case Load() if self.read_in_place(e):
+                return self.view(None, e)
             case Load(tensor=t, offsets=offs, valid=valid, fill=fill, pad=pad, type=tt):
                 r, c = tile_dims(tt)
                 args = f"{self.name(t.name)}, {self.offsets(offs)}"
@@ -185,12 +202,17 @@ class _KernelEmitter(ExprEmitter):
                 return f"cast<{tt.dtype.cpp}>({self.emit(v)}{m})"
             case Reduce(op=op, value=v) if op in FUSED_REDUCTIONS:
                 # a row reduction reads a fused operand element by element: no tile for even one op
-                outer = self.fused
-                self.fused = outer | fused_leaves(v, min_ops=1)
+                if isinstance(v, Load) and plain_load(v, self.stored):
+                    return f"{op}({self.view(None, v)})"
+                outer = self.tree
+                inner = fused_tree(v, min_ops=1)
+                self.tree = FusedTree(outer.ops | inner.ops, outer.wrap | inner.wrap)
                 try:
                     return f"{op}({self.emit(v)})"
                 finally:
-                    self.fused = outer
+                    self.tree = outer
+                    if not outer.ops:  # the tree began here: what it wrapped is of no other
+                        self.wrapped = set()
             case Reduce(op=op, value=v):
                 return f"{op}({self.emit(v)})"
             case MatMul(lhs=a, rhs=b, acc=c):
@@ -206,14 +228,22 @@ class _KernelEmitter(ExprEmitter):
                 return f"where({self.emit(c)}, {self.emit(a, d)}, {self.emit(b, d)})"
         raise TypeError(f"cannot emit {type(e).__name__} in a kernel")
 
-    def view(self, name: str, e: Load, writes: list[str]) -> str:
-        """The declaration of tile ``name`` as a view of what load ``e`` reads (kernel_fusion.py):
-        ``TileView<float, 4, 4096> t = view<4, 4096>(x, {0, 0}, {extent(y)})``."""
+    def read_in_place(self, e: Load) -> bool:
+        """Whether load ``e``, not assigned to a name, is read as a view: a plain load of a tensor
+        the kernel does not store into, an operand of an op of the fused tree being emitted
+        (kernel_fusion.py)."""
+        # parents[-1] is the load itself (_emit pushed it), parents[-2] the op reading it
+        return len(self.parents) >= 2 and self.parents[-2] in self.tree.ops and plain_load(e, self.stored)
+
+    def view(self, name: str | None, e: Load) -> str:
+        """A view of what load ``e`` reads (kernel_fusion.py): the declaration of tile ``name``,
+        ``TileView<float, 4, 4096> t = view<4, 4096>(x, {0, 0}, {extent(y)})``, or with no name
+        the expression ``view<4, 4096>(x, {0, 0}, {extent(y)})``."""
         r, c = tile_dims(e.type)
-        extents = f", {{{', '.join(f'extent({w})' for w in writes)}}}" if writes else ""
+        extents = f", {{{', '.join(f'extent({w})' for w in self.writes)}}}" if self.writes else ""
         args = f"{self.name(e.tensor.name)}, {self.offsets(e.offsets)}{extents}"
-        decl = f"TileView<{e.type.dtype.cpp}, {r}, {c}> {name}"
-        return f"{decl} = view<{r}, {c}>({args}{self.site('load', e.tensor.name, e.loc)})"
+        value = f"view<{r}, {c}>({args}{self.site('load', e.tensor.name, e.loc)})"
+        return value if name is None else f"TileView<{e.type.dtype.cpp}, {r}, {c}> {name} = {value}"
 
     def matmul_name(self, e: MatMul, in_place: bool = False) -> str:
         """The tile library function of matmul ``e``: ``matmul``/``matmul_acc``, or with ``bf16_dot`` and
@@ -343,7 +373,8 @@ def kernel_cpp(
     always = any(isinstance(e, LoadRows) or (isinstance(e, Load) and e.valid) for e in walk_exprs(k.body))
     always |= any(isinstance(s, Store) and s.valid for s in walk_stmts(k.body))
     sites = _CheckSites(k) if check_bounds or always else None
-    em = _KernelEmitter(name_of, sites, check_bounds, bf16_dot)
+    writes = tuple(name_of(n) for n in stored_tensors(k))
+    em = _KernelEmitter(name_of, sites, check_bounds, bf16_dot, frozenset(stored_tensors(k)), writes)
     lines = header_comment(f"kernel {k.name} ({kernel_core(k)})", k.loc, __version__)
     lines.append("#include <tilescope/kernel.hpp>")
     if sites is not None:
@@ -373,7 +404,6 @@ def kernel_cpp(
             lines.append(f"    {view:<44}// {p.direction.value} {list(p.type.shape)}{where}")
     lines += [_stream_line(name_of(p.name)) for p in k.params if p.name in streamed]
     in_place = views(k)
-    writes = [name_of(n) for n in stored_tensors(k)]
     declared: list[set[str]] = [set()]
     loop_vars: set[str] = set()
 
@@ -387,7 +417,7 @@ def kernel_cpp(
                     lines.append(f"{ind}{em.matmul_name(v, in_place=True)}({name}, {em.matmul_operands(v)});{m}")
                     return
                 if t in in_place:
-                    lines.append(f"{ind}{em.view(name, v, writes)};{m}")
+                    lines.append(f"{ind}{em.view(name, v)};{m}")
                     declared[-1].add(t)
                     return
                 if t in again:  # computed where it is read; its parts once, here (one line: one statement)

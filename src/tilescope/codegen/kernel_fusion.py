@@ -33,6 +33,13 @@ copied to the stack first. A loaded tile is a view when:
 - the chain of elementwise ops it is read in has at most ``MAX_FUSED_OPS`` ops: an op on a view
   is a fused expression in C++, so the whole chain above it becomes one expression type.
 
+A load that is not assigned to a name, read by an op of a fused expression or by a row
+reduction (``store(y, {0, 0}, fuse(d) * inv * load(gamma))``: a row of weights broadcast over
+the block), is a view too when it is a plain load of a tensor the kernel does not store into:
+``view<1, 4096>(gamma, {0, 0}, {extent(y)})`` stands where ``load<1, 4096>(gamma, {0, 0})``
+would, a temporary that lives as long as the statement, which is as long as the fused
+expression reading it (a recomputed tile computes its loads into parts first).
+
 The view reads what the load would have copied: view() copies the box after all when its
 columns are strided or its bytes may overlap a tensor the kernel writes (``writes``, the
 extents of the tensors it stores into), so a tensor passed as both input and output stays
@@ -70,6 +77,7 @@ IR dump re-lowers the kernels whose IR changed and rewrites only the stream line
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from tilescope.ir import dtypes as dt
 from tilescope.ir.nodes import (
@@ -96,7 +104,7 @@ _FUSED = fusable_ops()  # the elementwise ops of the tile library's fused expres
 FUSED_REDUCTIONS = ("row_sum", "row_max", "row_min", "row_mean")  # the tile library reads a fused row
 
 
-MAX_FUSED_OPS = 24  # ops of one fused expression (fused_leaves)
+MAX_FUSED_OPS = 24  # ops of one fused expression (fused_tree)
 # a tile computed again where it is read: at most this many cheap ops, read at most this often
 RECOMPUTED_OPS = frozenset({"add", "sub", "mul", "neg", "abs", "maximum", "minimum"})
 MAX_RECOMPUTED_OPS = 3
@@ -154,9 +162,20 @@ def fusable(e: Expr) -> bool:
     return isinstance(e, BinOp | UnOp) and e.op in _FUSED
 
 
-def fused_leaves(root: Expr, min_ops: int = 2) -> set[tuple[int, int]]:
-    """(id of an op, id of its operand) for each tile operand to wrap in ``fuse()`` so that
-    ``root``'s tree of fusable ops of its shape is computed in one loop; empty when that tree has
+@dataclass(frozen=True)
+class FusedTree:
+    """A tree of fusable ops computed in one loop: its ops and the operands wrapped in ``fuse()``."""
+
+    ops: frozenset[int]  # ids of the ops in the tree
+    wrap: frozenset[tuple[int, int]]  # (id of an op, id of its operand) for each fuse() leaf
+
+
+NO_TREE = FusedTree(frozenset(), frozenset())
+
+
+def fused_tree(root: Expr, min_ops: int = 2) -> FusedTree:
+    """``root``'s tree of fusable ops of its shape, to be computed in one loop, with one tile
+    operand of each op that has no fused operand to wrap in ``fuse()``; empty when that tree has
     fewer than ``min_ops`` ops. Positions, not nodes: a node shared with a use outside the tree (``t`` in
     ``exp(t - row_max(t))``) is wrapped only where the tree reads it. The tree is cut after
     MAX_FUSED_OPS ops (an expression type nested deeper costs g++ more than the loop saves): the
@@ -174,16 +193,16 @@ def fused_leaves(root: Expr, min_ops: int = 2) -> set[tuple[int, int]]:
                 visit(x)
 
     if not in_tree(root):
-        return set()
+        return NO_TREE
     visit(root)
     if len(ops) < min_ops:
-        return set()
+        return NO_TREE
     wrap = set()
     for e in ops.values():
         operands = _operands(e)
         if not any(id(x) in ops for x in operands):
             wrap.add((id(e), id(next(x for x in operands if isinstance(x.type, TileType)))))
-    return wrap
+    return FusedTree(frozenset(ops), frozenset(wrap))
 
 
 def _operands(e: Expr) -> tuple[Expr, ...]:
@@ -196,7 +215,9 @@ def stored_tensors(k: Kernel) -> list[str]:
     return [p.name for p in k.params if p.name in stored]
 
 
-def _plain_load(e: Expr, stored: set[str]) -> bool:
+def plain_load(e: Expr, stored: set[str]) -> bool:
+    """A load of a box (no ``valid=``, ``pad=``, ``dims=`` or ``strides=``) of a tensor that is
+    not in ``stored`` (the tensors the kernel stores into): one a view can read."""
     return (
         isinstance(e, Load)
         and not e.valid
@@ -220,7 +241,7 @@ def views(k: Kernel) -> set[str]:
     """Names of the tiles of ``k`` to emit as views (see the module's docstring)."""
     stored = set(stored_tensors(k))
     assigned = _assigned(k)
-    candidates = {n for n, values in assigned.items() if len(values) == 1 and _plain_load(values[0], stored)}
+    candidates = {n for n, values in assigned.items() if len(values) == 1 and plain_load(values[0], stored)}
     if not candidates:
         return set()
     refused, chains = _fused_reads(k, candidates)
