@@ -13,7 +13,7 @@ with the check that it left its inputs alone turned off (``inputs_unchecked``): 
 of generated C++ copies no input for that check (docs/failures.md), so the two columns differ
 only by the timing noise; an unchecked or hand-edited build's would show what the copy costs. Every implementation runs with the
 sim's worker count as torch's thread count. The implementations take turns (``run_all.turns``):
-each round, each one makes a first call, untimed calls for 10 ms more, then two timed ones, so a figure is the
+each round, each one makes a first call, untimed calls for 50 ms more, then two timed ones, so a figure is the
 implementation on its own, not sharing the CPUs with the other pool's still-spinning threads;
 ``sim after torch`` is the sim's first call right after a torch op, what that sharing costs. Targets: at 4096 x 4096 sim within 1.3x the copy
 (``sim / copy <= 1.3``), and from 1024 x 1024 up at least as fast as eager and compile

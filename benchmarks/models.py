@@ -9,7 +9,7 @@ under ``torch.compile`` (steady state; its first call, which compiles, is report
 own). A model with bf16 matmuls is also timed compiled with ``bf16_matmul="dot"`` (``sim_dot``:
 the CPU's bf16 dot-product instruction, the same bits but for subnormals). Every implementation runs with this process's torch thread count equal to the sim's
 worker count, so the ratios compare like with like. The implementations take turns
-(``run_all.turns``): each round, each one makes a first call, untimed calls for 10 ms more, then
+(``run_all.turns``): each round, each one makes a first call, untimed calls for 50 ms more, then
 two timed ones, so a figure is the implementation on its own, not sharing the CPUs with the other
 pool's still-spinning threads; ``sim after torch`` is the sim's first call right after a torch op.
 Target: sim at least as fast as torch eager (``eager / sim >= 1``) for every model.

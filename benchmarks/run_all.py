@@ -75,7 +75,7 @@ def median_time(fn, reps: int, warmup: int = 2) -> float:
 TORCH_KEYS = frozenset({"eager", "compiled", "copy"})
 
 
-def turns(calls: dict, rounds: int, per: int = 2, seed: int = 0, settle_s: float = 0.01) -> dict[str, dict[str, list]]:
+def turns(calls: dict, rounds: int, per: int = 2, seed: int = 0, settle_s: float = 0.05) -> dict[str, dict[str, list]]:
     """The functions in ``calls`` timed in turns, ``rounds`` times: each round takes them in an
     order of its own (a fixed seed's shuffle, so on average each follows every other as often).
     In its turn a function makes a first call, then untimed calls until ``settle_s`` has passed
@@ -86,8 +86,10 @@ def turns(calls: dict, rounds: int, per: int = 2, seed: int = 0, settle_s: float
     Why the first calls are apart: the sim's workers and torch's OpenMP threads share the CPUs, and
     each pool keeps spinning for a while after its call returns (torch's for ~3 ms here:
     docs/performance.md), so a call right after the other pool's shares the cores with it (and
-    finds its data out of the caches). The timed calls measure an implementation as it runs on
-    its own, and a disturbance of the machine still falls on every implementation alike; the
+    finds its data out of the caches). A heavy op disturbs the next calls for longer: rms_norm
+    4096² on sim ran 5.47 ms right after torch's eager version, 5.11 ms 10 ms later, 4.40 ms 30 ms
+    later, 4.34 ms 100 ms later and 4.24 ms after its own calls, hence 50 ms. The timed calls
+    measure an implementation as it runs on its own, and a disturbance of the machine still falls on every implementation alike; the
     first calls show what following the other pool costs (``after_other``)."""
     if per < 1:
         raise ValueError(f"turns: per must be >= 1 (the timed calls after each first one), got {per}")
