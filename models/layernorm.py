@@ -1,7 +1,9 @@
 """Layer norm over rows: y = (x - mean) / sqrt(var + eps) * gamma + beta (biased variance, as
-torch.nn.functional.layer_norm), one task per block of rows. The mean and the variance are
-taken in two passes (the variance from the centred values, so it does not cancel), in f32
-whatever the input dtype; a row block is read once when it fits a tile, else in column chunks.
+torch.nn.functional.layer_norm), one task per block of rows, which it takes a few rows at a time
+(a step small enough to stay in the core's L1 while it is read three times). The mean and the
+variance are taken in two passes (the variance from the centred values, so it does not cancel),
+in f32 whatever the input dtype; a step's rows are read once when they fit a tile, else in
+column chunks.
 
 Default size: a [2048, 1024] f32 input (BERT-large's hidden size, 2048 tokens); --dtype bf16
 reads and writes bf16.
@@ -19,22 +21,34 @@ from tilescope.harness import ScalarSpec, TensorSpec, add_harness_args, harness_
 DTYPES = {"f32": (ts.f32, torch.float32), "bf16": (ts.bf16, torch.bfloat16)}
 
 
-def default_block(rows: int, cols: int, tile_bytes: int = 64 * 1024) -> int:
-    """Rows per task: as many f32 rows as fit ``tile_bytes`` (at least one), halved until the
-    count divides ``rows``, so a task's tiles stay in the core's L2."""
-    block = max(1, min(rows, tile_bytes // (4 * cols)))
-    while rows % block:
-        block //= 2
-    return block
+def fitting_rows(rows: int, cols: int, nbytes: int, most: int | None = None) -> int:
+    """As many f32 rows of ``cols`` as fit ``nbytes`` (at least one, at most ``most``), halved
+    until the count divides ``rows``."""
+    n = max(1, min(rows, most or rows, nbytes // (4 * cols)))
+    while rows % n:
+        n //= 2
+    return n
 
 
 def build(
-    rows: int = 2048, cols: int = 1024, dtype: str = "f32", block: int | None = None, chunk: int | None = None
+    rows: int = 2048,
+    cols: int = 1024,
+    dtype: str = "f32",
+    block: int | None = None,
+    chunk: int | None = None,
+    step: int | None = None,
 ):
     """The layernorm program for a [rows, cols] input of ``dtype`` (f32 or bf16); ``block`` rows
-    per task (default: default_block()), ``chunk`` columns at a time (default: the whole row, read
-    once; a smaller chunk reads the row three times)."""
-    block = block or default_block(rows, cols)
+    per task (default: as many f32 rows as fit 512 KiB, but at least 16 tasks where there are
+    rows for them, so a [2048, 1024] input is 16 tasks: few enough that a task's fixed cost is
+    small, enough to keep the workers busy), taken ``step``
+    rows at a time (default: as many as fit 16 KiB, the core's L1 with room to spare), ``chunk``
+    columns at a time (default: the whole row, read once; a smaller chunk reads the row three
+    times)."""
+    block = block or fitting_rows(rows, cols, 512 * 1024, most=max(1, rows // 16))
+    step = step or fitting_rows(block, cols, 16 * 1024)
+    if block % step:
+        raise ValueError(f"layernorm: step ({step} rows) must divide block ({block} rows)")
     chunk = chunk or cols
     dt = DTYPES[dtype][0]
 
@@ -46,32 +60,33 @@ def build(
         y: ts.Out[[block, cols], dt],
         eps: ts.Scalar[ts.f32],
     ):
-        if chunk == cols and dtype == "f32":  # one f32 tile, read once; no casts: one fused output loop
-            t = ts.load(x, [0, 0], [block, cols])
-            d = t - ts.row_mean(t)
-            inv = ts.rsqrt(ts.row_mean(d * d) + eps)
-            ts.store(y, [0, 0], d * inv * ts.load(gamma, [0, 0], [1, cols]) + ts.load(beta, [0, 0], [1, cols]))
-        elif chunk == cols:  # the whole row block fits one tile: read it once
-            t = ts.cast(ts.load(x, [0, 0], [block, cols]), ts.f32)
-            d = t - ts.row_mean(t)
-            inv = ts.rsqrt(ts.row_mean(d * d) + eps)
-            g = ts.load(gamma, [0, 0], [1, cols])
-            ts.store(y, [0, 0], ts.cast(d * inv * g + ts.load(beta, [0, 0], [1, cols]), dt))
-        else:  # column chunks: the row is read three times
-            total = ts.zeros([block, 1], ts.f32)
-            for h in ts.range(0, cols, chunk):
-                total = total + ts.row_sum(ts.cast(ts.load(x, [0, h], [block, chunk]), ts.f32))
-            mean = total * (1.0 / cols)
-            sq = ts.zeros([block, 1], ts.f32)
-            for h in ts.range(0, cols, chunk):
-                d = ts.cast(ts.load(x, [0, h], [block, chunk]), ts.f32) - mean
-                sq = sq + ts.row_sum(d * d)
-            inv = ts.rsqrt(sq * (1.0 / cols) + eps)
-            for h in ts.range(0, cols, chunk):
-                d = ts.cast(ts.load(x, [0, h], [block, chunk]), ts.f32) - mean
-                g = ts.load(gamma, [0, h], [1, chunk])
-                b = ts.load(beta, [0, h], [1, chunk])
-                ts.store(y, [0, h], ts.cast(d * inv * g + b, dt))
+        for s in ts.range(0, block, step):
+            if chunk == cols and dtype == "f32":  # one f32 tile, read once; no casts: one fused output loop
+                t = ts.load(x, [s, 0], [step, cols])
+                d = t - ts.row_mean(t)
+                inv = ts.rsqrt(ts.row_mean(d * d) + eps)
+                ts.store(y, [s, 0], d * inv * ts.load(gamma, [0, 0], [1, cols]) + ts.load(beta, [0, 0], [1, cols]))
+            elif chunk == cols:  # the step's rows fit one tile: read them once
+                t = ts.cast(ts.load(x, [s, 0], [step, cols]), ts.f32)
+                d = t - ts.row_mean(t)
+                inv = ts.rsqrt(ts.row_mean(d * d) + eps)
+                g = ts.load(gamma, [0, 0], [1, cols])
+                ts.store(y, [s, 0], ts.cast(d * inv * g + ts.load(beta, [0, 0], [1, cols]), dt))
+            else:  # column chunks: the rows are read three times
+                total = ts.zeros([step, 1], ts.f32)
+                for h in ts.range(0, cols, chunk):
+                    total = total + ts.row_sum(ts.cast(ts.load(x, [s, h], [step, chunk]), ts.f32))
+                mean = total * (1.0 / cols)
+                sq = ts.zeros([step, 1], ts.f32)
+                for h in ts.range(0, cols, chunk):
+                    d = ts.cast(ts.load(x, [s, h], [step, chunk]), ts.f32) - mean
+                    sq = sq + ts.row_sum(d * d)
+                inv = ts.rsqrt(sq * (1.0 / cols) + eps)
+                for h in ts.range(0, cols, chunk):
+                    d = ts.cast(ts.load(x, [s, h], [step, chunk]), ts.f32) - mean
+                    g = ts.load(gamma, [0, h], [1, chunk])
+                    b = ts.load(beta, [0, h], [1, chunk])
+                    ts.store(y, [s, h], ts.cast(d * inv * g + b, dt))
 
     @ts.jit
     def layernorm(
