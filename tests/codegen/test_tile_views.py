@@ -209,6 +209,43 @@ def test_loads_read_only_by_a_fused_expression_are_views_where_they_stand():
     assert torch.equal(y, y_load) and torch.equal(s, s_load)
 
 
+@ts.inline
+def centred(a):
+    return a - ts.col_mean(a)
+
+
+@ts.inline
+def times_its_sum(a):
+    return a * ts.row_sum(a)
+
+
+@ts.kernel
+def shared_operands(x: ts.Tensor[[R, C], ts.f32], y: ts.Out[[R, C], ts.f32], z: ts.Out[[R, C], ts.f32]):
+    t = ts.load(x, [0, 0], [R, C])
+    # the helper's argument is one node, read by the fused tree and by col_mean, which takes tiles
+    ts.store(y, [0, 0], centred(ts.load(x, [0, 0], [R, C]) * 2.0))
+    # and by the tree and by a row reduction inside it, which reads it fused again
+    ts.store(z, [0, 0], times_its_sum(t * 2.0))
+
+
+@ts.jit
+def shared(x: ts.Tensor[[R, C], ts.f32], y: ts.Out[[R, C], ts.f32], z: ts.Out[[R, C], ts.f32]):
+    shared_operands(x, y, z)
+
+
+def test_a_shared_operand_is_a_view_only_where_the_fused_tree_reads_it():
+    src = kernel_source(shared.compile(check_bounds=False), "shared_operands")
+    store_y = next(line for line in src.splitlines() if line.strip().startswith("store(y,"))
+    assert "fuse(view<8, 16>(x, {0, 0}, {extent(y), extent(z)})) * 2.0f - col_mean(load<8, 16>(x, {0, 0}) * 2.0f)" in store_y
+    store_z = next(line for line in src.splitlines() if line.strip().startswith("store(z,"))
+    assert "row_sum(fuse(t) * 2.0f)" in store_z  # wrapped inside the reduction too: no tile of t * 2
+    x = torch.randn(R, C)
+    y, z = torch.empty(R, C), torch.empty(R, C)
+    shared(x, y, z)
+    torch.testing.assert_close(y, x * 2.0 - (x * 2.0).mean(0, keepdim=True))
+    torch.testing.assert_close(z, x * 2.0 * (x * 2.0).sum(-1, keepdim=True))
+
+
 @ts.kernel
 def scale_by_first_row_unnamed(x: ts.Tensor[[R, C], ts.f32], y: ts.Out[[R, C], ts.f32]):
     ts.store(y, [0, 0], ts.load(x, [0, 0], [R, C]) * ts.load(x, [0, 0], [1, C]) + 1.0)

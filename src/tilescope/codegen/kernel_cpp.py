@@ -132,7 +132,7 @@ class _KernelEmitter(ExprEmitter):
         self.writes = writes  # their C++ names, whose extents a view must not overlap
         self.tree: FusedTree = NO_TREE  # the fused tree being emitted
         self.wrapped: set[tuple[int, int]] = set()  # its (op, operand) pairs already wrapped in fuse()
-        self.parents: list[int] = []  # ids of the expressions being emitted, innermost last
+        self.parents: list[Expr] = []  # the expressions being emitted, innermost last
 
     def emit_fused(self, e: Expr, ctx=None, min_ops: int = 2) -> str:
         """emit(), with ``e``'s elementwise tree fused where fused_tree() finds one of at least
@@ -146,11 +146,11 @@ class _KernelEmitter(ExprEmitter):
     def _emit(self, e: Expr, ctx) -> tuple[str, int]:
         if not self.tree.ops:
             return super()._emit(e, ctx)
-        pair = (self.parents[-1], id(e)) if self.parents else None
+        pair = (id(self.parents[-1]), id(e)) if self.parents else None
         wrap = pair in self.tree.wrap and pair not in self.wrapped
         if wrap:  # one fused operand per op is enough: `fuse(t) * t`
             self.wrapped.add(pair)
-        self.parents.append(id(e))
+        self.parents.append(e)
         try:
             text, prec = super()._emit(e, ctx)
         finally:
@@ -204,15 +204,16 @@ class _KernelEmitter(ExprEmitter):
                 # a row reduction reads a fused operand element by element: no tile for even one op
                 if isinstance(v, Load) and plain_load(v, self.stored):
                     return f"{op}({self.view(None, v)})"
-                outer = self.tree
+                outer, outer_wrapped = self.tree, self.wrapped
                 inner = fused_tree(v, min_ops=1)
+                # the operand's tree wraps its own leaves, also one an outer tree wrapped where
+                # it reads the same node; back out, the outer tree goes on as it was
                 self.tree = FusedTree(outer.ops | inner.ops, outer.wrap | inner.wrap)
+                self.wrapped = outer_wrapped - inner.wrap
                 try:
                     return f"{op}({self.emit(v)})"
                 finally:
-                    self.tree = outer
-                    if not outer.ops:  # the tree began here: what it wrapped is of no other
-                        self.wrapped = set()
+                    self.tree, self.wrapped = outer, outer_wrapped
             case Reduce(op=op, value=v):
                 return f"{op}({self.emit(v)})"
             case MatMul(lhs=a, rhs=b, acc=c):
@@ -230,10 +231,20 @@ class _KernelEmitter(ExprEmitter):
 
     def read_in_place(self, e: Load) -> bool:
         """Whether load ``e``, not assigned to a name, is read as a view: a plain load of a tensor
-        the kernel does not store into, an operand of an op of the fused tree being emitted
-        (kernel_fusion.py)."""
-        # parents[-1] is the load itself (_emit pushed it), parents[-2] the op reading it
-        return len(self.parents) >= 2 and self.parents[-2] in self.tree.ops and plain_load(e, self.stored)
+        the kernel does not store into, read where it stands by an op of the fused tree being
+        emitted (kernel_fusion.py). Where, not which: a node the front-end shares (an inlined
+        helper's argument) may sit in the tree and also under an op that takes tiles
+        (``col_mean``, ``cast``), so every expression between the load and the tree's root, or
+        the row reduction the tree is the operand of, must be an op of the tree."""
+        if not plain_load(e, self.stored):
+            return False
+        above = self.parents[:-1]  # parents[-1] is the load itself (_emit pushed it)
+        if not above or id(above[-1]) not in self.tree.ops:
+            return False
+        for x in reversed(above):
+            if id(x) not in self.tree.ops:
+                return isinstance(x, Reduce) and x.op in FUSED_REDUCTIONS
+        return True
 
     def view(self, name: str | None, e: Load) -> str:
         """A view of what load ``e`` reads (kernel_fusion.py): the declaration of tile ``name``,
