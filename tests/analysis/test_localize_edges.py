@@ -240,6 +240,8 @@ def _epilogue(x: ts.Tensor[[4, 8], ts.f32], b: ts.Tensor[[1, 8], ts.f32], y: ts.
         ("store(y, {0, 0}, exp(t * 0.5f + b));", "store(y, {0, 0}, exp(t * 0.5f + b + 1.0f));", "add"),  # one put in
         ("store(y, {0, 0}, exp(u));", "store(y, {0, 0}, exp(v));", "exp"),  # an argument: the call around it
         ("store(y, {0, 0}, exp(u));", "store(y, {1, 0}, exp(u));", "store"),
+        # an offset of a load read in place inside the store's expression: the load's
+        ("store(y, {0, 0}, t * view<1, 16>(b, {0, 0}, {extent(y)}));", "store(y, {0, 0}, t * view<1, 16>(b, {1, 0}, {extent(y)}));", "load"),
         ("store(y, {0, 0}, exp(u));", "store(y, {0, 0}, log(u));", "exp"),  # the op the edit replaced
         ("a = 1e-5f;", "a = 1e-6f;", "store"),  # nothing around it is an op of the statement: the statement's
     ],

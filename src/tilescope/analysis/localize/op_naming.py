@@ -106,6 +106,7 @@ def _operand_of(tokens: list[str], i1: int, i2: int, ops: set[str]) -> str | Non
             depth -= 1
         elif t == "(":
             name = _callee(tokens, k)
+            name = "load" if name == "view" else name  # a load read in place (kernel_fusion.py)
             if name in ops:
                 return name
     return None
