@@ -4,8 +4,8 @@
                                    [--no-compile] [--json]
 
 For each model and square f32 size N x N, built to read each row once (rms_norm/softmax
-``row_tiling``: whole-row tiles of about 64 KiB per task; layernorm's default: tasks of about
-512 KiB of rows, taken 16 KiB at a time): the median time of one ``prog.run(...)`` on sim
+``row_tiling``: whole-row tiles of about 64 KiB per task; layernorm's default: tasks of up to
+512 KiB of rows, at least 16 of them, taken 16 KiB at a time): the median time of one ``prog.run(...)`` on sim
 (compiled once beforehand; Python's part of the call included), of the same computation in torch
 eager and under ``torch.compile`` (steady state; its first call, which compiles, is reported on
 its own), and of ``y.copy_(x)`` on tensors of the same size: reading the input and writing the
