@@ -47,8 +47,8 @@ correct.
 
 ## Recomputed tiles
 
-A tile assigned once, at the kernel's top level, from at most ``MAX_RECOMPUTED_OPS`` cheap
-elementwise ops of its shape (``RECOMPUTED_OPS``: + - *, neg, abs, maximum, minimum) is not
+A tile assigned once, at the kernel's top level or in a loop's body and read only in that body
+(the scope its C++ declaration has), from at most ``MAX_RECOMPUTED_OPS`` cheap elementwise ops of its shape (``RECOMPUTED_OPS``: + - *, neg, abs, maximum, minimum) is not
 stored into a tile when every read of it is one that takes a fused expression (the same reads a
 view is read in, at most ``MAX_RECOMPUTED_READS`` of them): it is declared as the fused
 expression itself, ``auto d = fuse(t) - d_0;``, computed again, element by element, by each
@@ -56,8 +56,10 @@ expression that reads it. Its operands that are not such ops nor names (a row re
 another shape's ops, a scalar expression) are its parts, each distinct one computed once, into a
 tile or a scalar, first on the same line (``Tile<float, 16, 1> d_0 = row_mean(t);``). The names
 it reads must hold one value for the whole kernel (assigned once, or scalar parameters), and it
-reads no other recomputed tile. Ops and reads are counted where they are written (a read inside
-a loop computes it again on every pass). Each element is computed by the same ops in the same
+reads no other recomputed tile. Inside a loop its parts are computed on every pass, where the
+tile would have been, and the names it reads (assigned once: before it in that body, or outside
+the loop) keep their values wherever it is read. Ops and reads are counted where they are
+written (a read inside a loop computes it again on every pass). Each element is computed by the same ops in the same
 order as the stored tile's, so the bits are the same; the tile's store to the stack and its
 loads back are what it saves.
 
@@ -77,6 +79,7 @@ IR dump re-lowers the kernels whose IR changed and rewrites only the stream line
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tilescope.ir import dtypes as dt
@@ -85,11 +88,13 @@ from tilescope.ir.nodes import (
     BinOp,
     Const,
     Expr,
+    For,
     Kernel,
     Load,
     Program,
     Reduce,
     Slice,
+    Stmt,
     Store,
     Submit,
     UnOp,
@@ -261,8 +266,11 @@ def recomputed(k: Kernel) -> dict[str, tuple[Expr, ...]]:
     single = {n for n, values in assigned.items() if len(values) == 1}
     scalars = {p.name for p in k.params if p.direction is Direction.SCALAR}
     candidates: dict[str, tuple[tuple[Expr, ...], int]] = {}
-    for s in k.body:  # top-level assignments only: the expression outlives no loop scope
-        if not isinstance(s, Assign) or s.target not in single or not fusable(s.value):
+    for body, s in _scoped_assignments(k.body):
+        if s.target not in single or not fusable(s.value):
+            continue
+        # read only in its own body (its scope in C++), where the names it reads keep their values
+        if _reads(body, s.target) != _reads(k.body, s.target):
             continue
         ops = _tree_ops(s.value)
         if len(ops) > MAX_RECOMPUTED_OPS or any(e.op not in RECOMPUTED_OPS for e in ops):
@@ -283,16 +291,26 @@ def recomputed(k: Kernel) -> dict[str, tuple[Expr, ...]]:
     for ops_in_chain, names in chains.values():
         if ops_in_chain + sum(candidates[n][1] for n in names if n in candidates) > MAX_FUSED_OPS:
             refused |= {n for n in names if n in candidates}
-    reads = {n: 0 for n in candidates}
-    for e in walk_exprs(k.body):
-        if isinstance(e, Var) and e.name in reads:
-            reads[e.name] += 1
-    refused |= {n for n, count in reads.items() if count > MAX_RECOMPUTED_READS}
+    refused |= {n for n in candidates if _reads(k.body, n) > MAX_RECOMPUTED_READS}
     # one read inside another's expression would nest two deferred expressions: kept simple
     for n in candidates:
         if {x.name for x in walk_exprs(assigned[n][0]) if isinstance(x, Var)} & set(candidates):
             refused.add(n)
     return {n: parts for n, (parts, _) in candidates.items() if n not in refused}
+
+
+def _scoped_assignments(body: tuple[Stmt, ...]) -> Iterator[tuple[tuple[Stmt, ...], Assign]]:
+    """Each assignment of ``body``, its loops' bodies included, with the body it stands in."""
+    for s in body:
+        if isinstance(s, Assign):
+            yield body, s
+        elif isinstance(s, For):
+            yield from _scoped_assignments(s.body)
+
+
+def _reads(body: tuple[Stmt, ...], name: str) -> int:
+    """How often the expressions of ``body`` (its loops' included) read ``name``."""
+    return sum(1 for e in walk_exprs(body) if isinstance(e, Var) and e.name == name)
 
 
 def part_key(e: Expr) -> str:
