@@ -3,9 +3,8 @@
     python benchmarks/bandwidth.py [--reps 9] [--models rms_norm,softmax] [--sizes 1024,4096]
                                    [--no-compile] [--json]
 
-For each model and square f32 size N x N, built to read each row once (rms_norm/softmax
-``row_tiling``: whole-row tiles of about 64 KiB per task; layernorm's default: tasks of up to
-512 KiB of rows, at least 16 of them, taken 16 KiB at a time): the median time of one ``prog.run(...)`` on sim
+For each model and square f32 size N x N, built to read each row once (``models/row_tiling.py``:
+tasks of up to 512 KiB of whole rows, at least 16 of them, taken 16 KiB at a time): the median time of one ``prog.run(...)`` on sim
 (compiled once beforehand; Python's part of the call included), of the same computation in torch
 eager and under ``torch.compile`` (steady state; its first call, which compiles, is reported on
 its own), and of ``y.copy_(x)`` on tensors of the same size: reading the input and writing the
@@ -39,6 +38,8 @@ from tilescope.launch.inputs_kept import inputs_unchecked
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "models"))
 
+from row_tiling import row_tiling  # noqa: E402
+
 MODELS = ("rms_norm", "softmax", "layernorm")
 SIZES = (1024, 2048, 4096)
 
@@ -58,10 +59,10 @@ def _layernorm_eager(x, gamma, beta, eps):
 def setup(name: str, n: int, tiling: dict | None = None) -> tuple:
     """(program, sim args, torch function, its keyword inputs, output) for model ``name`` at n x n
     f32, built with ``tiling`` (build()'s keyword arguments, e.g. block= and chunk=) or else the
-    model's whole-row tiling: row_tiling() where the model has one, else build()'s defaults."""
+    whole-row tiling of ``models/row_tiling.py``."""
     module = __import__(name)
     if tiling is None:
-        tiling = module.row_tiling(n, n) if hasattr(module, "row_tiling") else {}
+        tiling = row_tiling(n, n)
     x = torch.randn(n, n)
     y = torch.empty(n, n)
     if name == "rms_norm":

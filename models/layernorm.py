@@ -18,16 +18,9 @@ import torch
 import tilescope as ts
 from tilescope.harness import ScalarSpec, TensorSpec, add_harness_args, harness_kwargs, run_jit
 
+from row_tiling import step_rows, task_rows
+
 DTYPES = {"f32": (ts.f32, torch.float32), "bf16": (ts.bf16, torch.bfloat16)}
-
-
-def fitting_rows(rows: int, cols: int, nbytes: int, most: int | None = None) -> int:
-    """As many f32 rows of ``cols`` as fit ``nbytes`` (at least one, at most ``most``), halved
-    until the count divides ``rows``."""
-    n = max(1, min(rows, most or rows, nbytes // (4 * cols)))
-    while rows % n:
-        n //= 2
-    return n
 
 
 def build(
@@ -45,8 +38,8 @@ def build(
     rows at a time (default: as many as fit 16 KiB, the core's L1 with room to spare), ``chunk``
     columns at a time (default: the whole row, read once; a smaller chunk reads the row three
     times)."""
-    block = block or fitting_rows(rows, cols, 512 * 1024, most=max(1, rows // 16))
-    step = step or fitting_rows(block, cols, 16 * 1024)
+    block = block or task_rows(rows, cols)
+    step = step or step_rows(block, cols)
     if block % step:
         raise ValueError(f"layernorm: step ({step} rows) must divide block ({block} rows)")
     chunk = chunk or cols

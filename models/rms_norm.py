@@ -1,8 +1,9 @@
 """RMS norm over rows: y = x * rsqrt(mean(x^2) + eps) * gamma, one task per block of rows.
 
-With ``chunk == cols`` (row_tiling()'s choice, the fastest at large sizes) a task's block of
-rows is one tile, read once; with a smaller chunk it is read twice, in column chunks (one pass
-for the sum of squares, one for the output).
+With ``chunk == cols`` (``row_tiling.row_tiling()``'s choice, the fastest at large sizes) a
+task takes its rows ``step`` at a time, each step one tile, read once from memory; with a smaller
+chunk a task's block is read twice, in column chunks (one pass for the sum of squares, one for
+the output).
 
 python models/rms_norm.py -p sim      # or -p interp
 """
@@ -15,19 +16,13 @@ import tilescope as ts
 from tilescope.harness import ScalarSpec, TensorSpec, add_harness_args, harness_kwargs, run_jit
 
 
-def row_tiling(rows: int, cols: int, tile_bytes: int = 64 * 1024) -> dict:
-    """build()'s block and chunk for the least memory traffic: whole rows (read once), as many
-    f32 rows per task as fit ``tile_bytes`` (at least one; halved until the count divides
-    ``rows``), so a task's tiles stay in the core's L2."""
-    block = max(1, min(rows, tile_bytes // (4 * cols)))
-    while rows % block:
-        block //= 2
-    return {"block": block, "chunk": cols}
-
-
-def build(rows: int = 512, cols: int = 512, block: int = 64, chunk: int = 128):
+def build(rows: int = 512, cols: int = 512, block: int = 64, chunk: int = 128, step: int | None = None):
     """The rms_norm program for a [rows, cols] f32 input, ``block`` rows per task, ``chunk``
-    columns at a time (``rms_norm.build(r, c, **row_tiling(r, c))`` reads each row once)."""
+    columns at a time (``build(r, c, **row_tiling.row_tiling(r, c))`` reads each row once); with
+    whole rows, ``step`` rows at a time (default: the whole block)."""
+    step = step or block
+    if block % step:
+        raise ValueError(f"rms_norm: step ({step} rows) must divide block ({block} rows)")
 
     @ts.kernel
     def rms_rows(
@@ -36,10 +31,11 @@ def build(rows: int = 512, cols: int = 512, block: int = 64, chunk: int = 128):
         y: ts.Out[[block, cols], ts.f32],
         eps: ts.Scalar[ts.f32],
     ):
-        if chunk == cols:  # compile-time: the whole row block is one tile, read once
-            t = ts.load(x, [0, 0], [block, cols])
-            inv = ts.rsqrt(ts.row_sum(t * t) / float(cols) + eps)
-            ts.store(y, [0, 0], t * inv * ts.load(gamma, [0, 0], [1, cols]))
+        if chunk == cols:  # compile-time: whole rows, a step's rows one tile, read once
+            for s in ts.range(0, block, step):
+                t = ts.load(x, [s, 0], [step, cols])
+                inv = ts.rsqrt(ts.row_sum(t * t) / float(cols) + eps)
+                ts.store(y, [s, 0], t * inv * ts.load(gamma, [0, 0], [1, cols]))
         else:
             acc = ts.zeros([block, 1], ts.f32)
             for h in ts.range(0, cols, chunk):

@@ -1,7 +1,7 @@
 """Row-wise, numerically stable softmax.
 
-When a column chunk covers the whole row (``chunk == cols``) each task loads its rows once and
-computes exp once. Otherwise it makes one pass over the row for the statistics (online max and
+When a column chunk covers the whole row (``chunk == cols``, ``row_tiling.row_tiling()``'s
+choice) each task loads its rows ``step`` at a time, once each, and computes exp once. Otherwise it makes one pass over the row for the statistics (online max and
 rescaled sum, carried across column chunks) and one pass to write the output.
 
     python models/softmax.py -p sim      # or -p interp
@@ -15,26 +15,21 @@ import tilescope as ts
 from tilescope.harness import TensorSpec, add_harness_args, harness_kwargs, run_jit
 
 
-def row_tiling(rows: int, cols: int, tile_bytes: int = 64 * 1024) -> dict:
-    """build()'s block and chunk for the least memory traffic: whole rows (the single-pass
-    kernel), as many f32 rows per task as fit ``tile_bytes`` (at least one; halved until the
-    count divides ``rows``), so a task's tiles stay in the core's L2."""
-    block = max(1, min(rows, tile_bytes // (4 * cols)))
-    while rows % block:
-        block //= 2
-    return {"block": block, "chunk": cols}
-
-
-def build(rows: int = 512, cols: int = 1024, block: int = 32, chunk: int = 256):
+def build(rows: int = 512, cols: int = 1024, block: int = 32, chunk: int = 256, step: int | None = None):
     """The softmax program for a [rows, cols] f32 input, ``block`` rows per task, ``chunk``
-    columns at a time (``softmax.build(r, c, **row_tiling(r, c))`` is the single-pass kernel)."""
+    columns at a time (``build(r, c, **row_tiling.row_tiling(r, c))`` is the single-pass kernel);
+    with whole rows, ``step`` rows at a time (default: the whole block)."""
+    step = step or block
+    if block % step:
+        raise ValueError(f"softmax: step ({step} rows) must divide block ({block} rows)")
 
     @ts.kernel
     def softmax_rows(x: ts.Tensor[[block, cols], ts.f32], y: ts.Out[[block, cols], ts.f32]):
-        if chunk == cols:  # compile-time: the whole row is one tile; exp once
-            t = ts.load(x, [0, 0], [block, cols])
-            e = ts.exp(t - ts.row_max(t))
-            ts.store(y, [0, 0], e * (1.0 / ts.row_sum(e)))
+        if chunk == cols:  # compile-time: whole rows, a step's rows one tile; exp once
+            for s in ts.range(0, block, step):
+                t = ts.load(x, [s, 0], [step, cols])
+                e = ts.exp(t - ts.row_max(t))
+                ts.store(y, [s, 0], e * (1.0 / ts.row_sum(e)))
         else:
             m = ts.full([block, 1], float("-inf"), ts.f32)
             s = ts.zeros([block, 1], ts.f32)

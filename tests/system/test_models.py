@@ -22,6 +22,7 @@ import rms_norm
 import rope
 import softmax
 import vector_dag
+from row_tiling import row_tiling
 
 pytestmark = pytest.mark.slow  # g++ builds, or whole programs run
 
@@ -29,7 +30,7 @@ CASES = {
     "vector_dag": (vector_dag.vector_dag, vector_dag.SPECS, vector_dag.golden, 1e-5, 1e-6),
     "rms_norm": (rms_norm.rms_norm, rms_norm.specs(), rms_norm.golden, 1e-5, 1e-5),
     "rms_norm_single_pass": (
-        rms_norm.build(256, 512, **rms_norm.row_tiling(256, 512)),
+        rms_norm.build(256, 512, **row_tiling(256, 512)),
         rms_norm.specs(256, 512),
         rms_norm.golden,
         1e-5,
@@ -37,7 +38,7 @@ CASES = {
     ),
     "softmax": (softmax.softmax, softmax.specs(), softmax.golden, 1e-5, 1e-6),
     "softmax_single_pass": (
-        softmax.build(256, 512, block=32, chunk=512),
+        softmax.build(256, 512, **row_tiling(256, 512)),
         softmax.specs(256, 512),
         softmax.golden,
         1e-5,

@@ -48,6 +48,16 @@ struct FusedRow {
     T operator[](int c) const { return e.f(r, c); }
 };
 
+/// The lanes' tree: acc[l] = op(acc[l], acc[l + Width]) for l < Width, then Width / 2, ... 1.
+/// Each level's width is a constant, so g++ computes it in vector registers.
+template <class Op, int Width, class A>
+[[gnu::always_inline]] inline void fold_lanes(A *acc) {
+    if constexpr (Width >= 1) {
+        for (int l = 0; l < Width; ++l) acc[l] = Op{}(acc[l], acc[l + Width]);
+        fold_lanes<Op, Width / 2>(acc);
+    }
+}
+
 /// op over the C elements x[0..C), in the lane order described at the top of this file.
 template <class Op, int C, class X>
 inline compute_t<row_elem_t<X>> reduce_row(const X &x) {
@@ -65,9 +75,7 @@ inline compute_t<row_elem_t<X>> reduce_row(const X &x) {
         for (int l = 0; l < lanes; ++l) acc[l] = Op{}(acc[l], A(x[c + l]));
     }
     for (int l = 0; body_end + l < C; ++l) acc[l] = Op{}(acc[l], A(x[body_end + l]));
-    for (int width = lanes / 2; width >= 1; width /= 2) {
-        for (int l = 0; l < width; ++l) acc[l] = Op{}(acc[l], acc[l + width]);
-    }
+    fold_lanes<Op, lanes / 2>(acc);
     return finish<Op>(acc[0]);
 }
 
