@@ -66,9 +66,10 @@ inline float fmadd(float a, float b, float c) {
 inline float pow2i(int32_t k) { return float_of_bits((static_cast<uint32_t>(k) + 127u) << 23); }
 
 /// m * 2^k for m in [0.3, 200] and k in [-170, 170], with a single rounding: the first
-/// product stays normal (exact), only the second may round into the subnormal range.
+/// product stays normal (exact), only the second may round into the subnormal range. (k1 is
+/// floor(k / 2), an arithmetic shift: any split whose first product is exact rounds alike.)
 inline float scale_pow2(float m, int32_t k) {
-    const int32_t k1 = k / 2;
+    const int32_t k1 = k >> 1;
     return (m * pow2i(k1)) * pow2i(k - k1);
 }
 
