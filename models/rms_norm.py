@@ -20,6 +20,8 @@ def build(rows: int = 512, cols: int = 512, block: int = 64, chunk: int = 128, s
     """The rms_norm program for a [rows, cols] f32 input, ``block`` rows per task, ``chunk``
     columns at a time (``build(r, c, **row_tiling.row_tiling(r, c))`` reads each row once); with
     whole rows, ``step`` rows at a time (default: the whole block)."""
+    if step is not None and chunk != cols:
+        raise ValueError(f"rms_norm: step ({step} rows) takes whole rows; chunk is {chunk} of {cols} columns")
     step = step or block
     if block % step:
         raise ValueError(f"rms_norm: step ({step} rows) must divide block ({block} rows)")

@@ -19,6 +19,8 @@ def build(rows: int = 512, cols: int = 1024, block: int = 32, chunk: int = 256, 
     """The softmax program for a [rows, cols] f32 input, ``block`` rows per task, ``chunk``
     columns at a time (``build(r, c, **row_tiling.row_tiling(r, c))`` is the single-pass kernel);
     with whole rows, ``step`` rows at a time (default: the whole block)."""
+    if step is not None and chunk != cols:
+        raise ValueError(f"softmax: step ({step} rows) takes whole rows; chunk is {chunk} of {cols} columns")
     step = step or block
     if block % step:
         raise ValueError(f"softmax: step ({step} rows) must divide block ({block} rows)")

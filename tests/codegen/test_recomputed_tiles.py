@@ -94,6 +94,16 @@ def read_in_an_inner_loop(x: ts.Tensor[[R, C], F], y: ts.Out[[R, C], F]):
             ts.store(y, [r, 0], d + ts.row_sum(d))
 
 
+@ts.kernel
+def loop_carried(x: ts.Tensor[[R, C], F], y: ts.Out[[R, C], F]):
+    acc = ts.zeros([R, 32], F)
+    for c in ts.range(0, C, 32):
+        t = ts.load(x, [0, c], [R, 32])
+        d = t - acc  # acc changes after it, on every pass: stored
+        acc = acc + t
+        ts.store(y, [0, c], d * ts.row_sum(d))
+
+
 def _one_kernel(kernel):
     @ts.jit
     def program(x: ts.Tensor[[R, C], F], y: ts.Out[[R, C], F]):
@@ -114,8 +124,9 @@ def _one_kernel(kernel):
         (_one_kernel(reassigned_leaf), ["Tile<float, 8, 64> a = load_pad<8, 64>(x, {0, 0}, 0.0f, ::check_sites[0])",
                                         "Tile<float, 8, 64> d = a + 1.0f"]),
         (_one_kernel(copied_out), ["Tile<float, 8, 64> d = t - row_mean(t)", "Tile<float, 8, 64> u = d"]),
+        (_one_kernel(loop_carried), ["Tile<float, 8, 32> d = t - acc"]),
     ],
-    ids=["centred", "exp", "four ops", "five reads", "a leaf reassigned", "copied"],
+    ids=["centred", "exp", "four ops", "five reads", "a leaf reassigned", "copied", "a loop-carried leaf"],
 )
 def test_which_tiles_are_recomputed(tmp_path, program, expected):
     prog = program.compile(build_dir=str(tmp_path), build_cpp=False)
@@ -148,6 +159,27 @@ def test_a_recomputed_tile_gives_the_bits_of_the_stored_tile(tmp_path):
     interp = torch.zeros(R, C)
     prog.run(x, g, interp, 1e-5, platform="interp")
     torch.testing.assert_close(a, interp, rtol=1e-5, atol=1e-5)
+
+
+def test_a_tile_recomputed_in_a_loop_gives_the_bits_of_the_stored_tile(tmp_path):
+    program = _one_kernel(in_a_loop)
+    prog = program.compile(build_dir=str(tmp_path / "recomputed"))
+    stored = program.compile(build_dir=str(tmp_path / "stored"))
+    (k,) = stored.kernels
+    source = stored.work_dir / k["source"]
+    text = source.read_text()
+    edited = text.replace("Tile<float, 8, 1> d_0 = row_mean(t); auto d = fuse(t) - d_0;",
+                          "Tile<float, 8, 32> d = t - row_mean(t);")
+    assert edited != text
+    source.write_text(edited)
+    stored = ts.CompiledProgram.from_dir(stored.work_dir)
+    torch.manual_seed(0)
+    x = torch.randn(R, C) * 100 + 3
+    a, b = torch.zeros(R, C), torch.zeros(R, C)
+    prog.run(x, a)
+    stored.run(x, b)
+    assert torch.equal(a.view(torch.int32), b.view(torch.int32))
+    assert not torch.equal(a[:, :32], a[:, 32:])  # each pass computed its own part
 
 
 @ts.inline

@@ -48,20 +48,20 @@ correct.
 ## Recomputed tiles
 
 A tile assigned once, at the kernel's top level or in a loop's body and read only in that body
-(the scope its C++ declaration has), from at most ``MAX_RECOMPUTED_OPS`` cheap elementwise ops of its shape (``RECOMPUTED_OPS``: + - *, neg, abs, maximum, minimum) is not
-stored into a tile when every read of it is one that takes a fused expression (the same reads a
-view is read in, at most ``MAX_RECOMPUTED_READS`` of them): it is declared as the fused
-expression itself, ``auto d = fuse(t) - d_0;``, computed again, element by element, by each
-expression that reads it. Its operands that are not such ops nor names (a row reduction, a load,
-another shape's ops, a scalar expression) are its parts, each distinct one computed once, into a
-tile or a scalar, first on the same line (``Tile<float, 16, 1> d_0 = row_mean(t);``). The names
-it reads must hold one value for the whole kernel (assigned once, or scalar parameters), and it
-reads no other recomputed tile. Inside a loop its parts are computed on every pass, where the
-tile would have been, and the names it reads (assigned once: before it in that body, or outside
-the loop) keep their values wherever it is read. Ops and reads are counted where they are
-written (a read inside a loop computes it again on every pass). Each element is computed by the same ops in the same
-order as the stored tile's, so the bits are the same; the tile's store to the stack and its
-loads back are what it saves.
+(the scope its C++ declaration has), from at most ``MAX_RECOMPUTED_OPS`` cheap elementwise ops
+of its shape (``RECOMPUTED_OPS``: + - *, neg, abs, maximum, minimum) is not stored into a tile
+when every read of it is one that takes a fused expression (the same reads a view is read in, at
+most ``MAX_RECOMPUTED_READS`` of them): it is declared as the fused expression itself, ``auto d
+= fuse(t) - d_0;``, computed again, element by element, by each expression that reads it. Its
+operands that are not such ops nor names (a row reduction, a load, another shape's ops, a scalar
+expression) are its parts, each distinct one computed once, into a tile or a scalar, first on the
+same line (``Tile<float, 16, 1> d_0 = row_mean(t);``; in a loop's body on every pass, where the
+tile would have been). The names it reads are assigned once in the whole kernel (so before it:
+in its body or outside the loop) or are scalar parameters, so they hold one value wherever it is
+read; it reads no other recomputed tile. Ops and reads are counted where they are written (a
+read inside a loop computes it again on every pass). Each element is computed by the same ops in
+the same order as the stored tile's, so the bits are the same; the tile's store to the stack
+and its loads back are what it saves.
 
 ## Streamed outputs
 
@@ -79,6 +79,7 @@ IR dump re-lowers the kernels whose IR changed and rewrites only the stream line
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -266,14 +267,15 @@ def recomputed(k: Kernel) -> dict[str, tuple[Expr, ...]]:
     single = {n for n, values in assigned.items() if len(values) == 1}
     scalars = {p.name for p in k.params if p.direction is Direction.SCALAR}
     candidates: dict[str, tuple[tuple[Expr, ...], int]] = {}
+    reads = _read_counts(k.body)
     for body, s in _scoped_assignments(k.body):
         if s.target not in single or not fusable(s.value):
             continue
-        # read only in its own body (its scope in C++), where the names it reads keep their values
-        if _reads(body, s.target) != _reads(k.body, s.target):
-            continue
         ops = _tree_ops(s.value)
         if len(ops) > MAX_RECOMPUTED_OPS or any(e.op not in RECOMPUTED_OPS for e in ops):
+            continue
+        # read only in its own body: the scope of its C++ declaration
+        if body is not k.body and _read_counts(body)[s.target] != reads[s.target]:
             continue
         shape = s.value.type.shape
         leaves = [x for e in ops for x in _operands(e) if not _in_tree(x, shape)]
@@ -291,7 +293,7 @@ def recomputed(k: Kernel) -> dict[str, tuple[Expr, ...]]:
     for ops_in_chain, names in chains.values():
         if ops_in_chain + sum(candidates[n][1] for n in names if n in candidates) > MAX_FUSED_OPS:
             refused |= {n for n in names if n in candidates}
-    refused |= {n for n in candidates if _reads(k.body, n) > MAX_RECOMPUTED_READS}
+    refused |= {n for n in candidates if reads[n] > MAX_RECOMPUTED_READS}
     # one read inside another's expression would nest two deferred expressions: kept simple
     for n in candidates:
         if {x.name for x in walk_exprs(assigned[n][0]) if isinstance(x, Var)} & set(candidates):
@@ -308,9 +310,9 @@ def _scoped_assignments(body: tuple[Stmt, ...]) -> Iterator[tuple[tuple[Stmt, ..
             yield from _scoped_assignments(s.body)
 
 
-def _reads(body: tuple[Stmt, ...], name: str) -> int:
-    """How often the expressions of ``body`` (its loops' included) read ``name``."""
-    return sum(1 for e in walk_exprs(body) if isinstance(e, Var) and e.name == name)
+def _read_counts(body: tuple[Stmt, ...]) -> Counter[str]:
+    """How often the expressions of ``body`` (its loops' included) read each name."""
+    return Counter(e.name for e in walk_exprs(body) if isinstance(e, Var))
 
 
 def part_key(e: Expr) -> str:
