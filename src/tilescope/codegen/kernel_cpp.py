@@ -46,6 +46,7 @@ from tilescope.codegen.kernel_fusion import (
     fused_tree,
     part_key,
     plain_load,
+    prefetches,
     recomputed,
     stored_tensors,
     views,
@@ -415,6 +416,7 @@ def kernel_cpp(
             lines.append(f"    {view:<44}// {p.direction.value} {list(p.type.shape)}{where}")
     lines += [_stream_line(name_of(p.name)) for p in k.params if p.name in streamed]
     in_place = views(k)
+    ahead = prefetches(k, in_place, again)
     declared: list[set[str]] = [set()]
     loop_vars: set[str] = set()
 
@@ -446,6 +448,13 @@ def kernel_cpp(
                 if isinstance(v, Full) and _zeros(v):
                     r, c = tile_dims(v.type)
                     rhs = f"zeros<{v.type.dtype.cpp}, {r}, {c}>()"
+                elif id(s) in ahead:  # computed asking for the loop's next rows (kernel_fusion.py)
+                    rows = ", ".join(
+                        f"next_rows<{', '.join(map(str, tile_dims(load.type)))}>({name_of(load.tensor.name)}, "
+                        f"{em.offsets(offs)})"
+                        for load, offs in ahead[id(s)]
+                    )
+                    rhs = f"prefetching({em.emit_fused(v, context_dtype(v), min_ops=1)}, {{{rows}}})"
                 else:
                     rhs = em.emit_fused(v, context_dtype(v))
                 if any(t in d for d in declared):

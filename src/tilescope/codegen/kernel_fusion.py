@@ -63,6 +63,18 @@ read inside a loop computes it again on every pass). Each element is computed by
 the same order as the stored tile's, so the bits are the same; the tile's store to the stack
 and its loads back are what it saves.
 
+## Prefetched rows
+
+A loop that reads a view per pass at offsets that move with the loop variable (``t =
+ts.load(x, [s, 0], [4, 1024])`` in ``for s in ts.range(0, block, 4)``) reads those rows from
+memory in its first pass over them; while a later statement computes a costly elementwise
+expression (``PREFETCH_OPS``: exp, log, tanh, ...) into a tile, it asks memory for nothing. The
+first such statement after the view, in the loop's own body, asks for the view's rows of the
+loop's next pass while it computes: ``Tile<float, 4, 1024> e = prefetching(exp(fuse(t) -
+row_max(t)), {next_rows<4, 1024>(x, {s + 4, 0})});`` (tile_prefetch.hpp). The tile is computed
+by the same ops in the same order, so the bits are the same; a box past the tensor is not asked
+for. The view's offsets may read the loop variable and names the loop's body does not assign.
+
 ## Streamed outputs
 
 A kernel's out parameter is stored into past the caches (non-temporal stores: ``y.stream =
@@ -103,7 +115,7 @@ from tilescope.ir.nodes import (
 )
 from tilescope.ir.op_registry import fusable_ops
 from tilescope.ir.printer import expr_str
-from tilescope.ir.traverse import child_exprs, children, is_expr, walk_exprs, walk_stmts
+from tilescope.ir.traverse import child_exprs, children, is_expr, map_exprs, walk_exprs, walk_stmts
 from tilescope.ir.types import Direction, TensorType, TileType
 
 _FUSED = fusable_ops()  # the elementwise ops of the tile library's fused expressions
@@ -116,6 +128,11 @@ RECOMPUTED_OPS = frozenset({"add", "sub", "mul", "neg", "abs", "maximum", "minim
 MAX_RECOMPUTED_OPS = 3
 MAX_RECOMPUTED_READS = 4
 STREAM_MIN_BYTES = 32 << 20  # a program output at least this large is stored past the caches
+# elementwise ops of tens of instructions per vector: a loop's next rows are asked for while they run
+PREFETCH_OPS = frozenset({
+    "exp", "exp2", "expm1", "log", "log1p", "log2", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "erf",
+    "elu", "selu", "mish", "softplus", "logsigmoid",
+})  # fmt: skip
 
 
 def streamed_outputs(program: Program) -> dict[str, frozenset[str]]:
@@ -313,6 +330,46 @@ def _scoped_assignments(body: tuple[Stmt, ...]) -> Iterator[tuple[tuple[Stmt, ..
 def _read_counts(body: tuple[Stmt, ...]) -> Counter[str]:
     """How often the expressions of ``body`` (its loops' included) read each name."""
     return Counter(e.name for e in walk_exprs(body) if isinstance(e, Var))
+
+
+def prefetches(
+    k: Kernel, in_place: set[str], again: dict[str, tuple[Expr, ...]]
+) -> dict[int, tuple[tuple[Load, tuple[Expr, ...]], ...]]:
+    """The statements of ``k`` that ask for their loop's next rows while they compute (see the
+    module's docstring), by id: for each, the loads of the loop's views (``in_place``) with their
+    offsets at the loop's next pass. ``again``: the recomputed tiles (never a tile of their own)."""
+    out: dict[int, tuple[tuple[Load, tuple[Expr, ...]], ...]] = {}
+    for loop in (s for s in walk_stmts(k.body) if isinstance(s, For)):
+        assigned = {s.target for s in walk_stmts(loop.body) if isinstance(s, Assign)}
+        ahead: list[tuple[Load, tuple[Expr, ...]]] = []
+        for s in loop.body:
+            if not isinstance(s, Assign):
+                continue
+            if s.target in in_place and isinstance(s.value, Load):
+                names = {x.name for o in s.value.offsets for x in walk_exprs(o) if isinstance(x, Var)}
+                if loop.var in names and not names & assigned:
+                    ahead.append((s.value, tuple(_at_next_pass(o, loop) for o in s.value.offsets)))
+            elif ahead and s.target not in in_place and s.target not in again and _costly(s.value):
+                out[id(s)] = tuple(ahead)
+                break
+    return out
+
+
+def _at_next_pass(offset: Expr, loop: For) -> Expr:
+    """``offset`` with ``loop``'s variable advanced by its step."""
+
+    def advance(e: Expr) -> Expr:
+        return BinOp("add", e, loop.step, e.type, e.loc) if isinstance(e, Var) and e.name == loop.var else e
+
+    return map_exprs(offset, advance)
+
+
+def _costly(e: Expr) -> bool:
+    """A fused expression (one op or more) with a ``PREFETCH_OPS`` op in its tree."""
+    if not fusable(e):
+        return False
+    ops = fused_tree(e, min_ops=1).ops
+    return any(id(x) in ops and isinstance(x, UnOp) and x.op in PREFETCH_OPS for x in walk_exprs(e))
 
 
 def part_key(e: Expr) -> str:

@@ -50,6 +50,7 @@
 #include <tilescope/tile_elementwise.hpp>
 #include <tilescope/tile_view.hpp>
 #include <tilescope/tile_fused.hpp>
+#include <tilescope/tile_prefetch.hpp>
 #include <tilescope/tile_cast.hpp>
 #include <tilescope/tile_reduce.hpp>
 #include <tilescope/tile_matmul.hpp>
