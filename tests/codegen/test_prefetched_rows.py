@@ -75,6 +75,14 @@ def two_views(a: ts.Tensor[[ROWS, C], F], y: ts.Out[[ROWS, C], F]):
         ts.store(y, [s, 0], e + t)
 
 
+@ts.kernel
+def online_stats(x: ts.Tensor[[ROWS, C], F], y: ts.Out[[ROWS, C], F]):
+    for s in ts.range(0, ROWS, STEP):
+        t = ts.load(x, [s, 0], [STEP, C])
+        e = ts.exp(ts.row_max(t) - ts.row_mean(t))  # a [3, 1] tile: would ask for every line at once
+        ts.store(y, [s, 0], t * e)
+
+
 @pytest.mark.parametrize(
     "program, expected",
     [
@@ -86,8 +94,9 @@ def two_views(a: ts.Tensor[[ROWS, C], F], y: ts.Out[[ROWS, C], F]):
         (_one_kernel(two_views),
          "Tile<float, 3, 300> e = prefetching(sigmoid(fuse(t) * u - row_mean(u)), "
          "{next_rows<3, 300>(a, {s + 3, 0}), next_rows<3, 300>(a, {9 - (s + 3), 0})});"),
+        (_one_kernel(online_stats), "Tile<float, 3, 1> e = exp(fuse(row_max(t)) - row_mean(t));"),
     ],
-    ids=["softmax", "nothing costly", "the same box", "no loop", "two views"],
+    ids=["softmax", "nothing costly", "the same box", "no loop", "two views", "a small tile"],
 )
 def test_which_statements_prefetch(tmp_path, program, expected):
     prog = program.compile(build_dir=str(tmp_path))  # g++ builds it

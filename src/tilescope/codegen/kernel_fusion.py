@@ -73,7 +73,9 @@ first such statement after the view, in the loop's own body, asks for the view's
 loop's next pass while it computes: ``Tile<float, 4, 1024> e = prefetching(exp(fuse(t) -
 row_max(t)), {next_rows<4, 1024>(x, {s + 4, 0})});`` (tile_prefetch.hpp). The tile is computed
 by the same ops in the same order, so the bits are the same; a box past the tensor is not asked
-for. The view's offsets may read the loop variable and names the loop's body does not assign.
+for. The view's offsets may read the loop variable and names the loop's body does not assign,
+and its box is no larger than the statement's tile (a row's statistics, ``[rows, 1]``, would ask
+for all the lines at once, which costs more than it saves).
 
 ## Streamed outputs
 
@@ -350,7 +352,11 @@ def prefetches(
                 if loop.var in names and not names & assigned:
                     ahead.append((s.value, tuple(_at_next_pass(o, loop) for o in s.value.offsets)))
             elif ahead and s.target not in in_place and s.target not in again and _costly(s.value):
-                out[id(s)] = tuple(ahead)
+                # a small tile (a row's statistics) would ask for all its lines at once: not asked
+                size = math.prod(s.value.type.shape)
+                asked = tuple((load, offs) for load, offs in ahead if math.prod(load.type.shape) <= size)
+                if asked:
+                    out[id(s)] = asked
                 break
     return out
 
