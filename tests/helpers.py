@@ -94,6 +94,22 @@ def vector_dag_build(base: Path, runtime_cfg: dict[str, Any]) -> Path:
     return result.work_dir
 
 
+def generated_and_edited(program, tmp_path: Path, edit) -> tuple[Any, Any]:
+    """``program`` (a one-kernel ``@ts.jit``) compiled twice under ``tmp_path``: as generated, and
+    with its kernel's C++ rewritten by ``edit`` (text -> text; it must change it) and rebuilt."""
+    from tilescope import CompiledProgram
+
+    prog = program.compile(build_dir=str(tmp_path / "generated"))
+    other = program.compile(build_dir=str(tmp_path / "edited"))
+    (k,) = other.kernels
+    source = other.work_dir / k["source"]
+    text = source.read_text()
+    edited = edit(text)
+    assert edited != text, "the edit changed nothing"
+    source.write_text(edited)
+    return prog, CompiledProgram.from_dir(other.work_dir)
+
+
 def private_copy(pristine: Path, tmp_path: Path) -> Path:
     """A copy of the build ``pristine`` under ``tmp_path``, free to break."""
     work = tmp_path / pristine.name

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import generated_and_edited
 
 import tilescope as ts
 from tilescope.toolchain import BASE_FLAGS, march_flag
@@ -110,21 +111,17 @@ def test_which_statements_prefetch(tmp_path, program, expected):
 
 @pytest.mark.parametrize("kernel", [softmax_steps, two_views], ids=["softmax", "two views"])
 def test_a_prefetching_tile_has_the_bits_of_the_plain_one(tmp_path, kernel):
-    program = _one_kernel(kernel)
-    prog = program.compile(build_dir=str(tmp_path / "prefetching"))
-    plain = program.compile(build_dir=str(tmp_path / "plain"))
-    (k,) = plain.kernels
-    source = plain.work_dir / k["source"]
-    text = source.read_text()
-    edited = re.sub(r"prefetching\((.*), \{next_rows<.*\}\);", r"\1;", text)
-    assert edited != text and "prefetching" not in edited
-    source.write_text(edited)
-    plain = ts.CompiledProgram.from_dir(plain.work_dir)
+    def plain(text: str) -> str:
+        edited = re.sub(r"prefetching\((.*), \{next_rows<.*\}\);", r"\1;", text)
+        assert "prefetching" not in edited
+        return edited
+
+    prog, plain_prog = generated_and_edited(_one_kernel(kernel), tmp_path, plain)
     torch.manual_seed(0)
     x = torch.randn(ROWS, C) * 30
     a, b = torch.zeros(ROWS, C), torch.zeros(ROWS, C)
     prog.run(x, a)
-    plain.run(x, b)
+    plain_prog.run(x, b)
     assert torch.equal(a.view(torch.int32), b.view(torch.int32))
 
 

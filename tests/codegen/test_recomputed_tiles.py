@@ -7,6 +7,7 @@ import re
 
 import pytest
 import torch
+from helpers import generated_and_edited
 
 import tilescope as ts
 from tilescope.analysis.localize.source_map import edited_lines, kernel_sites
@@ -139,16 +140,8 @@ def test_which_tiles_are_recomputed(tmp_path, program, expected):
 
 
 def test_a_recomputed_tile_gives_the_bits_of_the_stored_tile(tmp_path):
-    prog = normed.compile(build_dir=str(tmp_path / "recomputed"))
-    stored = normed.compile(build_dir=str(tmp_path / "stored"))
-    (k,) = stored.kernels
-    source = stored.work_dir / k["source"]
-    text = source.read_text()
-    edited = text.replace("Tile<float, 8, 1> d_0 = row_mean(t); auto d = fuse(t) - d_0;",
-                          "Tile<float, 8, 64> d = t - row_mean(t);")
-    assert edited != text
-    source.write_text(edited)
-    stored = ts.CompiledProgram.from_dir(stored.work_dir)
+    prog, stored = generated_and_edited(normed, tmp_path, lambda text: text.replace(
+        "Tile<float, 8, 1> d_0 = row_mean(t); auto d = fuse(t) - d_0;", "Tile<float, 8, 64> d = t - row_mean(t);"))
     torch.manual_seed(0)
     x, g = torch.randn(R, C) * 100 + 3, torch.rand(1, C)
     for eps in (1e-5, 0.0):
@@ -162,17 +155,8 @@ def test_a_recomputed_tile_gives_the_bits_of_the_stored_tile(tmp_path):
 
 
 def test_a_tile_recomputed_in_a_loop_gives_the_bits_of_the_stored_tile(tmp_path):
-    program = _one_kernel(in_a_loop)
-    prog = program.compile(build_dir=str(tmp_path / "recomputed"))
-    stored = program.compile(build_dir=str(tmp_path / "stored"))
-    (k,) = stored.kernels
-    source = stored.work_dir / k["source"]
-    text = source.read_text()
-    edited = text.replace("Tile<float, 8, 1> d_0 = row_mean(t); auto d = fuse(t) - d_0;",
-                          "Tile<float, 8, 32> d = t - row_mean(t);")
-    assert edited != text
-    source.write_text(edited)
-    stored = ts.CompiledProgram.from_dir(stored.work_dir)
+    prog, stored = generated_and_edited(_one_kernel(in_a_loop), tmp_path, lambda text: text.replace(
+        "Tile<float, 8, 1> d_0 = row_mean(t); auto d = fuse(t) - d_0;", "Tile<float, 8, 32> d = t - row_mean(t);"))
     torch.manual_seed(0)
     x = torch.randn(R, C) * 100 + 3
     a, b = torch.zeros(R, C), torch.zeros(R, C)
