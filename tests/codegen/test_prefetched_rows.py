@@ -84,6 +84,15 @@ def online_stats(x: ts.Tensor[[ROWS, C], F], y: ts.Out[[ROWS, C], F]):
         ts.store(y, [s, 0], t * e)
 
 
+@ts.kernel
+def stats_then_rows(x: ts.Tensor[[ROWS, C], F], y: ts.Out[[ROWS, C], F]):
+    for s in ts.range(0, ROWS, STEP):
+        t = ts.load(x, [s, 0], [STEP, C])
+        m = ts.sigmoid(ts.row_max(t))  # too small: the next costly statement asks instead
+        e = ts.tanh(t - ts.row_mean(t))
+        ts.store(y, [s, 0], e * m)
+
+
 @pytest.mark.parametrize(
     "program, expected",
     [
@@ -96,8 +105,10 @@ def online_stats(x: ts.Tensor[[ROWS, C], F], y: ts.Out[[ROWS, C], F]):
          "Tile<float, 3, 300> e = prefetching(sigmoid(fuse(t) * u - row_mean(u)), "
          "{next_rows<3, 300>(a, {s + 3, 0}), next_rows<3, 300>(a, {9 - (s + 3), 0})});"),
         (_one_kernel(online_stats), "Tile<float, 3, 1> e = exp(fuse(row_max(t)) - row_mean(t));"),
+        (_one_kernel(stats_then_rows),
+         "Tile<float, 3, 300> e = prefetching(tanh(fuse(t) - row_mean(t)), {next_rows<3, 300>(x, {s + 3, 0})});"),
     ],
-    ids=["softmax", "nothing costly", "the same box", "no loop", "two views", "a small tile"],
+    ids=["softmax", "nothing costly", "the same box", "no loop", "two views", "a small tile", "the next costly tile"],
 )
 def test_which_statements_prefetch(tmp_path, program, expected):
     prog = program.compile(build_dir=str(tmp_path))  # g++ builds it
@@ -160,3 +171,24 @@ def test_next_rows_names_a_box_inside_the_tensor_only(tmp_path):
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     # (6 * 40 + 24) floats in, rows 160 bytes apart, 2 rows of 64 bytes; the others: none
     assert out.split() == [str((6 * 40 + 24) * 4), "160", "2", "64", "|", "0", "0", "0"]
+
+
+@ts.kernel
+def nine_views(x: ts.Tensor[[ROWS, 72], F], y: ts.Out[[ROWS, 8], F]):
+    for s in ts.range(0, ROWS, STEP):
+        a, b, c = ts.load(x, [s, 0], [STEP, 8]), ts.load(x, [s, 8], [STEP, 8]), ts.load(x, [s, 16], [STEP, 8])
+        d, f, g = ts.load(x, [s, 24], [STEP, 8]), ts.load(x, [s, 32], [STEP, 8]), ts.load(x, [s, 40], [STEP, 8])
+        h, i, j = ts.load(x, [s, 48], [STEP, 8]), ts.load(x, [s, 56], [STEP, 8]), ts.load(x, [s, 64], [STEP, 8])
+        e = ts.exp(a + b + c + d + f + g + h + i + j)
+        ts.store(y, [s, 0], e * 0.5)
+
+
+def test_one_statement_asks_for_at_most_eight_views(tmp_path):
+    @ts.jit
+    def program(x: ts.Tensor[[ROWS, 72], F], y: ts.Out[[ROWS, 8], F]):
+        nine_views(x, y)
+
+    prog = program.compile(build_dir=str(tmp_path), build_cpp=False)
+    line = kernel_line(prog, "e")
+    assert line.startswith("Tile<float, 3, 8> e = prefetching(exp(")
+    assert line.count("next_rows<3, 8>(x, {s + 3, ") == 8

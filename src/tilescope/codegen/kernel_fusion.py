@@ -69,13 +69,14 @@ A loop that reads a view per pass at offsets that move with the loop variable (`
 ts.load(x, [s, 0], [4, 1024])`` in ``for s in ts.range(0, block, 4)``) reads those rows from
 memory in its first pass over them; while a later statement computes a costly elementwise
 expression (``PREFETCH_OPS``: exp, log, tanh, ...) into a tile, it asks memory for nothing. The
-first such statement after the view, in the loop's own body, asks for the view's rows of the
-loop's next pass while it computes: ``Tile<float, 4, 1024> e = prefetching(exp(fuse(t) -
+first such statement after the view, in the loop's own body, whose tile is at least as large as
+the view's box, asks for the view's rows of the loop's next pass while it computes: ``Tile<float, 4, 1024> e = prefetching(exp(fuse(t) -
 row_max(t)), {next_rows<4, 1024>(x, {s + 4, 0})});`` (tile_prefetch.hpp). The tile is computed
 by the same ops in the same order, so the bits are the same; a box past the tensor is not asked
-for. The view's offsets may read the loop variable and names the loop's body does not assign,
-and its box is no larger than the statement's tile (a row's statistics, ``[rows, 1]``, would ask
-for all the lines at once, which costs more than it saves).
+for. The view's offsets may read the loop variable and names the loop's body does not assign.
+A smaller tile (a row's statistics, ``[rows, 1]``) would ask for all the lines at once, which
+costs more than it saves: the next costly statement is taken instead. At most
+``MAX_PREFETCHED_VIEWS`` views are asked for by one statement.
 
 ## Streamed outputs
 
@@ -130,6 +131,7 @@ RECOMPUTED_OPS = frozenset({"add", "sub", "mul", "neg", "abs", "maximum", "minim
 MAX_RECOMPUTED_OPS = 3
 MAX_RECOMPUTED_READS = 4
 STREAM_MIN_BYTES = 32 << 20  # a program output at least this large is stored past the caches
+MAX_PREFETCHED_VIEWS = 8  # views one statement asks for (g++ takes minutes over a list of ~30)
 # elementwise ops of tens of instructions per vector: a loop's next rows are asked for while they run
 PREFETCH_OPS = frozenset({
     "exp", "exp2", "expm1", "log", "log1p", "log2", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh", "erf",
@@ -352,12 +354,12 @@ def prefetches(
                 if loop.var in names and not names & assigned:
                     ahead.append((s.value, tuple(_at_next_pass(o, loop) for o in s.value.offsets)))
             elif ahead and s.target not in in_place and s.target not in again and _costly(s.value):
-                # a small tile (a row's statistics) would ask for all its lines at once: not asked
+                # a small tile (a row's statistics) would ask for all its lines at once: the next one
                 size = math.prod(s.value.type.shape)
                 asked = tuple((load, offs) for load, offs in ahead if math.prod(load.type.shape) <= size)
                 if asked:
-                    out[id(s)] = asked
-                break
+                    out[id(s)] = asked[:MAX_PREFETCHED_VIEWS]
+                    break
     return out
 
 
