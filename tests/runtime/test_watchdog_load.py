@@ -182,9 +182,8 @@ def test_a_blocked_kernel_is_stopped_as_blocked(blocking):
     assert m, f.message
     assert float(m.group(1)) >= 0.3
     assert info.blocked_ns + info.cpu_ns == info.elapsed_ns >= 0.3e9 and info.cpu_ns < 0.005e9
-    # the budget was used up blocked; what it was not charged (a busy machine may keep the thread
-    # from a core before it blocks) is the wall time left over, and the failure says so
-    assert info.blocked_ns > 0.3e9 - info.cpu_ns, info
+    # what it was not charged (a busy machine may keep the thread from a core before it blocks)
+    # is the wall time left over, and the failure says so
     waiting = info.wall_ns - info.elapsed_ns
     assert waiting >= 0, info
     assert f"not charged: {waiting / 1e9:.2f} s waiting for a core (of {info.wall_ns / 1e9:.2f} s wall)" in f.details[0]

@@ -257,6 +257,12 @@ class _KernelEmitter(ExprEmitter):
         value = f"view<{r}, {c}>({args}{self.site('load', e.tensor.name, e.loc)})"
         return value if name is None else f"TileView<{e.type.dtype.cpp}, {r}, {c}> {name} = {value}"
 
+    def next_rows(self, e: Load, offsets: tuple[Expr, ...]) -> str:
+        """The box view() reads for load ``e``, at ``offsets`` instead of its own, as rows to
+        prefetch (tile_prefetch.hpp): ``next_rows<4, 4096>(x, {s + 4, 0})``."""
+        r, c = tile_dims(e.type)
+        return f"next_rows<{r}, {c}>({self.name(e.tensor.name)}, {self.offsets(offsets)})"
+
     def matmul_name(self, e: MatMul, in_place: bool = False) -> str:
         """The tile library function of matmul ``e``: ``matmul``/``matmul_acc``, or with ``bf16_dot`` and
         bf16 operands ``matmul_dot``/``matmul_acc_dot``."""
@@ -449,11 +455,7 @@ def kernel_cpp(
                     r, c = tile_dims(v.type)
                     rhs = f"zeros<{v.type.dtype.cpp}, {r}, {c}>()"
                 elif id(s) in ahead:  # computed asking for the loop's next rows (kernel_fusion.py)
-                    rows = ", ".join(
-                        f"next_rows<{', '.join(map(str, tile_dims(load.type)))}>({name_of(load.tensor.name)}, "
-                        f"{em.offsets(offs)})"
-                        for load, offs in ahead[id(s)]
-                    )
+                    rows = ", ".join(em.next_rows(load, offs) for load, offs in ahead[id(s)])
                     rhs = f"prefetching({em.emit_fused(v, context_dtype(v), min_ops=1)}, {{{rows}}})"
                 else:
                     rhs = em.emit_fused(v, context_dtype(v))

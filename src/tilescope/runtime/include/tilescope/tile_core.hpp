@@ -275,18 +275,26 @@ constexpr int64_t span_in(const AxesSpec &ax, int d, int64_t rows, int64_t cols)
     return 1;
 }
 
-/// Checks that `offsets` index a valid box of rows x cols elements (along `ax`) of the view (used
-/// under TS_CHECK_BOUNDS); an empty box is never out of bounds.
+/// Whether `offsets` index a box of rows x cols elements (along `A`) inside the view; an empty box
+/// always is.
 template <class A, class T, std::size_t N>
-inline void check_box_extents(const char *op, const TensorView<T> &view, const int64_t (&offsets)[N], int rows,
-                              int cols) {
-    if (rows == 0 || cols == 0) return;
+inline bool box_inside(const TensorView<T> &view, const int64_t (&offsets)[N], int64_t rows, int64_t cols) {
+    if (rows == 0 || cols == 0) return true;
     constexpr AxesSpec ax = A::template spec<N>();
     bool ok = static_cast<int>(N) == view.ndim;
     for (int d = 0; ok && d < static_cast<int>(N); ++d) {
         ok = offsets[d] >= 0 && offsets[d] <= view.shape[d] - span_in(ax, d, rows, cols);
     }
-    if (!ok) bounds_violation(op, offsets, static_cast<int>(N), rows, cols, view.shape, view.ndim);
+    return ok;
+}
+
+/// Checks that `offsets` index a valid box of rows x cols elements (along `ax`) of the view (used
+/// under TS_CHECK_BOUNDS); an empty box is never out of bounds.
+template <class A, class T, std::size_t N>
+inline void check_box_extents(const char *op, const TensorView<T> &view, const int64_t (&offsets)[N], int rows,
+                              int cols) {
+    if (!box_inside<A>(view, offsets, rows, cols))
+        bounds_violation(op, offsets, static_cast<int>(N), rows, cols, view.shape, view.ndim);
 }
 
 /// Pointer to the tile's first element and the row / column strides of the tile's box.

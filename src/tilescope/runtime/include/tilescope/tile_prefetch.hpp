@@ -40,11 +40,7 @@ struct NextRows {
 template <int R, int C, class T, std::size_t N>
 inline NextRows next_rows(const TensorView<T> &tensor, const int64_t (&offsets)[N]) {
     static_assert(detail::fits_axes<LastAxes, N, R, C>(), "a tile dim with no tensor dim has size 1");
-    constexpr AxesSpec ax = LastAxes::spec<N>();
-    if (static_cast<int>(N) != tensor.ndim) return {};
-    for (int d = 0; d < static_cast<int>(N); ++d) {
-        if (offsets[d] < 0 || offsets[d] > tensor.shape[d] - detail::span_in(ax, d, R, C)) return {};
-    }
+    if (!detail::box_inside<LastAxes>(tensor, offsets, R, C)) return {};
     const auto box = detail::locate<LastAxes>(tensor, offsets);
     if (C > 1 && box.col_stride != 1) return {};
     return {reinterpret_cast<const char *>(box.base), box.row_stride * static_cast<int64_t>(sizeof(T)), R,
