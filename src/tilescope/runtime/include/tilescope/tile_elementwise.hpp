@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include <tilescope/tile_core.hpp>
+#include <tilescope/tile_lanes.hpp>
 #include <tilescope/tile_math.hpp>
 
 namespace ts {
@@ -108,7 +109,7 @@ inline auto map(const Tile<T, R, C> &a) {
     using Y = decltype(Op{}(X{}));
     using Out = std::conditional_t<std::is_same_v<Y, bool>, bool, T>;
     Tile<Out, R, C> out;
-    for (int i = 0; i < R * C; ++i) out.data[i] = convert<Out>(Op{}(X(read(a.data, i))));
+    map_elements<Op, R * C>(a.data, out.data, [&a](int i) { return convert<Out>(Op{}(X(read(a.data, i)))); });
     return out;
 }
 

@@ -34,10 +34,7 @@ struct Fused {
 
     operator Tile<T, R, C>() const {
         Tile<T, R, C> out;
-        for (int r = 0; r < R; ++r) {
-            T *o = out.data + r * C;
-            for (int c = 0; c < C; ++c) o[c] = f(r, c);
-        }
+        for (int r = 0; r < R; ++r) compute_cols<C>(f, r, 0, out.data + r * C);
         return out;
     }
 };
@@ -80,18 +77,42 @@ template <class X>
 struct TileAt {
     const X *x;
     auto operator()(int r, int c) const { return at(*x, r, c); }
+#if TS_FUSED_LANES
+    static constexpr bool lanes_ok = std::is_same_v<typename X::value_type, float>, lanes_cheaper = false;
+    Lanes lanes_at(int r, int c) const {
+        const auto *row = x->data + (X::rows == 1 ? 0 : r) * X::cols;
+        return X::cols == 1 ? splat(row[0]) : load_lanes(row + c);
+    }
+#endif
 };
 /// Element (r, c) of a fused operand broadcast to a larger shape.
 template <class X>
 struct FusedAt {
     X x;
     auto operator()(int r, int c) const { return x.f(X::rows == 1 ? 0 : r, X::cols == 1 ? 0 : c); }
+#if TS_FUSED_LANES
+    // a column broadcast is one element, computed once for its 16 lanes
+    static constexpr bool lanes_ok =
+        X::cols == 1 ? std::is_same_v<typename tile_elem<X>::type, float> : lane_traits<decltype(X::f)>::ok;
+    static constexpr bool lanes_cheaper = X::cols != 1 && lane_traits<decltype(X::f)>::cheaper;
+    Lanes lanes_at(int r, int c) const {
+        if constexpr (X::cols == 1) {
+            return splat(x.f(X::rows == 1 ? 0 : r, 0));
+        } else {
+            return x.f.lanes_at(X::rows == 1 ? 0 : r, c);
+        }
+    }
+#endif
 };
 /// A scalar operand, converted to T once (as binary() converts it).
 template <class T>
 struct ScalarAt {
     T v;
     T operator()(int, int) const { return v; }
+#if TS_FUSED_LANES
+    static constexpr bool lanes_ok = std::is_same_v<T, float>, lanes_cheaper = false;
+    Lanes lanes_at(int, int) const { return splat(v); }
+#endif
 };
 /// Op of two operands' elements, in T's compute type, rounded to T.
 template <class Op, class T, class FA, class FB>
@@ -102,6 +123,12 @@ struct BinaryAt {
         using X = compute_t<T>;
         return convert<T>(Op{}(X(fa(r, c)), X(fb(r, c))));
     }
+#if TS_FUSED_LANES
+    static constexpr bool lanes_ok =
+        std::is_same_v<T, float> && LaneOp<Op>::ok && lane_traits<FA>::ok && lane_traits<FB>::ok;
+    static constexpr bool lanes_cheaper = LaneOp<Op>::cheaper || lane_traits<FA>::cheaper || lane_traits<FB>::cheaper;
+    Lanes lanes_at(int r, int c) const { return LaneOp<Op>::apply(fa.lanes_at(r, c), fb.lanes_at(r, c)); }
+#endif
 };
 /// Op of one operand's elements, in T's compute type, rounded to T.
 template <class Op, class T, class F>
@@ -111,6 +138,11 @@ struct MapAt {
         using X = compute_t<T>;
         return convert<T>(Op{}(X(f(r, c))));
     }
+#if TS_FUSED_LANES
+    static constexpr bool lanes_ok = std::is_same_v<T, float> && LaneOp<Op>::ok && lane_traits<F>::ok;
+    static constexpr bool lanes_cheaper = LaneOp<Op>::cheaper || lane_traits<F>::cheaper;
+    Lanes lanes_at(int r, int c) const { return LaneOp<Op>::apply(f.lanes_at(r, c)); }
+#endif
 };
 
 /// Element (r, c) of an operand broadcast to a larger shape, as a T: a tile's (read in place), a
@@ -238,9 +270,10 @@ inline void store(const TensorView<T> &view, const int64_t (&offsets)[N], const 
     for (int r = 0; r < R; ++r) {
         T *dst = box.base + r * box.row_stride;
         if (stream) {
-            detail::stream_row(dst, C, [&e, r](int c) { return e.f(r, c); });
+            detail::stream_row(dst, C, [&e, r](int c) { return e.f(r, c); },
+                               [&e, r](int c, T *buf) { detail::compute_cols<detail::kStreamChunk<T>>(e.f, r, c, buf); });
         } else if (box.col_stride == 1) {
-            for (int c = 0; c < C; ++c) dst[c] = e.f(r, c);
+            detail::compute_cols<C>(e.f, r, 0, dst);
         } else {
             for (int c = 0; c < C; ++c) dst[c * box.col_stride] = e.f(r, c);
         }

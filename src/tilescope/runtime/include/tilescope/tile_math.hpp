@@ -73,6 +73,18 @@ inline float scale_pow2(float m, int32_t k) {
     return (m * pow2i(k1)) * pow2i(k - k1);
 }
 
+/// SLEEF expf_u10's constants: x is clamped to [lo, hi] (NaN stays NaN), x = k ln2 + s with
+/// k = nearbyint(x log2e) and ln2 = ln2_hi + ln2_lo (Cody-Waite), e^s = 1 + s + s^2 P(s) with
+/// P's coefficients in poly, the highest degree first. tile_lanes.hpp's 16-lane exp takes them too.
+struct ExpConst {
+    static constexpr float lo = -112.0f, hi = 104.0f;
+    static constexpr float log2e = 1.442695040888963407f;
+    static constexpr float ln2_hi = 0.693145751953125f, ln2_lo = 1.428606765330187045e-06f;
+    static constexpr float poly[6] = {0.000198527617612853646278381f, 0.00139304355252534151077271f,
+                                      0.00833336077630519866943359f,  0.0416664853692054748535156f,
+                                      0.166666671633720397949219f,    0.5f};
+};
+
 /// e^x = mant * 2^exp2 with mant in [0.7, 1.42], for x in [-112, 104] (or NaN, giving a NaN
 /// mant). This is SLEEF's expf_u10 step by step: x = k ln2 + s with |s| <= ln2 / 2, e^s by a
 /// degree-7 polynomial.
@@ -82,17 +94,14 @@ struct ExpParts {
 };
 
 inline ExpParts exp_parts(float x) {
+    using E = ExpConst;
     constexpr float shifter = 12582912.0f;  // 1.5 * 2^23: kf + shifter keeps kf in the low mantissa bits
-    const float kf = std::nearbyint(x * 1.442695040888963407f);
+    const float kf = std::nearbyint(x * E::log2e);
     const int32_t k = static_cast<int32_t>(bits_of(kf + shifter) - bits_of(shifter));
-    float s = fmadd(kf, -0.693145751953125f, x);  // ln2 split in two parts (Cody-Waite)
-    s = fmadd(kf, -1.428606765330187045e-06f, s);
-    float u = 0.000198527617612853646278381f;
-    u = fmadd(u, s, 0.00139304355252534151077271f);
-    u = fmadd(u, s, 0.00833336077630519866943359f);
-    u = fmadd(u, s, 0.0416664853692054748535156f);
-    u = fmadd(u, s, 0.166666671633720397949219f);
-    u = fmadd(u, s, 0.5f);
+    float s = fmadd(kf, -E::ln2_hi, x);
+    s = fmadd(kf, -E::ln2_lo, s);
+    float u = E::poly[0];
+    for (int i = 1; i < 6; ++i) u = fmadd(u, s, E::poly[i]);
     u = 1.0f + fmadd(s * s, u, s);
     return {u, k};
 }
@@ -274,7 +283,7 @@ struct ErfWide {
 
 /// e^x. Overflows to +Inf above ~88.72, underflows through subnormals to +0 below ~-103.97.
 inline float exp(float x) {
-    const detail::ExpParts p = detail::exp_parts(detail::clamp_keep_nan(x, -112.0f, 104.0f));
+    const detail::ExpParts p = detail::exp_parts(detail::clamp_keep_nan(x, detail::ExpConst::lo, detail::ExpConst::hi));
     return detail::scale_pow2(p.mant, p.exp2);
 }
 

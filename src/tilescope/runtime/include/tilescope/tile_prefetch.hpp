@@ -91,10 +91,11 @@ inline Tile<T, R, C> prefetching(const detail::Fused<T, R, C, F> &e, std::initia
                 }
                 __builtin_prefetch(start + 64 * line++);
             }
-            if (c0 + kPrefetchChunk <= C) {  // NOTE: a constant trip count: g++ vectorizes it as the whole row's
-                for (int c = 0; c < kPrefetchChunk; ++c) o[c0 + c] = e.f(r, c0 + c);
+            // NOTE: constant trip counts: g++ vectorizes them as the whole row's
+            if (c0 + kPrefetchChunk <= C) {
+                detail::compute_cols<kPrefetchChunk>(e.f, r, c0, o + c0);
             } else {
-                for (int c = c0; c < C; ++c) o[c] = e.f(r, c);
+                detail::compute_cols<C % kPrefetchChunk>(e.f, r, c0, o + c0);
             }
         }
     }

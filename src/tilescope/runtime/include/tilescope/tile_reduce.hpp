@@ -48,6 +48,15 @@ struct FusedRow {
     T operator[](int c) const { return e.f(r, c); }
 };
 
+/// Whether reduce_row reads x (a row of a fused expression) by its lane forms (tile_lanes.hpp).
+template <class Op, class X, int Lanes_>
+inline constexpr bool row_lanes_v = false;
+#if TS_FUSED_LANES
+template <class Op, class T, int R, int C, class F, int Lanes_>
+inline constexpr bool row_lanes_v<Op, FusedRow<T, R, C, F>, Lanes_> =
+    lanes_cheaper_v<F> && LaneOp<Op>::ok && Lanes_ % kLanes == 0;
+#endif
+
 /// The lanes' tree: acc[l] = op(acc[l], acc[l + Width]) for l < Width, then Width / 2, ... 1.
 /// Each level's width is a constant, so g++ computes it in vector registers.
 template <class Op, int Width, class A>
@@ -69,10 +78,23 @@ inline compute_t<row_elem_t<X>> reduce_row(const X &x) {
         return l;
     }();
     A acc[lanes];
-    for (int l = 0; l < lanes; ++l) acc[l] = A(x[l]);
     constexpr int body_end = C / lanes * lanes;
-    for (int c = lanes; c < body_end; c += lanes) {
-        for (int l = 0; l < lanes; ++l) acc[l] = Op{}(acc[l], A(x[c + l]));
+#if TS_FUSED_LANES
+    if constexpr (row_lanes_v<Op, X, lanes>) {  // the same lanes, each computed 16 at a time
+        constexpr int vectors = lanes / kLanes;
+        Lanes acc_v[vectors];
+        for (int v = 0; v < vectors; ++v) acc_v[v] = x.e.f.lanes_at(x.r, v * kLanes);
+        for (int c = lanes; c < body_end; c += lanes) {
+            for (int v = 0; v < vectors; ++v) acc_v[v] = LaneOp<Op>::apply(acc_v[v], x.e.f.lanes_at(x.r, c + v * kLanes));
+        }
+        for (int v = 0; v < vectors; ++v) store_lanes(acc + v * kLanes, acc_v[v]);
+    } else
+#endif
+    {
+        for (int l = 0; l < lanes; ++l) acc[l] = A(x[l]);
+        for (int c = lanes; c < body_end; c += lanes) {
+            for (int l = 0; l < lanes; ++l) acc[l] = Op{}(acc[l], A(x[c + l]));
+        }
     }
     for (int l = 0; body_end + l < C; ++l) acc[l] = Op{}(acc[l], A(x[body_end + l]));
     fold_lanes<Op, lanes / 2>(acc);

@@ -25,18 +25,23 @@ inline void stream_bytes(void *dst, const void *src) {
 }
 #endif
 
+/// Elements a non-temporal row store takes at a time (256 bytes).
+template <class T>
+inline constexpr int kStreamChunk = 256 / static_cast<int>(sizeof(T));
+
 /// dst[c] = at(c) for c in [0, n): the part of dst aligned to whole non-temporal stores goes past
-/// the caches, 256 bytes at a time through a small aligned buffer; the head before it and the
-/// tail after it are plain stores. Without SSE2, all plain stores. The caller fences (stream_fence).
-template <class T, class At>
-inline void stream_row(T *dst, int n, const At &at) {
+/// the caches, 256 bytes at a time through a small aligned buffer that fill(c, buf) computes
+/// (buf[j] = at(c + j) for j < kStreamChunk<T>); the head before it and the tail after it are
+/// plain stores. Without SSE2, all plain stores. The caller fences (stream_fence).
+template <class T, class At, class Fill>
+inline void stream_row(T *dst, int n, const At &at, const Fill &fill) {
 #if defined(__SSE2__)
-    constexpr int chunk = 256 / static_cast<int>(sizeof(T));
+    constexpr int chunk = kStreamChunk<T>;
     int c = 0;
     for (; c < n && reinterpret_cast<std::uintptr_t>(dst + c) % kStreamBytes != 0; ++c) dst[c] = at(c);
     for (; c + chunk <= n; c += chunk) {
         alignas(64) T buf[chunk];
-        for (int j = 0; j < chunk; ++j) buf[j] = at(c + j);
+        fill(c, buf);
         char *out = reinterpret_cast<char *>(dst + c);
         const char *in = reinterpret_cast<const char *>(buf);
         for (int b = 0; b < 256; b += kStreamBytes) stream_bytes(out + b, in + b);
@@ -45,6 +50,14 @@ inline void stream_row(T *dst, int n, const At &at) {
 #else
     for (int c = 0; c < n; ++c) dst[c] = at(c);
 #endif
+}
+
+/// stream_row with each chunk filled element by element.
+template <class T, class At>
+inline void stream_row(T *dst, int n, const At &at) {
+    stream_row(dst, n, at, [&at](int c, T *buf) {
+        for (int j = 0; j < kStreamChunk<T>; ++j) buf[j] = at(c + j);
+    });
 }
 
 /// Orders a task's non-temporal stores before whatever it does next (its completion included).

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include <tilescope/tile_core.hpp>
+#include <tilescope/tile_lanes.hpp>
 
 namespace ts {
 
@@ -91,6 +92,13 @@ struct ViewAt {
     const T *data;
     int64_t stride;
     T operator()(int r, int c) const { return read(data + (R == 1 ? 0 : r) * stride, C == 1 ? 0 : c); }
+#if TS_FUSED_LANES
+    static constexpr bool lanes_ok = std::is_same_v<T, float>, lanes_cheaper = false;
+    Lanes lanes_at(int r, int c) const {
+        const T *row = data + (R == 1 ? 0 : r) * stride;
+        return C == 1 ? splat(row[0]) : load_lanes(row + c);
+    }
+#endif
 };
 
 /// Whether the box's bytes (rows x cols elements at `box`) may overlap any of `writes`.
