@@ -57,8 +57,9 @@ PayloadRing::PayloadRing(size_t bytes) : bytes_(bytes) {
     void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
-    // A hint past the first 2 MiB: without it a large dump takes more page faults, but a small one
-    // would have a whole huge page zeroed (per worker, per run) for its few records.
+    // A hint past the first 2 MiB (the first huge page is the first whole 2 MiB after that): without
+    // it a large dump takes more page faults, but a small one would have a whole huge page zeroed
+    // (per worker, per run) for its few records.
     constexpr size_t kSmall = size_t{2} << 20;
     if (bytes > kSmall) madvise(static_cast<char *>(p) + kSmall, bytes - kSmall, MADV_HUGEPAGE);
 #endif

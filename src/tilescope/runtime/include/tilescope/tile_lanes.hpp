@@ -11,11 +11,14 @@
 // the last C % 16 columns elementwise. A unary op on a whole float tile (map(), as exp(t)) takes
 // its lane form the same way where that is cheaper.
 //
-// A lane form computes the element function's bits in every lane: the same IEEE operations in
+// A lane form computes the element function's value in every lane: the same IEEE operations in
 // the same order (-ffp-contract=off holds for vector code too), and exp the same SLEEF steps with
-// the same roundings. tests/runtime/test_fused_lanes.py compares them over 2^24 floats spread
-// over the whole range, the special values, and whole kernels. Without AVX-512 and FMA, or with
-// TS_FUSED_LANES defined as 0, no node has a lane form and nothing here is used.
+// the same roundings, so the bits are the element code's, but for which NaN a result is where
+// both operands of an op are NaNs: g++ may swap the operands of a commutative op (or turn -a + b
+// into b - a) in either path, as it does between two -march targets of the element code alone.
+// tests/runtime/test_fused_lanes.py compares them over 2^24 floats spread over the whole range,
+// the special values, and whole kernels. Without AVX-512 and FMA, or with TS_FUSED_LANES defined
+// as 0, no node has a lane form and nothing here is used.
 #pragma once
 
 #include <type_traits>
@@ -27,6 +30,9 @@
 #define TS_FUSED_LANES 1
 #endif
 #if TS_FUSED_LANES
+#if !defined(__AVX512F__) || !defined(__FMA__)
+#error "TS_FUSED_LANES: the lane forms need AVX-512 and FMA (this target lacks them); define it as 0 or leave it undefined"
+#endif
 #include <immintrin.h>
 #endif
 

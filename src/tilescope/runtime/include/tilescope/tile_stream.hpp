@@ -48,6 +48,7 @@ inline void stream_row(T *dst, int n, const At &at, const Fill &fill) {
     }
     for (; c < n; ++c) dst[c] = at(c);
 #else
+    (void)fill;
     for (int c = 0; c < n; ++c) dst[c] = at(c);
 #endif
 }
