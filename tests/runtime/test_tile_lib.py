@@ -353,6 +353,32 @@ MM_I8(32, 68, 64, "32x68x64")
 MM_I8(16, 128, 16, "16x128x16")
 MM_I8(48, 100, 80, "48x100x80")
 
+// int8 matmul of views, "mmv_i8_<M>x<K>x<N>": a is b0 as an M x (K + 5) matrix and b is b1 as a
+// K x (N + 3) one, each read in place by view() (rows K + 5 and N + 3 bytes apart); b2 = int32
+// acc in/out
+template <int M, int K, int N>
+void mmv_i8(void **b) {
+    auto matrix = [](void *data, int64_t rows, int64_t cols) {
+        ts_tensor t{};
+        t.data = data; t.dtype = TS_I8; t.ndim = 2;
+        t.shape[0] = rows; t.shape[1] = cols; t.strides[0] = cols; t.strides[1] = 1;
+        return TensorView<int8_t>(t);
+    };
+    const TensorView<int8_t> av = matrix(b[0], M, K + 5), bv = matrix(b[1], K, N + 3);
+    Tile<int32_t, M, N> acc = whole<int32_t, M, N>(b[2]);
+    const TileView<int8_t, M, K> a_view = view<M, K>(av, {0, 0});
+    const TileView<int8_t, K, N> b_view = view<K, N>(bv, {0, 0});
+    if (a_view.data != b[0] || b_view.data != b[1] || a_view.stride != K + 5 || b_view.stride != N + 3) std::abort();
+    matmul_acc(acc, a_view, b_view);
+    std::memcpy(b[2], acc.data, sizeof(acc.data));
+}
+#define MMV_I8(M, K, N, SHAPE) REG("mmv_i8_" SHAPE, mmv_i8<M, K, N>(b))
+MMV_I8(7, 5, 24, "7x5x24")
+MMV_I8(2, 300, 67, "2x300x67")
+MMV_I8(16, 128, 16, "16x128x16")
+MMV_I8(32, 68, 64, "32x68x64")
+MMV_I8(48, 100, 80, "48x100x80")
+
 // "amx_used" (b0 = one int32): 1 where this build's int8 matmuls of whole 16 x 16 blocks run on
 // AMX, 0 where its AMX path is refused the tile state, -1 where the build has no AMX path
 void amx_used(void **b) {
@@ -2156,6 +2182,22 @@ def test_matmul_int8_exact(built, shape, isa):
     acc = init.to(torch.int32)
     call(built, f"mmacc_i8_{name}", a, b, acc, n=0, isa=isa)
     assert torch.equal(acc, _wrap_i32(init + a.long() @ b.long()))
+
+
+@pytest.mark.parametrize("shape", [(7, 5, 24), (2, 300, 67), (16, 128, 16), (32, 68, 64), (48, 100, 80)])
+@pytest.mark.parametrize("isa", MATMUL_ISAS)
+def test_matmul_int8_of_views_reads_their_rows_in_place(built, shape, isa):
+    """Views of wider matrices (rows K + 5 and N + 3 bytes apart, read in place: the op checks its
+    views' pointers and strides), on every path: packed rows, the edge columns, AMX's rows of a."""
+    _need_isa(isa)
+    m, k, n = shape
+    g = torch.Generator().manual_seed(17)
+    a = torch.randint(-128, 128, (m, k + 5), generator=g, dtype=torch.int8)
+    b = torch.randint(-128, 128, (k, n + 3), generator=g, dtype=torch.int8)
+    init = torch.randint(-(2**31), 2**31, (m, n), generator=g, dtype=torch.int64)
+    acc = init.to(torch.int32)
+    call(built, f"mmv_i8_{m}x{k}x{n}", a, b, acc, n=0, isa=isa)
+    assert torch.equal(acc, _wrap_i32(init + a[:, :k].long() @ b[:, :n].long()))
 
 
 @pytest.mark.parametrize(

@@ -44,6 +44,7 @@ from tilescope.codegen.kernel_fusion import (
     FusedTree,
     fusable,
     fused_tree,
+    i8_matmul_operand,
     part_key,
     plain_load,
     prefetches,
@@ -270,9 +271,17 @@ class _KernelEmitter(ExprEmitter):
         return ("matmul_acc" if in_place else "matmul") + ("_dot" if dot else "")
 
     def matmul_operands(self, e: MatMul) -> str:
-        """``a, b`` of a matmul, each wrapped in ``transpose()`` when the op transposes it."""
-        a, b = self.emit(e.lhs), self.emit(e.rhs)
-        return f"{f'transpose({a})' if e.transpose_a else a}, {f'transpose({b})' if e.transpose_b else b}"
+        """``a, b`` of a matmul, each wrapped in ``transpose()`` when the op transposes it. An
+        int8 matmul packs both operands anyway, so an operand that is a plain load it does not
+        transpose is read where its tensor holds it: ``view<256, 352>(w, {c, 0}, ...)``, not
+        copied first (kernel_fusion.py)."""
+
+        def operand(x: Expr, transposed: bool) -> str:
+            if i8_matmul_operand(e, x) and plain_load(x, self.stored):
+                return self.view(None, x)
+            return f"transpose({self.emit(x)})" if transposed else self.emit(x)
+
+        return f"{operand(e.lhs, e.transpose_a)}, {operand(e.rhs, e.transpose_b)}"
 
     def offsets(self, offs: tuple[Expr, ...]) -> str:
         """The ``{o0, o1, ...}`` offsets of a load/store (a 0-dim tensor is one element: ``{0}``)."""

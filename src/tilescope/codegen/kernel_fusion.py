@@ -28,13 +28,17 @@ copied to the stack first. A loaded tile is a view when:
 - every read of it is one the library takes a view at: an operand of a chain of elementwise
   arithmetic ops (the fusable ones) that ends in a row reduction (row_sum/row_max/row_min/
   row_mean), in a plain store's value or in an assignment's value (where the chain becomes a
-  tile), or the reduction's or the store's operand itself; any other use (a matmul, a cast, a
-  comparison, a slice, a ragged store, a probe, a copy ``u = t``) needs the tile;
+  tile), the reduction's or the store's operand itself, or an operand of an int8 matmul that
+  does not transpose it (the matmul packs its operands from where they are); any other use (a
+  float matmul, a cast, a comparison, a slice, a ragged store, a probe, a copy ``u = t``) needs
+  the tile;
 - the chain of elementwise ops it is read in has at most ``MAX_FUSED_OPS`` ops: an op on a view
   is a fused expression in C++, so the whole chain above it becomes one expression type.
 
-A load that is not assigned to a name, read by an op of a fused expression or by a row
-reduction (``store(y, {0, 0}, fuse(d) * inv * load(gamma))``: a row of weights broadcast over
+A load that is not assigned to a name and is an operand of an int8 matmul that does not transpose
+it is a view too (``matmul_acc(g, q, view<256, 352>(wg, {c, 0}, {extent(h)}))``): the weights come
+from their tensor into the matmul's packed copy, with no copy of their own first. A load that is
+not assigned to a name, read by an op of a fused expression or by a row reduction (``store(y, {0, 0}, fuse(d) * inv * load(gamma))``: a row of weights broadcast over
 the block), is a view too when it is a plain load of a tensor the kernel does not store into:
 ``view<1, 4096>(gamma, {0, 0}, {extent(y)})`` stands where ``load<1, 4096>(gamma, {0, 0})``
 would, a temporary that lives as long as the statement, which is as long as the fused
@@ -107,6 +111,7 @@ from tilescope.ir.nodes import (
     For,
     Kernel,
     Load,
+    MatMul,
     Program,
     Reduce,
     Slice,
@@ -271,11 +276,19 @@ def views(k: Kernel) -> set[str]:
     candidates = {n for n, values in assigned.items() if len(values) == 1 and plain_load(values[0], stored)}
     if not candidates:
         return set()
-    refused, chains = _fused_reads(k, candidates)
+    refused, chains = _fused_reads(k, candidates, i8_matmuls=True)
     for ops, names in chains.values():
         if ops > MAX_FUSED_OPS:
             refused |= set(names)
     return candidates - refused
+
+
+def i8_matmul_operand(m: MatMul, x: Expr) -> bool:
+    """Whether ``x`` is an operand of int8 matmul ``m`` that ``m`` does not transpose: one the
+    tile library reads as a view (tile_matmul.hpp)."""
+    if m.lhs.type.dtype.name != "i8":
+        return False
+    return (x is m.lhs and not m.transpose_a) or (x is m.rhs and not m.transpose_b)
 
 
 def recomputed(k: Kernel) -> dict[str, tuple[Expr, ...]]:
@@ -402,10 +415,13 @@ def _tree_ops(root: Expr) -> list[Expr]:
     return ops
 
 
-def _fused_reads(k: Kernel, candidates: set[str]) -> tuple[set[str], dict[int, tuple[int, list[str]]]]:
+def _fused_reads(
+    k: Kernel, candidates: set[str], i8_matmuls: bool = False
+) -> tuple[set[str], dict[int, tuple[int, list[str]]]]:
     """Which of the tile names ``candidates`` are read somewhere a fused expression (or a view)
     cannot be read (refused), and, per chain of elementwise ops that reads some, its op count and
-    the candidates it reads (once per read)."""
+    the candidates it reads (once per read). With ``i8_matmuls`` (views, not fused expressions),
+    an operand of an int8 matmul it does not transpose is a read a view takes."""
     refused: set[str] = set()
     chain_ops: dict[int, int] = {}  # id of a chain's top op -> ops in the chain
     chain_reads: dict[int, list[str]] = {}
@@ -434,6 +450,8 @@ def _fused_reads(k: Kernel, candidates: set[str]) -> tuple[set[str], dict[int, t
                     kids = [(x, True, True, top) for x in children(e) if is_expr(x)]
                 elif isinstance(e, Reduce) and e.op in FUSED_REDUCTIONS:
                     kids = [(x, True, True, None) for x in children(e) if is_expr(x)]
+                elif i8_matmuls and isinstance(e, MatMul):
+                    kids = [(x, False, i8_matmul_operand(e, x), None) for x in children(e) if is_expr(x)]
                 else:
                     kids = [(x, False, False, None) for x in children(e) if is_expr(x)]
                 stack.extend(reversed(kids))

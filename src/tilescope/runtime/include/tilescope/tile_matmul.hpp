@@ -19,6 +19,8 @@
 // int8 inputs:
 //   Tile<int32_t, M, N> matmul(a, b);     // a: Tile<int8_t, M, K>, b: Tile<int8_t, K, N>
 //   void matmul_acc(acc, a, b);           // acc: Tile<int32_t, M, N>, acc += a @ b
+// a and b may also be tile views (tile_view.hpp), read where their tensors hold them: the kernel
+// packs both (or, on AMX, reads a in rows), so a view costs no copy of its own.
 // Exact: every product and the sum are integers, accumulated in 32 bits with two's
 // complement wrap-around (done in unsigned arithmetic, so never UB); the result is
 // (acc + sum_k a[i,k] b[k,j]) mod 2^32 whatever the order, so the int8 path may sum in any
@@ -48,6 +50,7 @@
 
 #include <tilescope/tile_cast.hpp>
 #include <tilescope/tile_math.hpp>
+#include <tilescope/tile_view.hpp>
 
 namespace ts {
 
@@ -177,16 +180,16 @@ template <int M, int N, int K, class B>
     if constexpr (N % W != 0) matmul_f32_columns<M, N, K, N - N % W>(c, a, b);
 }
 
-/// Columns [J0, N) of c (M x N int32) += a (M x K) @ b (K x N), int8 row-major arrays, exact
-/// mod 2^32, in plain loops (unsigned, so wrap-around is defined). Also the edge columns of the
-/// packed kernel.
+/// Columns [J0, N) of c (M x N int32) += a (M x K) @ b (K x N), int8 row-major arrays with row
+/// strides lda and ldb, exact mod 2^32, in plain loops (unsigned, so wrap-around is defined).
+/// Also the edge columns of the packed kernel.
 template <int M, int N, int K, int J0>
-inline void matmul_i8_columns(int32_t *c, const int8_t *a, const int8_t *b) {
+inline void matmul_i8_columns(int32_t *c, const int8_t *a, int64_t lda, const int8_t *b, int64_t ldb) {
     for (int i = 0; i < M; ++i) {
         for (int k = 0; k < K; ++k) {
-            const int32_t aik = a[i * K + k];
+            const int32_t aik = a[i * lda + k];
             for (int j = J0; j < N; ++j) {
-                const uint32_t p = static_cast<uint32_t>(aik * static_cast<int32_t>(b[k * N + j]));
+                const uint32_t p = static_cast<uint32_t>(aik * static_cast<int32_t>(b[k * ldb + j]));
                 c[i * N + j] = static_cast<int32_t>(static_cast<uint32_t>(c[i * N + j]) + p);
             }
         }
@@ -277,12 +280,12 @@ inline int32_t pack_group(const int8_t *v) {
     return static_cast<int32_t>(x);
 }
 
-/// ap (M x KP lanes) = a (M x K int8) in groups of G consecutive k (zeros past K).
+/// ap (M x KP lanes) = a (M x K int8, rows lda apart) in groups of G consecutive k (zeros past K).
 template <int G, int M, int K, int KP>
-inline void pack_a_i8(int32_t *ap, const int8_t *a) {
+inline void pack_a_i8(int32_t *ap, const int8_t *a, int64_t lda) {
     constexpr int K16 = K - K % 16;
     for (int i = 0; i < M; ++i) {
-        const int8_t *row = a + i * K;
+        const int8_t *row = a + i * lda;
         char *out = reinterpret_cast<char *>(ap + i * KP);
         for (int k = 0; k < K16; k += 16) {
             const __m128i r = _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + k));
@@ -301,16 +304,29 @@ inline void pack_a_i8(int32_t *ap, const int8_t *a) {
     }
 }
 
-/// bp (KP x N lanes) = b (K x N int8) in groups of G consecutive rows (zeros past K).
+/// Rows of b ahead of the ones pack_b_i8 packs whose cache lines it asks for.
+inline constexpr int kPackAheadRows = 16;
+
+/// bp (KP x N lanes) = b (K x N int8, rows ldb apart) in groups of G consecutive rows (zeros past
+/// K). b is read from memory once, here: a weight read in place (a view) comes straight from its
+/// tensor, so the lines kPackAheadRows rows on are asked for while a group is packed (without,
+/// the 16-byte loads of four rows at a time kept fewer lines in flight than a copy does: MoE's
+/// views ran 17% slower than its copies, and 11% faster with).
 template <int G, int N, int K, int KP>
-inline void pack_b_i8(int32_t *bp, const int8_t *b) {
+inline void pack_b_i8(int32_t *bp, const int8_t *b, int64_t ldb) {
     constexpr int N16 = N - N % 16;
+    constexpr int ahead = kPackAheadRows / G;  // in groups
     for (int kp = 0; kp < KP; ++kp) {
-        const int8_t *r = b + kp * G * N;
+        const int8_t *r = b + kp * G * ldb;
+        if (kp + ahead < KP) {
+            const char *next = reinterpret_cast<const char *>(r + ahead * G * ldb);
+            for (int g = 0; g < G; ++g)
+                for (int x = 0; x < N; x += 64) __builtin_prefetch(next + g * ldb + x);
+        }
         int j = 0;
         if (kp * G + G <= K) {
             for (; j < N16; j += 16) {
-                auto row = [&](int g) { return _mm_loadu_si128(reinterpret_cast<const __m128i *>(r + g * N + j)); };
+                auto row = [&](int g) { return _mm_loadu_si128(reinterpret_cast<const __m128i *>(r + g * ldb + j)); };
                 __m128i *out = reinterpret_cast<__m128i *>(bp + kp * N + j);
                 if constexpr (G == 4) {  // bytes of rows 0..3 interleaved per column
                     const __m128i r0 = row(0), r1 = row(1), r2 = row(2), r3 = row(3);
@@ -335,7 +351,7 @@ inline void pack_b_i8(int32_t *bp, const int8_t *b) {
         }
         for (; j < N; ++j) {
             int8_t v[G] = {};
-            for (int g = 0; g < G && kp * G + g < K; ++g) v[g] = r[g * N + j];
+            for (int g = 0; g < G && kp * G + g < K; ++g) v[g] = r[g * ldb + j];
             bp[kp * N + j] = pack_group<G, false>(v);
         }
     }
@@ -377,15 +393,15 @@ struct alignas(64) AmxConfig {
     }
 };
 
-/// The NB (1 or 2) 16 x 16 blocks of c at ci (row stride N) += the 16 rows of a at ai @ the
-/// matching columns of packed b at bp (row stride N lanes), K in 64s and then K's last K % 64.
+/// The NB (1 or 2) 16 x 16 blocks of c at ci (row stride N) += the 16 rows of a at ai (lda apart)
+/// @ the matching columns of packed b at bp (row stride N lanes), K in 64s and then K's last K % 64.
 template <int N, int K, int NB>
-inline void amx_blocks(int32_t *ci, const int8_t *ai, const int32_t *bp) {
+inline void amx_blocks(int32_t *ci, const int8_t *ai, int64_t lda, const int32_t *bp) {
     constexpr int K64 = K - K % 64, ld = N * 4;
     _tile_loadd(0, ci, ld);
     if constexpr (NB == 2) _tile_loadd(1, ci + 16, ld);
     for (int k = 0; k < K64; k += 64) {
-        _tile_loadd(2, ai + k, K);
+        _tile_loadd(2, ai + k, lda);
         _tile_loadd(3, bp + (k / 4) * N, ld);
         _tile_dpbssd(0, 2, 3);
         if constexpr (NB == 2) {
@@ -394,7 +410,7 @@ inline void amx_blocks(int32_t *ci, const int8_t *ai, const int32_t *bp) {
         }
     }
     if constexpr (K % 64 != 0) {
-        _tile_loadd(5, ai + K64, K);
+        _tile_loadd(5, ai + K64, lda);
         _tile_loadd(6, bp + (K64 / 4) * N, ld);
         _tile_dpbssd(0, 5, 6);
         if constexpr (NB == 2) {
@@ -410,29 +426,32 @@ inline void amx_blocks(int32_t *ci, const int8_t *ai, const int32_t *bp) {
 /// summed into each int32 lane, wrapping): exact mod 2^32 as every path. b is packed in groups of
 /// 4 rows (the VNNI layout, which is the layout AMX reads); a and c are read and written in place.
 template <int M, int N, int K>
-inline void matmul_i8_amx(int32_t *c, const int8_t *a, const int8_t *b) {
+inline void matmul_i8_amx(int32_t *c, const int8_t *a, int64_t lda, const int8_t *b, int64_t ldb) {
     alignas(64) int32_t bp[K / 4 * N];
-    pack_b_i8<4, N, K, K / 4>(bp, b);
+    pack_b_i8<4, N, K, K / 4>(bp, b, ldb);
     static constexpr AmxConfig config(K % 64);
     _tile_loadconfig(&config);
     for (int i = 0; i < M; i += 16) {
         int j = 0;
-        for (; j + 32 <= N; j += 32) amx_blocks<N, K, 2>(c + i * N + j, a + i * K, bp + j);
-        if constexpr (N % 32 != 0) amx_blocks<N, K, 1>(c + i * N + j, a + i * K, bp + j);
+        for (; j + 32 <= N; j += 32) amx_blocks<N, K, 2>(c + i * N + j, a + i * lda, lda, bp + j);
+        if constexpr (N % 32 != 0) amx_blocks<N, K, 1>(c + i * N + j, a + i * lda, lda, bp + j);
     }
     _tile_release();  // the thread's tile state back to its initial one: cheaper to switch out
 }
 #endif
 
-/// c (M x N int32) += a (M x K) @ b (K x N), int8 row-major arrays, exact mod 2^32.
+/// c (M x N int32) += a (M x K) @ b (K x N), int8 row-major arrays with row strides lda and ldb (a
+/// tile's are K and N; a view's, its tensor's), exact mod 2^32. Both are packed (or, on AMX, a is
+/// read in rows of 64 bytes), so reading them where a tensor holds them costs no more than from a
+/// tile: a view saves the copy a load makes.
 // NOTE: noinline for the same reason as matmul_f32.
 template <int M, int N, int K>
-[[gnu::noinline]] inline void matmul_i8(int32_t *c, const int8_t *a, const int8_t *b) {
+[[gnu::noinline]] inline void matmul_i8(int32_t *c, const int8_t *a, int64_t lda, const int8_t *b, int64_t ldb) {
 #if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE2__)
 #ifdef TS_MATMUL_AMX
     if constexpr (amx_shape_v<M, N, K>) {
         if (amx_permitted()) {
-            matmul_i8_amx<M, N, K>(c, a, b);
+            matmul_i8_amx<M, N, K>(c, a, lda, b, ldb);
             return;
         }
     }
@@ -444,8 +463,8 @@ template <int M, int N, int K>
     if constexpr (N >= W) {
         alignas(64) int32_t ap[M * KP];
         alignas(64) int32_t bp[KP * N];
-        pack_a_i8<G, M, K, KP>(ap, a);
-        pack_b_i8<G, N, K, KP>(bp, b);
+        pack_a_i8<G, M, K, KP>(ap, a, lda);
+        pack_b_i8<G, N, K, KP>(bp, b, ldb);
         constexpr int MR = kMatmulI8Rows;
         auto panel = [&](auto nv, int j0) {
             constexpr int NV = decltype(nv)::value;
@@ -469,11 +488,11 @@ template <int M, int N, int K>
         for (; j + W <= N; j += W) panel(std::integral_constant<int, 1>{}, j);
         // NOTE: the edge's first column as a constant: from a run-time j, g++ warns of UB it
         // imagines for a negative j.
-        if constexpr (N % W != 0) matmul_i8_columns<M, N, K, N - N % W>(c, a, b);
+        if constexpr (N % W != 0) matmul_i8_columns<M, N, K, N - N % W>(c, a, lda, b, ldb);
         return;
     }
 #endif
-    matmul_i8_columns<M, N, K, 0>(c, a, b);
+    matmul_i8_columns<M, N, K, 0>(c, a, lda, b, ldb);
 }
 
 }  // namespace detail
@@ -510,18 +529,69 @@ inline Tile<float, M, N> matmul(const Tile<T, M, K> &a, const Tile<T, KB, N> &b)
     return acc;
 }
 
+namespace detail {
+
+/// An int8 matmul operand: a tile (rows C apart) or a tile view (tile_view.hpp: rows `stride`
+/// apart where its tensor holds them, or its copy's).
+template <class X>
+struct I8Operand {
+    static constexpr bool ok = false;
+};
+template <int R, int C>
+struct I8Operand<Tile<int8_t, R, C>> {
+    static constexpr bool ok = true;
+    static constexpr int rows = R, cols = C;
+    static const int8_t *data(const Tile<int8_t, R, C> &t) { return t.data; }
+    static int64_t stride(const Tile<int8_t, R, C> &) { return C; }
+};
+template <int R, int C>
+struct I8Operand<TileView<int8_t, R, C>> {
+    static constexpr bool ok = true;
+    static constexpr int rows = R, cols = C;
+    static const int8_t *data(const TileView<int8_t, R, C> &v) { return v.data; }
+    static int64_t stride(const TileView<int8_t, R, C> &v) { return v.stride; }
+};
+
+/// Two int8 matmul operands of which at least one is a view (two tiles take the overloads below).
+template <class A, class B>
+inline constexpr bool i8_view_pair_v = I8Operand<A>::ok && I8Operand<B>::ok && (is_view_v<A> || is_view_v<B>);
+
+/// acc += a @ b for int8 a (M x K, rows lda apart) and b (K x N, rows ldb apart).
+template <int M, int N, class A, class B>
+inline void matmul_acc_i8(Tile<int32_t, M, N> &acc, const A &a, const B &b) {
+    using OA = I8Operand<A>;
+    using OB = I8Operand<B>;
+    static_assert(OA::cols == OB::rows, "matmul: a's column count must equal b's row count");
+    static_assert(M == OA::rows && N == OB::cols, "matmul_acc: acc must have a's rows and b's columns");
+    matmul_i8<M, N, OA::cols>(acc.data, OA::data(a), OA::stride(a), OB::data(b), OB::stride(b));
+}
+
+}  // namespace detail
+
 /// acc += a @ b for int8 a (M x K) and b (K x N): exact, wrapping mod 2^32 (see the top of this file).
 template <int M, int N, int MA, int K, int KB, int NB>
 inline void matmul_acc(Tile<int32_t, M, N> &acc, const Tile<int8_t, MA, K> &a, const Tile<int8_t, KB, NB> &b) {
-    static_assert(K == KB, "matmul: a's column count must equal b's row count");
-    static_assert(M == MA && N == NB, "matmul_acc: acc must have a's rows and b's columns");
-    detail::matmul_i8<M, N, K>(acc.data, a.data, b.data);
+    detail::matmul_acc_i8(acc, a, b);
+}
+
+/// The same with a tile view for a or b or both, read where its tensor holds it.
+template <int M, int N, class A, class B, std::enable_if_t<detail::i8_view_pair_v<A, B>, int> = 0>
+inline void matmul_acc(Tile<int32_t, M, N> &acc, const A &a, const B &b) {
+    detail::matmul_acc_i8(acc, a, b);
 }
 
 /// a @ b as an int32 tile for int8 a (M x K) and b (K x N): exact, wrapping mod 2^32.
 template <int M, int K, int KB, int N>
 inline Tile<int32_t, M, N> matmul(const Tile<int8_t, M, K> &a, const Tile<int8_t, KB, N> &b) {
     Tile<int32_t, M, N> acc = zeros<int32_t, M, N>();
+    matmul_acc(acc, a, b);
+    return acc;
+}
+
+/// The same with a tile view for a or b or both.
+template <class A, class B, std::enable_if_t<detail::i8_view_pair_v<A, B>, int> = 0>
+inline Tile<int32_t, detail::I8Operand<A>::rows, detail::I8Operand<B>::cols> matmul(const A &a, const B &b) {
+    auto acc = zeros<int32_t, detail::I8Operand<A>::rows, detail::I8Operand<B>::cols>();
     matmul_acc(acc, a, b);
     return acc;
 }
