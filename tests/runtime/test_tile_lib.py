@@ -374,6 +374,7 @@ void mmv_i8(void **b) {
 }
 #define MMV_I8(M, K, N, SHAPE) REG("mmv_i8_" SHAPE, mmv_i8<M, K, N>(b))
 MMV_I8(7, 5, 24, "7x5x24")
+MMV_I8(8, 67, 40, "8x67x40")  // K % 4 != 0 and long enough for the rows-ahead prefetch
 MMV_I8(2, 300, 67, "2x300x67")
 MMV_I8(16, 128, 16, "16x128x16")
 MMV_I8(32, 68, 64, "32x68x64")
@@ -2184,7 +2185,9 @@ def test_matmul_int8_exact(built, shape, isa):
     assert torch.equal(acc, _wrap_i32(init + a.long() @ b.long()))
 
 
-@pytest.mark.parametrize("shape", [(7, 5, 24), (2, 300, 67), (16, 128, 16), (32, 68, 64), (48, 100, 80)])
+@pytest.mark.parametrize(
+    "shape", [(7, 5, 24), (8, 67, 40), (2, 300, 67), (16, 128, 16), (32, 68, 64), (48, 100, 80)]
+)
 @pytest.mark.parametrize("isa", MATMUL_ISAS)
 def test_matmul_int8_of_views_reads_their_rows_in_place(built, shape, isa):
     """Views of wider matrices (rows K + 5 and N + 3 bytes apart, read in place: the op checks its

@@ -44,7 +44,7 @@ from tilescope.codegen.kernel_fusion import (
     FusedTree,
     fusable,
     fused_tree,
-    i8_matmul_operand,
+    i8_view_side,
     part_key,
     plain_load,
     prefetches,
@@ -276,12 +276,12 @@ class _KernelEmitter(ExprEmitter):
         transpose is read where its tensor holds it: ``view<256, 352>(w, {c, 0}, ...)``, not
         copied first (kernel_fusion.py)."""
 
-        def operand(x: Expr, transposed: bool) -> str:
-            if i8_matmul_operand(e, x) and plain_load(x, self.stored):
+        def operand(x: Expr, rhs: bool) -> str:
+            if i8_view_side(e, rhs) and plain_load(x, self.stored):
                 return self.view(None, x)
-            return f"transpose({self.emit(x)})" if transposed else self.emit(x)
+            return f"transpose({self.emit(x)})" if (e.transpose_b if rhs else e.transpose_a) else self.emit(x)
 
-        return f"{operand(e.lhs, e.transpose_a)}, {operand(e.rhs, e.transpose_b)}"
+        return f"{operand(e.lhs, False)}, {operand(e.rhs, True)}"
 
     def offsets(self, offs: tuple[Expr, ...]) -> str:
         """The ``{o0, o1, ...}`` offsets of a load/store (a 0-dim tensor is one element: ``{0}``)."""

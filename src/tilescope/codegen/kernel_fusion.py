@@ -283,12 +283,11 @@ def views(k: Kernel) -> set[str]:
     return candidates - refused
 
 
-def i8_matmul_operand(m: MatMul, x: Expr) -> bool:
-    """Whether ``x`` is an operand of int8 matmul ``m`` that ``m`` does not transpose: one the
-    tile library reads as a view (tile_matmul.hpp)."""
-    if m.lhs.type.dtype.name != "i8":
-        return False
-    return (x is m.lhs and not m.transpose_a) or (x is m.rhs and not m.transpose_b)
+def i8_view_side(m: MatMul, rhs: bool) -> bool:
+    """Whether ``m``'s ``rhs`` (else ``lhs``) operand may be read as a view: ``m`` is an int8
+    matmul that does not transpose that side (tile_matmul.hpp). By side, not by node: both sides
+    may be the same node (``ts.matmul(q, q, transpose_b=True)``)."""
+    return m.lhs.type.dtype.name == "i8" and not (m.transpose_b if rhs else m.transpose_a)
 
 
 def recomputed(k: Kernel) -> dict[str, tuple[Expr, ...]]:
@@ -451,7 +450,8 @@ def _fused_reads(
                 elif isinstance(e, Reduce) and e.op in FUSED_REDUCTIONS:
                     kids = [(x, True, True, None) for x in children(e) if is_expr(x)]
                 elif i8_matmuls and isinstance(e, MatMul):
-                    kids = [(x, False, i8_matmul_operand(e, x), None) for x in children(e) if is_expr(x)]
+                    kids = [(e.lhs, False, i8_view_side(e, False), None), (e.rhs, False, i8_view_side(e, True), None)]
+                    kids += [(e.acc, False, False, None)] if e.acc is not None else []
                 else:
                     kids = [(x, False, False, None) for x in children(e) if is_expr(x)]
                 stack.extend(reversed(kids))

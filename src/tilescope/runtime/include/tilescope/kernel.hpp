@@ -17,6 +17,14 @@ inline Tile<A, M, N> matmul(const Tile<T, M, K> &a, const Tile<T, K, N> &b, cons
     return out;
 }
 
+// The same for int8 inputs of which one or both are tile views (tile_matmul.hpp).
+template <int M, int N, class A, class B, std::enable_if_t<detail::i8_view_pair_v<A, B>, int> = 0>
+inline Tile<int32_t, M, N> matmul(const A &a, const B &b, const Tile<int32_t, M, N> &acc) {
+    Tile<int32_t, M, N> out = acc;
+    matmul_acc(out, a, b);
+    return out;
+}
+
 // The same for bf16 inputs compiled with bf16_matmul="dot" (tile_matmul_dot.hpp).
 template <int M, int K, int N>
 inline Tile<float, M, N> matmul_dot(const Tile<bf16, M, K> &a, const Tile<bf16, K, N> &b, const Tile<float, M, N> &acc) {

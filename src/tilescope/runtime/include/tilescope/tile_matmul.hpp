@@ -20,7 +20,8 @@
 //   Tile<int32_t, M, N> matmul(a, b);     // a: Tile<int8_t, M, K>, b: Tile<int8_t, K, N>
 //   void matmul_acc(acc, a, b);           // acc: Tile<int32_t, M, N>, acc += a @ b
 // a and b may also be tile views (tile_view.hpp), read where their tensors hold them: the kernel
-// packs both (or, on AMX, reads a in rows), so a view costs no copy of its own.
+// packs b (and a, but on AMX, which reads a in rows; and both but for N below a vector, read
+// once by plain loops), so a view costs no copy of its own.
 // Exact: every product and the sum are integers, accumulated in 32 bits with two's
 // complement wrap-around (done in unsigned arithmetic, so never UB); the result is
 // (acc + sum_k a[i,k] b[k,j]) mod 2^32 whatever the order, so the int8 path may sum in any
@@ -318,7 +319,7 @@ inline void pack_b_i8(int32_t *bp, const int8_t *b, int64_t ldb) {
     constexpr int ahead = kPackAheadRows / G;  // in groups
     for (int kp = 0; kp < KP; ++kp) {
         const int8_t *r = b + kp * G * ldb;
-        if (kp + ahead < KP) {
+        if ((kp + ahead) * G + G <= K) {  // a whole group, inside b
             const char *next = reinterpret_cast<const char *>(r + ahead * G * ldb);
             for (int g = 0; g < G; ++g)
                 for (int x = 0; x < N; x += 64) __builtin_prefetch(next + g * ldb + x);

@@ -8,9 +8,10 @@
 // bounds check and access-audit record, but the elements stay in the tensor, so a row block is
 // read from memory by the reduction and the store that use it instead of being copied to the
 // stack first and read from there again. A view is read by fused expressions (fuse(view), or a
-// view as an operand of one), by row_sum/row_max/row_min/row_mean and by store; anything else
-// takes a tile. The kernel generator emits a view for a load whose tile is read only there, and
-// which no store of the kernel can reach (kernel_fusion.py).
+// view as an operand of one), by row_sum/row_max/row_min/row_mean, by store and by an int8
+// matmul (tile_matmul.hpp), which packs it from where it is; anything else takes a tile. The
+// kernel generator emits a view for a load whose tile is read only there, and which no store of
+// the kernel can reach (kernel_fusion.py).
 //
 // Invariants:
 //  - A view reads exactly the values load() would have copied. The box is read in place only
