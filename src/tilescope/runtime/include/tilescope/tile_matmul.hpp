@@ -309,17 +309,17 @@ inline void pack_a_i8(int32_t *ap, const int8_t *a, int64_t lda) {
 inline constexpr int kPackAheadRows = 16;
 
 /// bp (KP x N lanes) = b (K x N int8, rows ldb apart) in groups of G consecutive rows (zeros past
-/// K). b is read from memory once, here: a weight read in place (a view) comes straight from its
-/// tensor, so the lines kPackAheadRows rows on are asked for while a group is packed (without,
-/// the 16-byte loads of four rows at a time kept fewer lines in flight than a copy does: MoE's
-/// views ran 17% slower than its copies, and 11% faster with).
-template <int G, int N, int K, int KP>
+/// K). b is read from memory once, here: a weight read in place (a view, Ahead) comes straight
+/// from its tensor, so the lines kPackAheadRows rows on are asked for while a group is packed
+/// (without, the 16-byte loads of four rows at a time kept fewer lines in flight than a copy
+/// does: MoE's views ran 17% slower than its copies, and 11% faster with).
+template <int G, int N, int K, int KP, bool Ahead>
 inline void pack_b_i8(int32_t *bp, const int8_t *b, int64_t ldb) {
     constexpr int N16 = N - N % 16;
     constexpr int ahead = kPackAheadRows / G;  // in groups
     for (int kp = 0; kp < KP; ++kp) {
         const int8_t *r = b + kp * G * ldb;
-        if ((kp + ahead) * G + G <= K) {  // a whole group, inside b
+        if (Ahead && (kp + ahead) * G + G <= K) {  // a whole group, inside b
             const char *next = reinterpret_cast<const char *>(r + ahead * G * ldb);
             for (int g = 0; g < G; ++g)
                 for (int x = 0; x < N; x += 64) __builtin_prefetch(next + g * ldb + x);
@@ -426,10 +426,10 @@ inline void amx_blocks(int32_t *ci, const int8_t *ai, int64_t lda, const int32_t
 /// c (M x N int32) += a (M x K) @ b (K x N) int8 through AMX's tdpbssd (signed bytes, four products
 /// summed into each int32 lane, wrapping): exact mod 2^32 as every path. b is packed in groups of
 /// 4 rows (the VNNI layout, which is the layout AMX reads); a and c are read and written in place.
-template <int M, int N, int K>
+template <int M, int N, int K, bool Ahead>
 inline void matmul_i8_amx(int32_t *c, const int8_t *a, int64_t lda, const int8_t *b, int64_t ldb) {
     alignas(64) int32_t bp[K / 4 * N];
-    pack_b_i8<4, N, K, K / 4>(bp, b, ldb);
+    pack_b_i8<4, N, K, K / 4, Ahead>(bp, b, ldb);
     static constexpr AmxConfig config(K % 64);
     _tile_loadconfig(&config);
     for (int i = 0; i < M; i += 16) {
@@ -443,16 +443,16 @@ inline void matmul_i8_amx(int32_t *c, const int8_t *a, int64_t lda, const int8_t
 
 /// c (M x N int32) += a (M x K) @ b (K x N), int8 row-major arrays with row strides lda and ldb (a
 /// tile's are K and N; a view's, its tensor's), exact mod 2^32. Both are packed (or, on AMX, a is
-/// read in rows of 64 bytes), so reading them where a tensor holds them costs no more than from a
-/// tile: a view saves the copy a load makes.
+/// read in rows of 64 bytes), so a view costs no copy of its own. BView: b is a view, read from
+/// its tensor (its packing asks for the rows ahead).
 // NOTE: noinline for the same reason as matmul_f32.
-template <int M, int N, int K>
+template <int M, int N, int K, bool BView = false>
 [[gnu::noinline]] inline void matmul_i8(int32_t *c, const int8_t *a, int64_t lda, const int8_t *b, int64_t ldb) {
 #if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE2__)
 #ifdef TS_MATMUL_AMX
     if constexpr (amx_shape_v<M, N, K>) {
         if (amx_permitted()) {
-            matmul_i8_amx<M, N, K>(c, a, lda, b, ldb);
+            matmul_i8_amx<M, N, K, BView>(c, a, lda, b, ldb);
             return;
         }
     }
@@ -465,7 +465,7 @@ template <int M, int N, int K>
         alignas(64) int32_t ap[M * KP];
         alignas(64) int32_t bp[KP * N];
         pack_a_i8<G, M, K, KP>(ap, a, lda);
-        pack_b_i8<G, N, K, KP>(bp, b, ldb);
+        pack_b_i8<G, N, K, KP, BView>(bp, b, ldb);
         constexpr int MR = kMatmulI8Rows;
         auto panel = [&](auto nv, int j0) {
             constexpr int NV = decltype(nv)::value;
@@ -564,7 +564,7 @@ inline void matmul_acc_i8(Tile<int32_t, M, N> &acc, const A &a, const B &b) {
     using OB = I8Operand<B>;
     static_assert(OA::cols == OB::rows, "matmul: a's column count must equal b's row count");
     static_assert(M == OA::rows && N == OB::cols, "matmul_acc: acc must have a's rows and b's columns");
-    matmul_i8<M, N, OA::cols>(acc.data, OA::data(a), OA::stride(a), OB::data(b), OB::stride(b));
+    matmul_i8<M, N, OA::cols, is_view_v<B>>(acc.data, OA::data(a), OA::stride(a), OB::data(b), OB::stride(b));
 }
 
 }  // namespace detail
