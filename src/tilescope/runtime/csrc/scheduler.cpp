@@ -52,7 +52,8 @@ std::chrono::nanoseconds watch_interval(int64_t timeout_ns) {
 Scheduler::Scheduler(int32_t num_workers)
     : num_workers_(num_workers),
       max_spinners_(std::max(1, num_workers / 2)),
-      states_(new WorkerState[static_cast<size_t>(num_workers)]) {
+      states_(new WorkerState[static_cast<size_t>(num_workers)]),
+      spread_(num_workers) {
     install_guards();
 }
 
@@ -562,7 +563,10 @@ Task *Scheduler::acquire(int32_t worker) {
                     std::this_thread::yield();
                 else
                     cpu_relax();
-                if ((yield || i % 64 == 0) && Clock::now() > deadline) break;
+                if (yield || i % 64 == 0) {
+                    spread_.waiting(worker);
+                    if (Clock::now() > deadline) break;
+                }
             }
         }
         spinners_.fetch_sub(1, std::memory_order_seq_cst);
@@ -571,6 +575,7 @@ Task *Scheduler::acquire(int32_t worker) {
         const uint64_t ended = runs_ended_;
         while (empty() && !stop_ && runs_ended_ == ended) {
             ++sleepers_;
+            spread_.sleeping(worker);
             queue_cv_.wait(lock);
             --sleepers_;
         }

@@ -57,6 +57,9 @@
 //    between two runs was longer: linger_for), each yielding its core to any
 //    thread that wants it, also once the next run started, so that a run following at once
 //    finds its workers awake; then they sleep, parked on `queue_cv_`, and cost no CPU.
+//    A waiting worker that shares its CPU with a worker of lower index moves to a CPU none of them
+//    is on, if the process may use one (cpu_spread.hpp): workers yielding to each other on one
+//    CPU are never moved apart by the kernel's load balancer.
 //    Stopping the workers ends every spin. A push wakes a sleeper only when nobody is spinning,
 //    and a worker that takes a task while more are queued wakes the next sleeper. finish() too
 //    waits briefly awake (yielding) for the run's end before it sleeps.
@@ -77,6 +80,7 @@
 #include <vector>
 
 #include "charged_time.hpp"
+#include "cpu_spread.hpp"
 #include "signal_guard.hpp"
 #include "task.hpp"
 #include "task_observer.hpp"
@@ -196,6 +200,7 @@ private:
     int64_t stack_bytes_ = 0;  // the workers' stack size (0: the default thread stack)
     std::vector<std::thread> workers_;
     std::unique_ptr<WorkerState[]> states_;
+    CpuSpread spread_;  // waiting workers on CPUs of their own (cpu_spread.hpp)
     ThreadSlot orch_slot_;
     RunContext context_;
 
