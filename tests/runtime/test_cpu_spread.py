@@ -98,6 +98,26 @@ int main() {
         w1.join();
         std::printf("crowded %d\n", stayed);
     }
+    // Not asked to move (during a run): it stays, and its CPU is noted.
+    {
+        CpuSpread spread(2);
+        int stayed = 0;
+        std::thread w0([&] { pin(a); spread.waiting(0); });
+        w0.join();
+        std::thread w1([&] { pin(a); sched_setaffinity(0, sizeof pair, &pair); stayed = !spread.waiting(1, false) && sched_getcpu() == a; });
+        w1.join();
+        // the orchestration on a: worker 1 is beside it, until the orchestration waits
+        int beside = 0, apart = 0;
+        std::thread o([&] {
+            pin(a);
+            spread.orchestrating(true);
+            beside = spread.beside_caller(1) && spread.beside_caller(0);
+            spread.orchestrating(false);
+            apart = !spread.beside_caller(1);
+        });
+        o.join();
+        std::printf("during %d %d %d\n", stayed, beside, apart);
+    }
     // Asleep: a worker that sleeps leaves its CPU to the others.
     {
         CpuSpread spread(2);
@@ -146,3 +166,10 @@ def test_nothing_moves_without_a_reason(out):
     assert out["first"] == "1"  # worker 0 has no worker of lower index
     assert out["crowded"] == "1"  # more workers than CPUs
     assert out["asleep"] == "1"  # the worker on its CPU sleeps
+
+
+def test_during_a_run_nothing_moves_and_the_orchestrations_cpu_is_known(out):
+    stayed, beside, apart = out["during"].split()
+    assert stayed == "1", "a worker moved while told not to"
+    assert beside == "1", "workers on the orchestration's CPU were not seen beside it"
+    assert apart == "1", "a waiting orchestration still kept its CPU"

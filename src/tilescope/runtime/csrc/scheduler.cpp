@@ -210,6 +210,7 @@ void Scheduler::submit_ready(Task *t) {
 
 void Scheduler::flush_batch() {
     if (batch_.empty()) return;
+    spread_.orchestrating(true);
     int32_t wake;
     {
         std::lock_guard<std::mutex> lock(queue_mu_);
@@ -229,6 +230,7 @@ void Scheduler::flush_batch() {
 
 bool Scheduler::finish(int64_t submitted) {
     flush_batch();
+    spread_.orchestrating(false);  // every task is queued: the orchestration only waits from here
     if (context_.serial) {
         std::lock_guard<std::mutex> lock(queue_mu_);
         released_ = true;
@@ -287,6 +289,7 @@ bool Scheduler::wait_until(const std::function<bool()> &done) {
         queue_cv_.notify_all();
     };
     flush_batch();
+    spread_.orchestrating(false);  // it waits: its CPU is the workers' until it queues again
     if (context_.serial) hold(true);
     bool ok = false;
     auto next_check = Clock::now() + std::chrono::milliseconds(5);
@@ -547,7 +550,11 @@ Task *Scheduler::acquire(int32_t worker) {
     // spin while the workers are being stopped.
     for (;;) {
         const bool linger = !run_active_.load(std::memory_order_relaxed);
-        if (spinners_.fetch_add(1, std::memory_order_seq_cst) < (linger ? num_workers_ : max_spinners_)) {
+        // NOTE: a worker on the CPU the orchestration works on leaves it that CPU while the run is
+        // active: it sleeps at once, and a push or another worker wakes it when there is work for
+        // it (see the header's invariants).
+        const bool spin = linger || !spread_.beside_caller(worker);
+        if (spinners_.fetch_add(1, std::memory_order_seq_cst) < (linger ? num_workers_ : max_spinners_) && spin) {
             const auto deadline = Clock::now() + (linger ? std::chrono::nanoseconds(linger_ns_.load(std::memory_order_relaxed))
                                                          : std::chrono::nanoseconds(kSpinTime));
             for (uint32_t i = 1; !stopping_.load(std::memory_order_relaxed); ++i) {
@@ -564,7 +571,8 @@ Task *Scheduler::acquire(int32_t worker) {
                 else
                     cpu_relax();
                 if (yield || i % 64 == 0) {
-                    spread_.waiting(worker);
+                    spread_.waiting(worker, linger);  // moves only between runs
+                    if (!linger && spread_.beside_caller(worker)) break;
                     if (Clock::now() > deadline) break;
                 }
             }
