@@ -9,19 +9,22 @@
 //
 // So a waiting worker notes the CPU it is on, and when a worker of lower index waits or runs on
 // the same CPU while a CPU this thread may use has no worker of this runtime, it moves there
-// (sched_setaffinity to the free CPUs, which migrates it at once, then back to the whole mask,
+// (sched_setaffinity to the free CPUs, which migrates it at once, then back to the mask it had,
 // so the kernel stays free to move it again). The kernel decides everything else.
 //
 // The orchestration thread (which queues a run's tasks) is a third thread on such a machine. A
 // worker that would spin on the CPU it works on slows the queueing of every task (a 100k-task
 // chain ran 20% slower once the workers were apart), so the scheduler asks beside_caller() and
-// lets such a worker sleep instead while the run is active; moves happen only between runs.
+// lets such a worker sleep instead while the orchestration queues a batch of tasks (serial and
+// shuffled runs queue theirs one by one and never mark it); the scheduler asks for moves only
+// while no run is active.
 //
 // Invariants:
 //  - Nothing is pinned: a worker's affinity mask is what it was before, but for the instant of a
-//    move; a failed call leaves it where it is.
-//  - A worker moves at most once per kMoveEvery, so it never fights the kernel (or another
-//    process's threads) over a CPU in a tight loop.
+//    move; a failed move leaves it where it is, and if the mask could not be set back (the
+//    cpuset changed in between), it is tried once more and moves stop for good.
+//  - A worker moves at most once per `move_every` (1 ms), so it never fights the kernel (or
+//    another process's threads) over a CPU in a tight loop.
 //  - With more workers than CPUs there is no CPU to give each, and nothing is done.
 //  - The slots are read without locks: a stale CPU costs at most one move that was not needed.
 #pragma once
@@ -47,9 +50,8 @@ inline cpu_set_t free_cpus(const cpu_set_t &allowed, int cpu, const int32_t *oth
 
 class CpuSpread {
 public:
-    static constexpr auto kMoveEvery = std::chrono::milliseconds(1);
-
-    explicit CpuSpread(int32_t workers) : n_(workers), slots_(new Slot[static_cast<size_t>(workers)]) {
+    explicit CpuSpread(int32_t workers, std::chrono::nanoseconds move_every = std::chrono::milliseconds(1))
+        : n_(workers), move_every_(move_every), slots_(new Slot[static_cast<size_t>(workers)]) {
         cpu_set_t allowed;
         enabled_ = workers >= 2 && sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) >= workers;
     }
@@ -59,7 +61,7 @@ public:
     // Worker `me` waits for a task: note its CPU, and (if `may_move`) move it to a free CPU if a
     // worker of lower index is on the same one (see the header). Returns whether it moved.
     bool waiting(int32_t me, bool may_move = true) {
-        if (!enabled_) return false;
+        if (!enabled_.load(std::memory_order_relaxed)) return false;
         const int cpu = sched_getcpu();
         Slot &mine = slots_[me];
         mine.cpu.store(cpu, std::memory_order_relaxed);
@@ -69,14 +71,16 @@ public:
         if (!shared) return false;
         const auto now = std::chrono::steady_clock::now();
         if (now < mine.next_move) return false;
-        mine.next_move = now + kMoveEvery;
+        mine.next_move = now + move_every_;
         cpu_set_t allowed;
         if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
         std::unique_ptr<int32_t[]> others(new int32_t[static_cast<size_t>(n_)]);
         for (int32_t i = 0; i < n_; ++i) others[i] = i == me ? -1 : slots_[i].cpu.load(std::memory_order_relaxed);
         const cpu_set_t to = free_cpus(allowed, cpu, others.get(), n_);
         if (CPU_COUNT(&to) == 0 || sched_setaffinity(0, sizeof to, &to) != 0) return false;
-        sched_setaffinity(0, sizeof allowed, &allowed);  // the whole mask again: the kernel may move it on
+        // the mask it had again: the kernel may move it on
+        if (sched_setaffinity(0, sizeof allowed, &allowed) != 0 && sched_setaffinity(0, sizeof allowed, &allowed) != 0)
+            enabled_.store(false, std::memory_order_relaxed);
         mine.cpu.store(sched_getcpu(), std::memory_order_relaxed);
         return true;
     }
@@ -86,7 +90,7 @@ public:
 
     // The orchestration thread is at work (true: on the CPU it is on now) or asleep (false).
     void orchestrating(bool awake) {
-        if (enabled_) caller_cpu_.store(awake ? sched_getcpu() : -1, std::memory_order_relaxed);
+        if (enabled_.load(std::memory_order_relaxed)) caller_cpu_.store(awake ? sched_getcpu() : -1, std::memory_order_relaxed);
     }
 
     // Whether worker `me` last waited on the CPU the orchestration thread works on: it should
@@ -103,9 +107,10 @@ private:
     };
 
     const int32_t n_;
+    const std::chrono::nanoseconds move_every_;
     std::unique_ptr<Slot[]> slots_;
     std::atomic<int32_t> caller_cpu_{-1};  // where the orchestration thread works; -1: asleep, or unknown
-    bool enabled_ = false;
+    std::atomic<bool> enabled_{false};
 };
 
 }  // namespace ts::rt

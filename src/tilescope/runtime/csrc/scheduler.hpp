@@ -60,9 +60,10 @@
 //    Between runs, a waiting worker that shares its CPU with a worker of lower index moves to a
 //    CPU none of them is on, if the process may use one (cpu_spread.hpp): workers yielding to
 //    each other on one CPU are never moved apart by the kernel's load balancer. During a run, a
-//    worker on the CPU where the orchestration is queueing tasks does not spin there: it sleeps
-//    until a push or another worker wakes it (finish() and wait_until() mark the orchestration
-//    as waiting, so the workers have its CPU while it waits).
+//    worker on the CPU where the orchestration is queueing batches of tasks (flush_batch) does
+//    not spin there: it sleeps until a push or another worker wakes it (finish() and
+//    wait_until() mark the orchestration as waiting, so the workers have its CPU while it
+//    waits; serial and shuffled runs, which queue one task at a time, never mark it).
 //    Stopping the workers ends every spin. A push wakes a sleeper only when nobody is spinning,
 //    and a worker that takes a task while more are queued wakes the next sleeper. finish() too
 //    waits briefly awake (yielding) for the run's end before it sleeps.
