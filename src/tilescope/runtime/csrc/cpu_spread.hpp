@@ -38,13 +38,16 @@
 
 namespace ts::rt {
 
-// The CPUs of `allowed` that neither `cpu` nor any of `others[0:n]` (-1: none) is: where a worker
-// on `cpu` may move to have a CPU to itself.
-inline cpu_set_t free_cpus(const cpu_set_t &allowed, int cpu, const int32_t *others, int32_t n) {
+// The CPUs of `allowed` that neither `cpu` nor any of `cpu_of(0 .. n-1)` (-1: none) is: where a
+// worker on `cpu` may move to have a CPU to itself.
+template <class CpuOf>
+cpu_set_t free_cpus(const cpu_set_t &allowed, int cpu, int32_t n, CpuOf cpu_of) {
     cpu_set_t out = allowed;
     if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_CLR(cpu, &out);
-    for (int32_t i = 0; i < n; ++i)
-        if (others[i] >= 0 && others[i] < CPU_SETSIZE) CPU_CLR(others[i], &out);
+    for (int32_t i = 0; i < n; ++i) {
+        const int other = cpu_of(i);
+        if (other >= 0 && other < CPU_SETSIZE) CPU_CLR(other, &out);
+    }
     return out;
 }
 
@@ -74,9 +77,9 @@ public:
         mine.next_move = now + move_every_;
         cpu_set_t allowed;
         if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
-        std::unique_ptr<int32_t[]> others(new int32_t[static_cast<size_t>(n_)]);
-        for (int32_t i = 0; i < n_; ++i) others[i] = i == me ? -1 : slots_[i].cpu.load(std::memory_order_relaxed);
-        const cpu_set_t to = free_cpus(allowed, cpu, others.get(), n_);
+        const cpu_set_t to = free_cpus(allowed, cpu, n_, [&](int32_t i) {
+            return i == me ? -1 : slots_[i].cpu.load(std::memory_order_relaxed);
+        });
         if (CPU_COUNT(&to) == 0 || sched_setaffinity(0, sizeof to, &to) != 0) return false;
         // the mask it had again: the kernel may move it on
         if (sched_setaffinity(0, sizeof allowed, &allowed) != 0 && sched_setaffinity(0, sizeof allowed, &allowed) != 0)

@@ -554,32 +554,31 @@ Task *Scheduler::acquire(int32_t worker) {
         // active: it sleeps at once, and a push or another worker wakes it when there is work for
         // it (see the header's invariants).
         const bool spin = linger || !spread_.beside_caller(worker);
-        if (spin) {
-            if (spinners_.fetch_add(1, std::memory_order_seq_cst) < (linger ? num_workers_ : max_spinners_)) {
-                const auto deadline = Clock::now() + (linger ? std::chrono::nanoseconds(linger_ns_.load(std::memory_order_relaxed))
-                                                             : std::chrono::nanoseconds(kSpinTime));
-                for (uint32_t i = 1; !stopping_.load(std::memory_order_relaxed); ++i) {
+        if (spin && spinners_.fetch_add(1, std::memory_order_seq_cst) < (linger ? num_workers_ : max_spinners_)) {
+            const auto deadline = Clock::now() + (linger ? std::chrono::nanoseconds(linger_ns_.load(std::memory_order_relaxed))
+                                                         : std::chrono::nanoseconds(kSpinTime));
+            for (uint32_t i = 1; !stopping_.load(std::memory_order_relaxed); ++i) {
+                if (queued_.load(std::memory_order_relaxed) > 0) {
+                    std::lock_guard<std::mutex> lock(queue_mu_);
                     if (queued_.load(std::memory_order_relaxed) > 0) {
-                        std::lock_guard<std::mutex> lock(queue_mu_);
-                        if (queued_.load(std::memory_order_relaxed) > 0) {
-                            spinners_.fetch_sub(1, std::memory_order_seq_cst);
-                            return pop_locked(worker);
-                        }
-                    }
-                    const bool yield = linger || !run_active_.load(std::memory_order_relaxed);  // no run to serve
-                    if (yield)
-                        std::this_thread::yield();
-                    else
-                        cpu_relax();
-                    if (yield || i % 64 == 0) {
-                        spread_.waiting(worker, !run_active_.load(std::memory_order_relaxed));  // moves only between runs
-                        if (!linger && spread_.beside_caller(worker)) break;
-                        if (Clock::now() > deadline) break;
+                        spinners_.fetch_sub(1, std::memory_order_seq_cst);
+                        return pop_locked(worker);
                     }
                 }
+                const bool between_runs = !run_active_.load(std::memory_order_relaxed);
+                const bool yield = linger || between_runs;  // no run to serve
+                if (yield)
+                    std::this_thread::yield();
+                else
+                    cpu_relax();
+                if (yield || i % 64 == 0) {
+                    spread_.waiting(worker, between_runs);  // moves only between runs
+                    if (!linger && spread_.beside_caller(worker)) break;
+                    if (Clock::now() > deadline) break;
+                }
             }
-            spinners_.fetch_sub(1, std::memory_order_seq_cst);
         }
+        if (spin) spinners_.fetch_sub(1, std::memory_order_seq_cst);  // only a worker that spins counts itself
         std::unique_lock<std::mutex> lock(queue_mu_);
         auto empty = [&] { return context_.serial ? serial_heap_.empty() : ready_.empty(); };
         const uint64_t ended = runs_ended_;
