@@ -1,19 +1,18 @@
 """The runtime core's spreading of waiting workers over CPUs (csrc/cpu_spread.hpp): which CPUs a
 worker may move to, that a worker sharing its CPU with a worker of lower index moves to a free
-one and keeps its whole affinity mask, and that nothing moves where it should not (no other
-worker on its CPU, more workers than CPUs, within the rate limit)."""
+one and keeps its whole affinity mask, that nothing moves where it should not (no other
+worker on its CPU, more workers than CPUs, within the rate limit, during a run), and which
+workers are beside the orchestration thread. The scheduler's use of it is measured, not tested
+here: the kernel separates two workers forced onto one CPU on its own as often as not, so a test
+of a real runtime's workers passed with the scheduler's calls removed."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-
-import tilescope as ts
 
 pytestmark = pytest.mark.slow  # g++ builds
 
@@ -55,10 +54,11 @@ int main() {
     const int32_t none[] = {-1, -1};
     const int32_t two[] = {3, 5};
     const int32_t odd[] = {-1, 9999};
-    show("free_all", free_cpus(of({0, 1, 2, 3}), 1, none, 2));     // all but its own
-    show("free_others", free_cpus(of({0, 1, 2, 3, 5}), 0, two, 2)); // nor the others'
-    show("free_none", free_cpus(of({0, 3}), 0, two, 2));           // nothing left
-    show("free_odd", free_cpus(of({0, 1}), -1, odd, 2));           // unknown CPUs are ignored
+    auto in = [](const int32_t *cpus) { return [cpus](int32_t i) { return cpus[i]; }; };
+    show("free_all", free_cpus(of({0, 1, 2, 3}), 1, 2, in(none)));     // all but its own
+    show("free_others", free_cpus(of({0, 1, 2, 3, 5}), 0, 2, in(two))); // nor the others'
+    show("free_none", free_cpus(of({0, 3}), 0, 2, in(two)));           // nothing left
+    show("free_odd", free_cpus(of({0, 1}), -1, 2, in(odd)));           // unknown CPUs are ignored
 
     cpu_set_t whole;
     sched_getaffinity(0, sizeof whole, &whole);
@@ -195,70 +195,3 @@ def test_during_a_run_nothing_moves_and_the_orchestrations_cpu_is_known(out):
     assert beside == "1", "workers on the orchestration's CPU were not seen beside it"
     assert apart == "1", "a waiting orchestration still kept its CPU"
 
-
-# The wiring, on a real runtime: a child process starts a 2-worker runtime, puts both workers on
-# one CPU (pinned there, then given their whole mask back, which leaves them where they are), and
-# runs a program in a loop; between its runs the workers wait awake, and the later one should move
-# off the shared CPU. Prints the number of runs until the workers were apart (-1: never).
-APART = textwrap.dedent(
-    """
-    import os, sys
-    import torch
-    import tilescope as ts
-
-    def stat(tid):  # (CPU time in ticks, the CPU it last ran on), from /proc
-        fields = open(f"/proc/self/task/{{tid}}/stat").read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12]), int(fields[36])
-
-    torch.set_num_threads(1)  # no OpenMP threads started beside the runtime's
-    prog = ts.CompiledProgram({work!r})
-    x, y = torch.randn({rows}, {cols}), torch.empty({rows}, {cols})
-    before = set(os.listdir("/proc/self/task"))
-    for _ in range(200):
-        prog.run(x, y, num_workers=2)
-    started = sorted(set(os.listdir("/proc/self/task")) - before, key=lambda t: -stat(t)[0])
-    assert len(started) == 3, started  # two workers and the watchdog, which hardly runs
-    workers = started[:2]
-    allowed = os.sched_getaffinity(0)
-    cpu = min(allowed)
-    for tid in workers:
-        os.sched_setaffinity(int(tid), {{cpu}})
-    for _ in range(20):  # they run there (a sleeping thread moves when it wakes)
-        prog.run(x, y, num_workers=2)
-    together = all(stat(t)[1] == cpu for t in workers)
-    for tid in workers:
-        os.sched_setaffinity(int(tid), allowed)
-    apart = -1
-    for i in range(500):
-        prog.run(x, y, num_workers=2)
-        if len({{stat(t)[1] for t in workers}}) == 2:
-            apart = i
-            break
-    print(int(together), apart)
-    """
-)
-
-R, C = 64, 256
-
-
-@ts.kernel
-def scale_rows(x: ts.Tensor[[8, C], ts.f32], y: ts.Out[[8, C], ts.f32]):
-    t = ts.load(x, [0, 0], [8, C])
-    ts.store(y, [0, 0], t * 2.0)
-
-
-@ts.jit
-def scaled(x: ts.Tensor[[R, C], ts.f32], y: ts.Out[[R, C], ts.f32]):
-    for r in ts.range(0, R, 8):
-        scale_rows(x[r : r + 8, :], y[r : r + 8, :])
-
-
-def test_a_runtimes_workers_put_on_one_cpu_move_apart(tmp_path):
-    if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("spreading workers needs at least 2 CPUs this process may use")
-    work = scaled.compile(build_dir=str(tmp_path / "build")).work_dir
-    script = APART.format(work=str(work), rows=R, cols=C)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    together, apart = done.stdout.split()
-    assert together == "1", "the child could not put both workers on one CPU"
-    assert int(apart) >= 0, "the workers stayed on one CPU for 500 runs"
