@@ -380,6 +380,47 @@ MMV_I8(16, 128, 16, "16x128x16")
 MMV_I8(32, 68, 64, "32x68x64")
 MMV_I8(48, 100, 80, "48x100x80")
 
+// int8 matmul of a weight, "mmw_i8_<M>x<K>x<N>" (tile_weights.hpp): a is b0 (M x K), b is b1 as a
+// K x (N + 3) matrix read in place through weight(view()). b2 = acc in, the first result out; then
+// b's box is changed in place (each byte ^ 0x5A) and the same call gives b3 (the packed tile kept:
+// the old result), then after weights_changed() b4 (packed again: the new result). b5 = two int32:
+// the cache's tiles after the first call and after weights_changed().
+template <int M, int K, int N>
+void mmw_i8(void **b) {
+    ts_tensor t{};
+    t.data = b[1]; t.dtype = TS_I8; t.ndim = 2;
+    t.shape[0] = K; t.shape[1] = N + 3; t.strides[0] = N + 3; t.strides[1] = 1;
+    const TensorView<int8_t> bv(t);
+    const Tile<int8_t, M, K> a = whole<int8_t, M, K>(b[0]);
+    const Tile<int32_t, M, N> init = whole<int32_t, M, N>(b[2]);
+    auto run = [&](void *out) {
+        Tile<int32_t, M, N> acc = init;
+        matmul_acc(acc, a, weight(view<K, N>(bv, {0, 0})));
+        std::memcpy(out, acc.data, sizeof(acc.data));
+    };
+    weights_changed();
+    run(b[2]);
+    int32_t tiles[2] = {static_cast<int32_t>(detail::weight_cache().size()), 0};
+    int8_t *raw = static_cast<int8_t *>(b[1]);
+    for (int k = 0; k < K; ++k) {
+        for (int j = 0; j < N; ++j) raw[k * (N + 3) + j] ^= 0x5A;
+    }
+    run(b[3]);
+    weights_changed();
+    tiles[1] = static_cast<int32_t>(detail::weight_cache().size());
+    run(b[4]);
+    std::memcpy(b[5], tiles, sizeof tiles);
+}
+#define MMW_I8(M, K, N, SHAPE) REG("mmw_i8_" SHAPE, mmw_i8<M, K, N>(b))
+MMW_I8(7, 5, 24, "7x5x24")
+MMW_I8(8, 67, 40, "8x67x40")
+MMW_I8(2, 300, 67, "2x300x67")
+MMW_I8(13, 37, 19, "13x37x19")
+MMW_I8(5, 9, 3, "5x9x3")
+MMW_I8(16, 36, 48, "16x36x48")
+MMW_I8(33, 12, 100, "33x12x100")
+MMW_I8(32, 68, 64, "32x68x64")  // AMX where the CPU has it: packed per call there
+
 // "amx_used" (b0 = one int32): 1 where this build's int8 matmuls of whole 16 x 16 blocks run on
 // AMX, 0 where its AMX path is refused the tile state, -1 where the build has no AMX path
 void amx_used(void **b) {
@@ -2201,6 +2242,42 @@ def test_matmul_int8_of_views_reads_their_rows_in_place(built, shape, isa):
     acc = init.to(torch.int32)
     call(built, f"mmv_i8_{m}x{k}x{n}", a, b, acc, n=0, isa=isa)
     assert torch.equal(acc, _wrap_i32(init + a[:, :k].long() @ b[:, :n].long()))
+
+
+@pytest.mark.parametrize(
+    "shape", [(7, 5, 24), (8, 67, 40), (2, 300, 67), (13, 37, 19), (5, 9, 3), (16, 36, 48), (33, 12, 100), (32, 68, 64)]
+)
+@pytest.mark.parametrize("isa", MATMUL_ISAS)
+def test_matmul_int8_of_a_weight_packs_it_once(built, shape, isa):
+    """b read through weight(): the exact result; the packed tile kept across calls (b changed in
+    place still gives the old result) until weights_changed(), after which the new one. Not kept
+    where the path does not pack b: fewer columns than a vector, or AMX."""
+    _need_isa(isa)
+    m, k, n = shape
+    g = torch.Generator().manual_seed(18)
+    a = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int8)
+    b = torch.randint(-128, 128, (k, n + 3), generator=g, dtype=torch.int8)
+    init = torch.randint(-(2**31), 2**31, (m, n), generator=g, dtype=torch.int64)
+    first, kept, again = init.to(torch.int32), torch.zeros(m, n, dtype=torch.int32), torch.zeros(m, n, dtype=torch.int32)
+    tiles = torch.zeros(2, dtype=torch.int32)
+    old = b.clone()
+    call(built, f"mmw_i8_{m}x{k}x{n}", a, b, first, kept, again, tiles, n=0, isa=isa)
+    new = old.clone()
+    new[:, :n] ^= 0x5A
+    assert torch.equal(b, new)  # the op changed b's box in place, nothing else
+    want_old = _wrap_i32(init + a.long() @ old[:, :n].long())
+    want_new = _wrap_i32(init + a.long() @ new[:, :n].long())
+    assert not torch.equal(want_old, want_new)
+    assert torch.equal(first, want_old)
+    assert torch.equal(again, want_new)
+    maybe_amx = m % 16 == 0 and n % 16 == 0 and k % 4 == 0 and k >= 64
+    cached = int(tiles[0]) > 0
+    assert int(tiles[1]) == 0  # weights_changed() dropped every tile
+    if n >= 16 and not maybe_amx:
+        assert cached, "a whole vector of columns, not AMX: the packed tile is kept"
+    if n < 4:
+        assert not cached
+    assert torch.equal(kept, want_old if cached else want_new)
 
 
 @pytest.mark.parametrize(

@@ -285,7 +285,7 @@ def views(k: Kernel) -> set[str]:
 
 def i8_view_side(m: MatMul, rhs: bool) -> bool:
     """Whether ``m``'s ``rhs`` (else ``lhs``) operand may be read as a view: ``m`` is an int8
-    matmul that does not transpose that side (tile_matmul.hpp). By side, not by node: both sides
+    matmul that does not transpose that side (tile_matmul_i8.hpp). By side, not by node: both sides
     may be the same node (``ts.matmul(q, q, transpose_b=True)``)."""
     return m.lhs.type.dtype.name == "i8" and not (m.transpose_b if rhs else m.transpose_a)
 

@@ -17,9 +17,17 @@ inline Tile<A, M, N> matmul(const Tile<T, M, K> &a, const Tile<T, K, N> &b, cons
     return out;
 }
 
-// The same for int8 inputs of which one or both are tile views (tile_matmul.hpp).
+// The same for int8 inputs of which one or both are tile views (tile_matmul_i8.hpp).
 template <int M, int N, class A, class B, std::enable_if_t<detail::i8_view_pair_v<A, B>, int> = 0>
 inline Tile<int32_t, M, N> matmul(const A &a, const B &b, const Tile<int32_t, M, N> &acc) {
+    Tile<int32_t, M, N> out = acc;
+    matmul_acc(out, a, b);
+    return out;
+}
+
+// The same for an int8 b read from a ts.Weight (tile_weights.hpp).
+template <int M, int N, class A, int K, std::enable_if_t<detail::I8Operand<A>::ok, int> = 0>
+inline Tile<int32_t, M, N> matmul(const A &a, const WeightView<K, N> &b, const Tile<int32_t, M, N> &acc) {
     Tile<int32_t, M, N> out = acc;
     matmul_acc(out, a, b);
     return out;

@@ -22,7 +22,9 @@
 //   tile_fused.hpp        fuse(tile): an elementwise expression computed in one loop when stored
 //   tile_cast.hpp         cast<U>(tile, RoundMode)
 //   tile_reduce.hpp       row_sum/row_max/row_min/row_mean, col_sum/col_max/col_min/col_mean
-//   tile_matmul.hpp       matmul / matmul_acc (fp32 accumulation; int8 inputs: exact int32)
+//   tile_matmul.hpp       matmul / matmul_acc (fp32 accumulation)
+//   tile_matmul_i8.hpp    matmul / matmul_acc of int8 inputs (exact int32)
+//   tile_weights.hpp      weight(view): an int8 matmul's b from a ts.Weight, packed once and kept
 //   tile_matmul_dot.hpp   matmul_dot / matmul_acc_dot: bf16 through vdpbf16ps (opt-in,
 //                         bf16_matmul="dot"; the same bits but for subnormals)
 //
@@ -54,5 +56,7 @@
 #include <tilescope/tile_cast.hpp>
 #include <tilescope/tile_reduce.hpp>
 #include <tilescope/tile_matmul.hpp>
+#include <tilescope/tile_matmul_i8.hpp>
+#include <tilescope/tile_weights.hpp>
 #include <tilescope/tile_matmul_dot.hpp>
 #include <tilescope/tile_random.hpp>

@@ -9,7 +9,7 @@
 // read from memory by the reduction and the store that use it instead of being copied to the
 // stack first and read from there again. A view is read by fused expressions (fuse(view), or a
 // view as an operand of one), by row_sum/row_max/row_min/row_mean, by store and by an int8
-// matmul (tile_matmul.hpp), which packs it from where it is; anything else takes a tile. The
+// matmul (tile_matmul_i8.hpp), which packs it from where it is; anything else takes a tile. The
 // kernel generator emits a view for a load whose tile is read only there, and which no store of
 // the kernel can reach (kernel_fusion.py).
 //
