@@ -16,7 +16,7 @@ from tilescope.errors import (
 )
 from tilescope.ir.dtypes import bf16, bool_, f16, f32, f64, i8, i32, i64, u8
 from tilescope.ir.types import Direction as ArgDirection
-from tilescope.language.annotations import InOut, Out, Scalar, Tensor
+from tilescope.language.annotations import InOut, Out, Scalar, Tensor, Weight
 from tilescope.language.decorators import inline, kernel
 from tilescope.language.ops import STUBS as _STUBS
 from tilescope.launch.jit import jit
@@ -38,6 +38,7 @@ __all__ = [
     "RuntimeFailure",
     "Scalar",
     "Tensor",
+    "Weight",
     "TilescopeError",
     "ToolchainError",
     "UnsupportedSyntaxError",

@@ -42,6 +42,7 @@ class ArgSpec:
     direction: Direction
     shape: tuple[int, ...] | None
     dtype: dt.DType
+    weight: bool = False  # a ts.Weight: kept the same from run to run
 
     @property
     def is_input(self) -> bool:
@@ -57,7 +58,8 @@ class ArgSpec:
         """How messages name the parameter: ``inout tensor [64, 512] f32``, ``scalar f32``."""
         if self.shape is None:
             return f"scalar {self.dtype.name}"
-        return f"{self.direction.value} tensor {list(self.shape)} {self.dtype.name}"
+        what = "weight" if self.weight else self.direction.value
+        return f"{what} tensor {list(self.shape)} {self.dtype.name}"
 
 
 def _array_hint(spec: ArgSpec, a: Any) -> str:
@@ -80,6 +82,7 @@ def arg_specs(entries: list[dict[str, Any]]) -> list[ArgSpec]:
             Direction(a["direction"]),
             None if a.get("shape") is None else tuple(a["shape"]),
             dt.by_name(a["dtype"]),
+            a.get("weight") is True,
         )
         for a in entries
     ]

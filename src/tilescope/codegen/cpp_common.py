@@ -43,7 +43,8 @@ CPP_RESERVED = frozenset(
     api ctx nargs orch task ts std main matmul_acc matmul_dot matmul_acc_dot scalar_arg Tile TensorView RoundMode int8_t int16_t
     int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t INT64_C ts_arg kernel_entry
     orchestration_entry bf16 f16 select convert probe_box probe_sink ProbeSink ts_probe_install slice
-    load_valid store_valid check_bound negative_bound_message arith TileView Extent view extent fuse""".split()
+    load_valid store_valid check_bound negative_bound_message arith TileView Extent view extent fuse weight
+    WeightView weights_changed ts_weights_changed""".split()
 ) | cpp_names()
 
 _CPP_BINOPS = {"add": ("+", 6), "sub": ("-", 6), "mul": ("*", 7), "div": ("/", 7)}

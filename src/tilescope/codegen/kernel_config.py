@@ -2,7 +2,8 @@
 
 It holds ``RUNTIME_CONFIG``, ``ORCHESTRATION`` and ``KERNELS`` (each with a ``signature`` of
 ``D.IN/D.OUT/D.INOUT/D.SCALAR``), ``CALLABLE = {"orchestration": ..., "incores": [...]}`` and
-``ARGS``, the program's argument specs (name, direction, shape, dtype) in parameter order.
+``ARGS``, the program's argument specs (name, direction, shape, dtype; ``weight: True`` for a
+``ts.Weight``) in parameter order.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def _signature(params: tuple[Param, ...]) -> list:
 def arg_spec(p: Param) -> dict:
     """A parameter as kernel_config.py records it: name, direction, shape (None for scalars), dtype."""
     shape = None if p.direction is Direction.SCALAR else list(p.type.shape)
-    return {"name": p.name, "direction": p.direction.value, "shape": shape, "dtype": p.type.dtype.name}
+    spec = {"name": p.name, "direction": p.direction.value, "shape": shape, "dtype": p.type.dtype.name}
+    return {**spec, "weight": True} if p.weight else spec
 
 
 def probe_table(k: Kernel) -> list[dict[str, Any]]:

@@ -125,6 +125,7 @@ class _KernelEmitter(ExprEmitter):
         bf16_dot: bool = False,
         stored: frozenset[str] = frozenset(),
         writes: tuple[str, ...] = (),
+        weights: frozenset[str] = frozenset(),
     ):
         super().__init__(names)
         self.sites = sites
@@ -132,6 +133,7 @@ class _KernelEmitter(ExprEmitter):
         self.bf16_dot = bf16_dot
         self.stored = stored  # the tensors the kernel stores into: no view of them
         self.writes = writes  # their C++ names, whose extents a view must not overlap
+        self.weights = weights  # the kernel's ts.Weight params, and the views of them it names
         self.tree: FusedTree = NO_TREE  # the fused tree being emitted
         self.wrapped: set[tuple[int, int]] = set()  # its (op, operand) pairs already wrapped in fuse()
         self.parents: list[Expr] = []  # the expressions being emitted, innermost last
@@ -274,11 +276,15 @@ class _KernelEmitter(ExprEmitter):
         """``a, b`` of a matmul, each wrapped in ``transpose()`` when the op transposes it. An
         int8 matmul packs both operands anyway, so an operand that is a plain load it does not
         transpose is read where its tensor holds it: ``view<256, 352>(w, {c, 0}, ...)``, not
-        copied first (kernel_fusion.py)."""
+        copied first (kernel_fusion.py); a b read so from a ts.Weight is packed once and kept:
+        ``weight(view<256, 352>(w, ...))`` (tile_weights.hpp)."""
 
         def operand(x: Expr, rhs: bool) -> str:
             if i8_view_side(e, rhs) and plain_load(x, self.stored):
-                return self.view(None, x)
+                view = self.view(None, x)
+                return f"weight({view})" if rhs and x.tensor.name in self.weights else view
+            if rhs and i8_view_side(e, rhs) and isinstance(x, Var) and x.name in self.weights:
+                return f"weight({self.emit(x)})"
             return f"transpose({self.emit(x)})" if (e.transpose_b if rhs else e.transpose_a) else self.emit(x)
 
         return f"{operand(e.lhs, False)}, {operand(e.rhs, True)}"
@@ -322,6 +328,11 @@ def _zeros(e: Full) -> bool:
         and v.value == 0
         and math.copysign(1.0, v.value) > 0
     )
+
+
+def _assigned_loads(k: Kernel) -> dict[str, Load]:
+    """The tiles of ``k`` assigned a load, by name (the last load, for a name assigned more than once)."""
+    return {s.target: s.value for s in walk_stmts(k.body) if isinstance(s, Assign) and isinstance(s.value, Load)}
 
 
 def _accumulates_in_place(target: str, v: Expr) -> bool:
@@ -401,7 +412,10 @@ def kernel_cpp(
     always |= any(isinstance(s, Store) and s.valid for s in walk_stmts(k.body))
     sites = _CheckSites(k) if check_bounds or always else None
     writes = tuple(name_of(n) for n in stored_tensors(k))
-    em = _KernelEmitter(name_of, sites, check_bounds, bf16_dot, frozenset(stored_tensors(k)), writes)
+    weights = {p.name for p in k.params if p.weight}
+    in_place = views(k)
+    weights |= {n for n, v in _assigned_loads(k).items() if n in in_place and v.tensor.name in weights}
+    em = _KernelEmitter(name_of, sites, check_bounds, bf16_dot, frozenset(stored_tensors(k)), writes, frozenset(weights))
     lines = header_comment(f"kernel {k.name} ({kernel_core(k)})", k.loc, __version__)
     lines.append("#include <tilescope/kernel.hpp>")
     if sites is not None:
@@ -417,6 +431,12 @@ def kernel_cpp(
             'extern "C" void ts_probe_install(ProbeSink sink) { probe_sink = sink; }',
             "",
         ]
+    if any(p.weight for p in k.params):
+        lines += [
+            "// ts.Weight: the run path calls this before a run whose weights changed (tile_weights.hpp).",
+            'extern "C" void ts_weights_changed() { weights_changed(); }',
+            "",
+        ]
     entry = len(lines)
     lines.append('extern "C" void kernel_entry(const ts_arg *args) {')
     for i, p in enumerate(k.params):
@@ -430,7 +450,6 @@ def kernel_cpp(
             where = marker(p.loc).replace("  // @", " @")
             lines.append(f"    {view:<44}// {p.direction.value} {list(p.type.shape)}{where}")
     lines += [_stream_line(name_of(p.name)) for p in k.params if p.name in streamed]
-    in_place = views(k)
     ahead = prefetches(k, in_place, again)
     declared: list[set[str]] = [set()]
     loop_vars: set[str] = set()

@@ -387,12 +387,14 @@ Stmt = Assign | Store | Probe | Evaluate | For | If
 
 @dataclass(frozen=True, slots=True)
 class Param:
-    """A function parameter: a tensor with its direction (in, out, inout) or a scalar."""
+    """A function parameter: a tensor with its direction (in, out, inout) or a scalar.
+    ``weight``: an In tensor declared ``ts.Weight``, which the caller keeps the same from run to run."""
 
     name: str
     direction: Direction
     type: TensorType | ScalarType
     loc: SourceLoc | None = _LOC
+    weight: bool = False
 
 
 @dataclass(frozen=True, slots=True)

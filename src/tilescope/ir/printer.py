@@ -287,7 +287,8 @@ def param_str(p: Param) -> str:
     """A parameter as DSL source: ``name: ts.Out[[shape], ts.f32]``."""
     if p.direction is Direction.SCALAR:
         return f"{p.name}: ts.Scalar[{dtype_str(p.type.dtype)}]"
-    return f"{p.name}: {p.direction.annotation}[{_list(map(str, p.type.shape))}, {dtype_str(p.type.dtype)}]"
+    what = "ts.Weight" if p.weight else p.direction.annotation
+    return f"{p.name}: {what}[{_list(map(str, p.type.shape))}, {dtype_str(p.type.dtype)}]"
 
 
 def function_lines(decorator: str, name: str, params: tuple[Param, ...], body: tuple[Stmt, ...]) -> list[str]:

@@ -38,6 +38,7 @@ from tilescope.ir.nodes import (
     Load,
     LoadRows,
     MatMul,
+    Param,
     Probe,
     Program,
     Rand,
@@ -375,6 +376,8 @@ class _Verifier:
                         e.loc,
                         f"declare {name} as ts.Out[...] or ts.InOut[...] in the orchestration",
                     )
+            if p.weight:
+                self.weight_arg(e, p, root, held)
             shape_ok = len(a.type.shape) == len(p.type.shape) and all(
                 s in (-1, x) for s, x in zip(a.type.shape, p.type.shape)
             )
@@ -385,6 +388,22 @@ class _Verifier:
         for d in e.deps:
             if not isinstance(d.type, TaskType):
                 raise self.fail(f"deps= takes tasks, got {d.type}", e.loc)
+
+    def weight_arg(self, e: Submit, p: Param, root: Expr, held: list[str]) -> None:
+        """A kernel's ts.Weight param must be given a ts.Weight param of the orchestration: only
+        those does the run path watch for changes (a packed copy of anything else could go stale)."""
+        others = [n for n in held if not self.params[n].weight]
+        if held and not others:
+            return
+        what = f"the {self.params[others[0]].direction.annotation} param {others[0]!r}" if others else (
+            f"{root.name!r}, a tensor the orchestration creates" if isinstance(root, Var) else "a tensor expression")
+        raise self.fail(
+            f"kernel {e.kernel}'s ts.Weight param {p.name!r} is given {what}: a weight must be a ts.Weight "
+            "param of the orchestration, which the caller keeps the same from run to run",
+            e.loc,
+            f"declare {others[0]} as ts.Weight[...] in the orchestration" if others else
+            f"declare {p.name} as ts.Tensor[...] in kernel {e.kernel}",
+        )
 
     # -- statements ----------------------------------------------------------------------------
 

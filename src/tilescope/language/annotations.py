@@ -1,6 +1,6 @@
 """Parameter annotations: ``ts.Tensor[[64, 512], ts.f32]``, ``ts.Out[...]``, ``ts.InOut[...]``,
-``ts.Scalar[ts.f32]``. Subscripting returns a ParamSpec the front-end reads; the classes are
-never instantiated.
+``ts.Weight[...]``, ``ts.Scalar[ts.f32]``. Subscripting returns a ParamSpec the front-end reads;
+the classes are never instantiated.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from tilescope.ir.types import MAX_TENSOR_DIMS, Direction
 
 @dataclass(frozen=True, slots=True)
 class ParamSpec:
-    """A parameter annotation read: its direction, its shape (None for a scalar) and dtype."""
+    """A parameter annotation read: its direction, its shape (None for a scalar) and dtype;
+    ``weight`` for ``ts.Weight``."""
 
     direction: Direction
     shape: tuple[int, ...] | None  # None for scalars
     dtype: DType
+    weight: bool = False
 
 
 def torch_dtype_hint(dtype) -> str:
@@ -33,8 +35,8 @@ def torch_dtype_hint(dtype) -> str:
     return ""
 
 
-def _tensor_spec(direction: Direction, item) -> ParamSpec:
-    what = direction.annotation
+def _tensor_spec(direction: Direction, item, weight: bool = False) -> ParamSpec:
+    what = "ts.Weight" if weight else direction.annotation
     if not (isinstance(item, tuple) and len(item) == 2):
         raise AnnotationError(f"{what}[...] takes a shape and a dtype, e.g. {what}[[64, 128], ts.f32]")
     shape, dtype = item
@@ -50,7 +52,7 @@ def _tensor_spec(direction: Direction, item) -> ParamSpec:
         raise AnnotationError(f"{what}[shape, dtype]: shape must be a list of positive ints ([] for a 0-dim tensor), got {shape!r}")
     if len(shape) > MAX_TENSOR_DIMS:
         raise AnnotationError(f"{what}: at most {MAX_TENSOR_DIMS} dims are supported, got {len(shape)}")
-    return ParamSpec(direction, tuple(int(s) for s in shape), dtype)
+    return ParamSpec(direction, tuple(int(s) for s in shape), dtype, weight)
 
 
 class Tensor:
@@ -75,6 +77,18 @@ class InOut:
     @api_boundary
     def __class_getitem__(cls, item) -> ParamSpec:
         return _tensor_spec(Direction.INOUT, item)
+
+
+class Weight:
+    """An input tensor the caller keeps the same from run to run, a layer's weights:
+    ``ts.Weight[[rows, cols], ts.i8]``. Read only, as ``ts.Tensor``; an int8 matmul's b operand
+    loaded from it is packed once and kept in the kernel library until the weight changes
+    (another tensor, or this one changed in place), instead of on every call. A kernel's
+    ``ts.Weight`` parameter must be given a ``ts.Weight`` parameter of the orchestration."""
+
+    @api_boundary
+    def __class_getitem__(cls, item) -> ParamSpec:
+        return _tensor_spec(Direction.IN, item, weight=True)
 
 
 class Scalar:

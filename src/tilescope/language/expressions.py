@@ -451,7 +451,7 @@ def shadowed_message(name: str, value: Any, attr: str) -> str:
     return f"{name} is {what} here, not the tilescope module, so {name}.{attr} does not exist"
 
 
-_SURFACE_NAMES = ("Tensor", "Out", "InOut", "Scalar", "bool_", "kernel", "jit", "inline")
+_SURFACE_NAMES = ("Tensor", "Out", "InOut", "Weight", "Scalar", "bool_", "kernel", "jit", "inline")
 
 
 def _a(thing: Any) -> str:

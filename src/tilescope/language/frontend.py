@@ -499,7 +499,7 @@ class _Lowering(Scopes, Expressions, Subscripts, OpLowering, AccessLowering):
                     "use ts.Tensor[[shape], dtype], ts.Out[...], ts.InOut[...] or ts.Scalar[dtype]",
                 )
             ptype = ScalarType(spec.dtype) if spec.shape is None else TensorType(spec.shape, spec.dtype)
-            params.append(Param(a.arg, spec.direction, ptype, self.loc(a)))
+            params.append(Param(a.arg, spec.direction, ptype, self.loc(a), spec.weight))
         return tuple(params)
 
     def annotation_error(self, a: ast.arg, e: Exception) -> DSLError:

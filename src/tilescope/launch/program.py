@@ -36,6 +36,7 @@ from tilescope.launch.inputs_kept import KeptInputs
 from tilescope.launch.isolate import run_isolated
 from tilescope.launch.launch_plan import args_key
 from tilescope.launch.run import Binaries, RunInfo, launch, load_binaries
+from tilescope.launch.weights import forget_functions
 from tilescope.runtime.host_memory import check_local_memory, run_workers, unwritable
 from tilescope.runtime.interp import run_program
 from tilescope.runtime.run_config import RunConfig
@@ -161,6 +162,20 @@ class CompiledProgram(Build):
             kept.check(self.name, self.work_dir)
             return info
         return launch(self, self.binaries(), args, self._with_crash_report(config), key=key)
+
+    @api_boundary
+    def weights_changed(self) -> None:
+        """Drop what this build's kernels packed of their ts.Weight arguments, so the next sim run
+        packs them again: for a weight changed in a way torch does not count (through NumPy or a
+        raw pointer, or in place under ``torch.inference_mode``). A change torch counts, and a new
+        tensor, are seen on their own."""
+        with self._lock:
+            binaries = self._binaries
+        if binaries is not None:
+            for fn in forget_functions(binaries.libraries):
+                fn()
+            for watch in binaries.weights.values():
+                watch.key = None
 
     def ensure_binaries(self) -> None:
         """Build the binaries of a build compiled or loaded for the interp platform only (missing, or

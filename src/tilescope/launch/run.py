@@ -34,6 +34,7 @@ from tilescope.debug.observers import finish_all, observers_for, recording_of
 from tilescope.errors import ConfigError, RunInterrupted, RuntimeFailure
 from tilescope.launch.inputs_kept import KeptInputs
 from tilescope.launch.launch_plan import LaunchPlans, args_key
+from tilescope.launch.weights import WeightWatch, forget_functions, written
 from tilescope.runtime.graph import run_graph, single_task_orchestration
 from tilescope.runtime.host_memory import check_local_memory, run_workers, worker_stack_mib
 from tilescope.runtime.library import ProbeInstaller, load_entry, probe_sink, sink_installer
@@ -76,6 +77,16 @@ class Binaries:
     # the library's: another CompiledProgram of the same library may leave one installed, which a
     # run without probes then calls and which records nothing (no probe scope on its threads)
     sink_installed: bool = True
+    # the ts.Weight arguments of the last run, per set of arguments (None: the whole program; i:
+    # kernel i alone), whose change drops the packed weight tiles of the libraries (launch/weights.py)
+    weights: dict[int | None, WeightWatch] = field(default_factory=dict)
+
+    def weight_watch(self, view: int | None) -> WeightWatch:
+        """The WeightWatch of a whole-program run (None) or of kernel ``view`` run alone."""
+        watch = self.weights.get(view)
+        if watch is None:
+            watch = self.weights[view] = WeightWatch(forget_functions(self.libraries))
+        return watch
 
 
 _load_lock = threading.Lock()
@@ -176,6 +187,7 @@ def launch(
         key = args_key(target.args, args)
     plan = binaries.plans.plan(target.args, args, key, confined=binaries.stores_confined, view=kernel_index)
     kept = KeptInputs(target.args, args, indices=plan.kept) if plan.kept else None
+    binaries.weight_watch(kernel_index).before_run(target.args, args)
     try:
         report = run_graph(
             orch,
@@ -188,6 +200,7 @@ def launch(
             worker_stack_mib=worker_stack_mib(local_memory),
         )
     except RuntimeFailure as e:
+        written(target.args, args)
         report = getattr(e, "report", None)
         if report is None:
             raise
@@ -207,6 +220,7 @@ def launch(
         err.failure = failure  # type: ignore[attr-defined]
         err.report = report  # type: ignore[attr-defined]
         raise err from None
+    written(target.args, args)
     if log.isEnabledFor(_V3):
         log.log(
             _V3,

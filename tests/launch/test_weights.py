@@ -1,0 +1,184 @@
+"""ts.Weight: int8 weights packed once and kept from run to run, dropped when they change
+(launch/weights.py, tile_weights.hpp), and what a program declaring one may and may not do."""
+
+import runpy
+
+import numpy as np
+import pytest
+import torch
+
+import tilescope as ts
+from tilescope.errors import AnnotationError, VerifyError
+from tilescope.ir.printer import param_str
+from tilescope.language.frontend import program_ir
+
+M, K, N = 16, 64, 96  # N: whole vectors on every path (64 lanes at most per panel), no AMX shape
+
+
+def build(weight_in_kernel=True, weight_in_program=True):
+    """y = x @ w (int8 -> int32) in two tasks of 48 columns, the weight as ts.Weight or ts.Tensor."""
+    kw = ts.Weight if weight_in_kernel else ts.Tensor
+    pw = ts.Weight if weight_in_program else ts.Tensor
+
+    @ts.kernel
+    def mm(x: ts.Tensor[[M, K], ts.i8], w: kw[[K, 48], ts.i8], y: ts.Out[[M, 48], ts.i32]):
+        acc = ts.zeros([M, 48], ts.i32)
+        for k in ts.range(0, K, 32):
+            acc = ts.matmul(ts.load(x, [0, k], [M, 32]), ts.load(w, [k, 0], [32, 48]), acc=acc)
+        ts.store(y, [0, 0], acc)
+
+    @ts.jit
+    def layer(x: ts.Tensor[[M, K], ts.i8], w: pw[[K, N], ts.i8], y: ts.Out[[M, N], ts.i32]):
+        for j in ts.range(0, N, 48):
+            mm(x, w[:, j : j + 48], y[:, j : j + 48])
+
+    return layer
+
+
+def ints(shape, seed):
+    return torch.randint(-128, 128, shape, generator=torch.Generator().manual_seed(seed), dtype=torch.int8)
+
+
+def expected(x, w):
+    return (x.long() @ w.long()).to(torch.int32)  # |sum| < 2^21: no wrap
+
+
+@pytest.fixture(scope="module")
+def prog(tmp_path_factory):
+    import os
+
+    old = os.environ.get("TILESCOPE_BUILD_DIR")
+    os.environ["TILESCOPE_BUILD_DIR"] = str(tmp_path_factory.mktemp("weights") / "build_output")
+    try:
+        yield build().compile()
+    finally:
+        if old is None:
+            os.environ.pop("TILESCOPE_BUILD_DIR", None)
+        else:
+            os.environ["TILESCOPE_BUILD_DIR"] = old
+
+
+def run(prog, x, w):
+    y = torch.zeros(M, N, dtype=torch.int32)
+    prog.run(x, w, y)
+    return y
+
+
+@pytest.mark.slow
+def test_the_kernel_reads_the_weight_through_the_cache_and_the_build_records_it(prog):
+    src = (prog.work_dir / "kernels" / "cube" / "mm.cpp").read_text()
+    assert "weight(view<32, 48>(w, {k, 0}" in src
+    assert 'extern "C" void ts_weights_changed()' in src
+    cfg = runpy.run_path(str(prog.work_dir / "kernel_config.py"))
+    assert [a.get("weight") for a in cfg["ARGS"]] == [None, True, None]
+    assert [a.get("weight") for a in cfg["KERNELS"][0]["params"]] == [None, True, None]
+    assert [a.weight for a in type(prog).from_dir(prog.work_dir).args] == [False, True, False]
+
+
+@pytest.mark.slow
+def test_a_weight_changed_in_place_or_replaced_is_packed_again(prog):
+    x, w = ints((M, K), 1), ints((K, N), 2)
+    assert torch.equal(run(prog, x, w), expected(x, w))
+    assert torch.equal(run(prog, x, w), expected(x, w))  # from the packed tiles
+    w.add_(3)  # in place: torch counts it
+    assert torch.equal(run(prog, x, w), expected(x, w))
+    w2 = ints((K, N), 3)  # another tensor
+    assert torch.equal(run(prog, x, w2), expected(x, w2))
+    assert torch.equal(run(prog, x, w), expected(x, w))  # and back
+    x2 = ints((M, K), 4)  # other activations, the same weight: the packed tiles serve
+    assert torch.equal(run(prog, x2, w), expected(x2, w))
+
+
+@pytest.mark.slow
+def test_a_change_torch_does_not_count_is_not_seen_until_weights_changed(prog):
+    """Writing through NumPy bypasses torch's version counter: the packed tiles are kept (which
+    shows the run reads them), until weights_changed() drops them."""
+    x, w = ints((M, K), 5), ints((K, N), 6)
+    before = expected(x, w)
+    assert torch.equal(run(prog, x, w), before)
+    np_w = w.numpy()
+    np_w[:] = np.int8(7)
+    assert torch.equal(run(prog, x, w), before)  # stale, as documented
+    prog.weights_changed()
+    assert torch.equal(run(prog, x, w), expected(x, w))
+
+
+@pytest.mark.slow
+def test_a_weight_another_program_writes_is_seen_to_change(prog):
+    @ts.kernel
+    def fill(src: ts.Tensor[[K, N], ts.i8], dst: ts.Out[[K, N], ts.i8]):
+        ts.store(dst, [0, 0], ts.load(src, [0, 0], [K, N]))
+
+    @ts.jit
+    def copy(src: ts.Tensor[[K, N], ts.i8], dst: ts.Out[[K, N], ts.i8]):
+        fill(src, dst)
+
+    x, w = ints((M, K), 7), ints((K, N), 8)
+    assert torch.equal(run(prog, x, w), expected(x, w))
+    version = w._version
+    copy(ints((K, N), 9), w)  # a sim run writes w in place
+    assert w._version > version
+    assert torch.equal(run(prog, x, w), expected(x, w))
+
+
+@pytest.mark.slow
+def test_interp_and_a_single_task_replay_agree(prog):
+    x, w = ints((M, K), 10), ints((K, N), 11)
+    y = torch.zeros(M, N, dtype=torch.int32)
+    prog.run(x, w, y, platform="interp")
+    assert torch.equal(y, expected(x, w))
+    assert torch.equal(run(prog, x, w), y)
+
+
+def test_the_annotation_prints_back_as_itself():
+    program = program_ir(build())
+    mm = next(k for k in program.kernels if k.name == "mm")
+    assert param_str(mm.params[1]) == "w: ts.Weight[[64, 48], ts.i8]"
+    assert param_str(program.params[1]) == "w: ts.Weight[[64, 96], ts.i8]"
+    assert param_str(mm.params[0]) == "x: ts.Tensor[[16, 64], ts.i8]"
+
+
+def test_a_weight_annotation_without_shape_names_itself():
+    with pytest.raises(AnnotationError, match=r"ts\.Weight\[\.\.\.\] takes a shape and a dtype"):
+        ts.Weight[ts.i8]
+
+
+@pytest.mark.parametrize("kernel_side, program_side", [(True, False)])
+def test_a_kernel_weight_given_a_plain_input_is_refused(kernel_side, program_side):
+    with pytest.raises(VerifyError) as e:
+        build(kernel_side, program_side).compile()
+    msg = str(e.value)
+    assert "kernel mm's ts.Weight param 'w' is given the ts.Tensor param 'w'" in msg
+    assert "declare w as ts.Weight[...] in the orchestration" in msg
+
+
+def test_a_kernel_weight_given_an_intermediate_is_refused():
+    @ts.kernel
+    def use(w: ts.Weight[[K, N], ts.i8], y: ts.Out[[K, N], ts.i8]):
+        ts.store(y, [0, 0], ts.load(w, [0, 0], [K, N]))
+
+    @ts.kernel
+    def make(y: ts.Out[[K, N], ts.i8]):
+        ts.store(y, [0, 0], ts.zeros([K, N], ts.i8))
+
+    @ts.jit
+    def prog(y: ts.Out[[K, N], ts.i8]):
+        t = ts.create_tensor([K, N], ts.i8)
+        make(t)
+        use(t, y)
+
+    with pytest.raises(VerifyError, match=r"kernel use's ts.Weight param 'w' is given 't', a tensor the orchestration creates"):
+        prog.compile()
+
+
+def test_a_program_weight_given_to_a_kernel_output_is_refused():
+    @ts.kernel
+    def clear(y: ts.Out[[K, N], ts.i8]):
+        ts.store(y, [0, 0], ts.zeros([K, N], ts.i8))
+
+    @ts.jit
+    def prog(w: ts.Weight[[K, N], ts.i8]):
+        clear(w)
+
+    with pytest.raises(VerifyError, match=r"kernel clear writes its out param 'y', but it is given the In param 'w'"):
+        prog.compile()
