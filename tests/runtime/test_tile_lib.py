@@ -507,6 +507,11 @@ REG("tr_f32_13x37", tr<float, 13, 37>(b))
 REG("tr_bf16_64x64", tr<bf16, 64, 64>(b))
 REG("tr_u8_5x9", tr<uint8_t, 5, 9>(b))
 REG("tr_f32_1x7", tr<float, 1, 7>(b))
+REG("tr_bf16_64x512", tr<bf16, 64, 512>(b))
+REG("tr_f16_16x40", tr<f16, 16, 40>(b))
+REG("tr_f32_12x36", tr<float, 12, 36>(b))
+REG("tr_i32_4x8", tr<int32_t, 4, 8>(b))
+REG("tr_bf16_8x12", tr<bf16, 8, 12>(b))
 
 // ---- kernels called with ts_arg arrays, like generated code ---------------------------------
 // args: x (2-D), y (2-D), scale (f32 scalar), x offsets (2 int64 scalars), y offsets (2 int64).
@@ -2287,13 +2292,22 @@ def test_matmul_int8_of_a_weight_packs_it_once(built, shape, isa):
         ("tr_bf16_64x64", torch.bfloat16, (64, 64)),
         ("tr_u8_5x9", torch.uint8, (5, 9)),
         ("tr_f32_1x7", torch.float32, (1, 7)),
+        ("tr_bf16_64x512", torch.bfloat16, (64, 512)),  # 8 x 8 SIMD blocks
+        ("tr_f16_16x40", torch.float16, (16, 40)),
+        ("tr_f32_12x36", torch.float32, (12, 36)),  # 4 x 4 SIMD blocks
+        ("tr_i32_4x8", torch.int32, (4, 8)),
+        ("tr_bf16_8x12", torch.bfloat16, (8, 12)),  # a side not a multiple of 8: element by element
     ],
 )
 def test_transpose(built, name, dtype, shape):
-    x = torch.arange(shape[0] * shape[1]).reshape(shape).to(dtype)
+    """Every element moved where it belongs: random bit patterns, compared as bits."""
+    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[dtype.itemsize]
+    info = torch.iinfo(as_int)
+    bits = torch.randint(info.min, info.max, shape, generator=torch.Generator().manual_seed(19), dtype=as_int)
+    x = bits.view(dtype)
     out = torch.empty(shape[::-1], dtype=dtype)
     call(built, name, x, out, n=0)
-    assert torch.equal(out, x.t())
+    assert torch.equal(out.view(as_int), bits.t())
 
 
 # ---- ts_arg kernels -----------------------------------------------------------------------

@@ -13,10 +13,11 @@
 // What is where:
 //   tile_types.hpp        bf16 / f16, compute types, scalar conversions, RoundMode
 //   tile_core.hpp         Tile, TensorView, scalar_arg, zeros/full, iota, slice, load/store,
-//                         load_valid/store_valid, load_rows, transpose, bounds checks
+//                         load_valid/store_valid, load_rows, bounds checks
 //                         (define TS_CHECK_BOUNDS)
 //   tile_math.hpp         the vectorizable float transcendentals behind the unary math ops
 //                         and pow (accuracy notes there)
+//   tile_transpose.hpp    transpose (SIMD blocks for 2- and 4-byte elements)
 //   tile_elementwise.hpp  + - * /, maximum/minimum, pow, unary math, comparisons, where, logical
 //   tile_view.hpp         TileView, view(): a box of a tensor the kernel only reads, read in place
 //   tile_fused.hpp        fuse(tile): an elementwise expression computed in one loop when stored
@@ -48,6 +49,7 @@
 #include <tilescope/abi.h>
 #include <tilescope/tile_types.hpp>
 #include <tilescope/tile_core.hpp>
+#include <tilescope/tile_transpose.hpp>
 #include <tilescope/tile_math.hpp>
 #include <tilescope/tile_elementwise.hpp>
 #include <tilescope/tile_view.hpp>

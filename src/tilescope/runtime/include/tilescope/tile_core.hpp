@@ -1,5 +1,5 @@
 // tilescope tile library: tiles, tensor views, kernel arguments, load/store (also ragged and
-// gathered), iota, slice, transpose.
+// gathered), iota, slice (transpose: tile_transpose.hpp).
 //
 // Invariants:
 //  - A Tile<T, R, C> is R*C elements stored row-major in a 64-byte aligned array; it owns
@@ -570,23 +570,6 @@ inline Tile<T, RI * CI, C> load_rows(const TensorView<T> &view, const Tile<I, RI
     Tile<T, N, C> t;
     detail::gather_rows<C>(t, view, rows.data, col0, static_cast<int>(valid_rows), convert<T>(fill), line);
     return t;
-}
-
-/// The C x R transpose of a tile.
-template <class T, int R, int C>
-inline Tile<T, C, R> transpose(const Tile<T, R, C> &t) {
-    Tile<T, C, R> out;
-    constexpr int B = 8;  // 8x8 blocks keep both sides' accesses within a few cache lines
-    for (int r0 = 0; r0 < R; r0 += B) {
-        for (int c0 = 0; c0 < C; c0 += B) {
-            const int r1 = r0 + B < R ? r0 + B : R;
-            const int c1 = c0 + B < C ? c0 + B : C;
-            for (int c = c0; c < c1; ++c) {
-                for (int r = r0; r < r1; ++r) out.data[c * R + r] = t.data[r * C + c];
-            }
-        }
-    }
-    return out;
 }
 
 }  // namespace ts
