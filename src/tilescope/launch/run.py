@@ -34,7 +34,7 @@ from tilescope.debug.observers import finish_all, observers_for, recording_of
 from tilescope.errors import ConfigError, RunInterrupted, RuntimeFailure
 from tilescope.launch.inputs_kept import KeptInputs
 from tilescope.launch.launch_plan import LaunchPlans, args_key
-from tilescope.launch.weights import WeightWatch, forget_functions, written
+from tilescope.launch.weights import WeightWatch, forget_functions
 from tilescope.runtime.graph import run_graph, single_task_orchestration
 from tilescope.runtime.host_memory import check_local_memory, run_workers, worker_stack_mib
 from tilescope.runtime.library import ProbeInstaller, load_entry, probe_sink, sink_installer
@@ -81,11 +81,12 @@ class Binaries:
     # kernel i alone), whose change drops the packed weight tiles of the libraries (launch/weights.py)
     weights: dict[int | None, WeightWatch] = field(default_factory=dict)
 
-    def weight_watch(self, view: int | None) -> WeightWatch:
-        """The WeightWatch of a whole-program run (None) or of kernel ``view`` run alone."""
+    def weight_watch(self, view: int | None, specs: list) -> WeightWatch:
+        """The WeightWatch of a whole-program run (None) or of kernel ``view`` run alone, whose
+        arguments are ``specs``."""
         watch = self.weights.get(view)
         if watch is None:
-            watch = self.weights[view] = WeightWatch(forget_functions(self.libraries))
+            watch = self.weights[view] = WeightWatch(specs, forget_functions(self.libraries))
         return watch
 
 
@@ -187,7 +188,8 @@ def launch(
         key = args_key(target.args, args)
     plan = binaries.plans.plan(target.args, args, key, confined=binaries.stores_confined, view=kernel_index)
     kept = KeptInputs(target.args, args, indices=plan.kept) if plan.kept else None
-    binaries.weight_watch(kernel_index).before_run(target.args, args)
+    watch = binaries.weight_watch(kernel_index, target.args)
+    watch.before_run(args)
     try:
         report = run_graph(
             orch,
@@ -200,7 +202,7 @@ def launch(
             worker_stack_mib=worker_stack_mib(local_memory),
         )
     except RuntimeFailure as e:
-        written(target.args, args)
+        watch.written(args)
         report = getattr(e, "report", None)
         if report is None:
             raise
@@ -220,7 +222,7 @@ def launch(
         err.failure = failure  # type: ignore[attr-defined]
         err.report = report  # type: ignore[attr-defined]
         raise err from None
-    written(target.args, args)
+    watch.written(args)
     if log.isEnabledFor(_V3):
         log.log(
             _V3,

@@ -9,7 +9,7 @@ libraries (their ``ts_weights_changed``), and the next matmuls pack again.
 Invariants:
 - The watch holds the last run's weight tensors, so their memory cannot be freed and handed to
   another tensor at the same address while their packed tiles may be read.
-- A run writes its Out/InOut tensors in place behind torch's back; ``written`` bumps their version
+- A run writes its Out/InOut tensors in place behind torch's back; ``WeightWatch.written`` bumps their version
   counters afterwards, so a tensor one program writes and another reads as a weight is seen to
   change (and autograd sees the write as it sees any in-place op).
 - An inference tensor (made under ``torch.inference_mode``) has no version counter: a change in
@@ -19,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,19 +49,22 @@ def _key(t: Any) -> tuple:
 
 
 class WeightWatch:
-    """The weight arguments of a build's last run (one watch per set of arguments: the whole
-    program, or one kernel run alone) and the libraries' ``ts_weights_changed``."""
+    """For one set of arguments of a build (the whole program, or one kernel run alone): the weight
+    arguments of its last run, the libraries' ``ts_weights_changed``, and which arguments a run
+    writes."""
 
-    def __init__(self, forget: list[Callable[[], None]]):
+    def __init__(self, specs: Sequence[ArgSpec], forget: list[Callable[[], None]]):
         self.forget = forget
+        self.weights = tuple(i for i, spec in enumerate(specs) if spec.weight) if forget else ()
+        self.outputs = tuple(i for i, spec in enumerate(specs) if spec.is_output)
         self.key: tuple | None = None
         self.held: tuple = ()  # the last run's weight tensors, kept alive (see the invariants)
 
-    def before_run(self, specs: Sequence[ArgSpec], args: Sequence[Any]) -> None:
+    def before_run(self, args: Sequence[Any]) -> None:
         """Drop the packed tiles when the weight arguments are not the last run's."""
-        if not self.forget:
+        if not self.weights:
             return
-        held = tuple(a for spec, a in zip(specs, args) if spec.weight)
+        held = tuple(args[i] for i in self.weights)
         key = tuple(_key(a) for a in held)
         if key != self.key:
             self.changed()
@@ -72,12 +76,21 @@ class WeightWatch:
             fn()
         self.key = None
 
+    def written(self, args: Sequence[Any]) -> None:
+        """Bump the version counter of each Out/InOut tensor a run wrote (see the invariants)."""
+        if not self.outputs:
+            return
+        tensor, bump = _torch_version_bump()
+        for i in self.outputs:
+            a = args[i]
+            if isinstance(a, tensor) and not a.is_inference():
+                bump(a)
 
-def written(specs: Sequence[ArgSpec], args: Sequence[Any]) -> None:
-    """Bump the version counter of each Out/InOut tensor a run wrote (see the invariants)."""
+
+@functools.cache
+def _torch_version_bump() -> tuple[type, Callable[[Any], None]]:
+    """torch.Tensor and torch's increment_version, imported once (on a run's path)."""
     import torch
     from torch.autograd.graph import increment_version
 
-    for spec, a in zip(specs, args):
-        if spec.is_output and isinstance(a, torch.Tensor) and not a.is_inference():
-            increment_version(a)
+    return torch.Tensor, increment_version
