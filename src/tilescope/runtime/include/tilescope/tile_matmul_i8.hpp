@@ -282,13 +282,11 @@ inline void amx_blocks(int32_t *ci, const int8_t *ai, int64_t lda, const int32_t
     if constexpr (NB == 2) _tile_stored(1, ci + 16, ld);
 }
 
-/// c (M x N int32) += a (M x K) @ b (K x N) int8 through AMX's tdpbssd (signed bytes, four products
-/// summed into each int32 lane, wrapping): exact mod 2^32 as every path. b is packed in groups of
-/// 4 rows (the VNNI layout, which is the layout AMX reads); a and c are read and written in place.
-template <int M, int N, int K, bool Ahead>
-inline void matmul_i8_amx(int32_t *c, const int8_t *a, int64_t lda, const int8_t *b, int64_t ldb) {
-    alignas(64) int32_t bp[K / 4 * N];
-    pack_b_i8<4, N, K, K / 4, Ahead>(bp, b, ldb);
+/// c (M x N int32) += a (M x K) @ packed b (bp: K / 4 rows of N lanes, pack_b_i8's groups of 4 rows)
+/// through AMX's tdpbssd (signed bytes, four products summed into each int32 lane, wrapping):
+/// exact mod 2^32 as every path. a and c are read and written in place.
+template <int M, int N, int K>
+inline void amx_multiply(int32_t *c, const int8_t *a, int64_t lda, const int32_t *bp) {
     static constexpr AmxConfig config(K % 64);
     _tile_loadconfig(&config);
     for (int i = 0; i < M; i += 16) {
@@ -297,6 +295,15 @@ inline void matmul_i8_amx(int32_t *c, const int8_t *a, int64_t lda, const int8_t
         if constexpr (N % 32 != 0) amx_blocks<N, K, 1>(c + i * N + j, a + i * lda, lda, bp + j);
     }
     _tile_release();  // the thread's tile state back to its initial one: cheaper to switch out
+}
+
+/// c (M x N int32) += a (M x K) @ b (K x N) int8 through AMX: b is packed in groups of 4 rows (the
+/// VNNI layout, which is the layout AMX reads), then amx_multiply.
+template <int M, int N, int K, bool Ahead>
+inline void matmul_i8_amx(int32_t *c, const int8_t *a, int64_t lda, const int8_t *b, int64_t ldb) {
+    alignas(64) int32_t bp[K / 4 * N];
+    pack_b_i8<4, N, K, K / 4, Ahead>(bp, b, ldb);
+    amx_multiply<M, N, K>(c, a, lda, bp);
 }
 #endif
 

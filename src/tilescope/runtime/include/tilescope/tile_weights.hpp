@@ -21,8 +21,8 @@
 //    int32 wrap mod 2^32 in any order. Every column of a cached tile's result comes from the
 //    packed copy (the edge columns past the last whole vector too, copied as they are).
 //  - A tile is used from the cache only when the view reads it in place (a copy lives on the
-//    stack, and another call's copy may sit at the same address) and the call does not take
-//    AMX (whose kernel reads b in its own layout; it packs per call as before).
+//    stack, and another call's copy may sit at the same address). Where a call takes AMX, the
+//    cached tile is in the layout AMX reads (a layout of its own in the key).
 //  - A packed tile is never changed once made: a matmul holds its own reference, so dropping the
 //    cache (another thread's run changed weights) cannot free a tile being read.
 //  - The buffers of dropped tiles are kept for the next tiles of the same size until the next
@@ -226,6 +226,19 @@ template <int M, int N, int K>
 }
 #endif
 
+#ifdef TS_MATMUL_AMX
+/// The AMX path's matmul_i8_weight: the cached tile in the layout AMX reads (pack_b_i8's groups of
+/// 4 rows, K / 4 rows of N lanes), then amx_multiply.
+template <int M, int N, int K>
+[[gnu::noinline]] inline void matmul_i8_weight_amx(int32_t *c, const int8_t *a, int64_t lda, const int8_t *b, int64_t ldb) {
+    constexpr std::size_t bytes = static_cast<std::size_t>(K / 4) * N * sizeof(int32_t);
+    constexpr int layout = 1;  // no WeightLayout id is 1
+    const auto packed = weight_cache().get(b, ldb, K, N, layout, bytes,
+                                           [&](int32_t *out) { pack_b_i8<4, N, K, K / 4, true>(out, b, ldb); });
+    amx_multiply<M, N, K>(c, a, lda, packed->data);
+}
+#endif
+
 /// acc += a @ b for int8 a and a weight tile b: from the cache where the invariants allow.
 template <int M, int N, class A, int K>
 inline void matmul_acc_weight(Tile<int32_t, M, N> &acc, const A &a, const TileView<int8_t, K, N> &b) {
@@ -233,12 +246,16 @@ inline void matmul_acc_weight(Tile<int32_t, M, N> &acc, const A &a, const TileVi
     static_assert(OA::cols == K, "matmul: a's column count must equal b's row count");
     static_assert(M == OA::rows, "matmul_acc: acc must have a's rows and b's columns");
 #if defined(__AVX512BW__) || defined(__AVX2__) || defined(__SSE2__)
-    if constexpr (N >= I8Vec::width) {
-        bool amx = false;
+    if (b.data != b.copy.data) {  // read in place: the tile's address names it
 #ifdef TS_MATMUL_AMX
-        if constexpr (amx_shape_v<M, N, K>) amx = amx_permitted();
+        if constexpr (amx_shape_v<M, N, K>) {
+            if (amx_permitted()) {
+                matmul_i8_weight_amx<M, N, K>(acc.data, OA::data(a), OA::stride(a), b.data, b.stride);
+                return;
+            }
+        }
 #endif
-        if (b.data != b.copy.data && !amx) {
+        if constexpr (N >= I8Vec::width) {
             matmul_i8_weight<M, N, K>(acc.data, OA::data(a), OA::stride(a), b.data, b.stride);
             return;
         }
