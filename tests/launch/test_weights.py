@@ -1,6 +1,7 @@
 """ts.Weight: int8 weights packed once and kept from run to run, dropped when they change
 (launch/weights.py, tile_weights.hpp), and what a program declaring one may and may not do."""
 
+import gc
 import runpy
 
 import numpy as np
@@ -91,16 +92,85 @@ def test_a_weight_changed_in_place_or_replaced_is_packed_again(prog):
 
 @pytest.mark.slow
 def test_a_change_torch_does_not_count_is_not_seen_until_weights_changed(prog):
-    """Writing through NumPy bypasses torch's version counter: the packed tiles are kept (which
-    shows the run reads them), until weights_changed() drops them."""
+    """Writing through NumPy or w.data bypasses w's version counter: the packed tiles are kept
+    (which shows the run reads them), until weights_changed() drops them."""
     x, w = ints((M, K), 5), ints((K, N), 6)
     before = expected(x, w)
     assert torch.equal(run(prog, x, w), before)
-    np_w = w.numpy()
-    np_w[:] = np.int8(7)
+    w.numpy()[:] = np.int8(7)
     assert torch.equal(run(prog, x, w), before)  # stale, as documented
     prog.weights_changed()
     assert torch.equal(run(prog, x, w), expected(x, w))
+    w.data.add_(1)
+    assert torch.equal(run(prog, x, w), expected(x, w - 1))  # stale again
+    prog.weights_changed()
+    assert torch.equal(run(prog, x, w), expected(x, w))
+
+
+@pytest.mark.slow
+def test_a_new_tensor_over_the_same_memory_is_seen():
+    """torch.from_numpy of one array, made again for each call after the array changed: another
+    tensor object (its own version counter), so its tiles are packed again."""
+    fn = build()
+    x = ints((M, K), 12)
+    a = ints((K, N), 13).numpy()
+    y = torch.zeros(M, N, dtype=torch.int32)
+    fn(x, torch.from_numpy(a), y)
+    assert torch.equal(y, expected(x, torch.from_numpy(a)))
+    a[:] = np.int8(-3)
+    fn(x, torch.from_numpy(a), y)
+    assert torch.equal(y, expected(x, torch.from_numpy(a)))
+    a[:] = np.int8(5)
+    fn.weights_changed()  # the jit function's own builds
+    fn(x, torch.from_numpy(a), y)
+    assert torch.equal(y, expected(x, torch.from_numpy(a)))
+
+
+@pytest.mark.slow
+def test_one_program_for_every_layer_keeps_each_layers_tiles(prog):
+    """Weights passed in turn (a program run once per layer): each one's packed tiles are kept.
+    Shown by a change torch does not count to layer 0's weight: the next run with it still reads
+    the tiles packed before."""
+    x = ints((M, K), 14)
+    layers = [ints((K, N), 15 + i) for i in range(3)]
+    for w in layers:
+        assert torch.equal(run(prog, x, w), expected(x, w))
+    before = expected(x, layers[0])
+    layers[0].numpy()[:] = np.int8(1)
+    for w in layers[1:]:
+        assert torch.equal(run(prog, x, w), expected(x, w))
+    assert torch.equal(run(prog, x, layers[0]), before)  # layer 0's tiles were kept, as documented
+    prog.weights_changed()
+    assert torch.equal(run(prog, x, layers[0]), expected(x, layers[0]))
+
+
+@pytest.mark.slow
+def test_a_freed_weight_is_forgotten(prog):
+    x, w = ints((M, K), 20), ints((K, N), 21)
+    assert torch.equal(run(prog, x, w), expected(x, w))
+    watch = prog.binaries().weights[None]
+    assert any(k[0] == w.data_ptr() for k in watch.seen)
+    ptr = w.data_ptr()
+    del w
+    gc.collect()
+    assert not any(k[0] == ptr for k in watch.seen)
+
+
+@pytest.mark.slow
+def test_a_weight_that_is_also_an_output_is_refused(prog):
+    @ts.kernel
+    def mm2(x: ts.Tensor[[M, K], ts.i8], w: ts.Weight[[K, N], ts.i8], y: ts.Out[[M, N], ts.i32]):
+        ts.store(y, [0, 0], ts.matmul(ts.load(x, [0, 0], [M, K]), ts.load(w, [0, 0], [K, N])))
+
+    @ts.jit
+    def layer(x: ts.Tensor[[M, K], ts.i8], w: ts.Weight[[K, N], ts.i8], y: ts.Out[[M, N], ts.i32]):
+        mm2(x, w, y)
+
+    x = ints((M, K), 22)
+    y = torch.zeros(M, N, dtype=torch.int32)
+    w = y.view(torch.int8).view(K, N)  # the weight's bytes are the output's
+    with pytest.raises(ts.ArgumentError, match=r"argument 'w' \(a ts.Weight\) shares memory with argument 'y'"):
+        layer(x, w, y)
 
 
 @pytest.mark.slow
@@ -122,7 +192,7 @@ def test_a_weight_another_program_writes_is_seen_to_change(prog):
 
 
 @pytest.mark.slow
-def test_interp_and_a_single_task_replay_agree(prog):
+def test_interp_agrees(prog):
     x, w = ints((M, K), 10), ints((K, N), 11)
     y = torch.zeros(M, N, dtype=torch.int32)
     prog.run(x, w, y, platform="interp")
@@ -143,10 +213,9 @@ def test_a_weight_annotation_without_shape_names_itself():
         ts.Weight[ts.i8]
 
 
-@pytest.mark.parametrize("kernel_side, program_side", [(True, False)])
-def test_a_kernel_weight_given_a_plain_input_is_refused(kernel_side, program_side):
+def test_a_kernel_weight_given_a_plain_input_is_refused():
     with pytest.raises(VerifyError) as e:
-        build(kernel_side, program_side).compile()
+        build(weight_in_kernel=True, weight_in_program=False).compile()
     msg = str(e.value)
     assert "kernel mm's ts.Weight param 'w' is given the ts.Tensor param 'w'" in msg
     assert "declare w as ts.Weight[...] in the orchestration" in msg
@@ -167,8 +236,50 @@ def test_a_kernel_weight_given_an_intermediate_is_refused():
         make(t)
         use(t, y)
 
-    with pytest.raises(VerifyError, match=r"kernel use's ts.Weight param 'w' is given 't', a tensor the orchestration creates"):
+    with pytest.raises(VerifyError, match=r"kernel use's ts.Weight param 'w' is given 't', which may hold a tensor the orchestration creates"):
         prog.compile()
+
+
+def test_a_kernel_weight_given_a_variable_that_may_hold_an_intermediate_is_refused():
+    @ts.kernel
+    def use(w: ts.Weight[[K, N], ts.i8], y: ts.Out[[K, N], ts.i8]):
+        ts.store(y, [0, 0], ts.load(w, [0, 0], [K, N]))
+
+    @ts.kernel
+    def make(y: ts.Out[[K, N], ts.i8]):
+        ts.store(y, [0, 0], ts.zeros([K, N], ts.i8))
+
+    @ts.jit
+    def prog(w: ts.Weight[[K, N], ts.i8], y: ts.Out[[K, N], ts.i8], n: ts.Scalar[ts.i32]):
+        s = ts.create_tensor([K, N], ts.i8)
+        make(s)
+        t = s
+        if n > 0:
+            t = w
+        use(t, y)
+
+    with pytest.raises(VerifyError, match=r"is given 't', which may hold a tensor the orchestration creates"):
+        prog.compile()
+
+
+def test_a_kernel_weight_given_a_written_param_says_to_declare_the_kernel_param_a_tensor():
+    @ts.kernel
+    def use(w: ts.Weight[[K, N], ts.i8], y: ts.Out[[K, N], ts.i8]):
+        ts.store(y, [0, 0], ts.load(w, [0, 0], [K, N]))
+
+    @ts.kernel
+    def make(y: ts.Out[[K, N], ts.i8]):
+        ts.store(y, [0, 0], ts.zeros([K, N], ts.i8))
+
+    @ts.jit
+    def prog(t: ts.Out[[K, N], ts.i8], y: ts.Out[[K, N], ts.i8]):
+        make(t)
+        use(t, y)
+
+    with pytest.raises(VerifyError) as e:
+        prog.compile()
+    assert "kernel use's ts.Weight param 'w' is given the ts.Out param 't'" in str(e.value)
+    assert "declare w as ts.Tensor[...] in kernel use (t is written)" in str(e.value)
 
 
 def test_a_program_weight_given_to_a_kernel_output_is_refused():

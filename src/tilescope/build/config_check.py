@@ -95,6 +95,8 @@ def _arg_rows(p: _Problems, rows: Any, where: str) -> None:
             p.add(f"{at}['shape']", shape, "a list of sizes >= 0 (None for a scalar)")
         elif (shape is None) != (row.get("direction") == "scalar") and row.get("direction") in _DIRECTIONS:
             p.add(f"{at}['shape']", shape, "None for a scalar and a list of sizes for a tensor")
+        if "weight" in row and not (row["weight"] is True and row.get("direction") == "in"):
+            p.add(f"{at}['weight']", row["weight"], "True, on an 'in' tensor (a ts.Weight), or no 'weight' key")
 
 
 def _signature_ok(v: Any) -> bool:

@@ -87,7 +87,8 @@ def scene_test(data: dict[str, Any]) -> str:
     """The build's ``scene_test.py``: the build as a pytest case, its inputs and golden to write."""
     args = data["ARGS"]
     describe = lambda a: (  # noqa: E731
-        f"scalar {a['dtype']}" if a["shape"] is None else f"{a['direction']} tensor {a['shape']} {a['dtype']}"
+        f"scalar {a['dtype']}" if a["shape"] is None
+        else f"{'weight' if a.get('weight') else a['direction']} tensor {a['shape']} {a['dtype']}"
     )
     outputs = [a["name"] for a in args if a["direction"] in ("out", "inout")]
     return SCENE_TEST.format(

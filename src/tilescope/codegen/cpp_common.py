@@ -44,7 +44,7 @@ CPP_RESERVED = frozenset(
     int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t INT64_C ts_arg kernel_entry
     orchestration_entry bf16 f16 select convert probe_box probe_sink ProbeSink ts_probe_install slice
     load_valid store_valid check_bound negative_bound_message arith TileView Extent view extent fuse weight
-    WeightView weights_changed ts_weights_changed""".split()
+    WeightView weights_changed ts_weights_changed weights_changed_in ts_weights_changed_in""".split()
 ) | cpp_names()
 
 _CPP_BINOPS = {"add": ("+", 6), "sub": ("-", 6), "mul": ("*", 7), "div": ("/", 7)}

@@ -433,8 +433,9 @@ def kernel_cpp(
         ]
     if any(p.weight for p in k.params):
         lines += [
-            "// ts.Weight: the run path calls this before a run whose weights changed (tile_weights.hpp).",
+            "// ts.Weight: the run path calls these before a run whose weights changed (tile_weights.hpp).",
             'extern "C" void ts_weights_changed() { weights_changed(); }',
+            'extern "C" void ts_weights_changed_in(const uint64_t *ranges, int n) { weights_changed_in(ranges, n); }',
             "",
         ]
     entry = len(lines)

@@ -78,12 +78,14 @@ class _Verifier:
         self.loc = loc
         self.assign_counts: Counter[str] = Counter()
         self.roots: dict[str, set[str]] = {}
+        self.made: set[str] = set()  # tensor variables that may hold a tensor the orchestration creates
 
     def prepare(self, body: tuple[Stmt, ...]) -> None:
         """Facts about the whole body: how often each name is assigned, and the parameters
         each tensor variable may hold (a fixed point over its assignments)."""
         assigns = [s for s in walk_stmts(body) if isinstance(s, Assign)]
         self.assign_counts = Counter(s.target for s in assigns)
+        self.made = {s.target for s in assigns if isinstance(s.value, CreateTensor)}
         changed = True
         while changed:
             changed = False
@@ -92,6 +94,9 @@ class _Verifier:
                     new = self.tensor_roots(s.value.name) - self.roots.get(s.target, set())
                     if new:
                         self.roots.setdefault(s.target, set()).update(new)
+                        changed = True
+                    if s.value.name in self.made and s.target not in self.made:
+                        self.made.add(s.target)
                         changed = True
 
     def tensor_roots(self, name: str) -> set[str]:
@@ -393,16 +398,23 @@ class _Verifier:
         """A kernel's ts.Weight param must be given a ts.Weight param of the orchestration: only
         those does the run path watch for changes (a packed copy of anything else could go stale)."""
         others = [n for n in held if not self.params[n].weight]
-        if held and not others:
+        made = isinstance(root, Var) and root.name in self.made
+        if held and not others and not made:
             return
-        what = f"the {self.params[others[0]].direction.annotation} param {others[0]!r}" if others else (
-            f"{root.name!r}, a tensor the orchestration creates" if isinstance(root, Var) else "a tensor expression")
+        if others:
+            other = self.params[others[0]]
+            what = f"the {other.direction.annotation} param {other.name!r}"
+            hint = (f"declare {p.name} as ts.Tensor[...] in kernel {e.kernel} ({other.name} is written)"
+                    if other.direction.writes else f"declare {other.name} as ts.Weight[...] in the orchestration")
+        else:
+            what = (f"{root.name!r}, which may hold a tensor the orchestration creates" if isinstance(root, Var)
+                    else "a tensor expression")
+            hint = f"declare {p.name} as ts.Tensor[...] in kernel {e.kernel}"
         raise self.fail(
             f"kernel {e.kernel}'s ts.Weight param {p.name!r} is given {what}: a weight must be a ts.Weight "
             "param of the orchestration, which the caller keeps the same from run to run",
             e.loc,
-            f"declare {others[0]} as ts.Weight[...] in the orchestration" if others else
-            f"declare {p.name} as ts.Tensor[...] in kernel {e.kernel}",
+            hint,
         )
 
     # -- statements ----------------------------------------------------------------------------

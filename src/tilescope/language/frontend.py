@@ -481,7 +481,7 @@ class _Lowering(Scopes, Expressions, Subscripts, OpLowering, AccessLowering):
                 raise DSLError(
                     f"parameter {a.arg!r} needs an annotation",
                     self.loc(a),
-                    "e.g. ts.Tensor[[64, 128], ts.f32], ts.Out[...], ts.InOut[...] or ts.Scalar[ts.f32]",
+                    "e.g. ts.Tensor[[64, 128], ts.f32], ts.Out[...], ts.InOut[...], ts.Weight[...] or ts.Scalar[ts.f32]",
                 )
             # Annotations evaluated at definition time see the enclosing function's locals; string
             # annotations (``from __future__ import annotations``) are evaluated here.
@@ -496,7 +496,7 @@ class _Lowering(Scopes, Expressions, Subscripts, OpLowering, AccessLowering):
                 raise DSLError(
                     f"parameter {a.arg!r}: annotation {ast.unparse(a.annotation)} is not a tilescope parameter type",
                     self.loc(a),
-                    "use ts.Tensor[[shape], dtype], ts.Out[...], ts.InOut[...] or ts.Scalar[dtype]",
+                    "use ts.Tensor[[shape], dtype], ts.Out[...], ts.InOut[...], ts.Weight[...] or ts.Scalar[dtype]",
                 )
             ptype = ScalarType(spec.dtype) if spec.shape is None else TensorType(spec.shape, spec.dtype)
             params.append(Param(a.arg, spec.direction, ptype, self.loc(a), spec.weight))

@@ -69,6 +69,15 @@ class JitFunction(Orchestration):
         compiled.run_with(config, *args)
 
 
+    @api_boundary
+    def weights_changed(self) -> None:
+        """``CompiledProgram.weights_changed`` for each build this function compiled and ran."""
+        with self._lock:
+            compiled = list(self._compiled.values())
+        for c in compiled:
+            c.weights_changed()
+
+
 def jit(fn: Callable | None = None, **compile_cfg: Any):
     """Declare an orchestration; ``@ts.jit(dump_passes=True)`` sets compile options (checked here)."""
     try:

@@ -166,16 +166,18 @@ class CompiledProgram(Build):
     @api_boundary
     def weights_changed(self) -> None:
         """Drop what this build's kernels packed of their ts.Weight arguments, so the next sim run
-        packs them again: for a weight changed in a way torch does not count (through NumPy or a
-        raw pointer, or in place under ``torch.inference_mode``). A change torch counts, and a new
-        tensor, are seen on their own."""
-        with self._lock:
-            binaries = self._binaries
-        if binaries is not None:
-            for fn in forget_functions(binaries.libraries):
-                fn()
-            for watch in binaries.weights.values():
-                watch.key = None
+        packs them again: after a change to a weight that torch does not count (through NumPy or
+        another tensor over the same memory, such as ``w.data``, or in an inference tensor). A
+        change torch counts, and a new tensor, are seen on their own."""
+        binaries = self._binaries
+        if binaries is None:
+            if not all((self.work_dir / k["binary"]).is_file() for k in self.kernels):
+                return  # never built here: nothing was packed from these libraries
+            binaries = self.binaries()  # NOTE: libraries another build of the same bytes loaded are these
+        for fn in forget_functions(binaries.libraries):
+            fn()
+        for watch in binaries.weights.values():
+            watch.forget()
 
     def ensure_binaries(self) -> None:
         """Build the binaries of a build compiled or loaded for the interp platform only (missing, or

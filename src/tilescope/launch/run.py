@@ -86,7 +86,7 @@ class Binaries:
         arguments are ``specs``."""
         watch = self.weights.get(view)
         if watch is None:
-            watch = self.weights[view] = WeightWatch(specs, forget_functions(self.libraries))
+            watch = self.weights[view] = WeightWatch(specs, forget_functions(self.libraries, "ts_weights_changed_in"))
         return watch
 
 
@@ -191,18 +191,20 @@ def launch(
     watch = binaries.weight_watch(kernel_index, target.args)
     watch.before_run(args)
     try:
-        report = run_graph(
-            orch,
-            kernels,
-            names,
-            plan.args,
-            config if kernel_index is None else config.replace(num_workers=1),
-            recording,
-            kernel_filter=kernel_filter(target, config),
-            worker_stack_mib=worker_stack_mib(local_memory),
-        )
+        try:
+            report = run_graph(
+                orch,
+                kernels,
+                names,
+                plan.args,
+                config if kernel_index is None else config.replace(num_workers=1),
+                recording,
+                kernel_filter=kernel_filter(target, config),
+                worker_stack_mib=worker_stack_mib(local_memory),
+            )
+        finally:
+            watch.written(args)  # what it wrote, whether it finished or not
     except RuntimeFailure as e:
-        watch.written(args)
         report = getattr(e, "report", None)
         if report is None:
             raise
@@ -222,7 +224,6 @@ def launch(
         err.failure = failure  # type: ignore[attr-defined]
         err.report = report  # type: ignore[attr-defined]
         raise err from None
-    watch.written(args)
     if log.isEnabledFor(_V3):
         log.log(
             _V3,

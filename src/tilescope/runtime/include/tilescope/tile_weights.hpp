@@ -11,10 +11,12 @@
 // packing cost as much as multiplying; and the packed tile is one contiguous block, panel after
 // panel, which streams from memory better than the tensor's rows.
 //
-// The run path (launch/run.py) calls the library's `ts_weights_changed()` (generated into a
-// kernel with weight parameters) before a run whose weights are not the ones of the last run:
-// another tensor, or the same one changed since (its torch version counter). That drops every
-// packed tile; the next matmuls pack again.
+// The run path (launch/weights.py) calls the library's `ts_weights_changed_in(ranges, n)`
+// (generated into a kernel with weight parameters) with the bytes of each weight argument it has
+// not seen before in its present state (another tensor, or the same one changed since: its torch
+// version counter), and of each weight it saw that was freed. That drops the packed tiles that
+// read those bytes; the next matmuls pack them again. `ts_weights_changed()` drops every tile
+// (`CompiledProgram.weights_changed()`).
 //
 // Invariants:
 //  - A packed tile gives exactly the result the unpacked path gives: int8 products summed in
@@ -95,10 +97,30 @@ public:
     void changed() {
         std::lock_guard<std::mutex> hold(mutex_);
         spares_.clear();
-        for (auto &entry : tiles_) {
-            if (entry.second.use_count() == 1) spares_.emplace(entry.second->bytes, std::move(entry.second));
-        }
+        for (auto &entry : tiles_) spare(entry.second);
         tiles_.clear();
+    }
+
+    /// Drop the packed tiles that read any byte of the n ranges [lo, hi) at `ranges` (lo, hi, lo,
+    /// hi, ...: the weights there changed, or were freed); their buffers become the spares.
+    void changed(const uint64_t *ranges, int n) {
+        std::lock_guard<std::mutex> hold(mutex_);
+        spares_.clear();
+        for (auto it = tiles_.begin(); it != tiles_.end();) {
+            const Key &k = it->first;  // the tile's bytes: rows ldb apart (either way), cols each
+            const int64_t last_row = (k.rows - 1) * k.ldb;
+            const auto b = static_cast<uint64_t>(reinterpret_cast<std::uintptr_t>(k.b));
+            const uint64_t lo = b + static_cast<uint64_t>(last_row < 0 ? last_row : 0);
+            const uint64_t hi = b + static_cast<uint64_t>((last_row > 0 ? last_row : 0) + k.cols);
+            bool hit = false;
+            for (int r = 0; r < n && !hit; ++r) hit = lo < ranges[2 * r + 1] && ranges[2 * r] < hi;
+            if (hit) {
+                spare(it->second);
+                it = tiles_.erase(it);
+            } else {
+                ++it;
+            }
+        }
     }
 
     /// How many packed tiles the cache holds (for tests).
@@ -123,6 +145,11 @@ private:
             return h;
         }
     };
+
+    /// Keep a dropped tile's buffer for the next tile of its size, unless a matmul still reads it.
+    void spare(std::shared_ptr<Packed> &p) {
+        if (p.use_count() == 1) spares_.emplace(p->bytes, std::move(p));
+    }
 
     std::shared_ptr<Packed> take_spare(std::size_t bytes) {
         auto it = spares_.find(bytes);
@@ -268,6 +295,10 @@ inline void matmul_acc_weight(Tile<int32_t, M, N> &acc, const A &a, const TileVi
 
 /// Drop this kernel library's packed weights (a weight changed): what `ts_weights_changed` does.
 inline void weights_changed() { detail::weight_cache().changed(); }
+
+/// Drop the packed weights that read the n byte ranges at `ranges` (lo, hi pairs): what
+/// `ts_weights_changed_in` does.
+inline void weights_changed_in(const uint64_t *ranges, int n) { detail::weight_cache().changed(ranges, n); }
 
 /// acc += a @ b for int8 a (a tile or a view) and b a weight's view (see the top of this file).
 template <int M, int N, class A, int K, std::enable_if_t<detail::I8Operand<A>::ok, int> = 0>
