@@ -221,15 +221,17 @@ def test_a_kernel_weight_given_a_plain_input_is_refused():
     assert "declare w as ts.Weight[...] in the orchestration" in msg
 
 
+@ts.kernel
+def use(w: ts.Weight[[K, N], ts.i8], y: ts.Out[[K, N], ts.i8]):
+    ts.store(y, [0, 0], ts.load(w, [0, 0], [K, N]))
+
+
+@ts.kernel
+def make(y: ts.Out[[K, N], ts.i8]):
+    ts.store(y, [0, 0], ts.zeros([K, N], ts.i8))
+
+
 def test_a_kernel_weight_given_an_intermediate_is_refused():
-    @ts.kernel
-    def use(w: ts.Weight[[K, N], ts.i8], y: ts.Out[[K, N], ts.i8]):
-        ts.store(y, [0, 0], ts.load(w, [0, 0], [K, N]))
-
-    @ts.kernel
-    def make(y: ts.Out[[K, N], ts.i8]):
-        ts.store(y, [0, 0], ts.zeros([K, N], ts.i8))
-
     @ts.jit
     def prog(y: ts.Out[[K, N], ts.i8]):
         t = ts.create_tensor([K, N], ts.i8)
@@ -241,14 +243,6 @@ def test_a_kernel_weight_given_an_intermediate_is_refused():
 
 
 def test_a_kernel_weight_given_a_variable_that_may_hold_an_intermediate_is_refused():
-    @ts.kernel
-    def use(w: ts.Weight[[K, N], ts.i8], y: ts.Out[[K, N], ts.i8]):
-        ts.store(y, [0, 0], ts.load(w, [0, 0], [K, N]))
-
-    @ts.kernel
-    def make(y: ts.Out[[K, N], ts.i8]):
-        ts.store(y, [0, 0], ts.zeros([K, N], ts.i8))
-
     @ts.jit
     def prog(w: ts.Weight[[K, N], ts.i8], y: ts.Out[[K, N], ts.i8], n: ts.Scalar[ts.i32]):
         s = ts.create_tensor([K, N], ts.i8)
@@ -263,14 +257,6 @@ def test_a_kernel_weight_given_a_variable_that_may_hold_an_intermediate_is_refus
 
 
 def test_a_kernel_weight_given_a_written_param_says_to_declare_the_kernel_param_a_tensor():
-    @ts.kernel
-    def use(w: ts.Weight[[K, N], ts.i8], y: ts.Out[[K, N], ts.i8]):
-        ts.store(y, [0, 0], ts.load(w, [0, 0], [K, N]))
-
-    @ts.kernel
-    def make(y: ts.Out[[K, N], ts.i8]):
-        ts.store(y, [0, 0], ts.zeros([K, N], ts.i8))
-
     @ts.jit
     def prog(t: ts.Out[[K, N], ts.i8], y: ts.Out[[K, N], ts.i8]):
         make(t)
