@@ -196,6 +196,12 @@ def test_kernel_config_with_wrong_types_lists_every_problem(build):
     assert "RUNTIME_CONFIG['local_memory_bytes'] is missing, expected a byte count" in msg
     assert "KERNELS[1]['params'] is missing, expected the kernel's parameters" in msg
     assert "KERNELS[2]['signature'] is 'in', expected a list of D.IN, D.OUT, D.INOUT, D.SCALAR" in msg
+    config.write_text(text + "\nARGS[0]['weight'] = 1\nARGS[-1]['weight'] = True\n")  # not True; on an output
+    with pytest.raises(BuildFileError) as e:
+        ts.CompiledProgram.from_dir(build)
+    msg = str(e.value)
+    assert "(2 problem(s))" in msg
+    assert "ARGS[0]['weight'] is 1, expected True, on an 'in' tensor (a ts.Weight), or no 'weight' key" in msg
 
 
 @pytest.mark.slow
