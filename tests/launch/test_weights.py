@@ -279,3 +279,21 @@ def test_a_program_weight_given_to_a_kernel_output_is_refused():
 
     with pytest.raises(VerifyError, match=r"kernel clear writes its out param 'y', but it is given the In param 'w'"):
         prog.compile()
+
+
+@pytest.mark.slow
+def test_a_task_with_a_weight_replayed_alone_packs_its_own(prog):
+    """`tilescope replay --task`: the kernel alone on saved inputs (its own view's watch), twice,
+    the second time with another saved weight: each replay's result is its own weight's."""
+    from tilescope.debug.failures import SavedArg, save_task_inputs
+    from tilescope.launch.task import replay_task
+
+    x = ints((M, K), 23)
+    for task in (0, 1):  # the two tasks of mm, saved with different weights
+        w = ints((K, 48), 24 + task)
+        args = [SavedArg(0, "x", "input", x), SavedArg(1, "w", "input", w),
+                SavedArg(2, "y", "output", torch.zeros(M, 48, dtype=torch.int32))]  # fmt: skip
+        save_task_inputs(prog.work_dir, task, "mm", "mm", 0, args, "saved by the test")
+        result = replay_task(prog.work_dir, task, isolate=False)
+        assert result.passed, result.error
+        assert torch.equal(result.outputs["y"], expected(x, w))
