@@ -356,15 +356,17 @@ MM_I8(48, 100, 80, "48x100x80")
 // int8 matmul of views, "mmv_i8_<M>x<K>x<N>": a is b0 as an M x (K + 5) matrix and b is b1 as a
 // K x (N + 3) one, each read in place by view() (rows K + 5 and N + 3 bytes apart); b2 = int32
 // acc in/out
+// a rows x cols int8 matrix at data, rows cols bytes apart, as a kernel's tensor argument
+inline TensorView<int8_t> int8_matrix(void *data, int64_t rows, int64_t cols) {
+    ts_tensor t{};
+    t.data = data; t.dtype = TS_I8; t.ndim = 2;
+    t.shape[0] = rows; t.shape[1] = cols; t.strides[0] = cols; t.strides[1] = 1;
+    return TensorView<int8_t>(t);
+}
+
 template <int M, int K, int N>
 void mmv_i8(void **b) {
-    auto matrix = [](void *data, int64_t rows, int64_t cols) {
-        ts_tensor t{};
-        t.data = data; t.dtype = TS_I8; t.ndim = 2;
-        t.shape[0] = rows; t.shape[1] = cols; t.strides[0] = cols; t.strides[1] = 1;
-        return TensorView<int8_t>(t);
-    };
-    const TensorView<int8_t> av = matrix(b[0], M, K + 5), bv = matrix(b[1], K, N + 3);
+    const TensorView<int8_t> av = int8_matrix(b[0], M, K + 5), bv = int8_matrix(b[1], K, N + 3);
     Tile<int32_t, M, N> acc = whole<int32_t, M, N>(b[2]);
     const TileView<int8_t, M, K> a_view = view<M, K>(av, {0, 0});
     const TileView<int8_t, K, N> b_view = view<K, N>(bv, {0, 0});
@@ -387,10 +389,7 @@ MMV_I8(48, 100, 80, "48x100x80")
 // the cache's tiles after the first call and after weights_changed().
 template <int M, int K, int N>
 void mmw_i8(void **b) {
-    ts_tensor t{};
-    t.data = b[1]; t.dtype = TS_I8; t.ndim = 2;
-    t.shape[0] = K; t.shape[1] = N + 3; t.strides[0] = N + 3; t.strides[1] = 1;
-    const TensorView<int8_t> bv(t);
+    const TensorView<int8_t> bv = int8_matrix(b[1], K, N + 3);
     const Tile<int8_t, M, K> a = whole<int8_t, M, K>(b[0]);
     const Tile<int32_t, M, N> init = whole<int32_t, M, N>(b[2]);
     auto run = [&](void *out) {
